@@ -1,0 +1,34 @@
+// File: kernels/indexer/indexer.h — the Lightning Indexer's scores and top-k
+// (v4-model.md §4.5): score[s] = Σ_h w[h] · ReLU(q_h · k_s) · softmax_scale,
+// then the k best visible entries, ties broken by the lowest index.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/core/status.h"
+
+namespace hart {
+
+struct indexer_score_params {
+  const float* q = nullptr;      // [head_dim, n_heads] one query
+  const float* w = nullptr;      // [n_heads] head weights (weights_proj · n_heads^-0.5)
+  const float* keys = nullptr;   // [head_dim, n_keys] compressed indexer keys
+  float* score = nullptr;        // [n_keys]
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t n_keys = 0;
+  float softmax_scale = 1.0f;    // head_dim^-0.5
+};
+
+struct topk_params {
+  const float* values = nullptr; // [n]
+  int32_t* indices = nullptr;    // [k] out: best first; positions past min(k, n) are -1
+  int64_t n = 0;
+  int64_t k = 0;
+};
+
+status indexer_score_cpu(const indexer_score_params& p);
+/// Largest `k` of `values` (NaN never selected); equal values: lower index first.
+status topk_cpu(const topk_params& p);
+
+}  // namespace hart

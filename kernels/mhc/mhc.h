@@ -1,0 +1,60 @@
+// File: kernels/mhc/mhc.h — manifold-constrained hyper-connections (v4-model.md §5).
+// The residual is n_hc streams per token. hc_pre computes, from the flattened
+// streams, the collapse weights `pre`, the expansion weights `post` and the
+// doubly-stochastic mixing matrix `comb` (softmax, column norm, then
+// (iters-1) × (row, column) Sinkhorn), and collapses the streams;
+// hc_post mixes back: X'[k] = post[k]·y + Σ_j comb[j][k]·X[j] (comb transposed);
+// hc_head is the final sigmoid-weighted collapse.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/core/status.h"
+
+namespace hart {
+
+struct hc_pre_params {
+  const float* x = nullptr;      // [dim, n_hc, n_tokens] residual streams
+  const float* fn = nullptr;     // [n_hc*dim, (2+n_hc)*n_hc]
+  const float* base = nullptr;   // [(2+n_hc)*n_hc]
+  const float* scale = nullptr;  // [3]: pre, post, comb
+  float* collapsed = nullptr;    // [dim, n_tokens] = Σ_i pre[i]·X[i]
+  float* post = nullptr;         // [n_hc, n_tokens]
+  float* comb = nullptr;         // [n_hc (out k), n_hc (in j), n_tokens], comb[j][k] at j*n_hc+k
+  int64_t n_tokens = 0;
+  int64_t n_hc = 4;
+  int64_t dim = 0;
+  int64_t sinkhorn_iters = 20;
+  float norm_eps = 1e-6f;        // rsqrt(mean(x^2) + norm_eps) over all n_hc*dim values
+  float hc_eps = 1e-6f;
+};
+
+struct hc_post_params {
+  const float* x = nullptr;      // [dim, n_hc, n_tokens] streams before the sublayer
+  const float* y = nullptr;      // [dim, n_tokens] sublayer output
+  const float* post = nullptr;   // [n_hc, n_tokens]
+  const float* comb = nullptr;   // as hc_pre_params::comb
+  float* out = nullptr;          // [dim, n_hc, n_tokens]; must not alias x
+  int64_t n_tokens = 0;
+  int64_t n_hc = 4;
+  int64_t dim = 0;
+};
+
+struct hc_head_params {
+  const float* x = nullptr;      // [dim, n_hc, n_tokens]
+  const float* fn = nullptr;     // [n_hc*dim, n_hc]
+  const float* base = nullptr;   // [n_hc]
+  const float* scale = nullptr;  // [1]
+  float* out = nullptr;          // [dim, n_tokens]
+  int64_t n_tokens = 0;
+  int64_t n_hc = 4;
+  int64_t dim = 0;
+  float norm_eps = 1e-6f;
+  float hc_eps = 1e-6f;
+};
+
+status hc_pre_cpu(const hc_pre_params& p);
+status hc_post_cpu(const hc_post_params& p);
+status hc_head_cpu(const hc_head_params& p);
+
+}  // namespace hart

@@ -1,0 +1,24 @@
+// File: kernels/swiglu/swiglu.h — V4's clamped SwiGLU (v4-model.md §6.2):
+// h = silu(min(g, limit)) · clamp(u, -limit, limit) [· row_weight]; limit 0 = no clamp.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/core/status.h"
+
+namespace hart {
+
+struct swiglu_params {
+  const float* gate = nullptr;        // [dim, n_rows], row stride `in_stride`
+  const float* up = nullptr;          // [dim, n_rows], row stride `in_stride`
+  const float* row_weight = nullptr;  // [n_rows] routing weight per row, or null
+  float* out = nullptr;               // [dim, n_rows], contiguous
+  int64_t n_rows = 0;
+  int64_t dim = 0;
+  int64_t in_stride = 0;              // elements; 0 = dim
+  float limit = 0.0f;
+};
+
+status swiglu_cpu(const swiglu_params& p);
+
+}  // namespace hart

@@ -1,0 +1,150 @@
+#include "runtime/model/attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/indexer/indexer.h"
+#include "kernels/linear/linear.h"
+#include "kernels/rms_norm/rms_norm.h"
+#include "kernels/rope/rope.h"
+#include "kernels/sparse_attention/sparse_attention.h"
+#include "runtime/core/check.h"
+#include "runtime/model/compressor.h"
+#include "runtime/model/linear_ops.h"
+
+namespace hart {
+namespace {
+
+constexpr int64_t k_kv_qdq_block = 64;
+
+// Projections of every token of the batch, computed once per layer.
+struct projections {
+  std::vector<float> q;        // [H*hd, T] normed, rotated (q path)
+  std::vector<float> qr;       // [q_lora, T] the q latent (also feeds the indexer)
+  std::vector<float> kv;       // [hd, T] normed, rotated, QDQ'd in fp8
+  std::vector<float> comp_a, comp_z;    // [coff*c, T] main compressor inputs
+  std::vector<float> index_a, index_z;  // [2*c_I, T] indexer compressor inputs
+  std::vector<float> index_q;  // [n_I*hd_I, T]
+  std::vector<float> index_w;  // [n_I, T] head weights · n_I^-0.5
+};
+
+projections project(const attention_params& p, const token_batch& b, const float* x) {
+  const model_config& c = *p.cfg;
+  const layer_weights& w = *p.w;
+  const int64_t T = b.n_tokens(), H = c.n_heads, hd = c.head_dim, rd = c.rope_dim;
+  const float eps = float(c.norm_eps);
+  projections pr;
+  pr.qr = linear_apply(w.wq_a, x, T);
+  HART_CHECK(rms_norm_cpu({pr.qr.data(), w.q_norm.data(), pr.qr.data(), T, c.q_lora_rank, 0, 0, eps}).ok());
+  pr.q = linear_apply(w.wq_b, pr.qr.data(), T);
+  HART_CHECK(rms_norm_cpu({pr.q.data(), nullptr, pr.q.data(), T * H, hd, 0, 0, eps}).ok());
+  HART_CHECK(rope_cpu({pr.q.data(), b.pos.data(), p.inv_freq, T, H, hd, rd}).ok());
+
+  pr.kv = linear_apply(w.wkv, x, T);
+  HART_CHECK(rms_norm_cpu({pr.kv.data(), w.kv_norm.data(), pr.kv.data(), T, hd, 0, 0, eps}).ok());
+  HART_CHECK(rope_cpu({pr.kv.data(), b.pos.data(), p.inv_freq, T, 1, hd, rd}).ok());
+  if (p.prec == precision::fp8) fp8_qdq_rows(pr.kv.data(), T, hd - rd, k_kv_qdq_block, hd);
+
+  if (w.kind != attention_kind::sliding) {
+    pr.comp_a = linear_apply(w.compressor.wkv, x, T);
+    pr.comp_z = linear_apply(w.compressor.wgate, x, T);
+  }
+  if (w.kind == attention_kind::csa) {
+    const int64_t nI = c.index_n_heads, hI = c.index_head_dim;
+    pr.index_a = linear_apply(w.indexer.compressor.wkv, x, T);
+    pr.index_z = linear_apply(w.indexer.compressor.wgate, x, T);
+    pr.index_q = linear_apply(w.indexer.wq_b, pr.qr.data(), T);
+    HART_CHECK(rope_cpu({pr.index_q.data(), b.pos.data(), p.inv_freq, T, nI, hI, rd}).ok());
+    if (p.prec == precision::fp8) hadamard_fp4_qdq_rows(pr.index_q.data(), T * nI, hI);
+    pr.index_w = linear_apply(w.indexer.weights_proj, x, T);
+    const float wscale = 1.0f / std::sqrt(float(nI));
+    for (float& v : pr.index_w) v *= wscale;
+  }
+  return pr;
+}
+
+}  // namespace
+
+status attention_forward(const attention_params& p, const token_batch& b, const float* x, float* y,
+                         std::vector<int32_t>* topk) {
+  const model_config& c = *p.cfg;
+  const layer_weights& w = *p.w;
+  const int64_t T = b.n_tokens(), H = c.n_heads, hd = c.head_dim, rd = c.rope_dim, W = c.window;
+  const bool csa = w.kind == attention_kind::csa, compressed = w.kind != attention_kind::sliding;
+  const int64_t m = c.compress_rate(w.kind), k_top = c.index_topk;
+  projections pr = project(p, b, x);
+
+  compressor_params main_cp{&w.compressor, p.inv_freq, rd, float(c.norm_eps),
+                            p.prec == precision::fp8 ? entry_quant::fp8_nope : entry_quant::none};
+  compressor_params index_cp{&w.indexer.compressor, p.inv_freq, rd, float(c.norm_eps),
+                             p.prec == precision::fp8 ? entry_quant::hadamard_fp4 : entry_quant::none};
+  if (topk && csa) topk->assign(T * k_top, -1);
+  std::vector<float> o(T * H * hd);
+
+  for (const token_batch::span& sp : b.spans) {
+    layer_state& st = sp.seq->layers[p.il];
+    const int64_t p0 = sp.seq->n_tokens;
+    // Compressors first: an entry whose block closes at token t is visible to t.
+    if (compressed) {
+      const int64_t wm = w.compressor.overlap ? 2 * hd : hd;
+      for (int64_t j = 0; j < sp.n; ++j) {
+        const int64_t r = sp.row0 + j;
+        compressor_push(main_cp, st.main, p0 + j, pr.comp_a.data() + r * wm, pr.comp_z.data() + r * wm);
+        if (csa) {
+          const int64_t wi = 2 * c.index_head_dim;
+          compressor_push(index_cp, st.index, p0 + j, pr.index_a.data() + r * wi, pr.index_z.data() + r * wi);
+        }
+      }
+    }
+    // Window keys: the ring's last min(W-1, p0) positions, then this chunk.
+    const int64_t n_prev = std::min(W - 1, p0), first = p0 - n_prev;
+    st.window.resize(W * hd);
+    std::vector<const float*> recent(n_prev + sp.n);
+    for (int64_t i = 0; i < n_prev; ++i) recent[i] = st.window.data() + ((first + i) % W) * hd;
+    for (int64_t j = 0; j < sp.n; ++j) recent[n_prev + j] = pr.kv.data() + (sp.row0 + j) * hd;
+
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int64_t j = 0; j < sp.n; ++j) {
+      const int64_t r = sp.row0 + j, t = p0 + j;
+      const int64_t lo = std::max<int64_t>(0, t - W + 1);
+      std::vector<const float*> keys(recent.begin() + (lo - first), recent.begin() + (t - first) + 1);
+      if (compressed) {
+        const int64_t n_vis = std::min((t + 1) / m, st.main.n_entries);
+        if (csa && n_vis > 0) {
+          std::vector<float> score(n_vis);
+          HART_CHECK(indexer_score_cpu({pr.index_q.data() + r * c.index_n_heads * c.index_head_dim,
+                                        pr.index_w.data() + r * c.index_n_heads, st.index.entries.data(),
+                                        score.data(), c.index_n_heads, c.index_head_dim, n_vis,
+                                        1.0f / std::sqrt(float(c.index_head_dim))}).ok());
+          std::vector<int32_t> pick(k_top);
+          HART_CHECK(topk_cpu({score.data(), pick.data(), n_vis, k_top}).ok());
+          for (int64_t i = 0; i < k_top; ++i) {
+            if (pick[i] >= 0) keys.push_back(st.main.entries.data() + pick[i] * hd);
+          }
+          if (topk) std::copy(pick.begin(), pick.end(), topk->begin() + r * k_top);
+        } else if (!csa) {
+          for (int64_t i = 0; i < n_vis; ++i) keys.push_back(st.main.entries.data() + i * hd);
+        }
+      }
+      HART_CHECK(sparse_attention_cpu({pr.q.data() + r * H * hd, keys.data(), w.attn_sink.data(),
+                                       o.data() + r * H * hd, H, hd, int64_t(keys.size()),
+                                       1.0f / std::sqrt(float(hd))}).ok());
+    }
+    // The ring keeps the last W positions.
+    for (int64_t j = std::max<int64_t>(0, sp.n - W); j < sp.n; ++j) {
+      std::copy_n(pr.kv.data() + (sp.row0 + j) * hd, hd, st.window.data() + ((p0 + j) % W) * hd);
+    }
+  }
+
+  // Undo the values' rotation at the query position, then the grouped output projection.
+  HART_RETURN_IF_ERROR(rope_cpu({o.data(), b.pos.data(), p.inv_freq, T, H, hd, rd, 0, 1.0f, true}));
+  const int64_t G = c.o_groups, ol = c.o_lora_rank, gin = H / G * hd;
+  std::vector<float> u(T * G * ol);
+  for (int64_t g = 0; g < G; ++g) {
+    HART_RETURN_IF_ERROR(linear_cpu({o.data() + g * gin, w.wo_a.w.data() + g * ol * gin, u.data() + g * ol,
+                                     T, gin, ol, H * hd, G * ol}));
+  }
+  return linear_apply(w.wo_b, u.data(), T, y);
+}
+
+}  // namespace hart

@@ -1,0 +1,32 @@
+// File: runtime/model/compressor.h
+// Token-level KV compression for CSA (rate 4, overlapping A/B halves) and HCA
+// (rate 128), v4-model.md §4.4. Tokens are pushed one at a time, in position
+// order; when a block closes ((pos+1) % m == 0) one entry is emitted: gated
+// pooling, RMSNorm, RoPE at the block's first position, then the precision
+// mode's QDQ. Emission depends only on the tokens, never on how they were
+// chunked, so any prefill split and token-by-token decode agree.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/model/sequence_state.h"
+#include "runtime/model/weights.h"
+
+namespace hart {
+
+enum class entry_quant { none, fp8_nope, hadamard_fp4 };
+
+struct compressor_params {
+  const compressor_weights* w = nullptr;
+  const float* inv_freq = nullptr;  // [rope_dim/2] the layer's (compress) table
+  int64_t rope_dim = 0;
+  float norm_eps = 1e-6f;
+  entry_quant quant = entry_quant::none;
+};
+
+/// Feeds token `pos` with projections a = x·Wkv^T and z = x·Wgate^T (both
+/// [coff·c], position bias not yet added). Positions must be consecutive.
+void compressor_push(const compressor_params& p, compressor_state& s, int64_t pos, const float* a,
+                     const float* z);
+
+}  // namespace hart

@@ -1,0 +1,177 @@
+#include "runtime/model/engine.h"
+
+#include <algorithm>
+#include <set>
+
+#include "kernels/linear/linear.h"
+#include "kernels/mhc/mhc.h"
+#include "kernels/rms_norm/rms_norm.h"
+#include "runtime/core/log.h"
+#include "runtime/model/attention.h"
+#include "runtime/model/moe.h"
+#include "runtime/model/token_batch.h"
+
+#include <omp.h>
+#include <cblas.h>
+
+namespace hart {
+
+status engine_params::validate() const {
+  if (model_dir.empty()) return invalid_argument("engine: model_dir is empty");
+  if (n_threads < 0) return invalid_argument("engine: n_threads %d must be >= 0", n_threads);
+  return {};
+}
+
+namespace {
+
+void report_progress(const load_progress& p) {
+  HART_LOG_INFO("loaded layer %lld/%lld", (long long)p.layers_done, (long long)p.layers_total);
+}
+
+// One mHC site around a sublayer: X ← hc_post(sublayer(norm(hc_pre(X))), X).
+struct hc_site {
+  const std::vector<float>& fn;
+  const std::vector<float>& base;
+  const std::vector<float>& scale;
+  const std::vector<float>& norm;
+};
+
+}  // namespace
+
+status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
+  HART_RETURN_IF_ERROR(params.validate());
+  if (params.n_threads > 0) {
+    omp_set_num_threads(params.n_threads);
+    openblas_set_num_threads(params.n_threads);
+  }
+  std::unique_ptr<engine> e(new engine());
+  e->params_ = params;
+  HART_ASSIGN_OR_RETURN(e->cfg_, model_config_load(params.model_dir));
+  HART_LOG_INFO("%s", e->cfg_.summary().c_str());
+  HART_ASSIGN_OR_RETURN(e->weights_, model_weights_load(params.model_dir, e->cfg_, params.prec,
+                                                         params.verbose_load ? report_progress : nullptr));
+  HART_LOG_INFO("loaded %lld parameters from %s (precision %s)", (long long)e->weights_.n_params,
+                params.model_dir.c_str(), precision_name(params.prec));
+  return e;
+}
+
+sequence_state engine::new_sequence() const {
+  sequence_state s;
+  s.layers.resize(cfg_.n_layers);
+  return s;
+}
+
+status engine::validate_batch(const std::vector<batch_item>& batch) const {
+  if (batch.empty()) return invalid_argument("forward: empty batch");
+  std::set<const sequence_state*> seen;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const batch_item& it = batch[i];
+    if (!it.seq) return invalid_argument("forward: item %zu has no sequence", i);
+    if (!seen.insert(it.seq).second) return invalid_argument("forward: item %zu repeats a sequence", i);
+    if ((int64_t)it.seq->layers.size() != cfg_.n_layers) {
+      return invalid_argument("forward: item %zu's sequence was not made by this engine", i);
+    }
+    if (it.tokens.empty()) return invalid_argument("forward: item %zu has no tokens (empty prompt)", i);
+    for (size_t j = 0; j < it.tokens.size(); ++j) {
+      if (it.tokens[j] < 0 || it.tokens[j] >= cfg_.vocab_size) {
+        return out_of_range("forward: item %zu token %zu has id %d, outside the vocabulary [0, %lld)", i, j,
+                            it.tokens[j], (long long)cfg_.vocab_size);
+      }
+    }
+    const int64_t end = it.seq->n_tokens + int64_t(it.tokens.size());
+    if (cfg_.max_position > 0 && end > cfg_.max_position) {
+      return out_of_range("forward: item %zu would reach %lld tokens, past max_position_embeddings %lld", i,
+                          (long long)end, (long long)cfg_.max_position);
+    }
+  }
+  return {};
+}
+
+status engine::forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
+                       forward_trace* trace) const {
+  HART_RETURN_IF_ERROR(validate_batch(batch));
+  const int64_t D = cfg_.hidden_size, n = cfg_.hc_mult, V = cfg_.vocab_size;
+  const float eps = float(cfg_.norm_eps), hc_eps = float(cfg_.hc_eps);
+
+  token_batch tb;
+  std::vector<int64_t> logit_rows;
+  for (const batch_item& it : batch) {
+    token_batch::span sp{it.seq, tb.n_tokens(), int64_t(it.tokens.size())};
+    for (int64_t j = 0; j < sp.n; ++j) {
+      tb.ids.push_back(it.tokens[j]);
+      tb.pos.push_back(it.seq->n_tokens + j);
+      if (it.logits == logits_request::all || (it.logits == logits_request::last && j == sp.n - 1)) {
+        logit_rows.push_back(sp.row0 + j);
+      }
+    }
+    tb.spans.push_back(sp);
+  }
+  const int64_t T = tb.n_tokens();
+
+  // Residual streams [D, n, T]: the embedding repeated n times.
+  std::vector<float> X(T * n * D), Xn(T * n * D);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* e = weights_.embed.w.data() + int64_t(tb.ids[t]) * D;
+    for (int64_t i = 0; i < n; ++i) std::copy_n(e, D, X.data() + (t * n + i) * D);
+  }
+  if (trace && trace->capture_hidden) trace->hidden.assign(1, X);
+
+  std::vector<float> collapsed(T * D), normed(T * D), out(T * D), post(T * n), comb(T * n * n);
+  auto run_site = [&](const hc_site& s, auto&& sublayer) -> status {
+    HART_RETURN_IF_ERROR(hc_pre_cpu({X.data(), s.fn.data(), s.base.data(), s.scale.data(), collapsed.data(),
+                                     post.data(), comb.data(), T, n, D, cfg_.hc_sinkhorn_iters, eps, hc_eps}));
+    HART_RETURN_IF_ERROR(rms_norm_cpu({collapsed.data(), s.norm.data(), normed.data(), T, D, 0, 0, eps}));
+    HART_RETURN_IF_ERROR(sublayer(normed.data(), out.data()));
+    HART_RETURN_IF_ERROR(hc_post_cpu({X.data(), out.data(), post.data(), comb.data(), Xn.data(), T, n, D}));
+    X.swap(Xn);
+    return {};
+  };
+
+  for (int64_t il = 0; il < cfg_.n_layers; ++il) {
+    const layer_weights& L = weights_.layers[il];
+    attention_params ap{&cfg_, &L,
+                        (L.kind == attention_kind::sliding ? weights_.inv_freq_main : weights_.inv_freq_compress).data(),
+                        params_.prec, il};
+    std::vector<int32_t>* topk = trace && L.kind == attention_kind::csa ? &trace->topk[il] : nullptr;
+    HART_RETURN_IF_ERROR(run_site({L.hc_attn_fn, L.hc_attn_base, L.hc_attn_scale, L.attn_norm},
+                                  [&](const float* x, float* y) { return attention_forward(ap, tb, x, y, topk); }));
+    std::vector<int32_t>* experts = trace ? &trace->experts[il] : nullptr;
+    HART_RETURN_IF_ERROR(run_site({L.hc_ffn_fn, L.hc_ffn_base, L.hc_ffn_scale, L.ffn_norm}, [&](const float* x, float* y) {
+      return moe_forward(cfg_, L, x, tb.ids.data(), T, y, experts);
+    }));
+    if (trace && trace->capture_hidden) trace->hidden.push_back(X);
+  }
+  for (const token_batch::span& sp : tb.spans) sp.seq->n_tokens += sp.n;
+
+  // Head: collapse the streams, final norm, logits for the rows asked for.
+  HART_RETURN_IF_ERROR(hc_head_cpu({X.data(), weights_.hc_head_fn.data(), weights_.hc_head_base.data(),
+                                    weights_.hc_head_scale.data(), collapsed.data(), T, n, D, eps, hc_eps}));
+  HART_RETURN_IF_ERROR(rms_norm_cpu({collapsed.data(), weights_.norm.data(), normed.data(), T, D, 0, 0, eps}));
+  if (trace && trace->capture_hidden) trace->final_hidden = normed;
+  if (logits) {
+    const int64_t R = int64_t(logit_rows.size());
+    std::vector<float> rows(R * D);
+    for (int64_t i = 0; i < R; ++i) std::copy_n(normed.data() + logit_rows[i] * D, D, rows.data() + i * D);
+    logits->assign(R * V, 0.0f);
+    if (R) HART_RETURN_IF_ERROR(linear_cpu({rows.data(), weights_.head.w.data(), logits->data(), R, D, V}));
+  }
+  return {};
+}
+
+status engine::prefill(sequence_state& seq, const std::vector<int32_t>& tokens, logits_request want,
+                       std::vector<float>* logits, forward_trace* trace) const {
+  return forward({batch_item{&seq, tokens, want}}, logits, trace);
+}
+
+status engine::decode(const std::vector<sequence_state*>& seqs, const std::vector<int32_t>& tokens,
+                      std::vector<float>* logits) const {
+  if (seqs.size() != tokens.size()) {
+    return invalid_argument("decode: %zu sequences but %zu tokens", seqs.size(), tokens.size());
+  }
+  std::vector<batch_item> batch;
+  batch.reserve(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) batch.push_back({seqs[i], {tokens[i]}, logits_request::last});
+  return forward(batch, logits);
+}
+
+}  // namespace hart

@@ -1,0 +1,92 @@
+// File: runtime/model/engine.h
+// The CPU DeepSeek-V4 engine: loads a checkpoint and runs the forward pass
+// over a batch of sequences, each contributing a chunk of tokens (a prefill
+// chunk of any length, or one decode token), with logits for the positions
+// asked for. Sequences keep their own state (sequence_state), so chunked
+// prefill, token-by-token decode and batching all compute the same logits.
+//
+//   HART_ASSIGN_OR_RETURN(auto eng, engine::load({.model_dir = "tests/data/tiny-a"}));
+//   sequence_state s = eng->new_sequence();
+//   std::vector<float> logits;
+//   HART_RETURN_IF_ERROR(eng->prefill(s, prompt, logits_request::last, &logits));
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "runtime/model/config.h"
+#include "runtime/model/sequence_state.h"
+#include "runtime/model/weights.h"
+
+namespace hart {
+
+struct engine_params {
+  std::string model_dir;
+  precision prec = precision::exact;
+  int n_threads = 0;  // 0 = all cores (OpenMP / OpenBLAS default)
+  bool verbose_load = false;
+
+  status validate() const;
+};
+
+enum class logits_request { none, last, all };
+
+/// One sequence's part of a forward call.
+struct batch_item {
+  sequence_state* seq = nullptr;
+  std::vector<int32_t> tokens;
+  logits_request logits = logits_request::last;
+};
+
+/// Optional per-call capture for tests and replay (v4-model.md; RL routing replay).
+struct forward_trace {
+  bool capture_hidden = false;
+  /// [n_layers + 1] residual streams [D, n_hc, T]: after embedding, after each layer.
+  std::vector<std::vector<float>> hidden;
+  /// final normed hidden [D, T]
+  std::vector<float> final_hidden;
+  /// CSA layer index → indexer picks [index_topk, T], -1 = no entry.
+  std::map<int64_t, std::vector<int32_t>> topk;
+  /// layer index → routed experts [top_k, T].
+  std::map<int64_t, std::vector<int32_t>> experts;
+};
+
+class engine {
+ public:
+  static status_or<std::unique_ptr<engine>> load(const engine_params& params);
+
+  const model_config& config() const { return cfg_; }
+  const engine_params& params() const { return params_; }
+  int64_t n_params() const { return weights_.n_params; }
+
+  sequence_state new_sequence() const;
+
+  /// Runs every item's tokens through the model at positions seq->n_tokens...
+  /// and advances each sequence. `logits` receives [vocab, rows], the rows in
+  /// item order: every position for `all`, the last for `last`, none for `none`.
+  /// Invalid input (empty chunk, token id outside the vocabulary, the same
+  /// sequence twice, context past max_position) is an error that changes no state.
+  status forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
+                 forward_trace* trace = nullptr) const;
+
+  /// One sequence, one chunk.
+  status prefill(sequence_state& seq, const std::vector<int32_t>& tokens, logits_request want,
+                 std::vector<float>* logits, forward_trace* trace = nullptr) const;
+  /// One token for each sequence (lengths may differ); logits [vocab, n].
+  status decode(const std::vector<sequence_state*>& seqs, const std::vector<int32_t>& tokens,
+                std::vector<float>* logits) const;
+
+ private:
+  engine() = default;
+  status validate_batch(const std::vector<batch_item>& batch) const;
+
+  engine_params params_;
+  model_config cfg_;
+  model_weights weights_;
+};
+
+}  // namespace hart

@@ -1,0 +1,26 @@
+// File: runtime/model/linear_ops.h
+// The engine's linear layer: y = x W^T through OpenBLAS, with the fp8
+// precision mode's input rule (per row, per 128 channels, power-of-two
+// scale, e4m3 QDQ) applied when the weight asks for it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "runtime/model/weights.h"
+
+namespace hart {
+
+/// y [out, n_rows] = x [in, n_rows] · W^T; `x_stride`/`y_stride` in elements (0 = dense).
+status linear_apply(const linear_weight& w, const float* x, int64_t n_rows, float* y,
+                    int64_t x_stride = 0, int64_t y_stride = 0);
+std::vector<float> linear_apply(const linear_weight& w, const float* x, int64_t n_rows);
+
+/// In place, per row of `dim`: FP8 e4m3 QDQ over blocks of `block` channels
+/// (the last block may be shorter when dim % block != 0).
+void fp8_qdq_rows(float* x, int64_t n_rows, int64_t dim, int64_t block, int64_t row_stride = 0);
+/// In place, per row: Hadamard (scale dim^-0.5) then FP4 e2m1 QDQ in blocks of 32.
+void hadamard_fp4_qdq_rows(float* x, int64_t n_rows, int64_t dim);
+
+}  // namespace hart

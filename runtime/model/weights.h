@@ -1,0 +1,98 @@
+// File: runtime/model/weights.h
+// The V4 parameters as the CPU engine uses them: fp32 row-major matrices
+// ([out][in] for linears). FP8 (e4m3 + 128×128 e8m0 block scales) and MXFP4
+// checkpoint tensors are dequantized exactly on load. In `fp8` precision,
+// the linears the reference runs in FP8 are quantized to e4m3 with 128×128
+// power-of-two block scales (if the checkpoint is not FP8 already) and carry
+// `fp8_input = true`: their inputs are quantized per token, per 128 channels.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "runtime/model/config.h"
+
+namespace hart {
+
+enum class precision { exact, fp8 };
+const char* precision_name(precision p);
+bool precision_parse(const std::string& s, precision* out);
+
+struct linear_weight {
+  std::vector<float> w;  // [in, out] row-major [out][in]
+  int64_t out = 0;
+  int64_t in = 0;
+  bool fp8_input = false;  // quantize inputs per 128 channels before the GEMM (fp8 mode)
+};
+
+struct compressor_weights {
+  linear_weight wkv;       // [D, coff*c]
+  linear_weight wgate;     // [D, coff*c]
+  std::vector<float> ape;  // [coff*c, m] position bias
+  std::vector<float> norm; // [c]
+  int64_t rate = 0;        // m
+  int64_t dim = 0;         // c
+  bool overlap = false;    // CSA: coff = 2
+};
+
+struct indexer_weights {
+  linear_weight wq_b;          // [q_lora, n_heads*head_dim]
+  linear_weight weights_proj;  // [D, n_heads]
+  compressor_weights compressor;
+};
+
+struct expert_weights {
+  linear_weight w1, w3;  // [D, I]
+  linear_weight w2;      // [I, D]
+};
+
+struct layer_weights {
+  attention_kind kind = attention_kind::sliding;
+  bool hash_moe = false;
+  // mHC
+  std::vector<float> hc_attn_fn, hc_attn_base, hc_attn_scale;
+  std::vector<float> hc_ffn_fn, hc_ffn_base, hc_ffn_scale;
+  std::vector<float> attn_norm, ffn_norm;
+  // attention
+  linear_weight wq_a, wq_b, wkv, wo_a, wo_b;
+  std::vector<float> q_norm, kv_norm, attn_sink;
+  compressor_weights compressor;  // CSA / HCA only
+  indexer_weights indexer;        // CSA only
+  // MoE
+  linear_weight gate;                 // [D, E] router, fp32
+  std::vector<float> gate_bias;       // [E] or empty (hash layers)
+  std::vector<int32_t> tid2eid;       // [top_k, vocab] (hash layers)
+  std::vector<expert_weights> experts;
+  expert_weights shared;
+};
+
+struct model_weights {
+  linear_weight embed;  // [D, vocab] (rows gathered, never multiplied)
+  linear_weight head;   // [D, vocab]
+  std::vector<float> norm;
+  std::vector<float> hc_head_fn, hc_head_base, hc_head_scale;
+  std::vector<layer_weights> layers;
+  std::vector<float> inv_freq_main;      // [rope_dim/2]
+  std::vector<float> inv_freq_compress;  // [rope_dim/2]
+  int64_t n_params = 0;
+};
+
+struct load_progress {
+  int64_t layers_done = 0;
+  int64_t layers_total = 0;
+};
+
+/// Loads every tensor the config needs from the checkpoint at `dir`, checking
+/// names, shapes and dtypes; a missing or mis-shaped tensor is an error that
+/// names it. `on_progress` (optional) is called after each layer.
+status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg,
+                                            precision prec,
+                                            void (*on_progress)(const load_progress&) = nullptr);
+
+/// RoPE inverse frequencies [rope_dim/2] for one rope config (default or YaRN,
+/// exactly as the Hugging Face reference computes them, in fp32).
+std::vector<float> rope_inv_freq(const rope_config& r, int64_t head_dim);
+
+}  // namespace hart

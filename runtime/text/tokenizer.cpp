@@ -1,0 +1,593 @@
+// File: runtime/text/tokenizer.cpp
+// Byte-level BPE over raw bytes: vocab pieces are converted from the GPT-2 byte alphabet to raw
+// bytes at load, so encode() never builds "Ġ"-style strings, and merges are keyed by id pairs.
+#include "runtime/text/tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <new>
+#include <sstream>
+#include <unordered_map>
+#include <utility>
+
+namespace hart {
+namespace {
+
+using json = nlohmann::json;
+
+// NOTE(text): guards the id-indexed tables against a corrupt file asking for gigabytes; real
+// vocabularies are ~130k.
+constexpr int64_t k_max_vocab = int64_t{1} << 24;
+constexpr std::string_view k_replacement = "\xEF\xBF\xBD";  // U+FFFD
+
+// -- UTF-8 ---
+
+// Length of the UTF-8 sequence at s[0..n), n >= 1: > 0 valid; 0 a valid prefix cut off by the
+// end of the buffer; -k ill-formed, k being the maximal ill-formed subpart (Unicode §3.9).
+int utf8_next(const unsigned char* s, size_t n) {
+  unsigned char b = s[0];
+  if (b < 0x80) return 1;
+  int need = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : 0;
+  if (need == 0) return -1;
+  // Only the second byte has a narrowed range (no overlongs, surrogates or > U+10FFFF).
+  unsigned char lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
+  unsigned char hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
+  for (int k = 1; k <= need; ++k) {
+    if (static_cast<size_t>(k) >= n) return 0;
+    if (s[k] < (k == 1 ? lo : 0x80) || s[k] > (k == 1 ? hi : 0xBF)) return -k;
+  }
+  return need + 1;
+}
+
+// Byte offset of the first ill-formed or truncated sequence; npos when `t` is valid UTF-8.
+size_t utf8_first_invalid(std::string_view t) {
+  const auto* s = reinterpret_cast<const unsigned char*>(t.data());
+  for (size_t i = 0; i < t.size();) {
+    int len = utf8_next(s + i, t.size() - i);
+    if (len <= 0) return i;
+    i += static_cast<size_t>(len);
+  }
+  return std::string_view::npos;
+}
+
+// Appends `bytes` to `out` with each maximal ill-formed subpart replaced by U+FFFD (as Rust's
+// from_utf8_lossy). Unless `final`, stops before a truncated sequence at the end. Returns the
+// number of bytes consumed.
+size_t utf8_append_lossy(std::string& out, std::string_view bytes, bool final) {
+  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
+  size_t n = bytes.size(), i = 0, run = 0;  // [run, i) is valid and not yet appended
+  while (i < n) {
+    int len = utf8_next(s + i, n - i);
+    if (len > 0) {
+      i += static_cast<size_t>(len);
+      continue;
+    }
+    out.append(bytes.data() + run, i - run);
+    if (len == 0 && !final) return i;
+    out.append(k_replacement);
+    i += len == 0 ? n - i : static_cast<size_t>(-len);
+    run = i;
+  }
+  out.append(bytes.data() + run, i - run);
+  return i;
+}
+
+// -- GPT-2 byte alphabet ---
+
+// bytes_to_unicode(): printable bytes stand for themselves, the other 68 for U+0100 + n.
+struct byte_alphabet {
+  std::array<std::string, 256> char_of_byte;  // UTF-8 of the character standing for a byte
+  std::array<int16_t, 324> byte_of_char;      // code point -> byte, -1 outside the alphabet
+};
+
+const byte_alphabet& alphabet() {
+  static const byte_alphabet a = [] {
+    byte_alphabet r;
+    r.byte_of_char.fill(-1);
+    uint32_t n_extra = 0;
+    for (uint32_t b = 0; b < 256; ++b) {
+      bool direct = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+      uint32_t cp = direct ? b : 256 + n_extra++;
+      r.byte_of_char[cp] = static_cast<int16_t>(b);
+      r.char_of_byte[b] = cp < 0x80 ? std::string(1, static_cast<char>(cp))
+                                    : std::string{static_cast<char>(0xC0 | (cp >> 6)),
+                                                  static_cast<char>(0x80 | (cp & 0x3F))};
+    }
+    return r;
+  }();
+  return a;
+}
+
+// Raw bytes of a byte-level piece. A piece holding a character outside the alphabet is kept as
+// its UTF-8, as the HF ByteLevel decoder does per token.
+std::string byte_level_to_bytes(std::string_view piece) {
+  const auto* s = reinterpret_cast<const unsigned char*>(piece.data());
+  std::string out;
+  for (size_t i = 0; i < piece.size();) {
+    int len = utf8_next(s + i, piece.size() - i);
+    if (len <= 0 || len > 2) return std::string(piece);  // the alphabet is below U+0800
+    uint32_t cp = len == 1 ? s[i] : ((s[i] & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu);
+    if (cp >= 324 || alphabet().byte_of_char[cp] < 0) return std::string(piece);
+    out.push_back(static_cast<char>(alphabet().byte_of_char[cp]));
+    i += static_cast<size_t>(len);
+  }
+  return out;
+}
+
+// -- PCRE2 ---
+
+struct regex_deleter {
+  void operator()(pcre2_code* c) const { pcre2_code_free(c); }
+};
+struct match_data_deleter {
+  void operator()(pcre2_match_data* m) const { pcre2_match_data_free(m); }
+};
+using regex_ptr = std::unique_ptr<pcre2_code, regex_deleter>;
+using match_data_ptr = std::unique_ptr<pcre2_match_data, match_data_deleter>;
+
+// NOTE(text): HF compiles Split patterns with Oniguruma, which reads \uHHHH; ALT_BSUX plus
+// EXTRA_ALT_BSUX make PCRE2 accept \uHHHH, \u{H..}, \xHH and \x{H..} alike.
+status_or<regex_ptr> regex_compile(const std::string& pattern, bool literal) {
+  pcre2_compile_context* ctx = pcre2_compile_context_create(nullptr);
+  if (ctx == nullptr) return resource_exhausted("tokenizer: pcre2 compile context");
+  uint32_t opts = PCRE2_UTF | PCRE2_LITERAL;
+  if (!literal) {
+    opts = PCRE2_UTF | PCRE2_UCP | PCRE2_ALT_BSUX;
+    pcre2_set_compile_extra_options(ctx, PCRE2_EXTRA_ALT_BSUX);
+  }
+  int err = 0;
+  PCRE2_SIZE err_off = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   opts, &err, &err_off, ctx);
+  pcre2_compile_context_free(ctx);
+  if (code == nullptr) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof(msg));
+    return invalid_argument("tokenizer.json: Split regex /%s/ at offset %zu: %s", pattern.c_str(),
+                            static_cast<size_t>(err_off), reinterpret_cast<const char*>(msg));
+  }
+  // Without JIT support pcre2_match() runs the interpreter: slower, same results.
+  (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+  return regex_ptr(code);
+}
+
+using range = std::pair<size_t, size_t>;  // [begin, end) byte offsets
+
+// Per-encode() working memory, reused across words.
+struct scratch {
+  struct symbol {
+    int32_t id;  // -1 once merged into its left neighbour
+    int32_t prev, next;
+  };
+  struct candidate {
+    int32_t rank, pos, new_id;
+  };
+  match_data_ptr md;
+  std::vector<range> pieces, next;
+  std::vector<symbol> syms;
+  std::vector<candidate> heap;
+};
+
+// Split (behavior Isolated): appends the matches of `re` in seg[b, e) and the gaps between them
+// to sc.next. The regex sees only this piece, so a lookahead like (?!\S) stops at its end, as
+// in HF.
+status split_piece(const pcre2_code* re, std::string_view seg, size_t b, size_t e, scratch& sc) {
+  const auto* subj = reinterpret_cast<PCRE2_SPTR>(seg.data() + b);
+  size_t len = e - b, start = 0, last = 0;
+  while (start <= len) {
+    int rc = pcre2_match(re, subj, len, start, PCRE2_NO_UTF_CHECK, sc.md.get(), nullptr);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {  // the interpreter keeps its stack on the heap
+      rc = pcre2_match(re, subj, len, start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, sc.md.get(),
+                       nullptr);
+    }
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) return internal_error("encode: pcre2_match failed with %d", rc);
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(sc.md.get());
+    size_t ms = ov[0], me = ov[1];
+    if (me == ms) {  // an empty match is never a piece; step one character
+      if (ms >= len) break;
+      int l = utf8_next(subj + ms, len - ms);
+      start = ms + static_cast<size_t>(l > 0 ? l : 1);
+      continue;
+    }
+    if (ms > last) sc.next.emplace_back(b + last, b + ms);
+    sc.next.emplace_back(b + ms, b + me);
+    last = start = me;
+  }
+  if (last < len) sc.next.emplace_back(b + last, e);
+  return {};
+}
+
+uint64_t pair_key(int32_t l, int32_t r) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(l)) << 32) | static_cast<uint32_t>(r);
+}
+
+bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+// A tokenizer_config.json token: a string, or an AddedToken object {"content": ...}.
+std::string config_token(const json& cfg, const char* key) {
+  auto it = cfg.find(key);
+  if (it != cfg.end() && it->is_string()) return it->get<std::string>();
+  if (it != cfg.end() && it->is_object()) return it->value("content", "");
+  return "";
+}
+
+status read_file(const std::string& path, std::string& out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("%s: cannot open", path.c_str());
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) return data_loss("%s: read failed", path.c_str());
+  out = std::move(ss).str();
+  return {};
+}
+
+// Rejects a feature this tokenizer does not implement, rather than ignoring it (R12).
+status require(bool ok, const char* what) {
+  return ok ? status() : unimplemented("tokenizer.json: %s is not supported", what);
+}
+
+}  // namespace
+
+// -- impl ---
+
+struct tokenizer::impl {
+  struct added_token { std::string content; int32_t id; bool special, lstrip, rstrip; };
+  struct merge_info { int32_t rank, id; };
+  struct added_match { size_t begin, end; int32_t id; };
+
+  std::unordered_map<std::string, int32_t> piece_ids;  // tokenizer.json spelling -> id
+  std::vector<std::string> id_bytes;                   // [vocab_size] raw bytes, "" for holes
+  std::vector<uint8_t> id_special;                     // [vocab_size] 1 for special added tokens
+  std::array<int32_t, 256> byte_ids{};                 // byte -> id of its 1-byte token, or -1
+  std::unordered_map<uint64_t, merge_info> merges;     // pair_key(left, right) -> merge
+  std::vector<added_token> added;
+  std::array<std::vector<int32_t>, 256> added_by_byte;  // first byte -> added[], longest first
+  std::vector<regex_ptr> splits;                        // pre-tokenizer Split steps, in order
+  std::string bos_token, eos_token;
+  std::optional<int32_t> bos_id, eos_id;
+  bool add_bos = false;
+
+  status build(const json& tj);
+  status build_model(const json& m, int64_t& max_id);
+  status build_pre_tokenizer(const json& pt);
+  status apply_config(const json& cfg);
+  std::optional<added_match> find_added(std::string_view text, size_t pos, bool special) const;
+  status encode_plain(std::string_view seg, std::vector<int32_t>& out, scratch& sc) const;
+  void bpe(std::string_view word, std::vector<int32_t>& out, scratch& sc) const;
+};
+
+status tokenizer::impl::build(const json& tj) {
+  if (!tj.is_object()) return invalid_argument("tokenizer.json: top level is not an object");
+  const json norm = tj.value("normalizer", json());
+  HART_RETURN_IF_ERROR(require(norm.is_null() || (norm.value("type", "") == "Sequence" &&
+                                                  norm.value("normalizers", json()).empty()),
+                               "a normalizer"));
+  int64_t max_id = -1;
+  HART_RETURN_IF_ERROR(build_model(tj.at("model"), max_id));
+  for (const json& a : tj.value("added_tokens", json::array())) {
+    int64_t id = a.at("id").get<int64_t>();
+    if (id < 0 || id >= k_max_vocab) {
+      return invalid_argument("tokenizer.json: added token id %lld", static_cast<long long>(id));
+    }
+    added_token t{a.at("content").get<std::string>(), static_cast<int32_t>(id),
+                  a.value("special", false), a.value("lstrip", false), a.value("rstrip", false)};
+    if (t.content.empty()) continue;
+    max_id = std::max(max_id, id);
+    added.push_back(std::move(t));
+  }
+
+  id_bytes.resize(static_cast<size_t>(max_id + 1));
+  id_special.assign(id_bytes.size(), 0);
+  for (const auto& [piece, id] : piece_ids) id_bytes[id] = byte_level_to_bytes(piece);
+  for (int b = 0; b < 256; ++b) {
+    auto it = piece_ids.find(alphabet().char_of_byte[b]);
+    byte_ids[b] = it == piece_ids.end() ? -1 : it->second;
+  }
+  for (size_t k = 0; k < added.size(); ++k) {  // added tokens override vocab entries
+    const added_token& t = added[k];
+    id_bytes[t.id] = t.content;
+    id_special[t.id] = t.special ? 1 : 0;
+    piece_ids[t.content] = t.id;
+    added_by_byte[static_cast<unsigned char>(t.content[0])].push_back(static_cast<int32_t>(k));
+  }
+  for (auto& v : added_by_byte) {
+    std::stable_sort(v.begin(), v.end(), [&](int32_t a, int32_t b) {
+      return added[a].content.size() > added[b].content.size();
+    });
+  }
+
+  HART_RETURN_IF_ERROR(build_pre_tokenizer(tj.value("pre_tokenizer", json())));
+  // NOTE(text): post_processor is ignored on purpose: encode() never adds BOS/EOS; callers use
+  // add_bos_token() or chat_encode().
+  const json dec = tj.value("decoder", json());
+  return require(dec.is_object() && dec.value("type", "") == "ByteLevel", "a non-ByteLevel decoder");
+}
+
+status tokenizer::impl::build_model(const json& m, int64_t& max_id) {
+  HART_RETURN_IF_ERROR(require(m.value("type", "BPE") == "BPE", "a model type other than BPE"));
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    HART_RETURN_IF_ERROR(require(m.value(k, json()).is_null() || m.value(k, json()) == "", k));
+  }
+  HART_RETURN_IF_ERROR(require(!m.value("byte_fallback", false), "byte_fallback"));
+  HART_RETURN_IF_ERROR(require(!m.value("ignore_merges", false), "ignore_merges"));
+  const json& vocab = m.at("vocab");
+  if (!vocab.is_object()) return invalid_argument("tokenizer.json: model.vocab is not an object");
+  piece_ids.reserve(vocab.size() + 1024);
+  for (const auto& [piece, v] : vocab.items()) {
+    int64_t id = v.get<int64_t>();
+    if (id < 0 || id >= k_max_vocab) {
+      return invalid_argument("tokenizer.json: vocab id %lld", static_cast<long long>(id));
+    }
+    piece_ids.emplace(piece, static_cast<int32_t>(id));
+    max_id = std::max(max_id, id);
+  }
+  const json& list = m.at("merges");
+  merges.reserve(list.size());
+  for (size_t rank = 0; rank < list.size(); ++rank) {
+    const json& e = list[rank];
+    std::string l, r;
+    if (e.is_array() && e.size() == 2) {
+      l = e[0].get<std::string>();
+      r = e[1].get<std::string>();
+    } else if (e.is_string()) {  // the older "left right" form
+      l = e.get<std::string>();
+      size_t sp = l.find(' ');
+      if (sp == std::string::npos || l.find(' ', sp + 1) != std::string::npos) {
+        return invalid_argument("tokenizer.json: merge %zu \"%s\" is not \"l r\"", rank, l.c_str());
+      }
+      r = l.substr(sp + 1);
+      l.resize(sp);
+    } else {
+      return invalid_argument("tokenizer.json: merge %zu is neither [l, r] nor \"l r\"", rank);
+    }
+    auto il = piece_ids.find(l), ir = piece_ids.find(r), im = piece_ids.find(l + r);
+    if (il == piece_ids.end() || ir == piece_ids.end() || im == piece_ids.end()) {
+      return invalid_argument("tokenizer.json: merge %zu (%s %s) names a token not in vocab", rank,
+                              l.c_str(), r.c_str());
+    }
+    // As in HF, a repeated pair keeps its last rank.
+    merges[pair_key(il->second, ir->second)] = {static_cast<int32_t>(rank), im->second};
+  }
+  return {};
+}
+
+status tokenizer::impl::build_pre_tokenizer(const json& pt) {
+  if (!pt.is_object()) return require(false, "a missing pre_tokenizer");
+  std::vector<const json*> steps;
+  if (pt.value("type", "") == "Sequence") {
+    for (const json& s : pt.at("pretokenizers")) steps.push_back(&s);
+  } else {
+    steps.push_back(&pt);
+  }
+  // Split(Isolated)* then ByteLevel(add_prefix_space=false, use_regex=false), as DeepSeek ships.
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const json& s = *steps[i];
+    std::string type = s.value("type", "");
+    if (type == "ByteLevel") {
+      HART_RETURN_IF_ERROR(require(i + 1 == steps.size(), "a pre_tokenizer after ByteLevel"));
+      HART_RETURN_IF_ERROR(require(!s.value("add_prefix_space", false), "add_prefix_space"));
+      return require(!s.value("use_regex", true), "ByteLevel use_regex");
+    }
+    HART_RETURN_IF_ERROR(require(type == "Split", ("pre_tokenizer " + type).c_str()));
+    // With Isolated every match and every gap is a piece, so `invert` changes nothing.
+    HART_RETURN_IF_ERROR(require(s.value("behavior", "Isolated") == "Isolated",
+                                 "a Split behavior other than Isolated"));
+    const json& pat = s.at("pattern");
+    bool literal = pat.contains("String");
+    HART_ASSIGN_OR_RETURN(regex_ptr re,
+                          regex_compile(pat.at(literal ? "String" : "Regex").get<std::string>(),
+                                        literal));
+    splits.push_back(std::move(re));
+  }
+  return require(false, "a pre_tokenizer without ByteLevel");
+}
+
+status tokenizer::impl::apply_config(const json& cfg) {
+  if (!cfg.is_object()) return invalid_argument("tokenizer_config.json: not an object");
+  bos_token = config_token(cfg, "bos_token");
+  eos_token = config_token(cfg, "eos_token");
+  auto it = cfg.find("add_bos_token");
+  add_bos = it != cfg.end() && it->is_boolean() && it->get<bool>();
+  if (auto p = piece_ids.find(bos_token); p != piece_ids.end()) bos_id = p->second;
+  if (auto p = piece_ids.find(eos_token); p != piece_ids.end()) eos_id = p->second;
+  return {};
+}
+
+// Leftmost, then longest, added token at or after `pos` (HF: aho-corasick LeftmostLongest);
+// with `special` false, special ones are skipped.
+// NOTE(text): lstrip/rstrip eat ASCII whitespace only and single_word is not honoured; DeepSeek
+// sets none of them.
+std::optional<tokenizer::impl::added_match> tokenizer::impl::find_added(std::string_view text,
+                                                                        size_t pos,
+                                                                        bool special) const {
+  if (added.empty()) return std::nullopt;
+  for (size_t i = pos; i < text.size(); ++i) {
+    for (int32_t k : added_by_byte[static_cast<unsigned char>(text[i])]) {
+      const added_token& t = added[k];
+      if ((t.special && !special) || text.compare(i, t.content.size(), t.content) != 0) continue;
+      size_t b = i, e = i + t.content.size();
+      while (t.lstrip && b > pos && is_ascii_space(text[b - 1])) --b;
+      while (t.rstrip && e < text.size() && is_ascii_space(text[e])) ++e;
+      return added_match{b, e, t.id};
+    }
+  }
+  return std::nullopt;
+}
+
+status tokenizer::impl::encode_plain(std::string_view seg, std::vector<int32_t>& out,
+                                     scratch& sc) const {
+  sc.pieces.assign(1, range(0, seg.size()));
+  for (const regex_ptr& re : splits) {
+    sc.next.clear();
+    for (const range& p : sc.pieces) {
+      HART_RETURN_IF_ERROR(split_piece(re.get(), seg, p.first, p.second, sc));
+    }
+    std::swap(sc.pieces, sc.next);
+  }
+  for (const range& p : sc.pieces) bpe(seg.substr(p.first, p.second - p.first), out, sc);
+  return {};
+}
+
+// Lowest-rank pair first, leftmost on ties: HF's Word::merge_all(), with heap entries skipped
+// once the pair at their position has changed.
+void tokenizer::impl::bpe(std::string_view w, std::vector<int32_t>& out, scratch& sc) const {
+  auto& syms = sc.syms;
+  syms.clear();
+  for (char c : w) {
+    int32_t id = byte_ids[static_cast<unsigned char>(c)];
+    if (id < 0) continue;  // as HF without unk_token: a byte with no token is dropped
+    int32_t n = static_cast<int32_t>(syms.size());
+    syms.push_back({id, n - 1, n + 1});
+  }
+  if (syms.empty()) return;
+  syms.back().next = -1;
+  auto& heap = sc.heap;
+  heap.clear();
+  auto later = [](const scratch::candidate& a, const scratch::candidate& b) {
+    return a.rank > b.rank || (a.rank == b.rank && a.pos > b.pos);
+  };
+  auto push_pair = [&](int32_t pos) {
+    auto it = merges.find(pair_key(syms[pos].id, syms[syms[pos].next].id));
+    if (it == merges.end()) return;
+    heap.push_back({it->second.rank, pos, it->second.id});
+    std::push_heap(heap.begin(), heap.end(), later);
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) push_pair(i);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    scratch::candidate c = heap.back();
+    heap.pop_back();
+    scratch::symbol& l = syms[c.pos];
+    if (l.id < 0 || l.next < 0) continue;
+    scratch::symbol& r = syms[l.next];
+    auto it = merges.find(pair_key(l.id, r.id));
+    if (it == merges.end() || it->second.id != c.new_id) continue;  // stale entry
+    l.id = c.new_id;
+    r.id = -1;
+    l.next = r.next;
+    if (l.next >= 0) syms[l.next].prev = c.pos;
+    if (l.prev >= 0) push_pair(l.prev);
+    if (l.next >= 0) push_pair(c.pos);
+  }
+  for (int32_t i = 0; i >= 0; i = syms[i].next) out.push_back(syms[i].id);
+}
+
+// -- tokenizer ---
+
+status_or<tokenizer> tokenizer::load(const std::string& path) {
+  std::string tj, cfg;
+  HART_RETURN_IF_ERROR(read_file(path, tj));
+  size_t slash = path.find_last_of('/');
+  std::string cfg_path =
+      (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "tokenizer_config.json";
+  if (std::ifstream(cfg_path).good()) HART_RETURN_IF_ERROR(read_file(cfg_path, cfg));
+  status_or<tokenizer> r = from_json_text(tj, cfg);
+  if (!r.ok()) return status(r.get_status().code(), path + ": " + r.get_status().message());
+  return r;
+}
+
+status_or<tokenizer> tokenizer::from_json_text(std::string_view tokenizer_json,
+                                               std::string_view config_json) {
+  // nlohmann throws on malformed input and on type mismatches; this is that boundary (R28).
+  const char* file = "tokenizer.json";
+  try {
+    auto p = std::make_shared<impl>();
+    HART_RETURN_IF_ERROR(p->build(json::parse(tokenizer_json)));
+    file = "tokenizer_config.json";
+    if (!config_json.empty()) HART_RETURN_IF_ERROR(p->apply_config(json::parse(config_json)));
+    return tokenizer(std::move(p));
+  } catch (const json::exception& e) {
+    return invalid_argument("%s: malformed: %s", file, e.what());
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("%s: out of memory while loading", file);
+  }
+}
+
+status_or<std::vector<int32_t>> tokenizer::encode(std::string_view text, bool parse_special) const {
+  size_t bad = utf8_first_invalid(text);
+  if (bad != std::string_view::npos) {
+    return invalid_argument("encode: invalid UTF-8 at byte offset %zu of %zu", bad, text.size());
+  }
+  std::vector<int32_t> out;
+  if (text.empty()) return out;
+  out.reserve(text.size() / 3 + 4);
+  scratch sc;
+  sc.md.reset(pcre2_match_data_create(1, nullptr));
+  if (!sc.md) return resource_exhausted("encode: pcre2 match data");
+  for (size_t pos = 0; pos < text.size();) {
+    std::optional<impl::added_match> m = impl_->find_added(text, pos, parse_special);
+    size_t end = m ? m->begin : text.size();
+    if (end > pos) HART_RETURN_IF_ERROR(impl_->encode_plain(text.substr(pos, end - pos), out, sc));
+    if (!m) break;
+    out.push_back(m->id);
+    pos = m->end;
+  }
+  return out;
+}
+
+status_or<std::string> tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
+  std::string bytes;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    int32_t id = ids[i];
+    if (id < 0 || id >= vocab_size()) {
+      return out_of_range("decode: id %d at position %zu is outside [0, %d)", id, i, vocab_size());
+    }
+    if (!(skip_special && impl_->id_special[id])) bytes += impl_->id_bytes[id];
+  }
+  std::string out;
+  out.reserve(bytes.size());
+  utf8_append_lossy(out, bytes, true);
+  return out;
+}
+
+int32_t tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->id_bytes.size()); }
+
+std::optional<int32_t> tokenizer::token_id(std::string_view piece) const {
+  auto it = impl_->piece_ids.find(std::string(piece));
+  if (it == impl_->piece_ids.end()) return std::nullopt;
+  return it->second;
+}
+
+bool tokenizer::is_special(int32_t id) const {
+  return id >= 0 && id < vocab_size() && impl_->id_special[id] != 0;
+}
+
+std::string_view tokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) return {};
+  return impl_->id_bytes[id];
+}
+
+const std::string& tokenizer::bos_token() const { return impl_->bos_token; }
+const std::string& tokenizer::eos_token() const { return impl_->eos_token; }
+std::optional<int32_t> tokenizer::bos_id() const { return impl_->bos_id; }
+std::optional<int32_t> tokenizer::eos_id() const { return impl_->eos_id; }
+bool tokenizer::add_bos_token() const { return impl_->add_bos; }
+
+// -- stream_decoder ---
+
+status_or<std::string> stream_decoder::push(int32_t id) {
+  if (id < 0 || id >= tok_.vocab_size()) {
+    return out_of_range("stream_decoder: id %d is outside [0, %d)", id, tok_.vocab_size());
+  }
+  std::string out;
+  if (skip_special_ && tok_.is_special(id)) return out;
+  pending_.append(tok_.token_bytes(id));
+  pending_.erase(0, utf8_append_lossy(out, pending_, false));
+  return out;
+}
+
+std::string stream_decoder::flush() {
+  std::string out;
+  utf8_append_lossy(out, pending_, true);
+  pending_.clear();
+  return out;
+}
+
+}  // namespace hart
