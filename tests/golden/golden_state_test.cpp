@@ -1,0 +1,148 @@
+// Every way of feeding tokens computes the same logits as the full forward:
+// chunked prefill of any chunk size, token-by-token decode, mixed batches of
+// sequences at different lengths, and prefill-then-decode across the 4- and
+// 128-token compression boundaries. Also the indexer's top-k sets.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "tests/golden/golden_fixture.h"
+
+namespace hart::testing {
+namespace {
+
+constexpr double k_tol = 1e-4;
+
+class golden_state : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    g_ = golden_load(GetParam());
+    want_ = g_->floats("logits");
+  }
+  // Feeds row b in chunks of `chunk` tokens, collecting all logits.
+  std::vector<float> run_chunked(int64_t b, int64_t chunk) {
+    sequence_state s = g_->eng->new_sequence();
+    std::vector<float> all, part;
+    for (int64_t at = 0; at < g_->seq; at += chunk) {
+      const int64_t n = std::min(chunk, g_->seq - at);
+      std::vector<int32_t> toks(g_->input_ids[b].begin() + at, g_->input_ids[b].begin() + at + n);
+      EXPECT_TRUE(g_->eng->prefill(s, toks, logits_request::all, &part).ok());
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(s.n_tokens, g_->seq);
+    return all;
+  }
+  std::unique_ptr<golden_set> g_;
+  std::vector<float> want_;
+};
+
+TEST_P(golden_state, chunked_prefill_any_chunk_size) {
+  for (int64_t chunk : {1, 3, 4, 5, 37, 127, 128, 129}) {
+    for (int64_t b = 0; b < g_->batch; ++b) {
+      const std::vector<float> got = run_chunked(b, chunk);
+      int64_t pos = -1;
+      const double err = max_rel_error_row(*g_, got, want_, b, &pos);
+      EXPECT_LE(err, k_tol) << "chunk " << chunk << " row " << b << " position " << pos;
+    }
+  }
+}
+
+TEST_P(golden_state, token_by_token_decode) {
+  for (int64_t b = 0; b < g_->batch; ++b) {
+    sequence_state s = g_->eng->new_sequence();
+    std::vector<float> all, one;
+    for (int64_t t = 0; t < g_->seq; ++t) {
+      ASSERT_TRUE(g_->eng->decode({&s}, {g_->input_ids[b][t]}, &one).ok());
+      all.insert(all.end(), one.begin(), one.end());
+    }
+    EXPECT_LE(max_rel_error_row(*g_, all, want_, b), k_tol) << "row " << b;
+  }
+}
+
+TEST_P(golden_state, mixed_batch_of_sequences_at_different_lengths) {
+  // Each batch row appears twice, started at different times and fed with
+  // different chunk sizes, all in the same forward calls.
+  struct lane {
+    int64_t row, chunk, start_step;
+    sequence_state s;
+    std::vector<float> logits;
+  };
+  std::vector<lane> lanes;
+  for (int64_t b = 0; b < g_->batch; ++b) {
+    lanes.push_back({b, 7, 0, g_->eng->new_sequence(), {}});
+    lanes.push_back({b, 1, 3, g_->eng->new_sequence(), {}});
+    lanes.push_back({b, 64, 5, g_->eng->new_sequence(), {}});
+  }
+  for (int64_t step = 0;; ++step) {
+    std::vector<batch_item> batch;
+    std::vector<lane*> in_batch;
+    for (lane& l : lanes) {
+      if (step < l.start_step || l.s.n_tokens >= g_->seq) continue;
+      const int64_t n = std::min(l.chunk, g_->seq - l.s.n_tokens);
+      const auto& ids = g_->input_ids[l.row];
+      batch.push_back({&l.s, {ids.begin() + l.s.n_tokens, ids.begin() + l.s.n_tokens + n}, logits_request::all});
+      in_batch.push_back(&l);
+    }
+    if (batch.empty()) break;
+    std::vector<float> out;
+    ASSERT_TRUE(g_->eng->forward(batch, &out).ok());
+    int64_t off = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const int64_t n = int64_t(batch[i].tokens.size()) * g_->vocab;
+      in_batch[i]->logits.insert(in_batch[i]->logits.end(), out.begin() + off, out.begin() + off + n);
+      off += n;
+    }
+  }
+  for (const lane& l : lanes) {
+    EXPECT_LE(max_rel_error_row(*g_, l.logits, want_, l.row), k_tol) << "row " << l.row << " chunk " << l.chunk;
+  }
+}
+
+TEST_P(golden_state, prefill_then_decode_across_boundaries) {
+  // Prompt lengths around the CSA (4) and HCA (16/128) block edges and the window.
+  for (int64_t len : {3, 4, 5, 15, 16, 17, 31, 32, 33, 127, 128, 129, 513}) {
+    if (len + 10 > g_->seq) continue;
+    sequence_state s = g_->eng->new_sequence();
+    const auto& ids = g_->input_ids[0];
+    std::vector<float> got;
+    ASSERT_TRUE(g_->eng->prefill(s, {ids.begin(), ids.begin() + len}, logits_request::last, &got).ok());
+    EXPECT_LE(rel_error(got.data(), g_->logits_row(want_, 0, len - 1), g_->vocab), k_tol) << "prefill " << len;
+    for (int64_t t = len; t < len + 10; ++t) {
+      ASSERT_TRUE(g_->eng->decode({&s}, {ids[t]}, &got).ok());
+      EXPECT_LE(rel_error(got.data(), g_->logits_row(want_, 0, t), g_->vocab), k_tol)
+          << "prefill " << len << " then decode position " << t;
+    }
+  }
+}
+
+TEST_P(golden_state, indexer_topk_sets_match) {
+  const model_config& c = g_->eng->config();
+  for (int64_t b = 0; b < g_->batch; ++b) {
+    sequence_state s = g_->eng->new_sequence();
+    forward_trace tr;
+    ASSERT_TRUE(g_->eng->prefill(s, g_->input_ids[b], logits_request::none, nullptr, &tr).ok());
+    for (int64_t il = 0; il < c.n_layers; ++il) {
+      if (c.layer_kinds[il] != attention_kind::csa) continue;
+      const std::vector<int64_t> ref = g_->ints("topk." + std::to_string(il));
+      const std::vector<int32_t>& got = tr.topk.at(il);
+      int64_t mismatches = 0;
+      for (int64_t t = 0; t < g_->seq; ++t) {
+        std::set<int64_t> a, r;
+        for (int64_t k = 0; k < c.index_topk; ++k) {
+          if (got[t * c.index_topk + k] >= 0) a.insert(got[t * c.index_topk + k]);
+          const int64_t v = ref[(b * g_->seq + t) * c.index_topk + k];
+          if (v >= 0) r.insert(v);
+        }
+        if (a != r) ++mismatches;
+      }
+      EXPECT_EQ(mismatches, 0) << "layer " << il << " row " << b;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(tiny, golden_state, ::testing::Values("tiny-a", "tiny-b"));
+
+}  // namespace
+}  // namespace hart::testing
