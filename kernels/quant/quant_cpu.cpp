@@ -65,7 +65,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 int pow2_scale_exponent(float amax, float q_max) {
-  if (!(amax <= FLT_MAX)) return 128;  // +inf or NaN: the reference's bit trick gives 128
+  if (!(amax <= FLT_MAX)) return 128;  // +inf (what the reference bit trick gives) or NaN
   // amax / q_max = (ma / mq) * 2^(ea - eq) with ma / mq in (1/2, 2): the ceil of
   // its log2 is ea - eq, plus one exactly when ma > mq.
   int ea = 0, eq = 0;

@@ -1,0 +1,206 @@
+// swiglu_cpu against a double-precision clamped SwiGLU written from
+// v4-model.md §6.2:
+//   h = silu(min(g, limit)) · clamp(u, −limit, limit) · row_weight,  silu(x) = x·sigmoid(x)
+// The gate is clamped only from above, the up projection from both sides;
+// limit 0 means no clamp; row_weight null means 1.
+#include "kernels/swiglu/swiglu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <iomanip>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace hart {
+namespace {
+
+// -- test helpers --------------------------------------------------------------
+
+// env: HART_TEST_SEED — replays a run with the seed printed by SCOPED_TRACE.
+uint32_t test_seed() {
+  if (const char* s = std::getenv("HART_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
+  return std::random_device{}();
+}
+
+std::string seed_trace(uint32_t seed) { return "seed=" + std::to_string(seed); }
+
+const float k_nan = std::numeric_limits<float>::quiet_NaN();
+constexpr float k_sentinel = -7.25e33f;  // output guard fill
+
+double ref_swiglu(float g, float u, double limit, double w) {
+  double gg = g, uu = u;
+  if (limit > 0) {
+    gg = std::min(gg, limit);
+    uu = std::min(std::max(uu, -limit), limit);
+  }
+  return gg / (1.0 + std::exp(-gg)) * uu * w;
+}
+
+struct layout {
+  int64_t n_rows, dim, in_stride;  // in_stride 0 = dim
+  int64_t stride() const { return in_stride ? in_stride : dim; }
+};
+
+// out has k_guard sentinels on both sides of its n_rows·dim body
+constexpr int64_t k_guard = 8;
+
+std::vector<float> run(const std::vector<float>& gate, const std::vector<float>& up, const std::vector<float>* rw,
+                       const layout& l, float limit) {
+  std::vector<float> out(l.n_rows * l.dim + 2 * k_guard, k_sentinel);
+  for (int64_t i = 0; i < l.n_rows * l.dim; ++i) out[k_guard + i] = k_nan;
+  swiglu_params p;
+  p.gate = gate.data();
+  p.up = up.data();
+  p.row_weight = rw ? rw->data() : nullptr;
+  p.out = out.data() + k_guard;
+  p.n_rows = l.n_rows;
+  p.dim = l.dim;
+  p.in_stride = l.in_stride;
+  p.limit = limit;
+  const status st = swiglu_cpu(p);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  for (int64_t i = 0; i < k_guard; ++i) {
+    EXPECT_EQ(out[i], k_sentinel) << "guard before out clobbered";
+    EXPECT_EQ(out[k_guard + l.n_rows * l.dim + i], k_sentinel) << "guard after out clobbered";
+  }
+  return std::vector<float>(out.begin() + k_guard, out.end() - k_guard);
+}
+
+// exp, divide and two or three products in fp32: a few ulps of |h|
+constexpr double k_rtol = 1e-5;
+constexpr double k_atol = 1e-30;  // values underflowing fp32 (silu of a very negative gate)
+
+::testing::AssertionResult matches(const std::vector<float>& got, const std::vector<float>& gate,
+                                   const std::vector<float>& up, const std::vector<float>* rw, const layout& l,
+                                   double limit) {
+  int64_t n_bad = 0;
+  std::ostringstream os;
+  os << std::setprecision(9);
+  for (int64_t r = 0; r < l.n_rows; ++r) {
+    for (int64_t i = 0; i < l.dim; ++i) {
+      const int64_t src = r * l.stride() + i;
+      const double want = ref_swiglu(gate[src], up[src], limit, rw ? (*rw)[r] : 1.0);
+      const double g = got[r * l.dim + i];
+      if (!(std::isfinite(g) && std::fabs(g - want) <= k_atol + k_rtol * std::fabs(want)) && n_bad++ < 8) {
+        os << "\n  row " << r << " [" << i << "] gate " << gate[src] << " up " << up[src] << ": got " << g
+           << " want " << want;
+      }
+    }
+  }
+  if (n_bad) return ::testing::AssertionFailure() << n_bad << " elements differ:" << os.str();
+  return ::testing::AssertionSuccess();
+}
+
+// gate/up rows at in_stride, the gaps NaN (a wrong stride reads them)
+std::vector<float> random_rows(std::mt19937& rng, const layout& l, float sigma) {
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> v(l.n_rows * l.stride(), k_nan);
+  for (int64_t r = 0; r < l.n_rows; ++r) {
+    for (int64_t i = 0; i < l.dim; ++i) v[r * l.stride() + i] = nd(rng);
+  }
+  return v;
+}
+
+const layout k_layouts[] = {{1, 1, 0}, {3, 3, 0}, {19, 19, 0}, {3, 111, 0}, {2, 2048, 0},
+                            {3, 19, 23}, {5, 111, 128}, {1, 1, 7}};
+
+// -- tests -----------------------------------------------------------------------
+
+// sigma 8 puts many values past the limit of 10 on both sides.
+TEST(swiglu, matches_reference) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> ud(0.0f, 2.0f);
+  for (const layout& l : k_layouts) {
+    for (float limit : {0.0f, 10.0f, 7.0f}) {
+      for (bool weighted : {false, true}) {
+        SCOPED_TRACE("n_rows=" + std::to_string(l.n_rows) + " dim=" + std::to_string(l.dim) +
+                     " in_stride=" + std::to_string(l.in_stride) + " limit=" + std::to_string(limit) +
+                     " weighted=" + std::to_string(weighted));
+        const auto gate = random_rows(rng, l, 8.0f);
+        const auto up = random_rows(rng, l, 8.0f);
+        std::vector<float> rw(l.n_rows);
+        for (auto& w : rw) w = ud(rng);
+        const auto got = run(gate, up, weighted ? &rw : nullptr, l, limit);
+        EXPECT_TRUE(matches(got, gate, up, weighted ? &rw : nullptr, l, limit));
+      }
+    }
+  }
+}
+
+// Hand-picked values around limit 10:
+//   gate −20 stays −20 (clamped only from above): silu(−20) ≈ −4.1e-8, not silu(−10) ≈ −4.5e-4
+//   gate 50 → 10: silu(10) ≈ 9.9995
+//   up ±50 → ±10, up ±10.5 → ±10, up 9 stays 9
+TEST(swiglu, clamp_semantics) {
+  const std::vector<float> gate = {-20.0f, 50.0f, 1.0f, 1.0f, 1.0f, 1.0f, 10.5f, -10.5f};
+  const std::vector<float> up = {1.0f, 1.0f, 50.0f, -50.0f, -10.5f, 9.0f, 1.0f, 1.0f};
+  const layout l{1, 8, 0};
+  const auto got = run(gate, up, nullptr, l, 10.0f);
+  auto silu = [](double x) { return x / (1.0 + std::exp(-x)); };
+  const double want[8] = {silu(-20.0), silu(10.0),        silu(1.0) * 10, silu(1.0) * -10,
+                          silu(1.0) * -10, silu(1.0) * 9, silu(10.0),     silu(-10.5)};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-6 * std::fabs(want[i])) << "i=" << i << " gate " << gate[i] << " up " << up[i];
+  }
+}
+
+// limit 0: nothing is clamped, so silu(50)·50 = 2500.
+TEST(swiglu, limit_zero_means_no_clamp) {
+  const std::vector<float> gate = {50.0f, -30.0f, 12.0f}, up = {50.0f, -40.0f, -11.0f};
+  const layout l{1, 3, 0};
+  const auto got = run(gate, up, nullptr, l, 0.0f);
+  EXPECT_NEAR(got[0], 2500.0, 1e-3);
+  const double want1 = -30.0 / (1.0 + std::exp(30.0)) * -40.0;  // ~1.1e-10: the gate is not clamped up to 0
+  EXPECT_NEAR(got[1], want1, 1e-5 * want1);
+  EXPECT_NEAR(got[2], 12.0 / (1.0 + std::exp(-12.0)) * -11.0, 1e-4);
+}
+
+// Row r is scaled by row_weight[r]; a null row_weight is weight 1.
+TEST(swiglu, row_weights) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const layout l{4, 19, 0};
+  const auto gate = random_rows(rng, l, 3.0f);
+  const auto up = random_rows(rng, l, 3.0f);
+  const std::vector<float> rw = {0.0f, 1.0f, -0.5f, 2.5f};
+  const auto plain = run(gate, up, nullptr, l, 10.0f);
+  const auto weighted = run(gate, up, &rw, l, 10.0f);
+  EXPECT_TRUE(matches(weighted, gate, up, &rw, l, 10.0));
+  for (int64_t r = 0; r < l.n_rows; ++r) {
+    for (int64_t i = 0; i < l.dim; ++i) {
+      const float a = plain[r * l.dim + i] * rw[r], b = weighted[r * l.dim + i];
+      EXPECT_NEAR(b, a, 1e-6 * std::fabs(a) + 1e-30) << "row " << r << " i " << i;
+    }
+  }
+}
+
+TEST(swiglu, zero_rows_and_bad_arguments) {
+  const std::vector<float> gate = {1.0f}, up = {1.0f};
+  const layout l{0, 1, 0};
+  const auto got = run(gate, up, nullptr, l, 10.0f);  // checks the guards
+  EXPECT_TRUE(got.empty());
+  float out = 0;
+  swiglu_params p;
+  p.gate = gate.data();
+  p.up = up.data();
+  p.out = &out;
+  p.n_rows = 1;
+  p.dim = 0;
+  EXPECT_FALSE(swiglu_cpu(p).ok());
+  p.dim = 1;
+  p.up = nullptr;
+  EXPECT_FALSE(swiglu_cpu(p).ok());
+}
+
+}  // namespace
+}  // namespace hart

@@ -57,7 +57,7 @@ TEST(chat_encode, tokenized_special_tokens_are_single_ids) {
   status_or<tokenizer> tok = tokenizer::load(std::string(HART_TEST_DATA) + "/tiny-a/tokenizer.json");
   ASSERT_TRUE(tok.ok()) << tok.get_status().to_string();
   chat_options opt;
-  opt.bos_token = tok->bos_token();
+  opt.bos_token = tok->config().bos_token;
   opt.thinking = thinking_mode::think;
   std::string prompt = chat_encode(k_conversation, opt).value();
   std::vector<int32_t> ids = tok->encode(prompt).value();

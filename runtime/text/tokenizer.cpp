@@ -10,9 +10,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cinttypes>
 #include <fstream>
+#include <iterator>
 #include <new>
-#include <sstream>
+#include <queue>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -21,21 +24,19 @@ namespace {
 
 using json = nlohmann::json;
 
-// NOTE(text): guards the id-indexed tables against a corrupt file asking for gigabytes; real
-// vocabularies are ~130k.
+// NOTE(text): bounds the id-indexed tables (real vocabularies are ~130k ids).
 constexpr int64_t k_max_vocab = int64_t{1} << 24;
 constexpr std::string_view k_replacement = "\xEF\xBF\xBD";  // U+FFFD
 
 // -- UTF-8 ---
-
 // Length of the UTF-8 sequence at s[0..n), n >= 1: > 0 valid; 0 a valid prefix cut off by the
-// end of the buffer; -k ill-formed, k being the maximal ill-formed subpart (Unicode §3.9).
+// end of the buffer; -k ill-formed, k being the maximal ill-formed subpart (Unicode §3.9). Only
+// the second byte has a narrowed range (no overlongs, surrogates or code points > U+10FFFF).
 int utf8_next(const unsigned char* s, size_t n) {
   unsigned char b = s[0];
   if (b < 0x80) return 1;
-  int need = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : 0;
+  int need = b < 0xC2 ? 0 : b <= 0xDF ? 1 : b <= 0xEF ? 2 : b <= 0xF4 ? 3 : 0;
   if (need == 0) return -1;
-  // Only the second byte has a narrowed range (no overlongs, surrogates or > U+10FFFF).
   unsigned char lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
   unsigned char hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
   for (int k = 1; k <= need; ++k) {
@@ -43,17 +44,6 @@ int utf8_next(const unsigned char* s, size_t n) {
     if (s[k] < (k == 1 ? lo : 0x80) || s[k] > (k == 1 ? hi : 0xBF)) return -k;
   }
   return need + 1;
-}
-
-// Byte offset of the first ill-formed or truncated sequence; npos when `t` is valid UTF-8.
-size_t utf8_first_invalid(std::string_view t) {
-  const auto* s = reinterpret_cast<const unsigned char*>(t.data());
-  for (size_t i = 0; i < t.size();) {
-    int len = utf8_next(s + i, t.size() - i);
-    if (len <= 0) return i;
-    i += static_cast<size_t>(len);
-  }
-  return std::string_view::npos;
 }
 
 // Appends `bytes` to `out` with each maximal ill-formed subpart replaced by U+FFFD (as Rust's
@@ -79,77 +69,60 @@ size_t utf8_append_lossy(std::string& out, std::string_view bytes, bool final) {
 }
 
 // -- GPT-2 byte alphabet ---
-
-// bytes_to_unicode(): printable bytes stand for themselves, the other 68 for U+0100 + n.
-struct byte_alphabet {
-  std::array<std::string, 256> char_of_byte;  // UTF-8 of the character standing for a byte
-  std::array<int16_t, 324> byte_of_char;      // code point -> byte, -1 outside the alphabet
-};
-
-const byte_alphabet& alphabet() {
-  static const byte_alphabet a = [] {
-    byte_alphabet r;
-    r.byte_of_char.fill(-1);
-    uint32_t n_extra = 0;
-    for (uint32_t b = 0; b < 256; ++b) {
+// bytes_to_unicode() inverted: the byte code point `cp` stands for, -1 outside the alphabet.
+// Printable bytes stand for themselves, the other 68 for U+0100 + n in byte order.
+int byte_of_char(uint32_t cp) {
+  static const std::array<int16_t, 324> table = [] {
+    std::array<int16_t, 324> t;
+    t.fill(-1);
+    for (int b = 0, n_extra = 0; b < 256; ++b) {
       bool direct = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-      uint32_t cp = direct ? b : 256 + n_extra++;
-      r.byte_of_char[cp] = static_cast<int16_t>(b);
-      r.char_of_byte[b] = cp < 0x80 ? std::string(1, static_cast<char>(cp))
-                                    : std::string{static_cast<char>(0xC0 | (cp >> 6)),
-                                                  static_cast<char>(0x80 | (cp & 0x3F))};
+      t[direct ? b : 256 + n_extra++] = static_cast<int16_t>(b);
     }
-    return r;
+    return t;
   }();
-  return a;
+  return cp < table.size() ? table[cp] : -1;
 }
 
-// Raw bytes of a byte-level piece. A piece holding a character outside the alphabet is kept as
-// its UTF-8, as the HF ByteLevel decoder does per token.
-std::string byte_level_to_bytes(std::string_view piece) {
+// Raw bytes of a byte-level piece; nullopt when it holds a character outside the alphabet (the
+// HF ByteLevel decoder then keeps the piece's own UTF-8).
+std::optional<std::string> byte_level_to_bytes(std::string_view piece) {
   const auto* s = reinterpret_cast<const unsigned char*>(piece.data());
   std::string out;
   for (size_t i = 0; i < piece.size();) {
     int len = utf8_next(s + i, piece.size() - i);
-    if (len <= 0 || len > 2) return std::string(piece);  // the alphabet is below U+0800
-    uint32_t cp = len == 1 ? s[i] : ((s[i] & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu);
-    if (cp >= 324 || alphabet().byte_of_char[cp] < 0) return std::string(piece);
-    out.push_back(static_cast<char>(alphabet().byte_of_char[cp]));
+    if (len <= 0 || len > 2) return std::nullopt;  // the alphabet is below U+0800
+    int b = byte_of_char(len == 1 ? s[i] : ((s[i] & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu));
+    if (b < 0) return std::nullopt;
+    out.push_back(static_cast<char>(b));
     i += static_cast<size_t>(len);
   }
   return out;
 }
 
 // -- PCRE2 ---
-
-struct regex_deleter {
+struct pcre2_deleter {
   void operator()(pcre2_code* c) const { pcre2_code_free(c); }
-};
-struct match_data_deleter {
   void operator()(pcre2_match_data* m) const { pcre2_match_data_free(m); }
 };
-using regex_ptr = std::unique_ptr<pcre2_code, regex_deleter>;
-using match_data_ptr = std::unique_ptr<pcre2_match_data, match_data_deleter>;
+using regex_ptr = std::unique_ptr<pcre2_code, pcre2_deleter>;
+using match_data_ptr = std::unique_ptr<pcre2_match_data, pcre2_deleter>;
 
 // NOTE(text): HF compiles Split patterns with Oniguruma, which reads \uHHHH; ALT_BSUX plus
 // EXTRA_ALT_BSUX make PCRE2 accept \uHHHH, \u{H..}, \xHH and \x{H..} alike.
-status_or<regex_ptr> regex_compile(const std::string& pattern, bool literal) {
+status_or<regex_ptr> regex_compile(const std::string& pattern) {
   pcre2_compile_context* ctx = pcre2_compile_context_create(nullptr);
   if (ctx == nullptr) return resource_exhausted("tokenizer: pcre2 compile context");
-  uint32_t opts = PCRE2_UTF | PCRE2_LITERAL;
-  if (!literal) {
-    opts = PCRE2_UTF | PCRE2_UCP | PCRE2_ALT_BSUX;
-    pcre2_set_compile_extra_options(ctx, PCRE2_EXTRA_ALT_BSUX);
-  }
+  pcre2_set_compile_extra_options(ctx, PCRE2_EXTRA_ALT_BSUX);
   int err = 0;
   PCRE2_SIZE err_off = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   opts, &err, &err_off, ctx);
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_ALT_BSUX, &err, &err_off, ctx);
   pcre2_compile_context_free(ctx);
   if (code == nullptr) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof(msg));
-    return invalid_argument("tokenizer.json: Split regex /%s/ at offset %zu: %s", pattern.c_str(),
+    return invalid_argument("Split regex /%s/ at offset %zu: %s", pattern.c_str(),
                             static_cast<size_t>(err_off), reinterpret_cast<const char*>(msg));
   }
   // Without JIT support pcre2_match() runs the interpreter: slower, same results.
@@ -161,22 +134,21 @@ using range = std::pair<size_t, size_t>;  // [begin, end) byte offsets
 
 // Per-encode() working memory, reused across words.
 struct scratch {
-  struct symbol {
-    int32_t id;  // -1 once merged into its left neighbour
-    int32_t prev, next;
-  };
-  struct candidate {
+  struct symbol { int32_t id, prev, next; };  // id -1 once merged into its left neighbour
+  struct candidate {  // ordered so that heap.top() is the lowest rank, then the leftmost
     int32_t rank, pos, new_id;
+    bool operator<(const candidate& o) const {
+      return std::tie(o.rank, o.pos) < std::tie(rank, pos);
+    }
   };
   match_data_ptr md;
   std::vector<range> pieces, next;
   std::vector<symbol> syms;
-  std::vector<candidate> heap;
+  std::priority_queue<candidate> heap;  // empty between words
 };
 
-// Split (behavior Isolated): appends the matches of `re` in seg[b, e) and the gaps between them
-// to sc.next. The regex sees only this piece, so a lookahead like (?!\S) stops at its end, as
-// in HF.
+// Split (Isolated): appends the matches of `re` in seg[b, e) and the gaps between them to
+// sc.next. The regex sees only this piece, so (?!\S) stops at its end, as in HF.
 status split_piece(const pcre2_code* re, std::string_view seg, size_t b, size_t e, scratch& sc) {
   const auto* subj = reinterpret_cast<PCRE2_SPTR>(seg.data() + b);
   size_t len = e - b, start = 0, last = 0;
@@ -204,39 +176,23 @@ status split_piece(const pcre2_code* re, std::string_view seg, size_t b, size_t 
   return {};
 }
 
-uint64_t pair_key(int32_t l, int32_t r) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(l)) << 32) | static_cast<uint32_t>(r);
-}
-
-bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-
-// A tokenizer_config.json token: a string, or an AddedToken object {"content": ...}.
-std::string config_token(const json& cfg, const char* key) {
-  auto it = cfg.find(key);
-  if (it != cfg.end() && it->is_string()) return it->get<std::string>();
-  if (it != cfg.end() && it->is_object()) return it->value("content", "");
-  return "";
-}
+uint64_t pair_key(uint32_t l, uint32_t r) { return (uint64_t{l} << 32) | r; }  // ids are >= 0
 
 status read_file(const std::string& path, std::string& out) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return not_found("%s: cannot open", path.c_str());
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return data_loss("%s: read failed", path.c_str());
-  out = std::move(ss).str();
-  return {};
+  out.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return f.bad() ? data_loss("%s: read failed", path.c_str()) : status();
 }
 
 // Rejects a feature this tokenizer does not implement, rather than ignoring it (R12).
-status require(bool ok, const char* what) {
-  return ok ? status() : unimplemented("tokenizer.json: %s is not supported", what);
+status require(bool ok, const std::string& what) {
+  return ok ? status() : unimplemented("%s is not supported", what.c_str());
 }
 
 }  // namespace
 
 // -- impl ---
-
 struct tokenizer::impl {
   struct added_token { std::string content; int32_t id; bool special, lstrip, rstrip; };
   struct merge_info { int32_t rank, id; };
@@ -250,270 +206,224 @@ struct tokenizer::impl {
   std::vector<added_token> added;
   std::array<std::vector<int32_t>, 256> added_by_byte;  // first byte -> added[], longest first
   std::vector<regex_ptr> splits;                        // pre-tokenizer Split steps, in order
-  std::string bos_token, eos_token;
-  std::optional<int32_t> bos_id, eos_id;
-  bool add_bos = false;
+  tokenizer_config config;
 
-  status build(const json& tj);
-  status build_model(const json& m, int64_t& max_id);
-  status build_pre_tokenizer(const json& pt);
-  status apply_config(const json& cfg);
-  std::optional<added_match> find_added(std::string_view text, size_t pos, bool special) const;
-  status encode_plain(std::string_view seg, std::vector<int32_t>& out, scratch& sc) const;
-  void bpe(std::string_view word, std::vector<int32_t>& out, scratch& sc) const;
+  status build(const json& tj) {
+    const json norm = tj.value("normalizer", json());
+    HART_RETURN_IF_ERROR(require(norm.is_null() || (norm.value("type", "") == "Sequence" &&
+                                                    norm.value("normalizers", json()).empty()),
+                                 "a normalizer"));
+    int64_t max_id = -1;
+    HART_RETURN_IF_ERROR(build_model(tj.at("model"), max_id));
+    for (const json& a : tj.value("added_tokens", json::array())) {
+      int64_t id = a.at("id").get<int64_t>();
+      if (id < 0 || id >= k_max_vocab) return invalid_argument("added token id %" PRId64, id);
+      added_token t{a.at("content").get<std::string>(), static_cast<int32_t>(id),
+                    a.value("special", false), a.value("lstrip", false), a.value("rstrip", false)};
+      if (t.content.empty()) continue;
+      max_id = std::max(max_id, id);
+      added.push_back(std::move(t));
+    }
+    id_bytes.resize(static_cast<size_t>(max_id + 1));
+    id_special.assign(id_bytes.size(), 0);
+    byte_ids.fill(-1);
+    for (const auto& [piece, id] : piece_ids) {
+      std::optional<std::string> raw = byte_level_to_bytes(piece);
+      id_bytes[id] = raw ? *raw : piece;
+      if (raw && raw->size() == 1) byte_ids[static_cast<unsigned char>((*raw)[0])] = id;
+    }
+    std::stable_sort(added.begin(), added.end(), [](const added_token& a, const added_token& b) {
+      return a.content.size() > b.content.size();  // so added_by_byte lists longest first
+    });
+    for (size_t k = 0; k < added.size(); ++k) {  // added tokens override vocab entries
+      const added_token& t = added[k];
+      id_bytes[t.id] = t.content;
+      id_special[t.id] = t.special ? 1 : 0;
+      piece_ids[t.content] = t.id;
+      added_by_byte[static_cast<unsigned char>(t.content[0])].push_back(static_cast<int32_t>(k));
+    }
+    HART_RETURN_IF_ERROR(build_pre_tokenizer(tj.value("pre_tokenizer", json())));
+    const json dec = tj.value("decoder", json());  // post_processor is ignored: see encode()
+    return require(dec.is_object() && dec.value("type", "") == "ByteLevel", "decoder");
+  }
+
+  status build_model(const json& m, int64_t& max_id) {
+    HART_RETURN_IF_ERROR(require(m.value("type", "BPE") == "BPE", "a model other than BPE"));
+    for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+      HART_RETURN_IF_ERROR(require(m.value(k, json()).is_null() || m.value(k, json()) == "", k));
+    }
+    HART_RETURN_IF_ERROR(require(!m.value("byte_fallback", false), "byte_fallback"));
+    HART_RETURN_IF_ERROR(require(!m.value("ignore_merges", false), "ignore_merges"));
+    const json& vocab = m.at("vocab");
+    if (!vocab.is_object()) return invalid_argument("model.vocab is not an object");
+    piece_ids.reserve(vocab.size() + 1024);
+    for (const auto& [piece, v] : vocab.items()) {
+      int64_t id = v.get<int64_t>();
+      if (id < 0 || id >= k_max_vocab) return invalid_argument("vocab id %" PRId64, id);
+      piece_ids.emplace(piece, static_cast<int32_t>(id));
+      max_id = std::max(max_id, id);
+    }
+    const json& list = m.at("merges");
+    merges.reserve(list.size());
+    for (size_t rank = 0; rank < list.size(); ++rank) {
+      const json& e = list[rank];
+      std::string l = e.is_string() ? e.get<std::string>() : "", r;  // or the older "l r" form
+      if (e.is_array() && e.size() == 2) {
+        l = e[0].get<std::string>();
+        r = e[1].get<std::string>();
+      } else if (std::count(l.begin(), l.end(), ' ') == 1) {
+        r = l.substr(l.find(' ') + 1);
+        l.resize(l.find(' '));
+      } else {
+        return invalid_argument("merge %zu is neither [l, r] nor \"l r\"", rank);
+      }
+      auto il = piece_ids.find(l), ir = piece_ids.find(r), im = piece_ids.find(l + r);
+      if (il == piece_ids.end() || ir == piece_ids.end() || im == piece_ids.end()) {
+        return invalid_argument("merge %zu (%s %s) names a token not in vocab",
+                                rank, l.c_str(), r.c_str());
+      }
+      // As in HF, a repeated pair keeps its last rank.
+      merges[pair_key(il->second, ir->second)] = {static_cast<int32_t>(rank), im->second};
+    }
+    return {};
+  }
+
+  // Split(Isolated, Regex)* then ByteLevel(add_prefix_space=false, use_regex=false): the shape
+  // DeepSeek ships. Anything else is unimplemented.
+  status build_pre_tokenizer(const json& pt) {
+    if (!pt.is_object()) return require(false, "a missing pre_tokenizer");
+    const json steps =
+        pt.value("type", "") == "Sequence" ? pt.at("pretokenizers") : json::array({pt});
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const json& s = steps[i];
+      std::string type = s.value("type", "");
+      if (type == "ByteLevel") {
+        HART_RETURN_IF_ERROR(require(i + 1 == steps.size(), "a pre_tokenizer after ByteLevel"));
+        HART_RETURN_IF_ERROR(require(!s.value("add_prefix_space", false), "add_prefix_space"));
+        return require(!s.value("use_regex", true), "ByteLevel use_regex");
+      }
+      HART_RETURN_IF_ERROR(require(type == "Split", "pre_tokenizer " + type));
+      // With Isolated every match and every gap is a piece, so `invert` changes nothing.
+      HART_RETURN_IF_ERROR(require(s.value("behavior", "") == "Isolated", "a non-Isolated Split"));
+      HART_RETURN_IF_ERROR(require(s.at("pattern").contains("Regex"), "a Split String pattern"));
+      HART_ASSIGN_OR_RETURN(regex_ptr re, regex_compile(s["pattern"]["Regex"].get<std::string>()));
+      splits.push_back(std::move(re));
+    }
+    return require(false, "a pre_tokenizer without ByteLevel");
+  }
+
+  status apply_config(const json& cfg) {
+    auto token = [&](const char* key) {  // a string, or an AddedToken {"content": ...}
+      const json v = cfg.value(key, json());
+      return v.is_string() ? v.get<std::string>() : v.is_object() ? v.value("content", "") : "";
+    };
+    config.bos_token = token("bos_token");
+    config.eos_token = token("eos_token");
+    config.add_bos_token = cfg.value("add_bos_token", json()) == true;
+    if (auto p = piece_ids.find(config.bos_token); p != piece_ids.end()) config.bos_id = p->second;
+    if (auto p = piece_ids.find(config.eos_token); p != piece_ids.end()) config.eos_id = p->second;
+    return {};
+  }
+
+  // Leftmost, then longest, added token at or after `pos` (HF: aho-corasick LeftmostLongest);
+  // with `special` false, special ones are skipped.
+  // NOTE(text): lstrip/rstrip eat ASCII whitespace only, and single_word is not honoured;
+  // DeepSeek sets none of them.
+  std::optional<added_match> find_added(std::string_view text, size_t pos, bool special) const {
+    auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+    for (size_t i = pos; i < text.size(); ++i) {
+      for (int32_t k : added_by_byte[static_cast<unsigned char>(text[i])]) {
+        const added_token& t = added[k];
+        if ((t.special && !special) || text.compare(i, t.content.size(), t.content) != 0) continue;
+        size_t b = i, e = i + t.content.size();
+        while (t.lstrip && b > pos && space(text[b - 1])) --b;
+        while (t.rstrip && e < text.size() && space(text[e])) ++e;
+        return added_match{b, e, t.id};
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Text with no added tokens in it: pre-tokenize, then BPE each piece.
+  status encode_plain(std::string_view seg, std::vector<int32_t>& out, scratch& sc) const {
+    sc.pieces.assign(1, range(0, seg.size()));
+    for (const regex_ptr& re : splits) {
+      sc.next.clear();
+      for (const range& p : sc.pieces) {
+        HART_RETURN_IF_ERROR(split_piece(re.get(), seg, p.first, p.second, sc));
+      }
+      std::swap(sc.pieces, sc.next);
+    }
+    for (const range& p : sc.pieces) bpe(seg.substr(p.first, p.second - p.first), out, sc);
+    return {};
+  }
+
+  // Lowest-rank pair first, leftmost on ties: HF's Word::merge_all(), with heap entries skipped
+  // once the pair at their position has changed.
+  void bpe(std::string_view w, std::vector<int32_t>& out, scratch& sc) const {
+    auto& syms = sc.syms;
+    syms.clear();
+    for (char c : w) {
+      int32_t id = byte_ids[static_cast<unsigned char>(c)];
+      if (id < 0) continue;  // as HF without unk_token: a byte with no token is dropped
+      int32_t n = static_cast<int32_t>(syms.size());
+      syms.push_back({id, n - 1, n + 1});
+    }
+    if (syms.empty()) return;
+    syms.back().next = -1;
+    auto push_pair = [&](int32_t pos) {
+      auto it = merges.find(pair_key(syms[pos].id, syms[syms[pos].next].id));
+      if (it != merges.end()) sc.heap.push({it->second.rank, pos, it->second.id});
+    };
+    for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) push_pair(i);
+    while (!sc.heap.empty()) {
+      scratch::candidate c = sc.heap.top();
+      sc.heap.pop();
+      scratch::symbol& l = syms[c.pos];
+      if (l.id < 0 || l.next < 0) continue;
+      scratch::symbol& r = syms[l.next];
+      auto it = merges.find(pair_key(l.id, r.id));
+      if (it == merges.end() || it->second.id != c.new_id) continue;  // stale entry
+      l.id = c.new_id;
+      r.id = -1;
+      l.next = r.next;
+      if (l.next >= 0) syms[l.next].prev = c.pos;
+      if (l.prev >= 0) push_pair(l.prev);
+      if (l.next >= 0) push_pair(c.pos);
+    }
+    for (int32_t i = 0; i >= 0; i = syms[i].next) out.push_back(syms[i].id);
+  }
 };
 
-status tokenizer::impl::build(const json& tj) {
-  if (!tj.is_object()) return invalid_argument("tokenizer.json: top level is not an object");
-  const json norm = tj.value("normalizer", json());
-  HART_RETURN_IF_ERROR(require(norm.is_null() || (norm.value("type", "") == "Sequence" &&
-                                                  norm.value("normalizers", json()).empty()),
-                               "a normalizer"));
-  int64_t max_id = -1;
-  HART_RETURN_IF_ERROR(build_model(tj.at("model"), max_id));
-  for (const json& a : tj.value("added_tokens", json::array())) {
-    int64_t id = a.at("id").get<int64_t>();
-    if (id < 0 || id >= k_max_vocab) {
-      return invalid_argument("tokenizer.json: added token id %lld", static_cast<long long>(id));
-    }
-    added_token t{a.at("content").get<std::string>(), static_cast<int32_t>(id),
-                  a.value("special", false), a.value("lstrip", false), a.value("rstrip", false)};
-    if (t.content.empty()) continue;
-    max_id = std::max(max_id, id);
-    added.push_back(std::move(t));
-  }
-
-  id_bytes.resize(static_cast<size_t>(max_id + 1));
-  id_special.assign(id_bytes.size(), 0);
-  for (const auto& [piece, id] : piece_ids) id_bytes[id] = byte_level_to_bytes(piece);
-  for (int b = 0; b < 256; ++b) {
-    auto it = piece_ids.find(alphabet().char_of_byte[b]);
-    byte_ids[b] = it == piece_ids.end() ? -1 : it->second;
-  }
-  for (size_t k = 0; k < added.size(); ++k) {  // added tokens override vocab entries
-    const added_token& t = added[k];
-    id_bytes[t.id] = t.content;
-    id_special[t.id] = t.special ? 1 : 0;
-    piece_ids[t.content] = t.id;
-    added_by_byte[static_cast<unsigned char>(t.content[0])].push_back(static_cast<int32_t>(k));
-  }
-  for (auto& v : added_by_byte) {
-    std::stable_sort(v.begin(), v.end(), [&](int32_t a, int32_t b) {
-      return added[a].content.size() > added[b].content.size();
-    });
-  }
-
-  HART_RETURN_IF_ERROR(build_pre_tokenizer(tj.value("pre_tokenizer", json())));
-  // NOTE(text): post_processor is ignored on purpose: encode() never adds BOS/EOS; callers use
-  // add_bos_token() or chat_encode().
-  const json dec = tj.value("decoder", json());
-  return require(dec.is_object() && dec.value("type", "") == "ByteLevel", "a non-ByteLevel decoder");
-}
-
-status tokenizer::impl::build_model(const json& m, int64_t& max_id) {
-  HART_RETURN_IF_ERROR(require(m.value("type", "BPE") == "BPE", "a model type other than BPE"));
-  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    HART_RETURN_IF_ERROR(require(m.value(k, json()).is_null() || m.value(k, json()) == "", k));
-  }
-  HART_RETURN_IF_ERROR(require(!m.value("byte_fallback", false), "byte_fallback"));
-  HART_RETURN_IF_ERROR(require(!m.value("ignore_merges", false), "ignore_merges"));
-  const json& vocab = m.at("vocab");
-  if (!vocab.is_object()) return invalid_argument("tokenizer.json: model.vocab is not an object");
-  piece_ids.reserve(vocab.size() + 1024);
-  for (const auto& [piece, v] : vocab.items()) {
-    int64_t id = v.get<int64_t>();
-    if (id < 0 || id >= k_max_vocab) {
-      return invalid_argument("tokenizer.json: vocab id %lld", static_cast<long long>(id));
-    }
-    piece_ids.emplace(piece, static_cast<int32_t>(id));
-    max_id = std::max(max_id, id);
-  }
-  const json& list = m.at("merges");
-  merges.reserve(list.size());
-  for (size_t rank = 0; rank < list.size(); ++rank) {
-    const json& e = list[rank];
-    std::string l, r;
-    if (e.is_array() && e.size() == 2) {
-      l = e[0].get<std::string>();
-      r = e[1].get<std::string>();
-    } else if (e.is_string()) {  // the older "left right" form
-      l = e.get<std::string>();
-      size_t sp = l.find(' ');
-      if (sp == std::string::npos || l.find(' ', sp + 1) != std::string::npos) {
-        return invalid_argument("tokenizer.json: merge %zu \"%s\" is not \"l r\"", rank, l.c_str());
-      }
-      r = l.substr(sp + 1);
-      l.resize(sp);
-    } else {
-      return invalid_argument("tokenizer.json: merge %zu is neither [l, r] nor \"l r\"", rank);
-    }
-    auto il = piece_ids.find(l), ir = piece_ids.find(r), im = piece_ids.find(l + r);
-    if (il == piece_ids.end() || ir == piece_ids.end() || im == piece_ids.end()) {
-      return invalid_argument("tokenizer.json: merge %zu (%s %s) names a token not in vocab", rank,
-                              l.c_str(), r.c_str());
-    }
-    // As in HF, a repeated pair keeps its last rank.
-    merges[pair_key(il->second, ir->second)] = {static_cast<int32_t>(rank), im->second};
-  }
-  return {};
-}
-
-status tokenizer::impl::build_pre_tokenizer(const json& pt) {
-  if (!pt.is_object()) return require(false, "a missing pre_tokenizer");
-  std::vector<const json*> steps;
-  if (pt.value("type", "") == "Sequence") {
-    for (const json& s : pt.at("pretokenizers")) steps.push_back(&s);
-  } else {
-    steps.push_back(&pt);
-  }
-  // Split(Isolated)* then ByteLevel(add_prefix_space=false, use_regex=false), as DeepSeek ships.
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const json& s = *steps[i];
-    std::string type = s.value("type", "");
-    if (type == "ByteLevel") {
-      HART_RETURN_IF_ERROR(require(i + 1 == steps.size(), "a pre_tokenizer after ByteLevel"));
-      HART_RETURN_IF_ERROR(require(!s.value("add_prefix_space", false), "add_prefix_space"));
-      return require(!s.value("use_regex", true), "ByteLevel use_regex");
-    }
-    HART_RETURN_IF_ERROR(require(type == "Split", ("pre_tokenizer " + type).c_str()));
-    // With Isolated every match and every gap is a piece, so `invert` changes nothing.
-    HART_RETURN_IF_ERROR(require(s.value("behavior", "Isolated") == "Isolated",
-                                 "a Split behavior other than Isolated"));
-    const json& pat = s.at("pattern");
-    bool literal = pat.contains("String");
-    HART_ASSIGN_OR_RETURN(regex_ptr re,
-                          regex_compile(pat.at(literal ? "String" : "Regex").get<std::string>(),
-                                        literal));
-    splits.push_back(std::move(re));
-  }
-  return require(false, "a pre_tokenizer without ByteLevel");
-}
-
-status tokenizer::impl::apply_config(const json& cfg) {
-  if (!cfg.is_object()) return invalid_argument("tokenizer_config.json: not an object");
-  bos_token = config_token(cfg, "bos_token");
-  eos_token = config_token(cfg, "eos_token");
-  auto it = cfg.find("add_bos_token");
-  add_bos = it != cfg.end() && it->is_boolean() && it->get<bool>();
-  if (auto p = piece_ids.find(bos_token); p != piece_ids.end()) bos_id = p->second;
-  if (auto p = piece_ids.find(eos_token); p != piece_ids.end()) eos_id = p->second;
-  return {};
-}
-
-// Leftmost, then longest, added token at or after `pos` (HF: aho-corasick LeftmostLongest);
-// with `special` false, special ones are skipped.
-// NOTE(text): lstrip/rstrip eat ASCII whitespace only and single_word is not honoured; DeepSeek
-// sets none of them.
-std::optional<tokenizer::impl::added_match> tokenizer::impl::find_added(std::string_view text,
-                                                                        size_t pos,
-                                                                        bool special) const {
-  if (added.empty()) return std::nullopt;
-  for (size_t i = pos; i < text.size(); ++i) {
-    for (int32_t k : added_by_byte[static_cast<unsigned char>(text[i])]) {
-      const added_token& t = added[k];
-      if ((t.special && !special) || text.compare(i, t.content.size(), t.content) != 0) continue;
-      size_t b = i, e = i + t.content.size();
-      while (t.lstrip && b > pos && is_ascii_space(text[b - 1])) --b;
-      while (t.rstrip && e < text.size() && is_ascii_space(text[e])) ++e;
-      return added_match{b, e, t.id};
-    }
-  }
-  return std::nullopt;
-}
-
-status tokenizer::impl::encode_plain(std::string_view seg, std::vector<int32_t>& out,
-                                     scratch& sc) const {
-  sc.pieces.assign(1, range(0, seg.size()));
-  for (const regex_ptr& re : splits) {
-    sc.next.clear();
-    for (const range& p : sc.pieces) {
-      HART_RETURN_IF_ERROR(split_piece(re.get(), seg, p.first, p.second, sc));
-    }
-    std::swap(sc.pieces, sc.next);
-  }
-  for (const range& p : sc.pieces) bpe(seg.substr(p.first, p.second - p.first), out, sc);
-  return {};
-}
-
-// Lowest-rank pair first, leftmost on ties: HF's Word::merge_all(), with heap entries skipped
-// once the pair at their position has changed.
-void tokenizer::impl::bpe(std::string_view w, std::vector<int32_t>& out, scratch& sc) const {
-  auto& syms = sc.syms;
-  syms.clear();
-  for (char c : w) {
-    int32_t id = byte_ids[static_cast<unsigned char>(c)];
-    if (id < 0) continue;  // as HF without unk_token: a byte with no token is dropped
-    int32_t n = static_cast<int32_t>(syms.size());
-    syms.push_back({id, n - 1, n + 1});
-  }
-  if (syms.empty()) return;
-  syms.back().next = -1;
-  auto& heap = sc.heap;
-  heap.clear();
-  auto later = [](const scratch::candidate& a, const scratch::candidate& b) {
-    return a.rank > b.rank || (a.rank == b.rank && a.pos > b.pos);
-  };
-  auto push_pair = [&](int32_t pos) {
-    auto it = merges.find(pair_key(syms[pos].id, syms[syms[pos].next].id));
-    if (it == merges.end()) return;
-    heap.push_back({it->second.rank, pos, it->second.id});
-    std::push_heap(heap.begin(), heap.end(), later);
-  };
-  for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) push_pair(i);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    scratch::candidate c = heap.back();
-    heap.pop_back();
-    scratch::symbol& l = syms[c.pos];
-    if (l.id < 0 || l.next < 0) continue;
-    scratch::symbol& r = syms[l.next];
-    auto it = merges.find(pair_key(l.id, r.id));
-    if (it == merges.end() || it->second.id != c.new_id) continue;  // stale entry
-    l.id = c.new_id;
-    r.id = -1;
-    l.next = r.next;
-    if (l.next >= 0) syms[l.next].prev = c.pos;
-    if (l.prev >= 0) push_pair(l.prev);
-    if (l.next >= 0) push_pair(c.pos);
-  }
-  for (int32_t i = 0; i >= 0; i = syms[i].next) out.push_back(syms[i].id);
-}
-
 // -- tokenizer ---
-
 status_or<tokenizer> tokenizer::load(const std::string& path) {
   std::string tj, cfg;
   HART_RETURN_IF_ERROR(read_file(path, tj));
-  size_t slash = path.find_last_of('/');
-  std::string cfg_path =
-      (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "tokenizer_config.json";
-  if (std::ifstream(cfg_path).good()) HART_RETURN_IF_ERROR(read_file(cfg_path, cfg));
-  status_or<tokenizer> r = from_json_text(tj, cfg);
-  if (!r.ok()) return status(r.get_status().code(), path + ": " + r.get_status().message());
-  return r;
-}
-
-status_or<tokenizer> tokenizer::from_json_text(std::string_view tokenizer_json,
-                                               std::string_view config_json) {
+  std::string cfg_path = path.substr(0, path.find_last_of('/') + 1) + "tokenizer_config.json";
+  bool has_cfg = std::ifstream(cfg_path).good();
+  if (has_cfg) HART_RETURN_IF_ERROR(read_file(cfg_path, cfg));
   // nlohmann throws on malformed input and on type mismatches; this is that boundary (R28).
-  const char* file = "tokenizer.json";
+  const std::string* file = &path;
   try {
     auto p = std::make_shared<impl>();
-    HART_RETURN_IF_ERROR(p->build(json::parse(tokenizer_json)));
-    file = "tokenizer_config.json";
-    if (!config_json.empty()) HART_RETURN_IF_ERROR(p->apply_config(json::parse(config_json)));
+    status s = p->build(json::parse(tj));
+    file = &cfg_path;
+    if (s.ok() && has_cfg) s = p->apply_config(json::parse(cfg));
+    if (!s.ok()) return status(s.code(), *file + ": " + s.message());
     return tokenizer(std::move(p));
   } catch (const json::exception& e) {
-    return invalid_argument("%s: malformed: %s", file, e.what());
+    return invalid_argument("%s: malformed: %s", file->c_str(), e.what());
   } catch (const std::bad_alloc&) {
-    return resource_exhausted("%s: out of memory while loading", file);
+    return resource_exhausted("%s: out of memory while loading", file->c_str());
   }
 }
 
 status_or<std::vector<int32_t>> tokenizer::encode(std::string_view text, bool parse_special) const {
-  size_t bad = utf8_first_invalid(text);
-  if (bad != std::string_view::npos) {
-    return invalid_argument("encode: invalid UTF-8 at byte offset %zu of %zu", bad, text.size());
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = 0, len = 0; i < text.size(); i += len) {
+    int l = utf8_next(bytes + i, text.size() - i);
+    if (l <= 0) return invalid_argument("encode: invalid UTF-8 at byte offset %zu", i);
+    len = static_cast<size_t>(l);
   }
   std::vector<int32_t> out;
   if (text.empty()) return out;
@@ -548,6 +458,7 @@ status_or<std::string> tokenizer::decode(const std::vector<int32_t>& ids, bool s
 }
 
 int32_t tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->id_bytes.size()); }
+const tokenizer_config& tokenizer::config() const { return impl_->config; }
 
 std::optional<int32_t> tokenizer::token_id(std::string_view piece) const {
   auto it = impl_->piece_ids.find(std::string(piece));
@@ -563,12 +474,6 @@ std::string_view tokenizer::token_bytes(int32_t id) const {
   if (id < 0 || id >= vocab_size()) return {};
   return impl_->id_bytes[id];
 }
-
-const std::string& tokenizer::bos_token() const { return impl_->bos_token; }
-const std::string& tokenizer::eos_token() const { return impl_->eos_token; }
-std::optional<int32_t> tokenizer::bos_id() const { return impl_->bos_id; }
-std::optional<int32_t> tokenizer::eos_id() const { return impl_->eos_id; }
-bool tokenizer::add_bos_token() const { return impl_->add_bos; }
 
 // -- stream_decoder ---
 

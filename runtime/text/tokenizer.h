@@ -23,22 +23,28 @@
 
 namespace hart {
 
+/// What tokenizer_config.json (next to tokenizer.json) says; empty / nullopt / false without it.
+struct tokenizer_config {
+  std::string bos_token, eos_token;       // e.g. "<｜begin▁of▁sentence｜>"
+  std::optional<int32_t> bos_id, eos_id;  // their ids, when the vocabulary has them
+  /// Whether callers should prepend bos_id to a plain encode(); chat_encode() writes the BOS
+  /// text itself.
+  bool add_bos_token = false;
+};
+
 class tokenizer {
  public:
   /// Loads `tokenizer_json_path`, and `tokenizer_config.json` from the same directory when that
   /// file exists. not_found for a missing tokenizer.json; invalid_argument for malformed JSON;
   /// unimplemented for a tokenizer.json using a component this class does not implement.
   static status_or<tokenizer> load(const std::string& tokenizer_json_path);
-  /// Same as load(), from the files' contents; `tokenizer_config_json` may be empty.
-  static status_or<tokenizer> from_json_text(std::string_view tokenizer_json,
-                                             std::string_view tokenizer_config_json = {});
 
   // -- encode / decode ---
 
   /// Text (valid UTF-8, else invalid_argument naming the byte offset) to ids. Added tokens are
   /// split out first (leftmost, then longest match) and map to their own ids; with
   /// `parse_special` false, added tokens flagged special are encoded as plain text. Never adds
-  /// BOS: see add_bos_token(). Empty text gives an empty vector.
+  /// BOS: see tokenizer_config. Empty text gives an empty vector.
   status_or<std::vector<int32_t>> encode(std::string_view text, bool parse_special = true) const;
   /// Ids to text. Any id outside [0, vocab_size()) is out_of_range. Byte sequences that are not
   /// valid UTF-8 come out as U+FFFD, one per maximal ill-formed subpart (as HF does). With
@@ -59,15 +65,7 @@ class tokenizer {
   /// of range.
   std::string_view token_bytes(int32_t id) const;
 
-  // -- tokenizer_config.json (empty / nullopt / false when absent) ---
-
-  const std::string& bos_token() const;
-  const std::string& eos_token() const;
-  std::optional<int32_t> bos_id() const;
-  std::optional<int32_t> eos_id() const;
-  /// Whether callers should prepend bos_id() to a plain encode() (chat_encode() already
-  /// writes the BOS text).
-  bool add_bos_token() const;
+  const tokenizer_config& config() const;
 
  private:
   struct impl;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -32,6 +33,18 @@ tokenizer load_or_die(const std::string& dir) {
     std::abort();
   }
   return std::move(t).value();
+}
+
+// Writes `tj` as tokenizer.json (and `cfg`, unless empty, as tokenizer_config.json) into a
+// fresh directory and loads it.
+status_or<tokenizer> load_json(const std::string& tj, const std::string& cfg = "") {
+  static int n_dirs = 0;
+  std::string dir = ::testing::TempDir() + "hart_text_" + std::to_string(n_dirs++);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json") << tj;
+  if (!cfg.empty()) std::ofstream(dir + "/tokenizer_config.json") << cfg;
+  return tokenizer::load(dir + "/tokenizer.json");
 }
 
 // Independent of the code under test: a strict UTF-8 check (no overlongs, surrogates, > U+10FFFF).
@@ -82,11 +95,11 @@ INSTANTIATE_TEST_SUITE_P(tiny, golden_test, ::testing::Values("tiny-a", "tiny-b"
 TEST(tokenizer, config_and_vocab) {
   tokenizer tok = load_or_die("tiny-a");
   EXPECT_EQ(tok.vocab_size(), 512);
-  EXPECT_EQ(tok.bos_token(), "<｜begin▁of▁sentence｜>");
-  EXPECT_EQ(tok.eos_token(), "<｜end▁of▁sentence｜>");
-  EXPECT_EQ(tok.bos_id(), std::optional<int32_t>(0));
-  EXPECT_EQ(tok.eos_id(), std::optional<int32_t>(1));
-  EXPECT_TRUE(tok.add_bos_token());
+  EXPECT_EQ(tok.config().bos_token, "<｜begin▁of▁sentence｜>");
+  EXPECT_EQ(tok.config().eos_token, "<｜end▁of▁sentence｜>");
+  EXPECT_EQ(tok.config().bos_id, std::optional<int32_t>(0));
+  EXPECT_EQ(tok.config().eos_id, std::optional<int32_t>(1));
+  EXPECT_TRUE(tok.config().add_bos_token);
   EXPECT_EQ(tok.token_id("<｜User｜>"), std::optional<int32_t>(2));
   EXPECT_EQ(tok.token_id("</think>"), std::optional<int32_t>(5));
   ASSERT_TRUE(tok.token_id("Ġthe").has_value());
@@ -97,6 +110,19 @@ TEST(tokenizer, config_and_vocab) {
   EXPECT_FALSE(tok.is_special(-1));
   EXPECT_FALSE(tok.is_special(512));
   EXPECT_EQ(tok.token_bytes(512), "");
+}
+
+TEST(tokenizer, config_is_optional) {
+  status_or<tokenizer> tok = load_json(read_all(data_path("tiny-a/tokenizer.json")));
+  ASSERT_TRUE(tok.ok()) << tok.get_status().to_string();
+  EXPECT_EQ(tok->config().bos_token, "");
+  EXPECT_FALSE(tok->config().bos_id.has_value());
+  EXPECT_FALSE(tok->config().add_bos_token);
+  // The AddedToken-object spelling of tokenizer_config.json also works.
+  tok = load_json(read_all(data_path("tiny-a/tokenizer.json")),
+                  R"({"bos_token": {"__type": "AddedToken", "content": "<think>"}})");
+  ASSERT_TRUE(tok.ok()) << tok.get_status().to_string();
+  EXPECT_EQ(tok->config().bos_id, std::optional<int32_t>(4));
 }
 
 TEST(tokenizer, empty_text_gives_no_ids) {
@@ -131,7 +157,7 @@ TEST(tokenizer, added_tokens_match_longest_first) {
   json tj = json::parse(read_all(data_path("tiny-a/tokenizer.json")));
   tj["added_tokens"].push_back({{"id", 512}, {"content", "<ab"}, {"special", true}});
   tj["added_tokens"].push_back({{"id", 513}, {"content", "<abc>"}, {"special", false}});
-  status_or<tokenizer> tok = tokenizer::from_json_text(tj.dump());
+  status_or<tokenizer> tok = load_json(tj.dump());
   ASSERT_TRUE(tok.ok()) << tok.get_status().to_string();
   EXPECT_EQ(tok->vocab_size(), 514);
   std::vector<int32_t> ids = tok->encode("x<abc>y<ab").value();
@@ -148,7 +174,7 @@ TEST(tokenizer, added_tokens_match_longest_first) {
 TEST(tokenizer, string_merges_equal_array_merges) {
   json tj = json::parse(read_all(data_path("tiny-a/tokenizer.json")));
   for (json& m : tj["model"]["merges"]) m = m[0].get<std::string>() + " " + m[1].get<std::string>();
-  status_or<tokenizer> old_form = tokenizer::from_json_text(tj.dump());
+  status_or<tokenizer> old_form = load_json(tj.dump());
   ASSERT_TRUE(old_form.ok()) << old_form.get_status().to_string();
   tokenizer tok = load_or_die("tiny-a");
   json cases = json::parse(read_all(data_path("tiny-a/tokenizer_golden.json")));
@@ -246,8 +272,12 @@ TEST(tokenizer_errors, malformed_json) {
   EXPECT_EQ(t.get_status().code(), status_code::invalid_argument);
   EXPECT_NE(t.get_status().message().find("malformed"), std::string::npos);
 
-  EXPECT_EQ(tokenizer::from_json_text("[1, 2]").get_status().code(), status_code::invalid_argument);
-  EXPECT_EQ(tokenizer::from_json_text("{\"model\": 3}").get_status().code(),
+  EXPECT_EQ(load_json("[1, 2]").get_status().code(), status_code::invalid_argument);
+  status_or<tokenizer> bad_cfg = load_json(read_all(data_path("tiny-a/tokenizer.json")), "{");
+  ASSERT_FALSE(bad_cfg.ok());
+  EXPECT_EQ(bad_cfg.get_status().code(), status_code::invalid_argument);
+  EXPECT_NE(bad_cfg.get_status().message().find("tokenizer_config.json"), std::string::npos);
+  EXPECT_EQ(load_json("{\"model\": 3}").get_status().code(),
             status_code::invalid_argument);
 }
 
@@ -255,15 +285,15 @@ TEST(tokenizer_errors, bad_tokenizer_contents) {
   json base = json::parse(read_all(data_path("tiny-a/tokenizer.json")));
   json bad_merge = base;
   bad_merge["model"]["merges"].push_back({"zz", "qq"});
-  EXPECT_EQ(tokenizer::from_json_text(bad_merge.dump()).get_status().code(),
+  EXPECT_EQ(load_json(bad_merge.dump()).get_status().code(),
             status_code::invalid_argument);
   json wordpiece = base;
   wordpiece["model"]["type"] = "WordPiece";
-  EXPECT_EQ(tokenizer::from_json_text(wordpiece.dump()).get_status().code(),
+  EXPECT_EQ(load_json(wordpiece.dump()).get_status().code(),
             status_code::unimplemented);
   json bad_regex = base;
   bad_regex["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
-  EXPECT_EQ(tokenizer::from_json_text(bad_regex.dump()).get_status().code(),
+  EXPECT_EQ(load_json(bad_regex.dump()).get_status().code(),
             status_code::invalid_argument);
 }
 

@@ -1,0 +1,61 @@
+// File: actors/cli/cli_common.h
+// What every `hart` subcommand shares: option structs, the engine/tokenizer
+// loaders with readable errors, and exit codes (0 ok, 1 runtime error, 2 usage).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "runtime/model/engine.h"
+#include "runtime/sample/sampler.h"
+#include "runtime/text/tokenizer.h"
+
+namespace hart::cli {
+
+struct common_options {
+  std::string model_dir;
+  std::string precision_name = "exact";
+  int threads = 0;
+};
+
+struct generate_options {
+  common_options common;
+  std::string prompt;
+  std::string messages_file;  // JSON [{"role", "content"}...]
+  std::string system;
+  bool raw = false;           // feed the prompt as-is, without the chat template
+  std::string thinking = "none";
+  int64_t max_new_tokens = 64;
+  bool ignore_eos = false;
+  sampling_params sampling;
+};
+
+struct tokenize_options {
+  common_options common;
+  std::string text;
+  std::string decode_ids;     // "1,2,3": decode instead of encode
+  bool chat = false;          // wrap the text as one user message
+};
+
+struct score_options {
+  common_options common;
+  std::string input;
+  std::string output;
+  int64_t prefill_chunk = 0;  // 0 = whole sequence in one call
+  int64_t decode_from = -1;   // >= 0: positions from here are fed one token per call
+};
+
+status_or<std::unique_ptr<engine>> load_engine(const common_options& o);
+status_or<tokenizer> load_tokenizer(const std::string& model_dir);
+
+int run_generate(const generate_options& o);
+int run_tokenize(const tokenize_options& o);
+int run_score(const score_options& o);
+
+/// Prints "hart: error: <status>" to stderr and returns exit code 1.
+int fail(const status& s);
+
+}  // namespace hart::cli

@@ -1,0 +1,86 @@
+// The `hart` command line: offline generation, tokenization and scoring on
+// the CPU engine. `hart <command> --help` explains each command.
+#include <CLI/CLI.hpp>
+
+#include "actors/cli/cli_common.h"
+#include "runtime/core/log.h"
+
+namespace {
+
+void add_common(CLI::App* cmd, hart::cli::common_options* o) {
+  cmd->add_option("-m,--model", o->model_dir, "Checkpoint directory (config.json, *.safetensors, tokenizer.json)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--precision", o->precision_name,
+                  "exact: fp32 everywhere (matches the HF reference); fp8: FP8 weights and activations, "
+                  "FP8 KV and FP4 indexer QDQ as in the official inference code")
+      ->check(CLI::IsMember({"exact", "fp8"}))
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hart — Hybrid-Attention RunTime for DeepSeek-V4 models (CPU engine)"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log", log_level, "Log level: debug, info, warn, error, off")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+
+  hart::cli::generate_options gen;
+  CLI::App* g = app.add_subcommand("generate", "Generate text from a prompt or chat messages, streamed to stdout");
+  add_common(g, &gen.common);
+  g->add_option("-p,--prompt", gen.prompt, "Prompt text (sent as one user message unless --raw)");
+  g->add_option("--messages", gen.messages_file, "JSON file with chat messages [{\"role\":..,\"content\":..}]")
+      ->check(CLI::ExistingFile);
+  g->add_option("--system", gen.system, "System prompt placed before the user message");
+  g->add_flag("--raw", gen.raw, "Feed --prompt verbatim (BOS + text), without the chat template");
+  g->add_option("--thinking", gen.thinking, "Chat thinking mode: none, think (<think>), no_think (</think>)")
+      ->check(CLI::IsMember({"none", "think", "no_think"}))
+      ->capture_default_str();
+  g->add_option("-n,--max-new-tokens", gen.max_new_tokens, "Tokens to generate at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  g->add_flag("--ignore-eos", gen.ignore_eos, "Keep generating past the end-of-sequence token");
+  g->add_option("--temperature", gen.sampling.temperature, "0 = greedy")->capture_default_str();
+  g->add_option("--top-k", gen.sampling.top_k, "Sample among the k most likely tokens (0 = off)")->capture_default_str();
+  g->add_option("--top-p", gen.sampling.top_p, "Nucleus sampling mass (1 = off)")->capture_default_str();
+  g->add_option("--min-p", gen.sampling.min_p, "Drop tokens below min_p * p_max (0 = off)")->capture_default_str();
+  g->add_option("--seed", gen.sampling.seed, "Sampling seed")->capture_default_str();
+
+  hart::cli::tokenize_options tok;
+  CLI::App* t = app.add_subcommand("tokenize", "Text to token ids, or ids back to text with --decode");
+  add_common(t, &tok.common);
+  t->add_option("text", tok.text, "Text to encode");
+  t->add_option("--decode", tok.decode_ids, "Comma-separated ids to decode instead");
+  t->add_flag("--chat", tok.chat, "Encode the text as one user message with the chat template");
+
+  hart::cli::score_options sc;
+  CLI::App* s = app.add_subcommand(
+      "score", "Teacher-forced logits and per-token log-probs for input_ids [B,S] from a safetensors file");
+  add_common(s, &sc.common);
+  s->add_option("-i,--input", sc.input, "safetensors file with input_ids [B,S] (I64 or I32)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  s->add_option("-o,--out", sc.output, "Output safetensors: logits [B,S,V] F32, logprobs [B,S] F32")->required();
+  s->add_option("--prefill-chunk", sc.prefill_chunk, "Feed the prompt in chunks of N tokens (0 = whole)")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--decode-from", sc.decode_from,
+                "Prefill positions [0,P), then decode one token per step from P (batched across rows)")
+      ->check(CLI::NonNegativeNumber);
+
+  CLI11_PARSE(app, argc, argv);
+  hart::log_level lv = hart::log_level::info;
+  if (log_level == "debug") lv = hart::log_level::debug;
+  if (log_level == "warn") lv = hart::log_level::warn;
+  if (log_level == "error") lv = hart::log_level::error;
+  if (log_level == "off") lv = hart::log_level::off;
+  hart::log_set_level(lv);
+
+  if (*g) return hart::cli::run_generate(gen);
+  if (*t) return hart::cli::run_tokenize(tok);
+  if (*s) return hart::cli::run_score(sc);
+  return 2;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs hart's build dependencies from Debian 12's registry (idempotent:
+# only missing packages are installed) and configures + builds hart in
+# ./build. Usage: bash scripts/setup.sh [--no-build]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake pkg-config ccache git
+  libopenblas-openmp-dev  # GEMMs of the CPU engine (OpenMP build: one thread pool)
+  nlohmann-json3-dev  # config.json, safetensors headers, tokenizer.json
+  libpcre2-dev        # tokenizer pre-tokenizer regexes (Unicode classes)
+  libcli11-dev        # the hart command line
+  libgtest-dev libgmock-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+[ "${1:-}" = "--no-build" ] && exit 0
+# CUDA sources compile wherever nvcc exists (sm_90a only); set HART_CUDA=OFF to skip.
+if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${HART_CUDA:+-DHART_CUDA=$HART_CUDA} >/dev/null
+cmake --build build -j"$(nproc)"
