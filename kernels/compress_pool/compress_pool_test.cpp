@@ -3,6 +3,7 @@
 // where −inf gates get weight 0 and a channel whose gates are all −inf pools to 0.
 #include "kernels/compress_pool/compress_pool.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -222,6 +223,27 @@ TEST(compress_pool, neg_inf_gates_have_zero_weight) {
   reference(live, 128, want, mag);
   EXPECT_TRUE(all_close(got, want, mag, k_rtol, 0.0));
   for (int64_t ch = 0; ch < 128; ++ch) EXPECT_NEAR(got[ch], got_live[ch], 1e-6 * (mag[ch] + 1e-30)) << ch;
+}
+
+// A missing candidate's kv may hold anything (CSA block 0 has no previous
+// block to read): with a −inf gate, even an Inf or NaN kv must not reach the
+// output, since its weight is 0, not 0·kv.
+TEST(compress_pool, neg_inf_gate_ignores_non_finite_kv) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const int64_t dim = 19;
+  auto c = random_candidates(rng, 8, dim, 2.0f);
+  for (int j = 0; j < 4; ++j) {
+    for (int64_t ch = 0; ch < dim; ++ch) {
+      c.gate[j][ch] = k_ninf;
+      c.kv[j][ch] = ch % 2 ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+    }
+  }
+  const auto got = run(c, dim);
+  std::vector<double> want, mag;
+  reference(c, dim, want, mag);
+  EXPECT_TRUE(all_close(got, want, mag, k_rtol, 0.0));
 }
 
 // A channel whose every gate is −inf pools to exactly 0 (not NaN); the other

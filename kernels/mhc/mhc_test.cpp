@@ -12,6 +12,7 @@
 //   hc_head: out = Σ_i (sigmoid(mix[i]·scale[0] + base[i]) + hc_eps)·X[i]
 #include "kernels/mhc/mhc.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -311,6 +312,23 @@ TEST(mhc, hc_pre_comb_eps_after_saturated_softmax) {
   }
 }
 
+// norm_eps sits inside the rsqrt: streams of RMS ~1e-4 (mean square 1e-8,
+// well below eps 1e-6) give mix ≈ (x·fn)/1e-3, not (x·fn)/1e-4.
+TEST(mhc, hc_pre_and_head_norm_eps_with_tiny_streams) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const int64_t n_tokens = 3, n = 4, dim = 19;
+  auto in = make_pre_inputs(rng, n_tokens, n, dim, (2 + n) * n);
+  const auto x_unit = normal_vec(rng, n_tokens * n * dim, 1.0f);
+  for (size_t i = 0; i < in.x.size(); ++i) in.x[i] = 1e-4f * x_unit[i];
+  const auto got = run_hc_pre(in, n_tokens, n, dim, 20);
+  const auto want = ref_hc_pre(in.x, in.fn, in.base, in.scale, n_tokens, n, dim, 20, 1e-6, 1e-6);
+  EXPECT_TRUE(all_close(got.post, want.post, ones(want.post.size()), k_rtol, 0.0)) << "post";
+  EXPECT_TRUE(all_close(got.comb, want.comb, ones(want.comb.size()), 0.0, k_comb_atol)) << "comb";
+  EXPECT_TRUE(all_close(got.collapsed, want.collapsed, want.collapsed_mag, k_rtol, 0.0)) << "collapsed";
+}
+
 // -- hc_post -----------------------------------------------------------------------
 
 std::vector<float> run_hc_post(const std::vector<float>& x, const std::vector<float>& y,
@@ -444,7 +462,10 @@ TEST(mhc, hc_head_matches_reference) {
   for (const shape& s : k_shapes) {
     SCOPED_TRACE(describe(s));
     const int64_t n = s.n_hc, width = n * s.dim;
-    const auto in = make_pre_inputs(rng, s.n_tokens, n, s.dim, n);
+    auto in = make_pre_inputs(rng, s.n_tokens, n, s.dim, n);
+    if (s.n_tokens == 3) {
+      for (auto& v : in.x) v *= 1e-4f;  // mean square below norm_eps: the eps matters
+    }
     std::vector<float> out(s.n_tokens * s.dim, NAN);
     hc_head_params p;
     p.x = in.x.data();

@@ -10,6 +10,7 @@
 // large_positions additionally bounds the distance to the exact-angle rotation.
 #include "kernels/rope/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>

@@ -61,11 +61,12 @@ status content_from_json(const json& c, size_t i, std::string& out) {
     out = c.get<std::string>();
     return {};
   }
-  if (!c.is_array()) return invalid_argument("chat messages: message %zu content is not a string", i);
+  if (!c.is_array()) {
+    return invalid_argument("chat messages: message %zu content is neither a string nor a list", i);
+  }
   for (const json& part : c) {
-    auto type = part.is_object() ? part.find("type") : part.end();
-    auto text = part.is_object() ? part.find("text") : part.end();
-    if (!part.is_object() || type == part.end() || *type != "text" || text == part.end() ||
+    auto text = part.find("text");  // end() for a non-object
+    if (!part.is_object() || part.value("type", "") != "text" || text == part.end() ||
         !text->is_string()) {
       return invalid_argument("chat messages: message %zu has a content part that is not "
                               "{\"type\": \"text\", \"text\": string}", i);
@@ -92,12 +93,16 @@ status_or<std::vector<chat_message>> chat_messages_from_json(std::string_view js
         return invalid_argument("chat messages: message %zu has no string \"role\"", i);
       }
       auto content = m.find("content");
-      if (content == m.end()) return invalid_argument("chat messages: message %zu has no \"content\"", i);
+      if (content == m.end()) {
+        return invalid_argument("chat messages: message %zu has no \"content\"", i);
+      }
       chat_message msg{role->get<std::string>(), {}};
       HART_RETURN_IF_ERROR(content_from_json(*content, i, msg.content));
       out.push_back(std::move(msg));
     }
     return out;
+  } catch (const json::exception& e) {  // e.g. a non-string "type"; nothing may escape (R28)
+    return invalid_argument("chat messages: %s", e.what());
   } catch (const std::bad_alloc&) {
     return resource_exhausted("chat messages: out of memory");
   }

@@ -54,7 +54,8 @@ TEST(chat_encode, errors) {
 }
 
 TEST(chat_encode, tokenized_special_tokens_are_single_ids) {
-  status_or<tokenizer> tok = tokenizer::load(std::string(HART_TEST_DATA) + "/tiny-a/tokenizer.json");
+  status_or<tokenizer> tok =
+      tokenizer::load(std::string(HART_TEST_DATA) + "/tiny-a/tokenizer.json");
   ASSERT_TRUE(tok.ok()) << tok.get_status().to_string();
   chat_options opt;
   opt.bos_token = tok->config().bos_token;
@@ -81,7 +82,8 @@ TEST(chat_encode, tokenized_special_tokens_are_single_ids) {
 TEST(chat_messages_from_json, parses_and_rejects) {
   status_or<std::vector<chat_message>> m = chat_messages_from_json(
       R"([{"role": "system", "content": "s"},
-          {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])");
+          {"role": "user",
+           "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])");
   ASSERT_TRUE(m.ok()) << m.get_status().to_string();
   ASSERT_EQ(m->size(), 2u);
   EXPECT_EQ((*m)[0].role, "system");
@@ -90,7 +92,9 @@ TEST(chat_messages_from_json, parses_and_rejects) {
   for (const char* bad : {"[{\"role\": \"user\", \"content\": \"x\"}", "{}", "[1]",
                           "[{\"content\": \"x\"}]", "[{\"role\": \"user\"}]",
                           "[{\"role\": \"user\", \"content\": 5}]",
-                          "[{\"role\": \"user\", \"content\": [{\"type\": \"image\"}]}]"}) {
+                          "[{\"role\": \"user\", \"content\": [{\"type\": \"image\"}]}]",
+                          "[{\"role\": \"user\", \"content\": [{\"type\": 5, \"text\": \"x\"}]}]",
+                          "[{\"role\": \"user\", \"content\": null}]", "[\"\xff\"]"}) {
     status_or<std::vector<chat_message>> r = chat_messages_from_json(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.get_status().code(), status_code::invalid_argument) << bad;

@@ -167,6 +167,17 @@ TEST(tokenizer, added_tokens_match_longest_first) {
   ids = tok->encode("<abc><ab", /*parse_special=*/false).value();
   EXPECT_EQ(ids.front(), 513);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), 512), 0);
+
+  // One-byte added tokens, alone and under a longer one; text ending in a token's first byte.
+  tj["added_tokens"].push_back({{"id", 514}, {"content", "~"}, {"special", false}});
+  tj["added_tokens"].push_back({{"id", 515}, {"content", "~x"}, {"special", false}});
+  tok = load_json(tj.dump());
+  ASSERT_TRUE(tok.ok()) << tok.get_status().to_string();
+  ids = tok->encode("a~~x~").value();
+  ids.erase(ids.begin());  // "a"
+  EXPECT_EQ(ids, (std::vector<int32_t>{514, 515, 514}));
+  ids = tok->encode("x<").value();
+  EXPECT_EQ(tok->decode(ids).value(), "x<");
 }
 
 // -- equivalent file forms ---
@@ -308,7 +319,9 @@ TEST(tokenizer_errors, id_out_of_range) {
 
 TEST(tokenizer_errors, invalid_utf8) {
   tokenizer tok = load_or_die("tiny-a");
-  for (const char* bad : {"ok\xff", "\xe4\xb8", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "a\x80"}) {
+  // Invalid byte, truncated, overlong, surrogate, above U+10FFFF, stray continuation.
+  for (const char* bad :
+       {"ok\xff", "\xe4\xb8", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "a\x80"}) {
     status_or<std::vector<int32_t>> ids = tok.encode(bad);
     ASSERT_FALSE(ids.ok()) << bad;
     EXPECT_EQ(ids.get_status().code(), status_code::invalid_argument);
