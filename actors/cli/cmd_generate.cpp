@@ -1,5 +1,6 @@
 // `hart generate`: prompt or chat messages → streamed text on stdout, with
 // timing on stderr.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -54,7 +55,8 @@ int run_generate(const generate_options& o) {
   if (!prompt.ok()) return fail(prompt.get_status());
 
   const engine& e = **eng;
-  const int64_t V = e.config().vocab_size;
+  // Ids past the tokenizer's table (padding rows of the head) are never sampled.
+  const int64_t V = std::min<int64_t>(e.config().vocab_size, tok->vocab_size());
   const int32_t eos = tok->config().eos_id.value_or(e.config().eos_token_id);
   sequence_state seq = e.new_sequence();
   sampler smp(o.sampling);

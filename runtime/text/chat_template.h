@@ -37,9 +37,9 @@ struct chat_message {
 enum class thinking_mode { none, think, no_think };
 
 struct chat_options {
-  bool add_generation_prompt = true;        // end with "<｜Assistant｜>"
+  bool add_generation_prompt = true;             // end with "<｜Assistant｜>"
   thinking_mode thinking = thinking_mode::none;  // needs add_generation_prompt
-  std::string bos_token{chat_tokens::bos};  // e.g. tokenizer_config::bos_token
+  std::string bos_token{chat_tokens::bos};       // e.g. tokenizer_config::bos_token
 };
 
 /// bos_token, then per message: system -> content; user -> "<｜User｜>" + content;

@@ -44,7 +44,9 @@ status_or<tokenizer> load_json(const std::string& tj, const std::string& cfg = "
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json") << tj;
   if (!cfg.empty()) std::ofstream(dir + "/tokenizer_config.json") << cfg;
-  return tokenizer::load(dir + "/tokenizer.json");
+  status_or<tokenizer> tok = tokenizer::load(dir + "/tokenizer.json");
+  std::filesystem::remove_all(dir);
+  return tok;
 }
 
 // Independent of the code under test: a strict UTF-8 check (no overlongs, surrogates, > U+10FFFF).
