@@ -104,6 +104,14 @@ status parse_layers(const json& j, model_config* c, const std::string& origin) {
                                 origin.c_str(), (long long)i, (long long)v);
       }
     }
+    // Two ratios: the smaller is CSA. One ratio alone (a truncated layout): 4 is
+    // CSA, anything else HCA — V4's only overlapping (CSA) rate is 4.
+    if (hca == 0 && csa != 0 && csa != 4) {
+      for (auto& k : c->layer_kinds) {
+        if (k == attention_kind::csa) k = attention_kind::hca;
+      }
+      std::swap(csa, hca);
+    }
     if (csa != 0 && hca != 0 && csa > hca) {
       for (auto& k : c->layer_kinds) {
         if (k != attention_kind::sliding) k = k == attention_kind::csa ? attention_kind::hca : attention_kind::csa;

@@ -1,6 +1,7 @@
 #include "runtime/model/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 
 #include "kernels/linear/linear.h"
@@ -44,8 +45,10 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
     omp_set_num_threads(params.n_threads);
     openblas_set_num_threads(params.n_threads);
   }
+  static std::atomic<uint64_t> next_id{1};
   std::unique_ptr<engine> e(new engine());
   e->params_ = params;
+  e->id_ = next_id++;
   HART_ASSIGN_OR_RETURN(e->cfg_, model_config_load(params.model_dir));
   HART_LOG_INFO("%s", e->cfg_.summary().c_str());
   HART_ASSIGN_OR_RETURN(e->weights_, model_weights_load(params.model_dir, e->cfg_, params.prec,
@@ -57,6 +60,7 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
 
 sequence_state engine::new_sequence() const {
   sequence_state s;
+  s.engine_id = id_;
   s.layers.resize(cfg_.n_layers);
   return s;
 }
@@ -68,7 +72,7 @@ status engine::validate_batch(const std::vector<batch_item>& batch) const {
     const batch_item& it = batch[i];
     if (!it.seq) return invalid_argument("forward: item %zu has no sequence", i);
     if (!seen.insert(it.seq).second) return invalid_argument("forward: item %zu repeats a sequence", i);
-    if ((int64_t)it.seq->layers.size() != cfg_.n_layers) {
+    if (it.seq->engine_id != id_ || (int64_t)it.seq->layers.size() != cfg_.n_layers) {
       return invalid_argument("forward: item %zu's sequence was not made by this engine", i);
     }
     if (it.tokens.empty()) return invalid_argument("forward: item %zu has no tokens (empty prompt)", i);

@@ -85,6 +85,7 @@ class engine {
   status validate_batch(const std::vector<batch_item>& batch) const;
 
   engine_params params_;
+  uint64_t id_ = 0;  // distinct per loaded engine; stamps its sequences
   model_config cfg_;
   model_weights weights_;
 };

@@ -30,7 +30,8 @@ struct layer_state {
 };
 
 struct sequence_state {
-  int64_t n_tokens = 0;  // positions consumed so far; the next token gets position n_tokens
+  uint64_t engine_id = 0;  // the engine that made it (engine::new_sequence); 0 = none
+  int64_t n_tokens = 0;    // positions consumed so far; the next token gets position n_tokens
   std::vector<layer_state> layers;
 };
 

@@ -1,5 +1,6 @@
 #include "runtime/model/weights.h"
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -120,6 +121,10 @@ class tensor_reader {
       if (e->type == dtype::i64) {
         int64_t v;
         std::memcpy(&v, e->data + i * 8, 8);
+        if (v < INT32_MIN || v > INT32_MAX) {
+          return invalid_argument("tensor '%s' holds %lld at index %lld, outside int32", canon.c_str(),
+                                  (long long)v, (long long)i);
+        }
         out[i] = int32_t(v);
       } else if (e->type == dtype::i32) {
         std::memcpy(&out[i], e->data + i * 4, 4);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ostream>
 #include <string>
 
 #include "tests/golden/golden_fixture.h"
@@ -20,6 +21,8 @@ struct fp8_bounds {
   double max_rel, mean_rel, min_top1;
 };
 constexpr fp8_bounds k_bounds[] = {{"tiny-a", 1.4, 0.65, 0.25}, {"tiny-b", 1.1, 0.40, 0.50}};
+
+void PrintTo(const fp8_bounds& b, std::ostream* os) { *os << b.model; }
 
 class golden_fp8 : public ::testing::TestWithParam<fp8_bounds> {};
 
