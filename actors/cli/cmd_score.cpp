@@ -57,7 +57,10 @@ int run_score(const score_options& o) {
   const int64_t chunk = o.prefill_chunk > 0 ? o.prefill_chunk : std::max<int64_t>(decode_from, 1);
 
   std::vector<sequence_state> seqs(B);
-  for (auto& s : seqs) s = e.new_sequence();
+  for (auto& s : seqs) {
+    s = e.new_sequence();
+    s.tie_reference_length = S;  // ties resolved as the reference's one full forward does
+  }
   std::vector<float> logits(B * S * V);
   // One forward call over all rows for positions [at, at + n).
   auto step = [&](int64_t at, int64_t n) -> status {

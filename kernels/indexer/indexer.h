@@ -25,10 +25,15 @@ struct topk_params {
   int32_t* indices = nullptr;    // [k] out: best first; positions past min(k, n) are -1
   int64_t n = 0;
   int64_t k = 0;
+  /// Which of several equal values win. false: the lowest index (deterministic,
+  /// what the CUDA kernels do). true: the same set torch.topk picks on CPU
+  /// (libstdc++ introselect / partial_sort over (value, index) pairs), which
+  /// exact mode needs to match the reference where ReLU scores tie at exactly 0.
+  bool torch_order = false;
 };
 
 status indexer_score_cpu(const indexer_score_params& p);
-/// Largest `k` of `values` (NaN never selected); equal values: lower index first.
+/// Largest `k` of `values`, best first (NaN never selected); ties per `torch_order`.
 status topk_cpu(const topk_params& p);
 
 }  // namespace hart

@@ -24,9 +24,48 @@ status indexer_score_cpu(const indexer_score_params& p) {
   return {};
 }
 
+namespace {
+
+// torch.topk(largest=True) on CPU (aten TopKImpl.h): a queue of (value as
+// double, index) pairs in index order; partial_sort when k * 64 <= n, else
+// nth_element. Comparisons only look at values, so which of several equal
+// values survive is whatever these libstdc++ algorithms leave in front.
+void topk_torch_order(const topk_params& p) {
+  using elem = std::pair<double, int64_t>;
+  std::vector<elem> queue(p.n);
+  for (int64_t i = 0; i < p.n; ++i) queue[i] = {double(p.values[i]), i};
+  const int64_t k = std::min(p.k, p.n);
+  auto cmp = [](const elem& x, const elem& y) {
+    return (std::isnan(x.first) && !std::isnan(y.first)) || x.first > y.first;
+  };
+  if (k > 0) {
+    if (k * 64 <= p.n) {
+      std::partial_sort(queue.begin(), queue.begin() + k, queue.end(), cmp);
+    } else {
+      std::nth_element(queue.begin(), queue.begin() + k - 1, queue.end(), cmp);
+    }
+  }
+  // Best first among the chosen (lowest index among equals); NaN never selected.
+  std::vector<elem> chosen(queue.begin(), queue.begin() + k);
+  std::sort(chosen.begin(), chosen.end(), [](const elem& x, const elem& y) {
+    return x.first > y.first || (x.first == y.first && x.second < y.second);
+  });
+  int64_t out = 0;
+  for (const elem& e : chosen) {
+    if (!std::isnan(e.first)) p.indices[out++] = int32_t(e.second);
+  }
+  for (; out < p.k; ++out) p.indices[out] = -1;
+}
+
+}  // namespace
+
 status topk_cpu(const topk_params& p) {
   if (!p.indices || (!p.values && p.n)) return invalid_argument("topk: null pointer");
   if (p.k < 0 || p.n < 0) return invalid_argument("topk: negative size");
+  if (p.torch_order) {
+    topk_torch_order(p);
+    return {};
+  }
   std::vector<int32_t> order;
   order.reserve(p.n);
   for (int64_t i = 0; i < p.n; ++i) {

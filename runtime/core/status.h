@@ -71,6 +71,8 @@ class [[nodiscard]] status_or {
   T* operator->() { return &*value_; }
   const T* operator->() const { return &*value_; }
   T& operator*() & { return *value_; }
+  const T& operator*() const& { return *value_; }
+  T&& operator*() && { return std::move(*value_); }
 
  private:
   status status_;

@@ -111,14 +111,19 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
       if (compressed) {
         const int64_t n_vis = std::min((t + 1) / m, st.main.n_entries);
         if (csa && n_vis > 0) {
-          std::vector<float> score(n_vis);
+          // Reference tie mode scores a row as long as the reference's call had
+          // entries, future ones at −inf; picks past the visible ones are dropped.
+          const int64_t ref_len = sp.seq->tie_reference_length;
+          const int64_t n_row = ref_len > 0 ? std::max(n_vis, ref_len / m) : n_vis;
+          std::vector<float> score(n_row, -INFINITY);
           HART_CHECK(indexer_score_cpu({pr.index_q.data() + r * c.index_n_heads * c.index_head_dim,
                                         pr.index_w.data() + r * c.index_n_heads, st.index.entries.data(),
                                         score.data(), c.index_n_heads, c.index_head_dim, n_vis,
                                         1.0f / std::sqrt(float(c.index_head_dim))}).ok());
-          std::vector<int32_t> pick(k_top);
-          HART_CHECK(topk_cpu({score.data(), pick.data(), n_vis, k_top}).ok());
+          std::vector<int32_t> pick(k_top, -1);
+          HART_CHECK(topk_cpu({score.data(), pick.data(), n_row, std::min(k_top, n_row), ref_len > 0}).ok());
           for (int64_t i = 0; i < k_top; ++i) {
+            if (pick[i] >= n_vis) pick[i] = -1;
             if (pick[i] >= 0) keys.push_back(st.main.entries.data() + pick[i] * hd);
           }
           if (topk) std::copy(pick.begin(), pick.end(), topk->begin() + r * k_top);

@@ -32,6 +32,13 @@ struct layer_state {
 struct sequence_state {
   uint64_t engine_id = 0;  // the engine that made it (engine::new_sequence); 0 = none
   int64_t n_tokens = 0;    // positions consumed so far; the next token gets position n_tokens
+  /// Indexer top-k ties (ReLU scores are often exactly 0): 0 picks the lowest
+  /// entry index, which depends only on the visible entries, so any chunking
+  /// gives the same result. L > 0 picks what torch.topk picks in the reference's
+  /// single forward over L tokens (rows padded with −inf to L/m entries), so
+  /// teacher-forced scoring of a known L-token sequence reproduces the
+  /// reference in every feeding mode.
+  int64_t tie_reference_length = 0;
   std::vector<layer_state> layers;
 };
 

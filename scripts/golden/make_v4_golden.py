@@ -5,7 +5,8 @@ logits, as an external reference hart has never been tuned on.
 Run where transformers (5.17+) and torch exist (the GPU machine's image has both; CPU is enough):
     python3 scripts/golden/make_v4_golden.py OUT_DIR [--seq 1100] [--batch 2]
 Writes OUT_DIR/{config.json, model-*.safetensors, model.safetensors.index.json,
-golden.safetensors (input_ids [B,S] I64, logits [B,S,V] F32), golden.json}.
+golden.safetensors (input_ids [B,S] I64, logits [B,S,V] F32, topk.<layer> [B,S,k] I64),
+golden.json}.
 Weights are rounded to bf16 and saved as bf16 shards; the logits come from reloading those
 shards in fp32, so they describe exactly the saved checkpoint.
 """
@@ -20,17 +21,17 @@ from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 
 def make_config():
     return DeepseekV4Config(
-        vocab_size=777,
-        hidden_size=256,
+        vocab_size=601,
+        hidden_size=192,
         num_hidden_layers=7,
-        num_attention_heads=8,
+        num_attention_heads=6,
         num_key_value_heads=1,
         head_dim=128,
         qk_rope_head_dim=32,
         partial_rotary_factor=0.25,
-        q_lora_rank=96,
-        o_groups=4,
-        o_lora_rank=48,
+        q_lora_rank=72,
+        o_groups=3,
+        o_lora_rank=40,
         sliding_window=128,
         layer_types=[
             "heavily_compressed_attention", "sliding_attention", "compressed_sparse_attention",
@@ -41,11 +42,11 @@ def make_config():
         mlp_layer_types=["hash_moe", "hash_moe", "hash_moe", "moe", "moe", "moe", "moe"],
         index_n_heads=8,
         index_head_dim=64,
-        index_topk=32,
-        n_routed_experts=16,
+        index_topk=24,
+        n_routed_experts=12,
         n_shared_experts=1,
         num_experts_per_tok=3,
-        moe_intermediate_size=96,
+        moe_intermediate_size=64,
         routed_scaling_factor=2.5,
         swiglu_limit=10.0,
         hc_mult=4,
@@ -110,10 +111,17 @@ def main():
 
     ref = DeepseekV4ForCausalLM.from_pretrained(args.out, dtype=torch.float32, attn_implementation="eager").eval()
     ids = torch.randint(0, cfg.vocab_size, (args.batch, args.seq), generator=gen)
+    picks = {}  # the indexer's top-k per CSA layer, [B, S, k], -1 = no entry
+    for i, layer in enumerate(ref.model.layers):
+        comp = getattr(layer.self_attn, "compressor", None)
+        if comp is not None and hasattr(comp, "indexer"):
+            comp.indexer.register_forward_hook(lambda m, a, out, i=i: picks.__setitem__(i, out))
     with torch.no_grad():
         logits = ref(input_ids=ids).logits.float().contiguous()
-    save_file({"input_ids": ids.to(torch.int64).contiguous(), "logits": logits},
-              os.path.join(args.out, "golden.safetensors"))
+    tensors = {"input_ids": ids.to(torch.int64).contiguous(), "logits": logits}
+    for i, t in picks.items():
+        tensors[f"topk.{i}"] = t.to(torch.int64).contiguous()
+    save_file(tensors, os.path.join(args.out, "golden.safetensors"))
     import transformers
     info = {"name": os.path.basename(os.path.normpath(args.out)), "batch": args.batch, "seq": args.seq,
             "torch": torch.__version__, "transformers": transformers.__version__,

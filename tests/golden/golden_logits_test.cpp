@@ -21,7 +21,7 @@ class golden_logits : public ::testing::TestWithParam<const char*> {
 TEST_P(golden_logits, full_sequence_every_position) {
   const std::vector<float> want = g_->floats("logits");
   for (int64_t b = 0; b < g_->batch; ++b) {
-    sequence_state s = g_->eng->new_sequence();
+    sequence_state s = g_->reference_sequence();
     std::vector<float> got;
     ASSERT_TRUE(g_->eng->prefill(s, g_->input_ids[b], logits_request::all, &got).ok());
     int64_t worst_pos = -1;
@@ -37,7 +37,7 @@ TEST_P(golden_logits, hidden_streams_after_every_layer) {
   const int64_t n_layers = g_->eng->config().n_layers;
   const int64_t D = g_->eng->config().hidden_size, n = g_->eng->config().hc_mult;
   for (int64_t b = 0; b < g_->batch; ++b) {
-    sequence_state s = g_->eng->new_sequence();
+    sequence_state s = g_->reference_sequence();
     forward_trace tr;
     tr.capture_hidden = true;
     ASSERT_TRUE(g_->eng->prefill(s, g_->input_ids[b], logits_request::none, nullptr, &tr).ok());
@@ -51,7 +51,7 @@ TEST_P(golden_logits, hidden_streams_after_every_layer) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(tiny, golden_logits, ::testing::Values("tiny-a", "tiny-b"));
+INSTANTIATE_TEST_SUITE_P(tiny, golden_logits, ::testing::Values("tiny-a", "tiny-b", "tiny-c"));
 
 }  // namespace
 }  // namespace hart::testing

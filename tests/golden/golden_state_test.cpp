@@ -23,7 +23,7 @@ class golden_state : public ::testing::TestWithParam<const char*> {
   }
   // Feeds row b in chunks of `chunk` tokens, collecting all logits.
   std::vector<float> run_chunked(int64_t b, int64_t chunk) {
-    sequence_state s = g_->eng->new_sequence();
+    sequence_state s = g_->reference_sequence();
     std::vector<float> all, part;
     for (int64_t at = 0; at < g_->seq; at += chunk) {
       const int64_t n = std::min(chunk, g_->seq - at);
@@ -51,7 +51,7 @@ TEST_P(golden_state, chunked_prefill_any_chunk_size) {
 
 TEST_P(golden_state, token_by_token_decode) {
   for (int64_t b = 0; b < g_->batch; ++b) {
-    sequence_state s = g_->eng->new_sequence();
+    sequence_state s = g_->reference_sequence();
     std::vector<float> all, one;
     for (int64_t t = 0; t < g_->seq; ++t) {
       ASSERT_TRUE(g_->eng->decode({&s}, {g_->input_ids[b][t]}, &one).ok());
@@ -71,9 +71,9 @@ TEST_P(golden_state, mixed_batch_of_sequences_at_different_lengths) {
   };
   std::vector<lane> lanes;
   for (int64_t b = 0; b < g_->batch; ++b) {
-    lanes.push_back({b, 7, 0, g_->eng->new_sequence(), {}});
-    lanes.push_back({b, 1, 3, g_->eng->new_sequence(), {}});
-    lanes.push_back({b, 64, 5, g_->eng->new_sequence(), {}});
+    lanes.push_back({b, 7, 0, g_->reference_sequence(), {}});
+    lanes.push_back({b, 1, 3, g_->reference_sequence(), {}});
+    lanes.push_back({b, 64, 5, g_->reference_sequence(), {}});
   }
   for (int64_t step = 0;; ++step) {
     std::vector<batch_item> batch;
@@ -104,7 +104,7 @@ TEST_P(golden_state, prefill_then_decode_across_boundaries) {
   // Prompt lengths around the CSA (4) and HCA (16/128) block edges and the window.
   for (int64_t len : {3, 4, 5, 15, 16, 17, 31, 32, 33, 127, 128, 129, 513}) {
     if (len + 10 > g_->seq) continue;
-    sequence_state s = g_->eng->new_sequence();
+    sequence_state s = g_->reference_sequence();
     const auto& ids = g_->input_ids[0];
     std::vector<float> got;
     ASSERT_TRUE(g_->eng->prefill(s, {ids.begin(), ids.begin() + len}, logits_request::last, &got).ok());
@@ -120,7 +120,7 @@ TEST_P(golden_state, prefill_then_decode_across_boundaries) {
 TEST_P(golden_state, indexer_topk_sets_match) {
   const model_config& c = g_->eng->config();
   for (int64_t b = 0; b < g_->batch; ++b) {
-    sequence_state s = g_->eng->new_sequence();
+    sequence_state s = g_->reference_sequence();
     forward_trace tr;
     ASSERT_TRUE(g_->eng->prefill(s, g_->input_ids[b], logits_request::none, nullptr, &tr).ok());
     for (int64_t il = 0; il < c.n_layers; ++il) {
@@ -142,7 +142,41 @@ TEST_P(golden_state, indexer_topk_sets_match) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(tiny, golden_state, ::testing::Values("tiny-a", "tiny-b"));
+TEST_P(golden_state, default_ties_are_chunking_invariant) {
+  // Lowest-index ties depend only on the visible entries: whole, chunked and
+  // decoded feeding agree with each other even where the reference's own
+  // selection would depend on the call's length.
+  const auto& ids = g_->input_ids[0];
+  auto run = [&](int64_t chunk, int64_t decode_from) {
+    sequence_state s = g_->eng->new_sequence();
+    std::vector<float> all, part;
+    for (int64_t at = 0; at < g_->seq;) {
+      const int64_t n = at >= decode_from ? 1 : std::min(chunk, decode_from - at);
+      EXPECT_TRUE(g_->eng->prefill(s, {ids.begin() + at, ids.begin() + at + n}, logits_request::all, &part).ok());
+      all.insert(all.end(), part.begin(), part.end());
+      at += n;
+    }
+    return all;
+  };
+  const std::vector<float> whole = run(g_->seq, g_->seq);
+  for (auto [chunk, from] : {std::pair<int64_t, int64_t>{37, g_->seq}, {129, g_->seq - 60}}) {
+    const std::vector<float> other = run(chunk, from);
+    double worst = 0;
+    int64_t n_off = 0;
+    for (int64_t t = 0; t < g_->seq; ++t) {
+      const double e = rel_error(other.data() + t * g_->vocab, whole.data() + t * g_->vocab, g_->vocab);
+      n_off += e > 1e-5;
+      worst = std::max(worst, e);
+    }
+    // NOTE(hart): GEMMs over different row counts round differently (~1e-7), which
+    // flips indexer picks whose scores differ by ~1e-5 relative: tiny-c has one such
+    // position (328, layer 6, scores -0.0727788 vs -0.0727781) in 1100. Exact-zero
+    // ties never flip, so at most 0.5% of positions may differ.
+    EXPECT_LE(n_off, g_->seq / 200) << "chunk " << chunk << " decode from " << from << ": worst " << worst;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(tiny, golden_state, ::testing::Values("tiny-a", "tiny-b", "tiny-c"));
 
 }  // namespace
 }  // namespace hart::testing
