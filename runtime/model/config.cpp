@@ -273,10 +273,11 @@ status_or<model_config> model_config_parse(const std::string& text, const std::s
   if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()) {
     c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
   }
-  if (j.contains("scoring_func") && j["scoring_func"].is_string() &&
-      j["scoring_func"].get<std::string>() != "sqrtsoftplus") {
-    return invalid_argument("%s: scoring_func '%s' is not supported (sqrtsoftplus)", o.c_str(),
-                            j["scoring_func"].get<std::string>().c_str());
+  for (const char* k : {"scoring_func", "score_func"}) {
+    if (j.contains(k) && j[k].is_string() && j[k].get<std::string>() != "sqrtsoftplus") {
+      return invalid_argument("%s: %s '%s' is not supported (sqrtsoftplus)", o.c_str(), k,
+                              j[k].get<std::string>().c_str());
+    }
   }
 
   double partial = 0;
@@ -299,6 +300,13 @@ status_or<model_config> model_config_parse(const std::string& text, const std::s
         HART_RETURN_IF_ERROR(parse_rope(r, o, &c.rope_compress));
         break;
       }
+    }
+    if (j.contains("rope_factor") && !j.contains("rope_scaling")) {
+      // inference/config.json (ModelArgs): flat YaRN keys for the compressed layers.
+      json r = {{"rope_type", "yarn"}, {"rope_theta", c.rope_compress.theta}, {"factor", j["rope_factor"]},
+                {"original_max_position_embeddings", j.value("original_seq_len", json())},
+                {"beta_fast", j.value("beta_fast", 32.0)}, {"beta_slow", j.value("beta_slow", 1.0)}};
+      HART_RETURN_IF_ERROR(parse_rope(r, o, &c.rope_compress));
     }
     if (partial > 0) c.rope_main.partial_rotary_factor = c.rope_compress.partial_rotary_factor = partial;
   }
