@@ -75,41 +75,53 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
   projections pr = project(p, b, x);
 
   compressor_params main_cp{&w.compressor, p.inv_freq, rd, float(c.norm_eps),
-                            p.prec == precision::fp8 ? entry_quant::fp8_nope : entry_quant::none};
+                            p.prec == precision::fp8 ? entry_quant::fp8_nope : entry_quant::none, false, p.il};
   compressor_params index_cp{&w.indexer.compressor, p.inv_freq, rd, float(c.norm_eps),
-                             p.prec == precision::fp8 ? entry_quant::hadamard_fp4 : entry_quant::none};
+                             p.prec == precision::fp8 ? entry_quant::hadamard_fp4 : entry_quant::none, true, p.il};
   if (topk && csa) topk->assign(T * k_top, -1);
   std::vector<float> o(T * H * hd);
 
   for (const token_batch::span& sp : b.spans) {
-    layer_state& st = sp.seq->layers[p.il];
-    const int64_t p0 = sp.seq->n_tokens;
-    // Compressors first: an entry whose block closes at token t is visible to t.
+    const page_table& pt = *sp.seq->pages;
+    const kv_store& store = *pt.store;
+    const int64_t p0 = sp.seq->n_tokens, P = store.page_size();
+    auto window_row = [&](int64_t pos) {
+      const int32_t page = pt.swa[pos / P];
+      HART_CHECK(page >= 0) << "window position " << pos << " has no SWA page";
+      return store.window_row(p.il, page, pos % P);
+    };
+    auto entry_row = [&](int64_t i) { return store.entry_row(p.il, pt.full[i * m / P], i * m % P); };
+    // This chunk's window KV goes to its pages first: every position has its own slot.
+    for (int64_t j = 0; j < sp.n; ++j) std::copy_n(pr.kv.data() + (sp.row0 + j) * hd, hd, window_row(p0 + j));
+    // Compressors next: an entry whose block closes at token t is visible to t.
     if (compressed) {
       const int64_t wm = w.compressor.overlap ? 2 * hd : hd;
       for (int64_t j = 0; j < sp.n; ++j) {
         const int64_t r = sp.row0 + j;
-        compressor_push(main_cp, st.main, p0 + j, pr.comp_a.data() + r * wm, pr.comp_z.data() + r * wm);
+        compressor_push(main_cp, store, pt, p0 + j, pr.comp_a.data() + r * wm, pr.comp_z.data() + r * wm);
         if (csa) {
           const int64_t wi = 2 * c.index_head_dim;
-          compressor_push(index_cp, st.index, p0 + j, pr.index_a.data() + r * wi, pr.index_z.data() + r * wi);
+          compressor_push(index_cp, store, pt, p0 + j, pr.index_a.data() + r * wi, pr.index_z.data() + r * wi);
         }
       }
     }
-    // Window keys: the ring's last min(W-1, p0) positions, then this chunk.
-    const int64_t n_prev = std::min(W - 1, p0), first = p0 - n_prev;
-    st.window.resize(W * hd);
-    std::vector<const float*> recent(n_prev + sp.n);
-    for (int64_t i = 0; i < n_prev; ++i) recent[i] = st.window.data() + ((first + i) % W) * hd;
-    for (int64_t j = 0; j < sp.n; ++j) recent[n_prev + j] = pr.kv.data() + (sp.row0 + j) * hd;
+    // The indexer scores contiguous keys: gather this sequence's once per layer.
+    std::vector<float> index_keys;
+    if (csa) {
+      const int64_t n_entries = (p0 + sp.n) / m, dI = c.index_head_dim;
+      index_keys.resize(n_entries * dI);
+      for (int64_t i = 0; i < n_entries; ++i) {
+        std::copy_n(store.index_key_row(p.il, pt.full[i * m / P], i * m % P), dI, index_keys.data() + i * dI);
+      }
+    }
 
 #pragma omp parallel for schedule(dynamic, 4)
     for (int64_t j = 0; j < sp.n; ++j) {
       const int64_t r = sp.row0 + j, t = p0 + j;
-      const int64_t lo = std::max<int64_t>(0, t - W + 1);
-      std::vector<const float*> keys(recent.begin() + (lo - first), recent.begin() + (t - first) + 1);
+      std::vector<const float*> keys;
+      for (int64_t pos = std::max<int64_t>(0, t - W + 1); pos <= t; ++pos) keys.push_back(window_row(pos));
       if (compressed) {
-        const int64_t n_vis = std::min((t + 1) / m, st.main.n_entries);
+        const int64_t n_vis = (t + 1) / m;
         if (csa && n_vis > 0) {
           // Reference tie mode scores a row as long as the reference's call had
           // entries, future ones at −inf; picks past the visible ones are dropped.
@@ -117,27 +129,23 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
           const int64_t n_row = ref_len > 0 ? std::max(n_vis, ref_len / m) : n_vis;
           std::vector<float> score(n_row, -INFINITY);
           HART_CHECK(indexer_score_cpu({pr.index_q.data() + r * c.index_n_heads * c.index_head_dim,
-                                        pr.index_w.data() + r * c.index_n_heads, st.index.entries.data(),
+                                        pr.index_w.data() + r * c.index_n_heads, index_keys.data(),
                                         score.data(), c.index_n_heads, c.index_head_dim, n_vis,
                                         1.0f / std::sqrt(float(c.index_head_dim))}).ok());
           std::vector<int32_t> pick(k_top, -1);
           HART_CHECK(topk_cpu({score.data(), pick.data(), n_row, std::min(k_top, n_row), ref_len > 0}).ok());
           for (int64_t i = 0; i < k_top; ++i) {
             if (pick[i] >= n_vis) pick[i] = -1;
-            if (pick[i] >= 0) keys.push_back(st.main.entries.data() + pick[i] * hd);
+            if (pick[i] >= 0) keys.push_back(entry_row(pick[i]));
           }
           if (topk) std::copy(pick.begin(), pick.end(), topk->begin() + r * k_top);
         } else if (!csa) {
-          for (int64_t i = 0; i < n_vis; ++i) keys.push_back(st.main.entries.data() + i * hd);
+          for (int64_t i = 0; i < n_vis; ++i) keys.push_back(entry_row(i));
         }
       }
       HART_CHECK(sparse_attention_cpu({pr.q.data() + r * H * hd, keys.data(), w.attn_sink.data(),
                                        o.data() + r * H * hd, H, hd, int64_t(keys.size()),
                                        1.0f / std::sqrt(float(hd))}).ok());
-    }
-    // The ring keeps the last W positions.
-    for (int64_t j = std::max<int64_t>(0, sp.n - W); j < sp.n; ++j) {
-      std::copy_n(pr.kv.data() + (sp.row0 + j) * hd, hd, st.window.data() + ((p0 + j) % W) * hd);
     }
   }
 

@@ -19,6 +19,7 @@ namespace hart {
 
 status engine_params::validate() const {
   if (model_dir.empty()) return invalid_argument("engine: model_dir is empty");
+  if (page_size <= 0 || page_size % 128) return invalid_argument("engine: page_size %lld must be a positive multiple of 128", (long long)page_size);
   if (n_threads < 0) return invalid_argument("engine: n_threads %d must be >= 0", n_threads);
   return {};
 }
@@ -55,14 +56,73 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
                                                          params.verbose_load ? report_progress : nullptr));
   HART_LOG_INFO("loaded %lld parameters from %s (precision %s)", (long long)e->weights_.n_params,
                 params.model_dir.c_str(), precision_name(params.prec));
+  const model_config& c = e->cfg_;
+  if (params.page_size % c.csa_rate || params.page_size % c.hca_rate || params.page_size < c.window) {
+    return invalid_argument("engine: page_size %lld must be a multiple of the compress rates (%lld, %lld) and >= the window %lld",
+                            (long long)params.page_size, (long long)c.csa_rate, (long long)c.hca_rate, (long long)c.window);
+  }
+  e->store_ = e->make_store();
+  e->swa_keep_ = std::max<int64_t>(c.window, 2 * c.csa_rate);
   return e;
 }
 
 sequence_state engine::new_sequence() const {
   sequence_state s;
   s.engine_id = id_;
-  s.layers.resize(cfg_.n_layers);
+  s.pages->store = store_.get();
+  s.pages->owned = true;
   return s;
+}
+
+std::unique_ptr<kv_store> engine::make_store() const {
+  return std::make_unique<kv_store>(cfg_, params_.page_size);
+}
+
+void engine::bind_pages(sequence_state& seq, kv_store* store, const std::vector<int32_t>& full,
+                        const std::vector<int32_t>& swa, int64_t n_computed) {
+  if (seq.pages->owned) seq.pages = std::make_unique<page_table>();
+  seq.pages->store = store;
+  seq.pages->owned = false;
+  seq.pages->full = full;
+  seq.pages->swa = swa;
+  seq.n_tokens = n_computed;
+}
+
+status engine::prepare_pages(const batch_item& it) const {
+  page_table& pt = *it.seq->pages;
+  const int64_t P = pt.store->page_size(), end = it.seq->n_tokens + int64_t(it.tokens.size());
+  const int64_t n_pages = (end + P - 1) / P;
+  if (pt.owned) {
+    while (int64_t(pt.full.size()) < n_pages) {
+      pt.full.push_back(pt.store->alloc_full());
+      pt.swa.push_back(pt.store->alloc_swa());
+    }
+    return {};
+  }
+  if (int64_t(pt.full.size()) < n_pages || int64_t(pt.swa.size()) < n_pages) {
+    return failed_precondition("forward: positions up to %lld need %lld pages but the cache reserved %zu",
+                               (long long)end, (long long)n_pages, pt.full.size());
+  }
+  const int64_t first = std::max<int64_t>(0, it.seq->n_tokens - swa_keep_);
+  for (int64_t pg = first / P; pg < n_pages; ++pg) {
+    if (pt.swa[pg] < 0 || pt.full[pg] < 0) {
+      return failed_precondition("forward: page %lld (positions from %lld) is not live", (long long)pg, (long long)(pg * P));
+    }
+  }
+  return {};
+}
+
+void engine::release_old_pages(sequence_state& seq) const {
+  page_table& pt = *seq.pages;
+  if (!pt.owned) return;  // the cache decides for its pages
+  const int64_t P = pt.store->page_size();
+  const int64_t n_dead = std::max<int64_t>(0, seq.n_tokens - swa_keep_) / P;  // pages wholly behind every window
+  for (int64_t pg = 0; pg < n_dead && pg < int64_t(pt.swa.size()); ++pg) {
+    if (pt.swa[pg] >= 0) {
+      pt.store->free_swa(pt.swa[pg]);
+      pt.swa[pg] = -1;
+    }
+  }
 }
 
 status engine::validate_batch(const std::vector<batch_item>& batch) const {
@@ -72,7 +132,7 @@ status engine::validate_batch(const std::vector<batch_item>& batch) const {
     const batch_item& it = batch[i];
     if (!it.seq) return invalid_argument("forward: item %zu has no sequence", i);
     if (!seen.insert(it.seq).second) return invalid_argument("forward: item %zu repeats a sequence", i);
-    if (it.seq->engine_id != id_ || (int64_t)it.seq->layers.size() != cfg_.n_layers) {
+    if (it.seq->engine_id != id_ || !it.seq->pages || !it.seq->pages->store) {
       return invalid_argument("forward: item %zu's sequence was not made by this engine", i);
     }
     if (it.tokens.empty()) return invalid_argument("forward: item %zu has no tokens (empty prompt)", i);
@@ -111,6 +171,7 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
     tb.spans.push_back(sp);
   }
   const int64_t T = tb.n_tokens();
+  for (const batch_item& it : batch) HART_RETURN_IF_ERROR(prepare_pages(it));
 
   // Residual streams [D, n, T]: the embedding repeated n times.
   std::vector<float> X(T * n * D), Xn(T * n * D);
@@ -145,7 +206,10 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
     }));
     if (trace && trace->capture_hidden) trace->hidden.push_back(X);
   }
-  for (const token_batch::span& sp : tb.spans) sp.seq->n_tokens += sp.n;
+  for (const token_batch::span& sp : tb.spans) {
+    sp.seq->n_tokens += sp.n;
+    release_old_pages(*sp.seq);
+  }
 
   // Head: collapse the streams, final norm, logits for the rows asked for.
   HART_RETURN_IF_ERROR(hc_head_cpu({X.data(), weights_.hc_head_fn.data(), weights_.hc_head_base.data(),

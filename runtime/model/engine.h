@@ -19,6 +19,7 @@
 
 #include "runtime/core/status.h"
 #include "runtime/model/config.h"
+#include "runtime/model/kv_store.h"
 #include "runtime/model/sequence_state.h"
 #include "runtime/model/weights.h"
 
@@ -28,6 +29,7 @@ struct engine_params {
   std::string model_dir;
   precision prec = precision::exact;
   int n_threads = 0;  // 0 = all cores (OpenMP / OpenBLAS default)
+  int64_t page_size = 256;  // tokens per KV page; a multiple of every compress rate, >= the window
   bool verbose_load = false;
 
   status validate() const;
@@ -63,7 +65,16 @@ class engine {
   const engine_params& params() const { return params_; }
   int64_t n_params() const { return weights_.n_params; }
 
+  /// A sequence whose pages come from the engine's own store as it grows and
+  /// go back when it is destroyed (it must not outlive the engine).
   sequence_state new_sequence() const;
+
+  /// A store for ShadowRadix-managed pages, laid out for this model.
+  std::unique_ptr<kv_store> make_store() const;
+  /// Points `seq` at pages a cache owns: positions p < full.size() * P live in
+  /// full[p / P] / swa[p / P] of `store`; `n_computed` positions hold valid KV.
+  static void bind_pages(sequence_state& seq, kv_store* store, const std::vector<int32_t>& full,
+                         const std::vector<int32_t>& swa, int64_t n_computed);
 
   /// Runs every item's tokens through the model at positions seq->n_tokens...
   /// and advances each sequence. `logits` receives [vocab, rows], the rows in
@@ -83,11 +94,18 @@ class engine {
  private:
   engine() = default;
   status validate_batch(const std::vector<batch_item>& batch) const;
+  /// Gives engine-owned sequences pages for [n_tokens, end) (never fails), or
+  /// checks that cache-bound ones have them.
+  status prepare_pages(const batch_item& it) const;
+  /// Returns engine-owned sequences' SWA pages that no window or ring can reach.
+  void release_old_pages(sequence_state& seq) const;
 
   engine_params params_;
   uint64_t id_ = 0;  // distinct per loaded engine; stamps its sequences
   model_config cfg_;
   model_weights weights_;
+  std::unique_ptr<kv_store> store_;  // pages of new_sequence() sequences
+  int64_t swa_keep_ = 0;             // positions behind the newest that windows and rings still read
 };
 
 }  // namespace hart

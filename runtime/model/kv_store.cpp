@@ -1,0 +1,110 @@
+#include "runtime/model/kv_store.h"
+
+#include "runtime/core/check.h"
+#include "runtime/model/sequence_state.h"
+
+namespace hart {
+
+kv_store::kv_store(const model_config& cfg, int64_t page_size)
+    : page_size_(page_size), head_dim_(cfg.head_dim), index_dim_(cfg.index_head_dim), csa_rate_(cfg.csa_rate) {
+  HART_CHECK(page_size > 0 && page_size % cfg.csa_rate == 0 && page_size % cfg.hca_rate == 0 && page_size >= cfg.window)
+      << "page size " << page_size << " must be a multiple of every compress rate and >= the window";
+  layers_.resize(cfg.n_layers);
+  for (int64_t il = 0; il < cfg.n_layers; ++il) {
+    layer_layout& l = layers_[il];
+    const attention_kind k = cfg.layer_kinds[il];
+    l.window_off = swa_floats_;
+    swa_floats_ += page_size * head_dim_;
+    if (k == attention_kind::sliding) continue;
+    l.rate = cfg.compress_rate(k);
+    const bool csa = k == attention_kind::csa;
+    l.ring = csa ? 2 * l.rate : l.rate;
+    l.ring_width = 2 * (csa ? 2 : 1) * head_dim_;
+    l.ring_off = swa_floats_;
+    swa_floats_ += l.ring * l.ring_width;
+    l.entry_off = full_floats_;
+    full_floats_ += page_size / l.rate * head_dim_;
+    if (csa) {
+      l.index_ring_off = swa_floats_;
+      swa_floats_ += 2 * csa_rate_ * 2 * 2 * index_dim_;
+      l.index_off = full_floats_;
+      full_floats_ += page_size / csa_rate_ * index_dim_;
+    }
+  }
+  if (full_floats_ == 0) full_floats_ = 1;  // all-SWA models still get addressable pages
+}
+
+void kv_store::ensure_full_pages(int64_t n) {
+  while (int64_t(full_.size()) < n) full_.emplace_back(new float[full_floats_]);
+}
+
+void kv_store::ensure_swa_pages(int64_t n) {
+  while (int64_t(swa_.size()) < n) swa_.emplace_back(new float[swa_floats_]);
+}
+
+int32_t kv_store::alloc_full() {
+  if (free_full_.empty()) {
+    ensure_full_pages(n_full_pages() + 1);
+    return int32_t(n_full_pages() - 1);
+  }
+  const int32_t p = free_full_.back();
+  free_full_.pop_back();
+  return p;
+}
+
+int32_t kv_store::alloc_swa() {
+  if (free_swa_.empty()) {
+    ensure_swa_pages(n_swa_pages() + 1);
+    return int32_t(n_swa_pages() - 1);
+  }
+  const int32_t p = free_swa_.back();
+  free_swa_.pop_back();
+  return p;
+}
+
+void kv_store::free_full(int32_t page) {
+  HART_CHECK(page >= 0 && page < n_full_pages()) << "full page " << page;
+  free_full_.push_back(page);
+}
+
+void kv_store::free_swa(int32_t page) {
+  HART_CHECK(page >= 0 && page < n_swa_pages()) << "swa page " << page;
+  free_swa_.push_back(page);
+}
+
+float* kv_store::window_row(int64_t il, int32_t swa_page, int64_t off) const {
+  return swa_[swa_page].get() + layers_[il].window_off + off * head_dim_;
+}
+
+float* kv_store::entry_row(int64_t il, int32_t full_page, int64_t off) const {
+  return full_[full_page].get() + layers_[il].entry_off + (off / layers_[il].rate) * head_dim_;
+}
+
+float* kv_store::index_key_row(int64_t il, int32_t full_page, int64_t off) const {
+  return full_[full_page].get() + layers_[il].index_off + (off / csa_rate_) * index_dim_;
+}
+
+float* kv_store::ring_row(int64_t il, int32_t swa_page, int64_t pos) const {
+  const layer_layout& l = layers_[il];
+  return swa_[swa_page].get() + l.ring_off + (pos % l.ring) * l.ring_width;
+}
+
+float* kv_store::index_ring_row(int64_t il, int32_t swa_page, int64_t pos) const {
+  return swa_[swa_page].get() + layers_[il].index_ring_off + (pos % (2 * csa_rate_)) * (2 * 2 * index_dim_);
+}
+
+}  // namespace hart
+
+namespace hart {
+
+page_table::~page_table() {
+  if (!owned || !store) return;
+  for (int32_t p : full) {
+    if (p >= 0) store->free_full(p);
+  }
+  for (int32_t p : swa) {
+    if (p >= 0) store->free_swa(p);
+  }
+}
+
+}  // namespace hart

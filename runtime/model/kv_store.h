@@ -1,0 +1,70 @@
+// File: runtime/model/kv_store.h
+// The engine's paged KV memory (CPU, fp32). Two kinds of pages, as
+// ShadowRadix hands them out (docs/shadowradix.md):
+// - a full page holds, for positions [page·P, page·P + P), the compressed
+//   entries of every CSA/HCA layer (P/m rows each) and the CSA layers'
+//   indexer keys (P/4 rows): the arithmetic shadows of the virtual slots;
+// - an SWA page holds the same positions' sliding-window KV for every layer
+//   and the compressor-state rings: CSA 8 rows (this block + the previous
+//   block's overlap half), HCA m rows, the indexer 8 rows; a row is one
+//   token's [kv | gate + position bias]. A ring row is addressed by pos % ring,
+//   so a page's last 4 positions stay in its ring after the page is full:
+//   a request continuing at the page edge finds the previous block's half there.
+// Page ids are dense and stable; storage grows on demand.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/model/config.h"
+
+namespace hart {
+
+class kv_store {
+ public:
+  kv_store(const model_config& cfg, int64_t page_size);
+
+  int64_t page_size() const { return page_size_; }
+
+  /// Pages ids [0, n) exist afterwards (ShadowRadix-managed pools).
+  void ensure_full_pages(int64_t n);
+  void ensure_swa_pages(int64_t n);
+  int64_t n_full_pages() const { return int64_t(full_.size()); }
+  int64_t n_swa_pages() const { return int64_t(swa_.size()); }
+
+  /// Simple free-list allocation for sequences the engine manages itself.
+  int32_t alloc_full();
+  int32_t alloc_swa();
+  void free_full(int32_t page);
+  void free_swa(int32_t page);
+
+  // Row pointers; `off` is the position's offset inside its page (p % P).
+  float* window_row(int64_t il, int32_t swa_page, int64_t off) const;
+  float* entry_row(int64_t il, int32_t full_page, int64_t off) const;     // off / m inside
+  float* index_key_row(int64_t il, int32_t full_page, int64_t off) const; // off / csa_rate inside
+  float* ring_row(int64_t il, int32_t swa_page, int64_t pos) const;       // row pos % ring
+  float* index_ring_row(int64_t il, int32_t swa_page, int64_t pos) const;
+
+  int64_t ring_rows(int64_t il) const { return layers_[il].ring; }
+  int64_t full_page_floats() const { return full_floats_; }
+  int64_t swa_page_floats() const { return swa_floats_; }
+
+ private:
+  struct layer_layout {
+    int64_t rate = 0;                 // m (0 for SWA layers)
+    int64_t ring = 0;                 // ring rows: 2m for CSA (overlap), m for HCA
+    int64_t ring_width = 0;           // floats per ring row: 2 · coff · c
+    int64_t window_off = 0;           // offsets (floats) inside an SWA page
+    int64_t ring_off = 0, index_ring_off = 0;
+    int64_t entry_off = 0, index_off = 0;  // offsets inside a full page
+  };
+  int64_t page_size_;
+  int64_t head_dim_, index_dim_, csa_rate_;
+  int64_t full_floats_ = 0, swa_floats_ = 0;
+  std::vector<layer_layout> layers_;
+  std::vector<std::unique_ptr<float[]>> full_, swa_;
+  std::vector<int32_t> free_full_, free_swa_;
+};
+
+}  // namespace hart
