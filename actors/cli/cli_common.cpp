@@ -13,6 +13,7 @@ status_or<std::unique_ptr<engine>> load_engine(const common_options& o) {
   engine_params p;
   p.model_dir = o.model_dir;
   p.n_threads = o.threads;
+  p.deterministic = o.deterministic;
   p.verbose_load = true;
   if (!precision_parse(o.precision_name, &p.prec)) {
     return invalid_argument("unknown precision '%s' (exact or fp8)", o.precision_name.c_str());

@@ -19,6 +19,7 @@ struct common_options {
   std::string model_dir;
   std::string precision_name = "exact";
   int threads = 0;
+  bool deterministic = false;
 };
 
 struct generate_options {

@@ -17,6 +17,8 @@ void add_common(CLI::App* cmd, hart::cli::common_options* o) {
       ->check(CLI::IsMember({"exact", "fp8"}))
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
+  cmd->add_flag("--deterministic", o->deterministic,
+                "Batch-invariant arithmetic: logits bitwise independent of batching and chunking (slower)");
 }
 
 }  // namespace

@@ -17,6 +17,10 @@ struct linear_params {
   int64_t x_stride = 0;      // elements; 0 = in
   int64_t y_stride = 0;      // elements; 0 = out
   bool accumulate = false;   // y += x W^T instead of y = x W^T
+  /// Every output computed by one fixed-order dot product, so a row's result
+  /// does not depend on how many rows share the call (batch-invariant mode;
+  /// slower than the BLAS path, whose blocking depends on n_rows).
+  bool row_invariant = false;
 };
 
 status linear_cpu(const linear_params& p);

@@ -9,6 +9,7 @@
 #include "kernels/rms_norm/rms_norm.h"
 #include "runtime/core/log.h"
 #include "runtime/model/attention.h"
+#include "runtime/model/linear_ops.h"
 #include "runtime/model/moe.h"
 #include "runtime/model/token_batch.h"
 
@@ -53,7 +54,8 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
   HART_ASSIGN_OR_RETURN(e->cfg_, model_config_load(params.model_dir));
   HART_LOG_INFO("%s", e->cfg_.summary().c_str());
   HART_ASSIGN_OR_RETURN(e->weights_, model_weights_load(params.model_dir, e->cfg_, params.prec,
-                                                         params.verbose_load ? report_progress : nullptr));
+                                                         params.verbose_load ? report_progress : nullptr,
+                                                         params.deterministic));
   HART_LOG_INFO("loaded %lld parameters from %s (precision %s)", (long long)e->weights_.n_params,
                 params.model_dir.c_str(), precision_name(params.prec));
   const model_config& c = e->cfg_;
@@ -221,7 +223,7 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
     std::vector<float> rows(R * D);
     for (int64_t i = 0; i < R; ++i) std::copy_n(normed.data() + logit_rows[i] * D, D, rows.data() + i * D);
     logits->assign(R * V, 0.0f);
-    if (R) HART_RETURN_IF_ERROR(linear_cpu({rows.data(), weights_.head.w.data(), logits->data(), R, D, V}));
+    if (R) HART_RETURN_IF_ERROR(linear_apply(weights_.head, rows.data(), R, logits->data()));
   }
   return {};
 }

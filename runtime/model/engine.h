@@ -30,6 +30,9 @@ struct engine_params {
   precision prec = precision::exact;
   int n_threads = 0;  // 0 = all cores (OpenMP / OpenBLAS default)
   int64_t page_size = 256;  // tokens per KV page; a multiple of every compress rate, >= the window
+  /// Batch-invariant arithmetic: a token's logits are bitwise the same however
+  /// it is batched, chunked or served from the prefix cache (slower GEMMs).
+  bool deterministic = false;
   bool verbose_load = false;
 
   status validate() const;

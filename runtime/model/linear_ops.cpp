@@ -31,12 +31,12 @@ void hadamard_fp4_qdq_rows(float* x, int64_t n_rows, int64_t dim) {
 
 status linear_apply(const linear_weight& w, const float* x, int64_t n_rows, float* y,
                     int64_t x_stride, int64_t y_stride) {
-  if (!w.fp8_input) return linear_cpu({x, w.w.data(), y, n_rows, w.in, w.out, x_stride, y_stride});
+  if (!w.fp8_input) return linear_cpu({x, w.w.data(), y, n_rows, w.in, w.out, x_stride, y_stride, false, w.row_invariant});
   const int64_t xs = x_stride ? x_stride : w.in;
   std::vector<float> q(n_rows * w.in);
   for (int64_t r = 0; r < n_rows; ++r) std::copy(x + r * xs, x + r * xs + w.in, q.data() + r * w.in);
   fp8_qdq_rows(q.data(), n_rows, w.in, 128);
-  return linear_cpu({q.data(), w.w.data(), y, n_rows, w.in, w.out, 0, y_stride});
+  return linear_cpu({q.data(), w.w.data(), y, n_rows, w.in, w.out, 0, y_stride, false, w.row_invariant});
 }
 
 std::vector<float> linear_apply(const linear_weight& w, const float* x, int64_t n_rows) {

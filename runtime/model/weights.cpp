@@ -334,7 +334,8 @@ std::vector<float> rope_inv_freq(const rope_config& r, int64_t head_dim) {
 }
 
 status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg,
-                                            precision prec, void (*on_progress)(const load_progress&)) {
+                                            precision prec, void (*on_progress)(const load_progress&),
+                                            bool row_invariant) {
   HART_RETURN_IF_ERROR(cfg.validate());
   HART_ASSIGN_OR_RETURN(tensor_reader reader, tensor_reader::open(dir));
   loader ld{reader, cfg, prec};
@@ -367,6 +368,22 @@ status_or<model_weights> model_weights_load(const std::string& dir, const model_
                             w.inv_freq_main.size() * 2, (long long)cfg.rope_dim);
   }
   w.n_params = ld.n_params;
+  if (row_invariant) {
+    auto mark = [](linear_weight& l) { l.row_invariant = true; };
+    mark(w.head);
+    for (layer_weights& L : w.layers) {
+      for (linear_weight* l : {&L.wq_a, &L.wq_b, &L.wkv, &L.wo_a, &L.wo_b, &L.compressor.wkv, &L.compressor.wgate,
+                               &L.indexer.wq_b, &L.indexer.weights_proj, &L.indexer.compressor.wkv,
+                               &L.indexer.compressor.wgate, &L.gate, &L.shared.w1, &L.shared.w2, &L.shared.w3}) {
+        mark(*l);
+      }
+      for (expert_weights& e : L.experts) {
+        mark(e.w1);
+        mark(e.w2);
+        mark(e.w3);
+      }
+    }
+  }
   return w;
 }
 

@@ -25,6 +25,7 @@ struct linear_weight {
   int64_t out = 0;
   int64_t in = 0;
   bool fp8_input = false;  // quantize inputs per 128 channels before the GEMM (fp8 mode)
+  bool row_invariant = false;  // batch-invariant GEMM (engine_params::deterministic)
 };
 
 struct compressor_weights {
@@ -89,7 +90,8 @@ struct load_progress {
 /// names it. `on_progress` (optional) is called after each layer.
 status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg,
                                             precision prec,
-                                            void (*on_progress)(const load_progress&) = nullptr);
+                                            void (*on_progress)(const load_progress&) = nullptr,
+                                            bool row_invariant = false);
 
 /// RoPE inverse frequencies [rope_dim/2] for one rope config (default or YaRN,
 /// exactly as the Hugging Face reference computes them, in fp32).

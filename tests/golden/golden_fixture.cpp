@@ -25,12 +25,13 @@ std::vector<int64_t> golden_set::ints(const std::string& name) const {
   return v;
 }
 
-std::unique_ptr<golden_set> golden_load(const std::string& name, precision prec) {
+std::unique_ptr<golden_set> golden_load(const std::string& name, precision prec, bool deterministic) {
   auto g = std::make_unique<golden_set>();
   g->dir = std::string(HART_TEST_DATA) + "/" + name;
   engine_params p;
   p.model_dir = g->dir;
   p.prec = prec;
+  p.deterministic = deterministic;
   auto eng = engine::load(p);
   HART_CHECK(eng.ok()) << eng.get_status().to_string();
   g->eng = std::move(eng).value();

@@ -41,7 +41,8 @@ struct golden_set {
   }
 };
 
-std::unique_ptr<golden_set> golden_load(const std::string& name, precision prec = precision::exact);
+std::unique_ptr<golden_set> golden_load(const std::string& name, precision prec = precision::exact,
+                                        bool deterministic = false);
 
 /// ‖a − b‖ / ‖b‖ over n values.
 double rel_error(const float* a, const float* b, int64_t n);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "tests/golden/golden_fixture.h"
@@ -174,6 +175,38 @@ TEST_P(golden_state, default_ties_are_chunking_invariant) {
     // ties never flip, so at most 0.5% of positions may differ.
     EXPECT_LE(n_off, g_->seq / 200) << "chunk " << chunk << " decode from " << from << ": worst " << worst;
   }
+}
+
+TEST_P(golden_state, deterministic_mode_is_bitwise_batch_invariant) {
+  // Whole, chunked, decoded and batched with another sequence: the same bits,
+  // and still the reference's logits.
+  auto g = golden_load(GetParam(), precision::exact, /*deterministic=*/true);
+  const auto& ids = g->input_ids[0];
+  const int64_t S = std::min<int64_t>(g->seq, 400);
+  auto run = [&](int64_t chunk, bool with_neighbour) {
+    sequence_state s = g->reference_sequence(), other = g->reference_sequence();
+    std::vector<float> all, part;
+    for (int64_t at = 0; at < S; at += chunk) {
+      const int64_t n = std::min(chunk, S - at);
+      std::vector<batch_item> batch = {{&s, {ids.begin() + at, ids.begin() + at + n}, logits_request::all}};
+      if (with_neighbour) batch.insert(batch.begin(), {&other, {ids.begin() + at / 2, ids.begin() + at / 2 + 3}, logits_request::all});
+      EXPECT_TRUE(g->eng->forward(batch, &part).ok());
+      all.insert(all.end(), part.end() - n * g->vocab, part.end());
+    }
+    return all;
+  };
+  const std::vector<float> whole = run(S, false);
+  for (auto [chunk, neighbour] : {std::pair<int64_t, bool>{1, false}, {37, true}, {129, false}}) {
+    const std::vector<float> other = run(chunk, neighbour);
+    ASSERT_EQ(other.size(), whole.size());
+    EXPECT_EQ(std::memcmp(other.data(), whole.data(), whole.size() * sizeof(float)), 0)
+        << "chunk " << chunk << (neighbour ? " batched" : "");
+  }
+  double worst = 0;
+  for (int64_t t = 0; t < S; ++t) {
+    worst = std::max(worst, rel_error(whole.data() + t * g->vocab, g->logits_row(want_, 0, t), g->vocab));
+  }
+  EXPECT_LE(worst, k_tol);
 }
 
 INSTANTIATE_TEST_SUITE_P(tiny, golden_state, ::testing::Values("tiny-a", "tiny-b", "tiny-c"));
