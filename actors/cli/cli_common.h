@@ -49,12 +49,24 @@ struct score_options {
   int64_t decode_from = -1;   // >= 0: positions from here are fed one token per call
 };
 
+struct cache_plan_options {
+  std::string model_dir;
+  std::string memory = "80GiB";
+  std::string context = "1M";
+  std::string precision = "fp8";
+  int64_t page_size = 256;
+};
+
+/// "80GiB", "512M", "1M" (binary multiples; a trailing B is allowed when `bytes`).
+status_or<int64_t> parse_size(const std::string& text, bool bytes);
+
 status_or<std::unique_ptr<engine>> load_engine(const common_options& o);
 status_or<tokenizer> load_tokenizer(const std::string& model_dir);
 
 int run_generate(const generate_options& o);
 int run_tokenize(const tokenize_options& o);
 int run_score(const score_options& o);
+int run_cache_plan(const cache_plan_options& o);
 
 /// Prints "hart: error: <status>" to stderr and returns exit code 1.
 int fail(const status& s);

@@ -73,6 +73,18 @@ int main(int argc, char** argv) {
                 "Prefill positions [0,P), then decode one token per step from P (batched across rows)")
       ->check(CLI::NonNegativeNumber);
 
+  hart::cli::cache_plan_options cp;
+  CLI::App* c = app.add_subcommand("cache-plan", "KV bytes per token per pool and what fits in a memory budget");
+  c->add_option("-m,--model", cp.model_dir, "Checkpoint directory (only config.json is read)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  c->add_option("--memory", cp.memory, "KV memory budget, e.g. 80GiB")->capture_default_str();
+  c->add_option("--context", cp.context, "Tokens per sequence, e.g. 1M, 128K")->capture_default_str();
+  c->add_option("--kv", cp.precision, "KV entry format: fp8 (584-B FlashMLA entries) or fp32")
+      ->check(CLI::IsMember({"fp8", "fp32"}))
+      ->capture_default_str();
+  c->add_option("--page-size", cp.page_size, "Tokens per page (multiple of 128)")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   hart::log_level lv = hart::log_level::info;
   if (log_level == "debug") lv = hart::log_level::debug;
@@ -84,5 +96,6 @@ int main(int argc, char** argv) {
   if (*g) return hart::cli::run_generate(gen);
   if (*t) return hart::cli::run_tokenize(tok);
   if (*s) return hart::cli::run_score(sc);
+  if (*c) return hart::cli::run_cache_plan(cp);
   return 2;
 }

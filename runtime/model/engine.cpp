@@ -58,13 +58,8 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
                                                          params.deterministic));
   HART_LOG_INFO("loaded %lld parameters from %s (precision %s)", (long long)e->weights_.n_params,
                 params.model_dir.c_str(), precision_name(params.prec));
-  const model_config& c = e->cfg_;
-  if (params.page_size % c.csa_rate || params.page_size % c.hca_rate || params.page_size < c.window) {
-    return invalid_argument("engine: page_size %lld must be a multiple of the compress rates (%lld, %lld) and >= the window %lld",
-                            (long long)params.page_size, (long long)c.csa_rate, (long long)c.hca_rate, (long long)c.window);
-  }
-  e->store_ = e->make_store();
-  e->swa_keep_ = std::max<int64_t>(c.window, 2 * c.csa_rate);
+  HART_ASSIGN_OR_RETURN(e->store_, e->make_store(params.page_size));
+  e->swa_keep_ = std::max<int64_t>(e->cfg_.window, 2 * e->cfg_.csa_rate);
   return e;
 }
 
@@ -76,8 +71,13 @@ sequence_state engine::new_sequence() const {
   return s;
 }
 
-std::unique_ptr<kv_store> engine::make_store() const {
-  return std::make_unique<kv_store>(cfg_, params_.page_size);
+status_or<std::unique_ptr<kv_store>> engine::make_store(int64_t page_size) const {
+  if (page_size <= 0 || page_size % 128 || page_size % cfg_.csa_rate || page_size % cfg_.hca_rate ||
+      page_size < cfg_.window) {
+    return invalid_argument("engine: page_size %lld must be a multiple of 128 and of the compress rates (%lld, %lld) and >= the window %lld",
+                            (long long)page_size, (long long)cfg_.csa_rate, (long long)cfg_.hca_rate, (long long)cfg_.window);
+  }
+  return std::make_unique<kv_store>(cfg_, page_size);
 }
 
 void engine::bind_pages(sequence_state& seq, kv_store* store, const std::vector<int32_t>& full,

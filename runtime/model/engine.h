@@ -72,8 +72,10 @@ class engine {
   /// go back when it is destroyed (it must not outlive the engine).
   sequence_state new_sequence() const;
 
-  /// A store for ShadowRadix-managed pages, laid out for this model.
-  std::unique_ptr<kv_store> make_store() const;
+  /// A store for ShadowRadix-managed pages of `page_size` tokens, laid out for
+  /// this model; invalid_argument unless the page size is a multiple of 128,
+  /// of every compress rate, and at least the window.
+  status_or<std::unique_ptr<kv_store>> make_store(int64_t page_size) const;
   /// Points `seq` at pages a cache owns: positions p < full.size() * P live in
   /// full[p / P] / swa[p / P] of `store`; `n_computed` positions hold valid KV.
   static void bind_pages(sequence_state& seq, kv_store* store, const std::vector<int32_t>& full,

@@ -53,7 +53,7 @@ TEST_P(cli_score, matches_reference_whole_chunked_and_decoded) {
   ASSERT_TRUE(safetensors_write(in, {{"input_ids", dtype::i64, {g->batch, g->seq}, ids.data(), ids.size() * 8}}).ok());
   const std::vector<float> want = g->floats("logits");
   const int64_t late = g->seq - 50;  // decode the last 50 positions one by one
-  for (const std::string flags : {std::string(), std::string("--prefill-chunk 37"),
+  for (const std::string& flags : {std::string(), std::string("--prefill-chunk 37"),
                                   "--prefill-chunk 129 --decode-from " + std::to_string(late), std::string("--decode-from 0")}) {
     if (flags == "--decode-from 0" && g->seq > 300) continue;  // long fixtures: covered by the golden suite
     const std::string out = dir_ + "/out.safetensors";

@@ -1,0 +1,91 @@
+// `hart cache-plan`: bytes per token per KV pool for a checkpoint's layer
+// layout and precision, and how many tokens and sequences fit in a memory
+// budget — capacity planning without trial and OOM.
+#include <cctype>
+#include <cstdio>
+#include <string>
+
+#include "actors/cli/cli_common.h"
+#include "runtime/cache/cache_plan.h"
+#include "runtime/model/config.h"
+
+namespace hart::cli {
+
+status_or<int64_t> parse_size(const std::string& text, bool bytes) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return invalid_argument("'%s' is not a size", text.c_str());
+  }
+  std::string unit = text.substr(used);
+  for (char& ch : unit) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  if (bytes && !unit.empty() && unit.back() == 'b') unit.pop_back();  // "80GiB" / "80GB" → "gi" / "g"
+  if (!unit.empty() && unit.back() == 'i') unit.pop_back();          // binary prefixes either way
+  double mult = 1;
+  if (unit == "k") mult = 1024.0;
+  else if (unit == "m") mult = 1024.0 * 1024;
+  else if (unit == "g") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "t") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty()) return invalid_argument("'%s': unknown unit '%s' (K, M, G, T)", text.c_str(), unit.c_str());
+  if (!(v > 0)) return invalid_argument("'%s' must be positive", text.c_str());
+  return int64_t(v * mult);
+}
+
+int run_cache_plan(const cache_plan_options& o) {
+  auto cfg = model_config_load(o.model_dir);
+  if (!cfg.ok()) return fail(cfg.get_status());
+  auto memory = parse_size(o.memory, true);
+  if (!memory.ok()) return fail(memory.get_status());
+  auto context = parse_size(o.context, false);
+  if (!context.ok()) return fail(context.get_status());
+
+  cache::cache_plan_params p;
+  for (attention_kind k : cfg->layer_kinds) {
+    if (k == attention_kind::sliding) ++p.n_swa_layers;
+    if (k == attention_kind::csa) ++p.n_csa_layers;
+    if (k == attention_kind::hca) ++p.n_hca_layers;
+  }
+  p.n_mtp_layers = cfg->n_mtp_layers;
+  p.head_dim = cfg->head_dim;
+  p.rope_dim = cfg->rope_dim;
+  p.index_head_dim = cfg->index_head_dim > 0 ? cfg->index_head_dim : 128;
+  p.csa_rate = cfg->csa_rate;
+  p.hca_rate = cfg->hca_rate;
+  p.window = cfg->window;
+  p.page_size = o.page_size;
+  p.csa_ring = 2 * cfg->csa_rate;
+  p.hca_ring = cfg->hca_rate;
+  p.precision = o.precision == "fp8" ? cache::kv_precision::fp8 : cache::kv_precision::fp32;
+  p.memory_bytes = *memory;
+  p.context_len = *context;
+  auto plan = cache::cache_plan_make(p);
+  if (!plan.ok()) return fail(plan.get_status());
+  const cache::cache_plan& c = *plan;
+  const double mib = 1024.0 * 1024.0;
+  std::printf("model      %s\n", cfg->summary().c_str());
+  std::printf("layers     %lld SWA, %lld CSA, %lld HCA, %lld MTP; KV %s; page %lld tokens; window %lld\n",
+              (long long)p.n_swa_layers, (long long)p.n_csa_layers, (long long)p.n_hca_layers,
+              (long long)p.n_mtp_layers, o.precision.c_str(), (long long)p.page_size, (long long)p.window);
+  std::printf("\nbytes per token (all layers)\n");
+  std::printf("  C4 KV (CSA)         %10.1f\n", c.c4_kv_bytes_per_token);
+  std::printf("  C128 KV (HCA)       %10.1f\n", c.c128_kv_bytes_per_token);
+  std::printf("  indexer keys        %10.1f\n", c.indexer_bytes_per_token);
+  std::printf("  full pages (sum)    %10.1f   <- grows with context\n", c.full_bytes_per_token);
+  std::printf("  SWA KV              %10lld   <- only the last window + margin per sequence\n",
+              (long long)c.swa_kv_bytes_per_token);
+  std::printf("\npages\n");
+  std::printf("  full page           %10.2f MiB\n", c.full_page_bytes / mib);
+  std::printf("  SWA page            %10.2f MiB (state rings: CSA %.2f MiB, HCA %.2f MiB)\n", c.swa_page_bytes / mib,
+              c.csa_state_bytes_per_swa_page / mib, c.hca_state_bytes_per_swa_page / mib);
+  std::printf("\nper sequence of %lld tokens: %lld full + %lld SWA pages = %.1f MiB\n", (long long)p.context_len,
+              (long long)c.full_pages_per_seq, (long long)c.swa_pages_per_seq, c.bytes_per_seq / mib);
+  std::printf("in %.1f GiB: %lld sequences of %lld tokens; one sequence could hold %lld tokens\n",
+              *memory / (mib * 1024), (long long)c.max_seqs, (long long)p.context_len, (long long)c.max_tokens_one_seq);
+  std::printf("cache config: n_full_pages %lld, n_swa_pages %lld\n", (long long)c.n_full_pages,
+              (long long)c.n_swa_pages);
+  return 0;
+}
+
+}  // namespace hart::cli
