@@ -92,6 +92,8 @@ class cache_engine : public ::testing::TestWithParam<const char*> {
     }
   }
 
+  void run_random_round(unsigned seed);
+
   void check_cache(const char* after) {
     status s = cache_->check();
     ASSERT_TRUE(s.ok()) << "after " << after << ": " << s.to_string();
@@ -106,8 +108,16 @@ class cache_engine : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(cache_engine, random_request_mixes_match_uncached_runs_bitwise) {
+  // tiny-a is fast: several independent rounds; tiny-c (long, many hits): one.
+  const int rounds = std::string(GetParam()) == "tiny-a" ? 8 : 1;
   std::random_device rd;
-  const unsigned seed = rd();
+  for (int round = 0; round < rounds && !HasFatalFailure(); ++round) {
+    cache_ = std::make_unique<cache::shadow_radix>(cfg_);
+    run_random_round(rd());
+  }
+}
+
+void cache_engine::run_random_round(unsigned seed) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   const auto& base = g_->input_ids[0];
@@ -173,6 +183,42 @@ TEST_P(cache_engine, random_request_mixes_match_uncached_runs_bitwise) {
   EXPECT_EQ(m.swa_pages_used, 0);
   std::printf("%s: %lld finished, %lld prefix hits, hit rate %.2f\n", GetParam(), (long long)finished,
               (long long)hits, m.hit_rate());
+}
+
+TEST_P(cache_engine, prefix_edges_then_continuation_match_bitwise) {
+  // A first request caches a prefix of each edge length; a second, longer one
+  // hits it (page-aligned part only) and continues across the CSA/HCA block and
+  // page edges; a third continues the second after it finished (multi-turn).
+  const auto& base = g_->input_ids[0];
+  for (int64_t len : {3, 4, 5, 127, 128, 129, 255, 256, 257}) {
+    if (len + 75 > max_len_) continue;
+    SCOPED_TRACE("prefix " + std::to_string(len));
+    int64_t expect_hit = -1;
+    for (int64_t prompt : {len, len + 40, len + 70}) {
+      live_request r;
+      r.prompt_len = prompt;
+      r.target_len = prompt + 5;
+      r.tokens.assign(base.begin(), base.begin() + r.target_len);
+      auto id = cache_->admit(std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + prompt));
+      ASSERT_TRUE(id.ok()) << id.get_status().to_string();
+      r.id = *id;
+      r.seq = g_->eng->new_sequence();
+      const int64_t hit = cache_->pages(r.id).n_cached;
+      if (expect_hit >= 0) EXPECT_EQ(hit, expect_hit) << "prompt " << prompt;
+      ASSERT_TRUE(step(r, prompt));
+      for (int i = 0; i < 5; ++i) ASSERT_TRUE(step(r, 1));
+      ASSERT_TRUE(cache_->finish(r.id, r.tokens).ok());
+      verify(r);
+      check_cache("finish");
+      // The next, longer prompt reuses every full page below it (the window before
+      // a page edge is live right after finish).
+      expect_hit = std::min<int64_t>(r.target_len / cfg_.page_size * cfg_.page_size,
+                                     (prompt + 40 - 1) / cfg_.page_size * cfg_.page_size);
+      if (prompt == len + 40) expect_hit = std::min<int64_t>(r.target_len, len + 70 - 1) / cfg_.page_size * cfg_.page_size;
+    }
+    cache_->flush();
+    check_cache("flush");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(tiny, cache_engine, ::testing::Values("tiny-a", "tiny-c"));
