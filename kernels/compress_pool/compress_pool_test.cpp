@@ -3,57 +3,33 @@
 // where −inf gates get weight 0 and a channel whose gates are all −inf pools to 0.
 #include "kernels/compress_pool/compress_pool.h"
 
+#include "kernels/testing/op_test_util.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <iomanip>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace hart {
 namespace {
 
 // -- test helpers --------------------------------------------------------------
 
-// env: HART_TEST_SEED — replays a run with the seed printed by SCOPED_TRACE.
-uint32_t test_seed() {
-  if (const char* s = std::getenv("HART_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
-}
-
-std::string seed_trace(uint32_t seed) { return "seed=" + std::to_string(seed); }
+using testing::all_close;
+using testing::guarded_buffer;
+using testing::guards_intact;
+using testing::k_nan;
+using testing::seed_trace;
+using testing::test_seed;
+using testing::unguarded;
 
 const float k_ninf = -std::numeric_limits<float>::infinity();
-
-// |got - want| <= atol + rtol·mag[i] element-wise; a NaN or Inf must match exactly.
-::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<double>& want,
-                                     const std::vector<double>& mag, double rtol, double atol) {
-  int64_t n_bad = 0;
-  std::ostringstream os;
-  os << std::setprecision(9);
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double g = got[i], w = want[i];
-    bool ok;
-    if (std::isnan(g) || std::isnan(w)) {
-      ok = std::isnan(g) && std::isnan(w);
-    } else if (std::isinf(g) || std::isinf(w)) {
-      ok = g == w;
-    } else {
-      ok = std::fabs(g - w) <= atol + rtol * mag[i];
-    }
-    if (!ok && n_bad++ < 8) {
-      os << "\n  ch " << i << " got " << g << " want " << w << " (tol " << atol + rtol * mag[i] << ")";
-    }
-  }
-  if (n_bad) return ::testing::AssertionFailure() << n_bad << " of " << want.size() << " differ:" << os.str();
-  return ::testing::AssertionSuccess();
-}
+constexpr float k_guard_val = 12345.0f;  // one guard on each side of the output
 
 // Candidates as separate rows (the op takes row pointers, as gathered from a cache).
 struct candidates {
@@ -83,8 +59,7 @@ candidates random_candidates(std::mt19937& rng, int64_t n_cand, int64_t dim, flo
 }
 
 std::vector<float> run(const candidates& c, int64_t dim) {
-  std::vector<float> out(dim + 2, std::numeric_limits<float>::quiet_NaN());
-  out.back() = out.front() = 12345.0f;  // guards
+  std::vector<float> out = guarded_buffer(dim, 1, k_nan, k_guard_val);
   compress_pool_params p;
   p.kv = c.kv_ptr.data();
   p.gate = c.gate_ptr.data();
@@ -93,9 +68,8 @@ std::vector<float> run(const candidates& c, int64_t dim) {
   p.dim = dim;
   const status st = compress_pool_cpu(p);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  EXPECT_EQ(out.front(), 12345.0f);
-  EXPECT_EQ(out.back(), 12345.0f);
-  return std::vector<float>(out.begin() + 1, out.end() - 1);
+  EXPECT_TRUE(guards_intact(out, 1, k_guard_val));
+  return unguarded(out, 1);
 }
 
 // want[ch] and mag[ch] = Σ_j w_j·|kv_j[ch]| (bounds the rounding of the weighted sum).
@@ -139,7 +113,7 @@ TEST(compress_pool, matches_reference) {
       const auto got = run(c, dim);
       std::vector<double> want, mag;
       reference(c, dim, want, mag);
-      EXPECT_TRUE(all_close(got, want, mag, k_rtol, 0.0));
+      EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, k_rtol, 0.0));
     }
   }
 }
@@ -160,7 +134,7 @@ TEST(compress_pool, large_gates_are_stable) {
     const auto got = run(c, 19);
     std::vector<double> want, mag;
     reference(c, 19, want, mag);
-    EXPECT_TRUE(all_close(got, want, mag, k_rtol, 0.0));
+    EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, k_rtol, 0.0));
   }
 }
 
@@ -205,7 +179,7 @@ TEST(compress_pool, neg_inf_gates_have_zero_weight) {
       const auto got = run(c, dim);
       std::vector<double> want, mag;
       reference(c, dim, want, mag);
-      EXPECT_TRUE(all_close(got, want, mag, k_rtol, 0.0));
+      EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, k_rtol, 0.0));
     }
   }
   // CSA block 0 layout: 4 dead "A" candidates, 4 live "B" candidates
@@ -221,7 +195,7 @@ TEST(compress_pool, neg_inf_gates_have_zero_weight) {
   const auto got_live = run(live, 128);
   std::vector<double> want, mag;
   reference(live, 128, want, mag);
-  EXPECT_TRUE(all_close(got, want, mag, k_rtol, 0.0));
+  EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, k_rtol, 0.0));
   for (int64_t ch = 0; ch < 128; ++ch) EXPECT_NEAR(got[ch], got_live[ch], 1e-6 * (mag[ch] + 1e-30)) << ch;
 }
 
@@ -243,7 +217,7 @@ TEST(compress_pool, neg_inf_gate_ignores_non_finite_kv) {
   const auto got = run(c, dim);
   std::vector<double> want, mag;
   reference(c, dim, want, mag);
-  EXPECT_TRUE(all_close(got, want, mag, k_rtol, 0.0));
+  EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, k_rtol, 0.0));
 }
 
 // A channel whose every gate is −inf pools to exactly 0 (not NaN); the other
@@ -261,7 +235,7 @@ TEST(compress_pool, all_neg_inf_channel_is_zero) {
     EXPECT_EQ(got[18], 0.0f);
     std::vector<double> want, mag;
     reference(c, 19, want, mag);
-    EXPECT_TRUE(all_close(got, want, mag, k_rtol, 0.0));
+    EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, k_rtol, 0.0));
   }
 }
 

@@ -5,48 +5,38 @@
 // positions past the number of selectable values filled with −1.
 #include "kernels/indexer/indexer.h"
 
+#include "kernels/testing/op_test_util.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <iomanip>
-#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace hart {
 namespace {
 
 // -- test helpers --------------------------------------------------------------
 
-// env: HART_TEST_SEED — replays a run with the seed printed by SCOPED_TRACE.
-uint32_t test_seed() {
-  if (const char* s = std::getenv("HART_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
-}
-
-std::string seed_trace(uint32_t seed) { return "seed=" + std::to_string(seed); }
-
-const float k_nan = std::numeric_limits<float>::quiet_NaN();
-const float k_inf = std::numeric_limits<float>::infinity();
-
-std::vector<float> normal_vec(std::mt19937& rng, size_t n, float sigma) {
-  std::normal_distribution<float> nd(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& e : v) e = nd(rng);
-  return v;
-}
+using testing::guarded_buffer;
+using testing::guards_intact;
+using testing::k_inf;
+using testing::k_nan;
+using testing::normal_vec;
+using testing::seed_trace;
+using testing::test_seed;
+using testing::unguarded;
 
 // -- indexer_score -------------------------------------------------------------
 
 std::vector<float> run_score(const std::vector<float>& q, const std::vector<float>& w, const std::vector<float>& keys,
                              int64_t n_heads, int64_t head_dim, int64_t n_keys, float scale) {
-  std::vector<float> score(n_keys + 2, k_nan);
-  score.front() = score.back() = 4321.0f;  // guards
+  std::vector<float> score = guarded_buffer(n_keys, 1, k_nan, 4321.0f);  // one guard each side
   indexer_score_params p;
   p.q = q.data();
   p.w = w.data();
@@ -58,9 +48,8 @@ std::vector<float> run_score(const std::vector<float>& q, const std::vector<floa
   p.softmax_scale = scale;
   const status st = indexer_score_cpu(p);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  EXPECT_EQ(score.front(), 4321.0f);
-  EXPECT_EQ(score.back(), 4321.0f);
-  return std::vector<float>(score.begin() + 1, score.end() - 1);
+  EXPECT_TRUE(guards_intact(score, 1, 4321.0f));
+  return unguarded(score, 1);
 }
 
 TEST(indexer, score_matches_reference) {

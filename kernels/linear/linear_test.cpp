@@ -3,71 +3,30 @@
 // overwrite mode (y's old contents never leak in), non-square W.
 #include "kernels/linear/linear.h"
 
-#include <cmath>
-#include <cstdint>
-#include <cstdlib>
-#include <iomanip>
-#include <limits>
-#include <random>
-#include <sstream>
-#include <string>
-#include <vector>
+#include "kernels/testing/op_test_util.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
 
 namespace hart {
 namespace {
 
 // -- test helpers --------------------------------------------------------------
 
-// env: HART_TEST_SEED — replays a run with the seed printed by SCOPED_TRACE.
-uint32_t test_seed() {
-  if (const char* s = std::getenv("HART_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
-}
+using testing::all_close;
+using testing::guards_intact;
+using testing::k_sentinel;
+using testing::normal_vec;
+using testing::seed_trace;
+using testing::test_seed;
 
-std::string seed_trace(uint32_t seed) { return "seed=" + std::to_string(seed); }
-
-// |got - want| <= atol + rtol·mag[i] element-wise; a NaN or Inf must match exactly.
-::testing::AssertionResult all_close(const float* got, const std::vector<double>& want,
-                                     const std::vector<double>& mag, double rtol, double atol) {
-  int64_t n_bad = 0;
-  std::ostringstream os;
-  os << std::setprecision(9);
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double g = got[i], w = want[i];
-    bool ok;
-    if (std::isnan(g) || std::isnan(w)) {
-      ok = std::isnan(g) && std::isnan(w);
-    } else if (std::isinf(g) || std::isinf(w)) {
-      ok = g == w;
-    } else {
-      ok = std::fabs(g - w) <= atol + rtol * mag[i];
-    }
-    if (!ok && n_bad++ < 8) {
-      os << "\n  [" << i << "] got " << g << " want " << w << " (tol " << atol + rtol * mag[i] << ")";
-    }
-  }
-  if (n_bad) return ::testing::AssertionFailure() << n_bad << " of " << want.size() << " differ:" << os.str();
-  return ::testing::AssertionSuccess();
-}
-
-constexpr float k_sentinel = -7.25e33f;  // guard-region fill; must survive every call
-constexpr int64_t k_guard = 16;
-
-bool guards_intact(const std::vector<float>& buf, int64_t body) {
-  for (int64_t i = 0; i < k_guard; ++i) {
-    if (buf[i] != k_sentinel || buf[k_guard + body + i] != k_sentinel) return false;
-  }
-  return true;
-}
-
-std::vector<float> random_vec(std::mt19937& rng, int64_t n) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& e : v) e = nd(rng);
-  return v;
-}
+constexpr int64_t k_guard = 16;  // sentinels on each side of y
 
 // y0 (if given) + x W^T in double; mag = |y0| + Σ_i |x_i·w_i| bounds the rounding.
 void reference(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>* y0,
@@ -103,9 +62,9 @@ const shape k_shapes[] = {
 void run_case(std::mt19937& rng, const shape& s, bool accumulate) {
   SCOPED_TRACE("n_rows=" + std::to_string(s.n_rows) + " in=" + std::to_string(s.in) +
                " out=" + std::to_string(s.out) + " accumulate=" + std::to_string(accumulate));
-  const auto x = random_vec(rng, s.n_rows * s.in);
-  const auto w = random_vec(rng, s.out * s.in);
-  const auto y0 = random_vec(rng, s.n_rows * s.out);
+  const auto x = normal_vec(rng, s.n_rows * s.in, 1.0f);
+  const auto w = normal_vec(rng, s.out * s.in, 1.0f);
+  const auto y0 = normal_vec(rng, s.n_rows * s.out, 1.0f);
   std::vector<float> y(s.n_rows * s.out + 2 * k_guard, k_sentinel);
   for (int64_t i = 0; i < s.n_rows * s.out; ++i) {
     // overwrite mode must ignore what y held (NaN would poison a beta·y term)
@@ -123,8 +82,8 @@ void run_case(std::mt19937& rng, const shape& s, bool accumulate) {
   ASSERT_TRUE(st.ok()) << st.to_string();
   std::vector<double> want, mag;
   reference(x, w, accumulate ? &y0 : nullptr, s.n_rows, s.in, s.out, want, mag);
-  EXPECT_TRUE(all_close(y.data() + k_guard, want, mag, k_rtol, 0.0));
-  EXPECT_TRUE(guards_intact(y, s.n_rows * s.out));
+  EXPECT_TRUE(all_close(y.data() + k_guard, size_t(s.n_rows * s.out), want, mag, k_rtol, 0.0));
+  EXPECT_TRUE(guards_intact(y, k_guard));
 }
 
 // -- tests -----------------------------------------------------------------------
@@ -179,7 +138,7 @@ TEST(linear, zero_rows_touches_nothing) {
     p.accumulate = accumulate;
     const status st = linear_cpu(p);
     EXPECT_TRUE(st.ok()) << st.to_string();
-    EXPECT_TRUE(guards_intact(y, 0));
+    EXPECT_TRUE(guards_intact(y, k_guard));
   }
 }
 

@@ -12,63 +12,27 @@
 //   hc_head: out = Σ_i (sigmoid(mix[i]·scale[0] + base[i]) + hc_eps)·X[i]
 #include "kernels/mhc/mhc.h"
 
+#include "kernels/testing/op_test_util.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <iomanip>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace hart {
 namespace {
 
 // -- test helpers --------------------------------------------------------------
 
-// env: HART_TEST_SEED — replays a run with the seed printed by SCOPED_TRACE.
-uint32_t test_seed() {
-  if (const char* s = std::getenv("HART_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
-}
-
-std::string seed_trace(uint32_t seed) { return "seed=" + std::to_string(seed); }
-
-// |got - want| <= atol + rtol·mag[i] element-wise; a NaN or Inf must match exactly.
-::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<double>& want,
-                                     const std::vector<double>& mag, double rtol, double atol) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size mismatch";
-  int64_t n_bad = 0;
-  std::ostringstream os;
-  os << std::setprecision(9);
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double g = got[i], w = want[i];
-    bool ok;
-    if (std::isnan(g) || std::isnan(w)) {
-      ok = std::isnan(g) && std::isnan(w);
-    } else if (std::isinf(g) || std::isinf(w)) {
-      ok = g == w;
-    } else {
-      ok = std::fabs(g - w) <= atol + rtol * mag[i];
-    }
-    if (!ok && n_bad++ < 8) {
-      os << "\n  [" << i << "] got " << g << " want " << w << " (tol " << atol + rtol * mag[i] << ")";
-    }
-  }
-  if (n_bad) return ::testing::AssertionFailure() << n_bad << " of " << want.size() << " differ:" << os.str();
-  return ::testing::AssertionSuccess();
-}
-
-std::vector<float> normal_vec(std::mt19937& rng, size_t n, float sigma) {
-  std::normal_distribution<float> nd(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& e : v) e = nd(rng);
-  return v;
-}
+using testing::all_close;
+using testing::normal_vec;
+using testing::seed_trace;
+using testing::test_seed;
 
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
@@ -226,9 +190,14 @@ TEST(mhc, hc_pre_matches_reference) {
       const auto in = make_pre_inputs(rng, s.n_tokens, n, s.dim, (2 + n) * n);
       const auto got = run_hc_pre(in, s.n_tokens, n, s.dim, iters);
       const auto want = ref_hc_pre(in.x, in.fn, in.base, in.scale, s.n_tokens, n, s.dim, iters, 1e-6, 1e-6);
-      EXPECT_TRUE(all_close(got.post, want.post, ones(want.post.size()), k_rtol, 0.0)) << "post";
-      EXPECT_TRUE(all_close(got.comb, want.comb, ones(want.comb.size()), 0.0, k_comb_atol)) << "comb";
-      EXPECT_TRUE(all_close(got.collapsed, want.collapsed, want.collapsed_mag, k_rtol, 0.0)) << "collapsed";
+      EXPECT_TRUE(all_close(got.post.data(), got.post.size(), want.post, ones(want.post.size()), k_rtol, 0.0))
+          << "post";
+      EXPECT_TRUE(
+          all_close(got.comb.data(), got.comb.size(), want.comb, ones(want.comb.size()), 0.0, k_comb_atol))
+          << "comb";
+      EXPECT_TRUE(all_close(got.collapsed.data(), got.collapsed.size(), want.collapsed, want.collapsed_mag,
+                            k_rtol, 0.0))
+          << "collapsed";
     }
   }
 }
@@ -303,7 +272,8 @@ TEST(mhc, hc_pre_comb_eps_after_saturated_softmax) {
     const pre_inputs in{x, fn, base, scale};
     const auto got = run_hc_pre(in, 1, n, dim, iters);
     const auto want = ref_hc_pre(x, fn, base, scale, 1, n, dim, iters, 1e-6, 1e-6);
-    EXPECT_TRUE(all_close(got.comb, want.comb, ones(want.comb.size()), 0.0, k_comb_atol));
+    EXPECT_TRUE(
+        all_close(got.comb.data(), got.comb.size(), want.comb, ones(want.comb.size()), 0.0, k_comb_atol));
     if (iters == 1) {
       for (int64_t j = 0; j < n; ++j) {
         EXPECT_NEAR(got.comb[j * n + 1], 0.2, 1e-4) << "row " << j;
@@ -324,9 +294,14 @@ TEST(mhc, hc_pre_and_head_norm_eps_with_tiny_streams) {
   for (size_t i = 0; i < in.x.size(); ++i) in.x[i] = 1e-4f * x_unit[i];
   const auto got = run_hc_pre(in, n_tokens, n, dim, 20);
   const auto want = ref_hc_pre(in.x, in.fn, in.base, in.scale, n_tokens, n, dim, 20, 1e-6, 1e-6);
-  EXPECT_TRUE(all_close(got.post, want.post, ones(want.post.size()), k_rtol, 0.0)) << "post";
-  EXPECT_TRUE(all_close(got.comb, want.comb, ones(want.comb.size()), 0.0, k_comb_atol)) << "comb";
-  EXPECT_TRUE(all_close(got.collapsed, want.collapsed, want.collapsed_mag, k_rtol, 0.0)) << "collapsed";
+  EXPECT_TRUE(all_close(got.post.data(), got.post.size(), want.post, ones(want.post.size()), k_rtol, 0.0))
+      << "post";
+  EXPECT_TRUE(
+      all_close(got.comb.data(), got.comb.size(), want.comb, ones(want.comb.size()), 0.0, k_comb_atol))
+      << "comb";
+  EXPECT_TRUE(
+      all_close(got.collapsed.data(), got.collapsed.size(), want.collapsed, want.collapsed_mag, k_rtol, 0.0))
+      << "collapsed";
 }
 
 // -- hc_post -----------------------------------------------------------------------
@@ -387,7 +362,7 @@ TEST(mhc, hc_post_matches_reference) {
     const auto got = run_hc_post(x, y, post, comb, s.n_tokens, n, s.dim);
     std::vector<double> want, mag;
     ref_hc_post(x, y, post, comb, s.n_tokens, n, s.dim, want, mag);
-    EXPECT_TRUE(all_close(got, want, mag, k_rtol, 0.0));
+    EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, k_rtol, 0.0));
   }
 }
 
@@ -493,7 +468,7 @@ TEST(mhc, hc_head_matches_reference) {
         mag[t * s.dim + d] = m;
       }
     }
-    EXPECT_TRUE(all_close(out, want, mag, k_rtol, 0.0));
+    EXPECT_TRUE(all_close(out.data(), out.size(), want, mag, k_rtol, 0.0));
   }
 }
 

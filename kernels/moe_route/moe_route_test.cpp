@@ -6,39 +6,27 @@
 // comparisons here treat each token's (expert, weight) pairs as a set.
 #include "kernels/moe_route/moe_route.h"
 
+#include "kernels/testing/op_test_util.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <iomanip>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace hart {
 namespace {
 
 // -- test helpers --------------------------------------------------------------
 
-// env: HART_TEST_SEED — replays a run with the seed printed by SCOPED_TRACE.
-uint32_t test_seed() {
-  if (const char* s = std::getenv("HART_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
-}
-
-std::string seed_trace(uint32_t seed) { return "seed=" + std::to_string(seed); }
-
-std::vector<float> normal_vec(std::mt19937& rng, size_t n, float sigma) {
-  std::normal_distribution<float> nd(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& e : v) e = nd(rng);
-  return v;
-}
+using testing::normal_vec;
+using testing::seed_trace;
+using testing::test_seed;
 
 // torch.nn.functional.softplus(x) (beta 1, threshold 20), then sqrt, in double
 double ref_score(float x) {

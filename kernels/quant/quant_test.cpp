@@ -1,5 +1,6 @@
 #include "kernels/quant/quant.h"
 
+#include "kernels/testing/op_test_util.h"
 #include "runtime/core/codecs.h"
 
 #include <gtest/gtest.h>
@@ -96,10 +97,11 @@ std::vector<float> random_blocks(std::mt19937& rng, int64_t n, int64_t block, in
   return x;
 }
 
+// env: HART_TEST_SEED replays a run (testing::test_seed).
 struct seeded {
-  uint32_t seed = std::random_device{}();
+  uint32_t seed = testing::test_seed();
   std::mt19937 rng{seed};
-  std::string trace() const { return "seed=" + std::to_string(seed); }
+  std::string trace() const { return testing::seed_trace(seed); }
 };
 
 // -- scale exponent -----------------------------------------------------------

@@ -4,17 +4,18 @@
 // is checked against rms_norm_cpu on the same inputs.
 #include "kernels/rms_norm/rms_norm.h"
 
+#include "kernels/testing/op_test_util.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <iomanip>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #ifdef HART_CUDA
 #include <cuda_runtime.h>
@@ -25,15 +26,10 @@ namespace {
 
 // -- test helpers --------------------------------------------------------------
 
-// env: HART_TEST_SEED — replays a run with the seed printed by SCOPED_TRACE.
-uint32_t test_seed() {
-  if (const char* s = std::getenv("HART_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
-}
-
-std::string seed_trace(uint32_t seed) { return "seed=" + std::to_string(seed); }
-
-constexpr float k_sentinel = -7.25e33f;  // fill of the gaps between rows; must survive
+using testing::k_sentinel;  // fill of the gaps between rows; must survive
+using testing::seed_trace;
+using testing::test_seed;
+using testing::value_close;
 
 // got[r*stride + i] vs want[r*dim + i]: |got - want| <= rtol·|want| + atol;
 // NaN/Inf must match exactly; every gap element (i >= dim) must still be k_sentinel.
@@ -51,13 +47,7 @@ constexpr float k_sentinel = -7.25e33f;  // fill of the gaps between rows; must 
         ok = got[r * stride + i] == k_sentinel;
       } else {
         w = want[r * dim + i];
-        if (std::isnan(g) || std::isnan(w)) {
-          ok = std::isnan(g) && std::isnan(w);
-        } else if (std::isinf(g) || std::isinf(w)) {
-          ok = g == w;
-        } else {
-          ok = std::fabs(g - w) <= atol + rtol * std::fabs(w);
-        }
+        ok = value_close(g, w, atol + rtol * std::fabs(w));
       }
       if (!ok && n_bad++ < 8) os << "\n  row " << r << " [" << i << "] got " << g << " want " << w;
     }

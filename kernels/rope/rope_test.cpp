@@ -10,10 +10,13 @@
 // large_positions additionally bounds the distance to the exact-angle rotation.
 #include "kernels/rope/rope.h"
 
+#include "kernels/testing/op_test_util.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <iomanip>
 #include <random>
@@ -21,22 +24,15 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 namespace hart {
 namespace {
 
 // -- test helpers --------------------------------------------------------------
 
-// env: HART_TEST_SEED — replays a run with the seed printed by SCOPED_TRACE.
-uint32_t test_seed() {
-  if (const char* s = std::getenv("HART_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
-}
+using testing::k_sentinel;  // fill of the gaps between rows
+using testing::seed_trace;
+using testing::test_seed;
 
-std::string seed_trace(uint32_t seed) { return "seed=" + std::to_string(seed); }
-
-constexpr float k_sentinel = -7.25e33f;  // fill of the gaps between rows
 constexpr double k_pi = 3.14159265358979323846;
 
 // inv_freq[i] = theta^(-2i/rope_dim); with `yarn`, v4-model.md §8.3's

@@ -6,38 +6,31 @@
 // (output ~0), large logits (no overflow), repeated key pointers.
 #include "kernels/sparse_attention/sparse_attention.h"
 
+#include "kernels/testing/op_test_util.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <iomanip>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace hart {
 namespace {
 
 // -- test helpers --------------------------------------------------------------
 
-// env: HART_TEST_SEED — replays a run with the seed printed by SCOPED_TRACE.
-uint32_t test_seed() {
-  if (const char* s = std::getenv("HART_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
-}
-
-std::string seed_trace(uint32_t seed) { return "seed=" + std::to_string(seed); }
-
-std::vector<float> normal_vec(std::mt19937& rng, size_t n, float sigma) {
-  std::normal_distribution<float> nd(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& e : v) e = nd(rng);
-  return v;
-}
+using testing::all_close;
+using testing::guarded_buffer;
+using testing::guards_intact;
+using testing::k_nan;
+using testing::normal_vec;
+using testing::seed_trace;
+using testing::test_seed;
+using testing::unguarded;
 
 struct problem {
   int64_t n_heads = 0, head_dim = 0;
@@ -62,8 +55,8 @@ problem random_problem(std::mt19937& rng, int64_t n_heads, int64_t head_dim, int
 }
 
 std::vector<float> run(const problem& pr) {
-  std::vector<float> out(pr.n_heads * pr.head_dim + 2, std::numeric_limits<float>::quiet_NaN());
-  out.front() = out.back() = 4321.0f;  // guards
+  std::vector<float> out =
+      guarded_buffer(pr.n_heads * pr.head_dim, 1, k_nan, 4321.0f);  // one guard each side
   sparse_attention_params p;
   p.q = pr.q.data();
   p.kv = pr.kv.empty() ? nullptr : pr.kv.data();
@@ -75,9 +68,8 @@ std::vector<float> run(const problem& pr) {
   p.scale = pr.scale;
   const status st = sparse_attention_cpu(p);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  EXPECT_EQ(out.front(), 4321.0f);
-  EXPECT_EQ(out.back(), 4321.0f);
-  return std::vector<float>(out.begin() + 1, out.end() - 1);
+  EXPECT_TRUE(guards_intact(out, 1, 4321.0f));
+  return unguarded(out, 1);
 }
 
 // Expected output and a per-element error bound. The op's fp32 logits carry an
@@ -115,19 +107,6 @@ void reference(const problem& pr, std::vector<double>& want, std::vector<double>
   }
 }
 
-::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<double>& want,
-                                     const std::vector<double>& tol) {
-  int64_t n_bad = 0;
-  std::ostringstream os;
-  os << std::setprecision(9);
-  for (size_t i = 0; i < want.size(); ++i) {
-    const bool ok = std::isfinite(got[i]) && std::fabs(got[i] - want[i]) <= tol[i];
-    if (!ok && n_bad++ < 8) os << "\n  [" << i << "] got " << got[i] << " want " << want[i] << " (tol " << tol[i] << ")";
-  }
-  if (n_bad) return ::testing::AssertionFailure() << n_bad << " of " << want.size() << " differ:" << os.str();
-  return ::testing::AssertionSuccess();
-}
-
 // -- tests -----------------------------------------------------------------------
 
 TEST(sparse_attention, matches_reference) {
@@ -143,7 +122,7 @@ TEST(sparse_attention, matches_reference) {
         const auto got = run(pr);
         std::vector<double> want, tol;
         reference(pr, want, tol);
-        EXPECT_TRUE(all_close(got, want, tol));
+        EXPECT_TRUE(all_close(got.data(), got.size(), want, tol, 1.0, 0.0));  // |got - want| <= tol
       }
     }
   }
@@ -162,7 +141,7 @@ TEST(sparse_attention, large_logits_are_stable) {
     const auto got = run(pr);
     std::vector<double> want, tol;
     reference(pr, want, tol);
-    EXPECT_TRUE(all_close(got, want, tol));
+    EXPECT_TRUE(all_close(got.data(), got.size(), want, tol, 1.0, 0.0));  // |got - want| <= tol
   }
 }
 

@@ -5,34 +5,30 @@
 // limit 0 means no clamp; row_weight null means 1.
 #include "kernels/swiglu/swiglu.h"
 
+#include "kernels/testing/op_test_util.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <iomanip>
-#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace hart {
 namespace {
 
 // -- test helpers --------------------------------------------------------------
 
-// env: HART_TEST_SEED — replays a run with the seed printed by SCOPED_TRACE.
-uint32_t test_seed() {
-  if (const char* s = std::getenv("HART_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
-}
-
-std::string seed_trace(uint32_t seed) { return "seed=" + std::to_string(seed); }
-
-const float k_nan = std::numeric_limits<float>::quiet_NaN();
-constexpr float k_sentinel = -7.25e33f;  // output guard fill
+using testing::guarded_buffer;
+using testing::guards_intact;
+using testing::k_nan;
+using testing::seed_trace;
+using testing::test_seed;
+using testing::unguarded;
 
 double ref_swiglu(float g, float u, double limit, double w) {
   double gg = g, uu = u;
@@ -53,8 +49,7 @@ constexpr int64_t k_guard = 8;
 
 std::vector<float> run(const std::vector<float>& gate, const std::vector<float>& up, const std::vector<float>* rw,
                        const layout& l, float limit) {
-  std::vector<float> out(l.n_rows * l.dim + 2 * k_guard, k_sentinel);
-  for (int64_t i = 0; i < l.n_rows * l.dim; ++i) out[k_guard + i] = k_nan;
+  std::vector<float> out = guarded_buffer(l.n_rows * l.dim, k_guard, k_nan);
   swiglu_params p;
   p.gate = gate.data();
   p.up = up.data();
@@ -66,11 +61,8 @@ std::vector<float> run(const std::vector<float>& gate, const std::vector<float>&
   p.limit = limit;
   const status st = swiglu_cpu(p);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  for (int64_t i = 0; i < k_guard; ++i) {
-    EXPECT_EQ(out[i], k_sentinel) << "guard before out clobbered";
-    EXPECT_EQ(out[k_guard + l.n_rows * l.dim + i], k_sentinel) << "guard after out clobbered";
-  }
-  return std::vector<float>(out.begin() + k_guard, out.end() - k_guard);
+  EXPECT_TRUE(guards_intact(out, k_guard));
+  return unguarded(out, k_guard);
 }
 
 // exp, divide and two or three products in fp32: a few ulps of |h|
