@@ -1,0 +1,57 @@
+#include "runtime/sched/request.h"
+
+namespace hart::sched {
+
+status gen_request::validate(int32_t vocab_size) const {
+  if (prompt.empty()) return invalid_argument("request %llu: empty prompt", (unsigned long long)id);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab_size) {
+      return invalid_argument("request %llu: prompt token %d at %zu outside [0, %d)", (unsigned long long)id,
+                              prompt[i], i, vocab_size);
+    }
+  }
+  for (int32_t t : stop_token_ids) {
+    if (t < 0 || t >= vocab_size) return invalid_argument("request %llu: stop token %d outside [0, %d)", (unsigned long long)id, t, vocab_size);
+  }
+  for (const std::string& s : stop) {
+    if (s.empty()) return invalid_argument("request %llu: empty stop string", (unsigned long long)id);
+  }
+  if (max_new_tokens < 1) return invalid_argument("request %llu: max_new_tokens %lld < 1", (unsigned long long)id, (long long)max_new_tokens);
+  if (min_new_tokens < 0 || min_new_tokens > max_new_tokens) {
+    return invalid_argument("request %llu: min_new_tokens %lld not in [0, max_new_tokens=%lld]", (unsigned long long)id,
+                            (long long)min_new_tokens, (long long)max_new_tokens);
+  }
+  if (n < 1 || n > max_samples) return invalid_argument("request %llu: n %d not in [1, %d]", (unsigned long long)id, n, max_samples);
+  if (top_logprobs < 0 || top_logprobs > max_top_logprobs) {
+    return invalid_argument("request %llu: top_logprobs %d not in [0, %d]", (unsigned long long)id, top_logprobs, max_top_logprobs);
+  }
+  if (deadline_us < 0) return invalid_argument("request %llu: deadline_us %lld < 0", (unsigned long long)id, (long long)deadline_us);
+  return sampling(0).validate();
+}
+
+sampling_params gen_request::sampling(int32_t i) const {
+  sampling_params p;
+  p.temperature = temperature;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  p.seed = seed + uint64_t(i);
+  return p;
+}
+
+const char* finish_reason_name(finish_reason r) {
+  switch (r) {
+    case finish_reason::stop: return "stop";
+    case finish_reason::length: return "length";
+    case finish_reason::abort: return "abort";
+    case finish_reason::error: return "error";
+  }
+  return "?";
+}
+
+void event_batch::append(event_batch&& o) {
+  for (token_event& e : o.tokens) tokens.push_back(std::move(e));
+  for (finish_event& e : o.finishes) finishes.push_back(std::move(e));
+}
+
+}  // namespace hart::sched

@@ -1,0 +1,96 @@
+// File: runtime/sched/request.h
+// What a client asks for (gen_request) and what the serving core answers
+// (token_event per generated token, finish_event per sample). Plain values:
+// the actor layer copies them into messages, the protocol layer into capnp.
+//
+//   gen_request r;
+//   r.id = 7; r.prompt = ids; r.max_new_tokens = 32; r.n = 4; r.temperature = 0.8f; r.seed = 1;
+//   HART_RETURN_IF_ERROR(r.validate(vocab_size));
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "runtime/sample/sampler.h"
+
+namespace hart::sched {
+
+/// Hard limits on a request's fan-out (user input beyond them is invalid_argument).
+constexpr int32_t max_samples = 64;
+constexpr int32_t max_top_logprobs = 20;
+
+struct gen_request {
+  uint64_t id = 0;              // unique among live requests
+  std::vector<int32_t> prompt;  // token ids, non-empty
+  // -- sampling ---
+  float temperature = 0.0f;  // 0 = greedy
+  float top_p = 1.0f;
+  int64_t top_k = 0;  // 0 = off
+  float min_p = 0.0f;
+  uint64_t seed = 0;  // sample i uses seed + i
+  // -- stopping ---
+  int64_t max_new_tokens = 16;
+  int64_t min_new_tokens = 0;          // EOS, stop ids and stop strings are ignored before it
+  std::vector<std::string> stop;       // matched on the detokenized text, never emitted
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  // -- fan-out and outputs ---
+  int32_t n = 1;  // samples; each its own sequence sharing the prompt's cached prefix
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  // -- scheduling ---
+  int32_t priority = 0;     // larger is served first; FCFS within a priority
+  int64_t deadline_us = 0;  // absolute, on the scheduler's clock; 0 = none; past it: finish abort
+
+  status validate(int32_t vocab_size) const;
+  /// Sampling parameters of sample `i` (seed + i).
+  sampling_params sampling(int32_t i) const;
+};
+
+enum class finish_reason { stop, length, abort, error };
+const char* finish_reason_name(finish_reason r);
+
+struct token_logprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+/// One generated token of one sample.
+struct token_event {
+  uint64_t request_id = 0;
+  int32_t sample = 0;
+  int32_t token = 0;
+  /// log-probability under the distribution actually sampled (see
+  /// sampling_logprobs.h); 0 unless the request asked for logprobs.
+  float logprob = 0.0f;
+  std::vector<token_logprob> top_logprobs;  // best first; empty unless asked for
+  std::string text;  // complete UTF-8 released by this token (may be empty: held back)
+};
+
+/// The end of one sample. Timings are µs from submission.
+struct finish_event {
+  uint64_t request_id = 0;
+  int32_t sample = 0;
+  finish_reason reason = finish_reason::stop;
+  std::string message;  // why, for abort and error
+  std::string text;     // held-back text released at the end (abort, error)
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache at first admission
+  int64_t queued_us = 0;      // until first scheduled
+  int64_t ttft_us = -1;       // until the first token; -1 if none
+  int64_t total_us = 0;
+};
+
+/// Events in the order they happened (tokens of a sample precede its finish).
+struct event_batch {
+  std::vector<token_event> tokens;
+  std::vector<finish_event> finishes;
+
+  bool empty() const { return tokens.empty() && finishes.empty(); }
+  void append(event_batch&& o);
+};
+
+}  // namespace hart::sched

@@ -1,0 +1,152 @@
+// File: runtime/sched/scheduler.h
+// Continuous-batching policy over a ShadowRadix cache (style R22: plain class,
+// no engine, no CAF, no CUDA). Each step:
+//   1. running sequences, best first (priority, then arrival): every decoding
+//      one gets one token, a prefilling one a chunk (<= prefill_chunk) while
+//      the per-step token budget (max_batch_tokens) lasts; when the cache
+//      cannot reserve, the worst unplanned running sequence is preempted
+//      (finished into the cache, requeued at its old place, so its recompute
+//      hits its own prefix);
+//   2. waiting sequences, best first, are admitted (shadow_radix::admit +
+//      reserve for their first chunk) while budget and max_running last;
+//      resource_exhausted leaves them queued. Samples 1..n-1 of a request wait
+//      until sample 0 has computed the prompt, so they hit its cached pages.
+// schedule() → step_plan → (worker) → complete(step_plan, step_result) → events.
+// At most one plan is in flight; abort and pause may be called while it is:
+// they take effect on its sequences in complete(). Not thread-safe.
+//
+//   scheduler s(params, cache, &tok);
+//   HART_RETURN_IF_ERROR(s.submit(req));
+//   step_plan p = s.schedule();
+//   event_batch ev = s.complete(p, worker.execute(p));
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "runtime/cache/shadow_radix.h"
+#include "runtime/sched/request.h"
+#include "runtime/sched/step.h"
+#include "runtime/sched/stop_rules.h"
+#include "runtime/text/tokenizer.h"
+
+namespace hart::sched {
+
+struct scheduler_params {
+  int64_t max_batch_tokens = 2048;  // tokens fed per step, all sequences together
+  int64_t max_running = 64;         // sequences holding cache pages at once
+  int64_t prefill_chunk = 512;      // most prompt tokens of one sequence per step
+  int32_t vocab_size = 0;           // for request validation
+  int32_t eos_token_id = -1;        // < 0: none
+  int64_t max_context = 0;          // prompt + generated tokens at most; 0 = unlimited
+
+  status validate() const;
+};
+
+enum class pause_mode {
+  abort,     // abort everything (finish reason abort)
+  retract,   // preempt every running sequence back to the queue (into the cache)
+  in_place,  // stop scheduling; keep every state
+};
+
+/// Monotonic counters (since construction).
+struct scheduler_counters {
+  int64_t steps = 0;
+  int64_t submitted = 0;
+  int64_t finished = 0;            // samples, any reason
+  int64_t preemptions = 0;
+  int64_t fed_tokens = 0;          // tokens through the model (prompt, recompute, decode)
+  int64_t generated_tokens = 0;
+  int64_t ttft_us_sum = 0, ttft_count = 0;
+};
+
+class scheduler {
+ public:
+  /// `cache` and `tok` (may be null: no text, no stop strings) must outlive it.
+  /// `clock` returns µs on a monotonic clock (default: steady_clock).
+  scheduler(const scheduler_params& params, cache::shadow_radix& cache, const tokenizer* tok,
+            std::function<int64_t()> clock = {});
+  ~scheduler();
+  scheduler(const scheduler&) = delete;
+  scheduler& operator=(const scheduler&) = delete;
+
+  // -- requests ---
+
+  /// Queues r (n sequences). invalid_argument for bad input, failed_precondition
+  /// for an id that is still live, out_of_range for a prompt over max_context.
+  status submit(gen_request r);
+  /// Ends every sample of request `id` with reason abort (partial output kept);
+  /// empty if it is not live.
+  event_batch abort(uint64_t id);
+  event_batch abort_all();
+
+  // -- control ---
+
+  event_batch pause(pause_mode mode);
+  void resume();
+  bool paused() const { return paused_; }
+  /// Drops every unlocked cached page (pages of live sequences stay).
+  void flush_cache();
+
+  // -- the step ---
+
+  /// The next batch; empty when paused or nothing fits. Events produced while
+  /// planning (deadlines passed, requests that can never fit) go to take_events().
+  step_plan schedule();
+  /// Applies the worker's result for `plan` (the last one schedule() returned).
+  event_batch complete(const step_plan& plan, const step_result& result);
+  event_batch take_events();
+
+  // -- state ---
+
+  int64_t n_waiting() const { return int64_t(waiting_.size()); }
+  int64_t n_running() const { return int64_t(running_.size()); }
+  bool idle() const { return seqs_.empty(); }
+  bool in_flight() const { return in_flight_; }
+  const scheduler_counters& counters() const { return counters_; }
+  int64_t now_us() const { return clock_(); }
+
+ private:
+  struct request_rec;
+  struct seq;
+  /// (−priority, arrival ticket, seq id): best first.
+  using order_key = std::tuple<int64_t, uint64_t, uint64_t>;
+
+  order_key key(const seq& s) const;
+  void enqueue(seq& s);
+  void dequeue(seq& s);
+  void add_running(seq& s);
+  void remove_running(seq& s);
+  /// Reserves pages for s up to `n_tokens`, preempting unplanned sequences as
+  /// needed. False if s itself was preempted or ended (event in outbox_).
+  bool reserve(seq& s, int64_t n_tokens, const std::set<uint64_t>& planned);
+  void preempt(seq& s);
+  /// Ends s, releasing its cache request (into the cache unless `error`), and
+  /// appends its finish event to `ev`.
+  void finish(seq& s, finish_reason reason, std::string message, event_batch& ev, std::string text = {});
+  bool sibling_blocked(const seq& s) const;
+  step_item make_item(seq& s, int64_t chunk);
+
+  scheduler_params params_;
+  cache::shadow_radix& cache_;
+  const tokenizer* tok_;
+  std::function<int64_t()> clock_;
+  std::map<uint64_t, std::shared_ptr<request_rec>> requests_;  // by request id
+  std::map<uint64_t, std::unique_ptr<seq>> seqs_;              // by seq id
+  std::set<order_key> waiting_;
+  std::set<order_key> running_;
+  uint64_t next_seq_id_ = 1, next_ticket_ = 1, next_step_ = 1;
+  bool paused_ = false;
+  bool in_flight_ = false;
+  uint64_t in_flight_step_ = 0;
+  event_batch outbox_;
+  scheduler_counters counters_;
+};
+
+}  // namespace hart::sched

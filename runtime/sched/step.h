@@ -1,0 +1,62 @@
+// File: runtime/sched/step.h
+// The unit of work between the scheduler and a worker: a step_plan says, for
+// each sequence of one batch, which tokens to feed at which positions of which
+// pages, and whether to sample after its last position; the step_result brings
+// back the sampled tokens. Both are plain values (copyable into messages; a
+// remote worker needs nothing else: page tables travel with the plan, and each
+// step's sampling seed is derived from the sequence's seed and its token count,
+// so a worker keeps no per-sequence state).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "runtime/sample/sampler.h"
+#include "runtime/sched/request.h"
+
+namespace hart::sched {
+
+struct step_item {
+  uint64_t seq_id = 0;  // the scheduler's key for this sequence
+  uint64_t request_id = 0;
+  int32_t sample = 0;
+  std::vector<int32_t> tokens;       // fed at positions n_computed, n_computed + 1, ...
+  std::vector<int32_t> full_pages;   // the cache's page table (shadow_radix::pages)
+  std::vector<int32_t> swa_pages;
+  int64_t n_computed = 0;            // positions that already hold valid KV
+  bool sample_last = false;          // sample a token from the last fed position's logits
+  sampling_params sampling;          // this step's parameters (seed already derived)
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+};
+
+struct step_plan {
+  uint64_t step = 0;  // matches the step_result
+  std::vector<step_item> items;
+
+  bool empty() const { return items.empty(); }
+  int64_t n_tokens() const;
+};
+
+struct sampled_token {
+  uint64_t seq_id = 0;
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<token_logprob> top_logprobs;
+};
+
+struct step_result {
+  uint64_t step = 0;
+  /// Not ok: the step failed as a whole; every sequence in it ends with `error`.
+  status error;
+  /// One per item with sample_last, in item order.
+  std::vector<sampled_token> sampled;
+};
+
+/// Seed of the sampler for a sequence's token number `n_generated` (from 0):
+/// a mix of the sample's seed and that count, so sampling is reproducible
+/// however the sequence was batched, preempted or recomputed.
+uint64_t step_seed(uint64_t sample_seed, int64_t n_generated);
+
+}  // namespace hart::sched

@@ -1,0 +1,77 @@
+// File: runtime/worker/serving_loop.h
+// The serving core in one thread: scheduler + ShadowRadix + cpu_worker over one
+// engine. For tests and single-process use; the actor runtime wires the same
+// pieces through messages instead.
+//
+//   HART_ASSIGN_OR_RETURN(auto loop, serving_loop::create(*eng, {}, &tok));
+//   HART_RETURN_IF_ERROR(loop->submit(req));
+//   sched::event_batch ev = loop->run_until_idle();
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/cache/shadow_radix.h"
+#include "runtime/model/engine.h"
+#include "runtime/sched/scheduler.h"
+#include "runtime/worker/cpu_worker.h"
+
+namespace hart::sched {
+
+struct serving_params {
+  /// page_size, pool sizes, prefix cache on/off; window is taken from the model.
+  cache::cache_config cache{128, 256, 64, 128, true};
+  /// vocab_size and eos_token_id: 0 / -1 = from the model config.
+  scheduler_params sched;
+};
+
+struct serving_stats {
+  int64_t waiting = 0, running = 0;  // sequences
+  int64_t steps = 0, preemptions = 0, finished = 0;
+  int64_t generated_tokens = 0, fed_tokens = 0;
+  double tokens_per_s = 0;    // generated tokens / time spent in step()
+  double ttft_us_mean = 0;    // over samples that produced a token
+  double step_us_mean = 0, step_us_p50 = 0, step_us_p99 = 0;  // non-empty steps
+  double cache_hit_rate = 0;  // prompt tokens served from the prefix cache
+  cache::cache_metrics cache;
+};
+
+class serving_loop {
+ public:
+  /// `eng` and `tok` (may be null) must outlive the loop.
+  static status_or<std::unique_ptr<serving_loop>> create(const engine& eng, serving_params params,
+                                                         const tokenizer* tok);
+
+  status submit(gen_request r) { return sched_->submit(std::move(r)); }
+  event_batch abort(uint64_t id) { return sched_->abort(id); }
+  event_batch abort_all() { return sched_->abort_all(); }
+  event_batch pause(pause_mode m) { return sched_->pause(m); }
+  void resume() { sched_->resume(); }
+  void flush_cache() { sched_->flush_cache(); }
+
+  /// One scheduler step executed on the engine; returns its events (and any
+  /// produced while planning).
+  event_batch step();
+  /// Steps until nothing is live, or until a step makes no progress (paused,
+  /// or nothing fits); at most max_steps steps.
+  event_batch run_until_idle(int64_t max_steps = 1 << 30);
+
+  bool idle() const { return sched_->idle(); }
+  serving_stats stats() const;
+  scheduler& sched() { return *sched_; }
+  cache::shadow_radix& cache() { return *cache_; }
+  kv_store& store() { return *store_; }
+
+ private:
+  serving_loop() = default;
+
+  std::unique_ptr<kv_store> store_;
+  std::unique_ptr<cache::shadow_radix> cache_;
+  std::unique_ptr<scheduler> sched_;
+  std::unique_ptr<cpu_worker> worker_;
+  std::vector<int64_t> step_us_;  // per non-empty step
+  int64_t busy_us_ = 0;
+};
+
+}  // namespace hart::sched
