@@ -1,0 +1,23 @@
+// File: runtime/protocol/validate.h
+// Semantic checks of decoded messages against the limits in messages.h. decode_request and
+// decode_reply call these; a server may also call validate_request on requests it builds
+// itself (e.g. from a JSON client). Each failure is invalid_argument naming the field.
+#pragma once
+
+#include <string_view>
+
+#include "runtime/core/status.h"
+#include "runtime/protocol/messages.h"
+
+namespace hart::protocol {
+
+status validate_sampling(const sampling_options& s);
+status validate_generate(const generate_request& g);
+status validate_request(const request& r);
+/// Structural checks only (lists of equal length, enums in range).
+status validate_reply(const reply& r);
+
+/// True when `s` is well-formed UTF-8 (no overlongs, surrogates or values > U+10FFFF).
+bool utf8_valid(std::string_view s);
+
+}  // namespace hart::protocol

@@ -1,0 +1,293 @@
+#include "runtime/transport/server.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "runtime/core/log.h"
+#include "runtime/protocol/codec.h"
+
+namespace hart::transport {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct outgoing {
+  client_id client;
+  std::array<uint8_t, 2> header;
+  std::vector<uint8_t> payload;
+};
+
+status unavailable(std::string msg) { return status(status_code::unavailable, std::move(msg)); }
+
+}  // namespace
+
+bool endpoint_is_local(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) == 0 || endpoint.rfind("inproc://", 0) == 0) return true;
+  if (endpoint.rfind("tcp://", 0) != 0) return false;
+  std::string rest = endpoint.substr(6);
+  size_t colon = rest.rfind(':');
+  if (colon == std::string::npos) return false;
+  std::string host = rest.substr(0, colon);
+  if (host == "localhost" || host == "[::1]") return true;
+  if (host.rfind("127.", 0) != 0) return false;
+  for (char c : host.substr(4))  // a dotted IPv4 address, not an interface or host name
+    if (!(c == '.' || (c >= '0' && c <= '9'))) return false;
+  return true;
+}
+
+status server_params::validate() const {
+  if (endpoint.empty()) return invalid_argument("server_params.endpoint: empty");
+  if (outbox_capacity < 1) return invalid_argument("server_params.outbox_capacity: must be >= 1");
+  if (!curve_secret_key.empty() && curve_secret_key.size() != 40)
+    return invalid_argument("server_params.curve_secret_key: %zu chars, expected 40 (Z85)",
+                            curve_secret_key.size());
+  if (send_hwm < 0 || recv_hwm < 0 || stall_timeout_ms < 0)
+    return invalid_argument("server_params: hwm and stall_timeout_ms must be >= 0");
+  if (curve_secret_key.empty() && !endpoint_is_local(endpoint))
+    return failed_precondition(
+        "server_params.endpoint: %s is not loopback; binding it needs curve_secret_key",
+        endpoint.c_str());
+  return {};
+}
+
+// -- impl ------------------------------------------------------------------------------------
+
+struct server::impl {
+  server_params params;
+  request_handler on_request;
+  zmq::context_t ctx{1};
+  zmq::socket_t sock{ctx, zmq::socket_type::router};
+  int wake_fd = -1;  ///< eventfd: send() and stop() write, the socket thread reads
+  std::string endpoint;
+
+  std::mutex mu;                   ///< guards outbox
+  std::condition_variable space;   ///< signalled when the socket thread takes the outbox
+  std::deque<outgoing> outbox;     ///< filled by send(), emptied by the socket thread
+  std::atomic<bool> stopping{false};
+  std::thread thread;
+  std::atomic<std::thread::id> thread_id{};  ///< the socket thread, set by itself
+
+  std::atomic<uint64_t> received{0}, decode_errors{0}, sent{0}, unroutable{0}, stalled{0},
+      rejected{0};
+
+  // -- socket thread only --
+  std::deque<outgoing> pending;    ///< taken from outbox, not yet accepted by the socket
+  std::optional<clock_type::time_point> stall_since;
+  client_id stalled_client;        ///< last peer declared stalled; its EAGAINs drop at once
+
+  ~impl() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+
+  void wake() {
+    uint64_t one = 1;
+    ssize_t n = ::write(wake_fd, &one, sizeof(one));
+    (void)n;  // EAGAIN means the counter is already non-zero: the thread will wake anyway
+  }
+
+  void answer_error(const client_id& client, const status& s) {
+    decode_errors.fetch_add(1, std::memory_order_relaxed);
+    auto enc = protocol::encode_reply(protocol::reply{protocol::error_reply_from(s)});
+    if (enc.ok()) pending.push_back({client, enc->header, std::move(enc->payload)});
+  }
+
+  void handle_inbound(std::vector<zmq::message_t>& frames) {
+    if (frames.empty()) return;
+    client_id client(frames[0].data<char>(), frames[0].size());
+    if (frames.size() != 3) {
+      answer_error(client, invalid_argument("frames: got %zu, expected [header][payload]",
+                                            frames.size() - 1));
+      return;
+    }
+    auto req = protocol::decode_request({frames[1].data(), frames[1].size()},
+                                        {frames[2].data(), frames[2].size()});
+    if (!req.ok()) {
+      answer_error(client, req.get_status());
+      return;
+    }
+    received.fetch_add(1, std::memory_order_relaxed);
+    try {
+      on_request(client, std::move(req).value());
+    } catch (const std::exception& e) {  // the handler must not throw; contain it if it does
+      HART_LOG_ERROR("on_request threw: %s", e.what());
+    }
+  }
+
+  void drain_inbound() {
+    // NOTE(transport): at most 256 messages per wake, so a flood cannot starve outbound sends.
+    for (int i = 0; i < 256; ++i) {
+      std::vector<zmq::message_t> frames;
+      auto got = zmq::recv_multipart(sock, std::back_inserter(frames), zmq::recv_flags::dontwait);
+      if (!got) return;
+      handle_inbound(frames);
+    }
+  }
+
+  void flush_pending() {
+    while (!pending.empty()) {
+      outgoing& m = pending.front();
+      try {
+        auto r = sock.send(zmq::buffer(m.client), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        if (!r) {  // the peer's pipe is at its HWM
+          auto now = clock_type::now();
+          if (!stall_since) stall_since = now;
+          bool known_stalled = m.client == stalled_client;
+          if (!known_stalled &&
+              now - *stall_since < std::chrono::milliseconds(params.stall_timeout_ms))
+            return;  // retry after a short poll
+          stalled_client = m.client;
+          stalled.fetch_add(1, std::memory_order_relaxed);
+          pending.pop_front();
+          stall_since.reset();
+          continue;
+        }
+        // Once the routing frame is accepted, the remaining parts of the message are too.
+        (void)sock.send(zmq::buffer(m.header), zmq::send_flags::sndmore);
+        (void)sock.send(zmq::buffer(m.payload), zmq::send_flags::none);
+        sent.fetch_add(1, std::memory_order_relaxed);
+        if (m.client == stalled_client) stalled_client.clear();
+      } catch (const zmq::error_t&) {
+        // EHOSTUNREACH (router_mandatory): the client is gone. Anything else: drop too.
+        unroutable.fetch_add(1, std::memory_order_relaxed);
+      }
+      stall_since.reset();
+      pending.pop_front();
+    }
+  }
+
+  void run() {
+    thread_id.store(std::this_thread::get_id());
+    while (!stopping.load(std::memory_order_acquire)) {
+      zmq_pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, wake_fd, ZMQ_POLLIN, 0}};
+      auto timeout = pending.empty() ? std::chrono::milliseconds(-1) : std::chrono::milliseconds(1);
+      try {
+        zmq::poll(items, 2, timeout);
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        HART_LOG_ERROR("zmq poll failed: %s", e.what());
+        break;
+      }
+      if (items[1].revents & ZMQ_POLLIN) {
+        uint64_t v;
+        ssize_t n = ::read(wake_fd, &v, sizeof(v));
+        (void)n;
+      }
+      if (stopping.load(std::memory_order_acquire)) break;
+      try {
+        if (items[0].revents & ZMQ_POLLIN) drain_inbound();
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          while (!outbox.empty()) {
+            pending.push_back(std::move(outbox.front()));
+            outbox.pop_front();
+          }
+        }
+        space.notify_all();
+        flush_pending();
+      } catch (const zmq::error_t& e) {
+        HART_LOG_ERROR("zmq error: %s", e.what());
+      }
+    }
+    sock.close();  // linger 0: queued messages are dropped
+  }
+};
+
+// -- server ----------------------------------------------------------------------------------
+
+server::server(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+server::~server() { stop(); }
+
+status_or<std::unique_ptr<server>> server::start(const server_params& params,
+                                                 request_handler on_request) {
+  HART_RETURN_IF_ERROR(params.validate());
+  if (!on_request) return invalid_argument("server::start: on_request is empty");
+  auto p = std::make_unique<impl>();
+  p->params = params;
+  p->on_request = std::move(on_request);
+  p->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (p->wake_fd < 0) return internal_error("server::start: eventfd failed");
+  try {
+    auto& s = p->sock;
+    s.set(zmq::sockopt::router_mandatory, 1);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::max_frame_bytes + 64));
+    s.set(zmq::sockopt::sndhwm, params.send_hwm);
+    s.set(zmq::sockopt::rcvhwm, params.recv_hwm);
+    if (!params.curve_secret_key.empty()) {
+      s.set(zmq::sockopt::curve_server, 1);
+      s.set(zmq::sockopt::curve_secretkey, params.curve_secret_key);
+    }
+    s.bind(params.endpoint);
+    p->endpoint = s.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return unavailable("server::start: " + params.endpoint + ": " + e.what());
+  }
+  impl* raw = p.get();
+  raw->thread = std::thread([raw] { raw->run(); });
+  return std::unique_ptr<server>(new server(std::move(p)));
+}
+
+const std::string& server::endpoint() const { return impl_->endpoint; }
+
+status server::send(const client_id& client, const protocol::reply& r) {
+  impl& m = *impl_;
+  if (m.stopping.load(std::memory_order_acquire)) return unavailable("server: stopped");
+  HART_ASSIGN_OR_RETURN(auto enc, protocol::encode_reply(r));
+  size_t limit = m.params.outbox_capacity;
+  if (!std::holds_alternative<protocol::chunk_event>(r)) limit += m.params.control_headroom;
+  bool was_empty;
+  {
+    std::unique_lock<std::mutex> lk(m.mu);
+    if (m.outbox.size() >= limit) {
+      // The socket thread drains the outbox, so it must never wait for room itself.
+      if (m.params.overflow == overflow_policy::reject ||
+          std::this_thread::get_id() == m.thread_id.load()) {
+        m.rejected.fetch_add(1, std::memory_order_relaxed);
+        return resource_exhausted("server: outbox full (%zu replies)", m.outbox.size());
+      }
+      m.space.wait(lk, [&] { return m.stopping.load() || m.outbox.size() < limit; });
+      if (m.stopping.load()) return unavailable("server: stopped");
+    }
+    m.outbox.push_back({client, enc.header, std::move(enc.payload)});
+    was_empty = m.outbox.size() == 1;
+  }
+  if (was_empty) m.wake();
+  return {};
+}
+
+void server::stop() {
+  if (!impl_) return;
+  impl_->stopping.store(true, std::memory_order_release);
+  impl_->space.notify_all();
+  if (impl_->thread.joinable()) {
+    impl_->wake();
+    impl_->thread.join();
+  }
+}
+
+server_counters server::counters() const {
+  const impl& m = *impl_;
+  server_counters c;
+  c.received = m.received.load(std::memory_order_relaxed);
+  c.decode_errors = m.decode_errors.load(std::memory_order_relaxed);
+  c.sent = m.sent.load(std::memory_order_relaxed);
+  c.unroutable = m.unroutable.load(std::memory_order_relaxed);
+  c.stalled = m.stalled.load(std::memory_order_relaxed);
+  c.rejected = m.rejected.load(std::memory_order_relaxed);
+  return c;
+}
+
+}  // namespace hart::transport

@@ -1,0 +1,103 @@
+// File: runtime/transport/server.h
+// The ZeroMQ side of the message API: one thread owns a ROUTER socket (ecosystem.md §0.4).
+//   inbound : [client id][header][payload] -> decode -> on_request(client_id, request)
+//             A frame that does not decode is answered by the server itself with one `error`
+//             reply (request id 0) and is not passed on.
+//   outbound: send(client_id, reply) from any thread -> bounded outbox -> eventfd wakes the
+//             socket thread -> [client id][header][payload].
+//
+//   server_params p;                      // tcp://127.0.0.1:5557 by default
+//   auto srv = transport::server::start(p, [&](const client_id& c, protocol::request r) {
+//     anon_send(gateway, c, std::move(r));   // must not block
+//   });
+//   srv.value()->send(c, protocol::reply{protocol::health_reply{tag, true, up_us}});
+//   srv.value()->stop();
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "runtime/core/status.h"
+#include "runtime/protocol/messages.h"
+
+namespace hart::transport {
+
+/// The ROUTER routing id of a connected DEALER (opaque bytes; may be chosen by the client).
+using client_id = std::string;
+
+/// What send() does when the outbox is full.
+enum class overflow_policy : uint8_t {
+  reject,        ///< return resource_exhausted at once; the caller decides (abort, retry)
+  block_sender,  ///< wait until there is room or the server stops (never on the socket thread)
+};
+
+struct server_params {
+  std::string endpoint = "tcp://127.0.0.1:5557";  ///< bind endpoint; "tcp://127.0.0.1:*" = any port
+  /// Z85 CURVE secret key (40 chars). Required to bind anything but loopback, ipc or inproc.
+  std::string curve_secret_key;
+  size_t outbox_capacity = 65536;           ///< queued chunk replies (messages)
+  /// Extra room for every reply that is not a chunk (final, error, ack, ...), so the end of a
+  /// stream and control answers are not refused because tokens filled the outbox.
+  size_t control_headroom = 1024;
+  overflow_policy overflow = overflow_policy::reject;
+  int send_hwm = 100000;                    ///< ZMQ_SNDHWM, messages per peer
+  int recv_hwm = 100000;                    ///< ZMQ_RCVHWM
+  /// A peer whose pipe stays full this long loses the message being sent (counted).
+  int stall_timeout_ms = 2000;
+
+  status validate() const;
+};
+
+/// Counters since start; read with relaxed ordering (monotonic, for stats only).
+struct server_counters {
+  uint64_t received = 0;        ///< well-formed requests handed to on_request
+  uint64_t decode_errors = 0;   ///< bad frames answered with an error reply
+  uint64_t sent = 0;            ///< replies written to the socket
+  uint64_t unroutable = 0;      ///< replies dropped: the client was gone (EHOSTUNREACH)
+  uint64_t stalled = 0;         ///< replies dropped after stall_timeout_ms at the peer's HWM
+  uint64_t rejected = 0;        ///< send() calls refused because the outbox was full
+};
+
+/// Called on the socket thread for every well-formed request. It must not block (post to an
+/// actor, a queue, ...) and must not throw; every reply goes through server::send.
+using request_handler = std::function<void(const client_id& client, protocol::request request)>;
+
+class server {
+ public:
+  /// Binds and starts the socket thread. Fails (without a thread) on invalid params, a
+  /// non-loopback endpoint without CURVE, or a bind error.
+  static status_or<std::unique_ptr<server>> start(const server_params& params,
+                                                  request_handler on_request);
+
+  ~server();  ///< stop()s
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  /// The bound endpoint with the actual port (ZMQ_LAST_ENDPOINT).
+  const std::string& endpoint() const;
+
+  /// Thread-safe. Encodes `r` on the calling thread and queues it. Errors: resource_exhausted
+  /// (outbox full under `reject`), unavailable (stopped), invalid_argument (not encodable).
+  status send(const client_id& client, const protocol::reply& r);
+
+  /// Stops the thread (pending outbox entries are dropped, linger 0). Idempotent; returns
+  /// promptly whatever clients do.
+  void stop();
+
+  server_counters counters() const;
+
+  struct impl;
+
+ private:
+  explicit server(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+/// True when binding `endpoint` stays on this host (tcp 127.0.0.0/8, localhost, [::1], ipc, inproc).
+bool endpoint_is_local(const std::string& endpoint);
+
+}  // namespace hart::transport

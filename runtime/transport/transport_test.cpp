@@ -1,0 +1,313 @@
+// Real sockets on 127.0.0.1 (port chosen by the OS): echo server, concurrency, garbage, overflow,
+// shutdown and bind policy.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+#include <zmq.h>
+
+#include "runtime/protocol/codec.h"
+#include "runtime/transport/client.h"
+#include "runtime/transport/server.h"
+
+namespace hart::transport {
+namespace {
+
+using namespace std::chrono_literals;
+using protocol::reply;
+using protocol::request;
+
+// Echo: every prompt token comes back as its own chunk (text = "<id>"), for each of n samples,
+// then one final per sample; control verbs get their natural replies.
+struct echo_fixture {
+  std::unique_ptr<server> srv;
+  std::atomic<uint64_t> bad_sends{0};
+
+  explicit echo_fixture(server_params p = {}) {
+    p.endpoint = "tcp://127.0.0.1:*";
+    auto s = server::start(p, [this](const client_id& c, request r) { on_request(c, std::move(r)); });
+    EXPECT_TRUE(s.ok()) << s.get_status().to_string();
+    srv = std::move(s).value();
+  }
+
+  void on_request(const client_id& c, request r) {
+    if (auto* g = std::get_if<protocol::generate_request>(&r)) {
+      for (uint32_t s = 0; s < g->sampling.n; ++s) {
+        uint32_t seq = 0;
+        for (uint32_t t : g->token_ids) {
+          protocol::chunk_event e;
+          e.request_id = g->request_id;
+          e.sample_index = s;
+          e.seq = seq++;
+          e.token_ids = {t + s};
+          e.text = "<" + std::to_string(t + s) + ">";
+          if (!srv->send(c, reply{e}).ok()) ++bad_sends;
+        }
+        protocol::final_event f;
+        f.request_id = g->request_id;
+        f.sample_index = s;
+        f.reason = protocol::finish_reason::length;
+        f.usage.prompt_tokens = static_cast<uint32_t>(g->token_ids.size());
+        f.usage.completion_tokens = seq;
+        if (!srv->send(c, reply{f}).ok()) ++bad_sends;
+      }
+      return;
+    }
+    const auto& k = std::get<protocol::control_request>(r);
+    reply out;
+    switch (k.verb) {
+      case protocol::control_verb::health: out = protocol::health_reply{k.tag, true, 1}; break;
+      case protocol::control_verb::stats:
+        out = protocol::stats_reply{k.tag, {{"x", 1.0}}, "hart_x 1\n"};
+        break;
+      case protocol::control_verb::weight_version:
+        out = protocol::weight_version_reply{k.tag, 7};
+        break;
+      default: out = protocol::ack_reply{k.tag, k.verb, 0}; break;
+    }
+    if (!srv->send(c, out).ok()) ++bad_sends;
+  }
+};
+
+std::unique_ptr<client> make_client(const std::string& ep) {
+  client_params p;
+  p.endpoint = ep;
+  auto c = client::connect(p);
+  EXPECT_TRUE(c.ok()) << c.get_status().to_string();
+  return std::move(c).value();
+}
+
+void expect_health(client& c, uint64_t tag) {
+  protocol::control_request h;
+  h.tag = tag;
+  h.verb = protocol::control_verb::health;
+  ASSERT_TRUE(c.send(request{h}).ok());
+  for (;;) {
+    auto r = c.receive(5s);
+    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+    if (auto* hr = std::get_if<protocol::health_reply>(&*r)) {
+      EXPECT_EQ(hr->tag, tag);
+      EXPECT_TRUE(hr->ok);
+      return;
+    }
+  }
+}
+
+protocol::generate_request make_gen(uint64_t id, std::vector<uint32_t> toks, uint32_t n = 1) {
+  protocol::generate_request g;
+  g.request_id = id;
+  g.token_ids = std::move(toks);
+  g.sampling.n = n;
+  return g;
+}
+
+TEST(transport, echo_generation_and_control_verbs) {
+  echo_fixture fx;
+  auto c = make_client(fx.srv->endpoint());
+  int chunks = 0;
+  auto out = c->generate(make_gen(11, {5, 6, 7}, 2), 5s, [&](const auto&) { ++chunks; });
+  ASSERT_TRUE(out.ok()) << out.get_status().to_string();
+  EXPECT_EQ(chunks, 6);
+  ASSERT_EQ(out->samples.size(), 2u);
+  EXPECT_EQ(out->samples[0].token_ids, (std::vector<uint32_t>{5, 6, 7}));
+  EXPECT_EQ(out->samples[1].token_ids, (std::vector<uint32_t>{6, 7, 8}));
+  EXPECT_EQ(out->samples[1].text, "<6><7><8>");
+  EXPECT_EQ(out->samples[0].final.reason, protocol::finish_reason::length);
+  EXPECT_EQ(out->samples[0].final.usage.completion_tokens, 3u);
+
+  expect_health(*c, 42);
+  protocol::control_request w;
+  w.tag = 43;
+  w.verb = protocol::control_verb::weight_version;
+  ASSERT_TRUE(c->send(request{w}).ok());
+  auto wr = c->receive(5s);
+  ASSERT_TRUE(wr.ok());
+  EXPECT_EQ(std::get<protocol::weight_version_reply>(*wr).version, 7u);
+  protocol::control_request p;
+  p.tag = 44;
+  p.verb = protocol::control_verb::pause;
+  p.mode = protocol::pause_mode::retract;
+  ASSERT_TRUE(c->send(request{p}).ok());
+  auto pr = c->receive(5s);
+  ASSERT_TRUE(pr.ok());
+  EXPECT_EQ(std::get<protocol::ack_reply>(*pr).verb, protocol::control_verb::pause);
+  EXPECT_EQ(fx.bad_sends.load(), 0u);
+}
+
+TEST(transport, receive_times_out_cleanly) {
+  echo_fixture fx;
+  auto c = make_client(fx.srv->endpoint());
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = c->receive(50ms);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.get_status().code(), status_code::unavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+}
+
+TEST(transport, thirty_two_concurrent_clients_get_their_own_replies_in_order) {
+  echo_fixture fx;
+  constexpr int n_clients = 32;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n_clients; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = make_client(fx.srv->endpoint());
+      for (int round = 0; round < 3; ++round) {
+        std::vector<uint32_t> toks;
+        for (uint32_t t = 0; t < 50; ++t) toks.push_back(static_cast<uint32_t>(i * 1000 + t));
+        auto out = c->generate(make_gen(static_cast<uint64_t>(i * 10 + round + 1), toks), 20s);
+        if (!out.ok()) {
+          ADD_FAILURE() << "client " << i << ": " << out.get_status().to_string();
+          return;
+        }
+        if (out->samples[0].token_ids != toks) {  // generate() also checked every seq
+          ADD_FAILURE() << "client " << i << " got someone else's tokens";
+          return;
+        }
+      }
+      ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), n_clients);
+  EXPECT_EQ(fx.bad_sends.load(), 0u);
+}
+
+TEST(transport, garbage_frames_get_an_error_and_the_server_keeps_serving) {
+  echo_fixture fx;
+  auto c = make_client(fx.srv->endpoint());
+  std::mt19937 rng(7);
+  auto random_bytes = [&](size_t n) {
+    std::string s(n, '\0');
+    for (auto& ch : s) ch = static_cast<char>(rng());
+    return s;
+  };
+  auto enc = protocol::encode_request(request{make_gen(1, {1})});
+  std::string hdr(enc->header.begin(), enc->header.end());
+  std::string payload(enc->payload.begin(), enc->payload.end());
+  std::vector<std::vector<std::string>> cases = {
+      {random_bytes(37)},                          // one frame
+      {hdr, random_bytes(64)},                     // random payload
+      {hdr, random_bytes(1000), random_bytes(3)},  // too many frames
+      {"", ""},                                    // empty frames
+      {""},
+      {std::string("\x07\x01", 2), payload},       // wrong version
+      {hdr, payload.substr(0, payload.size() - 8)},  // truncated
+      {hdr, std::string(payload.size() + 1, 'x')},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ASSERT_TRUE(c->send_frames(cases[i]).ok());
+    auto r = c->receive(5s);
+    ASSERT_TRUE(r.ok()) << "case " << i << ": " << r.get_status().to_string();
+    auto* e = std::get_if<protocol::error_reply>(&*r);
+    ASSERT_NE(e, nullptr) << "case " << i;
+    EXPECT_EQ(e->code, status_code::invalid_argument);
+    EXPECT_EQ(e->request_id, 0u);
+  }
+  expect_health(*c, 99);
+  EXPECT_EQ(fx.srv->counters().decode_errors, cases.size());
+  auto out = c->generate(make_gen(2, {3, 4}), 5s);
+  ASSERT_TRUE(out.ok()) << out.get_status().to_string();
+}
+
+TEST(transport, outbox_overflow_returns_resource_exhausted) {
+  server_params p;
+  p.endpoint = "tcp://127.0.0.1:*";
+  p.outbox_capacity = 8;
+  p.control_headroom = 2;
+  std::unique_ptr<server> srv;
+  std::vector<status_code> chunk_codes, final_codes;
+  std::atomic<bool> done{false};
+  auto s = server::start(p, [&](const client_id& c, request) {
+    // On the socket thread nothing drains the outbox, so it fills deterministically.
+    for (int i = 0; i < 20; ++i) {
+      protocol::chunk_event e;
+      e.request_id = 1;
+      e.seq = static_cast<uint32_t>(i);
+      chunk_codes.push_back(srv->send(c, reply{e}).code());
+    }
+    for (int i = 0; i < 4; ++i)
+      final_codes.push_back(srv->send(c, reply{protocol::final_event{}}).code());
+    done = true;
+  });
+  ASSERT_TRUE(s.ok());
+  srv = std::move(s).value();
+  auto c = make_client(srv->endpoint());
+  ASSERT_TRUE(c->send(request{make_gen(1, {1})}).ok());
+  for (int i = 0; i < 500 && !done; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(done);
+  ASSERT_EQ(chunk_codes.size(), 20u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(chunk_codes[i], status_code::ok);
+  for (int i = 8; i < 20; ++i) EXPECT_EQ(chunk_codes[i], status_code::resource_exhausted);
+  // Finals use the headroom: 2 fit, then they are refused too.
+  EXPECT_EQ(final_codes, (std::vector<status_code>{status_code::ok, status_code::ok,
+                                                   status_code::resource_exhausted,
+                                                   status_code::resource_exhausted}));
+  EXPECT_EQ(srv->counters().rejected, 14u);
+  // The 10 accepted replies arrive.
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(c->receive(5s).ok()) << i;
+}
+
+TEST(transport, stop_with_clients_connected_returns_promptly) {
+  echo_fixture fx;
+  std::vector<std::unique_ptr<client>> clients;
+  for (int i = 0; i < 8; ++i) {
+    clients.push_back(make_client(fx.srv->endpoint()));
+    ASSERT_TRUE(clients.back()->send(request{make_gen(1, std::vector<uint32_t>(200, 1))}).ok());
+  }
+  expect_health(*clients[0], 1);
+  auto t0 = std::chrono::steady_clock::now();
+  fx.srv->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  fx.srv->stop();  // idempotent
+  EXPECT_EQ(fx.srv->send("x", reply{protocol::health_reply{}}).code(), status_code::unavailable);
+}
+
+TEST(transport, send_to_a_vanished_client_is_counted_not_fatal) {
+  echo_fixture fx;
+  ASSERT_TRUE(fx.srv->send("no-such-peer", reply{protocol::health_reply{}}).ok());
+  auto c = make_client(fx.srv->endpoint());
+  expect_health(*c, 5);
+  EXPECT_EQ(fx.srv->counters().unroutable, 1u);
+}
+
+TEST(transport, bind_policy) {
+  EXPECT_TRUE(endpoint_is_local("tcp://127.0.0.1:5557"));
+  EXPECT_TRUE(endpoint_is_local("tcp://localhost:1"));
+  EXPECT_TRUE(endpoint_is_local("tcp://[::1]:1"));
+  EXPECT_TRUE(endpoint_is_local("ipc:///tmp/x"));
+  EXPECT_FALSE(endpoint_is_local("tcp://0.0.0.0:5557"));
+  EXPECT_FALSE(endpoint_is_local("tcp://*:5557"));
+  EXPECT_FALSE(endpoint_is_local("tcp://eth0:5557"));
+  EXPECT_FALSE(endpoint_is_local("tcp://127.evil.com:5557"));
+
+  server_params p;
+  p.endpoint = "tcp://0.0.0.0:*";
+  auto refused = server::start(p, [](const client_id&, request) {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.get_status().code(), status_code::failed_precondition);
+
+  // With CURVE keys the same bind is allowed, and a CURVE client talks to it over loopback.
+  char pub[41], sec[41];
+  ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
+  p.curve_secret_key = sec;
+  std::unique_ptr<server> srv;
+  auto s = server::start(p, [&](const client_id& c, request r) {
+    auto& k = std::get<protocol::control_request>(r);
+    (void)srv->send(c, reply{protocol::health_reply{k.tag, true, 0}});
+  });
+  ASSERT_TRUE(s.ok()) << s.get_status().to_string();
+  srv = std::move(s).value();
+  std::string port = srv->endpoint().substr(srv->endpoint().rfind(':'));
+  client_params cp;
+  cp.endpoint = "tcp://127.0.0.1" + port;
+  cp.curve_server_key = pub;
+  auto c = client::connect(cp);
+  ASSERT_TRUE(c.ok());
+  expect_health(*c.value(), 77);
+}
+
+}  // namespace
+}  // namespace hart::transport
