@@ -57,6 +57,29 @@ struct cache_plan_options {
   int64_t page_size = 256;
 };
 
+struct serve_options {
+  common_options common;
+  std::string bind = "tcp://127.0.0.1:5557";
+  std::string curve_secret_key;
+  int64_t page_size = 128;
+  int64_t full_pages = 256;
+  int64_t swa_pages = 64;
+  bool no_prefix_cache = false;
+  int64_t max_batch_tokens = 2048;
+  int64_t max_running = 64;
+  int64_t prefill_chunk = 512;
+  int64_t max_context = 0;
+};
+
+struct client_options {
+  std::string connect = "tcp://127.0.0.1:5557";
+  int64_t timeout_ms = 600000;
+  // chat
+  std::string system;
+  int64_t max_new_tokens = 256;
+  float temperature = 0.0f;
+};
+
 /// "80GiB", "512M", "1M" (binary multiples; a trailing B is allowed when `bytes`).
 status_or<int64_t> parse_size(const std::string& text, bool bytes);
 
@@ -67,6 +90,10 @@ int run_generate(const generate_options& o);
 int run_tokenize(const tokenize_options& o);
 int run_score(const score_options& o);
 int run_cache_plan(const cache_plan_options& o);
+int run_serve(const serve_options& o);
+int run_client(const client_options& o);
+int run_chat(const client_options& o);
+int run_stats(const client_options& o);
 
 /// Prints "hart: error: <status>" to stderr and returns exit code 1.
 int fail(const status& s);

@@ -85,6 +85,36 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   c->add_option("--page-size", cp.page_size, "Tokens per page (multiple of 128)")->capture_default_str();
 
+  hart::cli::serve_options sv;
+  CLI::App* v = app.add_subcommand("serve", "Serve the model over the ZeroMQ message API (docs/protocol.md)");
+  v->set_config("--config", "", "TOML file with any of these options (e.g. configs/serve.toml)");
+  add_common(v, &sv.common);
+  v->add_option("--bind", sv.bind, "Endpoint to bind; loopback unless --curve-secret-key is given")->capture_default_str();
+  v->add_option("--curve-secret-key", sv.curve_secret_key, "Z85 CURVE secret key (required for non-loopback binds)");
+  v->add_option("--page-size", sv.page_size, "KV page size in tokens (multiple of 128)")->capture_default_str();
+  v->add_option("--full-pages", sv.full_pages, "Full pages (compressed KV; prefix cache)")->capture_default_str();
+  v->add_option("--swa-pages", sv.swa_pages, "SWA pages (window KV and compressor rings)")->capture_default_str();
+  v->add_flag("--no-prefix-cache", sv.no_prefix_cache, "Do not share prefixes between requests");
+  v->add_option("--max-batch-tokens", sv.max_batch_tokens, "Tokens per engine step")->capture_default_str();
+  v->add_option("--max-running", sv.max_running, "Sequences decoding at once")->capture_default_str();
+  v->add_option("--prefill-chunk", sv.prefill_chunk, "Largest prefill chunk per sequence per step")->capture_default_str();
+  v->add_option("--max-context", sv.max_context, "Longest prompt + generation accepted (0 = model limit)")->capture_default_str();
+
+  hart::cli::client_options cl;
+  auto add_connect = [&](CLI::App* cmd) {
+    cmd->add_option("--connect", cl.connect, "Server endpoint")->capture_default_str();
+    cmd->add_option("--timeout-ms", cl.timeout_ms, "Give up after this long")->capture_default_str();
+  };
+  CLI::App* k = app.add_subcommand("client", "JSON lines in (one request per line), JSON lines out (every reply)");
+  add_connect(k);
+  CLI::App* h = app.add_subcommand("chat", "Interactive streaming chat with a running server");
+  add_connect(h);
+  h->add_option("--system", cl.system, "System prompt");
+  h->add_option("-n,--max-new-tokens", cl.max_new_tokens, "Tokens per answer at most")->capture_default_str();
+  h->add_option("--temperature", cl.temperature, "0 = greedy")->capture_default_str();
+  CLI::App* st = app.add_subcommand("stats", "Print a running server's metrics (Prometheus text)");
+  add_connect(st);
+
   CLI11_PARSE(app, argc, argv);
   hart::log_level lv = hart::log_level::info;
   if (log_level == "debug") lv = hart::log_level::debug;
@@ -97,5 +127,9 @@ int main(int argc, char** argv) {
   if (*t) return hart::cli::run_tokenize(tok);
   if (*s) return hart::cli::run_score(sc);
   if (*c) return hart::cli::run_cache_plan(cp);
+  if (*v) return hart::cli::run_serve(sv);
+  if (*k) return hart::cli::run_client(cl);
+  if (*h) return hart::cli::run_chat(cl);
+  if (*st) return hart::cli::run_stats(cl);
   return 2;
 }

@@ -1,0 +1,90 @@
+// `hart serve`: the engine behind CAF actors (gateway + engine actor with the
+// scheduler, ShadowRadix cache and CPU worker), answering the Cap'n Proto
+// message API over ZeroMQ until SIGINT or SIGTERM.
+#include <csignal>
+#include <cstdio>
+#include <mutex>
+#include <pthread.h>
+
+#include "actors/cli/cli_common.h"
+#include "actors/engine_actor.h"
+#include "actors/gateway_actor.h"
+#include "runtime/core/log.h"
+
+namespace hart::cli {
+
+int run_serve(const serve_options& o) {
+  // Every thread started from here on inherits the blocked mask; main waits for the signals.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto eng = load_engine(o.common);
+  if (!eng.ok()) return fail(eng.get_status());
+  std::unique_ptr<tokenizer> tok;
+  if (auto t = load_tokenizer(o.common.model_dir); t.ok()) {
+    tok = std::make_unique<tokenizer>(std::move(t).value());
+  } else {
+    HART_LOG_WARN("no tokenizer (%s): only token-id prompts will be accepted", t.get_status().to_string().c_str());
+  }
+
+  sched::serving_params sp;
+  sp.cache.page_size = o.page_size;
+  sp.cache.n_full_pages = o.full_pages;
+  sp.cache.n_swa_pages = o.swa_pages;
+  sp.cache.enable_prefix_cache = !o.no_prefix_cache;
+  sp.sched.max_batch_tokens = o.max_batch_tokens;
+  sp.sched.max_running = o.max_running;
+  sp.sched.prefill_chunk = o.prefill_chunk;
+  sp.sched.max_context = o.max_context;
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  actors::engine_actor_params ep{eng->get(), tok.get(), sp, std::chrono::steady_clock::now()};
+  auto engine_actor = actors::spawn_engine_actor(sys, ep);
+  if (!engine_actor.ok()) return fail(engine_actor.get_status());
+
+  // The socket thread hands requests to the gateway, which exists only after the server.
+  struct gateway_slot {
+    std::mutex m;
+    caf::actor gateway;
+  };
+  auto slot = std::make_shared<gateway_slot>();
+  transport::server_params tp;
+  tp.endpoint = o.bind;
+  tp.curve_secret_key = o.curve_secret_key;
+  auto server = transport::server::start(tp, [slot](const transport::client_id& client, protocol::request r) {
+    std::lock_guard<std::mutex> lock(slot->m);
+    if (slot->gateway) {
+      caf::anon_send(slot->gateway, actors::inbound_atom::value,
+                     std::make_shared<const actors::inbound_request>(actors::inbound_request{client, std::move(r)}));
+    }
+  });
+  if (!server.ok()) return fail(server.get_status());
+  std::shared_ptr<transport::server> srv = std::move(server).value();
+  caf::actor gateway = actors::spawn_gateway_actor(
+      sys, {srv, *engine_actor, tok.get(), (*eng)->config().vocab_size});
+  caf::anon_send(*engine_actor, gateway);
+  {
+    std::lock_guard<std::mutex> lock(slot->m);
+    slot->gateway = gateway;
+  }
+  std::printf("hart: serving %s on %s\n", o.common.model_dir.c_str(), srv->endpoint().c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  HART_LOG_INFO("signal %d: shutting down", sig);
+  srv->stop();
+  {
+    std::lock_guard<std::mutex> lock(slot->m);
+    slot->gateway = caf::actor{};
+  }
+  caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(*engine_actor, caf::exit_reason::user_shutdown);
+  return 0;
+}
+
+}  // namespace hart::cli

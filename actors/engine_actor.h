@@ -1,0 +1,32 @@
+// File: actors/engine_actor.h
+// The engine actor: a detached actor (it blocks in engine steps) that owns the
+// serving loop — scheduler, ShadowRadix cache shard and CPU worker — for one
+// engine. It takes submit/control messages, steps while there is work, and
+// pushes every step's events to the gateway.
+//
+// NOTE(hart): scheduler, cache shard and worker are one actor for now; the
+// step_plan/step_result boundary (runtime/sched/step.h) is where they split
+// into separate actors and `hart worker` processes.
+#pragma once
+
+#include <chrono>
+
+#include "actors/caf_compat.h"
+#include "runtime/model/engine.h"
+#include "runtime/text/tokenizer.h"
+#include "runtime/worker/serving_loop.h"
+
+namespace hart::actors {
+
+struct engine_actor_params {
+  const engine* eng = nullptr;        // outlives the actor
+  const tokenizer* tok = nullptr;     // may be null
+  sched::serving_params serving;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+/// Spawns the engine actor; send it the gateway's handle (a caf::actor) before any work.
+/// Fails when the serving loop cannot be created (bad cache sizes).
+status_or<caf::actor> spawn_engine_actor(caf::actor_system& sys, const engine_actor_params& params);
+
+}  // namespace hart::actors

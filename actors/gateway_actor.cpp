@@ -1,0 +1,114 @@
+#include "actors/gateway_actor.h"
+
+#include <map>
+#include <set>
+
+#include "actors/request_convert.h"
+#include "runtime/core/log.h"
+
+namespace hart::actors {
+namespace {
+
+// One live generation, as its client sees it.
+struct live_generation {
+  transport::client_id client;
+  uint64_t client_request_id = 0;
+  std::vector<uint32_t> next_seq;  // per sample
+  int32_t remaining = 0;           // samples without a final yet
+  bool logprobs = false;
+  bool top_logprobs = false;
+};
+
+struct gateway_state {
+  gateway_params params;
+  uint64_t next_id = 1;
+  std::map<uint64_t, live_generation> live;                                     // internal id → generation
+  std::map<std::pair<transport::client_id, uint64_t>, uint64_t> by_client_id;  // (client, its id) → internal id
+
+  void send(const transport::client_id& client, const protocol::reply& r) {
+    status s = params.server->send(client, r);
+    if (!s.ok()) HART_LOG_WARN("reply to a client dropped: %s", s.to_string().c_str());
+  }
+
+  void on_generate(caf::event_based_actor* self, const transport::client_id& client, const protocol::generate_request& g) {
+    const auto key = std::make_pair(client, g.request_id);
+    if (by_client_id.count(key)) {
+      send(client, protocol::error_reply_from(invalid_argument("request id %llu is already running", (unsigned long long)g.request_id), g.request_id));
+      return;
+    }
+    const uint64_t id = next_id++;
+    auto r = to_gen_request(g, id, params.tok, params.vocab_size);
+    if (!r.ok()) {
+      send(client, protocol::error_reply_from(r.get_status(), g.request_id));
+      return;
+    }
+    live_generation lg;
+    lg.client = client;
+    lg.client_request_id = g.request_id;
+    lg.next_seq.assign(std::max<uint32_t>(1, g.sampling.n), 0);
+    lg.remaining = int32_t(lg.next_seq.size());
+    lg.logprobs = g.sampling.logprobs;
+    lg.top_logprobs = g.sampling.top_logprobs > 0;
+    live.emplace(id, std::move(lg));
+    by_client_id.emplace(key, id);
+    self->send(params.engine, submit_atom::value, std::make_shared<const submit_request>(submit_request{std::move(r).value()}));
+  }
+
+  void on_control(caf::event_based_actor* self, const transport::client_id& client, const protocol::control_request& c) {
+    control_call call{client, c, {}};
+    if (c.verb == protocol::control_verb::abort) {
+      for (const auto& [key, id] : by_client_id) {
+        if (key.first == client && (c.all || key.second == c.request_id)) call.ids.push_back(id);
+      }
+      if (!c.all && call.ids.empty()) {
+        protocol::error_reply e = protocol::error_reply_from(
+            not_found("no running request %llu", (unsigned long long)c.request_id), c.request_id, c.tag);
+        send(client, e);
+        return;
+      }
+    }
+    self->send(params.engine, control_atom::value, std::make_shared<const control_call>(std::move(call)));
+  }
+
+  void on_events(const sched::event_batch& ev) {
+    for (const sched::token_event& t : ev.tokens) {
+      auto it = live.find(t.request_id);
+      if (it == live.end()) continue;
+      live_generation& g = it->second;
+      send(g.client, to_chunk(t, g.client_request_id, g.next_seq[t.sample]++, g.logprobs, g.top_logprobs));
+    }
+    for (const sched::finish_event& f : ev.finishes) {
+      auto it = live.find(f.request_id);
+      if (it == live.end()) continue;
+      live_generation& g = it->second;
+      send(g.client, to_final(f, g.client_request_id));
+      if (--g.remaining <= 0) {
+        by_client_id.erase({g.client, g.client_request_id});
+        live.erase(it);
+      }
+    }
+  }
+};
+
+caf::behavior gateway_impl(caf::stateful_actor<gateway_state>* self, gateway_params params) {
+  self->state.params = std::move(params);
+  return {
+      [=](inbound_atom, std::shared_ptr<const inbound_request> in) {
+        if (const auto* g = std::get_if<protocol::generate_request>(&in->request)) {
+          self->state.on_generate(self, in->client, *g);
+        } else {
+          self->state.on_control(self, in->client, std::get<protocol::control_request>(in->request));
+        }
+      },
+      [=](events_atom, std::shared_ptr<const sched::event_batch> ev) { self->state.on_events(*ev); },
+      [=](reply_atom, std::shared_ptr<const addressed_reply> r) { self->state.send(r->client, r->reply); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_gateway_actor(caf::actor_system& sys, const gateway_params& params) {
+  return sys.spawn(gateway_impl, params);
+}
+
+}  // namespace hart::actors

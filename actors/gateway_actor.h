@@ -1,0 +1,25 @@
+// File: actors/gateway_actor.h
+// The gateway actor: turns decoded wire requests into scheduler requests
+// (tokenizing chat messages and text, assigning internal ids), forwards
+// control verbs, and streams the engine's events back to each client as
+// chunk and final replies through the transport server.
+#pragma once
+
+#include <memory>
+
+#include "actors/caf_compat.h"
+#include "runtime/text/tokenizer.h"
+#include "runtime/transport/server.h"
+
+namespace hart::actors {
+
+struct gateway_params {
+  std::shared_ptr<transport::server> server;  // replies go out here (thread-safe send)
+  caf::actor engine;                          // the engine actor
+  const tokenizer* tok = nullptr;             // may be null: token-id prompts only
+  int64_t vocab_size = 0;
+};
+
+caf::actor spawn_gateway_actor(caf::actor_system& sys, const gateway_params& params);
+
+}  // namespace hart::actors

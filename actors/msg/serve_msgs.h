@@ -1,0 +1,39 @@
+// File: actors/msg/serve_msgs.h
+// Payloads of the serving actors' messages. Immutable once sent; they travel
+// as std::shared_ptr<const T> (CAF 0.17 messages must be copyable, ecosystem.md §2.3).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/protocol/messages.h"
+#include "runtime/sched/request.h"
+#include "runtime/transport/server.h"
+
+namespace hart::actors {
+
+/// A decoded request as the transport thread received it.
+struct inbound_request {
+  transport::client_id client;
+  protocol::request request;
+};
+
+/// A tokenized generation the engine actor can submit as is.
+struct submit_request {
+  sched::gen_request request;  // id = the gateway's internal id
+};
+
+/// A control verb; `ids` are the internal ids it concerns (abort).
+struct control_call {
+  transport::client_id client;
+  protocol::control_request control;
+  std::vector<uint64_t> ids;
+};
+
+/// A reply for one client (control answers, errors).
+struct addressed_reply {
+  transport::client_id client;
+  protocol::reply reply;
+};
+
+}  // namespace hart::actors

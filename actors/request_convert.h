@@ -1,0 +1,29 @@
+// File: actors/request_convert.h
+// Between the wire (runtime/protocol) and the scheduler (runtime/sched):
+// prompts become token ids (chat messages through the DeepSeek template, text
+// with BOS when the tokenizer asks for it), events become chunk/final replies.
+// Pure functions: the gateway actor calls them, tests call them directly.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/core/status.h"
+#include "runtime/protocol/messages.h"
+#include "runtime/sched/request.h"
+#include "runtime/text/tokenizer.h"
+
+namespace hart::actors {
+
+/// The scheduler request for `g` with internal id `id`. `tok` may be null
+/// (then only token-id prompts are accepted). Token ids must be < vocab_size.
+status_or<sched::gen_request> to_gen_request(const protocol::generate_request& g, uint64_t id,
+                                             const tokenizer* tok, int64_t vocab_size);
+
+protocol::finish_reason to_wire(sched::finish_reason r);
+
+/// A one-token chunk for `e`; `client_request_id` and `seq` are the client's view.
+protocol::chunk_event to_chunk(const sched::token_event& e, uint64_t client_request_id, uint32_t seq,
+                               bool logprobs, bool top_logprobs);
+protocol::final_event to_final(const sched::finish_event& e, uint64_t client_request_id);
+
+}  // namespace hart::actors

@@ -1,0 +1,333 @@
+// `hart serve` as a real process on 127.0.0.1, driven through real ZeroMQ
+// sockets: concurrent streaming clients get what the engine computes alone,
+// seeded samples replay, abort and pause work mid-stream, and bad input gets
+// a typed error while the server keeps serving without leaking pages.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/model/engine.h"
+#include "runtime/transport/client.h"
+
+namespace hart::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Starts `hart serve` on an OS-chosen port and stops it with SIGTERM.
+class server_process {
+ public:
+  explicit server_process(const std::string& model) {
+    int out[2];
+    EXPECT_EQ(pipe(out), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      close(out[0]);
+      setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+      execl(HART_BINARY, HART_BINARY, "--log", "warn", "serve", "-m", model.c_str(), "--bind", "tcp://127.0.0.1:*",
+            "--deterministic", "--full-pages", "64", "--swa-pages", "24", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    FILE* f = fdopen(out[0], "r");
+    char line[512] = {};
+    if (std::fgets(line, sizeof line, f)) {
+      const std::string s(line);
+      const size_t at = s.find(" on ");
+      if (at != std::string::npos) endpoint_ = s.substr(at + 4, s.find_last_not_of("\r\n") - at - 3);
+    }
+    std::fclose(f);
+  }
+  ~server_process() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int st = 0;
+      waitpid(pid_, &st, 0);
+      exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string endpoint_;
+  int exit_code_ = 0;
+};
+
+class serve : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = std::string(HART_TEST_DATA) + "/tiny-a";
+    srv_ = new server_process(model_);
+    engine_params p;
+    p.model_dir = model_;
+    p.deterministic = true;
+    auto e = engine::load(p);
+    ASSERT_TRUE(e.ok()) << e.get_status().to_string();
+    eng_ = std::move(e).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete srv_;
+    delete eng_;
+  }
+
+  std::unique_ptr<transport::client> connect() {
+    EXPECT_FALSE(srv_->endpoint().empty()) << "the server did not print its endpoint";
+    transport::client_params p;
+    p.endpoint = srv_->endpoint();
+    auto c = transport::client::connect(p);
+    EXPECT_TRUE(c.ok()) << c.get_status().to_string();
+    return std::move(c).value();
+  }
+
+  // Greedy continuation of `prompt` computed by the engine alone: tokens and their log-softmax.
+  static std::vector<int32_t> greedy_alone(const std::vector<int32_t>& prompt, int n, std::vector<float>* logprobs) {
+    sequence_state s = eng_->new_sequence();
+    std::vector<float> logits;
+    EXPECT_TRUE(eng_->prefill(s, prompt, logits_request::last, &logits).ok());
+    std::vector<int32_t> out;
+    for (int i = 0; i < n; ++i) {
+      const int64_t V = eng_->config().vocab_size;
+      const int32_t t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      double mx = logits[t], z = 0;
+      for (int64_t v = 0; v < V; ++v) z += std::exp(double(logits[v]) - mx);
+      if (logprobs) logprobs->push_back(float(-std::log(z)));
+      out.push_back(t);
+      EXPECT_TRUE(eng_->decode({&s}, {t}, &logits).ok());
+    }
+    return out;
+  }
+
+  static protocol::generate_request greedy_request(uint64_t id, const std::vector<int32_t>& prompt, uint32_t n_new) {
+    protocol::generate_request g;
+    g.request_id = id;
+    g.kind = protocol::prompt_kind::token_ids;
+    g.token_ids.assign(prompt.begin(), prompt.end());
+    g.sampling.temperature = 0;
+    g.sampling.max_new_tokens = n_new;
+    g.sampling.ignore_eos = true;
+    g.sampling.logprobs = true;
+    return g;
+  }
+
+  // Sends a control verb and returns its answer; chunks and finals that arrive
+  // meanwhile go to `streamed` (when given).
+  static protocol::reply control(transport::client& c, protocol::control_verb verb, uint64_t tag,
+                                 protocol::pause_mode mode = protocol::pause_mode::abort,
+                                 std::vector<protocol::reply>* streamed = nullptr) {
+    protocol::control_request q;
+    q.tag = tag;
+    q.verb = verb;
+    q.mode = mode;
+    EXPECT_TRUE(c.send(protocol::request{q}).ok());
+    for (;;) {
+      auto r = c.receive(20s);
+      EXPECT_TRUE(r.ok()) << r.get_status().to_string();
+      if (!r.ok()) return protocol::error_reply{};
+      if (!std::holds_alternative<protocol::chunk_event>(*r) && !std::holds_alternative<protocol::final_event>(*r)) return *r;
+      if (streamed) streamed->push_back(*r);
+    }
+  }
+
+  void SetUp() override {
+    // A test that failed while the server was paused must not stall the next one.
+    auto c = connect();
+    control(*c, protocol::control_verb::resume, 999);
+  }
+
+  static std::string model_;
+  static server_process* srv_;
+  static engine* eng_;
+};
+
+std::string serve::model_;
+server_process* serve::srv_ = nullptr;
+engine* serve::eng_ = nullptr;
+
+std::vector<int32_t> prompt_of(int i) {
+  std::vector<int32_t> p;
+  for (int k = 0; k < 20 + (i * 7) % 60; ++k) p.push_back(int32_t((k * 31 + (k < 15 ? 0 : i) * 17) % 500 + 6));
+  return p;
+}
+
+TEST_F(serve, concurrent_streaming_clients_get_what_the_engine_computes_alone) {
+  constexpr int k_clients = 32;
+  std::vector<std::thread> threads;
+  std::vector<std::string> failures(k_clients);
+  for (int i = 0; i < k_clients; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = connect();
+      const std::vector<int32_t> prompt = prompt_of(i);
+      auto res = c->generate(greedy_request(100 + i, prompt, 8), 120s);
+      if (!res.ok()) {
+        failures[i] = res.get_status().to_string();
+        return;
+      }
+      const auto& s = res->samples[0];
+      std::vector<int32_t> got(s.token_ids.begin(), s.token_ids.end());
+      std::vector<float> want_lp;
+      const std::vector<int32_t> want = greedy_alone(prompt, 8, &want_lp);
+      if (got != want) failures[i] = "tokens differ";
+      else if (s.logprobs != want_lp) failures[i] = "logprobs differ";
+      else if (s.final.reason != protocol::finish_reason::length) failures[i] = "finish reason";
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < k_clients; ++i) EXPECT_EQ(failures[i], "") << "client " << i;
+}
+
+TEST_F(serve, seeded_samples_replay) {
+  auto c = connect();
+  protocol::generate_request g = greedy_request(7, prompt_of(3), 12);
+  g.sampling.temperature = 1.0f;
+  g.sampling.has_seed = true;
+  g.sampling.seed = 42;
+  g.sampling.n = 3;
+  auto a = c->generate(g, 60s);
+  ASSERT_TRUE(a.ok()) << a.get_status().to_string();
+  g.request_id = 8;
+  auto b = c->generate(g, 60s);
+  ASSERT_TRUE(b.ok()) << b.get_status().to_string();
+  ASSERT_EQ(a->samples.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(a->samples[i].token_ids, b->samples[i].token_ids) << "sample " << i;
+    EXPECT_EQ(a->samples[i].logprobs, b->samples[i].logprobs) << "sample " << i;
+  }
+  EXPECT_NE(a->samples[0].token_ids, a->samples[1].token_ids);
+}
+
+TEST_F(serve, abort_mid_stream_returns_the_partial_output) {
+  auto c = connect();
+  ASSERT_TRUE(c->send(protocol::request{greedy_request(9, prompt_of(5), 400)}).ok());
+  int chunks = 0;
+  bool aborted = false;
+  for (;;) {
+    auto r = c->receive(60s);
+    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+    if (std::holds_alternative<protocol::chunk_event>(*r) && ++chunks == 3) {
+      protocol::control_request q;
+      q.tag = 1;
+      q.verb = protocol::control_verb::abort;
+      q.request_id = 9;
+      ASSERT_TRUE(c->send(protocol::request{q}).ok());
+    }
+    if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
+      aborted = f->reason == protocol::finish_reason::abort;
+      EXPECT_LT(f->usage.completion_tokens, 400u);
+      EXPECT_GE(f->usage.completion_tokens, 3u);
+      break;
+    }
+  }
+  EXPECT_TRUE(aborted);
+}
+
+TEST_F(serve, pause_modes_then_resume) {
+  auto c = connect();
+  const std::vector<int32_t> prompt = prompt_of(11);
+  const std::vector<int32_t> want = greedy_alone(prompt, 30, nullptr);
+  for (auto mode : {protocol::pause_mode::retract, protocol::pause_mode::in_place}) {
+    ASSERT_TRUE(c->send(protocol::request{greedy_request(20 + int(mode), prompt, 30)}).ok());
+    std::vector<int32_t> got;
+    std::vector<protocol::reply> backlog;
+    bool paused = false, done = false;
+    while (!done) {
+      protocol::reply r;
+      if (!backlog.empty()) {
+        r = backlog.front();
+        backlog.erase(backlog.begin());
+      } else {
+        auto in = c->receive(60s);
+        ASSERT_TRUE(in.ok()) << in.get_status().to_string();
+        r = *in;
+      }
+      if (const auto* ch = std::get_if<protocol::chunk_event>(&r)) {
+        got.insert(got.end(), ch->token_ids.begin(), ch->token_ids.end());
+        if (!paused && got.size() >= 2) {
+          paused = true;
+          auto ack = control(*c, protocol::control_verb::pause, 2, mode, &backlog);
+          EXPECT_TRUE(std::holds_alternative<protocol::ack_reply>(ack));
+          std::this_thread::sleep_for(100ms);
+          auto ack2 = control(*c, protocol::control_verb::resume, 3, mode, &backlog);
+          EXPECT_TRUE(std::holds_alternative<protocol::ack_reply>(ack2));
+        }
+      }
+      if (const auto* f = std::get_if<protocol::final_event>(&r)) {
+        EXPECT_EQ(f->reason, protocol::finish_reason::length);
+        done = true;
+      }
+    }
+    EXPECT_EQ(got, want) << "pause mode " << int(mode);
+  }
+  // pause(abort) ends what runs.
+  ASSERT_TRUE(c->send(protocol::request{greedy_request(30, prompt, 300)}).ok());
+  auto first = c->receive(60s);
+  ASSERT_TRUE(first.ok());
+  std::vector<protocol::reply> backlog;
+  auto ack = control(*c, protocol::control_verb::pause, 4, protocol::pause_mode::abort, &backlog);
+  EXPECT_TRUE(std::holds_alternative<protocol::ack_reply>(ack));
+  bool aborted = false;
+  for (const protocol::reply& r : backlog) {
+    if (const auto* f = std::get_if<protocol::final_event>(&r)) aborted = f->reason == protocol::finish_reason::abort;
+  }
+  while (!aborted) {
+    auto r = c->receive(60s);
+    ASSERT_TRUE(r.ok());
+    if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
+      EXPECT_EQ(f->reason, protocol::finish_reason::abort);
+      break;
+    }
+  }
+  control(*c, protocol::control_verb::resume, 5);
+}
+
+TEST_F(serve, bad_input_gets_typed_errors_and_the_server_keeps_serving) {
+  auto c = connect();
+  std::mt19937 rng(7);
+  for (int i = 0; i < 50; ++i) {
+    std::string junk(std::uniform_int_distribution<int>(0, 300)(rng), '\0');
+    for (char& ch : junk) ch = char(rng());
+    ASSERT_TRUE(c->send_frames({std::string("\x01\x01", 2), junk}).ok());
+    auto r = c->receive(20s);
+    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+    EXPECT_TRUE(std::holds_alternative<protocol::error_reply>(*r)) << "junk frame " << i;
+  }
+  ASSERT_TRUE(c->send_frames({"x"}).ok());  // wrong frame count
+  EXPECT_TRUE(std::holds_alternative<protocol::error_reply>(*c->receive(20s)));
+
+  // A token id outside the vocabulary, and a prompt longer than the model allows.
+  auto bad = greedy_request(40, {3, 4, 100000}, 4);
+  ASSERT_TRUE(c->send(protocol::request{bad}).ok());
+  auto r = c->receive(20s);
+  ASSERT_TRUE(r.ok());
+  const auto* e = std::get_if<protocol::error_reply>(&*r);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->code, status_code::out_of_range);
+  EXPECT_EQ(e->request_id, 40u);
+
+  auto h = control(*c, protocol::control_verb::health, 9);
+  ASSERT_TRUE(std::holds_alternative<protocol::health_reply>(h));
+  EXPECT_TRUE(std::get<protocol::health_reply>(h).ok);
+  auto ok = c->generate(greedy_request(41, prompt_of(1), 4), 60s);
+  EXPECT_TRUE(ok.ok()) << ok.get_status().to_string();
+
+  // No pages leaked: after a flush, nothing is in use.
+  control(*c, protocol::control_verb::flush_cache, 10);
+  auto st = control(*c, protocol::control_verb::stats, 11);
+  ASSERT_TRUE(std::holds_alternative<protocol::stats_reply>(st));
+  for (const auto& [k, v] : std::get<protocol::stats_reply>(st).entries) {
+    if (k == "cache_full_pages_used" || k == "cache_swa_pages_used" || k == "running") {
+      EXPECT_EQ(v, 0.0) << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hart::testing
