@@ -11,6 +11,9 @@ packages=(
   nlohmann-json3-dev  # config.json, safetensors headers, tokenizer.json
   libpcre2-dev        # tokenizer pre-tokenizer regexes (Unicode classes)
   libcli11-dev        # the hart command line
+  capnproto libcapnp-dev      # wire schemas (Cap'n Proto 0.9)
+  libzmq3-dev cppzmq-dev      # transport (ZeroMQ 4.3 + cppzmq)
+  libcaf-dev                  # actors (CAF 0.17)
   libgtest-dev libgmock-dev
 )
 missing=()
