@@ -3,6 +3,7 @@
 //
 //   lt_bench [peer.txt]      checks + timings + table
 //   lt_bench --eval-only     the adversarial checks alone (for compute-sanitizer)
+//   lt_bench --profile B N K 10 launches of one case (for ncu)
 //
 // 1. Runs every eval case of lightning_topk_cases.h (adversarial rows) on the GPU and
 //    compares with lightning_topk_cpu exactly (indices and order; output poisoned).
@@ -301,6 +302,25 @@ int main(int argc, char** argv) {
       while (std::fscanf(f, "%lld %lld %lld %lf", &b, &n, &k, &us) == 4) peer[{b, n, k}] = us;
       std::fclose(f);
     }
+  }
+  if (argc == 5 && std::strcmp(argv[1], "--profile") == 0) {
+    // For ncu: 10 launches of one case on one random set, nothing else.
+    const int64_t b = std::atoll(argv[2]), n = std::atoll(argv[3]), k = std::atoll(argv[4]);
+    float* d;
+    int32_t* d_out;
+    CK(cudaMalloc(&d, size_t(b * n) * sizeof(float)));
+    CK(cudaMalloc(&d_out, size_t(b * k) * sizeof(int32_t)));
+    fill_normal<<<1024, 256>>>(d, b * n, 99);
+    lightning_topk_params p;
+    p.scores = d;
+    p.out = d_out;
+    p.batch = b;
+    p.row_stride = n;
+    p.k = k;
+    for (int i = 0; i < 10; ++i)
+      if (!lightning_topk_cuda(p, nullptr).ok()) return 2;
+    CK(cudaDeviceSynchronize());
+    return 0;
   }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));

@@ -94,6 +94,13 @@ inline std::vector<lt_case> eval_cases(uint32_t seed, bool big = true) {
     cs.push_back(c);
   }
   {
+    // Odd stride (scalar loads), streaming at any cluster size, candidate overflow, a tie
+    // across CTAs at the threshold.
+    lt_case c = make("narrow_odd_streaming", 1, 600001, 512);
+    for (float& v : c.scores) v = -3.0f - float(g() % 5) * 4 * std::numeric_limits<float>::epsilon();
+    cs.push_back(c);
+  }
+  {
     lt_case c = make("narrow_range_resident", 2, 100000, 1024);
     for (float& v : c.scores) v = 1.0f + float(g() % 3) * std::numeric_limits<float>::epsilon();
     cs.push_back(c);
