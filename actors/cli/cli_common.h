@@ -80,6 +80,16 @@ struct client_options {
   float temperature = 0.0f;
 };
 
+struct bench_serve_options {
+  std::string connect = "tcp://127.0.0.1:5557";
+  std::vector<int64_t> concurrency = {1, 2, 4, 8};
+  int64_t input_len = 128;
+  int64_t output_len = 64;
+  int64_t requests_per_user = 4;
+  int64_t vocab = 512;  // prompt token ids are drawn from [2, vocab)
+  uint64_t seed = 1;
+};
+
 /// "80GiB", "512M", "1M" (binary multiples; a trailing B is allowed when `bytes`).
 status_or<int64_t> parse_size(const std::string& text, bool bytes);
 
@@ -94,6 +104,7 @@ int run_serve(const serve_options& o);
 int run_client(const client_options& o);
 int run_chat(const client_options& o);
 int run_stats(const client_options& o);
+int run_bench_serve(const bench_serve_options& o);
 
 /// Prints "hart: error: <status>" to stderr and returns exit code 1.
 int fail(const status& s);

@@ -115,6 +115,16 @@ int main(int argc, char** argv) {
   CLI::App* st = app.add_subcommand("stats", "Print a running server's metrics (Prometheus text)");
   add_connect(st);
 
+  hart::cli::bench_serve_options bs;
+  CLI::App* b = app.add_subcommand("bench-serve", "Load generator against a running server: a concurrency sweep");
+  b->add_option("--connect", bs.connect, "Server endpoint")->capture_default_str();
+  b->add_option("--concurrency", bs.concurrency, "Concurrent users, one summary line each")->capture_default_str();
+  b->add_option("--input-len", bs.input_len, "Prompt tokens")->capture_default_str();
+  b->add_option("--output-len", bs.output_len, "Generated tokens (EOS ignored)")->capture_default_str();
+  b->add_option("--requests-per-user", bs.requests_per_user, "Requests each user sends back to back")->capture_default_str();
+  b->add_option("--vocab", bs.vocab, "Prompt token ids are drawn from [2, vocab)")->capture_default_str();
+  b->add_option("--seed", bs.seed, "Prompt seed")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   hart::log_level lv = hart::log_level::info;
   if (log_level == "debug") lv = hart::log_level::debug;
@@ -131,5 +141,6 @@ int main(int argc, char** argv) {
   if (*k) return hart::cli::run_client(cl);
   if (*h) return hart::cli::run_chat(cl);
   if (*st) return hart::cli::run_stats(cl);
+  if (*b) return hart::cli::run_bench_serve(bs);
   return 2;
 }

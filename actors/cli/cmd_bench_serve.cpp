@@ -1,0 +1,111 @@
+// `hart bench-serve`: an InferenceX-style load generator against a running
+// server. For each concurrency, C clients send random token prompts of the
+// given lengths back to back; one summary line per concurrency: requests,
+// output tokens/s (server) vs per user, TTFT and TPOT p50/p99, and the
+// server's own step latency (stats) beside the client-seen TPOT, whose
+// difference is the serving overhead per decode step (target S1).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "actors/cli/cli_common.h"
+#include "runtime/transport/client.h"
+
+namespace hart::cli {
+namespace {
+
+using namespace std::chrono;
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))];
+}
+
+double server_stat(transport::client& c, const char* name) {
+  protocol::control_request q;
+  q.tag = 77;
+  q.verb = protocol::control_verb::stats;
+  if (!c.send(protocol::request{q}).ok()) return -1;
+  for (;;) {
+    auto r = c.receive(seconds(10));
+    if (!r.ok()) return -1;
+    if (const auto* s = std::get_if<protocol::stats_reply>(&*r)) {
+      for (const auto& [k, v] : s->entries) {
+        if (k == name) return v;
+      }
+      return -1;
+    }
+  }
+}
+
+}  // namespace
+
+int run_bench_serve(const bench_serve_options& o) {
+  transport::client_params cp;
+  cp.endpoint = o.connect;
+  auto probe = transport::client::connect(cp);
+  if (!probe.ok()) return fail(probe.get_status());
+  std::printf("%-5s %6s %10s %10s %10s %10s %10s %10s %12s\n", "conc", "reqs", "out_tok/s", "tok/s/user",
+              "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "step_p50");
+  for (int64_t conc : o.concurrency) {
+    std::vector<double> ttft_ms, tpot_ms;
+    std::atomic<int64_t> out_tokens{0}, done{0}, errors{0};
+    std::mutex m;
+    const auto t0 = steady_clock::now();
+    std::vector<std::thread> users;
+    for (int64_t u = 0; u < conc; ++u) {
+      users.emplace_back([&, u] {
+        auto c = transport::client::connect(cp);
+        if (!c.ok()) {
+          ++errors;
+          return;
+        }
+        std::mt19937 rng(uint32_t(o.seed + u));
+        std::uniform_int_distribution<uint32_t> tok(2, uint32_t(o.vocab - 1));
+        for (int64_t i = 0; i < o.requests_per_user; ++i) {
+          protocol::generate_request g;
+          g.request_id = uint64_t(i + 1);
+          for (int64_t k = 0; k < o.input_len; ++k) g.token_ids.push_back(tok(rng));
+          g.sampling.temperature = 0;
+          g.sampling.max_new_tokens = uint32_t(o.output_len);
+          g.sampling.ignore_eos = true;
+          const auto start = steady_clock::now();
+          steady_clock::time_point first{}, last{};
+          int64_t n = 0;
+          auto res = (*c)->generate(g, minutes(10), [&](const protocol::chunk_event& ch) {
+            last = steady_clock::now();
+            if (n == 0) first = last;
+            n += int64_t(ch.token_ids.size());
+          });
+          if (!res.ok() || n == 0) {
+            ++errors;
+            continue;
+          }
+          std::lock_guard<std::mutex> lock(m);
+          ttft_ms.push_back(duration<double, std::milli>(first - start).count());
+          if (n > 1) tpot_ms.push_back(duration<double, std::milli>(last - first).count() / double(n - 1));
+          out_tokens += n;
+          ++done;
+        }
+      });
+    }
+    for (auto& t : users) t.join();
+    const double secs = duration<double>(steady_clock::now() - t0).count();
+    const double step_us = server_stat(**probe, "step_latency_us_p50");
+    const double per_user = tpot_ms.empty() ? 0 : 1000.0 / percentile(tpot_ms, 0.5);
+    std::printf("%-5lld %6lld %10.1f %10.1f %10.2f %10.2f %10.3f %10.3f %12.3f%s\n", (long long)conc,
+                (long long)done.load(), out_tokens / secs, per_user, percentile(ttft_ms, 0.5), percentile(ttft_ms, 0.99),
+                percentile(tpot_ms, 0.5), percentile(tpot_ms, 0.99), step_us / 1000.0,
+                errors ? "  (errors)" : "");
+  }
+  std::printf("# ms; tpot = time per output token seen by the client; step_p50 = the server's engine step "
+              "(the difference at concurrency 1 is the serving overhead per decode step)\n");
+  return 0;
+}
+
+}  // namespace hart::cli
