@@ -93,11 +93,14 @@ void handle_control(engine_state& st, caf::blocking_actor* self, const control_c
 void engine_loop(caf::blocking_actor* self, std::shared_ptr<engine_state> st) {
   bool running = true;
   for (;;) {
-    // Drain the mailbox; wait only when there is nothing to step.
+    // Drain the mailbox; wait only when there is nothing to step. With work
+    // pending, messages are taken only while some are queued: a receive with a
+    // zero timeout would still round-trip through CAF's timer.
     const bool work = !st->loop->idle() && !st->loop->sched().paused();
     bool got = true;
     for (bool first = true; running && got; first = false) {
       got = false;
+      if ((work || !first) && !self->has_next_message()) break;
       const auto wait = (work || !first) ? 0ms : 200ms;
       self->receive(
           [&](caf::actor gw) {
