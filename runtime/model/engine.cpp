@@ -4,7 +4,6 @@
 #include <atomic>
 #include <set>
 
-#include "kernels/linear/linear.h"
 #include "kernels/mhc/mhc.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "runtime/core/log.h"

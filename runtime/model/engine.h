@@ -2,10 +2,13 @@
 // The CPU DeepSeek-V4 engine: loads a checkpoint and runs the forward pass
 // over a batch of sequences, each contributing a chunk of tokens (a prefill
 // chunk of any length, or one decode token), with logits for the positions
-// asked for. Sequences keep their own state (sequence_state), so chunked
-// prefill, token-by-token decode and batching all compute the same logits.
+// asked for. Sequences keep their state in KV pages (sequence_state,
+// kv_store), so chunked prefill, token-by-token decode, batching and prefix
+// reuse all compute the same logits.
 //
-//   HART_ASSIGN_OR_RETURN(auto eng, engine::load({.model_dir = "tests/data/tiny-a"}));
+//   engine_params p;
+//   p.model_dir = "tests/data/tiny-a";
+//   HART_ASSIGN_OR_RETURN(auto eng, engine::load(p));
 //   sequence_state s = eng->new_sequence();
 //   std::vector<float> logits;
 //   HART_RETURN_IF_ERROR(eng->prefill(s, prompt, logits_request::last, &logits));
@@ -86,6 +89,7 @@ class engine {
   /// item order: every position for `all`, the last for `last`, none for `none`.
   /// Invalid input (empty chunk, token id outside the vocabulary, the same
   /// sequence twice, context past max_position) is an error that changes no state.
+  /// One call at a time per engine: engine-owned sequences share its page store.
   status forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
                  forward_trace* trace = nullptr) const;
 
