@@ -34,7 +34,8 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t tag) {
                {"cache_full_pages_total", double(s.cache.full_pages_total)},
                {"cache_swa_pages_used", double(s.cache.swa_pages_used)},
                {"cache_swa_pages_total", double(s.cache.swa_pages_total)},
-               {"cache_evicted_full_pages", double(s.cache.evicted_full_pages)}};
+               {"cache_evicted_full_pages", double(s.cache.evicted_full_pages)},
+               {"worker_failures", double(s.worker_failures)}};
   std::ostringstream prom;
   for (const auto& [name, value] : r.entries) prom << "hart_" << name << ' ' << value << '\n';
   r.prometheus = prom.str();
@@ -157,7 +158,11 @@ void engine_loop(caf::blocking_actor* self, std::shared_ptr<engine_state> st) {
 status_or<caf::actor> spawn_engine_actor(caf::actor_system& sys, const engine_actor_params& params) {
   auto st = std::make_shared<engine_state>();
   st->params = params;
-  HART_ASSIGN_OR_RETURN(st->loop, sched::serving_loop::create(*params.eng, params.serving, params.tok));
+  std::unique_ptr<sched::step_executor> executor;
+  if (params.make_executor) {
+    HART_ASSIGN_OR_RETURN(executor, params.make_executor());
+  }
+  HART_ASSIGN_OR_RETURN(st->loop, sched::serving_loop::create(*params.eng, params.serving, params.tok, std::move(executor)));
   return sys.spawn<caf::detached>(engine_loop, st);
 }
 

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <memory>
 
 #include "actors/caf_compat.h"
 #include "runtime/model/engine.h"
@@ -23,6 +25,9 @@ struct engine_actor_params {
   const tokenizer* tok = nullptr;     // may be null
   sched::serving_params serving;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  /// Empty: the CPU worker runs in the actor's thread. Else called once, before
+  /// the actor starts, for the executor of its steps (a remote_worker).
+  std::function<status_or<std::unique_ptr<sched::step_executor>>()> make_executor;
 };
 
 /// Spawns the engine actor; send it the gateway's handle (a caf::actor) before any work.

@@ -69,6 +69,14 @@ struct serve_options {
   int64_t max_running = 64;
   int64_t prefill_chunk = 512;
   int64_t max_context = 0;
+  bool worker_process = false;      // run the engine in a spawned `hart worker` (respawned when it dies)
+  int64_t worker_timeout_ms = 600000;  // a step the worker does not answer within this fails
+};
+
+struct worker_options {
+  common_options common;
+  std::string connect;   // the server's worker endpoint
+  std::string pid_file;  // written once the engine is loaded
 };
 
 struct client_options {
@@ -101,6 +109,7 @@ int run_tokenize(const tokenize_options& o);
 int run_score(const score_options& o);
 int run_cache_plan(const cache_plan_options& o);
 int run_serve(const serve_options& o);
+int run_worker(const worker_options& o);
 int run_client(const client_options& o);
 int run_chat(const client_options& o);
 int run_stats(const client_options& o);

@@ -10,8 +10,11 @@
 #include "actors/engine_actor.h"
 #include "actors/gateway_actor.h"
 #include "runtime/core/log.h"
+#include "runtime/worker_link/remote_worker.h"
 
 namespace hart::cli {
+
+worker_link::model_summary model_summary_of(const engine& eng, const common_options& o);  // cmd_worker.cpp
 
 int run_serve(const serve_options& o) {
   // Every thread started from here on inherits the blocked mask; main waits for the signals.
@@ -42,7 +45,25 @@ int run_serve(const serve_options& o) {
 
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  actors::engine_actor_params ep{eng->get(), tok.get(), sp, std::chrono::steady_clock::now()};
+  actors::engine_actor_params ep{eng->get(), tok.get(), sp, std::chrono::steady_clock::now(), {}};
+  if (o.worker_process) {
+    // The worker gets the same model and arithmetic flags; the server keeps only the plan.
+    worker_link::remote_worker_params wp;
+    wp.config = {sp.cache.page_size, sp.cache.n_full_pages, sp.cache.n_swa_pages};
+    wp.expect = model_summary_of(**eng, o.common);
+    wp.step_timeout_ms = o.worker_timeout_ms;
+    wp.spawn_argv = {"/proc/self/exe", "worker", "--model", o.common.model_dir, "--precision", o.common.precision_name,
+                     "--threads", std::to_string(o.common.threads)};
+    if (o.common.deterministic) wp.spawn_argv.push_back("--deterministic");
+    wp.on_spawn = [](int64_t pid) {
+      std::printf("hart: worker pid %lld\n", (long long)pid);
+      std::fflush(stdout);
+    };
+    ep.make_executor = [wp]() -> status_or<std::unique_ptr<sched::step_executor>> {
+      HART_ASSIGN_OR_RETURN(auto rw, worker_link::remote_worker::start(wp));
+      return std::unique_ptr<sched::step_executor>(std::move(rw));
+    };
+  }
   auto engine_actor = actors::spawn_engine_actor(sys, ep);
   if (!engine_actor.ok()) return fail(engine_actor.get_status());
 

@@ -99,6 +99,16 @@ int main(int argc, char** argv) {
   v->add_option("--max-running", sv.max_running, "Sequences decoding at once")->capture_default_str();
   v->add_option("--prefill-chunk", sv.prefill_chunk, "Largest prefill chunk per sequence per step")->capture_default_str();
   v->add_option("--max-context", sv.max_context, "Longest prompt + generation accepted (0 = model limit)")->capture_default_str();
+  v->add_flag("--worker-process", sv.worker_process,
+              "Run the engine in a separate `hart worker` process; respawn it when it dies");
+  v->add_option("--worker-timeout-ms", sv.worker_timeout_ms, "A worker that does not answer a step within this is dropped")
+      ->capture_default_str();
+
+  hart::cli::worker_options wk;
+  CLI::App* w = app.add_subcommand("worker", "Run steps for a `hart serve` scheduler (started by --worker-process)");
+  add_common(w, &wk.common);
+  w->add_option("--connect", wk.connect, "The server's worker endpoint")->required();
+  w->add_option("--pid-file", wk.pid_file, "Write this process's pid here once the model is loaded");
 
   hart::cli::client_options cl;
   auto add_connect = [&](CLI::App* cmd) {
@@ -138,6 +148,7 @@ int main(int argc, char** argv) {
   if (*s) return hart::cli::run_score(sc);
   if (*c) return hart::cli::run_cache_plan(cp);
   if (*v) return hart::cli::run_serve(sv);
+  if (*w) return hart::cli::run_worker(wk);
   if (*k) return hart::cli::run_client(cl);
   if (*h) return hart::cli::run_chat(cl);
   if (*st) return hart::cli::run_stats(cl);

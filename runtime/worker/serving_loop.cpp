@@ -3,21 +3,39 @@
 #include <algorithm>
 
 namespace hart::sched {
+namespace {
+
+/// The in-process executor: cpu_worker on the loop's own pages.
+class local_executor : public step_executor {
+ public:
+  local_executor(const engine& eng, kv_store& store) : worker_(eng, store) {}
+  status_or<step_result> execute(const step_plan& plan) override { return worker_.execute(plan); }
+
+ private:
+  cpu_worker worker_;
+};
+
+}  // namespace
 
 status_or<std::unique_ptr<serving_loop>> serving_loop::create(const engine& eng, serving_params params,
-                                                              const tokenizer* tok) {
+                                                              const tokenizer* tok,
+                                                              std::unique_ptr<step_executor> executor) {
   params.cache.window = eng.config().window;  // the model decides; a config mismatch would corrupt reads
   HART_RETURN_IF_ERROR(params.cache.validate());
   if (params.sched.vocab_size == 0) params.sched.vocab_size = int32_t(eng.config().vocab_size);
   if (params.sched.eos_token_id < 0 && tok && tok->config().eos_id) params.sched.eos_token_id = *tok->config().eos_id;
   HART_RETURN_IF_ERROR(params.sched.validate());
   std::unique_ptr<serving_loop> l(new serving_loop());
-  HART_ASSIGN_OR_RETURN(l->store_, eng.make_store(params.cache.page_size));
-  l->store_->ensure_full_pages(params.cache.n_full_pages);
-  l->store_->ensure_swa_pages(params.cache.n_swa_pages);
+  if (executor) {
+    l->executor_ = std::move(executor);
+  } else {
+    HART_ASSIGN_OR_RETURN(l->store_, eng.make_store(params.cache.page_size));
+    l->store_->ensure_full_pages(params.cache.n_full_pages);
+    l->store_->ensure_swa_pages(params.cache.n_swa_pages);
+    l->executor_ = std::make_unique<local_executor>(eng, *l->store_);
+  }
   l->cache_ = std::make_unique<cache::shadow_radix>(params.cache);
   l->sched_ = std::make_unique<scheduler>(params.sched, *l->cache_, tok);
-  l->worker_ = std::make_unique<cpu_worker>(eng, *l->store_);
   return l;
 }
 
@@ -26,8 +44,24 @@ event_batch serving_loop::step() {
   step_plan plan = sched_->schedule();
   event_batch ev = sched_->take_events();
   if (plan.empty()) return ev;
-  step_result res = worker_->execute(plan);
-  ev.append(sched_->complete(plan, res));
+  status_or<step_result> res = executor_->execute(plan);
+  if (res.ok()) {
+    ev.append(sched_->complete(plan, res.value()));
+  } else {
+    ++worker_failures_;
+    step_result failed;
+    failed.step = plan.step;
+    failed.error = status(res.get_status().code(), "worker failed: " + res.get_status().message());
+    ev.append(sched_->complete(plan, failed));
+    if (!executor_->keeps_pages_on_failure()) {
+      // The KV behind every page died with the worker: whatever still runs must
+      // recompute, and no cached prefix may be matched again.
+      const bool was_paused = sched_->paused();
+      ev.append(sched_->pause(pause_mode::retract));
+      sched_->flush_cache();
+      if (!was_paused) sched_->resume();
+    }
+  }
   const int64_t dt = sched_->now_us() - t0;
   step_us_.push_back(dt);
   busy_us_ += dt;
@@ -56,6 +90,7 @@ serving_stats serving_loop::stats() const {
   s.finished = c.finished;
   s.generated_tokens = c.generated_tokens;
   s.fed_tokens = c.fed_tokens;
+  s.worker_failures = worker_failures_;
   s.tokens_per_s = busy_us_ > 0 ? double(c.generated_tokens) * 1e6 / double(busy_us_) : 0.0;
   s.ttft_us_mean = c.ttft_count ? double(c.ttft_us_sum) / double(c.ttft_count) : 0.0;
   if (!step_us_.empty()) {

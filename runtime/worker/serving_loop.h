@@ -15,6 +15,7 @@
 #include "runtime/cache/shadow_radix.h"
 #include "runtime/model/engine.h"
 #include "runtime/sched/scheduler.h"
+#include "runtime/sched/step_executor.h"
 #include "runtime/worker/cpu_worker.h"
 
 namespace hart::sched {
@@ -30,6 +31,7 @@ struct serving_stats {
   int64_t waiting = 0, running = 0;  // sequences
   int64_t steps = 0, preemptions = 0, finished = 0;
   int64_t generated_tokens = 0, fed_tokens = 0;
+  int64_t worker_failures = 0;  // executor errors (dead worker process); their plans ended with `error`
   double tokens_per_s = 0;    // generated tokens / time spent in step()
   double ttft_us_mean = 0;    // over samples that produced a token
   double step_us_mean = 0, step_us_p50 = 0, step_us_p99 = 0;  // non-empty steps
@@ -39,9 +41,12 @@ struct serving_stats {
 
 class serving_loop {
  public:
-  /// `eng` and `tok` (may be null) must outlive the loop.
+  /// `eng` and `tok` (may be null) must outlive the loop. Without `executor`
+  /// the loop allocates the KV pages and runs a cpu_worker in this thread;
+  /// with one (a remote_worker) it only plans and leaves the pages to it.
   static status_or<std::unique_ptr<serving_loop>> create(const engine& eng, serving_params params,
-                                                         const tokenizer* tok);
+                                                         const tokenizer* tok,
+                                                         std::unique_ptr<step_executor> executor = nullptr);
 
   status submit(gen_request r) { return sched_->submit(std::move(r)); }
   event_batch abort(uint64_t id) { return sched_->abort(id); }
@@ -51,7 +56,10 @@ class serving_loop {
   void flush_cache() { sched_->flush_cache(); }
 
   /// One scheduler step executed on the engine; returns its events (and any
-  /// produced while planning).
+  /// produced while planning). When the executor fails (a dead worker), every
+  /// sequence of the plan ends with `error`; if the executor lost its pages,
+  /// running sequences are retracted and the prefix cache flushed, so they
+  /// recompute on the next worker.
   event_batch step();
   /// Steps until nothing is live, or until a step makes no progress (paused,
   /// or nothing fits); at most max_steps steps.
@@ -61,7 +69,8 @@ class serving_loop {
   serving_stats stats() const;
   scheduler& sched() { return *sched_; }
   cache::shadow_radix& cache() { return *cache_; }
-  kv_store& store() { return *store_; }
+  /// Null when an executor was given to create().
+  kv_store* store() { return store_.get(); }
 
  private:
   serving_loop() = default;
@@ -69,7 +78,8 @@ class serving_loop {
   std::unique_ptr<kv_store> store_;
   std::unique_ptr<cache::shadow_radix> cache_;
   std::unique_ptr<scheduler> sched_;
-  std::unique_ptr<cpu_worker> worker_;
+  std::unique_ptr<step_executor> executor_;
+  int64_t worker_failures_ = 0;
   std::vector<int64_t> step_us_;  // per non-empty step
   int64_t busy_us_ = 0;
 };

@@ -204,7 +204,9 @@ TEST_P(cache_engine, prefix_edges_then_continuation_match_bitwise) {
       r.id = *id;
       r.seq = g_->eng->new_sequence();
       const int64_t hit = cache_->pages(r.id).n_cached;
-      if (expect_hit >= 0) EXPECT_EQ(hit, expect_hit) << "prompt " << prompt;
+      if (expect_hit >= 0) {
+        EXPECT_EQ(hit, expect_hit) << "prompt " << prompt;
+      }
       ASSERT_TRUE(step(r, prompt));
       for (int i = 0; i < 5; ++i) ASSERT_TRUE(step(r, 1));
       ASSERT_TRUE(cache_->finish(r.id, r.tokens).ok());

@@ -1,0 +1,24 @@
+// File: runtime/sched/step_executor.h
+// Whatever runs a step_plan: the in-process CPU worker (serving_loop wraps
+// cpu_worker) or a worker process behind remote_worker (runtime/worker_link).
+// An error status means the executor itself failed (the worker process died,
+// timed out, could not be started): the serving loop then ends every sequence
+// of the plan with reason `error`. A model-level failure (a bad token id) is
+// an ok step_result with result.error set, as cpu_worker reports it.
+#pragma once
+
+#include "runtime/core/status.h"
+#include "runtime/sched/step.h"
+
+namespace hart::sched {
+
+class step_executor {
+ public:
+  virtual ~step_executor() = default;
+  virtual status_or<step_result> execute(const step_plan& plan) = 0;
+  /// True when the executor's KV pages outlive a failed execute (in-process);
+  /// false when a failure loses them (a worker process: a new one starts empty).
+  virtual bool keeps_pages_on_failure() const { return true; }
+};
+
+}  // namespace hart::sched

@@ -1,0 +1,72 @@
+// File: runtime/worker_link/remote_worker.h
+// The scheduler side of one `hart worker` process: a ZeroMQ ROUTER bound on
+// loopback (tcp://127.0.0.1:* by default), a worker's hello answered with a
+// configure (page size and pool sizes for its kv_store), then one step_plan
+// out and its step_result back per execute(). A step_executor.
+//
+// A dead worker is noticed by: the child process exiting (when this object
+// spawned it: waitpid WNOHANG while waiting), a bye from the worker, a send
+// the ROUTER cannot route (router_mandatory), or the step timeout. execute()
+// then returns unavailable naming the failure; the child is killed and
+// reaped, and the next execute() spawns a new one (with `spawn_argv`) or
+// waits for any worker to connect. Not thread-safe; one plan in flight.
+//
+//   remote_worker_params p;  p.config = {128, 256, 64};  p.expect = summary;
+//   p.spawn_argv = {"/proc/self/exe", "worker", "--model", dir};  // --connect EP is appended
+//   HART_ASSIGN_OR_RETURN(auto rw, remote_worker::start(p));       // binds, spawns, waits for hello
+//   status_or<sched::step_result> r = rw->execute(plan);
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/sched/step_executor.h"
+#include "runtime/worker_link/step_codec.h"
+
+namespace hart::worker_link {
+
+struct remote_worker_params {
+  std::string endpoint = "tcp://127.0.0.1:*";
+  worker_configure config;  // sent to every worker that says hello
+  model_summary expect;     // a worker serving another model is refused
+  /// Empty: wait for workers started elsewhere. Else the command to spawn
+  /// (argv[0] is the executable path); "--connect <endpoint>" is appended.
+  std::vector<std::string> spawn_argv;
+  int64_t hello_timeout_ms = 120000;  // a worker loads its engine before hello
+  int64_t step_timeout_ms = 600000;
+  int64_t poll_ms = 50;               // how often a waiting execute checks the child
+  /// Called with each spawned child's pid (e.g. to log it).
+  std::function<void(int64_t pid)> on_spawn;
+};
+
+class remote_worker : public sched::step_executor {
+ public:
+  /// Binds, and when spawning, starts the first worker and waits for its hello.
+  static status_or<std::unique_ptr<remote_worker>> start(remote_worker_params params);
+  ~remote_worker() override;  // sends bye, then reaps (kills after 2 s) the child
+
+  status_or<sched::step_result> execute(const sched::step_plan& plan) override;
+  bool keeps_pages_on_failure() const override { return false; }
+
+  /// Waits (up to hello_timeout_ms) until a configured worker is connected,
+  /// spawning one first if needed.
+  status ensure_worker();
+
+  /// The bound endpoint workers connect to (resolved port).
+  const std::string& endpoint() const;
+  /// The connected worker's pid (from its hello); 0 when none.
+  int64_t worker_pid() const;
+  int64_t n_spawned() const;
+
+ private:
+  struct impl;
+  explicit remote_worker(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> p_;
+};
+
+}  // namespace hart::worker_link

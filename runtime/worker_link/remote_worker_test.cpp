@@ -1,0 +1,115 @@
+#include "runtime/worker_link/remote_worker.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <zmq.hpp>
+
+namespace hart::worker_link {
+namespace {
+
+model_summary summary() { return {100, 16, 2, 128, "exact", false}; }
+
+sched::step_plan plan(uint64_t step) {
+  sched::step_plan p;
+  p.step = step;
+  sched::step_item it;
+  it.seq_id = 5;
+  it.tokens = {1, 2};
+  it.sample_last = true;
+  p.items.push_back(it);
+  return p;
+}
+
+void send(zmq::socket_t& s, const worker_message& m) {
+  auto f = encode(m);
+  (void)s.send(zmq::buffer(*f), zmq::send_flags::none);
+}
+
+worker_message recv(zmq::socket_t& s) {
+  zmq::message_t msg;
+  (void)s.recv(msg);
+  return decode(msg.data(), msg.size()).value();
+}
+
+// A fake worker thread: hello, configure, `n_steps` plans answered, then silence.
+TEST(remote_worker, steps_then_timeout) {
+  remote_worker_params p;
+  p.config = {128, 16, 8};
+  p.expect = summary();
+  p.step_timeout_ms = 300;
+  p.hello_timeout_ms = 5000;
+  auto rw = remote_worker::start(p);
+  ASSERT_TRUE(rw.ok()) << rw.get_status().to_string();
+  const std::string ep = (*rw)->endpoint();
+  std::thread fake([ep] {
+    zmq::context_t ctx;
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.connect(ep);
+    worker_hello h;
+    h.pid = 77;
+    h.model = summary();
+    send(s, h);
+    auto c = recv(s);
+    EXPECT_EQ(std::get<worker_configure>(c).n_full_pages, 16);
+    auto m = recv(s);
+    const auto& pl = std::get<sched::step_plan>(m);
+    sched::step_result r;
+    r.step = pl.step;
+    r.sampled.push_back({5, 9, 0.f, {}});
+    send(s, r);
+    (void)recv(s);  // the second plan: never answered
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  });
+  auto r = (*rw)->execute(plan(1));
+  ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+  EXPECT_EQ((*rw)->worker_pid(), 77);
+  ASSERT_EQ(r->sampled.size(), 1u);
+  EXPECT_EQ(r->sampled[0].token, 9);
+  auto r2 = (*rw)->execute(plan(2));
+  EXPECT_FALSE(r2.ok());
+  EXPECT_EQ(r2.get_status().code(), status_code::unavailable);
+  EXPECT_NE(r2.get_status().message().find("did not answer"), std::string::npos) << r2.get_status().message();
+  EXPECT_EQ((*rw)->worker_pid(), 0);
+  fake.join();
+}
+
+TEST(remote_worker, spawned_child_that_dies_is_unavailable) {
+  remote_worker_params p;
+  p.config = {128, 16, 8};
+  p.expect = summary();
+  p.spawn_argv = {"/bin/sh", "-c", "exit 3", "sh"};
+  p.hello_timeout_ms = 5000;
+  auto rw = remote_worker::start(p);
+  ASSERT_FALSE(rw.ok());
+  EXPECT_EQ(rw.get_status().code(), status_code::unavailable);
+  EXPECT_NE(rw.get_status().message().find("exited with status 3"), std::string::npos) << rw.get_status().message();
+}
+
+TEST(remote_worker, wrong_model_is_refused) {
+  remote_worker_params p;
+  p.config = {128, 16, 8};
+  p.expect = summary();
+  p.hello_timeout_ms = 400;
+  auto rw = remote_worker::start(p);
+  ASSERT_TRUE(rw.ok());
+  const std::string ep = (*rw)->endpoint();
+  std::thread fake([ep] {
+    zmq::context_t ctx;
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.connect(ep);
+    worker_hello h;
+    h.model = summary();
+    h.model.vocab_size = 101;
+    send(s, h);
+    EXPECT_TRUE(std::holds_alternative<worker_bye>(recv(s)));
+  });
+  status st = (*rw)->ensure_worker();
+  EXPECT_FALSE(st.ok());
+  fake.join();
+}
+
+}  // namespace
+}  // namespace hart::worker_link

@@ -1,0 +1,179 @@
+#include "runtime/worker_link/step_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+namespace hart::worker_link {
+namespace {
+
+sched::step_plan sample_plan() {
+  sched::step_plan p;
+  p.step = 42;
+  sched::step_item a;
+  a.seq_id = 7;
+  a.request_id = 3;
+  a.sample = 1;
+  a.tokens = {1, 2, 3};
+  a.full_pages = {0, 5};
+  a.swa_pages = {9};
+  a.n_computed = 128;
+  a.sample_last = true;
+  a.sampling.temperature = 0.7f;
+  a.sampling.top_k = 20;
+  a.sampling.top_p = 0.9f;
+  a.sampling.min_p = 0.05f;
+  a.sampling.seed = 0xdeadbeefcafeull;
+  a.logprobs = true;
+  a.top_logprobs = 3;
+  p.items.push_back(a);
+  sched::step_item b;
+  b.seq_id = 8;
+  b.tokens = {4};
+  p.items.push_back(b);
+  return p;
+}
+
+TEST(step_codec, plan_round_trip) {
+  const sched::step_plan p = sample_plan();
+  auto f = encode(worker_message{p});
+  ASSERT_TRUE(f.ok()) << f.get_status().to_string();
+  auto m = decode(f->data(), f->size());
+  ASSERT_TRUE(m.ok()) << m.get_status().to_string();
+  auto* q = std::get_if<sched::step_plan>(&m.value());
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->step, 42u);
+  ASSERT_EQ(q->items.size(), 2u);
+  const sched::step_item& a = q->items[0];
+  EXPECT_EQ(a.seq_id, 7u);
+  EXPECT_EQ(a.request_id, 3u);
+  EXPECT_EQ(a.sample, 1);
+  EXPECT_EQ(a.tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(a.full_pages, (std::vector<int32_t>{0, 5}));
+  EXPECT_EQ(a.swa_pages, (std::vector<int32_t>{9}));
+  EXPECT_EQ(a.n_computed, 128);
+  EXPECT_TRUE(a.sample_last);
+  EXPECT_EQ(a.sampling.temperature, 0.7f);
+  EXPECT_EQ(a.sampling.top_k, 20);
+  EXPECT_EQ(a.sampling.top_p, 0.9f);
+  EXPECT_EQ(a.sampling.min_p, 0.05f);
+  EXPECT_EQ(a.sampling.seed, 0xdeadbeefcafeull);
+  EXPECT_TRUE(a.logprobs);
+  EXPECT_EQ(a.top_logprobs, 3);
+  EXPECT_FALSE(q->items[1].sample_last);
+  EXPECT_EQ(q->items[1].tokens, (std::vector<int32_t>{4}));
+}
+
+TEST(step_codec, result_round_trip) {
+  sched::step_result r;
+  r.step = 9;
+  r.sampled.push_back({7, 11, -0.5f, {{11, -0.5f}, {12, -1.5f}}});
+  auto f = encode(worker_message{r});
+  ASSERT_TRUE(f.ok());
+  auto m = decode(f->data(), f->size());
+  ASSERT_TRUE(m.ok()) << m.get_status().to_string();
+  auto* q = std::get_if<sched::step_result>(&m.value());
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->step, 9u);
+  EXPECT_TRUE(q->error.ok());
+  ASSERT_EQ(q->sampled.size(), 1u);
+  EXPECT_EQ(q->sampled[0].seq_id, 7u);
+  EXPECT_EQ(q->sampled[0].token, 11);
+  EXPECT_EQ(q->sampled[0].logprob, -0.5f);
+  ASSERT_EQ(q->sampled[0].top_logprobs.size(), 2u);
+  EXPECT_EQ(q->sampled[0].top_logprobs[1].token, 12);
+
+  r.error = out_of_range("token 99 out of range");
+  r.sampled.clear();
+  f = encode(worker_message{r});
+  m = decode(f->data(), f->size());
+  ASSERT_TRUE(m.ok());
+  q = std::get_if<sched::step_result>(&m.value());
+  EXPECT_EQ(q->error.code(), status_code::out_of_range);
+  EXPECT_EQ(q->error.message(), "token 99 out of range");
+}
+
+TEST(step_codec, hello_configure_bye) {
+  worker_hello h;
+  h.pid = 1234;
+  h.model = {1000, 64, 4, 128, "exact", true};
+  h.page_size = 128;
+  auto f = encode(worker_message{h});
+  auto m = decode(f->data(), f->size());
+  ASSERT_TRUE(m.ok());
+  auto* q = std::get_if<worker_hello>(&m.value());
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->version, link_version);
+  EXPECT_EQ(q->pid, 1234);
+  EXPECT_EQ(q->model, h.model);
+  EXPECT_EQ(q->page_size, 128);
+
+  f = encode(worker_message{worker_configure{128, 256, 64}});
+  m = decode(f->data(), f->size());
+  ASSERT_TRUE(m.ok());
+  auto* c = std::get_if<worker_configure>(&m.value());
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->page_size, 128);
+  EXPECT_EQ(c->n_full_pages, 256);
+  EXPECT_EQ(c->n_swa_pages, 64);
+
+  f = encode(worker_message{worker_bye{}});
+  m = decode(f->data(), f->size());
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE(std::holds_alternative<worker_bye>(m.value()));
+}
+
+TEST(step_codec, misaligned_frame_is_copied) {
+  auto f = encode(worker_message{sample_plan()});
+  ASSERT_TRUE(f.ok());
+  std::vector<uint8_t> buf(f->size() + 1);
+  std::memcpy(buf.data() + 1, f->data(), f->size());
+  auto m = decode(buf.data() + 1, f->size());
+  ASSERT_TRUE(m.ok()) << m.get_status().to_string();
+  EXPECT_EQ(std::get<sched::step_plan>(m.value()).items.size(), 2u);
+}
+
+TEST(step_codec, garbage_is_refused) {
+  EXPECT_FALSE(decode(nullptr, 0).ok());
+  uint8_t seven[7] = {};
+  EXPECT_FALSE(decode(seven, 7).ok());
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<uint8_t> b(8 * (1 + rng() % 32));
+    for (auto& x : b) x = uint8_t(rng());
+    auto m = decode(b.data(), b.size());  // must not throw or crash; ok or not
+    (void)m;
+  }
+  // Truncations and single-byte flips of a real frame.
+  auto f = encode(worker_message{sample_plan()});
+  ASSERT_TRUE(f.ok());
+  for (size_t n = 8; n < f->size(); n += 8) EXPECT_FALSE(decode(f->data(), n).ok()) << n;
+  for (size_t i = 0; i < f->size(); ++i) {
+    std::vector<uint8_t> b = *f;
+    b[i] ^= 0xff;
+    (void)decode(b.data(), b.size());
+  }
+  // Trailing bytes, oversize.
+  std::vector<uint8_t> t = *f;
+  t.resize(t.size() + 8);
+  EXPECT_FALSE(decode(t.data(), t.size()).ok());
+  std::vector<uint8_t> big(max_frame_bytes + 8);
+  EXPECT_FALSE(decode(big.data(), big.size()).ok());
+}
+
+TEST(step_codec, invalid_values_are_refused) {
+  sched::step_plan p = sample_plan();
+  p.items[0].n_computed = -1;
+  auto f = encode(worker_message{p});
+  EXPECT_FALSE(decode(f->data(), f->size()).ok());
+  p = sample_plan();
+  p.items[1].tokens.clear();
+  f = encode(worker_message{p});
+  EXPECT_FALSE(decode(f->data(), f->size()).ok());
+  f = encode(worker_message{worker_configure{0, 1, 1}});
+  EXPECT_FALSE(decode(f->data(), f->size()).ok());
+}
+
+}  // namespace
+}  // namespace hart::worker_link
