@@ -15,7 +15,8 @@ export LD_LIBRARY_PATH="$deps/usr/lib/$arch:$deps/usr/lib/$arch/openblas-openmp:
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DHART_CUDA=ON \
   -DHART_DEPS_PREFIX="$deps" \
   -DCMAKE_PREFIX_PATH="$deps/usr;$deps/usr/lib/$arch/cmake;$deps/usr/share/cmake" \
-  -DCAPNP_EXECUTABLE="$deps/usr/bin/capnp" -DCAPNPC_CXX_EXECUTABLE="$deps/usr/bin/capnpc-c++" >/dev/null
+  -DCAPNP_EXECUTABLE="$deps/usr/bin/capnp" -DCAPNPC_CXX_EXECUTABLE="$deps/usr/bin/capnpc-c++" \
+  -DCAPNPC_IMPORT_DIRS="$deps/usr/include" >/dev/null
 cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning: " || true
 cmake --build build-gpu -j"$(nproc)" >/dev/null
 cd build-gpu && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j8 --timeout 600 "$@"
