@@ -31,7 +31,10 @@ std::unique_ptr<golden_set> golden_load(const std::string& name, precision prec,
   engine_params p;
   p.model_dir = g->dir;
   p.prec = prec;
-  p.deterministic = deterministic;
+  // NOTE(hart): tiny-c's indexer scores have near-ties that BLAS kernels of other
+  // CPUs (OpenBLAS picks them at run time) round differently; batch-invariant
+  // fixed-order arithmetic makes its comparisons the same on every machine.
+  p.deterministic = deterministic || name == "tiny-c";
   auto eng = engine::load(p);
   HART_CHECK(eng.ok()) << eng.get_status().to_string();
   g->eng = std::move(eng).value();
@@ -43,8 +46,8 @@ std::unique_ptr<golden_set> golden_load(const std::string& name, precision prec,
   g->batch = ids->shape[0];
   g->seq = ids->shape[1];
   g->vocab = g->eng->config().vocab_size;
-  // NOTE(hart): tiny-c's indexer scores have near-ties (one seen at a 1e-5
-  // relative gap) that other CPUs' GEMM rounding may flip; allow 2 positions per row.
+  // NOTE(hart): against the reference itself, tiny-c's near-ties (one seen at a
+  // 1e-5 relative score gap) may flip either way; allow 2 positions per row.
   g->near_tie_allowance = name == "tiny-c" ? 2 : 0;
   std::vector<int64_t> raw = g->ints("input_ids");
   g->input_ids.assign(g->batch, std::vector<int32_t>(g->seq));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <ostream>
 #include <string>
 
@@ -71,8 +72,10 @@ TEST_P(golden_fp8, close_to_exact_but_quantized) {
 }
 
 TEST_P(golden_fp8, chunked_equals_whole) {
-  // Per-token activation quantization makes fp8 results independent of chunking too.
-  auto g = golden_load(GetParam().model, precision::fp8);
+  // Per-token activation quantization makes fp8 results independent of chunking,
+  // bitwise once the GEMMs are batch-invariant (without that, an input rounded
+  // a hair differently can land on the other side of an e4m3 step).
+  auto g = golden_load(GetParam().model, precision::fp8, /*deterministic=*/true);
   sequence_state whole = g->eng->new_sequence(), chunked = g->eng->new_sequence();
   std::vector<float> a, b, part;
   ASSERT_TRUE(g->eng->prefill(whole, g->input_ids[0], logits_request::all, &a).ok());
@@ -83,9 +86,7 @@ TEST_P(golden_fp8, chunked_equals_whole) {
     b.insert(b.end(), part.begin(), part.end());
   }
   ASSERT_EQ(a.size(), b.size());
-  double err = 0;
-  for (int64_t t = 0; t < g->seq; ++t) err = std::max(err, rel_error(b.data() + t * g->vocab, a.data() + t * g->vocab, g->vocab));
-  EXPECT_LE(err, 1e-4);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(tiny, golden_fp8, ::testing::ValuesIn(k_bounds), [](const auto& info) {
