@@ -15,49 +15,63 @@ status sampling_params::validate() const {
   return {};
 }
 
+sampling_distribution sampling_distribution_of(const float* logits, int64_t vocab, const sampling_params& p) {
+  sampling_distribution d;
+  d.ids.resize(size_t(vocab));
+  std::iota(d.ids.begin(), d.ids.end(), 0);
+  std::stable_sort(d.ids.begin(), d.ids.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  const bool greedy = p.temperature == 0.0f;
+  int64_t n = vocab;
+  if (!greedy && p.top_k > 0) n = std::min(n, p.top_k);
+  std::vector<double>& prob = d.probs;
+  prob.resize(size_t(n));
+  double sum = 0;
+  if (greedy) {
+    const double mx = logits[d.ids[0]];
+    for (int64_t i = 0; i < n; ++i) sum += (prob[i] = std::exp(double(logits[d.ids[i]]) - mx));
+  } else {
+    const double mx = logits[d.ids[0]] / p.temperature;
+    for (int64_t i = 0; i < n; ++i) sum += (prob[i] = std::exp(logits[d.ids[i]] / p.temperature - mx));
+  }
+  for (double& v : prob) v /= sum;
+  if (!greedy && p.top_p < 1.0f) {
+    double cum = 0;
+    int64_t keep = 0;
+    while (keep < n && (keep == 0 || cum < p.top_p)) cum += prob[keep++];
+    n = keep;
+  }
+  if (!greedy && p.min_p > 0.0f) {
+    int64_t keep = 1;
+    while (keep < n && prob[keep] >= p.min_p * prob[0]) ++keep;
+    n = keep;
+  }
+  double kept = 0;
+  for (int64_t i = 0; i < n; ++i) kept += prob[i];
+  d.ids.resize(size_t(n));
+  prob.resize(size_t(n));
+  for (double& v : prob) v /= kept;
+  return d;
+}
+
 int32_t sampler::sample(const float* logits, int64_t vocab, float* logprob) {
   if (p_.temperature == 0.0f) {
     const int32_t best = int32_t(std::max_element(logits, logits + vocab) - logits);
     if (logprob) *logprob = 0.0f;
     return best;
   }
-  // Candidates sorted by logit (ties: lower id first), then filtered.
-  std::vector<int32_t> ids(vocab);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-  int64_t n = vocab;
-  if (p_.top_k > 0) n = std::min(n, p_.top_k);
-  std::vector<double> prob(n);
-  const double mx = logits[ids[0]] / p_.temperature;
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += (prob[i] = std::exp(logits[ids[i]] / p_.temperature - mx));
-  for (double& v : prob) v /= sum;
-  if (p_.top_p < 1.0f) {
-    double cum = 0;
-    int64_t keep = 0;
-    while (keep < n && (keep == 0 || cum < p_.top_p)) cum += prob[keep++];
-    n = keep;
-  }
-  if (p_.min_p > 0.0f) {
-    int64_t keep = 1;
-    while (keep < n && prob[keep] >= p_.min_p * prob[0]) ++keep;
-    n = keep;
-  }
-  double kept = 0;
-  for (int64_t i = 0; i < n; ++i) kept += prob[i];
-  std::uniform_real_distribution<double> u(0.0, kept);
-  const double r = u(rng_);
+  const sampling_distribution d = sampling_distribution_of(logits, vocab, p_);
+  const double r = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   double cum = 0;
-  int64_t pick = n - 1;
-  for (int64_t i = 0; i < n; ++i) {
-    cum += prob[i];
+  size_t pick = d.ids.size() - 1;
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    cum += d.probs[i];
     if (r < cum) {
       pick = i;
       break;
     }
   }
-  if (logprob) *logprob = float(std::log(prob[pick] / kept));
-  return ids[pick];
+  if (logprob) *logprob = float(std::log(d.probs[pick]));
+  return d.ids[pick];
 }
 
 }  // namespace hart

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "runtime/core/status.h"
 
@@ -21,6 +22,16 @@ struct sampling_params {
 
   status validate() const;
 };
+
+/// The distribution a token is drawn from. Temperature > 0: candidates best
+/// first (ties: lower id), softmax(logits / T) over those top-k, top-p and
+/// min-p keep, renormalised. Temperature 0 (greedy): the model's own
+/// softmax(logits) over every token, which is what greedy log-probs report.
+struct sampling_distribution {
+  std::vector<int32_t> ids;   // kept tokens, best first
+  std::vector<double> probs;  // their probabilities, summing to 1
+};
+sampling_distribution sampling_distribution_of(const float* logits, int64_t vocab, const sampling_params& p);
 
 class sampler {
  public:

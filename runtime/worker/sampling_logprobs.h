@@ -1,10 +1,7 @@
 // File: runtime/worker/sampling_logprobs.h
-// Log-probabilities of the distribution a token is drawn from, as
-// runtime/sample/sampler.cpp builds it: softmax(logits / T) over the tokens
-// top-k, top-p and min-p keep, renormalised (tokens outside: −inf). For
-// greedy (T = 0) the distribution reported is the model's, softmax(logits).
-// Same arithmetic as the sampler (double, same order), so the sampled token's
-// value equals the sampler's.
+// Log-probabilities under the distribution a token is drawn from
+// (sampling_distribution_of in runtime/sample: the sampler's own), tokens the
+// filters drop at −inf; for greedy the model's softmax(logits).
 #pragma once
 
 #include <cstdint>
