@@ -29,6 +29,8 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t tag) {
                {"time_to_first_token_us_mean", s.ttft_us_mean},
                {"step_latency_us_p50", s.step_us_p50},
                {"step_latency_us_p99", s.step_us_p99},
+               {"decode_step_latency_us_p50", s.decode_step_us_p50},
+               {"decode_step_latency_us_p99", s.decode_step_us_p99},
                {"cache_hit_rate", s.cache_hit_rate},
                {"cache_full_pages_used", double(s.cache.full_pages_used)},
                {"cache_full_pages_total", double(s.cache.full_pages_total)},

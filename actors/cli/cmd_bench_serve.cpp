@@ -51,7 +51,7 @@ int run_bench_serve(const bench_serve_options& o) {
   auto probe = transport::client::connect(cp);
   if (!probe.ok()) return fail(probe.get_status());
   std::printf("%-5s %6s %10s %10s %10s %10s %10s %10s %12s\n", "conc", "reqs", "out_tok/s", "tok/s/user",
-              "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "step_p50");
+              "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "decode_p50");
   for (int64_t conc : o.concurrency) {
     std::vector<double> ttft_ms, tpot_ms;
     std::atomic<int64_t> out_tokens{0}, done{0}, errors{0};
@@ -96,15 +96,15 @@ int run_bench_serve(const bench_serve_options& o) {
     }
     for (auto& t : users) t.join();
     const double secs = duration<double>(steady_clock::now() - t0).count();
-    const double step_us = server_stat(**probe, "step_latency_us_p50");
+    const double step_us = server_stat(**probe, "decode_step_latency_us_p50");
     const double per_user = tpot_ms.empty() ? 0 : 1000.0 / percentile(tpot_ms, 0.5);
     std::printf("%-5lld %6lld %10.1f %10.1f %10.2f %10.2f %10.3f %10.3f %12.3f%s\n", (long long)conc,
                 (long long)done.load(), out_tokens / secs, per_user, percentile(ttft_ms, 0.5), percentile(ttft_ms, 0.99),
                 percentile(tpot_ms, 0.5), percentile(tpot_ms, 0.99), step_us / 1000.0,
                 errors ? "  (errors)" : "");
   }
-  std::printf("# ms; tpot = time per output token seen by the client; step_p50 = the server's engine step "
-              "(the difference at concurrency 1 is the serving overhead per decode step)\n");
+  std::printf("# ms; tpot = time per output token seen by the client; decode_p50 = the server's decode-only "
+              "step (the difference at concurrency 1 is the serving overhead per decode step)\n");
   return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/worker/serving_loop.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace hart::sched {
 namespace {
@@ -63,7 +64,15 @@ event_batch serving_loop::step() {
     }
   }
   const int64_t dt = sched_->now_us() - t0;
-  step_us_.push_back(dt);
+  auto record = [dt](std::vector<int64_t>& ring, size_t& next) {
+    if (ring.size() < k_latency_window) ring.push_back(dt);
+    else ring[next] = dt;
+    next = (next + 1) % k_latency_window;
+  };
+  record(step_us_, step_next_);
+  const bool decode_only = std::all_of(plan.items.begin(), plan.items.end(),
+                                       [](const step_item& it) { return it.tokens.size() == 1; });
+  if (decode_only) record(decode_step_us_, decode_next_);
   busy_us_ += dt;
   return ev;
 }
@@ -93,13 +102,15 @@ serving_stats serving_loop::stats() const {
   s.worker_failures = worker_failures_;
   s.tokens_per_s = busy_us_ > 0 ? double(c.generated_tokens) * 1e6 / double(busy_us_) : 0.0;
   s.ttft_us_mean = c.ttft_count ? double(c.ttft_us_sum) / double(c.ttft_count) : 0.0;
-  if (!step_us_.empty()) {
-    std::vector<int64_t> v = step_us_;
+  auto percentiles = [](std::vector<int64_t> v, double* p50, double* p99, double* mean) {
+    if (v.empty()) return;
     std::sort(v.begin(), v.end());
-    s.step_us_mean = double(busy_us_) / double(v.size());
-    s.step_us_p50 = double(v[v.size() / 2]);
-    s.step_us_p99 = double(v[std::min(v.size() - 1, v.size() * 99 / 100)]);
-  }
+    *p50 = double(v[v.size() / 2]);
+    *p99 = double(v[std::min(v.size() - 1, v.size() * 99 / 100)]);
+    if (mean) *mean = double(std::accumulate(v.begin(), v.end(), int64_t{0})) / double(v.size());
+  };
+  percentiles(step_us_, &s.step_us_p50, &s.step_us_p99, &s.step_us_mean);
+  percentiles(decode_step_us_, &s.decode_step_us_p50, &s.decode_step_us_p99, nullptr);
   s.cache = cache_->metrics();
   s.cache_hit_rate = s.cache.hit_rate();
   return s;

@@ -34,7 +34,8 @@ struct serving_stats {
   int64_t worker_failures = 0;  // executor errors (dead worker process); their plans ended with `error`
   double tokens_per_s = 0;    // generated tokens / time spent in step()
   double ttft_us_mean = 0;    // over samples that produced a token
-  double step_us_mean = 0, step_us_p50 = 0, step_us_p99 = 0;  // non-empty steps
+  double step_us_mean = 0, step_us_p50 = 0, step_us_p99 = 0;  // the last non-empty steps (window)
+  double decode_step_us_p50 = 0, decode_step_us_p99 = 0;      // of those, steps feeding one token per sequence
   double cache_hit_rate = 0;  // prompt tokens served from the prefix cache
   cache::cache_metrics cache;
 };
@@ -80,7 +81,10 @@ class serving_loop {
   std::unique_ptr<scheduler> sched_;
   std::unique_ptr<step_executor> executor_;
   int64_t worker_failures_ = 0;
-  std::vector<int64_t> step_us_;  // per non-empty step
+  /// Durations of the last k_latency_window non-empty steps (all, and decode-only), ring buffers.
+  static constexpr size_t k_latency_window = 4096;
+  std::vector<int64_t> step_us_, decode_step_us_;
+  size_t step_next_ = 0, decode_next_ = 0;
   int64_t busy_us_ = 0;
 };
 
