@@ -15,6 +15,13 @@
 //                     later passes re-read the row (L2) — the "streaming" path.
 //   cluster reduce  : every CTA sums the C histograms over distributed shared memory
 //                     and finds the same threshold bin (suffix scan).
+//   fast finish     : (the common case) when the selections above the bin plus the whole
+//                     bin fit rank 0's 2048-entry stage, P2 below collects the bin and every
+//                     CTA flushes selections + candidates to rank 0, which runs levels 2-3
+//                     on them with block barriers only, keeps the entries >= K* and sorts
+//                     them (3 cluster barriers instead of 7, no tie pass: the (key, ~index)
+//                     composites are unique). Otherwise (or on 16-CTA clusters with
+//                     k > LT_FAST_RANKOUT_K) the cluster-wide path below runs.
 //   P2 (filter)     : entries above the bin are selected at once; entries in the bin go
 //                     to a per-CTA candidate buffer (overflow -> rescan the chunk), and
 //                     feed the digit-2 histogram.
@@ -58,6 +65,12 @@ constexpr int k_bins23 = 1024;
 #endif
 #ifndef LT_RANK_OUT
 #define LT_RANK_OUT 1  // allow the rank-counting output (16-CTA clusters); 0: always the bitonic sort
+#endif
+#ifndef LT_FAST
+#define LT_FAST 1  // finish on rank 0 after level 1 when the threshold bin is small (0: always levels 2-3)
+#endif
+#ifndef LT_FAST_RANKOUT_K
+#define LT_FAST_RANKOUT_K 512  // largest k for the fast finish on clusters that rank-count (C = 16); measured: k = 1024 lost 1.7 us
 #endif
 #ifndef LT_UNROLL
 #define LT_UNROLL 8  // float4 loads in flight per thread in streaming passes
@@ -509,6 +522,13 @@ __global__ void __launch_bounds__(k_threads, 1) lightning_topk_kernel(launch_arg
     }
   };
 
+  // Fast finish (cluster-uniform): after level 1, every CTA sends its selections above the
+  // threshold bin and its candidates in the bin to rank 0, which sorts them all and keeps
+  // the first k (the composites are unique and ordered like "better", and everything
+  // below the bin ranks under all of them) -- no levels 2-3, no tie pass.
+  bool fast = false;
+  uint32_t fb1 = 0u;  // fast: the level-1 threshold bin and the rank wanted inside it
+  int fkk = 0;
   if (len <= k) {
     // Trivial path: all valid entries are selected.
     csync<C>();  // rank 0's stage counter is zeroed (and every CTA runs) before the flush
@@ -557,91 +577,99 @@ __global__ void __launch_bounds__(k_threads, 1) lightning_topk_kernel(launch_arg
       const uint32_t b1 = uint32_t(S.sel_bin);
       int kk = S.sel_kk;
       const int cap = a.cand_cap;
-      // P2: select above the bin, collect the bin, digit-2 histogram.
+      // Selections above the bin (k - kk) plus the whole bin (sel_eq) fit rank 0's stage;
+      // then no CTA holds more than k_lightning_topk_max_k <= cap candidates either.
+      fast = LT_FAST && (k - kk) + S.sel_eq <= int(k_lightning_topk_max_k) &&
+             (!a.rank_out || k <= LT_FAST_RANKOUT_K);
+      fb1 = b1;
+      fkk = kk;
+      // P2: select above the bin, collect the bin, digit-2 histogram (not when fast).
       scan_src(b1 << 20, [&](bool v, uint32_t key, int idx) {
         const bool ok = v && key != 0u;
         const uint32_t d1 = key >> 20;
         emit(ok && d1 > b1, key, idx, stage0, cnt0, k);
         const bool in = ok && d1 == b1;
-        if (in) atomicAdd(&S.hist2[(key >> 10) & 1023u], 1);
+        if (in && !fast) atomicAdd(&S.hist2[(key >> 10) & 1023u], 1);
         add_cand(in, key, idx, ck, ci, &S.cand_cnt, cap);
       });
-      csync<C>();
-      select_bin<C, k_bins23>(S.hist2, kk, S);
-      const uint32_t p2 = (b1 << 10) | uint32_t(S.sel_bin);
-      kk = S.sel_kk;
-      const int ncand = S.cand_cnt;
-      const bool overflow = ncand > cap;  // block-uniform
-      // Every pass over this CTA's entries of bin b1 (candidates, or the chunk filtered).
-      auto scan_bin = [&](auto&& f) {
-        if (!overflow) {
-          for (int j0 = 0; j0 < ncand; j0 += k_threads) {
-            const int j = j0 + int(threadIdx.x);
-            const bool v = j < ncand;
-            f(v, v ? ck[j] : 0u, v ? ci[j] : 0);
-          }
-        } else {
-          scan_src(b1 << 20, [&](bool v, uint32_t key, int idx) { f(v && key != 0u && (key >> 20) == b1, key, idx); });
-        }
-      };
-      // P3: digit-3 histogram.
-      scan_bin([&](bool v, uint32_t key, int) {
-        if (v && (key >> 10) == p2) atomicAdd(&S.hist3[key & 1023u], 1);
-      });
-      csync<C>();
-      select_bin<C, k_bins23>(S.hist3, kk, S);
-      const uint32_t kstar = (p2 << 10) | uint32_t(S.sel_bin);
-      const int need = S.sel_kk;
-      const bool take_all_eq = need == S.sel_eq;
-      // Gather: the bin's entries above K* (and the ties when all are needed).
-      scan_bin([&](bool v, uint32_t key, int idx) {
-        emit(v && (key > kstar || (take_all_eq && key == kstar)), key, idx, stage0, cnt0, k);
-      });
-      if (!take_all_eq) {
-        // A tie crosses the boundary: CTA r takes the lowest-index entries == K* after
-        // the lower ranks' ones, in index order.
-        int my_eq = 0;
-        scan_bin([&](bool v, uint32_t key, int) { my_eq += (v && key == kstar) ? 1 : 0; });
-        int tot_eq;
-        block_excl_sum(my_eq, S.warp_tmp, tot_eq);
-        if (threadIdx.x == 0) S.my_eq = tot_eq;
+      if (!fast) {
         csync<C>();
-        int before = 0;
-        for (int r = 0; r < rank; ++r) before += *peer<C>(&S.my_eq, r);
-        int quota = need - before;
-        quota = quota < 0 ? 0 : (quota > tot_eq ? tot_eq : quota);
-        int taken = 0;
-        const int n = e - s;
-        for (int off0 = 0; off0 < n && taken < quota; off0 += 4 * k_threads) {
-          const int off = off0 + int(threadIdx.x) * 4;
-          uint32_t kq[4];
-          int c = 0;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            uint32_t key = 0u;
-            if (off + j < n) key = RES ? keys_s[off + j] : to_key(x[s + off + j]);
-            kq[j] = key;
-            c += key == kstar;
-          }
-          int tot;
-          int ord = taken + block_excl_sum(c, S.warp_tmp, tot);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if (kq[j] == kstar) {
-              if (ord < quota) {
-                const int slot = atomicAdd(&S.sel_cnt, 1);
-                if (slot < k) lsel[slot] = pack(kstar, s + off + j);
-              }
-              ++ord;
+        select_bin<C, k_bins23>(S.hist2, kk, S);
+        const uint32_t p2 = (b1 << 10) | uint32_t(S.sel_bin);
+        kk = S.sel_kk;
+        const int ncand = S.cand_cnt;
+        const bool overflow = ncand > cap;  // block-uniform
+        // Every pass over this CTA's entries of bin b1 (candidates, or the chunk filtered).
+        auto scan_bin = [&](auto&& f) {
+          if (!overflow) {
+            for (int j0 = 0; j0 < ncand; j0 += k_threads) {
+              const int j = j0 + int(threadIdx.x);
+              const bool v = j < ncand;
+              f(v, v ? ck[j] : 0u, v ? ci[j] : 0);
             }
+          } else {
+            scan_src(b1 << 20, [&](bool v, uint32_t key, int idx) { f(v && key != 0u && (key >> 20) == b1, key, idx); });
           }
-          taken += tot;
+        };
+        // P3: digit-3 histogram.
+        scan_bin([&](bool v, uint32_t key, int) {
+          if (v && (key >> 10) == p2) atomicAdd(&S.hist3[key & 1023u], 1);
+        });
+        csync<C>();
+        select_bin<C, k_bins23>(S.hist3, kk, S);
+        const uint32_t kstar = (p2 << 10) | uint32_t(S.sel_bin);
+        const int need = S.sel_kk;
+        const bool take_all_eq = need == S.sel_eq;
+        // Gather: the bin's entries above K* (and the ties when all are needed).
+        scan_bin([&](bool v, uint32_t key, int idx) {
+          emit(v && (key > kstar || (take_all_eq && key == kstar)), key, idx, stage0, cnt0, k);
+        });
+        if (!take_all_eq) {
+          // A tie crosses the boundary: CTA r takes the lowest-index entries == K* after
+          // the lower ranks' ones, in index order.
+          int my_eq = 0;
+          scan_bin([&](bool v, uint32_t key, int) { my_eq += (v && key == kstar) ? 1 : 0; });
+          int tot_eq;
+          block_excl_sum(my_eq, S.warp_tmp, tot_eq);
+          if (threadIdx.x == 0) S.my_eq = tot_eq;
+          csync<C>();
+          int before = 0;
+          for (int r = 0; r < rank; ++r) before += *peer<C>(&S.my_eq, r);
+          int quota = need - before;
+          quota = quota < 0 ? 0 : (quota > tot_eq ? tot_eq : quota);
+          int taken = 0;
+          const int n = e - s;
+          for (int off0 = 0; off0 < n && taken < quota; off0 += 4 * k_threads) {
+            const int off = off0 + int(threadIdx.x) * 4;
+            uint32_t kq[4];
+            int c = 0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              uint32_t key = 0u;
+              if (off + j < n) key = RES ? keys_s[off + j] : to_key(x[s + off + j]);
+              kq[j] = key;
+              c += key == kstar;
+            }
+            int tot;
+            int ord = taken + block_excl_sum(c, S.warp_tmp, tot);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              if (kq[j] == kstar) {
+                if (ord < quota) {
+                  const int slot = atomicAdd(&S.sel_cnt, 1);
+                  if (slot < k) lsel[slot] = pack(kstar, s + off + j);
+                }
+                ++ord;
+              }
+            }
+            taken += tot;
+          }
         }
-      }
+      }  // !fast
     }
   }
 
-  if (a.rank_out) {
+  if (a.rank_out && !fast) {
     // Flush: rank 0's counter hands out each CTA's range (one remote atomic per CTA);
     // the CTA then bumps every other rank's counter and writes its entries into every
     // rank's stage, so after one barrier each CTA holds the whole list and its count and
@@ -694,36 +722,73 @@ __global__ void __launch_bounds__(k_threads, 1) lightning_topk_kernel(launch_arg
   // Flush: one remote atomic per CTA reserves its range in rank 0's stage, then
   // coalesced remote stores. Rank 0's stage_cnt was zeroed before the first barrier
   // (every path passes at least one csync before this point).
+  // Fast finish: the CTA's candidates follow its selections (the stage holds
+  // k_lightning_topk_max_k entries, enough by the fast condition).
   __syncthreads();
   const int nsel = min(S.sel_cnt, k);
-  if (threadIdx.x == 0) S.sel_base = nsel ? atomicAdd(peer<C>(&S.stage_cnt, 0), nsel) : 0;
+  const int ncf = fast ? S.cand_cnt : 0;
+  const int lim = fast ? int(k_lightning_topk_max_k) : k;
+  if (threadIdx.x == 0) S.sel_base = (nsel + ncf) ? atomicAdd(peer<C>(&S.stage_cnt, 0), nsel + ncf) : 0;
   __syncthreads();
   {
     unsigned long long* st0 = peer<C>(S.stage, 0);
     const int base = S.sel_base;
     for (int i = threadIdx.x; i < nsel; i += k_threads)
-      if (base + i < k) st0[base + i] = lsel[i];
+      if (base + i < lim) st0[base + i] = lsel[i];
+    for (int i = threadIdx.x; i < ncf; i += k_threads)
+      if (base + nsel + i < lim) st0[base + nsel + i] = pack(ck[i], ci[i]);
   }
   csync<C>();  // all selections are in rank 0's stage; no more DSMEM traffic after this
   if (rank != 0) return;
 
-  const int m = min(S.stage_cnt, k);
+  int m = min(S.stage_cnt, lim);
+  unsigned long long* fin = S.stage;
+  if (fast) {
+    // Levels 2-3 over the candidates (key in bin fb1) inside this CTA: block barriers
+    // only. Then keep every entry >= K* (the selections, the bin above K*, all ties at
+    // K*: >= k entries, <= m) in the candidate buffer (free now) and sort those.
+    for (int i = threadIdx.x; i < m; i += k_threads) {
+      const uint32_t key = uint32_t(S.stage[i] >> 32);
+      if ((key >> 20) == fb1) atomicAdd(&S.hist2[(key >> 10) & 1023u], 1);
+    }
+    __syncthreads();
+    select_bin<1, k_bins23>(S.hist2, fkk, S);
+    const uint32_t p2 = (fb1 << 10) | uint32_t(S.sel_bin);
+    const int kk2 = S.sel_kk;
+    for (int i = threadIdx.x; i < m; i += k_threads) {
+      const uint32_t key = uint32_t(S.stage[i] >> 32);
+      if ((key >> 10) == p2) atomicAdd(&S.hist3[key & 1023u], 1);
+    }
+    if (threadIdx.x == 0) S.cand_cnt = 0;
+    __syncthreads();
+    select_bin<1, k_bins23>(S.hist3, kk2, S);
+    const uint32_t kstar = (p2 << 10) | uint32_t(S.sel_bin);
+    fin = reinterpret_cast<unsigned long long*>(ck);  // ck, ci: 8 * cand_cap bytes >= the stage
+    for (int j0 = 0; j0 < m; j0 += k_threads) {
+      const int j = j0 + int(threadIdx.x);
+      const unsigned long long c = j < m ? S.stage[j] : 0ull;
+      const uint32_t key = uint32_t(c >> 32);
+      emit(j < m && key >= kstar, key, int(0xffffffffu - uint32_t(c)), fin, &S.cand_cnt, lim);
+    }
+    __syncthreads();
+    m = min(S.cand_cnt, lim);
+  }
   const int N = m <= k_threads ? k_threads : m <= 2 * k_threads ? 2 * k_threads : 4 * k_threads;
-  for (int i = m + int(threadIdx.x); i < N; i += k_threads) S.stage[i] = 0ull;
+  for (int i = m + int(threadIdx.x); i < N; i += k_threads) fin[i] = 0ull;
   __syncthreads();
   if (N == k_threads) {
-    bitonic_desc<1>(S.stage);
+    bitonic_desc<1>(fin);
   } else if (N == 2 * k_threads) {
-    bitonic_desc<2>(S.stage);
+    bitonic_desc<2>(fin);
   } else {
-    bitonic_desc<4>(S.stage);
+    bitonic_desc<4>(fin);
   }
   int32_t* out = a.out + b * k;
   const int64_t mask = (int64_t(1) << a.page_bits) - 1;
   for (int j = threadIdx.x; j < k; j += k_threads) {
     int32_t o = -1;
-    if (j < m) {
-      const int64_t i = int64_t(0xffffffffu - uint32_t(S.stage[j] & 0xffffffffull));
+    if (j < m) {  // fast: m >= k (the bin holds >= kk entries)
+      const int64_t i = int64_t(0xffffffffu - uint32_t(fin[j] & 0xffffffffull));
       if (a.page_table) {
         const int64_t page = a.page_table[b * a.pt_stride + (i >> a.page_bits)];
         o = int32_t((page << a.page_bits) | (i & mask));
