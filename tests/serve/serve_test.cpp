@@ -4,69 +4,25 @@
 // a typed error while the server keeps serving without leaking pages.
 #include <gtest/gtest.h>
 
-#include <csignal>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <thread>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "runtime/model/engine.h"
 #include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
 
 namespace hart::testing {
 namespace {
 
 using namespace std::chrono_literals;
 
-// Starts `hart serve` on an OS-chosen port and stops it with SIGTERM.
-class server_process {
- public:
-  explicit server_process(const std::string& model) {
-    int out[2];
-    EXPECT_EQ(pipe(out), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-      execl(HART_BINARY, HART_BINARY, "--log", "warn", "serve", "-m", model.c_str(), "--bind", "tcp://127.0.0.1:*",
-            "--deterministic", "--full-pages", "64", "--swa-pages", "24", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(out[1]);
-    FILE* f = fdopen(out[0], "r");
-    char line[512] = {};
-    if (std::fgets(line, sizeof line, f)) {
-      const std::string s(line);
-      const size_t at = s.find(" on ");
-      if (at != std::string::npos) endpoint_ = s.substr(at + 4, s.find_last_not_of("\r\n") - at - 3);
-    }
-    std::fclose(f);
-  }
-  ~server_process() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int st = 0;
-      waitpid(pid_, &st, 0);
-      exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    }
-  }
-  const std::string& endpoint() const { return endpoint_; }
-
- private:
-  pid_t pid_ = -1;
-  std::string endpoint_;
-  int exit_code_ = 0;
-};
-
 class serve : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     model_ = std::string(HART_TEST_DATA) + "/tiny-a";
-    srv_ = new server_process(model_);
+    srv_ = new server_process(model_, {"--full-pages", "64", "--swa-pages", "24"});
     engine_params p;
     p.model_dir = model_;
     p.deterministic = true;

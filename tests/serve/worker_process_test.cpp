@@ -14,63 +14,12 @@
 
 #include "runtime/model/engine.h"
 #include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
 
 namespace hart::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Starts `hart serve --worker-process`; reads "worker pid N" and the endpoint from its stdout.
-class server_process {
- public:
-  explicit server_process(const std::string& model) {
-    int out[2];
-    EXPECT_EQ(pipe(out), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-      execl(HART_BINARY, HART_BINARY, "--log", "warn", "serve", "-m", model.c_str(), "--bind", "tcp://127.0.0.1:*",
-            "--deterministic", "--worker-process", "--full-pages", "64", "--swa-pages", "24",
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(out[1]);
-    out_ = fdopen(out[0], "r");
-    while (endpoint_.empty()) {
-      const std::string s = line();
-      if (s.empty()) break;
-      const size_t at = s.find(" on ");
-      if (s.rfind("hart: serving", 0) == 0 && at != std::string::npos)
-        endpoint_ = s.substr(at + 4, s.find_last_not_of("\r\n") - at - 3);
-    }
-  }
-  ~server_process() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int st = 0;
-      waitpid(pid_, &st, 0);
-    }
-    if (out_) std::fclose(out_);  // after the server is gone: it must never write to a closed pipe
-  }
-  /// The next stdout line; "worker pid N" lines update worker_pid().
-  std::string line() {
-    char buf[512] = {};
-    if (!std::fgets(buf, sizeof buf, out_)) return "";
-    const std::string s(buf);
-    if (s.rfind("hart: worker pid ", 0) == 0) worker_pid_ = std::stoll(s.substr(17));
-    return s;
-  }
-  const std::string& endpoint() const { return endpoint_; }
-  int64_t worker_pid() const { return worker_pid_; }
-
- private:
-  pid_t pid_ = -1;
-  FILE* out_ = nullptr;
-  std::string endpoint_;
-  int64_t worker_pid_ = 0;
-};
 
 protocol::generate_request greedy_request(uint64_t id, const std::vector<int32_t>& prompt, uint32_t n_new) {
   protocol::generate_request g;
@@ -98,7 +47,7 @@ protocol::reply control(transport::client& c, protocol::control_verb verb, uint6
 
 TEST(worker_process, killed_worker_fails_its_requests_and_the_server_keeps_serving) {
   const std::string model = std::string(HART_TEST_DATA) + "/tiny-a";
-  server_process srv(model);
+  server_process srv(model, {"--worker-process", "--full-pages", "64", "--swa-pages", "24"});
   ASSERT_FALSE(srv.endpoint().empty()) << "the server did not print its endpoint";
   const int64_t first_worker = srv.worker_pid();
   ASSERT_GT(first_worker, 0) << "the server did not print its worker's pid";
