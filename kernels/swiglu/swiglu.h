@@ -22,3 +22,12 @@ struct swiglu_params {
 status swiglu_cpu(const swiglu_params& p);
 
 }  // namespace hart
+
+#ifdef HART_CUDA
+struct CUstream_st;
+namespace hart {
+/// Same contract as swiglu_cpu with device pointers; fp32, one block per row, no
+/// allocation, no synchronisation.
+status swiglu_cuda(const swiglu_params& p, CUstream_st* stream);
+}  // namespace hart
+#endif

@@ -5,6 +5,7 @@
 // limit 0 means no clamp; row_weight null means 1.
 #include "kernels/swiglu/swiglu.h"
 
+#include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
 
 #include <gtest/gtest.h>
@@ -193,6 +194,107 @@ TEST(swiglu, zero_rows_and_bad_arguments) {
   p.up = nullptr;
   EXPECT_FALSE(swiglu_cpu(p).ok());
 }
+
+// -- CUDA parity -------------------------------------------------------------------
+
+#ifdef HART_CUDA
+
+using testing::all_close;
+using testing::cuda_synced;
+using testing::device_vec;
+using testing::k_inf;
+using testing::k_sentinel;
+
+// swiglu_cuda vs swiglu_cpu on the same inputs. CUDA's expf is within 2 ulp
+// (glibc's within 1) and the rest is the same three rounded operations in the
+// same order, so |Δ| <= ~5 ulp of |h|: rtol 1e-6. atol 1e-37 covers results that
+// are fp32 subnormals (silu of a very negative gate), where ulps are absolute.
+constexpr double k_cuda_rtol = 1e-6;
+constexpr double k_cuda_atol = 1e-37;
+
+void run_cuda_case(std::mt19937& rng, const layout& l, float limit, bool weighted, bool specials) {
+  SCOPED_TRACE("n_rows=" + std::to_string(l.n_rows) + " dim=" + std::to_string(l.dim) +
+               " in_stride=" + std::to_string(l.in_stride) + " limit=" + std::to_string(limit) +
+               " weighted=" + std::to_string(weighted) + " specials=" + std::to_string(specials));
+  auto gate = random_rows(rng, l, 8.0f);
+  auto up = random_rows(rng, l, 8.0f);
+  if (specials && l.dim >= 4) {
+    // NaN and ±inf must come through exactly as on the CPU (clamps pass NaN through)
+    const float sp[4] = {k_nan, k_inf, -k_inf, -200.0f};
+    for (int i = 0; i < 4; ++i) {
+      gate[i] = sp[i];
+      up[l.stride() * (l.n_rows - 1) + l.dim - 1 - i] = sp[(i + 1) % 4];
+    }
+  }
+  std::vector<float> rw(l.n_rows);
+  std::uniform_real_distribution<float> ud(-1.0f, 2.0f);
+  for (auto& w : rw) w = ud(rng);
+  const auto want_f = run(gate, up, weighted ? &rw : nullptr, l, limit);
+  const std::vector<double> want(want_f.begin(), want_f.end());
+  std::vector<double> mag(want.size());
+  for (size_t i = 0; i < want.size(); ++i) mag[i] = std::fabs(want[i]);
+
+  device_vec<float> d_gate(gate), d_up(up), d_rw(rw);
+  device_vec<float> d_out(guarded_buffer(l.n_rows * l.dim, k_guard, k_nan));
+  swiglu_params p;
+  p.gate = d_gate.get();
+  p.up = d_up.get();
+  p.row_weight = weighted ? d_rw.get() : nullptr;
+  p.out = d_out.get() + k_guard;
+  p.n_rows = l.n_rows;
+  p.dim = l.dim;
+  p.in_stride = l.in_stride;
+  p.limit = limit;
+  const status st = swiglu_cuda(p, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_TRUE(cuda_synced(nullptr));
+  const auto out = d_out.to_host();
+  EXPECT_TRUE(guards_intact(out, k_guard));
+  const auto got = unguarded(out, k_guard);
+  EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, k_cuda_rtol, k_cuda_atol));
+}
+
+TEST(swiglu, cuda_matches_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  // not multiples of the 256-thread block, one row, many rows, V4's 2048/3072 and a long row
+  const layout cuda_layouts[] = {{1, 1, 0},     {3, 3, 0},       {19, 19, 23},   {1, 257, 0},  {300, 111, 128},
+                                 {7, 2048, 0},  {5, 3072, 3100}, {2, 20001, 0},  {1025, 5, 0}, {1, 1, 7}};
+  for (const layout& l : cuda_layouts) {
+    for (float limit : {0.0f, 10.0f, 7.0f}) {
+      for (bool weighted : {false, true}) run_cuda_case(rng, l, limit, weighted, false);
+    }
+    run_cuda_case(rng, l, 10.0f, true, true);
+    run_cuda_case(rng, l, 0.0f, false, true);
+  }
+}
+
+TEST(swiglu, cuda_zero_rows_and_bad_arguments) {
+  HART_SKIP_WITHOUT_CUDA();
+  device_vec<float> d_in(std::vector<float>{1.0f}), d_out(std::vector<float>{k_sentinel});
+  swiglu_params p;
+  p.gate = d_in.get();
+  p.up = d_in.get();
+  p.out = d_out.get();
+  p.n_rows = 0;
+  p.dim = 1;
+  EXPECT_TRUE(swiglu_cuda(p, nullptr).ok());
+  ASSERT_TRUE(cuda_synced(nullptr));
+  EXPECT_EQ(d_out.to_host()[0], k_sentinel);
+  p.n_rows = 1;
+  p.dim = 0;
+  EXPECT_EQ(swiglu_cuda(p, nullptr).code(), status_code::invalid_argument);
+  p.dim = 1;
+  p.up = nullptr;
+  EXPECT_EQ(swiglu_cuda(p, nullptr).code(), status_code::invalid_argument);
+  p.up = d_in.get();
+  p.limit = -1.0f;
+  EXPECT_EQ(swiglu_cuda(p, nullptr).code(), status_code::invalid_argument);
+}
+
+#endif  // HART_CUDA
 
 }  // namespace
 }  // namespace hart
