@@ -26,3 +26,12 @@ struct rope_params {
 status rope_cpu(const rope_params& p);
 
 }  // namespace hart
+
+#ifdef HART_CUDA
+struct CUstream_st;
+namespace hart {
+/// Same contract as rope_cpu with device pointers (x, pos, inv_freq); one block
+/// per row, no allocation, no synchronisation.
+status rope_cuda(const rope_params& p, CUstream_st* stream);
+}  // namespace hart
+#endif

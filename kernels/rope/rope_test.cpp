@@ -10,6 +10,7 @@
 // large_positions additionally bounds the distance to the exact-angle rotation.
 #include "kernels/rope/rope.h"
 
+#include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
 
 #include <gtest/gtest.h>
@@ -377,6 +378,122 @@ TEST(rope, rejects_bad_rope_dim) {
     EXPECT_FALSE(rope_cpu(p).ok()) << "rope_dim=" << rope_dim;
   }
 }
+
+// -- CUDA parity -------------------------------------------------------------------
+
+#ifdef HART_CUDA
+
+using testing::cuda_synced;
+using testing::device_vec;
+
+// rope_cuda vs rope_cpu: the same fp32 angle; cosf/sinf within 2 ulp on the
+// device (1 in glibc), then the same four rounded products and one sum, so
+// |Δ| <= ~6 ulp(1)·|pair| ≈ 4e-7·|pair|: rtol 1e-6 of |pair|·attention_factor.
+constexpr double k_cuda_rtol = 1e-6;
+
+// Runs rope_cuda on a copy of x and returns the device result.
+std::vector<float> run_cuda(const std::vector<float>& x, const layout& l, const std::vector<int64_t>& pos,
+                            const std::vector<float>& inv_freq, bool inverse, float attention_factor) {
+  device_vec<float> d_x(x), d_f(inv_freq);
+  device_vec<int64_t> d_pos(pos);
+  rope_params p;
+  p.x = d_x.get();
+  p.pos = d_pos.get();
+  p.inv_freq = d_f.get();
+  p.n_rows = l.n_rows;
+  p.n_heads = l.n_heads;
+  p.head_dim = l.head_dim;
+  p.rope_dim = l.rope_dim;
+  p.row_stride = l.row_stride;
+  p.attention_factor = attention_factor;
+  p.inverse = inverse;
+  const status st = rope_cuda(p, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(cuda_synced(nullptr));
+  return d_x.to_host();
+}
+
+TEST(rope, cuda_matches_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> pos_dist(0, 1 << 20);
+  // k_layouts plus V4's shapes (q: 64 heads x 512, indexer q: 64 x 128, kv: 1 x 512),
+  // many rows, and a row count / head count that is not a multiple of the block
+  std::vector<layout> layouts(std::begin(k_layouts), std::end(k_layouts));
+  layouts.push_back({3, 64, 512, 64, 0});
+  layouts.push_back({300, 1, 512, 64, 0});
+  layouts.push_back({5, 64, 128, 64, 64 * 128 + 9});
+  layouts.push_back({1, 7, 300, 258, 0});
+  for (const layout& l : layouts) {
+    for (int variant = 0; variant < 8; ++variant) {
+      const bool inverse = variant & 1, yarn = variant & 2;
+      const float factor = (variant & 4) ? 0.75f : 1.0f;
+      const double theta = yarn ? 160000.0 : 10000.0;
+      SCOPED_TRACE(describe(l) + " inverse=" + std::to_string(inverse) + " theta=" + std::to_string(theta) +
+                   " attention_factor=" + std::to_string(factor));
+      const auto inv_freq = make_inv_freq(theta, l.rope_dim, yarn);
+      std::vector<int64_t> pos(l.n_rows);
+      for (auto& v : pos) v = pos_dist(rng);
+      pos[0] = variant == 0 ? 1000000 : pos[0];
+      const auto x = random_rows(rng, l);
+      auto x_cpu = x;
+      rope_params p = make_params(x_cpu, l, pos, inv_freq, inverse);
+      p.attention_factor = factor;
+      ASSERT_TRUE(rope_cpu(p).ok());
+      const auto got = run_cuda(x, l, pos, inv_freq, inverse, factor);
+      std::vector<double> want, mag;
+      reference(x, l, pos, inv_freq, factor, inverse, false, want, mag);  // for mag (|pair|)
+      want.assign(x_cpu.begin(), x_cpu.end());
+      EXPECT_TRUE(check(got, x, want, mag, l, k_cuda_rtol));
+    }
+  }
+}
+
+// cos 0 = 1 and sin 0 = 0 on the device too: position 0 is bit-identical.
+TEST(rope, cuda_position_zero_is_identity) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  for (const layout& l : k_layouts) {
+    SCOPED_TRACE(describe(l));
+    const auto inv_freq = make_inv_freq(160000.0, l.rope_dim, true);
+    const std::vector<int64_t> pos(l.n_rows, 0);
+    const auto x = random_rows(rng, l);
+    for (bool inverse : {false, true}) {
+      const auto got = run_cuda(x, l, pos, inv_freq, inverse, 1.0f);
+      EXPECT_EQ(0, std::memcmp(got.data(), x.data(), x.size() * sizeof(float)));
+    }
+  }
+}
+
+TEST(rope, cuda_rejects_bad_arguments) {
+  HART_SKIP_WITHOUT_CUDA();
+  device_vec<float> d_x(std::vector<float>(8, 1.0f)), d_f(std::vector<float>(8, 0.5f));
+  device_vec<int64_t> d_pos(std::vector<int64_t>{3});
+  rope_params p;
+  p.x = d_x.get();
+  p.pos = d_pos.get();
+  p.inv_freq = d_f.get();
+  p.n_rows = 1;
+  p.head_dim = 8;
+  for (int64_t rope_dim : {3, 10, 0}) {
+    p.rope_dim = rope_dim;
+    EXPECT_EQ(rope_cuda(p, nullptr).code(), status_code::invalid_argument) << "rope_dim=" << rope_dim;
+  }
+  p.rope_dim = 8;
+  p.pos = nullptr;
+  EXPECT_EQ(rope_cuda(p, nullptr).code(), status_code::invalid_argument);
+  p.pos = d_pos.get();
+  p.n_rows = 0;
+  EXPECT_TRUE(rope_cuda(p, nullptr).ok());
+  ASSERT_TRUE(cuda_synced(nullptr));
+  for (float v : d_x.to_host()) EXPECT_EQ(v, 1.0f);
+}
+
+#endif  // HART_CUDA
 
 }  // namespace
 }  // namespace hart

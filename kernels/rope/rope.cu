@@ -1,0 +1,54 @@
+// CUDA rope: one 256-thread block per row; each thread rotates strided (head,
+// pair) slots of that row in place, taking cos/sin of the same fp32 angle
+// float(pos) * inv_freq[i] as rope_cpu (CUDA cosf/sinf are within 2 ulp, with
+// full range reduction, so positions up to 2^20 and beyond stay accurate).
+#include "kernels/rope/rope.h"
+
+#include <cuda_runtime.h>
+
+#include <climits>
+
+namespace hart {
+namespace {
+
+constexpr int k_threads = 256;
+
+__global__ void rope_kernel(rope_params p, int64_t stride) {
+  const int64_t r = blockIdx.x;
+  const int64_t half = p.rope_dim / 2;
+  const float pos = float(p.pos[r]);
+  float* row = p.x + r * stride + (p.head_dim - p.rope_dim);
+  for (int64_t e = threadIdx.x; e < p.n_heads * half; e += blockDim.x) {
+    const int64_t h = e / half, i = e % half;
+    const float angle = __fmul_rn(pos, p.inv_freq[i]);
+    const float c = __fmul_rn(cosf(angle), p.attention_factor);
+    const float s = __fmul_rn(__fmul_rn(sinf(angle), p.attention_factor), p.inverse ? -1.0f : 1.0f);
+    float* v = row + h * p.head_dim + 2 * i;
+    const float a = v[0], b = v[1];
+    // explicit roundings: the CPU computes a*c - b*s without FMA
+    v[0] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+    v[1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+  }
+}
+
+}  // namespace
+
+status rope_cuda(const rope_params& p, CUstream_st* stream) {
+  if (!p.x || !p.pos || !p.inv_freq) return invalid_argument("rope_cuda: null pointer");
+  if (p.rope_dim <= 0 || p.rope_dim % 2 || p.rope_dim > p.head_dim) {
+    return invalid_argument("rope_cuda: rope_dim %lld must be even and <= head_dim %lld", (long long)p.rope_dim,
+                            (long long)p.head_dim);
+  }
+  if (p.n_rows < 0 || p.n_heads < 0) {
+    return invalid_argument("rope_cuda: n_rows=%lld n_heads=%lld", (long long)p.n_rows, (long long)p.n_heads);
+  }
+  if (p.n_rows > INT_MAX) return invalid_argument("rope_cuda: n_rows=%lld exceeds the grid", (long long)p.n_rows);
+  if (p.n_rows == 0 || p.n_heads == 0) return {};
+  const int64_t stride = p.row_stride ? p.row_stride : p.n_heads * p.head_dim;
+  rope_kernel<<<dim3(unsigned(p.n_rows)), k_threads, 0, stream>>>(p, stride);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return internal_error("rope_cuda: launch failed: %s", cudaGetErrorString(err));
+  return {};
+}
+
+}  // namespace hart
