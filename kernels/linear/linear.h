@@ -26,3 +26,85 @@ struct linear_params {
 status linear_cpu(const linear_params& p);
 
 }  // namespace hart
+
+#ifdef HART_CUDA
+#include <memory>
+
+struct CUstream_st;
+namespace hart {
+
+// -- CUDA ------------------------------------------------------------------------
+//
+//   auto ctx = linear_cuda_context::create(/*max_fp8_rows=*/64, /*max_fp8_in=*/16384);
+//   HART_RETURN_IF_ERROR(linear_cuda(p, **ctx, stream));        // fp32, cuBLASLt
+//   HART_RETURN_IF_ERROR(linear_fp8_cuda(q, **ctx, stream));    // e4m3 weights
+
+/// Device state shared by the CUDA linears: the cuBLASLt handle, its workspace
+/// and the FP8 path's quantized-activation buffer, allocated once here so the
+/// ops themselves never allocate. One context per stream at a time (calls on
+/// one context must not run concurrently: they share the workspaces).
+class linear_cuda_context {
+ public:
+  /// max_fp8_rows x max_fp8_in bounds the FP8 inputs (larger calls are refused).
+  static status_or<std::unique_ptr<linear_cuda_context>> create(int64_t max_fp8_rows, int64_t max_fp8_in);
+  ~linear_cuda_context();
+  linear_cuda_context(const linear_cuda_context&) = delete;
+  linear_cuda_context& operator=(const linear_cuda_context&) = delete;
+
+  struct impl;
+  impl& state() { return *impl_; }
+
+ private:
+  explicit linear_cuda_context(std::unique_ptr<impl> s);
+  std::unique_ptr<impl> impl_;
+};
+
+/// Same contract as linear_cpu with device pointers: fp32 in, fp32 out, fp32
+/// accumulation (cuBLASLt, CUBLAS_COMPUTE_32F, no TF32). row_invariant is not
+/// supported (cuBLASLt picks its kernel by shape): unimplemented.
+status linear_cuda(const linear_params& p, linear_cuda_context& ctx, CUstream_st* stream);
+
+struct linear_bf16_params {
+  const uint16_t* x = nullptr;  // [in, n_rows] bf16 bits, row stride `x_stride`
+  const uint16_t* w = nullptr;  // [in, out] bf16 bits, row-major [out][in]
+  float* y = nullptr;           // [out, n_rows] fp32, row stride `y_stride`
+  int64_t n_rows = 0;
+  int64_t in = 0;
+  int64_t out = 0;
+  int64_t x_stride = 0;         // elements; 0 = in
+  int64_t y_stride = 0;         // elements; 0 = out
+  bool accumulate = false;      // y += x W^T
+};
+
+/// bf16 x and W, fp32 accumulation and output (cuBLASLt). Equals linear_cpu on
+/// the bf16 values widened to fp32, up to fp32 rounding.
+status linear_bf16_cuda(const linear_bf16_params& p, linear_cuda_context& ctx, CUstream_st* stream);
+
+/// Block edge of the FP8 weight scales and of the activation quantization.
+inline constexpr int64_t k_linear_fp8_block = 128;
+
+struct linear_fp8_params {
+  const float* x = nullptr;        // [in, n_rows] fp32 (unquantized), row stride `x_stride`
+  const uint8_t* w = nullptr;      // [in, out] e4m3 codes, row-major [out][in]
+  const uint8_t* w_scale = nullptr;// [ceil(in/128), ceil(out/128)] e8m0 codes (2^(c-127)), row-major
+  float* y = nullptr;              // [out, n_rows] fp32, row stride `y_stride`
+  int64_t n_rows = 0;
+  int64_t in = 0;
+  int64_t out = 0;
+  int64_t x_stride = 0;            // elements; 0 = in
+  int64_t y_stride = 0;            // elements; 0 = out
+  bool accumulate = false;         // y += x W^T
+};
+
+/// The fp8 precision mode's linear on the device: x is quantized per row per
+/// 128 channels (kernels/quant rule, the last block shorter when in % 128 != 0)
+/// into the context's buffer, then y = Q(x) · (e4m3(W) · 2^scale)^T with fp32
+/// accumulation. Every product is exact, so the result equals linear_cpu on
+/// fp8_qdq_rows(x) and the dequantized W up to fp32 summation order. Rows are
+/// independent and summed in a fixed order: batch-invariant.
+/// NOTE(linear): CUDA cores, dequantize in registers; the tensor-core (wgmma)
+/// version is later work (perf target G1).
+status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
+
+}  // namespace hart
+#endif

@@ -1,0 +1,150 @@
+// CUDA linear, dense paths: fp32 and bf16 inputs through cuBLASLt with fp32
+// accumulation, and the context every CUDA linear shares.
+#include "kernels/linear/linear.h"
+
+#include "kernels/linear/linear_impl.h"
+
+namespace hart {
+namespace {
+
+// cuBLASLt scratch: 32 MiB lets the heuristic pick split-K kernels for the
+// decode shapes (n_rows small, in large) that need it.
+constexpr int64_t k_lt_workspace_bytes = int64_t(32) << 20;
+
+#define LT_RETURN_IF_ERROR(op, expr)                                                          \
+  do {                                                                                        \
+    const cublasStatus_t st_ = (expr);                                                        \
+    if (st_ != CUBLAS_STATUS_SUCCESS) return internal_error("%s: %s: %s", op, #expr, cublasLtGetStatusString(st_)); \
+  } while (0)
+
+status check_dense(const char* op, const void* x, const void* w, const float* y, int64_t n_rows, int64_t in,
+                   int64_t out, int64_t xs, int64_t ys) {
+  if (!x || !w || !y) return invalid_argument("%s: null pointer", op);
+  if (n_rows < 0 || in <= 0 || out <= 0) {
+    return invalid_argument("%s: bad sizes n_rows=%lld in=%lld out=%lld", op, (long long)n_rows, (long long)in,
+                            (long long)out);
+  }
+  if (xs < in || ys < out) {
+    return invalid_argument("%s: row strides x=%lld y=%lld smaller than the rows (in=%lld out=%lld)", op,
+                            (long long)xs, (long long)ys, (long long)in, (long long)out);
+  }
+  // cuBLASLt takes 64-bit leading dimensions but 32-bit-safe sizes are what its kernels are tuned for.
+  if (n_rows > INT32_MAX || in > INT32_MAX || out > INT32_MAX) return invalid_argument("%s: size over 2^31", op);
+  return {};
+}
+
+// Largest power of two (<= 256) dividing the address.
+uint32_t alignment(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t al = 256;
+  while (al > 1 && a % al) al >>= 1;
+  return al;
+}
+
+// Row-major y[n_rows][out] = x[n_rows][in] · W^T is, column-major, Y (out x n_rows) = op(W)·X with W
+// seen as an (in x out) column-major matrix, transposed.
+status lt_matmul(const char* op, linear_cuda_context::impl& s, cudaDataType_t ab_type, const void* x, const void* w,
+                 float* y, int64_t n_rows, int64_t in, int64_t out, int64_t xs, int64_t ys, bool accumulate,
+                 cudaStream_t stream) {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  auto run = [&]() -> status {
+    LT_RETURN_IF_ERROR(op, cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+    LT_RETURN_IF_ERROR(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+    LT_RETURN_IF_ERROR(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+    LT_RETURN_IF_ERROR(op, cublasLtMatrixLayoutCreate(&a, ab_type, uint64_t(in), uint64_t(out), in));
+    LT_RETURN_IF_ERROR(op, cublasLtMatrixLayoutCreate(&b, ab_type, uint64_t(in), uint64_t(n_rows), xs));
+    LT_RETURN_IF_ERROR(op, cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, uint64_t(out), uint64_t(n_rows), ys));
+    LT_RETURN_IF_ERROR(op, cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = uint64_t(s.lt_workspace_bytes);
+    LT_RETURN_IF_ERROR(op, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                                sizeof ws));
+    // The heuristic assumes 256-byte aligned buffers unless told otherwise.
+    const uint32_t align[4] = {alignment(w), alignment(x), alignment(y), alignment(y)};
+    const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; ++i) {
+      LT_RETURN_IF_ERROR(op, cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof align[i]));
+    }
+    cublasLtMatmulHeuristicResult_t heur{};
+    int n_found = 0;
+    LT_RETURN_IF_ERROR(op, cublasLtMatmulAlgoGetHeuristic(s.lt, desc, a, b, c, c, pref, 1, &heur, &n_found));
+    if (n_found == 0) {
+      return unimplemented("%s: cuBLASLt has no kernel for n_rows=%lld in=%lld out=%lld", op, (long long)n_rows,
+                           (long long)in, (long long)out);
+    }
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;  // beta = 0: y is never read
+    LT_RETURN_IF_ERROR(op, cublasLtMatmul(s.lt, desc, &alpha, w, a, x, b, &beta, y, c, y, c, &heur.algo,
+                                          s.lt_workspace, size_t(s.lt_workspace_bytes), stream));
+    return {};
+  };
+  const status result = run();
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  if (c) cublasLtMatrixLayoutDestroy(c);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (desc) cublasLtMatmulDescDestroy(desc);
+  return result;
+}
+
+}  // namespace
+
+// -- context ---------------------------------------------------------------------
+
+linear_cuda_context::linear_cuda_context(std::unique_ptr<impl> s) : impl_(std::move(s)) {}
+
+linear_cuda_context::~linear_cuda_context() {
+  if (impl_->lt) cublasLtDestroy(impl_->lt);
+  cudaFree(impl_->lt_workspace);
+  cudaFree(impl_->x_qdq);
+}
+
+status_or<std::unique_ptr<linear_cuda_context>> linear_cuda_context::create(int64_t max_fp8_rows,
+                                                                              int64_t max_fp8_in) {
+  if (max_fp8_rows < 0 || max_fp8_in < 0) {
+    return invalid_argument("linear_cuda_context: max_fp8_rows=%lld max_fp8_in=%lld must be >= 0",
+                            (long long)max_fp8_rows, (long long)max_fp8_in);
+  }
+  std::unique_ptr<linear_cuda_context> ctx(new linear_cuda_context(std::make_unique<impl>()));
+  impl& s = *ctx->impl_;  // destroyed with ctx on every early return below
+  const cublasStatus_t st = cublasLtCreate(&s.lt);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    s.lt = nullptr;
+    return status(status_code::unavailable,
+                  std::string("linear_cuda_context: cublasLtCreate: ") + cublasLtGetStatusString(st));
+  }
+  cudaError_t e = cudaMalloc(&s.lt_workspace, size_t(k_lt_workspace_bytes));
+  if (e != cudaSuccess) return resource_exhausted("linear_cuda_context: workspace: %s", cudaGetErrorString(e));
+  s.lt_workspace_bytes = k_lt_workspace_bytes;
+  if (max_fp8_rows > 0 && max_fp8_in > 0) {
+    e = cudaMalloc(&s.x_qdq, size_t(max_fp8_rows * max_fp8_in) * sizeof(float));
+    if (e != cudaSuccess) return resource_exhausted("linear_cuda_context: fp8 input buffer: %s", cudaGetErrorString(e));
+  }
+  s.max_fp8_rows = max_fp8_rows;
+  s.max_fp8_in = max_fp8_in;
+  return status_or<std::unique_ptr<linear_cuda_context>>(std::move(ctx));
+}
+
+// -- dense linears ------------------------------------------------------------------
+
+status linear_cuda(const linear_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
+  const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
+  HART_RETURN_IF_ERROR(check_dense("linear_cuda", p.x, p.w, p.y, p.n_rows, p.in, p.out, xs, ys));
+  if (p.row_invariant) return unimplemented("linear_cuda: row_invariant (batch-invariant) GEMM not available on CUDA");
+  if (p.n_rows == 0) return {};
+  return lt_matmul("linear_cuda", ctx.state(), CUDA_R_32F, p.x, p.w, p.y, p.n_rows, p.in, p.out, xs, ys, p.accumulate,
+                   stream);
+}
+
+status linear_bf16_cuda(const linear_bf16_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
+  const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
+  HART_RETURN_IF_ERROR(check_dense("linear_bf16_cuda", p.x, p.w, p.y, p.n_rows, p.in, p.out, xs, ys));
+  if (p.n_rows == 0) return {};
+  return lt_matmul("linear_bf16_cuda", ctx.state(), CUDA_R_16BF, p.x, p.w, p.y, p.n_rows, p.in, p.out, xs, ys,
+                   p.accumulate, stream);
+}
+
+}  // namespace hart

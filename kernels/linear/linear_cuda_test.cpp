@@ -1,0 +1,351 @@
+// CUDA linears against linear_cpu on fresh random inputs (outputs poisoned,
+// sentinel guards around y, NaN in overwrite mode), decode (1..16 rows) and
+// prefill shapes, dims that are not multiples of 16 or 128:
+//   - linear_cuda (fp32) and linear_bf16_cuda: |gpu - cpu| <= 2e-5·Σ|x·w|, twice
+//     the bound linear_cpu itself is held to (each side within 1e-5·Σ|x·w| of
+//     the exact value; cuBLASLt sums in its own order, possibly split-K);
+//   - linear_fp8_cuda: its activation QDQ is bitwise act_quant_fp8_qdq (per
+//     row, per 128 channels); its output against a double-precision sum of the
+//     same exact products within (in/32 + 24)·2^-24·Σ|x'·w'| (the roundings
+//     of its fp32 sums: at most 16 + in/512 per lane on the vector path, in/32
+//     on the scalar path, 5 shuffle levels, the accumulate add), and against linear_cpu on fp8_qdq(x) and the dequantized
+//     W within 2e-5·Σ|x'·w'|.
+#include "kernels/linear/linear.h"
+
+#ifdef HART_CUDA
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/linear/linear_impl.h"
+#include "kernels/quant/quant.h"
+#include "kernels/testing/cuda_test_util.h"
+#include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
+
+namespace hart {
+namespace {
+
+using testing::all_close;
+using testing::cuda_synced;
+using testing::device_vec;
+using testing::k_sentinel;
+using testing::normal_vec;
+using testing::seed_trace;
+using testing::test_seed;
+
+constexpr int64_t k_guard = 16;  // sentinels on each side of y (and in the row gaps)
+
+struct shape {
+  int64_t n_rows, in, out;
+};
+
+// Decode rows 1..16 and prefill rows, dims off the 16/128 grid included.
+const shape k_shapes[] = {{1, 1, 1},     {1, 19, 3},     {2, 128, 128},  {3, 111, 19},   {4, 1000, 300},
+                          {5, 4096, 64}, {8, 256, 1024}, {9, 200, 129},  {16, 512, 257}, {16, 4096, 96},
+                          {33, 989, 5},  {130, 384, 200}, {200, 1000, 61}};
+
+std::string name(const shape& s, int64_t ys, bool acc) {
+  return "n_rows=" + std::to_string(s.n_rows) + " in=" + std::to_string(s.in) + " out=" + std::to_string(s.out) +
+         " y_stride=" + std::to_string(ys) + " accumulate=" + std::to_string(acc);
+}
+
+// Poisoned y: k_guard sentinels, then rows of `ys` (first `out` = y0 or NaN, the gap sentinels), then guards.
+std::vector<float> poisoned_y(const shape& s, int64_t ys, const std::vector<float>& y0, bool acc) {
+  std::vector<float> y(s.n_rows * ys + 2 * k_guard, k_sentinel);
+  for (int64_t r = 0; r < s.n_rows; ++r) {
+    for (int64_t o = 0; o < s.out; ++o) {
+      y[k_guard + r * ys + o] = acc ? y0[r * s.out + o] : std::numeric_limits<float>::quiet_NaN();
+    }
+  }
+  return y;
+}
+
+// Checks the gaps and guards are untouched and returns the dense [n_rows][out] body.
+std::vector<float> body(const std::vector<float>& y, const shape& s, int64_t ys) {
+  std::vector<float> b(s.n_rows * s.out);
+  for (size_t i = 0; i < y.size(); ++i) {
+    const int64_t j = int64_t(i) - k_guard, r = j / ys, o = j % ys;
+    const bool in_body = j >= 0 && r < s.n_rows && o < s.out;
+    if (in_body) b[r * s.out + o] = y[i];
+    else EXPECT_EQ(y[i], k_sentinel) << "guard or row gap overwritten at " << i;
+  }
+  return b;
+}
+
+// y0 + x W^T in double (x [n_rows][in], W [out][in]) and Σ|terms|.
+void exact(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>* y0, const shape& s,
+           std::vector<double>& want, std::vector<double>& mag) {
+  want.assign(s.n_rows * s.out, 0.0);
+  mag.assign(s.n_rows * s.out, 0.0);
+  for (int64_t r = 0; r < s.n_rows; ++r) {
+    for (int64_t o = 0; o < s.out; ++o) {
+      double a = y0 ? (*y0)[r * s.out + o] : 0.0, m = std::fabs(a);
+      for (int64_t i = 0; i < s.in; ++i) {
+        const double t = double(x[r * s.in + i]) * w[o * s.in + i];
+        a += t;
+        m += std::fabs(t);
+      }
+      want[r * s.out + o] = a;
+      mag[r * s.out + o] = m;
+    }
+  }
+}
+
+std::vector<float> cpu_linear(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& y0,
+                              const shape& s, bool acc) {
+  std::vector<float> y = acc ? y0 : std::vector<float>(s.n_rows * s.out, 0.0f);
+  const status st = linear_cpu({x.data(), w.data(), y.data(), s.n_rows, s.in, s.out, 0, 0, acc, false});
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return y;
+}
+
+std::unique_ptr<linear_cuda_context> make_context() {
+  auto ctx = linear_cuda_context::create(256, 8192);
+  EXPECT_TRUE(ctx.ok()) << ctx.get_status().to_string();
+  return ctx.ok() ? std::move(*ctx) : nullptr;
+}
+
+// -- fp32 and bf16 (cuBLASLt) ----------------------------------------------------
+
+void run_dense(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, bool bf16, bool acc, int64_t ys) {
+  SCOPED_TRACE(name(s, ys, acc) + (bf16 ? " bf16" : " fp32"));
+  auto x = normal_vec(rng, s.n_rows * s.in, 1.0f), w = normal_vec(rng, s.out * s.in, 1.0f);
+  const auto y0 = normal_vec(rng, s.n_rows * s.out, 1.0f);
+  std::vector<uint16_t> xb(x.size()), wb(w.size());
+  if (bf16) {  // the CPU side sees exactly the bf16 values
+    f32_to_bf16(x.data(), xb.data(), int64_t(x.size()));
+    f32_to_bf16(w.data(), wb.data(), int64_t(w.size()));
+    bf16_to_f32(xb.data(), x.data(), int64_t(x.size()));
+    bf16_to_f32(wb.data(), w.data(), int64_t(w.size()));
+  }
+  device_vec<float> d_y(poisoned_y(s, ys, y0, acc));
+  status st;
+  if (bf16) {
+    device_vec<uint16_t> d_x(xb), d_w(wb);
+    st = linear_bf16_cuda({d_x.get(), d_w.get(), d_y.get() + k_guard, s.n_rows, s.in, s.out, 0, ys, acc}, ctx, nullptr);
+    ASSERT_TRUE(cuda_synced(nullptr));
+  } else {
+    device_vec<float> d_x(x), d_w(w);
+    st = linear_cuda({d_x.get(), d_w.get(), d_y.get() + k_guard, s.n_rows, s.in, s.out, 0, ys, acc, false}, ctx,
+                     nullptr);
+    ASSERT_TRUE(cuda_synced(nullptr));
+  }
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  const auto got = body(d_y.to_host(), s, ys);
+  const auto cpu = cpu_linear(x, w, y0, s, acc);
+  std::vector<double> want, mag;
+  exact(x, w, acc ? &y0 : nullptr, s, want, mag);
+  EXPECT_TRUE(all_close(got.data(), got.size(), std::vector<double>(cpu.begin(), cpu.end()), mag, 2e-5, 0.0));
+}
+
+TEST(linear_cuda, fp32_matches_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  for (const shape& s : k_shapes) {
+    for (bool acc : {false, true}) run_dense(rng, *ctx, s, false, acc, acc ? s.out + 3 : s.out);
+  }
+}
+
+TEST(linear_cuda, bf16_matches_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  for (const shape& s : k_shapes) {
+    for (bool acc : {false, true}) run_dense(rng, *ctx, s, true, acc, acc ? s.out : s.out + 5);
+  }
+}
+
+TEST(linear_cuda, row_invariant_is_refused_not_ignored) {
+  HART_SKIP_WITHOUT_CUDA();
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  device_vec<float> d(std::vector<float>(4, 0.0f));
+  const status st = linear_cuda({d.get(), d.get(), d.get(), 1, 2, 2, 0, 0, false, true}, *ctx, nullptr);
+  EXPECT_EQ(st.code(), status_code::unimplemented) << st.to_string();
+}
+
+// -- fp8 ---------------------------------------------------------------------------
+
+// Per row, per 128 channels (last block shorter): the CPU QDQ rule.
+std::vector<float> cpu_act_qdq(std::vector<float> x, int64_t n_rows, int64_t in) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t b = 0; b < in; b += k_linear_fp8_block) {
+      const int64_t len = std::min(k_linear_fp8_block, in - b);
+      EXPECT_TRUE(act_quant_fp8_qdq(x.data() + r * in + b, len, len).ok());
+    }
+  }
+  return x;
+}
+
+// Inputs whose 128-blocks span many scales: some all-tiny (below the 1e-4 floor), some huge.
+std::vector<float> scaled_inputs(std::mt19937& rng, int64_t n_rows, int64_t in) {
+  auto x = normal_vec(rng, n_rows * in, 1.0f);
+  std::uniform_int_distribution<int> e(-30, 30);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t b = 0; b < in; b += k_linear_fp8_block) {
+      const float f = std::ldexp(1.0f, e(rng));
+      for (int64_t i = b; i < std::min(in, b + k_linear_fp8_block); ++i) x[r * in + i] *= f;
+    }
+  }
+  return x;
+}
+
+bool same_bits(float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0; }
+
+TEST(linear_cuda, fp8_activation_qdq_is_bitwise_the_cpu_rule) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  for (const int64_t in : {1, 19, 128, 129, 1000, 4096}) {
+    const int64_t n_rows = 7, xs = in + 3;
+    auto x = scaled_inputs(rng, n_rows, in);
+    // adversarial values: zeros, subnormals, rounding ties, ±448 edges, FLT_MAX, inf, NaN
+    const float special[] = {0.0f, -0.0f, 1e-40f, 1e-4f, 448.0f, 464.0f, -480.0f, 0x1.3p0f, 3.4e38f,
+                             std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+    for (size_t i = 0; i < sizeof special / sizeof *special && i < size_t(in); ++i) x[(i % n_rows) * in + i] = special[i];
+    std::vector<float> xp(n_rows * xs, k_sentinel);
+    for (int64_t r = 0; r < n_rows; ++r) std::copy_n(x.data() + r * in, in, xp.data() + r * xs);
+    device_vec<float> d_x(xp), d_q(std::vector<float>(n_rows * in, k_sentinel));
+    ASSERT_EQ(linear_fp8_act_qdq_launch(d_x.get(), xs, d_q.get(), n_rows, in, nullptr), cudaSuccess);
+    ASSERT_TRUE(cuda_synced(nullptr));
+    const auto got = d_q.to_host(), want = cpu_act_qdq(x, n_rows, in);
+    int64_t n_bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (!same_bits(got[i], want[i]) && n_bad++ < 8) {
+        ADD_FAILURE() << "in=" << in << " [" << i << "] x=" << x[i] << " got " << got[i] << " want " << want[i];
+      }
+    }
+    EXPECT_EQ(n_bad, 0) << "in=" << in;
+  }
+}
+
+struct fp8_weight {
+  std::vector<uint8_t> q, scale;  // e4m3 [out][in], e8m0 [ceil(out/128)][ceil(in/128)]
+  std::vector<float> deq;         // what linear_cpu sees
+};
+
+fp8_weight random_fp8_weight(std::mt19937& rng, int64_t out, int64_t in) {
+  auto w = normal_vec(rng, out * in, 0.05f);
+  std::uniform_int_distribution<int> e(-6, 6);  // blocks of different scales
+  const int64_t nb_o = (out + 127) / 128, nb_i = (in + 127) / 128;
+  std::vector<float> f(nb_o * nb_i);
+  for (auto& v : f) v = std::ldexp(1.0f, e(rng));
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) w[o * in + i] *= f[(o / 128) * nb_i + i / 128];
+  }
+  fp8_weight r;
+  r.q.resize(out * in);
+  r.scale.resize(nb_o * nb_i);
+  r.deq.resize(out * in);
+  EXPECT_TRUE(fp8_block_quantize(w.data(), out, in, 128, r.q.data(), r.scale.data()).ok());
+  EXPECT_TRUE(fp8_block_dequantize(r.q.data(), r.scale.data(), out, in, 128, r.deq.data()).ok());
+  return r;
+}
+
+void run_fp8(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, bool acc, int64_t xs, int64_t ys) {
+  SCOPED_TRACE(name(s, ys, acc) + " x_stride=" + std::to_string(xs));
+  const auto x = scaled_inputs(rng, s.n_rows, s.in);
+  const fp8_weight w = random_fp8_weight(rng, s.out, s.in);
+  const auto y0 = normal_vec(rng, s.n_rows * s.out, 1.0f);
+  std::vector<float> xp(s.n_rows * xs, k_sentinel);
+  for (int64_t r = 0; r < s.n_rows; ++r) std::copy_n(x.data() + r * s.in, s.in, xp.data() + r * xs);
+  device_vec<float> d_x(xp), d_y(poisoned_y(s, ys, y0, acc));
+  device_vec<uint8_t> d_w(w.q), d_s(w.scale);
+  const status st = linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_y.get() + k_guard, s.n_rows, s.in, s.out,
+                                     xs == s.in ? 0 : xs, ys, acc},
+                                    ctx, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_TRUE(cuda_synced(nullptr));
+  const auto got = body(d_y.to_host(), s, ys);
+  const auto xq = cpu_act_qdq(x, s.n_rows, s.in);
+  std::vector<double> want, mag;
+  exact(xq, w.deq, acc ? &y0 : nullptr, s, want, mag);
+  const double rtol = (double(s.in) / 32.0 + 24.0) * std::ldexp(1.0, -24);
+  EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, rtol, 0.0)) << "vs exact sum of the quantized products";
+  const auto cpu = cpu_linear(xq, w.deq, y0, s, acc);
+  EXPECT_TRUE(all_close(got.data(), got.size(), std::vector<double>(cpu.begin(), cpu.end()), mag, 2e-5, 0.0))
+      << "vs linear_cpu on the fp8 QDQ inputs";
+}
+
+TEST(linear_cuda, fp8_matches_cpu_qdq_reference) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  for (const shape& s : k_shapes) {
+    run_fp8(rng, *ctx, s, false, s.in, s.out);
+    run_fp8(rng, *ctx, s, true, s.in + 7, s.out + 2);  // strided rows, y += ...
+  }
+}
+
+// A row's result does not depend on how many rows share the call.
+TEST(linear_cuda, fp8_is_batch_invariant) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  const int64_t in = 1024, out = 136, n = 37;
+  const auto x = scaled_inputs(rng, n, in);
+  const fp8_weight w = random_fp8_weight(rng, out, in);
+  device_vec<float> d_x(x), d_all(std::vector<float>(n * out, k_sentinel)), d_one(std::vector<float>(out, k_sentinel));
+  device_vec<uint8_t> d_w(w.q), d_s(w.scale);
+  ASSERT_TRUE(linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_all.get(), n, in, out}, *ctx, nullptr).ok());
+  const auto all = d_all.to_host();
+  for (int64_t r : {int64_t(0), int64_t(5), n - 1}) {
+    ASSERT_TRUE(linear_fp8_cuda({d_x.get() + r * in, d_w.get(), d_s.get(), d_one.get(), 1, in, out}, *ctx, nullptr).ok());
+    ASSERT_TRUE(cuda_synced(nullptr));
+    const auto one = d_one.to_host();
+    EXPECT_EQ(0, std::memcmp(one.data(), all.data() + r * out, out * sizeof(float))) << "row " << r;
+  }
+}
+
+TEST(linear_cuda, fp8_rejects_bad_arguments) {
+  HART_SKIP_WITHOUT_CUDA();
+  auto ctx = linear_cuda_context::create(4, 256);
+  ASSERT_TRUE(ctx.ok()) << ctx.get_status().to_string();
+  device_vec<float> d(std::vector<float>(1024, 0.0f));
+  device_vec<uint8_t> q(std::vector<uint8_t>(1024, 0));
+  const linear_fp8_params ok{d.get(), q.get(), q.get(), d.get(), 1, 4, 4};
+  EXPECT_TRUE(linear_fp8_cuda(ok, **ctx, nullptr).ok());
+  linear_fp8_params p = ok;
+  p.w_scale = nullptr;
+  EXPECT_EQ(linear_fp8_cuda(p, **ctx, nullptr).code(), status_code::invalid_argument);
+  p = ok;
+  p.in = 0;
+  EXPECT_EQ(linear_fp8_cuda(p, **ctx, nullptr).code(), status_code::invalid_argument);
+  p = ok;
+  p.x_stride = 2;
+  EXPECT_EQ(linear_fp8_cuda(p, **ctx, nullptr).code(), status_code::invalid_argument);
+  p = ok;
+  p.n_rows = 5;  // over the context's 4-row buffer
+  EXPECT_EQ(linear_fp8_cuda(p, **ctx, nullptr).code(), status_code::resource_exhausted);
+  p = ok;
+  p.in = 257;
+  EXPECT_EQ(linear_fp8_cuda(p, **ctx, nullptr).code(), status_code::resource_exhausted);
+}
+
+}  // namespace
+}  // namespace hart
+
+#endif  // HART_CUDA

@@ -1,0 +1,194 @@
+// CUDA FP8 linear (fp8 precision mode): per-row per-128 activation QDQ, then a
+// CUDA-core product against e4m3 weights with 128x128 power-of-two block scales.
+//
+// Numerics: x' = e4m3(x/s)·s exactly as kernels/quant; each product
+// e4m3(w)·x' is exact in fp32 (4+4 significant bits), the per-lane sum of 16
+// products is rounded in fp32, scaled by the weight block's 2^k (exact) and
+// accumulated in fp32 in an order that depends only on `in` (batch-invariant).
+#include "kernels/linear/linear.h"
+
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+#include "kernels/linear/linear_impl.h"
+#include "kernels/quant/quant.h"
+
+namespace hart {
+namespace {
+
+constexpr int k_block = int(k_linear_fp8_block);
+
+// -- activation QDQ: one warp per (row, 128-channel block), 4 channels per lane --
+
+__device__ float e4m3_qdq(float v) {
+  const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  return float(__half(__nv_cvt_fp8_to_halfraw(q, __NV_E4M3)));
+}
+
+// Exact ceil(log2(amax / 448)) as pow2_scale_exponent; 128 for inf/NaN.
+__device__ int scale_exponent(float amax) {
+  if (!(amax <= 3.402823466e38f)) return 128;
+  int ea = 0, eq = 0;
+  const float ma = frexpf(amax, &ea), mq = frexpf(e4m3_max, &eq);
+  return ea - eq + (ma > mq ? 1 : 0);
+}
+
+__global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* __restrict__ out, int64_t in,
+                               int64_t n_blocks_k, int64_t n_work) {
+  const int64_t work = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (work >= n_work) return;  // whole warps exit together
+  const int64_t r = work / n_blocks_k, k0 = (work % n_blocks_k) * k_block;
+  const int64_t len = min(int64_t(k_block), in - k0);
+  const float* xr = x + r * xs + k0;
+  float v[4];
+  float amax = fp8_amax_floor;  // fmaxf drops NaN like block_amax; inf is kept
+  for (int j = 0; j < 4; ++j) {
+    const int64_t i = lane * 4 + j;
+    v[j] = i < len ? xr[i] : 0.0f;
+    amax = fmaxf(amax, fabsf(v[j]));
+  }
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float s = ldexpf(1.0f, scale_exponent(amax));
+  float* yr = out + r * in + k0;
+  for (int j = 0; j < 4; ++j) {
+    const int64_t i = lane * 4 + j;
+    if (i >= len) continue;
+    const float c = fminf(fmaxf(__fdiv_rn(v[j], s), -e4m3_max), e4m3_max);
+    yr[i] = e4m3_qdq(isnan(v[j]) ? v[j] : c) * s;  // fminf/fmaxf would turn NaN into ±448
+  }
+}
+
+// -- product: one warp per output feature, MT input rows at a time -----------------
+
+// 2^(c-127) for an e8m0 code (c = 255 is NaN).
+__device__ float e8m0_value(uint8_t c) { return c == 255 ? __int_as_float(0x7fc00000) : ldexpf(1.0f, int(c) - 127); }
+
+__device__ void fp8x4_to_float(uint32_t u, float* f) {
+  const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(u & 0xffff), __NV_E4M3);
+  const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(u >> 16), __NV_E4M3);
+  const float2 a = __half22float2(__half2(lo)), b = __half22float2(__half2(hi));
+  f[0] = a.x;
+  f[1] = a.y;
+  f[2] = b.x;
+  f[3] = b.y;
+}
+
+constexpr int k_warps = 8;  // 256 threads: 8 output features per block
+
+// VEC: in % 16 == 0, so every lane's 16 weights are one aligned uint4 inside one
+// 128-channel block. Otherwise one channel per lane per step.
+template <int MT, bool VEC>
+__global__ void __launch_bounds__(k_warps * 32) fp8_linear_kernel(linear_fp8_params p, const float* __restrict__ xq,
+                                                                   int64_t ys, int64_t n_kb) {
+  const int lane = threadIdx.x % 32;
+  const int64_t o = int64_t(blockIdx.x) * k_warps + threadIdx.x / 32;
+  const int64_t r0 = int64_t(blockIdx.y) * MT;
+  if (o >= p.out) return;
+  const int mt = int(min(int64_t(MT), p.n_rows - r0));
+  const uint8_t* w = p.w + o * p.in;
+  const uint8_t* ws = p.w_scale + (o / k_block) * n_kb;
+  float acc[MT];
+  for (int m = 0; m < MT; ++m) acc[m] = 0.0f;
+  if (VEC) {
+    for (int64_t k = int64_t(lane) * 16; k < p.in; k += 32 * 16) {
+      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w + k));
+      float wf[16];
+      fp8x4_to_float(wv.x, wf);
+      fp8x4_to_float(wv.y, wf + 4);
+      fp8x4_to_float(wv.z, wf + 8);
+      fp8x4_to_float(wv.w, wf + 12);
+      const float sw = e8m0_value(__ldg(ws + k / k_block));
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m >= mt) break;
+        const float4* xr = reinterpret_cast<const float4*>(xq + (r0 + m) * p.in + k);
+        float part = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float4 xv = __ldg(xr + j);
+          part = fmaf(wf[4 * j + 0], xv.x, part);
+          part = fmaf(wf[4 * j + 1], xv.y, part);
+          part = fmaf(wf[4 * j + 2], xv.z, part);
+          part = fmaf(wf[4 * j + 3], xv.w, part);
+        }
+        acc[m] = fmaf(part, sw, acc[m]);
+      }
+    }
+  } else {
+    for (int64_t k = lane; k < p.in; k += 32) {
+      const float wf = float(__half(__nv_cvt_fp8_to_halfraw(__ldg(w + k), __NV_E4M3))) * e8m0_value(__ldg(ws + k / k_block));
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m >= mt) break;
+        acc[m] = fmaf(wf, xq[(r0 + m) * p.in + k], acc[m]);
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    for (int off = 16; off > 0; off >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
+  }
+  if (lane == 0) {
+    for (int m = 0; m < mt; ++m) {
+      float& y = p.y[(r0 + m) * ys + o];
+      y = p.accumulate ? y + acc[m] : acc[m];
+    }
+  }
+}
+
+template <int MT>
+cudaError_t launch_product(const linear_fp8_params& p, const float* xq, int64_t ys, cudaStream_t stream) {
+  const int64_t n_kb = (p.in + k_block - 1) / k_block;
+  const dim3 grid(unsigned((p.out + k_warps - 1) / k_warps), unsigned((p.n_rows + MT - 1) / MT));
+  if (p.in % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0) {
+    fp8_linear_kernel<MT, true><<<grid, k_warps * 32, 0, stream>>>(p, xq, ys, n_kb);
+  } else {
+    fp8_linear_kernel<MT, false><<<grid, k_warps * 32, 0, stream>>>(p, xq, ys, n_kb);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t linear_fp8_act_qdq_launch(const float* x, int64_t x_stride, float* out, int64_t n_rows, int64_t in,
+                                      cudaStream_t stream) {
+  const int64_t n_kb = (in + k_block - 1) / k_block, n_work = n_rows * n_kb;
+  if (n_work == 0) return cudaSuccess;
+  constexpr int threads = 256;  // 8 blocks of 128 channels per CUDA block
+  const int64_t grid = (n_work * 32 + threads - 1) / threads;
+  act_qdq_kernel<<<unsigned(grid), threads, 0, stream>>>(x, x_stride, out, in, n_kb, n_work);
+  return cudaGetLastError();
+}
+
+status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
+  if (!p.x || !p.w || !p.w_scale || !p.y) return invalid_argument("linear_fp8_cuda: null pointer");
+  if (p.n_rows < 0 || p.in <= 0 || p.out <= 0) {
+    return invalid_argument("linear_fp8_cuda: bad sizes n_rows=%lld in=%lld out=%lld", (long long)p.n_rows,
+                            (long long)p.in, (long long)p.out);
+  }
+  const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
+  if (xs < p.in || ys < p.out) return invalid_argument("linear_fp8_cuda: row strides smaller than the rows");
+  const linear_cuda_context::impl& s = ctx.state();
+  if (p.n_rows > s.max_fp8_rows || p.in > s.max_fp8_in) {
+    return resource_exhausted("linear_fp8_cuda: n_rows=%lld in=%lld over the context's %lld x %lld fp8 buffer",
+                              (long long)p.n_rows, (long long)p.in, (long long)s.max_fp8_rows,
+                              (long long)s.max_fp8_in);
+  }
+  if ((p.out + k_warps - 1) / k_warps > INT32_MAX) return invalid_argument("linear_fp8_cuda: out=%lld too large", (long long)p.out);
+  if ((p.n_rows + 7) / 8 > 65535) return invalid_argument("linear_fp8_cuda: n_rows=%lld too large", (long long)p.n_rows);
+  if (p.n_rows == 0) return {};
+  cudaError_t e = linear_fp8_act_qdq_launch(p.x, xs, s.x_qdq, p.n_rows, p.in, stream);
+  // MT input rows share each weight load; 8 keeps the accumulators in registers.
+  if (e == cudaSuccess) {
+    if (p.n_rows == 1) e = launch_product<1>(p, s.x_qdq, ys, stream);
+    else if (p.n_rows == 2) e = launch_product<2>(p, s.x_qdq, ys, stream);
+    else if (p.n_rows <= 4) e = launch_product<4>(p, s.x_qdq, ys, stream);
+    else e = launch_product<8>(p, s.x_qdq, ys, stream);
+  }
+  if (e != cudaSuccess) return internal_error("linear_fp8_cuda: %s", cudaGetErrorString(e));
+  return {};
+}
+
+}  // namespace hart

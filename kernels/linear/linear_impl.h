@@ -1,0 +1,30 @@
+// File: kernels/linear/linear_impl.h — internal to kernels/linear (style R3):
+// what the CUDA linears share (the context's state) and the FP8 activation
+// quantizer, exposed for its bitwise test against kernels/quant.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/linear/linear.h"
+
+namespace hart {
+
+struct linear_cuda_context::impl {
+  cublasLtHandle_t lt = nullptr;
+  void* lt_workspace = nullptr;  // cuBLASLt scratch
+  int64_t lt_workspace_bytes = 0;
+  float* x_qdq = nullptr;        // [max_fp8_in, max_fp8_rows] quantized-dequantized FP8 inputs
+  int64_t max_fp8_rows = 0;
+  int64_t max_fp8_in = 0;
+};
+
+/// out[r][i] = e4m3 QDQ of x[r][i] with one power-of-two scale per 128
+/// channels (last block shorter): bitwise act_quant_fp8_qdq per block.
+/// x: [in, n_rows] row stride x_stride; out: [in, n_rows] dense.
+cudaError_t linear_fp8_act_qdq_launch(const float* x, int64_t x_stride, float* out, int64_t n_rows, int64_t in,
+                                      cudaStream_t stream);
+
+}  // namespace hart
