@@ -1,0 +1,55 @@
+// File: kernels/sparse_decode_attention/sparse_decode_attention.h — V4 decode
+// attention over FP8 KV entries (issue 6, A1). Per query token and head h:
+// the keys are two gathered sets of 584-byte entries (kv_entry.h) — the SWA
+// window and an extra set (CSA top-k or the visible HCA entries), each a list of
+// pool slots with -1 for "none" — and K = V (v4-model.md §4.6):
+//   l_j = (q_h · kv_j)·scale;  M = max(max_j l_j, sink_h)
+//   o_h = Σ_j e^{l_j−M} kv_j / (Σ_j e^{l_j−M} + e^{sink_h−M})
+// q and o are bf16 [n_queries][n_heads][512]. The CUDA path splits the entry
+// list over blocks (partial max / sum / output in `workspace`) and merges them
+// in a second kernel; its grid depends only on the sizes, so it can be
+// captured in a CUDA graph.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/sparse_decode_attention/kv_entry.h"
+#include "runtime/core/status.h"
+
+namespace hart {
+
+struct sparse_decode_attention_params {
+  const uint16_t* q = nullptr;    // [n_queries][n_heads][512] bf16
+  kv_entry_pool pool0;            // window entries
+  const int32_t* idx0 = nullptr;  // [n_queries][n_idx0] slots in pool0, -1 = none
+  int64_t n_idx0 = 0;
+  kv_entry_pool pool1;            // extra entries (CSA top-k / HCA), may be empty
+  const int32_t* idx1 = nullptr;  // [n_queries][n_idx1] slots in pool1, -1 = none
+  int64_t n_idx1 = 0;
+  const float* sink = nullptr;    // [n_heads] sink logits (not scaled)
+  uint16_t* out = nullptr;        // [n_queries][n_heads][512] bf16
+  int64_t n_queries = 0;
+  int64_t n_heads = 0;            // a multiple of 8
+  float scale = 0.04419417382f;   // 512^-0.5
+  void* workspace = nullptr;      // CUDA path: sparse_decode_attention_workspace_bytes()
+  size_t workspace_bytes = 0;
+};
+
+/// Device scratch the CUDA path needs for these sizes (partial outputs per split).
+size_t sparse_decode_attention_workspace_bytes(int64_t n_queries, int64_t n_heads, int64_t n_idx0,
+                                               int64_t n_idx1);
+
+/// Reference: entries decoded exactly, fp32 math (sparse_attention_cpu), output
+/// rounded to bf16. Host pointers; workspace unused.
+status sparse_decode_attention_cpu(const sparse_decode_attention_params& p);
+
+}  // namespace hart
+
+#ifdef HART_CUDA
+struct CUstream_st;
+namespace hart {
+/// Same contract with device pointers; no allocation, no synchronisation.
+status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUstream_st* stream);
+}  // namespace hart
+#endif

@@ -1,0 +1,64 @@
+#include "kernels/sparse_decode_attention/sparse_decode_attention.h"
+
+#include <vector>
+
+#include "kernels/sparse_attention/sparse_attention.h"
+#include "kernels/sparse_decode_attention/sparse_decode_attention_split.h"
+#include "runtime/core/codecs.h"
+
+namespace hart {
+
+size_t sparse_decode_attention_workspace_bytes(int64_t n_queries, int64_t n_heads, int64_t n_idx0,
+                                               int64_t n_idx1) {
+  const int64_t splits = sda_n_splits(n_idx0 + n_idx1);
+  // Per (query, split, head): 512 partial outputs + running max + sum.
+  return size_t(n_queries * splits * n_heads) * (kv_entry_dim + 2) * sizeof(float);
+}
+
+status sparse_decode_attention_validate(const sparse_decode_attention_params& p) {
+  if (!p.q || !p.sink || !p.out) return invalid_argument("sparse_decode_attention: null q, sink or out");
+  if (p.n_queries < 0 || p.n_idx0 < 0 || p.n_idx1 < 0)
+    return invalid_argument("sparse_decode_attention: negative size");
+  if (p.n_heads <= 0 || p.n_heads % 8)
+    return invalid_argument("sparse_decode_attention: n_heads %lld is not a positive multiple of 8",
+                            (long long)p.n_heads);
+  if (p.n_idx0 + p.n_idx1 == 0) return invalid_argument("sparse_decode_attention: no entry lists");
+  if (p.n_idx0 && (!p.idx0 || !p.pool0.base)) return invalid_argument("sparse_decode_attention: null idx0 / pool0");
+  if (p.n_idx1 && (!p.idx1 || !p.pool1.base)) return invalid_argument("sparse_decode_attention: null idx1 / pool1");
+  for (const kv_entry_pool* pool : {&p.pool0, &p.pool1}) {
+    if (pool->entries_per_page <= 0 || pool->page_bytes < pool->entries_per_page * kv_entry_bytes)
+      return invalid_argument("sparse_decode_attention: page_bytes %lld < entries_per_page %lld x %lld",
+                              (long long)pool->page_bytes, (long long)pool->entries_per_page,
+                              (long long)kv_entry_bytes);
+  }
+  return {};
+}
+
+status sparse_decode_attention_cpu(const sparse_decode_attention_params& p) {
+  HART_RETURN_IF_ERROR(sparse_decode_attention_validate(p));
+  const int64_t H = p.n_heads, D = kv_entry_dim;
+  std::vector<float> q(size_t(H * D)), o(size_t(H * D));
+  std::vector<std::vector<float>> rows;
+  std::vector<const float*> kv;
+  for (int64_t t = 0; t < p.n_queries; ++t) {
+    bf16_to_f32(p.q + t * H * D, q.data(), H * D);
+    rows.clear();
+    auto gather = [&](const kv_entry_pool& pool, const int32_t* idx, int64_t n) {
+      for (int64_t j = 0; j < n; ++j) {
+        if (idx[t * n + j] < 0) continue;
+        rows.emplace_back(size_t(D));
+        kv_entry_decode(kv_entry_at(pool, idx[t * n + j]), rows.back().data());
+      }
+    };
+    gather(p.pool0, p.idx0, p.n_idx0);
+    gather(p.pool1, p.idx1, p.n_idx1);
+    kv.clear();
+    for (const auto& r : rows) kv.push_back(r.data());
+    HART_RETURN_IF_ERROR(sparse_attention_cpu(
+        {q.data(), kv.data(), p.sink, o.data(), H, D, int64_t(kv.size()), p.scale}));
+    f32_to_bf16(o.data(), p.out + t * H * D, H * D);
+  }
+  return {};
+}
+
+}  // namespace hart

@@ -1,0 +1,307 @@
+// kv_entry encode/decode against the quant reference (bitwise), the CPU
+// sparse_decode_attention against an independent double computation, argument
+// errors, and under HART_CUDA the CUDA path against the CPU path on fresh random
+// inputs: paged pools with padding, -1 slots, all-empty queries, 8..128 heads,
+// window-only / extra-only / both lists, output and workspace poisoned first.
+#include "kernels/sparse_decode_attention/sparse_decode_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/quant/quant.h"
+#include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
+
+#ifdef HART_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace hart {
+namespace {
+
+using testing::seed_trace;
+using testing::test_seed;
+
+constexpr int64_t D = kv_entry_dim;
+
+/// One 512-float KV vector with per-64-block magnitudes spread over 2^-10..2^6.
+std::vector<float> random_kv(std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> ex(-10, 6);
+  std::vector<float> v(D);
+  for (int64_t b = 0; b < D / 64; ++b) {
+    const float s = std::ldexp(1.f, ex(rng));
+    for (int64_t i = 0; i < 64; ++i) v[b * 64 + i] = nd(rng) * s;
+  }
+  return v;
+}
+
+TEST(KvEntry, DecodeOfEncodeIsTheReferenceQdq) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> entry(kv_entry_bytes);
+  std::vector<float> got(D);
+  for (int it = 0; it < 200; ++it) {
+    std::vector<float> v = random_kv(rng);
+    if (it == 0) std::fill(v.begin(), v.end(), 0.f);
+    ASSERT_TRUE(kv_entry_encode(v.data(), entry.data()).ok());
+    kv_entry_decode(entry.data(), got.data());
+    std::vector<float> want = v;
+    ASSERT_TRUE(act_quant_fp8_qdq(want.data(), kv_entry_nope, kv_entry_scale_block).ok());
+    for (int64_t i = kv_entry_nope; i < D; ++i) want[i] = round_to_bf16(v[i]);
+    for (int64_t i = 0; i < D; ++i) ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0) << "dim " << i << " it " << it;
+    EXPECT_EQ(entry[kv_entry_bytes - 1], 0);
+  }
+}
+
+TEST(KvEntry, InfinityPoisonsOnlyItsBlock) {
+  std::vector<float> v(D, 1.5f), got(D);
+  v[70] = testing::k_inf;  // block 1
+  std::vector<uint8_t> entry(kv_entry_bytes);
+  ASSERT_TRUE(kv_entry_encode(v.data(), entry.data()).ok());
+  kv_entry_decode(entry.data(), got.data());
+  for (int64_t i = 0; i < D; ++i) {
+    if (i >= 64 && i < 128) EXPECT_TRUE(std::isnan(got[i])) << i;
+    else EXPECT_EQ(got[i], 1.5f) << i;
+  }
+}
+
+/// Random pools and index lists for one case.
+struct sda_case {
+  int64_t n_queries = 1, n_heads = 64, n_idx0 = 128, n_idx1 = 512;
+  int64_t per_page = 64;
+  std::vector<uint8_t> pool0, pool1;
+  int64_t page_bytes = 0, slots0 = 0, slots1 = 0;
+  std::vector<int32_t> idx0, idx1;
+  std::vector<uint16_t> q;
+  std::vector<float> sink;
+
+  sparse_decode_attention_params params(const uint16_t* qp, const uint8_t* p0, const int32_t* i0, const uint8_t* p1,
+                                        const int32_t* i1, const float* sk, uint16_t* out) const {
+    sparse_decode_attention_params p;
+    p.q = qp;
+    p.pool0 = {p0, per_page, page_bytes};
+    p.idx0 = n_idx0 ? i0 : nullptr;
+    p.n_idx0 = n_idx0;
+    p.pool1 = {p1, per_page, page_bytes};
+    p.idx1 = n_idx1 ? i1 : nullptr;
+    p.n_idx1 = n_idx1;
+    p.sink = sk;
+    p.out = out;
+    p.n_queries = n_queries;
+    p.n_heads = n_heads;
+    return p;
+  }
+};
+
+std::vector<uint8_t> random_pool(std::mt19937& rng, int64_t slots, int64_t per_page, int64_t page_bytes) {
+  const int64_t pages = (slots + per_page - 1) / per_page;
+  std::vector<uint8_t> pool(size_t(pages * page_bytes), 0xcd);  // padding bytes are garbage on purpose
+  for (int64_t s = 0; s < slots; ++s) {
+    const std::vector<float> v = random_kv(rng);
+    uint8_t* e = pool.data() + (s / per_page) * page_bytes + (s % per_page) * kv_entry_bytes;
+    EXPECT_TRUE(kv_entry_encode(v.data(), e).ok());
+  }
+  return pool;
+}
+
+sda_case make_case(std::mt19937& rng, int64_t nq, int64_t nh, int64_t n0, int64_t n1, double p_empty,
+                   bool empty_query) {
+  sda_case c;
+  c.n_queries = nq;
+  c.n_heads = nh;
+  c.n_idx0 = n0;
+  c.n_idx1 = n1;
+  // FlashMLA pads page bytes up to a multiple of 576.
+  c.page_bytes = (c.per_page * kv_entry_bytes + 575) / 576 * 576;
+  c.slots0 = 256;
+  c.slots1 = std::max<int64_t>(64, 2 * n1);
+  c.pool0 = random_pool(rng, c.slots0, c.per_page, c.page_bytes);
+  c.pool1 = random_pool(rng, c.slots1, c.per_page, c.page_bytes);
+  std::uniform_real_distribution<double> u(0, 1);
+  auto fill = [&](std::vector<int32_t>& idx, int64_t n, int64_t slots) {
+    idx.resize(size_t(nq * n));
+    std::uniform_int_distribution<int32_t> pick(0, int32_t(slots - 1));
+    for (int64_t t = 0; t < nq; ++t)
+      for (int64_t j = 0; j < n; ++j)
+        idx[t * n + j] = (u(rng) < p_empty || (empty_query && t == nq - 1)) ? -1 : pick(rng);
+  };
+  fill(c.idx0, n0, c.slots0);
+  fill(c.idx1, n1, c.slots1);
+  // q at the scale of real queries after RMSNorm: logits spread over a few units.
+  std::vector<float> qf = testing::normal_vec(rng, size_t(nq * nh * D), 1.0f);
+  c.q.resize(qf.size());
+  f32_to_bf16(qf.data(), c.q.data(), int64_t(qf.size()));
+  c.sink = testing::normal_vec(rng, size_t(nh), 2.0f);
+  return c;
+}
+
+/// o in double from the decoded entries: the definition, no shared code with the CPU path.
+std::vector<double> reference(const sda_case& c) {
+  std::vector<double> out(size_t(c.n_queries * c.n_heads * D), 0.0);
+  std::vector<float> row(D);
+  for (int64_t t = 0; t < c.n_queries; ++t) {
+    std::vector<std::vector<double>> kv;
+    auto gather = [&](const std::vector<uint8_t>& pool, const std::vector<int32_t>& idx, int64_t n) {
+      for (int64_t j = 0; j < n; ++j) {
+        const int32_t s = idx[t * n + j];
+        if (s < 0) continue;
+        kv_entry_decode(pool.data() + (s / c.per_page) * c.page_bytes + (s % c.per_page) * kv_entry_bytes, row.data());
+        kv.emplace_back(row.begin(), row.end());
+      }
+    };
+    gather(c.pool0, c.idx0, c.n_idx0);
+    gather(c.pool1, c.idx1, c.n_idx1);
+    for (int64_t h = 0; h < c.n_heads; ++h) {
+      const uint16_t* q = c.q.data() + (t * c.n_heads + h) * D;
+      std::vector<double> l(kv.size());
+      double mx = c.sink[h];
+      for (size_t j = 0; j < kv.size(); ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += double(f32_from_bf16(q[d])) * kv[j][d];
+        l[j] = dot * double(0.04419417382f);
+        mx = std::max(mx, l[j]);
+      }
+      double den = std::exp(c.sink[h] - mx);
+      for (double& x : l) den += (x = std::exp(x - mx));
+      double* o = out.data() + (t * c.n_heads + h) * D;
+      for (size_t j = 0; j < kv.size(); ++j)
+        for (int64_t d = 0; d < D; ++d) o[d] += l[j] / den * kv[j][d];
+    }
+  }
+  return out;
+}
+
+/// Allowed |got - want| per element (all_close with rtol 1): `rel` of |want| for
+/// bf16 rounding, plus 1e-5 of the (query, head) row's max |o| for fp32 order.
+std::vector<double> bf16_tolerance(const std::vector<double>& want, double rel) {
+  std::vector<double> tol(want.size());
+  for (size_t r = 0; r < want.size() / D; ++r) {
+    double m = 0;
+    for (int64_t d = 0; d < D; ++d) m = std::max(m, std::fabs(want[r * D + d]));
+    for (int64_t d = 0; d < D; ++d) tol[r * D + d] = rel * std::fabs(want[r * D + d]) + 1e-5 * m;
+  }
+  return tol;
+}
+
+std::vector<float> to_f32(const std::vector<uint16_t>& b) {
+  std::vector<float> f(b.size());
+  bf16_to_f32(b.data(), f.data(), int64_t(b.size()));
+  return f;
+}
+
+TEST(SparseDecodeAttentionCpu, MatchesDoubleDefinition) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  struct shape { int64_t nq, nh, n0, n1; double p_empty; bool empty_query; };
+  for (const shape& s : {shape{1, 8, 128, 0, 0.0, false}, shape{3, 16, 128, 64, 0.2, true},
+                         shape{2, 64, 0, 100, 0.1, false}, shape{1, 8, 7, 33, 0.5, false}}) {
+    const sda_case c = make_case(rng, s.nq, s.nh, s.n0, s.n1, s.p_empty, s.empty_query);
+    std::vector<uint16_t> out(size_t(c.n_queries * c.n_heads * D), 0x7fc1);
+    ASSERT_TRUE(sparse_decode_attention_cpu(c.params(c.q.data(), c.pool0.data(), c.idx0.data(), c.pool1.data(),
+                                                     c.idx1.data(), c.sink.data(), out.data()))
+                    .ok());
+    const std::vector<double> want = reference(c);
+    // bf16 output: half an ulp (2^-8 relative) plus fp32 arithmetic against the row scale.
+    EXPECT_TRUE(testing::all_close(to_f32(out).data(), out.size(), want, bf16_tolerance(want, 0x1p-8), 1.0, 0.0));
+  }
+}
+
+TEST(SparseDecodeAttentionCpu, RejectsBadArguments) {
+  std::mt19937 rng(1);
+  const sda_case c = make_case(rng, 1, 16, 4, 4, 0.0, false);
+  std::vector<uint16_t> out(size_t(16 * D));
+  auto base = [&] {
+    return c.params(c.q.data(), c.pool0.data(), c.idx0.data(), c.pool1.data(), c.idx1.data(), c.sink.data(),
+                    out.data());
+  };
+  sparse_decode_attention_params p = base();
+  p.n_heads = 12;
+  EXPECT_FALSE(sparse_decode_attention_cpu(p).ok());
+  p = base();
+  p.q = nullptr;
+  EXPECT_FALSE(sparse_decode_attention_cpu(p).ok());
+  p = base();
+  p.pool1.page_bytes = 10;
+  EXPECT_FALSE(sparse_decode_attention_cpu(p).ok());
+  p = base();
+  p.n_idx0 = p.n_idx1 = 0;
+  EXPECT_FALSE(sparse_decode_attention_cpu(p).ok());
+  p = base();
+  p.idx1 = nullptr;
+  EXPECT_FALSE(sparse_decode_attention_cpu(p).ok());
+}
+
+#ifdef HART_CUDA
+#define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x
+
+template <class T>
+T* to_device(const std::vector<T>& h) {
+  T* d = nullptr;
+  if (cudaMalloc(&d, std::max<size_t>(1, h.size()) * sizeof(T)) != cudaSuccess) return nullptr;
+  if (!h.empty()) cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return d;
+}
+
+TEST(SparseDecodeAttentionCuda, MatchesCpu) {
+  int n_dev = 0;
+  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) GTEST_SKIP() << "no CUDA device";
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  struct shape { int64_t nq, nh, n0, n1; double p_empty; bool empty_query; };
+  const shape shapes[] = {{1, 64, 128, 512, 0.0, false},  {1, 128, 128, 512, 0.05, false},
+                          {4, 64, 128, 1024, 0.1, true},  {1, 8, 3, 0, 0.0, false},
+                          {2, 16, 0, 1, 0.0, false},      {5, 64, 128, 2100, 0.3, false},
+                          {33, 64, 128, 512, 0.02, false}, {1, 24, 31, 33, 0.5, true}};
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  for (const shape& s : shapes) {
+    SCOPED_TRACE("nq=" + std::to_string(s.nq) + " nh=" + std::to_string(s.nh) + " n0=" + std::to_string(s.n0) +
+                 " n1=" + std::to_string(s.n1));
+    const sda_case c = make_case(rng, s.nq, s.nh, s.n0, s.n1, s.p_empty, s.empty_query);
+    std::vector<uint16_t> want(size_t(c.n_queries * c.n_heads * D));
+    ASSERT_TRUE(sparse_decode_attention_cpu(c.params(c.q.data(), c.pool0.data(), c.idx0.data(), c.pool1.data(),
+                                                     c.idx1.data(), c.sink.data(), want.data()))
+                    .ok());
+    uint16_t* d_q = to_device(c.q);
+    uint8_t* d_p0 = to_device(c.pool0);
+    uint8_t* d_p1 = to_device(c.pool1);
+    int32_t* d_i0 = to_device(c.idx0);
+    int32_t* d_i1 = to_device(c.idx1);
+    float* d_sink = to_device(c.sink);
+    uint16_t* d_out = to_device(std::vector<uint16_t>(want.size(), 0x7fc1));  // NaN poison
+    const size_t ws_bytes = sparse_decode_attention_workspace_bytes(c.n_queries, c.n_heads, c.n_idx0, c.n_idx1);
+    void* d_ws = nullptr;
+    CUDA_OK(cudaMalloc(&d_ws, ws_bytes));
+    CUDA_OK(cudaMemset(d_ws, 0xff, ws_bytes));  // NaN poison
+    sparse_decode_attention_params p = c.params(d_q, d_p0, d_i0, d_p1, d_i1, d_sink, d_out);
+    p.workspace = d_ws;
+    p.workspace_bytes = ws_bytes;
+    const status st = sparse_decode_attention_cuda(p, stream);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    CUDA_OK(cudaStreamSynchronize(stream));
+    std::vector<uint16_t> got(want.size());
+    CUDA_OK(cudaMemcpy(got.data(), d_out, got.size() * 2, cudaMemcpyDeviceToHost));
+    // Both sides round fp32 results to bf16; the fp32 values differ by summation
+    // order (~1e-6 of the row scale), so allow one bf16 ulp (2^-7 relative) on top.
+    const std::vector<float> gf = to_f32(got), wf = to_f32(want);
+    const std::vector<double> wd(wf.begin(), wf.end());
+    EXPECT_TRUE(testing::all_close(gf.data(), gf.size(), wd, bf16_tolerance(wd, 0x1p-7), 1.0, 0.0));
+    p.workspace_bytes = ws_bytes - 1;
+    EXPECT_FALSE(sparse_decode_attention_cuda(p, stream).ok());
+    for (void* ptr : {(void*)d_q, (void*)d_p0, (void*)d_p1, (void*)d_i0, (void*)d_i1, (void*)d_sink, (void*)d_out, d_ws})
+      cudaFree(ptr);
+  }
+  cudaStreamDestroy(stream);
+}
+#endif
+
+}  // namespace
+}  // namespace hart
