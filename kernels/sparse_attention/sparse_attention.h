@@ -24,4 +24,39 @@ struct sparse_attention_params {
 
 status sparse_attention_cpu(const sparse_attention_params& p);
 
+/// Many query tokens, each attending to its own list of rows of one entry pool
+/// (the device form: indices instead of pointers). Query t, head h attends to
+/// kv rows idx[t * n_idx + j] for every j with a valid index; -1 marks an empty
+/// slot (short top-k lists, the window's start), and a row of all -1 gives 0.
+struct sparse_attention_gather_params {
+  const float* q = nullptr;      // [head_dim, n_heads, n_queries]
+  const float* kv = nullptr;     // [head_dim, n_entries], row stride `kv_stride`
+  const int32_t* idx = nullptr;  // [n_idx, n_queries] rows of kv, -1 = empty
+  const float* sink = nullptr;   // [n_heads] sink logits (not scaled)
+  float* out = nullptr;          // [head_dim, n_heads, n_queries]
+  int64_t n_queries = 0;
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t n_idx = 0;             // index slots per query, may be 0
+  int64_t n_entries = 0;         // rows in kv; valid indices are in [0, n_entries)
+  int64_t kv_stride = 0;         // elements; 0 = head_dim
+  float scale = 1.0f;            // head_dim^-0.5
+};
+
+/// The reference for the gathered form: sparse_attention_cpu per query over its
+/// valid rows, in index order. An index outside [-1, n_entries) is out_of_range.
+status sparse_attention_gather_cpu(const sparse_attention_gather_params& p);
+
 }  // namespace hart
+
+#ifdef HART_CUDA
+struct CUstream_st;
+namespace hart {
+/// Same contract as sparse_attention_gather_cpu with device pointers; fp32,
+/// one block per (query, head). Indices are read on the device, so a bad one
+/// cannot be reported: any index outside [0, n_entries) counts as empty.
+/// Refuses n_idx above sparse_attention_cuda_max_idx(head_dim) (shared memory).
+status sparse_attention_cuda(const sparse_attention_gather_params& p, CUstream_st* stream);
+int64_t sparse_attention_cuda_max_idx(int64_t head_dim);
+}  // namespace hart
+#endif

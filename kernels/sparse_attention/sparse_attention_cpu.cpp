@@ -30,4 +30,31 @@ status sparse_attention_cpu(const sparse_attention_params& p) {
   return {};
 }
 
+status sparse_attention_gather_cpu(const sparse_attention_gather_params& p) {
+  if (!p.q || !p.sink || !p.out || (p.n_idx && (!p.idx || !p.kv))) {
+    return invalid_argument("sparse_attention_gather: null pointer");
+  }
+  if (p.n_queries < 0 || p.n_heads <= 0 || p.head_dim <= 0 || p.n_idx < 0 || p.n_entries < 0) {
+    return invalid_argument("sparse_attention_gather: bad sizes");
+  }
+  const int64_t kvs = p.kv_stride ? p.kv_stride : p.head_dim;
+  if (kvs < p.head_dim) return invalid_argument("sparse_attention_gather: kv_stride=%lld < head_dim", (long long)kvs);
+  std::vector<const float*> rows;
+  for (int64_t t = 0; t < p.n_queries; ++t) {
+    rows.clear();
+    for (int64_t j = 0; j < p.n_idx; ++j) {
+      const int64_t e = p.idx[t * p.n_idx + j];
+      if (e < -1 || e >= p.n_entries) {
+        return out_of_range("sparse_attention_gather: idx[%lld][%lld]=%lld outside [-1, %lld)", (long long)t,
+                            (long long)j, (long long)e, (long long)p.n_entries);
+      }
+      if (e >= 0) rows.push_back(p.kv + e * kvs);
+    }
+    const int64_t qo = t * p.n_heads * p.head_dim;
+    HART_RETURN_IF_ERROR(sparse_attention_cpu({p.q + qo, rows.empty() ? nullptr : rows.data(), p.sink, p.out + qo,
+                                               p.n_heads, p.head_dim, int64_t(rows.size()), p.scale}));
+  }
+  return {};
+}
+
 }  // namespace hart
