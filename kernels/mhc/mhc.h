@@ -58,3 +58,16 @@ status hc_post_cpu(const hc_post_params& p);
 status hc_head_cpu(const hc_head_params& p);
 
 }  // namespace hart
+
+#ifdef HART_CUDA
+struct CUstream_st;
+namespace hart {
+/// Same contracts as the _cpu functions with device pointers; one block per
+/// token, no allocation, no synchronisation; n_hc <= 64 for pre and head.
+/// hc_post is bit-identical to hc_post_cpu; pre/head differ only in the fp64
+/// summation order of the dot products and in expf's last bits.
+status hc_pre_cuda(const hc_pre_params& p, CUstream_st* stream);
+status hc_post_cuda(const hc_post_params& p, CUstream_st* stream);
+status hc_head_cuda(const hc_head_params& p, CUstream_st* stream);
+}  // namespace hart
+#endif
