@@ -52,14 +52,37 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
   e->id_ = next_id++;
   HART_ASSIGN_OR_RETURN(e->cfg_, model_config_load(params.model_dir));
   HART_LOG_INFO("%s", e->cfg_.summary().c_str());
-  HART_ASSIGN_OR_RETURN(e->weights_, model_weights_load(params.model_dir, e->cfg_, params.prec,
-                                                         params.verbose_load ? report_progress : nullptr,
-                                                         params.deterministic));
-  HART_LOG_INFO("loaded %lld parameters from %s (precision %s)", (long long)e->weights_.n_params,
+  HART_ASSIGN_OR_RETURN(model_weights w, model_weights_load(params.model_dir, e->cfg_, params.prec,
+                                                            params.verbose_load ? report_progress : nullptr,
+                                                            params.deterministic));
+  e->weights_ = std::make_shared<const model_weights>(std::move(w));
+  HART_LOG_INFO("loaded %lld parameters from %s (precision %s)", (long long)e->weights_->n_params,
                 params.model_dir.c_str(), precision_name(params.prec));
   HART_ASSIGN_OR_RETURN(e->store_, e->make_store(params.page_size));
   e->swa_keep_ = std::max<int64_t>(e->cfg_.window, 2 * e->cfg_.csa_rate);
   return e;
+}
+
+status_or<std::shared_ptr<const model_weights>> engine::build_weights(const tensor_source& src) const {
+  HART_ASSIGN_OR_RETURN(model_weights w, model_weights_load(src, cfg_, params_.prec, nullptr, params_.deterministic));
+  return std::make_shared<const model_weights>(std::move(w));
+}
+
+status engine::swap_weights(std::shared_ptr<const model_weights> w, uint64_t version) {
+  if (!w) return invalid_argument("swap_weights: no weights");
+  if (version <= weight_version_) {
+    return failed_precondition("swap_weights: version %llu is not above the current %llu", (unsigned long long)version,
+                               (unsigned long long)weight_version_);
+  }
+  // build_weights checked every shape against cfg_; a layer count that differs means another engine's weights.
+  if (int64_t(w->layers.size()) != cfg_.n_layers || w->embed.out != cfg_.vocab_size) {
+    return invalid_argument("swap_weights: weights for %zu layers, vocab %lld; this model has %lld, %lld",
+                            w->layers.size(), (long long)w->embed.out, (long long)cfg_.n_layers,
+                            (long long)cfg_.vocab_size);
+  }
+  weights_ = std::move(w);
+  weight_version_ = version;
+  return {};
 }
 
 sequence_state engine::new_sequence() const {
@@ -177,7 +200,7 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
   // Residual streams [D, n, T]: the embedding repeated n times.
   std::vector<float> X(T * n * D), Xn(T * n * D);
   for (int64_t t = 0; t < T; ++t) {
-    const float* e = weights_.embed.w.data() + int64_t(tb.ids[t]) * D;
+    const float* e = weights_->embed.w.data() + int64_t(tb.ids[t]) * D;
     for (int64_t i = 0; i < n; ++i) std::copy_n(e, D, X.data() + (t * n + i) * D);
   }
   if (trace && trace->capture_hidden) trace->hidden.assign(1, X);
@@ -194,9 +217,9 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
   };
 
   for (int64_t il = 0; il < cfg_.n_layers; ++il) {
-    const layer_weights& L = weights_.layers[il];
+    const layer_weights& L = weights_->layers[il];
     attention_params ap{&cfg_, &L,
-                        (L.kind == attention_kind::sliding ? weights_.inv_freq_main : weights_.inv_freq_compress).data(),
+                        (L.kind == attention_kind::sliding ? weights_->inv_freq_main : weights_->inv_freq_compress).data(),
                         params_.prec, il};
     std::vector<int32_t>* topk = trace && L.kind == attention_kind::csa ? &trace->topk[il] : nullptr;
     HART_RETURN_IF_ERROR(run_site({L.hc_attn_fn, L.hc_attn_base, L.hc_attn_scale, L.attn_norm},
@@ -213,16 +236,16 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
   }
 
   // Head: collapse the streams, final norm, logits for the rows asked for.
-  HART_RETURN_IF_ERROR(hc_head_cpu({X.data(), weights_.hc_head_fn.data(), weights_.hc_head_base.data(),
-                                    weights_.hc_head_scale.data(), collapsed.data(), T, n, D, eps, hc_eps}));
-  HART_RETURN_IF_ERROR(rms_norm_cpu({collapsed.data(), weights_.norm.data(), normed.data(), T, D, 0, 0, eps}));
+  HART_RETURN_IF_ERROR(hc_head_cpu({X.data(), weights_->hc_head_fn.data(), weights_->hc_head_base.data(),
+                                    weights_->hc_head_scale.data(), collapsed.data(), T, n, D, eps, hc_eps}));
+  HART_RETURN_IF_ERROR(rms_norm_cpu({collapsed.data(), weights_->norm.data(), normed.data(), T, D, 0, 0, eps}));
   if (trace && trace->capture_hidden) trace->final_hidden = normed;
   if (logits) {
     const int64_t R = int64_t(logit_rows.size());
     std::vector<float> rows(R * D);
     for (int64_t i = 0; i < R; ++i) std::copy_n(normed.data() + logit_rows[i] * D, D, rows.data() + i * D);
     logits->assign(R * V, 0.0f);
-    if (R) HART_RETURN_IF_ERROR(linear_apply(weights_.head, rows.data(), R, logits->data()));
+    if (R) HART_RETURN_IF_ERROR(linear_apply(weights_->head, rows.data(), R, logits->data()));
   }
   return {};
 }

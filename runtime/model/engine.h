@@ -24,6 +24,7 @@
 #include "runtime/model/config.h"
 #include "runtime/model/kv_store.h"
 #include "runtime/model/sequence_state.h"
+#include "runtime/model/tensor_source.h"
 #include "runtime/model/weights.h"
 
 namespace hart {
@@ -69,7 +70,21 @@ class engine {
 
   const model_config& config() const { return cfg_; }
   const engine_params& params() const { return params_; }
-  int64_t n_params() const { return weights_.n_params; }
+  int64_t n_params() const { return weights_->n_params; }
+
+  // -- weight updates ---
+
+  /// Builds weights for this engine (its config, precision and arithmetic
+  /// flags) from `src`, validated exactly like a load. Touches no engine
+  /// state, so it may run on another thread while forward() runs.
+  status_or<std::shared_ptr<const model_weights>> build_weights(const tensor_source& src) const;
+  /// Replaces the weights with `w` (from build_weights) and sets the version.
+  /// Not concurrent with forward(): the caller swaps between forward calls.
+  /// failed_precondition unless `version` > weight_version(); nothing changes then.
+  /// Sequences keep their KV (computed with the old weights).
+  status swap_weights(std::shared_ptr<const model_weights> w, uint64_t version);
+  /// 0 for the weights loaded from params().model_dir.
+  uint64_t weight_version() const { return weight_version_; }
 
   /// A sequence whose pages come from the engine's own store as it grows and
   /// go back when it is destroyed (it must not outlive the engine).
@@ -112,7 +127,8 @@ class engine {
   engine_params params_;
   uint64_t id_ = 0;  // distinct per loaded engine; stamps its sequences
   model_config cfg_;
-  model_weights weights_;
+  std::shared_ptr<const model_weights> weights_;
+  uint64_t weight_version_ = 0;
   std::unique_ptr<kv_store> store_;  // pages of new_sequence() sequences
   int64_t swa_keep_ = 0;             // positions behind the newest that windows and rings still read
 };

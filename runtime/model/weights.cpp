@@ -9,6 +9,7 @@
 #include "runtime/core/codecs.h"
 #include "runtime/core/log.h"
 #include "runtime/model/safetensors.h"
+#include "runtime/model/tensor_source.h"
 #include "runtime/model/weight_names.h"
 
 namespace hart {
@@ -35,15 +36,16 @@ std::string shape_str(const std::vector<int64_t>& s) {
 // Reads tensors by canonical name and converts them to fp32.
 class tensor_reader {
  public:
-  static status_or<tensor_reader> open(const std::string& dir) {
+  static status_or<tensor_reader> open(const tensor_source& src) {
     tensor_reader r;
-    HART_ASSIGN_OR_RETURN(r.store_, weight_store::open(dir));
-    for (const std::string& name : r.store_.names()) {
+    r.what_ = src.describe();
+    for (const tensor_entry* e : src.tensors()) {
+      const std::string& name = e->name;
       if (name.rfind("mtp.", 0) == 0 || name.rfind("model.mtp.", 0) == 0) continue;  // MTP: not used yet
       std::string canon = canonical_weight_name(name);
-      auto [it, inserted] = r.by_canonical_.emplace(canon, r.store_.find(name));
+      auto [it, inserted] = r.by_canonical_.emplace(canon, e);
       if (!inserted) {
-        return invalid_argument("checkpoint has two spellings of tensor '%s': '%s' and '%s'",
+        return invalid_argument("%s has two spellings of tensor '%s': '%s' and '%s'", src.describe().c_str(),
                                 canon.c_str(), it->second->name.c_str(), name.c_str());
       }
     }
@@ -58,7 +60,7 @@ class tensor_reader {
   // Floats of tensor `canon` with logical shape `shape` (packed FP4 counts logical columns).
   status_or<std::vector<float>> floats(const std::string& canon, std::vector<int64_t> shape) const {
     const tensor_entry* e = find(canon);
-    if (!e) return not_found("checkpoint lacks tensor '%s'", canon.c_str());
+    if (!e) return not_found("%s lacks tensor '%s'", what_.c_str(), canon.c_str());
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
     std::vector<float> out(numel);
@@ -111,7 +113,7 @@ class tensor_reader {
 
   status_or<std::vector<int32_t>> ints(const std::string& canon, std::vector<int64_t> shape) const {
     const tensor_entry* e = find(canon);
-    if (!e) return not_found("checkpoint lacks tensor '%s'", canon.c_str());
+    if (!e) return not_found("%s lacks tensor '%s'", what_.c_str(), canon.c_str());
     if (e->shape != shape) {
       return invalid_argument("tensor '%s' has shape %s, expected %s", canon.c_str(),
                               e->shape_string().c_str(), shape_str(shape).c_str());
@@ -136,8 +138,6 @@ class tensor_reader {
     return out;
   }
 
-  const weight_store& store() const { return store_; }
-
  private:
   static std::string canonical_scale_name(const std::string& canon) {
     std::string base = canon;
@@ -156,8 +156,8 @@ class tensor_reader {
     return s;
   }
 
-  weight_store store_;
-  std::map<std::string, const tensor_entry*> by_canonical_;
+  std::string what_;  // the source, for error messages
+  std::map<std::string, const tensor_entry*> by_canonical_;  // entries owned by the tensor_source
 };
 
 // The loader's state: reader, config, precision and a parameter count.
@@ -336,8 +336,15 @@ std::vector<float> rope_inv_freq(const rope_config& r, int64_t head_dim) {
 status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg,
                                             precision prec, void (*on_progress)(const load_progress&),
                                             bool row_invariant) {
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<tensor_source> src, checkpoint_source_open(dir));
+  return model_weights_load(*src, cfg, prec, on_progress, row_invariant);
+}
+
+status_or<model_weights> model_weights_load(const tensor_source& src, const model_config& cfg,
+                                            precision prec, void (*on_progress)(const load_progress&),
+                                            bool row_invariant) {
   HART_RETURN_IF_ERROR(cfg.validate());
-  HART_ASSIGN_OR_RETURN(tensor_reader reader, tensor_reader::open(dir));
+  HART_ASSIGN_OR_RETURN(tensor_reader reader, tensor_reader::open(src));
   loader ld{reader, cfg, prec};
   model_weights w;
   const int64_t D = cfg.hidden_size, V = cfg.vocab_size, n = cfg.hc_mult;
@@ -347,7 +354,7 @@ status_or<model_weights> model_weights_load(const std::string& dir, const model_
   } else if (cfg.tie_word_embeddings) {
     w.head = w.embed;
   } else {
-    return not_found("checkpoint lacks tensor 'head.weight' (lm_head) and embeddings are not tied");
+    return not_found("%s lacks tensor 'head.weight' (lm_head) and embeddings are not tied", src.describe().c_str());
   }
   HART_RETURN_IF_ERROR(ld.vec("norm.weight", D, &w.norm));
   HART_RETURN_IF_ERROR(ld.mat("hc_head_fn", n, n * D, &w.hc_head_fn));
@@ -357,7 +364,7 @@ status_or<model_weights> model_weights_load(const std::string& dir, const model_
   load_progress prog{0, cfg.n_layers};
   for (int64_t il = 0; il < cfg.n_layers; ++il) {
     status s = ld.layer(il, &w.layers[il]);
-    if (!s.ok()) return status(s.code(), dir + ": layer " + std::to_string(il) + ": " + s.message());
+    if (!s.ok()) return status(s.code(), src.describe() + ": layer " + std::to_string(il) + ": " + s.message());
     prog.layers_done = il + 1;
     if (on_progress) on_progress(prog);
   }

@@ -85,9 +85,18 @@ struct load_progress {
   int64_t layers_total = 0;
 };
 
-/// Loads every tensor the config needs from the checkpoint at `dir`, checking
-/// names, shapes and dtypes; a missing or mis-shaped tensor is an error that
-/// names it. `on_progress` (optional) is called after each layer.
+class tensor_source;
+
+/// Loads every tensor the config needs from `src`, checking names, shapes and
+/// dtypes; a missing, mis-shaped or wrong-dtype tensor is an error that names
+/// it. The same rules hold for a checkpoint and for a staged weight update.
+/// `on_progress` (optional) is called after each layer. Reads `src` only, so
+/// it may run beside a forward pass of an engine with other weights.
+status_or<model_weights> model_weights_load(const tensor_source& src, const model_config& cfg,
+                                            precision prec,
+                                            void (*on_progress)(const load_progress&) = nullptr,
+                                            bool row_invariant = false);
+/// The checkpoint directory `dir` as the source.
 status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg,
                                             precision prec,
                                             void (*on_progress)(const load_progress&) = nullptr,

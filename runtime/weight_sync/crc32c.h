@@ -1,0 +1,18 @@
+// File: runtime/weight_sync/crc32c.h
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, init and final xor
+// 0xFFFFFFFF): the weight-sync checksum, the same value Python's `crc32c` and
+// `google-crc32c` packages give. SSE4.2 instructions where the CPU has them.
+//
+//   uint32_t c = crc32c_extend(0, a, n_a);
+//   c = crc32c_extend(c, b, n_b);          // == crc32c of a followed by b
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hart::weight_sync {
+
+/// The CRC-32C of (the bytes `crc` stands for) followed by data[0, n). crc = 0 starts.
+uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n);
+
+}  // namespace hart::weight_sync

@@ -1,0 +1,120 @@
+#include "runtime/weight_sync/staging.h"
+
+#include <cstring>
+#include <new>
+
+#include "runtime/weight_sync/crc32c.h"
+
+namespace hart::weight_sync {
+
+status update_staging::fail(status s) {
+  discard();
+  return s;
+}
+
+void update_staging::discard() {
+  active_ = false;
+  tensors_.clear();
+  bytes_ = 0;
+  allocated_ = 0;
+  crc_ = 0;
+}
+
+status update_staging::begin(const begin_msg& m, uint64_t serving_version) {
+  discard();
+  if (m.version <= serving_version) {
+    return failed_precondition("version %llu is not above the serving version %llu", (unsigned long long)m.version,
+                               (unsigned long long)serving_version);
+  }
+  if (m.n_tensors == 0 || m.n_tensors > limits_.max_tensors) {
+    return invalid_argument("tensorCount %llu, expected 1..%llu", (unsigned long long)m.n_tensors,
+                            (unsigned long long)limits_.max_tensors);
+  }
+  if (m.total_bytes > limits_.max_total_bytes) {
+    return resource_exhausted("totalBytes %llu over this server's limit %llu", (unsigned long long)m.total_bytes,
+                              (unsigned long long)limits_.max_total_bytes);
+  }
+  active_ = true;
+  version_ = m.version;
+  announced_ = m;
+  return {};
+}
+
+status update_staging::add(uint64_t version, const chunk_desc& c, const void* bytes) {
+  if (!active_ || version != version_) {
+    return failed_precondition("no update %llu is staged (staged: %s)", (unsigned long long)version,
+                               active_ ? std::to_string(version_).c_str() : "none");
+  }
+  auto it = tensors_.find(c.name);
+  if (it == tensors_.end()) {
+    if (tensors_.size() >= announced_.n_tensors) {
+      return fail(invalid_argument("tensor '%s' is one more than the %llu announced", c.name.c_str(),
+                                   (unsigned long long)announced_.n_tensors));
+    }
+    uint64_t numel = 1;
+    for (int64_t d : c.shape) numel *= uint64_t(d);
+    const uint64_t n = numel * dtype_size(c.type);
+    // Allocation is bounded by what begin announced (and the server's limit checked there).
+    if (n > announced_.total_bytes - allocated_) {
+      return fail(invalid_argument("tensor '%s' (%llu bytes) does not fit the update's announced %llu bytes",
+                                   c.name.c_str(), (unsigned long long)n, (unsigned long long)announced_.total_bytes));
+    }
+    pending_tensor t;
+    t.type = c.type;
+    t.shape = c.shape;
+    try {
+      t.bytes.resize(n);
+    } catch (const std::bad_alloc&) {
+      return fail(resource_exhausted("no memory to stage tensor '%s' (%llu bytes)", c.name.c_str(), (unsigned long long)n));
+    }
+    allocated_ += n;
+    it = tensors_.emplace(c.name, std::move(t)).first;
+  }
+  pending_tensor& t = it->second;
+  if (t.type != c.type || t.shape != c.shape) {
+    return fail(invalid_argument("chunk of tensor '%s' disagrees with its first chunk on dtype or shape", c.name.c_str()));
+  }
+  if (c.byte_offset != t.received) {
+    return fail(invalid_argument("chunk of tensor '%s' starts at byte %llu, expected %llu (chunks arrive in order)",
+                                 c.name.c_str(), (unsigned long long)c.byte_offset, (unsigned long long)t.received));
+  }
+  if (c.n_bytes > t.bytes.size() - t.received) {
+    return fail(invalid_argument("chunk of tensor '%s' runs past its %zu bytes", c.name.c_str(), t.bytes.size()));
+  }
+  if (bytes_ + c.n_bytes > announced_.total_bytes) {
+    return fail(invalid_argument("tensor '%s' brings the update past the announced %llu bytes", c.name.c_str(),
+                                 (unsigned long long)announced_.total_bytes));
+  }
+  std::memcpy(t.bytes.data() + t.received, bytes, c.n_bytes);
+  crc_ = crc32c_extend(crc_, bytes, c.n_bytes);
+  t.received += c.n_bytes;
+  bytes_ += c.n_bytes;
+  return {};
+}
+
+status_or<std::unique_ptr<memory_tensor_source>> update_staging::finish(const end_msg& m) {
+  if (!active_ || m.version != version_) {
+    return failed_precondition("no update %llu is staged", (unsigned long long)m.version);
+  }
+  if (m.crc32c != crc_) {
+    return fail(data_loss("checksum mismatch: CRC-32C of the received bytes is %08x, end says %08x", crc_, m.crc32c));
+  }
+  if (tensors_.size() != announced_.n_tensors || bytes_ != announced_.total_bytes) {
+    return fail(invalid_argument("received %zu tensors / %llu bytes, begin announced %llu / %llu", tensors_.size(),
+                                 (unsigned long long)bytes_, (unsigned long long)announced_.n_tensors,
+                                 (unsigned long long)announced_.total_bytes));
+  }
+  auto src = std::make_unique<memory_tensor_source>("weight update " + std::to_string(version_));
+  for (auto& [name, t] : tensors_) {
+    if (t.received != t.bytes.size()) {
+      return fail(invalid_argument("tensor '%s' is incomplete: %llu of %zu bytes", name.c_str(),
+                                   (unsigned long long)t.received, t.bytes.size()));
+    }
+    status s = src->add(name, t.type, t.shape, std::move(t.bytes));
+    if (!s.ok()) return fail(s);
+  }
+  discard();
+  return src;
+}
+
+}  // namespace hart::weight_sync

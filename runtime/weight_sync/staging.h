@@ -1,0 +1,74 @@
+// File: runtime/weight_sync/staging.h
+// One weight update being received: begin → chunks → finish. It checks what
+// arrives against what begin announced (tensor count, total bytes), that each
+// tensor's chunks come in order and agree on dtype and shape, and the CRC-32C
+// over every chunk's bytes in arrival order. Any error discards the whole
+// update (staging freed); finish hands over a memory_tensor_source for the
+// engine to build from. Not thread-safe: one owner (the weight-sync actor).
+//
+//   update_staging st(limits);
+//   HART_RETURN_IF_ERROR(st.begin(b, serving_version));
+//   HART_RETURN_IF_ERROR(st.add(version, chunk, bytes));   // per chunk
+//   HART_ASSIGN_OR_RETURN(auto src, st.finish(end));
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/model/tensor_source.h"
+#include "runtime/weight_sync/sync_messages.h"
+
+namespace hart::weight_sync {
+
+struct staging_limits {
+  uint64_t max_total_bytes = uint64_t(1) << 40;  ///< an update larger than this is refused at begin
+  uint64_t max_tensors = uint64_t(1) << 20;
+};
+
+class update_staging {
+ public:
+  explicit update_staging(staging_limits limits = {}) : limits_(limits) {}
+
+  /// Opens update `m.version`, discarding one already staged. failed_precondition
+  /// unless m.version > serving_version; invalid_argument / resource_exhausted
+  /// for counts over the limits. On error nothing is staged.
+  status begin(const begin_msg& m, uint64_t serving_version);
+  /// Stages one chunk's bytes. failed_precondition when `version` is not the
+  /// staged update; invalid_argument for a chunk that disagrees with the
+  /// tensor's earlier chunks, arrives out of order, or exceeds the announced
+  /// size (then the update is discarded).
+  status add(uint64_t version, const chunk_desc& c, const void* bytes);
+  /// Ends the update (always: staging is empty afterwards). data_loss for a
+  /// checksum mismatch; invalid_argument for missing bytes or tensors.
+  status_or<std::unique_ptr<memory_tensor_source>> finish(const end_msg& m);
+  /// Drops the staged update, if any.
+  void discard();
+
+  bool active() const { return active_; }
+  uint64_t version() const { return version_; }
+  uint64_t bytes_received() const { return bytes_; }
+
+ private:
+  struct pending_tensor {
+    dtype type = dtype::bf16;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;  // sized on the first chunk
+    uint64_t received = 0;
+  };
+
+  status fail(status s);
+
+  staging_limits limits_;
+  bool active_ = false;
+  uint64_t version_ = 0;
+  begin_msg announced_;
+  uint64_t bytes_ = 0;      // received
+  uint64_t allocated_ = 0;  // sum of the sizes of the tensors seen so far
+  uint32_t crc_ = 0;
+  std::map<std::string, pending_tensor> tensors_;
+};
+
+}  // namespace hart::weight_sync

@@ -1,0 +1,84 @@
+#include "runtime/weight_sync/staging.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "runtime/weight_sync/crc32c.h"
+
+namespace hart::weight_sync {
+namespace {
+
+// Two tensors, the second split in two chunks.
+struct update {
+  std::vector<uint8_t> a = std::vector<uint8_t>(8, 1), b = std::vector<uint8_t>(12, 2);
+  uint32_t crc() const { return crc32c_extend(crc32c_extend(0, a.data(), 8), b.data(), 12); }
+  void send(update_staging& st, uint64_t v) const {
+    ASSERT_TRUE(st.add(v, {"a", dtype::f32, {2}, 0, 8}, a.data()).ok());
+    ASSERT_TRUE(st.add(v, {"b", dtype::bf16, {2, 3}, 0, 4}, b.data()).ok());
+    ASSERT_TRUE(st.add(v, {"b", dtype::bf16, {2, 3}, 4, 8}, b.data() + 4).ok());
+  }
+};
+
+TEST(update_staging, a_complete_update_becomes_a_tensor_source) {
+  update u;
+  update_staging st;
+  ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  u.send(st, 5);
+  auto src = st.finish({5, u.crc()});
+  ASSERT_TRUE(src.ok()) << src.get_status().to_string();
+  EXPECT_FALSE(st.active());
+  ASSERT_EQ((*src)->size(), 2u);
+  const tensor_entry* b = (*src)->tensors()[1];
+  EXPECT_EQ(b->name, "b");
+  EXPECT_EQ(b->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(std::memcmp(b->data, u.b.data(), 12), 0);
+}
+
+TEST(update_staging, a_broken_update_is_discarded_with_a_typed_error) {
+  update u;
+  update_staging st;
+  EXPECT_EQ(st.begin({4, 2, 20}, 4).code(), status_code::failed_precondition) << "version must rise";
+  EXPECT_FALSE(st.active());
+
+  ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  u.send(st, 5);
+  auto bad = st.finish({5, u.crc() ^ 1});
+  EXPECT_EQ(bad.get_status().code(), status_code::data_loss);
+  EXPECT_FALSE(st.active()) << "staging freed";
+  EXPECT_EQ(st.bytes_received(), 0u);
+
+  ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  ASSERT_TRUE(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).ok());
+  EXPECT_EQ(st.finish({5, crc32c_extend(0, u.a.data(), 8)}).get_status().code(), status_code::invalid_argument)
+      << "a missing tensor";
+
+  ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  EXPECT_EQ(st.add(5, {"b", dtype::bf16, {2, 3}, 4, 8}, u.b.data()).code(), status_code::invalid_argument)
+      << "out of order";
+  EXPECT_FALSE(st.active());
+  EXPECT_EQ(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).code(), status_code::failed_precondition)
+      << "chunks of a dropped update";
+
+  ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  ASSERT_TRUE(st.add(5, {"b", dtype::bf16, {2, 3}, 0, 4}, u.b.data()).ok());
+  EXPECT_FALSE(st.add(5, {"b", dtype::f16, {2, 3}, 4, 8}, u.b.data()).ok()) << "dtype changed mid-tensor";
+
+  ASSERT_TRUE(st.begin({5, 1, 8}, 4).ok());
+  EXPECT_FALSE(st.add(5, {"b", dtype::bf16, {2, 3}, 0, 4}, u.b.data()).ok()) << "bigger than announced";
+}
+
+TEST(update_staging, a_new_begin_replaces_a_staged_update) {
+  update u;
+  update_staging st;
+  ASSERT_TRUE(st.begin({5, 2, 20}, 0).ok());
+  ASSERT_TRUE(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).ok());  // the sender dies here
+  ASSERT_TRUE(st.begin({6, 2, 20}, 0).ok());
+  EXPECT_EQ(st.version(), 6u);
+  EXPECT_EQ(st.bytes_received(), 0u);
+  u.send(st, 6);
+  EXPECT_TRUE(st.finish({6, u.crc()}).ok());
+}
+
+}  // namespace
+}  // namespace hart::weight_sync

@@ -1,0 +1,81 @@
+#include "runtime/weight_sync/sync_codec.h"
+
+#include <gtest/gtest.h>
+
+namespace hart::weight_sync {
+namespace {
+
+frame_view view(const std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
+frame_view view(const std::array<uint8_t, 2>& v) { return {v.data(), v.size()}; }
+
+bucket_msg two_chunk_bucket() {
+  bucket_msg b;
+  b.version = 3;
+  b.seq = 1;
+  b.chunks = {{"model.embed_tokens.weight", dtype::bf16, {4, 2}, 0, 16}, {"layers.0.ffn.gate.tid2eid", dtype::i64, {2, 1}, 8, 8}};
+  return b;
+}
+
+TEST(sync_codec, every_message_round_trips) {
+  for (const sync_request& r : {sync_request{begin_msg{3, 305, 1 << 20}}, sync_request{two_chunk_bucket()},
+                                sync_request{end_msg{3, 0xdeadbeef}}, sync_request{abort_msg{3}}}) {
+    auto p = encode_request(r);
+    ASSERT_TRUE(p.ok());
+    std::vector<uint8_t> d0(16), d1(8);
+    std::vector<frame_view> data;
+    if (std::holds_alternative<bucket_msg>(r)) data = {view(d0), view(d1)};
+    auto back = decode_request(view(request_header()), view(*p), data);
+    ASSERT_TRUE(back.ok()) << back.get_status().to_string();
+    EXPECT_EQ(back->index(), r.index());
+  }
+  auto b = decode_request(view(request_header()), view(*encode_request(two_chunk_bucket())),
+                          {view(std::vector<uint8_t>(16)), view(std::vector<uint8_t>(8))});
+  ASSERT_TRUE(b.ok());
+  const bucket_msg& m = std::get<bucket_msg>(*b);
+  EXPECT_EQ(m.chunks[1].name, "layers.0.ffn.gate.tid2eid");
+  EXPECT_EQ(m.chunks[1].type, dtype::i64);
+  EXPECT_EQ(m.chunks[1].shape, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(m.chunks[1].byte_offset, 8u);
+
+  sync_reply r;
+  r.version = 3;
+  r.phase = sync_phase::end;
+  r.code = status_code::data_loss;
+  r.message = "checksum";
+  r.serving_version = 2;
+  auto rp = encode_reply(r);
+  auto rb = decode_reply(view(reply_header()), view(*rp));
+  ASSERT_TRUE(rb.ok());
+  EXPECT_EQ(rb->code, status_code::data_loss);
+  EXPECT_EQ(rb->to_status().code(), status_code::data_loss);
+  EXPECT_EQ(rb->serving_version, 2u);
+}
+
+TEST(sync_codec, bad_frames_are_invalid_argument_naming_the_problem) {
+  auto p = *encode_request(two_chunk_bucket());
+  std::vector<uint8_t> d0(16), d1(8), short1(7);
+  auto expect_bad = [](const status_or<sync_request>& r, const std::string& needle) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.get_status().code(), status_code::invalid_argument);
+    EXPECT_NE(r.get_status().message().find(needle), std::string::npos) << r.get_status().to_string();
+  };
+  expect_bad(decode_request(view(request_header()), view(p), {view(d0)}), "data frames");
+  expect_bad(decode_request(view(request_header()), view(p), {view(d0), view(short1)}), "data frame has 7");
+  expect_bad(decode_request(view(reply_header()), view(p), {view(d0), view(d1)}), "kind");
+  std::array<uint8_t, 2> v2{2, k_kind_request};
+  expect_bad(decode_request(view(v2), view(p), {view(d0), view(d1)}), "version");
+  std::vector<uint8_t> junk(64, 0xff);
+  expect_bad(decode_request(view(request_header()), view(junk), {}), "payload");
+  std::vector<uint8_t> odd(p.begin(), p.end() - 1);
+  expect_bad(decode_request(view(request_header()), view(odd), {}), "multiple of 8");
+  auto begin0 = *encode_request(begin_msg{1, 0, 0});
+  expect_bad(decode_request(view(request_header()), view(begin0), {}), "tensorCount");
+  auto end = *encode_request(end_msg{1, 0});
+  expect_bad(decode_request(view(request_header()), view(end), {view(d0)}), "data frames");
+  bucket_msg past = two_chunk_bucket();
+  past.chunks[0].byte_offset = 8;  // 8 + 16 > 16 bytes of the tensor
+  expect_bad(decode_request(view(request_header()), view(*encode_request(past)), {view(d0), view(d1)}), "outside");
+}
+
+}  // namespace
+}  // namespace hart::weight_sync

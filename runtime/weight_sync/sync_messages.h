@@ -1,0 +1,78 @@
+// File: runtime/weight_sync/sync_messages.h
+// The weight-sync messages (weight_sync.capnp) as plain C++ values, and the
+// limits the server enforces. A bucket's tensor bytes are not here: they are
+// the raw data frames after it, one per chunk.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/core/dtype.h"
+#include "runtime/core/status.h"
+
+namespace hart::weight_sync {
+
+inline constexpr uint8_t k_protocol_version = 1;
+inline constexpr uint8_t k_kind_request = 3;  ///< client -> server, root SyncRequest
+inline constexpr uint8_t k_kind_reply = 4;    ///< server -> client, root SyncReply
+/// Largest Cap'n Proto frame (a bucket's descriptor list).
+inline constexpr size_t k_max_message_bytes = size_t(16) << 20;
+/// Largest data frame (one chunk); also the largest bucket a client may send.
+inline constexpr uint64_t k_max_chunk_bytes = uint64_t(1) << 30;
+inline constexpr size_t k_max_chunks_per_bucket = 65536;
+inline constexpr size_t k_max_name_bytes = 1024;
+inline constexpr size_t k_max_rank = 8;
+
+struct begin_msg {
+  uint64_t version = 0;
+  uint64_t n_tensors = 0;
+  uint64_t total_bytes = 0;
+};
+
+struct chunk_desc {
+  std::string name;
+  dtype type = dtype::bf16;
+  std::vector<int64_t> shape;
+  uint64_t byte_offset = 0;
+  uint64_t n_bytes = 0;
+};
+
+struct bucket_msg {
+  uint64_t version = 0;
+  uint64_t seq = 0;
+  std::vector<chunk_desc> chunks;
+};
+
+struct end_msg {
+  uint64_t version = 0;
+  uint32_t crc32c = 0;
+};
+
+struct abort_msg {
+  uint64_t version = 0;
+};
+
+using sync_request = std::variant<begin_msg, bucket_msg, end_msg, abort_msg>;
+
+enum class sync_phase : uint8_t { begin, bucket, end, abort, frame };
+const char* sync_phase_name(sync_phase p);
+
+struct sync_reply {
+  uint64_t version = 0;
+  sync_phase phase = sync_phase::frame;
+  uint64_t seq = 0;
+  status_code code = status_code::ok;  ///< ok = ack
+  std::string message;
+  uint64_t serving_version = 0;
+  uint64_t bytes_received = 0;
+  uint64_t build_us = 0;
+  uint64_t swap_us = 0;
+
+  bool ok() const { return code == status_code::ok; }
+  status to_status() const;
+};
+
+}  // namespace hart::weight_sync
