@@ -24,3 +24,15 @@ struct moe_route_params {
 status moe_route_cpu(const moe_route_params& p);
 
 }  // namespace hart
+
+#ifdef HART_CUDA
+struct CUstream_st;
+namespace hart {
+/// Same contract as moe_route_cpu with device pointers (n_experts <= 2048); one
+/// block per token, same tie rule (equal keys: lowest expert id), no allocation,
+/// no synchronisation. Differences the device cannot avoid without a host round
+/// trip: a hash id outside [0, n_experts) gives expert -1 with weight 0 instead of
+/// out_of_range; a -1 slot from NaN keys (undefined on the CPU) gets weight 0.
+status moe_route_cuda(const moe_route_params& p, CUstream_st* stream);
+}  // namespace hart
+#endif

@@ -6,12 +6,14 @@
 // comparisons here treat each token's (expert, weight) pairs as a set.
 #include "kernels/moe_route/moe_route.h"
 
+#include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <random>
 #include <set>
@@ -262,6 +264,186 @@ TEST(moe_route, rejects_bad_top_k) {
   EXPECT_FALSE(run(logits, nullptr, nullptr, 1, 4, 0, 1.0f).st.ok());
   EXPECT_FALSE(run(logits, nullptr, nullptr, 1, 4, 5, 1.0f).st.ok());
 }
+
+// -- CUDA parity -------------------------------------------------------------------
+
+#ifdef HART_CUDA
+
+using testing::cuda_synced;
+using testing::device_vec;
+
+// moe_route_cuda vs moe_route_cpu, slot by slot (both write best first).
+// Scores: CUDA's expf/log1pf differ from glibc's in the last bits, so s (and the
+// weights s / Σs · scale) agree to rtol 1e-6 (~3 ulp through softplus, sqrt
+// halves it, then one sum and a division). The same last bits can reorder two
+// keys that are within that rounding of each other ("near tie"): such a slot is
+// accepted only if the two CPU keys are within 1e-6 of the largest |key|, and
+// such tokens' weights are not compared. Exact ties (equal logits and biases)
+// give bit-equal keys on both sides, so there the lowest id must win exactly.
+constexpr double k_cuda_rtol = 1e-6;
+constexpr double k_near_tie = 1e-6;
+
+routed run_cuda(const std::vector<float>& logits, const std::vector<float>* bias, const std::vector<int32_t>* hash,
+                int64_t n_tokens, int64_t n_experts, int64_t top_k, float route_scale) {
+  device_vec<float> d_logits(logits), d_bias(bias ? *bias : std::vector<float>());
+  device_vec<int32_t> d_hash(hash ? *hash : std::vector<int32_t>());
+  device_vec<int32_t> d_ids(std::vector<int32_t>(n_tokens * top_k, -99));
+  device_vec<float> d_w(std::vector<float>(n_tokens * top_k, NAN));
+  moe_route_params p;
+  p.logits = d_logits.get();
+  p.bias = bias ? d_bias.get() : nullptr;
+  p.hash_ids = hash ? d_hash.get() : nullptr;
+  p.experts = d_ids.get();
+  p.weights = d_w.get();
+  p.n_tokens = n_tokens;
+  p.n_experts = n_experts;
+  p.top_k = top_k;
+  p.route_scale = route_scale;
+  routed r;
+  r.st = moe_route_cuda(p, nullptr);
+  EXPECT_TRUE(cuda_synced(nullptr));
+  r.experts = d_ids.to_host();
+  r.weights = d_w.to_host();
+  return r;
+}
+
+// exact: ids must match slot for slot (no near-tie allowance)
+void compare(const routed& got, const routed& want, const std::vector<float>& logits, const std::vector<float>* bias,
+             int64_t n_tokens, int64_t n_experts, int64_t top_k, bool exact) {
+  ASSERT_TRUE(got.st.ok()) << got.st.to_string();
+  ASSERT_TRUE(want.st.ok()) << want.st.to_string();
+  int64_t n_near = 0;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    std::vector<float> key(n_experts);
+    float key_mag = 0;
+    for (int64_t e = 0; e < n_experts; ++e) {
+      key[e] = float(ref_score(logits[t * n_experts + e])) + (bias ? (*bias)[e] : 0.0f);
+      key_mag = std::max(key_mag, std::fabs(key[e]));
+    }
+    bool same_ids = true;
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int32_t g = got.experts[t * top_k + k], w = want.experts[t * top_k + k];
+      if (g == w) continue;
+      same_ids = false;
+      ASSERT_FALSE(exact) << "token " << t << " slot " << k << ": got expert " << g << " want " << w;
+      ASSERT_TRUE(g >= 0 && g < n_experts) << "token " << t << " slot " << k << ": expert id " << g;
+      EXPECT_LE(std::fabs(key[g] - key[w]), k_near_tie * key_mag)
+          << "token " << t << " slot " << k << ": got expert " << g << " want " << w << " (not a near tie)";
+    }
+    if (!same_ids) {
+      ++n_near;
+      continue;
+    }
+    for (int64_t k = 0; k < top_k; ++k) {
+      const double g = got.weights[t * top_k + k], w = want.weights[t * top_k + k];
+      EXPECT_NEAR(g, w, k_cuda_rtol * std::fabs(w) + 1e-30) << "token " << t << " slot " << k;
+    }
+  }
+  if (n_near) std::printf("moe_route cuda: %lld token(s) with a near tie resolved differently\n", (long long)n_near);
+}
+
+TEST(moe_route, cuda_matches_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  for (int64_t n_experts : {1, 3, 19, 256, 257, 384, 2048}) {
+    for (int64_t top_k : {int64_t(1), int64_t(6), int64_t(8), n_experts}) {
+      if (top_k > n_experts) continue;
+      for (bool with_bias : {false, true}) {
+        for (int64_t n_tokens : {1, 3, 300}) {
+          SCOPED_TRACE("n_experts=" + std::to_string(n_experts) + " top_k=" + std::to_string(top_k) +
+                       " bias=" + std::to_string(with_bias) + " n_tokens=" + std::to_string(n_tokens));
+          auto logits = normal_vec(rng, n_tokens * n_experts, 4.0f);
+          logits[0] = 25.0f;  // past the softplus threshold
+          const auto bias = normal_vec(rng, n_experts, 0.3f);
+          const auto want = run(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, 1.5f);
+          const auto got = run_cuda(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, 1.5f);
+          compare(got, want, logits, with_bias ? &bias : nullptr, n_tokens, n_experts, top_k, false);
+        }
+      }
+    }
+  }
+}
+
+// Logits and biases from small sets: many keys tie exactly (-150 and -200 both
+// give s = +0, bias ±0 are equal), and the lowest expert id must win every tie,
+// in the same slot order as the CPU.
+TEST(moe_route, cuda_exact_ties_take_lowest_ids) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const float logit_set[] = {-200.0f, -150.0f, -1.0f, 0.0f, 0.5f, 2.0f, 30.0f};
+  const float bias_set[] = {0.0f, -0.0f, 0.25f, -0.5f};
+  std::uniform_int_distribution<int> pick_l(0, 6), pick_b(0, 3);
+  for (int64_t n_experts : {8, 256, 385}) {
+    for (int64_t top_k : {int64_t(1), int64_t(6), n_experts - 1}) {
+      for (bool with_bias : {false, true}) {
+        const int64_t n_tokens = 67;
+        SCOPED_TRACE("n_experts=" + std::to_string(n_experts) + " top_k=" + std::to_string(top_k) +
+                     " bias=" + std::to_string(with_bias));
+        std::vector<float> logits(n_tokens * n_experts), bias(n_experts);
+        for (auto& v : logits) v = logit_set[pick_l(rng)];
+        for (auto& v : bias) v = bias_set[pick_b(rng)];
+        for (int64_t e = 0; e < n_experts; ++e) logits[e] = 0.5f;  // token 0: all equal
+        const auto want = run(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, 2.5f);
+        const auto got = run_cuda(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, 2.5f);
+        compare(got, want, logits, with_bias ? &bias : nullptr, n_tokens, n_experts, top_k, true);
+      }
+    }
+  }
+}
+
+TEST(moe_route, cuda_hash_ids) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const int64_t n_tokens = 129, n_experts = 256, top_k = 6;
+  const auto logits = normal_vec(rng, n_tokens * n_experts, 4.0f);
+  std::vector<int32_t> hash(n_tokens * top_k);
+  std::uniform_int_distribution<int32_t> ex(0, n_experts - 1);
+  for (auto& e : hash) e = ex(rng);
+  const auto bias = normal_vec(rng, n_experts, 1.0f);  // must not matter with hash ids
+  const auto want = run(logits, nullptr, &hash, n_tokens, n_experts, top_k, 1.5f);
+  const auto got = run_cuda(logits, &bias, &hash, n_tokens, n_experts, top_k, 1.5f);
+  compare(got, want, logits, nullptr, n_tokens, n_experts, top_k, true);
+  // out of range: the documented device result (expert -1, weight 0), not a crash
+  hash[3] = int32_t(n_experts);
+  const auto bad = run_cuda(logits, nullptr, &hash, n_tokens, n_experts, top_k, 1.5f);
+  ASSERT_TRUE(bad.st.ok());
+  EXPECT_EQ(bad.experts[3], -1);
+  EXPECT_EQ(bad.weights[3], 0.0f);
+}
+
+// NaN keys are never selected: a token of NaN logits gets -1 ids (and weight 0).
+TEST(moe_route, cuda_nan_logits_are_never_selected) {
+  HART_SKIP_WITHOUT_CUDA();
+  const int64_t n_experts = 19, top_k = 6;
+  std::vector<float> logits(2 * n_experts, NAN);
+  for (int64_t e = 0; e < n_experts; e += 4) logits[n_experts + e] = float(e);  // token 1: 5 valid
+  const auto got = run_cuda(logits, nullptr, nullptr, 2, n_experts, top_k, 1.0f);
+  ASSERT_TRUE(got.st.ok());
+  for (int64_t k = 0; k < top_k; ++k) {
+    EXPECT_EQ(got.experts[k], -1);
+    EXPECT_EQ(got.weights[k], 0.0f);
+  }
+  const int32_t want1[] = {16, 12, 8, 4, 0, -1};
+  for (int64_t k = 0; k < top_k; ++k) EXPECT_EQ(got.experts[top_k + k], want1[k]) << "slot " << k;
+}
+
+TEST(moe_route, cuda_rejects_bad_arguments) {
+  HART_SKIP_WITHOUT_CUDA();
+  const std::vector<float> logits(4096, 0.0f);
+  EXPECT_EQ(run_cuda(logits, nullptr, nullptr, 1, 4, 0, 1.0f).st.code(), status_code::invalid_argument);
+  EXPECT_EQ(run_cuda(logits, nullptr, nullptr, 1, 4, 5, 1.0f).st.code(), status_code::invalid_argument);
+  EXPECT_EQ(run_cuda(logits, nullptr, nullptr, 1, 4096, 6, 1.0f).st.code(), status_code::invalid_argument);
+  const auto none = run_cuda(logits, nullptr, nullptr, 0, 4, 2, 1.0f);
+  EXPECT_TRUE(none.st.ok());
+}
+
+#endif  // HART_CUDA
 
 }  // namespace
 }  // namespace hart
