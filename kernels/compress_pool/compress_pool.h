@@ -21,3 +21,13 @@ struct compress_pool_params {
 status compress_pool_cpu(const compress_pool_params& p);
 
 }  // namespace hart
+
+#ifdef HART_CUDA
+struct CUstream_st;
+namespace hart {
+/// Same contract as compress_pool_cpu on the device: kv and gate are device
+/// arrays of device row pointers, out a device row. One thread per channel, no
+/// allocation, no synchronisation.
+status compress_pool_cuda(const compress_pool_params& p, CUstream_st* stream);
+}  // namespace hart
+#endif

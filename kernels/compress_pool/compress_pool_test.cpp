@@ -3,6 +3,7 @@
 // where −inf gates get weight 0 and a channel whose gates are all −inf pools to 0.
 #include "kernels/compress_pool/compress_pool.h"
 
+#include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -273,6 +275,107 @@ TEST(compress_pool, rejects_bad_arguments) {
   q.gate = nullptr;
   EXPECT_FALSE(compress_pool_cpu(q).ok());
 }
+
+// -- CUDA parity -------------------------------------------------------------------
+
+#ifdef HART_CUDA
+
+using testing::cuda_synced;
+using testing::device_vec;
+
+// compress_pool_cuda vs compress_pool_cpu: the same fp32 operations in the same
+// order per channel, except expf (2 ulp on the device, 1 in glibc): each weight
+// moves by ~3 ulp relative, so |Δout| <= ~4e-7 · Σ w·|kv|: rtol 2e-6 of that sum.
+constexpr double k_cuda_rtol = 2e-6;
+
+// Runs compress_pool_cuda with the candidate rows stored in reverse order and
+// 7-float NaN gaps in one device buffer (only the row pointers locate them).
+std::vector<float> run_cuda(const candidates& c, int64_t dim) {
+  const int64_t n_cand = int64_t(c.kv.size()), pitch = dim + 7;
+  std::vector<float> rows(2 * n_cand * pitch, k_nan);
+  for (int64_t j = 0; j < n_cand; ++j) {
+    const int64_t slot = n_cand - 1 - j;
+    std::copy(c.kv[j].begin(), c.kv[j].end(), rows.begin() + slot * pitch);
+    std::copy(c.gate[j].begin(), c.gate[j].end(), rows.begin() + (n_cand + slot) * pitch);
+  }
+  device_vec<float> d_rows(rows);
+  std::vector<const float*> kv_ptr(n_cand), gate_ptr(n_cand);
+  for (int64_t j = 0; j < n_cand; ++j) {
+    kv_ptr[j] = d_rows.get() + (n_cand - 1 - j) * pitch;
+    gate_ptr[j] = d_rows.get() + (2 * n_cand - 1 - j) * pitch;
+  }
+  device_vec<const float*> d_kv(kv_ptr), d_gate(gate_ptr);
+  device_vec<float> d_out(guarded_buffer(dim, 1, k_nan, k_guard_val));
+  compress_pool_params p;
+  p.kv = d_kv.get();
+  p.gate = d_gate.get();
+  p.out = d_out.get() + 1;
+  p.n_cand = n_cand;
+  p.dim = dim;
+  const status st = compress_pool_cuda(p, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(cuda_synced(nullptr));
+  const auto out = d_out.to_host();
+  EXPECT_TRUE(guards_intact(out, 1, k_guard_val));
+  return unguarded(out, 1);
+}
+
+TEST(compress_pool, cuda_matches_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  std::bernoulli_distribution dead(0.3);
+  for (int64_t n_cand : {1, 2, 3, 8, 19, 128, 1000}) {
+    for (int64_t dim : {1, 3, 19, 257, 512, 2049}) {
+      for (int variant = 0; variant < 3; ++variant) {  // plain, large gates, dead (-inf) candidates
+        SCOPED_TRACE("n_cand=" + std::to_string(n_cand) + " dim=" + std::to_string(dim) +
+                     " variant=" + std::to_string(variant));
+        auto c = random_candidates(rng, n_cand, dim, variant == 1 ? 100.0f : 3.0f);
+        if (variant == 2) {
+          for (int64_t j = 0; j < n_cand; ++j) {
+            for (int64_t ch = 0; ch < dim; ++ch) {
+              if (dead(rng) || ch % 5 == 0) {  // every 5th channel: all dead, pools to 0
+                c.gate[j][ch] = k_ninf;
+                c.kv[j][ch] = ch % 2 ? k_nan : std::numeric_limits<float>::infinity();
+              }
+            }
+          }
+        }
+        const auto want_f = run(c, dim);
+        const auto got = run_cuda(c, dim);
+        std::vector<double> want, mag;
+        reference(c, dim, want, mag);
+        want.assign(want_f.begin(), want_f.end());
+        EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, k_cuda_rtol, 0.0));
+        if (n_cand == 1) {  // weight exactly 1 (or 0 for a dead channel) on the device too
+          EXPECT_EQ(0, std::memcmp(got.data(), want_f.data(), got.size() * sizeof(float)));
+        }
+      }
+    }
+  }
+}
+
+TEST(compress_pool, cuda_rejects_bad_arguments) {
+  HART_SKIP_WITHOUT_CUDA();
+  device_vec<float> d_row(std::vector<float>(4, 1.0f));
+  device_vec<const float*> d_ptr(std::vector<const float*>{d_row.get()});
+  compress_pool_params p;
+  p.kv = d_ptr.get();
+  p.gate = d_ptr.get();
+  p.out = d_row.get();
+  p.n_cand = 0;
+  p.dim = 4;
+  EXPECT_EQ(compress_pool_cuda(p, nullptr).code(), status_code::invalid_argument);
+  p.n_cand = 1;
+  p.dim = 0;
+  EXPECT_EQ(compress_pool_cuda(p, nullptr).code(), status_code::invalid_argument);
+  p.dim = 4;
+  p.gate = nullptr;
+  EXPECT_EQ(compress_pool_cuda(p, nullptr).code(), status_code::invalid_argument);
+}
+
+#endif  // HART_CUDA
 
 }  // namespace
 }  // namespace hart
