@@ -37,3 +37,12 @@ status indexer_score_cpu(const indexer_score_params& p);
 status topk_cpu(const topk_params& p);
 
 }  // namespace hart
+
+#ifdef HART_CUDA
+struct CUstream_st;
+namespace hart {
+/// indexer_score_cpu's contract with device pointers; one warp per key, no
+/// allocation, no synchronisation. The top-k is lightning_topk_cuda.
+status indexer_score_cuda(const indexer_score_params& p, CUstream_st* stream);
+}  // namespace hart
+#endif

@@ -5,6 +5,7 @@
 // positions past the number of selectable values filled with −1.
 #include "kernels/indexer/indexer.h"
 
+#include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
 
 #include <gtest/gtest.h>
@@ -244,6 +245,121 @@ TEST(indexer, topk_rejects_negative_sizes) {
 }
 
 #undef EXPECT_TOPK
+
+// -- CUDA parity -------------------------------------------------------------------
+
+#ifdef HART_CUDA
+
+using testing::cuda_synced;
+using testing::device_vec;
+
+std::vector<float> run_score_cuda(const std::vector<float>& q, const std::vector<float>& w,
+                                  const std::vector<float>& keys, int64_t n_heads, int64_t head_dim, int64_t n_keys,
+                                  float scale) {
+  device_vec<float> d_q(q), d_w(w), d_keys(keys), d_score(guarded_buffer(n_keys, 1, k_nan, 4321.0f));
+  indexer_score_params p;
+  p.q = d_q.get();
+  p.w = d_w.get();
+  p.keys = d_keys.get();
+  p.score = d_score.get() + 1;
+  p.n_heads = n_heads;
+  p.head_dim = head_dim;
+  p.n_keys = n_keys;
+  p.softmax_scale = scale;
+  const status st = indexer_score_cuda(p, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(cuda_synced(nullptr));
+  const auto score = d_score.to_host();
+  EXPECT_TRUE(guards_intact(score, 1, 4321.0f));
+  return unguarded(score, 1);
+}
+
+// indexer_score_cuda vs indexer_score_cpu. Both sum each dot in fp32, in
+// different orders (CPU sequential, device lane-strided + tree): each is within
+// γ_head_dim = head_dim·2^-24 of Σ_d|q·k|, and the per-head sum (same order,
+// perturbed inputs) adds γ_n_heads. Tolerance: 2·(head_dim + n_heads + 8)·2^-24
+// of Σ_h |w_h|·scale·Σ_d |q_hd·k_d| (the "+8" covers the few products per term).
+double score_tol(const std::vector<float>& q, const std::vector<float>& w, const std::vector<float>& keys,
+                 int64_t n_heads, int64_t head_dim, int64_t s, float scale) {
+  double mag = 0;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    double dot_mag = 0;
+    for (int64_t d = 0; d < head_dim; ++d) dot_mag += std::fabs(double(q[h * head_dim + d]) * keys[s * head_dim + d]);
+    mag += std::fabs(double(w[h])) * scale * dot_mag;
+  }
+  return 2.0 * double(head_dim + n_heads + 8) * std::ldexp(1.0, -24) * mag;
+}
+
+TEST(indexer, cuda_score_matches_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  for (int64_t n_heads : {1, 3, 64}) {
+    for (int64_t head_dim : {1, 3, 19, 33, 128, 512}) {
+      for (int64_t n_keys : {1, 7, 9, 1000, 8193}) {
+        SCOPED_TRACE("n_heads=" + std::to_string(n_heads) + " head_dim=" + std::to_string(head_dim) +
+                     " n_keys=" + std::to_string(n_keys));
+        const auto q = normal_vec(rng, n_heads * head_dim, 1.0f);
+        const auto w = normal_vec(rng, n_heads, 1.0f);
+        auto keys = normal_vec(rng, n_keys * head_dim, 1.0f);
+        keys[(n_keys - 1) * head_dim] = k_nan;  // NaN dots: fmax(NaN, 0) = 0 on both sides
+        const float scale = 1.0f / std::sqrt(float(head_dim));
+        const auto want = run_score(q, w, keys, n_heads, head_dim, n_keys, scale);
+        const auto got = run_score_cuda(q, w, keys, n_heads, head_dim, n_keys, scale);
+        int64_t n_bad = 0;
+        for (int64_t s = 0; s < n_keys; ++s) {
+          const double tol = s == n_keys - 1 ? 0.0 : score_tol(q, w, keys, n_heads, head_dim, s, scale);
+          const bool ok = s == n_keys - 1 ? got[s] == want[s] : std::fabs(double(got[s]) - want[s]) <= tol;
+          if (!ok && n_bad++ < 8) {
+            ADD_FAILURE() << "key " << s << " got " << std::setprecision(9) << got[s] << " want " << want[s]
+                          << " tol " << tol;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Keys whose every head dot is negative score exactly +0 on the device too:
+// these ReLU zeros are the exact ties the top-k's tie rule decides.
+TEST(indexer, cuda_relu_zeros_are_exact) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const int64_t n_heads = 64, head_dim = 128, n_keys = 777;
+  auto q = normal_vec(rng, n_heads * head_dim, 1.0f);
+  auto keys = normal_vec(rng, n_keys * head_dim, 1.0f);
+  for (auto& v : q) v = -std::fabs(v);
+  for (auto& v : keys) v = std::fabs(v);
+  const auto w = normal_vec(rng, n_heads, 1.0f);
+  const auto got = run_score_cuda(q, w, keys, n_heads, head_dim, n_keys, 0.088f);
+  for (int64_t s = 0; s < n_keys; ++s) {
+    EXPECT_EQ(got[s], 0.0f) << "key " << s;
+    EXPECT_FALSE(std::signbit(got[s])) << "key " << s;  // +0 + (±0) is +0, as on the CPU
+  }
+}
+
+TEST(indexer, cuda_score_no_keys_and_bad_arguments) {
+  HART_SKIP_WITHOUT_CUDA();
+  EXPECT_TRUE(run_score_cuda({1, 2}, {1}, {0}, 1, 2, 0, 1.0f).empty());
+  device_vec<float> d(std::vector<float>(8, 1.0f));
+  indexer_score_params p;
+  p.q = d.get();
+  p.w = d.get();
+  p.keys = d.get();
+  p.score = d.get();
+  p.n_heads = 0;
+  p.head_dim = 2;
+  p.n_keys = 1;
+  EXPECT_EQ(indexer_score_cuda(p, nullptr).code(), status_code::invalid_argument);
+  p.n_heads = 1;
+  p.keys = nullptr;
+  EXPECT_EQ(indexer_score_cuda(p, nullptr).code(), status_code::invalid_argument);
+}
+
+#endif  // HART_CUDA
 
 }  // namespace
 }  // namespace hart
