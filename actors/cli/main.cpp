@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "actors/cli/cli_common.h"
+#include "actors/cli/cmd_check_ops.h"
 #include "runtime/core/log.h"
 
 namespace {
@@ -135,6 +136,17 @@ int main(int argc, char** argv) {
   b->add_option("--vocab", bs.vocab, "Prompt token ids are drawn from [2, vocab)")->capture_default_str();
   b->add_option("--seed", bs.seed, "Prompt seed")->capture_default_str();
 
+  hart::cli::check_ops_options co;
+  CLI::App* ck = app.add_subcommand(
+      "check-ops", "Run every op that has a CUDA implementation on fresh random inputs on the CPU reference and on "
+                   "the device; one line per op: shape, max abs/rel error, tolerance, PASS/FAIL");
+  ck->add_option("--device", co.device, "Backend compared with the CPU reference (needs a CUDA device)")
+      ->check(CLI::IsMember({"cuda"}))
+      ->capture_default_str();
+  ck->add_option("--seed", co.seed, "Input seed (default: fresh; printed so a run can be replayed)")
+      ->check(CLI::NonNegativeNumber);
+  ck->add_option("--op", co.op, "Only this op's checks (rms_norm, linear, sparse_attention, ...)");
+
   CLI11_PARSE(app, argc, argv);
   hart::log_level lv = hart::log_level::info;
   if (log_level == "debug") lv = hart::log_level::debug;
@@ -153,5 +165,6 @@ int main(int argc, char** argv) {
   if (*h) return hart::cli::run_chat(cl);
   if (*st) return hart::cli::run_stats(cl);
   if (*b) return hart::cli::run_bench_serve(bs);
+  if (*ck) return hart::cli::run_check_ops(co);
   return 2;
 }

@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include "runtime/model/safetensors.h"
+#ifdef HART_CUDA
+#include "kernels/testing/cuda_test_util.h"
+#endif
 #include "tests/golden/golden_fixture.h"
 
 namespace hart::testing {
@@ -133,6 +136,51 @@ TEST_F(cli, tokenize_round_trip_and_generate_streams) {
   r = run("generate -m " + model + " -n 8");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("--prompt"), std::string::npos) << r.out;
+}
+
+// Without a device check-ops says so and fails; with one every line passes.
+TEST_F(cli, check_ops_needs_a_device_and_reports_one_line_per_check) {
+#ifdef HART_CUDA
+  const bool have_device = cuda_device_available();
+#else
+  const bool have_device = false;
+#endif
+  run_result r = run("check-ops --seed 7");
+  if (!have_device) {
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("hart: error: unavailable: check-ops --device cuda: no CUDA device available"),
+              std::string::npos)
+        << r.out;
+    return;
+  }
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("seed 7"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ERROR"), std::string::npos) << r.out;
+  for (const char* op : {"rms_norm", "lightning_topk", "linear_f32", "linear_bf16", "linear_fp8", "sparse_attention"}) {
+    EXPECT_NE(r.out.find(op), std::string::npos) << op << "\n" << r.out;
+  }
+  EXPECT_EQ(run("check-ops --seed 7 --op linear").exit_code, 0);
+  r = run("check-ops --op no_such_op");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("no check for op 'no_such_op'"), std::string::npos) << r.out;
+}
+
+TEST_F(cli, check_ops_rejects_bad_flags) {
+  run_result r = run("check-ops --device cpu");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--device: cpu not in {cuda}"), std::string::npos) << r.out;
+  r = run("check-ops --seed -3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--seed"), std::string::npos) << r.out;
+  r = run("check-ops --seed abc");
+  EXPECT_NE(r.exit_code, 0);
+  r = run("check-ops --frobnicate");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("frobnicate"), std::string::npos) << r.out;
+  r = run("check-ops --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--seed"), std::string::npos) << r.out;
 }
 
 }  // namespace

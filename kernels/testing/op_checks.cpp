@@ -1,0 +1,104 @@
+#include "kernels/testing/op_checks.h"
+
+#include <cmath>
+#include <cstdio>
+
+#ifdef HART_CUDA
+#include "kernels/testing/op_check_util.h"
+#endif
+
+namespace hart {
+
+#ifdef HART_CUDA
+
+namespace op_check_detail {
+
+status cuda_status(const char* what, cudaError_t e) {
+  if (e == cudaSuccess) return {};
+  return internal_error("%s: %s", what, cudaGetErrorString(e));
+}
+
+op_check_line compare(std::string op, std::string shape, const std::vector<float>& got,
+                      const std::vector<double>& want, const std::vector<double>& scale, double rtol, double atol,
+                      std::string tol_text) {
+  op_check_line l{std::move(op), std::move(shape), 0, 0, std::move(tol_text), got.size() == want.size()};
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double g = got[i], w = want[i], s = i < scale.size() ? scale[i] : 0.0;
+    if (std::isnan(g) || std::isnan(w) || std::isinf(g) || std::isinf(w)) {
+      const bool same = (std::isnan(g) && std::isnan(w)) || g == w;
+      if (!same) {
+        l.pass = false;
+        l.max_abs = l.max_rel = INFINITY;
+      }
+      continue;
+    }
+    const double d = std::fabs(g - w);
+    if (d > atol + rtol * s) l.pass = false;
+    l.max_abs = std::fmax(l.max_abs, d);
+    if (d > 0) l.max_rel = std::fmax(l.max_rel, s > 0 ? d / s : INFINITY);
+  }
+  return l;
+}
+
+std::mt19937 op_rng(uint32_t seed, const char* op) {
+  uint32_t h = 2166136261u;  // FNV-1a of the op name
+  for (const char* c = op; *c; ++c) h = (h ^ uint8_t(*c)) * 16777619u;
+  std::seed_seq seq{seed, h};
+  return std::mt19937(seq);
+}
+
+std::vector<float> normal(std::mt19937& rng, size_t n, float sigma) {
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& e : v) e = nd(rng);
+  return v;
+}
+
+}  // namespace op_check_detail
+
+const std::vector<op_check>& op_checks() {
+  using namespace op_check_detail;
+  static const std::vector<op_check> checks = {
+      {"rms_norm", check_rms_norm},
+      {"lightning_topk", check_lightning_topk},
+      {"linear", check_linear},
+      {"sparse_attention", check_sparse_attention},
+      {"swiglu", check_swiglu},
+      {"rope", check_rope},
+  };
+  return checks;
+}
+
+status op_checks_device_status() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    (void)cudaGetLastError();  // clear the sticky error
+    return status(status_code::unavailable,
+                  std::string("no CUDA device available (") +
+                      (e != cudaSuccess ? cudaGetErrorString(e) : "zero devices") + ")");
+  }
+  return {};
+}
+
+#else  // !HART_CUDA
+
+const std::vector<op_check>& op_checks() {
+  static const std::vector<op_check> none;
+  return none;
+}
+
+status op_checks_device_status() {
+  return status(status_code::unavailable, "no CUDA device available (hart was built without CUDA)");
+}
+
+#endif
+
+std::string op_check_format(const op_check_line& l) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-18s %-40s max_abs %-10.3g max_rel %-10.3g tol %-28s %s", l.op.c_str(),
+                l.shape.c_str(), l.max_abs, l.max_rel, l.tol.c_str(), l.pass ? "PASS" : "FAIL");
+  return buf;
+}
+
+}  // namespace hart
