@@ -282,19 +282,21 @@ using testing::device_vec;
 // give bit-equal keys on both sides, so there the lowest id must win exactly.
 constexpr double k_cuda_rtol = 1e-6;
 constexpr double k_near_tie = 1e-6;
+constexpr int64_t k_out_guard = 9;
 
 routed run_cuda(const std::vector<float>& logits, const std::vector<float>* bias, const std::vector<int32_t>* hash,
                 int64_t n_tokens, int64_t n_experts, int64_t top_k, float route_scale) {
   device_vec<float> d_logits(logits), d_bias(bias ? *bias : std::vector<float>());
   device_vec<int32_t> d_hash(hash ? *hash : std::vector<int32_t>());
-  device_vec<int32_t> d_ids(std::vector<int32_t>(n_tokens * top_k, -99));
-  device_vec<float> d_w(std::vector<float>(n_tokens * top_k, NAN));
+  // outputs poisoned, with k_out_guard sentinels on each side
+  device_vec<int32_t> d_ids(std::vector<int32_t>(n_tokens * top_k + 2 * k_out_guard, -99));
+  device_vec<float> d_w(std::vector<float>(n_tokens * top_k + 2 * k_out_guard, NAN));
   moe_route_params p;
   p.logits = d_logits.get();
   p.bias = bias ? d_bias.get() : nullptr;
   p.hash_ids = hash ? d_hash.get() : nullptr;
-  p.experts = d_ids.get();
-  p.weights = d_w.get();
+  p.experts = d_ids.get() + k_out_guard;
+  p.weights = d_w.get() + k_out_guard;
   p.n_tokens = n_tokens;
   p.n_experts = n_experts;
   p.top_k = top_k;
@@ -302,8 +304,15 @@ routed run_cuda(const std::vector<float>& logits, const std::vector<float>* bias
   routed r;
   r.st = moe_route_cuda(p, nullptr);
   EXPECT_TRUE(cuda_synced(nullptr));
-  r.experts = d_ids.to_host();
-  r.weights = d_w.to_host();
+  const auto ids = d_ids.to_host();
+  const auto weights = d_w.to_host();
+  for (int64_t i = 0; i < k_out_guard; ++i) {
+    EXPECT_EQ(ids[i], -99) << "expert guard before the output clobbered";
+    EXPECT_EQ(ids[ids.size() - 1 - i], -99) << "expert guard after the output clobbered";
+    EXPECT_TRUE(std::isnan(weights[i]) && std::isnan(weights[weights.size() - 1 - i])) << "weight guard clobbered";
+  }
+  r.experts.assign(ids.begin() + k_out_guard, ids.end() - k_out_guard);
+  r.weights.assign(weights.begin() + k_out_guard, weights.end() - k_out_guard);
   return r;
 }
 
