@@ -55,8 +55,8 @@ __global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* _
   for (int j = 0; j < 4; ++j) {
     const int64_t i = lane * 4 + j;
     if (i >= len) continue;
-    const float c = fminf(fmaxf(__fdiv_rn(v[j], s), -e4m3_max), e4m3_max);
-    yr[i] = e4m3_qdq(isnan(v[j]) ? v[j] : c) * s;  // fminf/fmaxf would turn NaN into ±448
+    const float t = __fdiv_rn(v[j], s);  // NaN for NaN input and for ±inf / inf
+    yr[i] = e4m3_qdq(isnan(t) ? t : fminf(fmaxf(t, -e4m3_max), e4m3_max)) * s;  // fminf/fmaxf drop NaN
   }
 }
 
@@ -92,6 +92,7 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_linear_kernel(linear_fp8_par
   float acc[MT];
   for (int m = 0; m < MT; ++m) acc[m] = 0.0f;
   if (VEC) {
+#pragma unroll 4  // several weight loads in flight per lane
     for (int64_t k = int64_t(lane) * 16; k < p.in; k += 32 * 16) {
       const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w + k));
       float wf[16];

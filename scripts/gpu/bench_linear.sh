@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# FP8 linear (issue 5, target G1) on the GPU machine, in one go: builds the bench
+# with nvcc directly (the GPU image has no GTest/OpenBLAS, so no CMake), runs it
+# (checks against a host reference first, then times). The table is printed last.
+#
+#   scripts/gpu/bench_linear.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+LOG=${OUT:-/tmp}
+SRCS="kernels/linear/linear_bench.cu kernels/linear/linear.cu kernels/linear/linear_fp8.cu kernels/quant/quant_cpu.cpp runtime/core/codecs.cpp runtime/core/status.cpp runtime/core/check.cpp runtime/core/log.cpp"
+NVCC="nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -DHART_CUDA=1"
+
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader || true
+$NVCC $SRCS -o /tmp/linear_bench -lcublasLt 2>&1 | tee "$LOG/build.log" || { echo "build failed"; exit 1; }
+[ -x /tmp/linear_bench ] || { echo "build failed"; exit 1; }
+timeout 300 /tmp/linear_bench 2>&1 | tee "$LOG/bench.log"
