@@ -10,6 +10,8 @@
 #pragma GCC diagnostic pop
 
 #include "actors/msg/serve_msgs.h"
+#include "actors/msg/weight_sync_msgs.h"
+#include "runtime/weight_sync/sync_server.h"
 
 namespace hart::actors {
 
@@ -18,6 +20,9 @@ using control_atom = caf::atom_constant<caf::atom("control")>;  // gateway -> en
 using events_atom = caf::atom_constant<caf::atom("events")>;    // engine -> gateway: token/finish events
 using reply_atom = caf::atom_constant<caf::atom("reply")>;      // engine -> gateway: a control reply
 using inbound_atom = caf::atom_constant<caf::atom("inbound")>;  // transport -> gateway: a decoded request
+using sync_atom = caf::atom_constant<caf::atom("wsync")>;       // sync socket -> weight sync: a decoded message
+using swap_atom = caf::atom_constant<caf::atom("swap")>;        // weight sync -> engine: swap at a step boundary
+using swapped_atom = caf::atom_constant<caf::atom("swapped")>;  // engine -> weight sync: the swap's outcome
 
 }  // namespace hart::actors
 
@@ -26,3 +31,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::submit_request
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::control_call>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::sched::event_batch>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::addressed_reply>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::weight_sync::inbound_sync>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::swap_request>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::swap_outcome>)

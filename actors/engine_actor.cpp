@@ -15,7 +15,7 @@ struct engine_state {
   caf::actor gateway;
 };
 
-protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t tag) {
+protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_version, uint64_t tag) {
   protocol::stats_reply r;
   r.tag = tag;
   r.entries = {{"queue_depth", double(s.waiting)},
@@ -37,7 +37,8 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t tag) {
                {"cache_swa_pages_used", double(s.cache.swa_pages_used)},
                {"cache_swa_pages_total", double(s.cache.swa_pages_total)},
                {"cache_evicted_full_pages", double(s.cache.evicted_full_pages)},
-               {"worker_failures", double(s.worker_failures)}};
+               {"worker_failures", double(s.worker_failures)},
+               {"weight_version", double(weight_version)}};
   std::ostringstream prom;
   for (const auto& [name, value] : r.entries) prom << "hart_" << name << ' ' << value << '\n';
   r.prometheus = prom.str();
@@ -48,8 +49,24 @@ void reply(engine_state& st, caf::blocking_actor* self, const transport::client_
   self->send(st.gateway, reply_atom::value, std::make_shared<const addressed_reply>(addressed_reply{client, std::move(r)}));
 }
 
+// Every event goes out with the weight version serving now: weights change only
+// between steps, on this thread, so that is the version that produced it.
 void publish(engine_state& st, caf::blocking_actor* self, sched::event_batch ev) {
-  if (!ev.empty()) self->send(st.gateway, events_atom::value, std::make_shared<const sched::event_batch>(std::move(ev)));
+  if (!ev.empty()) {
+    self->send(st.gateway, events_atom::value, std::make_shared<const sched::event_batch>(std::move(ev)),
+               st.params.eng->weight_version());
+  }
+}
+
+swap_outcome swap_weights(engine_state& st, const swap_request& r) {
+  swap_outcome o;
+  o.result = st.params.make_executor
+                 ? unimplemented("weight swap: the engine runs in a worker process (--worker-process)")
+                 : st.params.eng->swap_weights(r.weights, r.version);
+  // Cached prefixes hold KV of the old weights; live sequences keep theirs.
+  if (o.result.ok()) st.loop->flush_cache();
+  o.serving_version = st.params.eng->weight_version();
+  return o;
 }
 
 void handle_control(engine_state& st, caf::blocking_actor* self, const control_call& c) {
@@ -85,10 +102,10 @@ void handle_control(engine_state& st, caf::blocking_actor* self, const control_c
       reply(st, self, c.client, protocol::health_reply{ctl.tag, true, uint64_t(uptime_us)});
       break;
     case control_verb::stats:
-      reply(st, self, c.client, make_stats(st.loop->stats(), ctl.tag));
+      reply(st, self, c.client, make_stats(st.loop->stats(), st.params.eng->weight_version(), ctl.tag));
       break;
     case control_verb::weight_version:
-      reply(st, self, c.client, protocol::weight_version_reply{ctl.tag, 0});
+      reply(st, self, c.client, protocol::weight_version_reply{ctl.tag, st.params.eng->weight_version()});
       break;
   }
 }
@@ -130,6 +147,11 @@ void engine_loop(caf::blocking_actor* self, std::shared_ptr<engine_state> st) {
           [&](control_atom, std::shared_ptr<const control_call> c) {
             got = true;
             handle_control(*st, self, *c);
+          },
+          [&](swap_atom, std::shared_ptr<const swap_request> r) {
+            got = true;
+            self->send(caf::actor_cast<caf::actor>(self->current_sender()), swapped_atom::value,
+                       std::make_shared<const swap_outcome>(swap_weights(*st, *r)));
           },
           [&](caf::exit_msg& m) {
             running = false;

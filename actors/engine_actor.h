@@ -21,7 +21,7 @@
 namespace hart::actors {
 
 struct engine_actor_params {
-  const engine* eng = nullptr;        // outlives the actor
+  engine* eng = nullptr;              // outlives the actor; only the actor's thread swaps its weights
   const tokenizer* tok = nullptr;     // may be null
   sched::serving_params serving;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -31,6 +31,11 @@ struct engine_actor_params {
 };
 
 /// Spawns the engine actor; send it the gateway's handle (a caf::actor) before any work.
+/// Besides submit/control it takes (swap_atom, swap_request) and answers the
+/// sender with (swapped_atom, swap_outcome): the weights change between two
+/// steps, the prefix cache is flushed (its KV came from the old weights), and
+/// running requests go on with the new weights; events carry the version of
+/// the weights that produced them.
 /// Fails when the serving loop cannot be created (bad cache sizes).
 status_or<caf::actor> spawn_engine_actor(caf::actor_system& sys, const engine_actor_params& params);
 

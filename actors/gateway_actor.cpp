@@ -70,18 +70,23 @@ struct gateway_state {
     self->send(params.engine, control_atom::value, std::make_shared<const control_call>(std::move(call)));
   }
 
-  void on_events(const sched::event_batch& ev) {
+  // `weight_version`: the weights that produced these events (engine actor).
+  void on_events(const sched::event_batch& ev, uint64_t weight_version) {
     for (const sched::token_event& t : ev.tokens) {
       auto it = live.find(t.request_id);
       if (it == live.end()) continue;
       live_generation& g = it->second;
-      send(g.client, to_chunk(t, g.client_request_id, g.next_seq[t.sample]++, g.logprobs, g.top_logprobs));
+      protocol::chunk_event c = to_chunk(t, g.client_request_id, g.next_seq[t.sample]++, g.logprobs, g.top_logprobs);
+      c.weight_version = weight_version;
+      send(g.client, c);
     }
     for (const sched::finish_event& f : ev.finishes) {
       auto it = live.find(f.request_id);
       if (it == live.end()) continue;
       live_generation& g = it->second;
-      send(g.client, to_final(f, g.client_request_id));
+      protocol::final_event fe = to_final(f, g.client_request_id);
+      fe.weight_version = weight_version;
+      send(g.client, fe);
       if (--g.remaining <= 0) {
         by_client_id.erase({g.client, g.client_request_id});
         live.erase(it);
@@ -100,7 +105,9 @@ caf::behavior gateway_impl(caf::stateful_actor<gateway_state>* self, gateway_par
           self->state.on_control(self, in->client, std::get<protocol::control_request>(in->request));
         }
       },
-      [=](events_atom, std::shared_ptr<const sched::event_batch> ev) { self->state.on_events(*ev); },
+      [=](events_atom, std::shared_ptr<const sched::event_batch> ev, uint64_t weight_version) {
+        self->state.on_events(*ev, weight_version);
+      },
       [=](reply_atom, std::shared_ptr<const addressed_reply> r) { self->state.send(r->client, r->reply); },
   };
 }

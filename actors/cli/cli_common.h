@@ -71,6 +71,16 @@ struct serve_options {
   int64_t max_context = 0;
   bool worker_process = false;      // run the engine in a spawned `hart worker` (respawned when it dies)
   int64_t worker_timeout_ms = 600000;  // a step the worker does not answer within this fails
+  std::string weight_sync_endpoint;    // empty: no weight sync; loopback unless curve_secret_key
+  int64_t weight_sync_idle_ms = 60000; // a staged update silent this long is dropped
+};
+
+struct push_weights_options {
+  std::string model_dir;  // checkpoint whose tensors are pushed
+  std::string endpoint;   // the server's --weight-sync-endpoint
+  uint64_t version = 0;
+  std::string bucket = "512MiB";
+  int64_t timeout_ms = 600000;
 };
 
 struct worker_options {
@@ -114,6 +124,7 @@ int run_client(const client_options& o);
 int run_chat(const client_options& o);
 int run_stats(const client_options& o);
 int run_bench_serve(const bench_serve_options& o);
+int run_push_weights(const push_weights_options& o);
 
 /// Prints "hart: error: <status>" to stderr and returns exit code 1.
 int fail(const status& s);

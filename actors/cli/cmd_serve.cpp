@@ -9,6 +9,7 @@
 #include "actors/cli/cli_common.h"
 #include "actors/engine_actor.h"
 #include "actors/gateway_actor.h"
+#include "actors/weight_sync_actor.h"
 #include "runtime/core/log.h"
 #include "runtime/worker_link/remote_worker.h"
 
@@ -17,6 +18,9 @@ namespace hart::cli {
 worker_link::model_summary model_summary_of(const engine& eng, const common_options& o);  // cmd_worker.cpp
 
 int run_serve(const serve_options& o) {
+  if (!o.weight_sync_endpoint.empty() && o.worker_process) {
+    return fail(unimplemented("--weight-sync-endpoint with --worker-process: the worker process cannot swap weights yet"));
+  }
   // Every thread started from here on inherits the blocked mask; main waits for the signals.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -92,6 +96,36 @@ int run_serve(const serve_options& o) {
     std::lock_guard<std::mutex> lock(slot->m);
     slot->gateway = gateway;
   }
+  // Weight sync: its own socket thread hands decoded messages to the weight-sync actor.
+  struct sync_slot {
+    std::mutex m;
+    caf::actor actor;
+  };
+  auto wslot = std::make_shared<sync_slot>();
+  std::shared_ptr<weight_sync::sync_server> sync_srv;
+  caf::actor sync_actor;
+  if (!o.weight_sync_endpoint.empty()) {
+    weight_sync::sync_server_params wp;
+    wp.endpoint = o.weight_sync_endpoint;
+    wp.curve_secret_key = o.curve_secret_key;
+    auto ws = weight_sync::sync_server::start(wp, [wslot](std::shared_ptr<const weight_sync::inbound_sync> m) {
+      std::lock_guard<std::mutex> lock(wslot->m);
+      if (wslot->actor) caf::anon_send(wslot->actor, actors::sync_atom::value, std::move(m));
+    });
+    if (!ws.ok()) return fail(ws.get_status());
+    sync_srv = std::move(ws).value();
+    actors::weight_sync_actor_params ap;
+    ap.eng = eng->get();
+    ap.engine_actor = *engine_actor;
+    ap.server = sync_srv;
+    ap.idle_timeout = std::chrono::milliseconds(o.weight_sync_idle_ms);
+    sync_actor = actors::spawn_weight_sync_actor(sys, ap);
+    {
+      std::lock_guard<std::mutex> lock(wslot->m);
+      wslot->actor = sync_actor;
+    }
+    std::printf("hart: weight sync on %s\n", sync_srv->endpoint().c_str());
+  }
   std::printf("hart: serving %s on %s\n", o.common.model_dir.c_str(), srv->endpoint().c_str());
   std::fflush(stdout);
 
@@ -99,10 +133,16 @@ int run_serve(const serve_options& o) {
   sigwait(&stop_signals, &sig);
   HART_LOG_INFO("signal %d: shutting down", sig);
   srv->stop();
+  if (sync_srv) sync_srv->stop();
   {
     std::lock_guard<std::mutex> lock(slot->m);
     slot->gateway = caf::actor{};
   }
+  {
+    std::lock_guard<std::mutex> lock(wslot->m);
+    wslot->actor = caf::actor{};
+  }
+  if (sync_actor) caf::anon_send_exit(sync_actor, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(*engine_actor, caf::exit_reason::user_shutdown);
   return 0;

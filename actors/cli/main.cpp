@@ -104,6 +104,10 @@ int main(int argc, char** argv) {
               "Run the engine in a separate `hart worker` process; respawn it when it dies");
   v->add_option("--worker-timeout-ms", sv.worker_timeout_ms, "A worker that does not answer a step within this is dropped")
       ->capture_default_str();
+  v->add_option("--weight-sync-endpoint", sv.weight_sync_endpoint,
+                "Accept weight updates here (docs/protocol.md §8), e.g. tcp://127.0.0.1:5558; off by default");
+  v->add_option("--weight-sync-idle-ms", sv.weight_sync_idle_ms, "Drop a staged weight update silent this long")
+      ->capture_default_str();
 
   hart::cli::worker_options wk;
   CLI::App* w = app.add_subcommand("worker", "Run steps for a `hart serve` scheduler (started by --worker-process)");
@@ -136,6 +140,16 @@ int main(int argc, char** argv) {
   b->add_option("--vocab", bs.vocab, "Prompt token ids are drawn from [2, vocab)")->capture_default_str();
   b->add_option("--seed", bs.seed, "Prompt seed")->capture_default_str();
 
+  hart::cli::push_weights_options pw;
+  CLI::App* pu = app.add_subcommand("push-weights", "Push a checkpoint's tensors into a running server as a new weight version");
+  pu->add_option("-m,--model", pw.model_dir, "Checkpoint directory (*.safetensors; BF16/F16/F32, I32/I64 tables)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  pu->add_option("--endpoint", pw.endpoint, "The server's --weight-sync-endpoint")->required();
+  pu->add_option("--version", pw.version, "Weight version; above the serving one")->required();
+  pu->add_option("--bucket", pw.bucket, "Tensor bytes per bucket (at most 1GiB)")->capture_default_str();
+  pu->add_option("--timeout-ms", pw.timeout_ms, "Longest wait for one reply")->capture_default_str();
+
   hart::cli::check_ops_options co;
   CLI::App* ck = app.add_subcommand(
       "check-ops", "Run every op that has a CUDA implementation on fresh random inputs on the CPU reference and on "
@@ -166,5 +180,6 @@ int main(int argc, char** argv) {
   if (*st) return hart::cli::run_stats(cl);
   if (*b) return hart::cli::run_bench_serve(bs);
   if (*ck) return hart::cli::run_check_ops(co);
+  if (*pu) return hart::cli::run_push_weights(pw);
   return 2;
 }

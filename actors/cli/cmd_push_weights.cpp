@@ -1,0 +1,33 @@
+// `hart push-weights`: a checkpoint's tensors pushed into a running `hart serve
+// --weight-sync-endpoint` as one new weight version (docs/protocol.md §8),
+// with the transfer rate and the server's build and swap times.
+#include <cstdio>
+
+#include "actors/cli/cli_common.h"
+#include "rollout/checkpoint_tensors.h"
+#include "rollout/weight_sync_client.h"
+
+namespace hart::cli {
+
+int run_push_weights(const push_weights_options& o) {
+  auto bucket = parse_size(o.bucket, /*bytes=*/true);
+  if (!bucket.ok()) return fail(bucket.get_status());
+  auto ckpt = checkpoint_tensors_open(o.model_dir);
+  if (!ckpt.ok()) return fail(ckpt.get_status());
+  weight_sync_client_params p;
+  p.endpoint = o.endpoint;
+  p.bucket_bytes = uint64_t(*bucket);
+  p.reply_timeout = std::chrono::milliseconds(o.timeout_ms);
+  auto client = weight_sync_client::connect(p);
+  if (!client.ok()) return fail(client.get_status());
+  auto r = (*client)->push(o.version, ckpt->tensors);
+  if (!r.ok()) return fail(r.get_status());
+  std::printf("hart: weight version %llu serving: %lld tensors, %.3f GB in %lld buckets, crc32c %08x\n",
+              (unsigned long long)r->version, (long long)r->n_tensors, double(r->n_bytes) * 1e-9,
+              (long long)r->n_buckets, r->crc32c);
+  std::printf("hart: transfer %.3f s (%.2f GB/s), build %.3f s, swap %.3f s, total %.3f s\n", r->transfer_s,
+              r->gb_per_s, r->build_s, r->swap_s, r->total_s);
+  return 0;
+}
+
+}  // namespace hart::cli

@@ -1,0 +1,142 @@
+#include "actors/weight_sync_actor.h"
+
+#include "runtime/core/log.h"
+
+namespace hart::actors {
+namespace {
+
+using weight_sync::sync_phase;
+using weight_sync::sync_reply;
+using steady = std::chrono::steady_clock;
+
+struct weight_sync_state {
+  weight_sync_actor_params params;
+  /// The update being received (at most one).
+  weight_sync::update_staging staging;
+  /// Who began the staged update, so a replacing begin can tell it.
+  std::string owner;
+  /// The version serving now; only this actor changes it (through the engine actor).
+  uint64_t serving_version = 0;
+
+  explicit weight_sync_state(const weight_sync_actor_params& p) : params(p), staging(p.limits) {}
+
+  void answer(const std::string& client, sync_reply r) {
+    r.serving_version = serving_version;
+    status s = params.server->send(client, r);
+    if (!s.ok()) HART_LOG_WARN("weight sync reply dropped: %s", s.to_string().c_str());
+  }
+
+  static sync_reply reply_of(uint64_t version, sync_phase phase, const status& s, uint64_t seq = 0) {
+    sync_reply r;
+    r.version = version;
+    r.phase = phase;
+    r.seq = seq;
+    r.code = s.code();
+    r.message = s.message();
+    return r;
+  }
+
+  void on_begin(const std::string& client, const weight_sync::begin_msg& m) {
+    if (staging.active()) {
+      HART_LOG_WARN("weight sync: update %llu replaced by update %llu", (unsigned long long)staging.version(),
+                    (unsigned long long)m.version);
+      if (owner != client) {
+        answer(owner, reply_of(staging.version(), sync_phase::end,
+                               status(status_code::cancelled, "replaced by a new begin (update " +
+                                                                  std::to_string(m.version) + ")")));
+      }
+    }
+    const status s = staging.begin(m, serving_version);
+    owner = client;
+    answer(client, reply_of(m.version, sync_phase::begin, s));
+  }
+
+  void on_bucket(const weight_sync::inbound_sync& in, const weight_sync::bucket_msg& b) {
+    for (size_t i = 0; i < b.chunks.size(); ++i) {
+      const status s = staging.add(b.version, b.chunks[i], in.data[i].data);
+      if (!s.ok()) {
+        answer(in.client, reply_of(b.version, sync_phase::bucket, s, b.seq));
+        return;
+      }
+    }
+  }
+
+  void on_end(caf::blocking_actor* self, const std::string& client, const weight_sync::end_msg& m) {
+    const uint64_t bytes = staging.bytes_received();
+    auto src = staging.finish(m);
+    if (!src.ok()) {
+      answer(client, reply_of(m.version, sync_phase::end, src.get_status()));
+      return;
+    }
+    const auto t0 = steady::now();
+    auto built = params.eng->build_weights(**src);
+    src->reset();  // the raw bytes are not needed once built
+    const auto t1 = steady::now();
+    if (!built.ok()) {
+      answer(client, reply_of(m.version, sync_phase::end, built.get_status()));
+      return;
+    }
+    status swapped = status(status_code::unavailable, "the engine did not swap within the swap timeout");
+    self->send(params.engine_actor, swap_atom::value,
+               std::make_shared<const swap_request>(swap_request{std::move(built).value(), m.version}));
+    self->receive(
+        [&](swapped_atom, std::shared_ptr<const swap_outcome> o) {
+          swapped = o->result;
+          if (swapped.ok()) serving_version = o->serving_version;
+        },
+        caf::after(params.swap_timeout) >> [] {});
+    sync_reply r = reply_of(m.version, sync_phase::end, swapped);
+    r.bytes_received = bytes;
+    r.build_us = uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count());
+    r.swap_us = uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - t1).count());
+    if (swapped.ok()) {
+      HART_LOG_INFO("weight version %llu serving (%llu bytes; build %.3f s, swap %.3f s)",
+                    (unsigned long long)m.version, (unsigned long long)bytes, r.build_us * 1e-6, r.swap_us * 1e-6);
+    }
+    answer(client, r);
+  }
+
+  void on_message(caf::blocking_actor* self, const weight_sync::inbound_sync& in) {
+    if (const auto* m = std::get_if<weight_sync::begin_msg>(&in.request)) {
+      on_begin(in.client, *m);
+    } else if (const auto* m = std::get_if<weight_sync::bucket_msg>(&in.request)) {
+      on_bucket(in, *m);
+    } else if (const auto* m = std::get_if<weight_sync::end_msg>(&in.request)) {
+      on_end(self, in.client, *m);
+    } else {
+      const auto& a = std::get<weight_sync::abort_msg>(in.request);
+      status s;
+      if (staging.active() && staging.version() == a.version) {
+        staging.discard();
+      } else {
+        s = failed_precondition("no update %llu is staged", (unsigned long long)a.version);
+      }
+      answer(in.client, reply_of(a.version, sync_phase::abort, s));
+    }
+  }
+};
+
+void weight_sync_loop(caf::blocking_actor* self, std::shared_ptr<weight_sync_state> st) {
+  for (bool running = true; running;) {
+    self->receive(
+        [&](sync_atom, std::shared_ptr<const weight_sync::inbound_sync> m) { st->on_message(self, *m); },
+        [&](caf::exit_msg& m) {
+          running = false;
+          self->fail_state(m.reason);
+        },
+        caf::after(st->params.idle_timeout) >> [&] {
+          if (!st->staging.active()) return;
+          HART_LOG_WARN("weight sync: update %llu idle for %lld ms, dropped", (unsigned long long)st->staging.version(),
+                        (long long)st->params.idle_timeout.count());
+          st->staging.discard();
+        });
+  }
+}
+
+}  // namespace
+
+caf::actor spawn_weight_sync_actor(caf::actor_system& sys, const weight_sync_actor_params& params) {
+  return sys.spawn<caf::detached>(weight_sync_loop, std::make_shared<weight_sync_state>(params));
+}
+
+}  // namespace hart::actors

@@ -1,0 +1,35 @@
+// File: actors/weight_sync_actor.h
+// The weight-sync actor: a detached actor (building weights blocks for
+// seconds) that owns the staging of one update from the weight-sync socket
+// (runtime/weight_sync), builds and re-quantizes the new weights off the
+// serving path, asks the engine actor to swap them in at a step boundary, and
+// answers the trainer. A broken update (bad chunk, checksum mismatch, missing
+// tensor, a new begin, no message for `idle_timeout`) is dropped and its
+// staging freed; the serving weights never change then.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "actors/caf_compat.h"
+#include "runtime/model/engine.h"
+#include "runtime/weight_sync/staging.h"
+#include "runtime/weight_sync/sync_server.h"
+
+namespace hart::actors {
+
+struct weight_sync_actor_params {
+  const engine* eng = nullptr;  ///< builds weights (const, thread-safe); outlives the actor
+  caf::actor engine_actor;      ///< swaps them in
+  std::shared_ptr<weight_sync::sync_server> server;  ///< replies go here
+  weight_sync::staging_limits limits;
+  /// A staged update that receives nothing for this long is dropped (a trainer that died mid-push).
+  std::chrono::milliseconds idle_timeout{60000};
+  /// Longest wait for the engine actor to reach a step boundary and swap.
+  std::chrono::milliseconds swap_timeout{600000};
+};
+
+/// Spawns the actor; feed it (sync_atom, std::shared_ptr<const weight_sync::inbound_sync>).
+caf::actor spawn_weight_sync_actor(caf::actor_system& sys, const weight_sync_actor_params& params);
+
+}  // namespace hart::actors

@@ -1,0 +1,193 @@
+#include "rollout/weight_sync_client.h"
+
+#include <atomic>
+#include <thread>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "runtime/weight_sync/crc32c.h"
+#include "runtime/weight_sync/sync_codec.h"
+
+namespace hart {
+
+using namespace weight_sync;
+using steady = std::chrono::steady_clock;
+
+status weight_sync_client_params::validate() const {
+  if (endpoint.empty()) return invalid_argument("weight_sync_client: endpoint is empty");
+  if (bucket_bytes == 0 || bucket_bytes > k_max_chunk_bytes) {
+    return invalid_argument("weight_sync_client: bucket_bytes %llu, expected 1..%llu", (unsigned long long)bucket_bytes,
+                            (unsigned long long)k_max_chunk_bytes);
+  }
+  return {};
+}
+
+struct weight_sync_client::impl {
+  weight_sync_client_params params;
+  zmq::context_t ctx{1};
+  std::unique_ptr<zmq::socket_t> sock;
+  /// Data frames ZeroMQ still holds (it reads the caller's bytes in place).
+  std::shared_ptr<std::atomic<int64_t>> frames_held = std::make_shared<std::atomic<int64_t>>(0);
+
+  status open() {
+    try {
+      sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+      sock->set(zmq::sockopt::linger, 0);
+      sock->set(zmq::sockopt::sndhwm, 0);  // buckets reference caller memory; no copy to bound
+      sock->connect(params.endpoint);
+    } catch (const zmq::error_t& e) {
+      return status(status_code::unavailable, "weight sync connect " + params.endpoint + ": " + e.what());
+    }
+    return {};
+  }
+
+  // After a failure ZeroMQ may still hold frames that point into the caller's
+  // tensors: drop the socket and wait until it let go of every one.
+  void release() {
+    sock.reset();
+    while (frames_held->load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  void reset() {
+    release();
+    (void)open();
+  }
+
+  status send_message(const sync_request& r, const std::vector<std::pair<const void*, size_t>>& data = {}) {
+    HART_ASSIGN_OR_RETURN(std::vector<uint8_t> payload, encode_request(r));
+    const auto h = request_header();
+    try {
+      (void)sock->send(zmq::buffer(h), zmq::send_flags::sndmore);
+      (void)sock->send(zmq::buffer(payload), data.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+      for (size_t i = 0; i < data.size(); ++i) {
+        frames_held->fetch_add(1);
+        auto* counter = new std::shared_ptr<std::atomic<int64_t>>(frames_held);
+        zmq::message_t m(const_cast<void*>(data[i].first), data[i].second,
+                         [](void*, void* hint) {
+                           auto* c = static_cast<std::shared_ptr<std::atomic<int64_t>>*>(hint);
+                           (*c)->fetch_sub(1);
+                           delete c;
+                         },
+                         counter);
+        (void)sock->send(m, i + 1 < data.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
+    } catch (const zmq::error_t& e) {
+      return status(status_code::unavailable, std::string("weight sync send: ") + e.what());
+    }
+    return {};
+  }
+
+  /// The next reply; with timeout 0, only one already waiting (unavailable if none).
+  status_or<sync_reply> receive(std::chrono::milliseconds timeout) {
+    zmq_pollitem_t item{sock->handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      if (zmq::poll(&item, 1, timeout) == 0) {
+        return status(status_code::unavailable, "weight sync: no reply from " + params.endpoint + " within " +
+                                                    std::to_string(timeout.count()) + " ms");
+      }
+      std::vector<zmq::message_t> frames;
+      if (!zmq::recv_multipart(*sock, std::back_inserter(frames), zmq::recv_flags::dontwait) || frames.size() != 2) {
+        return invalid_argument("weight sync: malformed reply (%zu frames)", frames.size());
+      }
+      return decode_reply({frames[0].data(), frames[0].size()}, {frames[1].data(), frames[1].size()});
+    } catch (const zmq::error_t& e) {
+      return status(status_code::unavailable, std::string("weight sync receive: ") + e.what());
+    }
+  }
+
+  // The reply to `phase`; a failed bucket's error ends the wait too.
+  status_or<sync_reply> await(sync_phase phase, uint64_t version) {
+    for (;;) {
+      HART_ASSIGN_OR_RETURN(sync_reply r, receive(params.reply_timeout));
+      if (!r.ok() && (r.version == version || r.version == 0)) return r.to_status();
+      if (r.phase == phase && r.version == version) return r;
+    }
+  }
+
+  status_or<push_report> push(uint64_t version, const std::vector<tensor_ref>& tensors) {
+    push_report rep;
+    rep.version = version;
+    rep.n_tensors = int64_t(tensors.size());
+    if (tensors.empty()) return invalid_argument("push: no tensors");
+    for (const tensor_ref& t : tensors) {
+      if (!wire_dtype_ok(t.type)) {
+        return invalid_argument("push: tensor '%s' has dtype %s; the wire takes BF16, F16, F32, I32, I64", t.name.c_str(),
+                                std::string(dtype_name(t.type)).c_str());
+      }
+      uint64_t numel = 1;
+      for (int64_t d : t.shape) numel *= uint64_t(d < 0 ? 0 : d);
+      if (t.name.empty() || t.n_bytes == 0 || !t.data || numel * dtype_size(t.type) != t.n_bytes) {
+        return invalid_argument("push: tensor '%s': %zu bytes do not match its shape and dtype (or it is empty)",
+                                t.name.c_str(), t.n_bytes);
+      }
+      rep.n_bytes += t.n_bytes;
+    }
+    const auto t0 = steady::now();
+    HART_RETURN_IF_ERROR(send_message(begin_msg{version, uint64_t(tensors.size()), rep.n_bytes}));
+    status_or<sync_reply> begun = await(sync_phase::begin, version);
+    if (!begun.ok()) return begun.get_status();
+
+    bucket_msg bucket;
+    bucket.version = version;
+    std::vector<std::pair<const void*, size_t>> frames;
+    uint64_t in_bucket = 0;
+    auto flush = [&]() -> status {
+      if (bucket.chunks.empty()) return {};
+      HART_RETURN_IF_ERROR(send_message(bucket, frames));
+      ++rep.n_buckets;
+      ++bucket.seq;
+      bucket.chunks.clear();
+      frames.clear();
+      in_bucket = 0;
+      // A failed bucket is answered at once: stop sending instead of streaming into a dropped update.
+      status_or<sync_reply> early = receive(std::chrono::milliseconds(0));
+      if (early.ok() && !early->ok()) return early->to_status();
+      return {};
+    };
+    status s;
+    for (const tensor_ref& t : tensors) {
+      for (uint64_t off = 0; off < t.n_bytes && s.ok();) {
+        const uint64_t n = std::min<uint64_t>(t.n_bytes - off, params.bucket_bytes - in_bucket);
+        const auto* p = static_cast<const uint8_t*>(t.data) + off;
+        bucket.chunks.push_back({t.name, t.type, t.shape, off, n});
+        frames.emplace_back(p, size_t(n));
+        rep.crc32c = crc32c_extend(rep.crc32c, p, n);
+        off += n;
+        in_bucket += n;
+        if (in_bucket == params.bucket_bytes || bucket.chunks.size() == k_max_chunks_per_bucket) s = flush();
+      }
+    }
+    if (s.ok()) s = flush();
+    if (s.ok()) s = send_message(end_msg{version, rep.crc32c});
+    status_or<sync_reply> ended = s.ok() ? await(sync_phase::end, version) : status_or<sync_reply>(s);
+    if (!ended.ok()) {
+      reset();
+      return ended.get_status();
+    }
+    rep.total_s = std::chrono::duration<double>(steady::now() - t0).count();
+    rep.build_s = double(ended->build_us) * 1e-6;
+    rep.swap_s = double(ended->swap_us) * 1e-6;
+    rep.transfer_s = std::max(1e-9, rep.total_s - rep.build_s - rep.swap_s);
+    rep.gb_per_s = double(rep.n_bytes) / rep.transfer_s * 1e-9;
+    return rep;
+  }
+};
+
+weight_sync_client::weight_sync_client(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+weight_sync_client::~weight_sync_client() {
+  if (impl_) impl_->release();
+}
+
+status_or<std::unique_ptr<weight_sync_client>> weight_sync_client::connect(const weight_sync_client_params& params) {
+  HART_RETURN_IF_ERROR(params.validate());
+  auto p = std::make_unique<impl>();
+  p->params = params;
+  HART_RETURN_IF_ERROR(p->open());
+  return std::unique_ptr<weight_sync_client>(new weight_sync_client(std::move(p)));
+}
+
+status_or<push_report> weight_sync_client::push(uint64_t version, const std::vector<tensor_ref>& tensors) {
+  return impl_->push(version, tensors);
+}
+
+}  // namespace hart

@@ -1,0 +1,81 @@
+// File: rollout/weight_sync_client.h
+// The trainer side of weight sync (docs/protocol.md §8): push a full set of
+// named tensors — raw bytes, dtype (BF16, F16, F32; I32/I64 tables), shape —
+// into a running `hart serve --weight-sync-endpoint EP` as weight version N.
+// Tensors are packed into buckets of about `bucket_bytes` (a larger tensor is
+// split across buckets), sent without copying the caller's bytes, and
+// checksummed (CRC-32C); push returns once the server has swapped the new
+// weights in, or with the server's typed error (the old version keeps serving).
+// No LibTorch here: pass `tensor.data_ptr()` and `tensor.nbytes()` of
+// contiguous tensors.
+//
+//   auto c = weight_sync_client::connect({"tcp://127.0.0.1:5558"});
+//   std::vector<tensor_ref> ts = {{"model.embed_tokens.weight", dtype::bf16, {V, D}, ptr, V * D * 2}, ...};
+//   status_or<push_report> r = c.value()->push(step, ts);   // r->gb_per_s
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/core/dtype.h"
+#include "runtime/core/status.h"
+
+namespace hart {
+
+struct weight_sync_client_params {
+  std::string endpoint = "tcp://127.0.0.1:5558";
+  uint64_t bucket_bytes = uint64_t(512) << 20;  ///< tensor bytes per bucket, 1 .. 1 GiB
+  /// Longest wait for one reply (the end reply includes building and swapping the weights).
+  std::chrono::milliseconds reply_timeout{600000};
+
+  status validate() const;
+};
+
+/// One tensor to send. `data` must stay valid and unchanged until push returns.
+struct tensor_ref {
+  std::string name;  ///< official or Hugging Face spelling
+  dtype type = dtype::bf16;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  size_t n_bytes = 0;  ///< numel × dtype size
+};
+
+struct push_report {
+  uint64_t version = 0;
+  int64_t n_tensors = 0;
+  uint64_t n_bytes = 0;
+  int64_t n_buckets = 0;
+  uint32_t crc32c = 0;
+  double transfer_s = 0;  ///< begin sent → end answered, less the server's build and swap time
+  double total_s = 0;     ///< begin sent → new weights serving
+  double build_s = 0;     ///< server: re-quantizing / building the weights
+  double swap_s = 0;      ///< server: waiting for a step boundary and swapping
+  double gb_per_s = 0;    ///< n_bytes / transfer_s, 1e9 bytes
+};
+
+class weight_sync_client {
+ public:
+  static status_or<std::unique_ptr<weight_sync_client>> connect(const weight_sync_client_params& params);
+  ~weight_sync_client();
+  weight_sync_client(const weight_sync_client&) = delete;
+  weight_sync_client& operator=(const weight_sync_client&) = delete;
+
+  /// Sends every tensor as version `version` and waits for the swap.
+  /// invalid_argument for a bad tensor_ref (nothing is sent); otherwise the
+  /// server's error (failed_precondition: version not above the serving one;
+  /// data_loss: checksum; not_found / invalid_argument: a missing or
+  /// mis-shaped tensor), or unavailable when no reply comes in time.
+  status_or<push_report> push(uint64_t version, const std::vector<tensor_ref>& tensors);
+
+  struct impl;
+
+ private:
+  explicit weight_sync_client(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace hart

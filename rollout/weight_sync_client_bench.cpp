@@ -1,0 +1,51 @@
+// Weight-sync throughput against a running server (W1: >= 5 GB/s over loopback).
+// Pushes a checkpoint's tensors plus `pad_gb` of random BF16 `mtp.*` tensors,
+// which the server receives, checksums and stages like any others and then
+// ignores when building (MTP weights are not used yet), so the transfer is
+// measured at a size the tiny fixtures cannot reach. Each run pushes the
+// next version; one line per run. Usage:
+//   hart serve -m tests/data/tiny-a --weight-sync-endpoint tcp://127.0.0.1:5558 &
+//   weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a PAD_GB [BUCKET_MB] [RUNS]
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "rollout/checkpoint_tensors.h"
+#include "rollout/weight_sync_client.h"
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s ENDPOINT CHECKPOINT_DIR PAD_GB [BUCKET_MB=512] [RUNS=3]\n", argv[0]);
+    return 2;
+  }
+  const double pad_gb = std::atof(argv[3]);
+  const uint64_t bucket_mb = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 512;
+  const int runs = argc > 5 ? std::atoi(argv[5]) : 3;
+  auto ckpt = hart::checkpoint_tensors_open(argv[2]);
+  if (!ckpt.ok()) return std::fprintf(stderr, "%s\n", ckpt.get_status().to_string().c_str()), 1;
+  // 64 MiB padding tensors [4096, 8192] BF16, random bits (nothing compresses or dedups them).
+  const int64_t rows = 4096, cols = 8192, bytes = rows * cols * 2;
+  const int64_t n_pad = int64_t(pad_gb * 1e9 / double(bytes));
+  std::vector<std::vector<uint64_t>> pad(n_pad, std::vector<uint64_t>(bytes / 8));
+  std::mt19937_64 rng(1);
+  for (auto& p : pad) {
+    for (auto& w : p) w = rng();
+  }
+  std::vector<hart::tensor_ref> ts = ckpt->tensors;
+  for (int64_t i = 0; i < n_pad; ++i) {
+    ts.push_back({"mtp.bench." + std::to_string(i) + ".weight", hart::dtype::bf16, {rows, cols}, pad[i].data(), size_t(bytes)});
+  }
+  hart::weight_sync_client_params p;
+  p.endpoint = argv[1];
+  p.bucket_bytes = bucket_mb << 20;
+  auto client = hart::weight_sync_client::connect(p);
+  if (!client.ok()) return std::fprintf(stderr, "%s\n", client.get_status().to_string().c_str()), 1;
+  for (int r = 0; r < runs; ++r) {
+    auto rep = (*client)->push(uint64_t(1000 + r), ts);  // versions above anything a test server has
+    if (!rep.ok()) return std::fprintf(stderr, "%s\n", rep.get_status().to_string().c_str()), 1;
+    std::printf("weight_sync_bench bytes=%.3fGB buckets=%lld bucket=%lluMB transfer_s=%.3f gb_per_s=%.2f build_s=%.3f swap_s=%.3f total_s=%.3f\n",
+                double(rep->n_bytes) * 1e-9, (long long)rep->n_buckets, (unsigned long long)bucket_mb, rep->transfer_s,
+                rep->gb_per_s, rep->build_s, rep->swap_s, rep->total_s);
+  }
+  return 0;
+}
