@@ -88,7 +88,12 @@ std::pair<std::vector<uint32_t>, std::vector<float>> greedy_alone(const engine& 
   return {toks, lps};
 }
 
-const std::vector<int32_t> k_prompt = {0, 17, 42, 99, 7, 300, 5, 81, 64, 23, 11, 400};
+// Longer than two KV pages (128 tokens), so a repeated prompt is served from the prefix cache.
+const std::vector<int32_t> k_prompt = [] {
+  std::vector<int32_t> p;
+  for (int i = 0; i < 300; ++i) p.push_back(int32_t((i * 37 + 11) % 490 + 6));
+  return p;
+}();
 
 class weight_sync_serve : public ::testing::TestWithParam<precision> {
  protected:
