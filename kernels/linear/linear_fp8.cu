@@ -92,7 +92,6 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_linear_kernel(linear_fp8_par
   float acc[MT];
   for (int m = 0; m < MT; ++m) acc[m] = 0.0f;
   if (VEC) {
-#pragma unroll 4  // several weight loads in flight per lane
     for (int64_t k = int64_t(lane) * 16; k < p.in; k += 32 * 16) {
       const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w + k));
       float wf[16];
