@@ -1,19 +1,24 @@
-// CUDA sparse decode attention over 584-byte FP8 KV entries (issue 6, A1), v1.
+// CUDA sparse decode attention over 584-byte FP8 KV entries (issue 6, A1), v3:
+// tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate).
 //
-// Kernel 1, grid (split, head group, query): a block takes 32 entries of the
-// query's concatenated entry list (window then extra) and G heads. It decodes
-// the entries into shared memory as fp32 (e4m3 × 2^k, bf16 RoPE), computes the
-// G×32 logits (a warp per head pair, lanes across the 512 dims), the chunk's
-// softmax partials (max, sum) and the unnormalised G×512 partial output.
-// Kernel 2, grid (head, query): merges the splits with the sink into bf16.
-// SIMT fp32 throughout: batch-1 latency is what this version is for; batch
-// >= 128 needs the tensor-core version (docs/perf-notes.md, A1).
+// Kernel 1, grid (split, 16-head group, query), 4 warps: the block walks a run
+// of up to 16 chunks of 32 entries of the query's concatenated entry list
+// (window then extra). Per chunk: cp.async stages the raw 584-byte entries of the
+// NEXT chunk while this one is decoded into bf16 rows (exact: e4m3 × 2^k and the
+// bf16 RoPE dims are bf16 values), S = q·kvᵀ (16×32, warp w: entries 8w..8w+7),
+// an online softmax per head (fp32), and O += P·kv with P split into bf16 hi + lo
+// parts so the weights keep ~16 bits (warp w: output dims 128w..128w+127).
+// Kernel 2, grid (head, query), launched programmatically dependent on kernel 1,
+// merges the splits with the sink into bf16. Products are exact and sums fp32,
+// so the result differs from the fp32 reference only in summation order and the
+// 2^-17 relative truncation of P.
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/sparse_decode_attention/sparse_decode_attention_split.h"
@@ -21,17 +26,36 @@
 namespace hart {
 namespace {
 
-constexpr int k_threads = 256;
-constexpr int k_warps = k_threads / 32;
+constexpr int k_heads = 16;  // heads per block: the M of one MMA
+constexpr int k_warps = 4;
+constexpr int k_threads = 32 * k_warps;
 constexpr int k_dim = int(kv_entry_dim);
-constexpr int k_chunk = int(sda_chunk);
-constexpr int k_nope_words = int(kv_entry_nope / 8);    // 56
+constexpr int k_chunk = int(sda_chunk);  // 32 entries: 4 MMA n-tiles, one per warp
+constexpr int k_max_chunks = 16;         // chunks per block, bounds the slot stage
+constexpr int k_words = int(kv_entry_bytes / 8);          // 73 8-byte words per entry
+constexpr int k_nope_words = int(kv_entry_nope / 8);      // 56
 constexpr int k_rope_words = int(2 * kv_entry_rope / 8);  // 16
+// Row pitches (bf16 elements) padded by 16 bytes so ldmatrix rows hit distinct banks.
+constexpr int k_row = k_dim + 8;
+constexpr int k_prow = k_chunk + 8;
 
 struct pool_view {
   const uint8_t* base;
   long long per_page;
   long long page_bytes;
+};
+
+struct smem_layout {
+  __nv_bfloat16 q[k_heads][k_row];
+  __nv_bfloat16 kv[k_chunk][k_row];
+  __nv_bfloat16 p_hi[k_heads][k_prow];
+  __nv_bfloat16 p_lo[k_heads][k_prow];
+  uint2 raw[2][k_chunk][k_words];  // cp.async stage, double-buffered
+  float s[k_heads][k_chunk + 1];
+  float m[k_heads];
+  float l[k_heads];
+  float corr[k_heads];
+  const uint2* entry[k_max_chunks * k_chunk];  // nullptr = no entry
 };
 
 __device__ __forceinline__ float e8m0_to_float(unsigned code) {
@@ -40,221 +64,269 @@ __device__ __forceinline__ float e8m0_to_float(unsigned code) {
   return __int_as_float(int(code) << 23);
 }
 
-__device__ __forceinline__ float2 e4m3x2_to_float2(unsigned short two) {
+__device__ __forceinline__ float2 e4m3x2_to_float2(unsigned two) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two), __NV_E4M3);
   return __half22float2(__half2(h));
 }
 
-__device__ __forceinline__ float bf16_bits_to_float(unsigned bits) { return __uint_as_float(bits << 16); }
+__device__ __forceinline__ unsigned pack_bf16(float a, float b) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const unsigned*>(&v);
+}
 
-template <int G>
-struct smem_layout {
-  float q[G][k_dim];
-  float kv[k_chunk][k_dim];
-  float p[G][k_chunk];
-  float m[G];
-  float l[G];
-};
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return unsigned(__cvta_generic_to_shared(p));
+}
 
-template <int G>
-__global__ void __launch_bounds__(k_threads) sda_partial_kernel(const uint16_t* __restrict__ q,
-                                                                pool_view pool0, const int32_t* __restrict__ idx0,
-                                                                int n_idx0, pool_view pool1,
-                                                                const int32_t* __restrict__ idx1, int n_idx1,
-                                                                int n_heads, float scale, float* __restrict__ ws_o,
-                                                                float* __restrict__ ws_ml) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<smem_layout<G>*>(smem_raw);
-  const int split = blockIdx.x, n_splits = gridDim.x;
-  const int h0 = blockIdx.y * G;
-  const int t = blockIdx.z;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+__device__ __forceinline__ void cp_async8(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+__device__ __forceinline__ void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n"); }
 
-  // q for G heads: bf16 → fp32, 8 values per 16-byte load.
-  const uint4* qv = reinterpret_cast<const uint4*>(q + (size_t(t) * n_heads + h0) * k_dim);
-  for (int i = tid; i < G * k_dim / 8; i += k_threads) {
-    const uint4 w = qv[i];
-    float* dst = &s.q[0][0] + i * 8;
-    const unsigned u[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      dst[2 * k] = bf16_bits_to_float(u[k] & 0xffffu);
-      dst[2 * k + 1] = bf16_bits_to_float(u[k] >> 16);
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// c += a · b for one m16n8k16 tile (a: 4 regs, b: 2 regs, c: 4 fp32).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Address of a slot's entry; computed once per entry (64-bit division is slow on the GPU).
+__device__ __forceinline__ const uint2* entry_words(const pool_view& pool, int slot) {
+  const int per_page = int(pool.per_page);
+  return reinterpret_cast<const uint2*>(pool.base + (slot / per_page) * pool.page_bytes +
+                                        (slot % per_page) * kv_entry_bytes);
+}
+
+// Queues the raw bytes of block-relative chunk c into stage buffer `buf`.
+__device__ __forceinline__ void stage_chunk(smem_layout& s, int buf, int c) {
+  for (int i = threadIdx.x; i < k_chunk * k_words; i += k_threads) {
+    const int e = i / k_words, w = i % k_words;
+    const uint2* src = s.entry[c * k_chunk + e];
+    if (src) cp_async8(&s.raw[buf][e][w], src + w);
+  }
+}
+
+// Raw entries of stage `buf` → bf16 rows of s.kv (zero rows for empty slots).
+__device__ __forceinline__ void decode_chunk(smem_layout& s, int buf, int c) {
+  for (int i = threadIdx.x; i < k_chunk * (k_nope_words + k_rope_words); i += k_threads) {
+    const int e = i / (k_nope_words + k_rope_words), w = i % (k_nope_words + k_rope_words);
+    const bool valid = s.entry[c * k_chunk + e] != nullptr;
+    if (w < k_nope_words) {
+      uint4 out = make_uint4(0, 0, 0, 0);
+      if (valid) {
+        const uint2 v = s.raw[buf][e][w];
+        const uint2 sc = s.raw[buf][e][k_nope_words + k_rope_words];
+        const int blk = w / 8;  // 64 NoPE dims per scale
+        const float f = e8m0_to_float((blk < 4 ? sc.x >> (8 * blk) : sc.y >> (8 * (blk - 4))) & 0xffu);
+        const float2 a = e4m3x2_to_float2(v.x & 0xffffu), b = e4m3x2_to_float2(v.x >> 16);
+        const float2 c2 = e4m3x2_to_float2(v.y & 0xffffu), d = e4m3x2_to_float2(v.y >> 16);
+        out = make_uint4(pack_bf16(a.x * f, a.y * f), pack_bf16(b.x * f, b.y * f), pack_bf16(c2.x * f, c2.y * f),
+                         pack_bf16(d.x * f, d.y * f));
+      }
+      *reinterpret_cast<uint4*>(&s.kv[e][8 * w]) = out;
+    } else {
+      const int r = w - k_nope_words;  // 4 RoPE dims per word, already bf16
+      *reinterpret_cast<uint2*>(&s.kv[e][kv_entry_nope + 4 * r]) = valid ? s.raw[buf][e][w] : make_uint2(0, 0);
     }
   }
+}
 
-  // Entries: warp w decodes entries w, w + 8, ...; lanes split each entry's 73 words.
-  for (int e = warp; e < k_chunk; e += k_warps) {
-    const int j = split * k_chunk + e;
-    long long slot = -1;
-    const uint8_t* entry = nullptr;
-    if (j < n_idx0) {
-      slot = idx0[size_t(t) * n_idx0 + j];
-      if (slot >= 0) entry = pool0.base + (slot / pool0.per_page) * pool0.page_bytes + (slot % pool0.per_page) * kv_entry_bytes;
-    } else if (j < n_idx0 + n_idx1) {
-      slot = idx1[size_t(t) * n_idx1 + (j - n_idx0)];
-      if (slot >= 0) entry = pool1.base + (slot / pool1.per_page) * pool1.page_bytes + (slot % pool1.per_page) * kv_entry_bytes;
+__global__ void __launch_bounds__(k_threads)
+    sda_partial_kernel(const uint16_t* __restrict__ q, pool_view pool0, const int32_t* __restrict__ idx0, int n_idx0,
+                       pool_view pool1, const int32_t* __restrict__ idx1, int n_idx1, int n_heads, float scale,
+                       int chunks_per_block, float* __restrict__ ws_o, float* __restrict__ ws_ml) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  smem_layout& s = *reinterpret_cast<smem_layout*>(smem_raw);
+  const int split = blockIdx.x, n_splits = gridDim.x;
+  const int h0 = blockIdx.y * k_heads;
+  const int t = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, tq = lane & 3;  // MMA fragment row group and column pair
+  const int n_total = n_idx0 + n_idx1;
+  const int j0 = split * chunks_per_block * k_chunk;
+  const int n_chunks = min(chunks_per_block, (n_total - j0 + k_chunk - 1) / k_chunk);
+#if __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();  // the merge kernel may launch; it waits for our writes
+#endif
+
+  for (int i = tid; i < n_chunks * k_chunk; i += k_threads) {
+    const int j = j0 + i;
+    const int slot =
+        j < n_idx0 ? idx0[size_t(t) * n_idx0 + j] : j < n_total ? idx1[size_t(t) * n_idx1 + (j - n_idx0)] : -1;
+    s.entry[i] = slot < 0 ? nullptr : entry_words(j < n_idx0 ? pool0 : pool1, slot);
+  }
+  const uint4* qv = reinterpret_cast<const uint4*>(q + (size_t(t) * n_heads + h0) * k_dim);
+  for (int i = tid; i < k_heads * k_dim / 8; i += k_threads)
+    *reinterpret_cast<uint4*>(&s.q[i / (k_dim / 8)][(i % (k_dim / 8)) * 8]) = qv[i];
+  if (tid < k_heads) {
+    s.m[tid] = -INFINITY;
+    s.l[tid] = 0.f;
+  }
+  __syncthreads();
+  stage_chunk(s, 0, 0);
+  cp_async_commit();
+
+  float o[16][4];  // rows g and g+8, dims 128·warp + 8·nt + 2·tq (+1)
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+
+  for (int c = 0; c < n_chunks; ++c) {
+    if (c + 1 < n_chunks) stage_chunk(s, (c + 1) & 1, c + 1);
+    cp_async_commit();  // (possibly empty) group for chunk c + 1
+    cp_async_wait_all_but_one();
+    __syncthreads();  // chunk c staged by every thread; the previous P·kv is done with s.kv
+    decode_chunk(s, c & 1, c);
+    __syncthreads();
+
+    // S = q·kvᵀ for entries 8·warp .. 8·warp + 7.
+    float sc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int k0 = 0; k0 < k_dim; k0 += 32) {
+      unsigned a0[4], a1[4], b[4];
+      ldmatrix_x4(a0, &s.q[lane & 15][k0 + (lane >> 4) * 8]);
+      ldmatrix_x4(a1, &s.q[lane & 15][k0 + 16 + (lane >> 4) * 8]);
+      ldmatrix_x4(b, &s.kv[8 * warp + (lane & 7)][k0 + (lane >> 3) * 8]);
+      mma_bf16(sc, a0, b[0], b[1]);
+      mma_bf16(sc, a1, b[2], b[3]);
     }
-    float* row = s.kv[e];
-    if (!entry) {
-      for (int d = lane; d < k_dim; d += 32) row[d] = 0.f;
-      continue;
+    s.s[g][8 * warp + 2 * tq] = sc[0];
+    s.s[g][8 * warp + 2 * tq + 1] = sc[1];
+    s.s[g + 8][8 * warp + 2 * tq] = sc[2];
+    s.s[g + 8][8 * warp + 2 * tq + 1] = sc[3];
+    __syncthreads();
+
+    // Online softmax: warp w owns heads 4w .. 4w + 3, lane = entry.
+    const bool valid = s.entry[c * k_chunk + lane] != nullptr;
+#pragma unroll
+    for (int hh = 0; hh < k_heads / k_warps; ++hh) {
+      const int h = warp * (k_heads / k_warps) + hh;
+      const float x = valid ? s.s[h][lane] * scale : -INFINITY;
+      float mc = x;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, off));
+      const float m_old = s.m[h];
+      const float m_new = fmaxf(m_old, mc);
+      const float pe = m_new == -INFINITY ? 0.f : expf(x - m_new);
+      float l = pe;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+      const __nv_bfloat16 hi = __float2bfloat16_rn(pe);
+      s.p_hi[h][lane] = hi;
+      s.p_lo[h][lane] = __float2bfloat16_rn(pe - __bfloat162float(hi));
+      __syncwarp();
+      if (lane == 0) {
+        const float corr = m_old == -INFINITY ? 0.f : expf(m_old - m_new);
+        s.corr[h] = corr;
+        s.l[h] = s.l[h] * corr + l;
+        s.m[h] = m_new;
+      }
     }
-    const uint2* words = reinterpret_cast<const uint2*>(entry);
-    const uint2 sc = words[k_nope_words + k_rope_words];  // 7 scale codes + pad
-    for (int i = lane; i < k_nope_words + k_rope_words; i += 32) {
-      const uint2 w = words[i];
-      if (i < k_nope_words) {
-        const int blk = i / 8;  // 64 NoPE dims per scale
-        const unsigned code = ((blk < 4 ? sc.x >> (8 * blk) : sc.y >> (8 * (blk - 4)))) & 0xffu;
-        const float f = e8m0_to_float(code);
-        const float2 a = e4m3x2_to_float2(w.x & 0xffff), b = e4m3x2_to_float2(w.x >> 16);
-        const float2 c = e4m3x2_to_float2(w.y & 0xffff), d = e4m3x2_to_float2(w.y >> 16);
-        float4* dst = reinterpret_cast<float4*>(row + 8 * i);
-        dst[0] = make_float4(a.x * f, a.y * f, b.x * f, b.y * f);
-        dst[1] = make_float4(c.x * f, c.y * f, d.x * f, d.y * f);
-      } else {
-        const int r = i - k_nope_words;  // 4 RoPE dims per word
-        float4* dst = reinterpret_cast<float4*>(row + kv_entry_nope + 4 * r);
-        dst[0] = make_float4(bf16_bits_to_float(w.x & 0xffffu), bf16_bits_to_float(w.x >> 16),
-                             bf16_bits_to_float(w.y & 0xffffu), bf16_bits_to_float(w.y >> 16));
+    __syncthreads();
+
+    // O = O·corr + (P_hi + P_lo)·kv over dims 128·warp ..
+    const float c_lo = s.corr[g], c_hi = s.corr[g + 8];
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt) {
+      o[nt][0] *= c_lo;
+      o[nt][1] *= c_lo;
+      o[nt][2] *= c_hi;
+      o[nt][3] *= c_hi;
+    }
+#pragma unroll
+    for (int e0 = 0; e0 < k_chunk; e0 += 16) {
+      unsigned ph[4], pl[4];
+      ldmatrix_x4(ph, &s.p_hi[lane & 15][e0 + (lane >> 4) * 8]);
+      ldmatrix_x4(pl, &s.p_lo[lane & 15][e0 + (lane >> 4) * 8]);
+#pragma unroll
+      for (int nt = 0; nt < 16; nt += 2) {
+        unsigned b[4];
+        ldmatrix_x4_trans(b, &s.kv[e0 + (lane & 15)][128 * warp + 8 * nt + (lane >> 4) * 8]);
+        mma_bf16(o[nt], ph, b[0], b[1]);
+        mma_bf16(o[nt], pl, b[0], b[1]);
+        mma_bf16(o[nt + 1], ph, b[2], b[3]);
+        mma_bf16(o[nt + 1], pl, b[2], b[3]);
       }
     }
   }
-  __syncthreads();
 
-  // Logits: warp w owns heads w·HPW ..; lanes hold 16 dims of each head's q.
-  constexpr int HPW = G / k_warps;
-  float qr[HPW][k_dim / 32];
-#pragma unroll
-  for (int hh = 0; hh < HPW; ++hh)
-#pragma unroll
-    for (int k = 0; k < k_dim / 32; ++k) qr[hh][k] = s.q[warp * HPW + hh][lane + 32 * k];
-  const int n_total = n_idx0 + n_idx1;
-  for (int e = 0; e < k_chunk; ++e) {
-    float acc[HPW];
-#pragma unroll
-    for (int hh = 0; hh < HPW; ++hh) acc[hh] = 0.f;
-#pragma unroll
-    for (int k = 0; k < k_dim / 32; ++k) {
-      const float kv = s.kv[e][lane + 32 * k];
-#pragma unroll
-      for (int hh = 0; hh < HPW; ++hh) acc[hh] = fmaf(qr[hh][k], kv, acc[hh]);
-    }
-#pragma unroll
-    for (int hh = 0; hh < HPW; ++hh) {
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[hh] += __shfl_xor_sync(0xffffffffu, acc[hh], o);
-    }
-    if (lane == 0) {
-      const int j = split * k_chunk + e;
-      bool valid = j < n_total;
-      if (valid) valid = (j < n_idx0 ? idx0[size_t(t) * n_idx0 + j] : idx1[size_t(t) * n_idx1 + (j - n_idx0)]) >= 0;
-#pragma unroll
-      for (int hh = 0; hh < HPW; ++hh) s.p[warp * HPW + hh][e] = valid ? acc[hh] * scale : -INFINITY;
-    }
-  }
-  __syncwarp();
-
-  // Chunk softmax partials: lane = entry.
-#pragma unroll
-  for (int hh = 0; hh < HPW; ++hh) {
-    const int h = warp * HPW + hh;
-    const float x = s.p[h][lane];
-    float m = x;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    const float pe = m == -INFINITY ? 0.f : expf(x - m);
-    float l = pe;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-    s.p[h][lane] = pe;
-    if (lane == 0) {
-      s.m[h] = m;
-      s.l[h] = l;
-    }
-  }
-  __syncthreads();
-
-  // Partial outputs: thread owns dims tid and tid + 256 of every head.
-  float acc[G][2];
-#pragma unroll
-  for (int h = 0; h < G; ++h) acc[h][0] = acc[h][1] = 0.f;
-  for (int e = 0; e < k_chunk; ++e) {
-    const float k0 = s.kv[e][tid], k1 = s.kv[e][tid + k_threads];
-#pragma unroll
-    for (int h = 0; h < G; ++h) {
-      const float pe = s.p[h][e];
-      acc[h][0] = fmaf(pe, k0, acc[h][0]);
-      acc[h][1] = fmaf(pe, k1, acc[h][1]);
-    }
-  }
   const size_t base = (size_t(t) * n_splits + split) * n_heads + h0;
 #pragma unroll
-  for (int h = 0; h < G; ++h) {
-    ws_o[(base + h) * k_dim + tid] = acc[h][0];
-    ws_o[(base + h) * k_dim + tid + k_threads] = acc[h][1];
+  for (int nt = 0; nt < 16; ++nt) {
+    const int d = 128 * warp + 8 * nt + 2 * tq;
+    *reinterpret_cast<float2*>(&ws_o[(base + g) * k_dim + d]) = make_float2(o[nt][0], o[nt][1]);
+    *reinterpret_cast<float2*>(&ws_o[(base + g + 8) * k_dim + d]) = make_float2(o[nt][2], o[nt][3]);
   }
-  if (tid < G) {
+  __syncthreads();  // s.m / s.l final
+  if (tid < k_heads) {
     ws_ml[(base + tid) * 2] = s.m[tid];
     ws_ml[(base + tid) * 2 + 1] = s.l[tid];
   }
 }
 
-// One block per (head, query); thread owns 4 dims.
+// One block per (head, query); thread owns 4 dims. The splits' (max, sum) are
+// loaded in parallel into shared memory first: a serial loop of dependent global
+// loads cost ~0.5 µs per split.
 __global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict__ ws_o, const float* __restrict__ ws_ml,
                                                         const float* __restrict__ sink, int n_splits, int n_heads,
                                                         uint16_t* __restrict__ out) {
+  extern __shared__ float w_s[];  // [n_splits] weights e^{m_s - M}, then [n_splits] sums
+#if __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
   const int h = blockIdx.x, t = blockIdx.y;
+  float* l_s = w_s + n_splits;
+  const size_t r0 = size_t(t) * n_splits * n_heads + h;
+  for (int s = threadIdx.x; s < n_splits; s += blockDim.x) {
+    const float2 ml = reinterpret_cast<const float2*>(ws_ml)[r0 + size_t(s) * n_heads];
+    w_s[s] = ml.x;
+    l_s[s] = ml.y;
+  }
+  __syncthreads();
   const float sk = sink[h];
   float mx = sk;
-  for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, ws_ml[((size_t(t) * n_splits + s) * n_heads + h) * 2]);
+  for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, w_s[s]);
   float denom = expf(sk - mx);
-  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int s = 0; s < n_splits; ++s) {
-    const size_t r = (size_t(t) * n_splits + s) * n_heads + h;
-    const float m = ws_ml[r * 2];
-    if (m == -INFINITY) continue;
-    const float w = expf(m - mx);
-    denom = fmaf(ws_ml[r * 2 + 1], w, denom);
-    const float4 v = reinterpret_cast<const float4*>(ws_o + r * k_dim)[threadIdx.x];
+    const float w = w_s[s] == -INFINITY ? 0.f : expf(w_s[s] - mx);
+    denom = fmaf(l_s[s], w, denom);
+  }
+  __syncthreads();  // every thread has read the maxima
+  for (int s = threadIdx.x; s < n_splits; s += blockDim.x) w_s[s] = w_s[s] == -INFINITY ? 0.f : expf(w_s[s] - mx);
+  __syncthreads();
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+  for (int s = 0; s < n_splits; ++s) {
+    const float w = w_s[s];
+    const float4 v = reinterpret_cast<const float4*>(ws_o + (r0 + size_t(s) * n_heads) * k_dim)[threadIdx.x];
     o.x = fmaf(w, v.x, o.x);
     o.y = fmaf(w, v.y, o.y);
     o.z = fmaf(w, v.z, o.z);
     o.w = fmaf(w, v.w, o.w);
   }
   const float inv = 1.f / denom;
-  const __nv_bfloat162 a = __floats2bfloat162_rn(o.x * inv, o.y * inv);
-  const __nv_bfloat162 b = __floats2bfloat162_rn(o.z * inv, o.w * inv);
-  uint2 packed;
-  packed.x = *reinterpret_cast<const unsigned*>(&a);
-  packed.y = *reinterpret_cast<const unsigned*>(&b);
-  reinterpret_cast<uint2*>(out + (size_t(t) * n_heads + h) * k_dim)[threadIdx.x] = packed;
-}
-
-template <int G>
-status launch_partial(const sparse_decode_attention_params& p, int n_splits, float* ws_o, float* ws_ml,
-                      cudaStream_t stream) {
-  // Per launch, not cached: the attribute belongs to the current device.
-  const cudaError_t attr = cudaFuncSetAttribute(
-      sda_partial_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(smem_layout<G>)));
-  if (attr != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(attr));
-  const pool_view p0{p.pool0.base, p.pool0.entries_per_page, p.pool0.page_bytes};
-  const pool_view p1{p.pool1.base, p.pool1.entries_per_page, p.pool1.page_bytes};
-  const dim3 grid(unsigned(n_splits), unsigned(p.n_heads / G), unsigned(p.n_queries));
-  sda_partial_kernel<G><<<grid, k_threads, sizeof(smem_layout<G>), stream>>>(
-      p.q, p0, p.idx0, int(p.n_idx0), p1, p.idx1, int(p.n_idx1), int(p.n_heads), p.scale, ws_o, ws_ml);
-  return {};
+  reinterpret_cast<uint2*>(out + (size_t(t) * n_heads + h) * k_dim)[threadIdx.x] =
+      make_uint2(pack_bf16(o.x * inv, o.y * inv), pack_bf16(o.z * inv, o.w * inv));
 }
 
 int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
-    return v > 0 ? v : 1;
-  }();
-  return n;
+  int dev = 0, v = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
+  return v > 0 ? v : 1;
 }
 
 }  // namespace
@@ -270,16 +342,42 @@ status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUs
       (p.n_idx0 && (misaligned(p.pool0.base, 8) || p.pool0.page_bytes % 8)) ||
       (p.n_idx1 && (misaligned(p.pool1.base, 8) || p.pool1.page_bytes % 8)))
     return invalid_argument("sparse_decode_attention_cuda: q / workspace must be 16-byte aligned, out and pools 8-byte");
-  const int n_splits = int(sda_n_splits(p.n_idx0 + p.n_idx1));
+  // Aim for two blocks per SM; at most k_max_chunks chunks per block.
+  const int64_t n_chunks = sda_n_splits(p.n_idx0 + p.n_idx1);
+  const int64_t groups = p.n_heads / k_heads;
+  const int64_t want_splits =
+      std::max<int64_t>(1, (2 * int64_t(sm_count()) + groups * p.n_queries - 1) / (groups * p.n_queries));
+  const int64_t chunks_per_block = std::min<int64_t>(k_max_chunks, (n_chunks + want_splits - 1) / want_splits);
+  const int n_splits = int((n_chunks + chunks_per_block - 1) / chunks_per_block);
   float* ws_o = static_cast<float*>(p.workspace);
   float* ws_ml = ws_o + size_t(p.n_queries) * n_splits * p.n_heads * kv_entry_dim;
-  // 16 heads per block once that still fills the GPU twice over; 8 otherwise.
-  const bool wide = p.n_heads % 16 == 0 && int64_t(n_splits) * (p.n_heads / 16) * p.n_queries >= 2 * sm_count();
-  HART_RETURN_IF_ERROR(wide ? launch_partial<16>(p, n_splits, ws_o, ws_ml, stream)
-                            : launch_partial<8>(p, n_splits, ws_o, ws_ml, stream));
-  sda_merge_kernel<<<dim3(unsigned(p.n_heads), unsigned(p.n_queries)), 128, 0, stream>>>(
-      ws_o, ws_ml, p.sink, n_splits, int(p.n_heads), p.out);
-  const cudaError_t err = cudaGetLastError();
+
+  // Per launch, not cached: the attribute belongs to the current device.
+  cudaError_t err = cudaFuncSetAttribute(sda_partial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         int(sizeof(smem_layout)));
+  if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
+  const pool_view p0{p.pool0.base, p.pool0.entries_per_page, p.pool0.page_bytes};
+  const pool_view p1{p.pool1.base, p.pool1.entries_per_page, p.pool1.page_bytes};
+  const dim3 grid(unsigned(n_splits), unsigned(groups), unsigned(p.n_queries));
+  sda_partial_kernel<<<grid, k_threads, sizeof(smem_layout), stream>>>(p.q, p0, p.idx0, int(p.n_idx0), p1, p.idx1,
+                                                                       int(p.n_idx1), int(p.n_heads), p.scale,
+                                                                       int(chunks_per_block), ws_o, ws_ml);
+  // The merge launches while the partial kernel runs (programmatic dependent
+  // launch) and waits for its results in cudaGridDependencySynchronize.
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(p.n_heads), unsigned(p.n_queries));
+  cfg.blockDim = dim3(128);
+  cfg.dynamicSmemBytes = 2 * sizeof(float) * size_t(n_splits);
+  cfg.stream = stream;
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl;
+  cfg.numAttrs = 1;
+  const float* ws_o_c = ws_o;
+  const float* ws_ml_c = ws_ml;
+  err = cudaLaunchKernelEx(&cfg, sda_merge_kernel, ws_o_c, ws_ml_c, p.sink, n_splits, int(p.n_heads), p.out);
+  if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
   return {};
 }

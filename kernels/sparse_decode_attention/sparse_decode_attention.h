@@ -30,7 +30,7 @@ struct sparse_decode_attention_params {
   const float* sink = nullptr;    // [n_heads] sink logits (not scaled)
   uint16_t* out = nullptr;        // [n_queries][n_heads][512] bf16
   int64_t n_queries = 0;
-  int64_t n_heads = 0;            // a multiple of 8
+  int64_t n_heads = 0;            // a multiple of 16 (one MMA tile of heads)
   float scale = 0.04419417382f;   // 512^-0.5
   void* workspace = nullptr;      // CUDA path: sparse_decode_attention_workspace_bytes()
   size_t workspace_bytes = 0;

@@ -2,12 +2,13 @@
 // Built without CMake by scripts/gpu/bench_sparse_decode_attention.sh:
 //
 //   sda_bench [peer.txt]     checks + timings + table
+//   sda_bench --case I       case I alone (for ncu / nsys)
 //
 // For each case: random 584-byte entries encoded on the host (four input sets of
 // >= 40 MB each, rotated so the KV is not L2-resident), random slots; the first
 // queries are checked against sparse_decode_attention_cpu (no time printed for a
-// failed case); then timed with CUDA events, eager (mean of 200 calls) and as a
-// CUDA graph of one call (mean of 200 replays). The table comes last: floor =
+// failed case); then timed with CUDA events, eager (mean of 1000 calls) and as a
+// CUDA graph of one call (mean of 1000 replays), after >= 300 ms of warm-up. The table comes last: floor =
 // bytes moved / 4.15 TB/s, TFLOP/s = 4·B·H·n·512 / time, peer = a PyTorch eager
 // implementation (bf16 gather + einsum + softmax with the sink) timed by the script.
 #include <cuda_runtime.h>
@@ -159,13 +160,23 @@ result run_case(const bench_case& c, std::mt19937& rng, cudaStream_t stream) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  for (int i = 0; i < 20; ++i) (void)sparse_decode_attention_cuda(params(i % k_sets, true), stream);
-  constexpr int n_iter = 200;
+  // Warm-up of >= 300 ms: an idle H200 sits at ~345 MHz and needs sustained work
+  // to reach its boost clock (short runs measured 5x slow before this).
+  float ms = 0;
+  for (int round = 0; round < 100 && ms < 300.f; ++round) {
+    CK(cudaEventRecord(e0, stream));
+    for (int i = 0; i < 500; ++i) (void)sparse_decode_attention_cuda(params(i % k_sets, true), stream);
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float round_ms = 0;
+    CK(cudaEventElapsedTime(&round_ms, e0, e1));
+    ms += round_ms;
+  }
+  constexpr int n_iter = 1000;
   CK(cudaEventRecord(e0, stream));
   for (int i = 0; i < n_iter; ++i) (void)sparse_decode_attention_cuda(params(i % k_sets, true), stream);
   CK(cudaEventRecord(e1, stream));
   CK(cudaEventSynchronize(e1));
-  float ms = 0;
   CK(cudaEventElapsedTime(&ms, e0, e1));
   r.us = ms * 1000.0 / n_iter;
 
@@ -180,7 +191,7 @@ result run_case(const bench_case& c, std::mt19937& rng, cudaStream_t stream) {
     CK(cudaGraphInstantiate(&execs[s], g, 0));
     CK(cudaGraphDestroy(g));
   }
-  for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(execs[i % k_sets], stream));
+  for (int i = 0; i < 200; ++i) CK(cudaGraphLaunch(execs[i % k_sets], stream));
   CK(cudaEventRecord(e0, stream));
   for (int i = 0; i < n_iter; ++i) CK(cudaGraphLaunch(execs[i % k_sets], stream));
   CK(cudaEventRecord(e1, stream));
@@ -204,7 +215,10 @@ result run_case(const bench_case& c, std::mt19937& rng, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   std::map<std::tuple<long long, long long, long long>, double> peer;  // (B, H, n) → us
-  if (argc > 1) {
+  int only = -1;
+  if (argc == 3 && std::strcmp(argv[1], "--case") == 0) {
+    only = std::atoi(argv[2]);
+  } else if (argc > 1) {
     if (FILE* f = std::fopen(argv[1], "r")) {
       long long b, h, n;
       double us;
@@ -222,7 +236,9 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CK(cudaStreamCreate(&stream));
   std::vector<result> results;
-  for (const bench_case& c : cases) {
+  for (int i = 0; i < int(sizeof(cases) / sizeof(cases[0])); ++i) {
+    const bench_case& c = cases[i];
+    if (only >= 0 && i != only) continue;
     results.push_back(run_case(c, rng, stream));
     std::fprintf(stderr, "done %s B=%lld\n", c.name, (long long)c.batch);
   }

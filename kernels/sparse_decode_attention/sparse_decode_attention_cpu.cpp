@@ -1,5 +1,6 @@
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
 
+#include <cstdint>
 #include <vector>
 
 #include "kernels/sparse_attention/sparse_attention.h"
@@ -19,14 +20,15 @@ status sparse_decode_attention_validate(const sparse_decode_attention_params& p)
   if (!p.q || !p.sink || !p.out) return invalid_argument("sparse_decode_attention: null q, sink or out");
   if (p.n_queries < 0 || p.n_idx0 < 0 || p.n_idx1 < 0)
     return invalid_argument("sparse_decode_attention: negative size");
-  if (p.n_heads <= 0 || p.n_heads % 8)
-    return invalid_argument("sparse_decode_attention: n_heads %lld is not a positive multiple of 8",
+  if (p.n_heads <= 0 || p.n_heads % 16)
+    return invalid_argument("sparse_decode_attention: n_heads %lld is not a positive multiple of 16",
                             (long long)p.n_heads);
   if (p.n_idx0 + p.n_idx1 == 0) return invalid_argument("sparse_decode_attention: no entry lists");
   if (p.n_idx0 && (!p.idx0 || !p.pool0.base)) return invalid_argument("sparse_decode_attention: null idx0 / pool0");
   if (p.n_idx1 && (!p.idx1 || !p.pool1.base)) return invalid_argument("sparse_decode_attention: null idx1 / pool1");
   for (const kv_entry_pool* pool : {&p.pool0, &p.pool1}) {
-    if (pool->entries_per_page <= 0 || pool->page_bytes < pool->entries_per_page * kv_entry_bytes)
+    if (pool->entries_per_page <= 0 || pool->entries_per_page > INT32_MAX ||
+        pool->page_bytes < pool->entries_per_page * kv_entry_bytes)
       return invalid_argument("sparse_decode_attention: page_bytes %lld < entries_per_page %lld x %lld",
                               (long long)pool->page_bytes, (long long)pool->entries_per_page,
                               (long long)kv_entry_bytes);

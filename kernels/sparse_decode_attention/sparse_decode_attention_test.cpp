@@ -1,7 +1,7 @@
 // kv_entry encode/decode against the quant reference (bitwise), the CPU
 // sparse_decode_attention against an independent double computation, argument
 // errors, and under HART_CUDA the CUDA path against the CPU path on fresh random
-// inputs: paged pools with padding, -1 slots, all-empty queries, 8..128 heads,
+// inputs: paged pools with padding, -1 slots, all-empty queries, 16..128 heads,
 // window-only / extra-only / both lists, output and workspace poisoned first.
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
 
@@ -200,8 +200,8 @@ TEST(SparseDecodeAttentionCpu, MatchesDoubleDefinition) {
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
   struct shape { int64_t nq, nh, n0, n1; double p_empty; bool empty_query; };
-  for (const shape& s : {shape{1, 8, 128, 0, 0.0, false}, shape{3, 16, 128, 64, 0.2, true},
-                         shape{2, 64, 0, 100, 0.1, false}, shape{1, 8, 7, 33, 0.5, false}}) {
+  for (const shape& s : {shape{1, 16, 128, 0, 0.0, false}, shape{3, 16, 128, 64, 0.2, true},
+                         shape{2, 64, 0, 100, 0.1, false}, shape{1, 32, 7, 33, 0.5, false}}) {
     const sda_case c = make_case(rng, s.nq, s.nh, s.n0, s.n1, s.p_empty, s.empty_query);
     std::vector<uint16_t> out(size_t(c.n_queries * c.n_heads * D), 0x7fc1);
     ASSERT_TRUE(sparse_decode_attention_cpu(c.params(c.q.data(), c.pool0.data(), c.idx0.data(), c.pool1.data(),
@@ -222,7 +222,7 @@ TEST(SparseDecodeAttentionCpu, RejectsBadArguments) {
                     out.data());
   };
   sparse_decode_attention_params p = base();
-  p.n_heads = 12;
+  p.n_heads = 24;
   EXPECT_FALSE(sparse_decode_attention_cpu(p).ok());
   p = base();
   p.q = nullptr;
@@ -257,9 +257,9 @@ TEST(SparseDecodeAttentionCuda, MatchesCpu) {
   std::mt19937 rng(seed);
   struct shape { int64_t nq, nh, n0, n1; double p_empty; bool empty_query; };
   const shape shapes[] = {{1, 64, 128, 512, 0.0, false},  {1, 128, 128, 512, 0.05, false},
-                          {4, 64, 128, 1024, 0.1, true},  {1, 8, 3, 0, 0.0, false},
+                          {4, 64, 128, 1024, 0.1, true},  {1, 16, 3, 0, 0.0, false},
                           {2, 16, 0, 1, 0.0, false},      {5, 64, 128, 2100, 0.3, false},
-                          {33, 64, 128, 512, 0.02, false}, {1, 24, 31, 33, 0.5, true}};
+                          {33, 64, 128, 512, 0.02, false}, {1, 48, 31, 33, 0.5, true}};
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
   for (const shape& s : shapes) {

@@ -39,3 +39,12 @@ echo "torch peer:"; cat /tmp/sda_peer.txt
 wait $pa || { echo "build failed"; cat "$LOG/sda_build.log"; exit 1; }
 echo "build done after $(( $(date +%s) - t0 )) s"
 timeout 300 /tmp/sda_bench /tmp/sda_peer.txt 2>&1 | tee "$LOG/sda_bench.log"
+if [ "${SDA_NCU:-1}" != 0 ] && command -v ncu >/dev/null; then
+  # Where the time goes at batch 1: Flash CSA (case 0) and SWA only (case 9).
+  for c in 0 9; do
+    timeout 120 ncu --clock-control none -k regex:sda_ --launch-skip 10 --launch-count 2 \
+      --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
+      /tmp/sda_bench --case $c > "$LOG/sda_ncu_$c.log" 2>&1
+    echo "ncu case $c:"; grep -E "sda_|Duration|Registers|Warp Cycles Per Issued|Achieved Occupancy|Block Limit Shared|Grid Size" "$LOG/sda_ncu_$c.log" | head -24
+  done
+fi
