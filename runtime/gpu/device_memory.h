@@ -1,0 +1,70 @@
+// File: runtime/gpu/device_memory.h
+// Device allocations of the GPU engine, all made at load: device_buffer owns
+// one cudaMalloc; device_arena hands out aligned slices of one buffer, sized
+// once for the largest step, so a forward pass never allocates.
+//
+//   HART_ASSIGN_OR_RETURN(device_buffer b, device_buffer::create(bytes));
+//   device_arena a(b.get(), b.bytes());
+//   float* x = a.take<float>(n);   // null when the arena is exhausted
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "runtime/core/status.h"
+
+namespace hart::gpu {
+
+class device_buffer {
+ public:
+  device_buffer() = default;
+  /// resource_exhausted (with the size and the CUDA error) when it does not fit.
+  static status_or<device_buffer> create(size_t bytes);
+  ~device_buffer();
+  device_buffer(device_buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  device_buffer& operator=(device_buffer&& o) noexcept;
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+/// Bump allocation over a fixed region; slices are 256-byte aligned.
+class device_arena {
+ public:
+  static constexpr size_t k_align = 256;
+  device_arena() = default;
+  device_arena(void* base, size_t bytes) : base_(static_cast<char*>(base)), bytes_(bytes) {}
+
+  /// Bytes `take` would use for these element counts (for sizing the region).
+  template <class T>
+  static size_t bytes_for(int64_t n) {
+    return (size_t(n) * sizeof(T) + k_align - 1) / k_align * k_align;
+  }
+  /// n elements, or null past the end (callers size the arena with bytes_for).
+  template <class T>
+  T* take(int64_t n) {
+    const size_t b = bytes_for<T>(n < 1 ? 1 : n);
+    if (used_ + b > bytes_) return nullptr;
+    T* p = reinterpret_cast<T*>(base_ + used_);
+    used_ += b;
+    return p;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  size_t used_ = 0;
+};
+
+/// cudaError_t → status naming `what`.
+status cuda_status(int cuda_error, const char* what);
+
+}  // namespace hart::gpu

@@ -1,0 +1,286 @@
+// The attention layer on the device (runtime/model/attention.cpp and
+// compressor.cpp are the reference): projections, window KV into SWA pages,
+// compressor rings and emitted entries into the pool, indexer scores + top-k,
+// gathered sparse attention, inverse RoPE and the grouped output projection.
+// Offsets and index lists are built on the host per layer (v1).
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/compress_pool/compress_pool.h"
+#include "kernels/indexer/indexer.h"
+#include "kernels/lightning_topk/lightning_topk.h"
+#include "kernels/quant/quant.h"
+#include "kernels/rms_norm/rms_norm.h"
+#include "kernels/rope/rope.h"
+#include "kernels/sparse_attention/sparse_attention.h"
+#include "runtime/gpu/engine_kernels.h"
+#include "runtime/gpu/gpu_engine_impl.h"
+
+namespace hart::gpu {
+namespace {
+
+constexpr int64_t k_kv_qdq_block = 64;  // the reference's block on window / compressed KV
+
+enum class entry_quant { none, fp8_nope, hadamard_fp4 };
+
+status hadamard_fp4(float* x, int64_t n_rows, int64_t dim, cudaStream_t st) {
+  HART_RETURN_IF_ERROR(hadamard_transform_cuda(x, n_rows, dim, 1.0f / std::sqrt(float(dim)), st));
+  return fp4_act_qdq_cuda(x, n_rows * dim, std::min<int64_t>(32, dim), st);
+}
+
+// Compressor of one layer over the pass (compressor_push for every token):
+// ring rows of the chunk, entries of every block that closes in it (candidates
+// from the chunk's rows or, before the chunk, from the pool's rings), then the
+// rings the next pass reads.
+status compress(engine_state& s, const pass& p, int64_t il, const device_compressor& c, const float* a,
+                const float* z, bool indexer, entry_quant quant, const float* inv_freq) {
+  arena_buffers& A = s.a;
+  const kv_pool& pool = s.pool;
+  const int64_t m = c.rate, dim = c.dim, width = c.overlap ? 2 * dim : dim, rw = 2 * width, P = pool.page_size();
+  const int64_t T = p.n_tokens();
+  HART_RETURN_IF_ERROR(ring_rows_cuda(a, z, c.ape, A.pos, m, width, A.ring_stage, T, s.stream));
+
+  float* const base = pool.base();
+  std::vector<const float*> kvp, gp;
+  std::vector<int64_t> n_cand, ent_pos, ent_dst, ent_src, ring_dst, ring_src;
+  for (const pass::span& sp : p.spans) {
+    const page_table& pt = *sp.seq->pages;
+    auto row = [&](int64_t q) -> const float* {
+      if (q >= sp.p0) return A.ring_stage + (sp.row0 + q - sp.p0) * rw;
+      const int32_t page = pt.swa[q / P];
+      return base + (indexer ? pool.index_ring(il, page, q) : pool.ring(il, page, q));
+    };
+    for (int64_t j = 0; j < sp.n; ++j) {
+      const int64_t q = sp.p0 + j;
+      if ((q + 1) % m == 0) {
+        const int64_t blk = q / m, first = blk * m;
+        int64_t nc = 0;
+        auto add = [&](const float* r, int64_t half) {
+          kvp.push_back(r + half);
+          gp.push_back(r + width + half);
+          ++nc;
+        };
+        if (c.overlap && blk > 0) {
+          for (int64_t jj = 0; jj < m; ++jj) add(row(first - m + jj), 0);
+        }
+        for (int64_t jj = 0; jj < m; ++jj) add(row(first + jj), c.overlap ? dim : 0);
+        // each emission owns n_cand_max consecutive pointer slots
+        kvp.resize(size_t(ent_pos.size() + 1) * s.n_cand_max, nullptr);
+        gp.resize(kvp.size(), nullptr);
+        n_cand.push_back(nc);
+        ent_pos.push_back(first);
+        const int32_t fp = pt.full[first / P];
+        ent_dst.push_back(indexer ? pool.index_key(il, fp, first % P) : pool.entry(il, fp, first % P));
+        ent_src.push_back(int64_t(ent_src.size()) * dim);
+      }
+      // The ring keeps the last `ring` positions the chunk wrote into each page.
+      const int64_t ring = indexer ? 2 * s.cfg.csa_rate : (c.overlap ? 2 * m : m);
+      const int64_t last = std::min(sp.p0 + sp.n, (q / P + 1) * P) - 1;
+      if (q > last - ring) {
+        const int32_t page = pt.swa[q / P];
+        ring_dst.push_back(indexer ? pool.index_ring(il, page, q) : pool.ring(il, page, q));
+        ring_src.push_back((sp.row0 + j) * rw);
+      }
+    }
+  }
+  const int64_t n_emit = int64_t(ent_pos.size());
+  if (n_emit > 0) {
+    HART_RETURN_IF_ERROR(s.upload(A.cand_kv, kvp));
+    HART_RETURN_IF_ERROR(s.upload(A.cand_gate, gp));
+    HART_RETURN_IF_ERROR(s.upload(A.ent_pos, ent_pos));
+    HART_RETURN_IF_ERROR(s.upload(A.ent_dst, ent_dst));
+    HART_RETURN_IF_ERROR(s.upload(A.ent_src, ent_src));
+    for (int64_t e = 0; e < n_emit; ++e) {
+      HART_RETURN_IF_ERROR(compress_pool_cuda({A.cand_kv + e * s.n_cand_max, A.cand_gate + e * s.n_cand_max,
+                                               A.ent_stage + e * dim, n_cand[e], dim}, s.stream));
+    }
+    const float eps = float(s.cfg.norm_eps);
+    HART_RETURN_IF_ERROR(rms_norm_cuda({A.ent_stage, c.norm, A.ent_stage, n_emit, dim, 0, 0, eps}, s.stream));
+    HART_RETURN_IF_ERROR(rope_cuda({A.ent_stage, A.ent_pos, inv_freq, n_emit, 1, dim, s.cfg.rope_dim}, s.stream));
+    if (quant == entry_quant::fp8_nope) {
+      HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.ent_stage, n_emit, dim - s.cfg.rope_dim, k_kv_qdq_block, dim, s.stream));
+    } else if (quant == entry_quant::hadamard_fp4) {
+      HART_RETURN_IF_ERROR(hadamard_fp4(A.ent_stage, n_emit, dim, s.stream));
+    }
+    HART_RETURN_IF_ERROR(copy_rows_cuda(base, A.ent_dst, A.ent_stage, A.ent_src, dim, n_emit, false, s.stream));
+  }
+  HART_RETURN_IF_ERROR(s.upload(A.row_dst, ring_dst));
+  HART_RETURN_IF_ERROR(s.upload(A.row_src, ring_src));
+  return copy_rows_cuda(base, A.row_dst, A.ring_stage, A.row_src, rw, int64_t(ring_dst.size()), false, s.stream);
+}
+
+// Indexer picks [k_top, T] for the pass: per sequence its keys gathered once,
+// one score launch per token, then the top-k (lowest-index ties on the device;
+// sequences in reference-tie mode re-pick on the host like the CPU engine).
+status index_topk(engine_state& s, const pass& p, int64_t il) {
+  arena_buffers& A = s.a;
+  const model_config& c = s.cfg;
+  const int64_t m = c.csa_rate, nI = c.index_n_heads, dI = c.index_head_dim, K = c.index_topk, P = s.pool.page_size();
+  const int64_t T = p.n_tokens(), S = s.max_entries;
+  std::vector<int32_t> lengths(T, 0);
+  for (const pass::span& sp : p.spans) {
+    const page_table& pt = *sp.seq->pages;
+    const int64_t n_entries = (sp.p0 + sp.n) / m;
+    std::vector<int64_t> src(n_entries), dst(n_entries);
+    for (int64_t i = 0; i < n_entries; ++i) {
+      src[i] = s.pool.index_key(il, pt.full[i * m / P], i * m % P);
+      dst[i] = i * dI;
+    }
+    HART_RETURN_IF_ERROR(s.upload(A.key_src, src));
+    HART_RETURN_IF_ERROR(s.upload(A.key_dst, dst));
+    HART_RETURN_IF_ERROR(copy_rows_cuda(A.keys, A.key_dst, s.pool.base(), A.key_src, dI, n_entries, false, s.stream));
+    for (int64_t j = 0; j < sp.n; ++j) {
+      const int64_t r = sp.row0 + j, n_vis = (sp.p0 + j + 1) / m;
+      lengths[r] = int32_t(n_vis);
+      if (n_vis == 0) continue;
+      HART_RETURN_IF_ERROR(indexer_score_cuda({A.index_q + r * nI * dI, A.index_w + r * nI, A.keys, A.scores + r * S,
+                                               nI, dI, n_vis, 1.0f / std::sqrt(float(dI))}, s.stream));
+    }
+  }
+  HART_RETURN_IF_ERROR(s.upload(A.lengths, lengths));
+  HART_RETURN_IF_ERROR(lightning_topk_cuda({A.scores, A.lengths, nullptr, A.picks, T, S, K}, s.stream));
+  for (const pass::span& sp : p.spans) {
+    const int64_t ref_len = sp.seq->tie_reference_length;
+    if (ref_len <= 0) continue;
+    // Reference tie mode (attention.cpp): rows as long as the reference's call, future entries at −inf.
+    std::vector<float> sc;
+    HART_RETURN_IF_ERROR(s.download(&sc, A.scores + sp.row0 * S, sp.n * S));
+    std::vector<int32_t> picks(sp.n * K, -1);
+    for (int64_t j = 0; j < sp.n; ++j) {
+      const int64_t n_vis = lengths[sp.row0 + j];
+      if (n_vis == 0) continue;
+      const int64_t n_row = std::max(n_vis, ref_len / m);
+      std::vector<float> row(n_row, -INFINITY);
+      std::copy_n(sc.data() + j * S, n_vis, row.data());
+      int32_t* pk = picks.data() + j * K;
+      HART_RETURN_IF_ERROR(topk_cpu({row.data(), pk, n_row, std::min(K, n_row), true}));
+      for (int64_t i = 0; i < K; ++i) {
+        if (pk[i] >= n_vis) pk[i] = -1;
+      }
+    }
+    HART_RETURN_IF_ERROR(s.upload(A.picks + sp.row0 * K, picks));
+  }
+  return {};
+}
+
+}  // namespace
+
+status attention_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* topk) {
+  arena_buffers& A = s.a;
+  const model_config& c = s.cfg;
+  const device_layer& w = s.w.layers[il];
+  const int64_t T = p.n_tokens(), H = c.n_heads, hd = c.head_dim, rd = c.rope_dim, W = c.window;
+  const int64_t P = s.pool.page_size();
+  const bool csa = w.kind == attention_kind::csa, compressed = w.kind != attention_kind::sliding;
+  const bool fp8 = s.params.base.prec == precision::fp8;
+  const float eps = float(c.norm_eps);
+  const float* inv_freq = w.kind == attention_kind::sliding ? s.w.inv_freq_main : s.w.inv_freq_compress;
+  cudaStream_t st = s.stream;
+
+  // Projections (attention.cpp project()).
+  HART_RETURN_IF_ERROR(linear_run(s, w.wq_a, x, T, A.qr));
+  HART_RETURN_IF_ERROR(rms_norm_cuda({A.qr, w.q_norm, A.qr, T, c.q_lora_rank, 0, 0, eps}, st));
+  HART_RETURN_IF_ERROR(linear_run(s, w.wq_b, A.qr, T, A.q));
+  HART_RETURN_IF_ERROR(rms_norm_cuda({A.q, nullptr, A.q, T * H, hd, 0, 0, eps}, st));
+  HART_RETURN_IF_ERROR(rope_cuda({A.q, A.pos, inv_freq, T, H, hd, rd}, st));
+  HART_RETURN_IF_ERROR(linear_run(s, w.wkv, x, T, A.kv));
+  HART_RETURN_IF_ERROR(rms_norm_cuda({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, st));
+  HART_RETURN_IF_ERROR(rope_cuda({A.kv, A.pos, inv_freq, T, 1, hd, rd}, st));
+  if (fp8) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.kv, T, hd - rd, k_kv_qdq_block, hd, st));
+  if (compressed) {
+    HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wkv, x, T, A.comp_a));
+    HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wgate, x, T, A.comp_z));
+  }
+  if (csa) {
+    const int64_t nI = c.index_n_heads, dI = c.index_head_dim;
+    HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wkv, x, T, A.index_a));
+    HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wgate, x, T, A.index_z));
+    HART_RETURN_IF_ERROR(linear_run(s, w.index_wq_b, A.qr, T, A.index_q));
+    HART_RETURN_IF_ERROR(rope_cuda({A.index_q, A.pos, inv_freq, T, nI, dI, rd}, st));
+    if (fp8) HART_RETURN_IF_ERROR(hadamard_fp4(A.index_q, T * nI, dI, st));
+    HART_RETURN_IF_ERROR(linear_run(s, w.index_weights_proj, x, T, A.index_w));
+    HART_RETURN_IF_ERROR(scale_cuda(A.index_w, T * nI, 1.0f / std::sqrt(float(nI)), st));
+  }
+
+  // This pass's window KV into its SWA pages: every position has its own row.
+  std::vector<int64_t> win_dst(T), win_src(T);
+  for (const pass::span& sp : p.spans) {
+    for (int64_t j = 0; j < sp.n; ++j) {
+      const int64_t q = sp.p0 + j;
+      win_dst[sp.row0 + j] = s.pool.window(il, sp.seq->pages->swa[q / P], q % P);
+      win_src[sp.row0 + j] = (sp.row0 + j) * hd;
+    }
+  }
+  HART_RETURN_IF_ERROR(s.upload(A.row_dst, win_dst));
+  HART_RETURN_IF_ERROR(s.upload(A.row_src, win_src));
+  HART_RETURN_IF_ERROR(copy_rows_cuda(s.pool.base(), A.row_dst, A.kv, A.row_src, hd, T, false, st));
+  // Compressors next: an entry whose block closes at token t is visible to t.
+  if (compressed) {
+    HART_RETURN_IF_ERROR(compress(s, p, il, w.compressor, A.comp_a, A.comp_z, false,
+                                  fp8 ? entry_quant::fp8_nope : entry_quant::none, inv_freq));
+  }
+  if (csa) {
+    HART_RETURN_IF_ERROR(compress(s, p, il, w.index_compressor, A.index_a, A.index_z, true,
+                                  fp8 ? entry_quant::hadamard_fp4 : entry_quant::none, inv_freq));
+    HART_RETURN_IF_ERROR(index_topk(s, p, il));
+  }
+
+  // Index lists: window rows (oldest first), then CSA picks or every visible HCA entry.
+  const int64_t m = compressed ? c.compress_rate(w.kind) : 0;
+  int64_t n_extra = 0;
+  if (csa) n_extra = c.index_topk;
+  if (w.kind == attention_kind::hca) {
+    for (const pass::span& sp : p.spans) n_extra = std::max(n_extra, (sp.p0 + sp.n) / m);
+  }
+  const int64_t n_idx = W + n_extra;
+  std::vector<int32_t> idx(T * n_idx, -1), page_base(csa ? T : 0), full_pages;
+  for (const pass::span& sp : p.spans) {
+    const page_table& pt = *sp.seq->pages;
+    const int32_t fbase = int32_t(full_pages.size());
+    if (csa) full_pages.insert(full_pages.end(), pt.full.begin(), pt.full.end());
+    for (int64_t j = 0; j < sp.n; ++j) {
+      const int64_t r = sp.row0 + j, t = sp.p0 + j;
+      int32_t* row = idx.data() + r * n_idx;
+      for (int64_t q = std::max<int64_t>(0, t - W + 1); q <= t; ++q) {
+        row[q - (t - W + 1)] = int32_t(s.pool.window(il, pt.swa[q / P], q % P) / hd);
+      }
+      if (w.kind == attention_kind::hca) {
+        for (int64_t i = 0; i < (t + 1) / m; ++i) row[W + i] = int32_t(s.pool.entry(il, pt.full[i * m / P], i * m % P) / hd);
+      }
+      if (csa) page_base[r] = fbase;
+    }
+  }
+  HART_RETURN_IF_ERROR(s.upload(A.idx, idx));
+  if (csa) {
+    HART_RETURN_IF_ERROR(s.upload(A.page_base, page_base));
+    HART_RETURN_IF_ERROR(s.upload(A.full_pages, full_pages));
+    picks_to_rows_params tr;
+    tr.picks = A.picks;
+    tr.page_base = A.page_base;
+    tr.full_pages = A.full_pages;
+    tr.idx = A.idx;
+    tr.n_tokens = T;
+    tr.k = c.index_topk;
+    tr.n_idx = n_idx;
+    tr.col0 = W;
+    tr.rate = m;
+    tr.page_size = P;
+    tr.full_page_rows = s.pool.full_page_rows();
+    tr.entry_row0 = s.pool.entry_row0(il);
+    HART_RETURN_IF_ERROR(picks_to_rows_cuda(tr, st));
+    if (topk) HART_RETURN_IF_ERROR(s.download(topk, A.picks, T * c.index_topk));
+  }
+  HART_RETURN_IF_ERROR(sparse_attention_cuda({A.q, s.pool.base(), A.idx, w.attn_sink, A.o, T, H, hd, n_idx,
+                                              s.pool.n_rows(), hd, 1.0f / std::sqrt(float(hd))}, st));
+
+  // Undo the values' rotation at the query position, then the grouped output projection.
+  HART_RETURN_IF_ERROR(rope_cuda({A.o, A.pos, inv_freq, T, H, hd, rd, 0, 1.0f, true}, st));
+  const int64_t G = c.o_groups, ol = c.o_lora_rank, gin = H / G * hd;
+  for (int64_t g = 0; g < G; ++g) {
+    HART_RETURN_IF_ERROR(linear_cuda({A.o + g * gin, w.wo_a + g * ol * gin, A.u + g * ol, T, gin, ol, H * hd, G * ol},
+                                     *s.lin, st));
+  }
+  return linear_run(s, w.wo_b, A.u, T, y);
+}
+
+}  // namespace hart::gpu

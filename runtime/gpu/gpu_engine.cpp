@@ -1,0 +1,415 @@
+#include "runtime/gpu/gpu_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <set>
+
+#include "kernels/mhc/mhc.h"
+#include "kernels/rms_norm/rms_norm.h"
+#include "kernels/sparse_attention/sparse_attention.h"
+#include "runtime/core/log.h"
+#include "runtime/gpu/engine_kernels.h"
+#include "runtime/gpu/gpu_engine_impl.h"
+
+namespace hart {
+
+using gpu::arena_buffers;
+using gpu::device_arena;
+using gpu::engine_state;
+using gpu::pass;
+
+status gpu_engine_params::validate() const {
+  if (base.model_dir.empty()) return invalid_argument("gpu engine: model_dir is empty");
+  if (base.deterministic) {
+    return unimplemented("gpu engine: --deterministic is not implemented on CUDA yet (cuBLASLt picks kernels by shape)");
+  }
+  if (max_batch_tokens <= 0 || max_context <= 0) {
+    return invalid_argument("gpu engine: max_batch_tokens %lld and max_context %lld must be > 0",
+                            (long long)max_batch_tokens, (long long)max_context);
+  }
+  if (full_pages < 0 || swa_pages < 0) return invalid_argument("gpu engine: page counts must be >= 0");
+  return {};
+}
+
+bool gpu_device_available() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+namespace gpu {
+
+status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride,
+                  int64_t y_stride) {
+  if (n == 0) return {};
+  if (w.codes) {
+    return linear_fp8_cuda({x, w.codes, w.scales, y, n, w.in, w.out, x_stride, y_stride}, *s.lin, s.stream);
+  }
+  if (w.qdq_input) {
+    const int64_t xs = x_stride ? x_stride : w.in;
+    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy2DAsync(s.a.qdq, w.in * sizeof(float), x, xs * sizeof(float),
+                                                       w.in * sizeof(float), n, cudaMemcpyDeviceToDevice, s.stream),
+                                     "gpu engine: linear input"));
+    HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(s.a.qdq, n, w.in, 128, w.in, s.stream));
+    x = s.a.qdq;
+    x_stride = 0;
+  }
+  return linear_cuda({x, w.f32, y, n, w.in, w.out, x_stride, y_stride}, *s.lin, s.stream);
+}
+
+namespace {
+
+// The arena's buffers for T tokens per pass; `a` with a null base only counts bytes.
+size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
+  const model_config& c = s.cfg;
+  const int64_t T = s.params.max_batch_tokens, D = c.hidden_size, n = c.hc_mult, H = c.n_heads, hd = c.head_dim;
+  const int64_t dI = c.index_head_dim, nI = c.index_n_heads, K = c.n_activated_experts, E = c.n_routed_experts;
+  const int64_t I = c.moe_inter_dim, wide = std::max(hd, dI);
+  size_t bytes = 0;
+  auto f = [&](float** p, int64_t cnt) { bytes += device_arena::bytes_for<float>(cnt); *p = ar.take<float>(cnt); };
+  auto i32 = [&](int32_t** p, int64_t cnt) { bytes += device_arena::bytes_for<int32_t>(cnt); *p = ar.take<int32_t>(cnt); };
+  auto i64 = [&](int64_t** p, int64_t cnt) { bytes += device_arena::bytes_for<int64_t>(cnt); *p = ar.take<int64_t>(cnt); };
+  auto ptrs = [&](const float*** p, int64_t cnt) {
+    bytes += device_arena::bytes_for<const float*>(cnt);
+    *p = ar.take<const float*>(cnt);
+  };
+  i32(&b->ids, T);
+  i64(&b->pos, T);
+  f(&b->x, T * n * D);
+  f(&b->xn, T * n * D);
+  f(&b->collapsed, T * D);
+  f(&b->normed, T * D);
+  f(&b->out, T * D);
+  f(&b->post, T * n);
+  f(&b->comb, T * n * n);
+  f(&b->qr, T * c.q_lora_rank);
+  f(&b->q, T * H * hd);
+  f(&b->kv, T * hd);
+  f(&b->o, T * H * hd);
+  f(&b->u, T * c.o_groups * c.o_lora_rank);
+  f(&b->comp_a, T * 2 * hd);
+  f(&b->comp_z, T * 2 * hd);
+  f(&b->index_a, T * 2 * dI);
+  f(&b->index_z, T * 2 * dI);
+  f(&b->index_q, T * nI * dI);
+  f(&b->index_w, T * nI);
+  f(&b->ring_stage, T * 4 * wide);
+  f(&b->ent_stage, T * wide);
+  ptrs(&b->cand_kv, T * s.n_cand_max);
+  ptrs(&b->cand_gate, T * s.n_cand_max);
+  i64(&b->ent_pos, T);
+  i64(&b->ent_dst, T);
+  i64(&b->ent_src, T);
+  i64(&b->row_dst, T);
+  i64(&b->row_src, T);
+  f(&b->keys, s.max_entries * dI);
+  i64(&b->key_src, s.max_entries);
+  i64(&b->key_dst, s.max_entries);
+  f(&b->scores, T * s.max_entries);
+  i32(&b->lengths, T);
+  i32(&b->picks, T * std::max<int64_t>(c.index_topk, 1));
+  i32(&b->page_base, T);
+  i32(&b->full_pages, T * s.pages_per_seq);
+  i32(&b->idx, T * s.n_idx_max);
+  f(&b->route_logits, T * E);
+  f(&b->route_w, T * K);
+  i32(&b->experts, T * K);
+  i32(&b->hash, T * K);
+  f(&b->xe, T * K * D);
+  f(&b->g, T * I);
+  f(&b->up, T * I);
+  f(&b->h, T * I);
+  f(&b->ye, T * D);
+  i64(&b->moe_src, T * K);
+  i64(&b->iota_d, T * K);
+  f(&b->moe_w, T * K);
+  f(&b->rows, T * D);
+  f(&b->logits, T * c.vocab_size);
+  f(&b->qdq, T * s.w.max_linear_in);
+  return bytes;
+}
+
+// One mHC site around a sublayer: X ← hc_post(sublayer(norm(hc_pre(X))), X).
+template <class Sublayer>
+status run_site(engine_state& s, int64_t T, const float* fn, const float* base, const float* scale, const float* norm,
+                Sublayer&& sublayer) {
+  arena_buffers& A = s.a;
+  const model_config& c = s.cfg;
+  const int64_t n = c.hc_mult, D = c.hidden_size;
+  const float eps = float(c.norm_eps), hc_eps = float(c.hc_eps);
+  HART_RETURN_IF_ERROR(hc_pre_cuda({A.x, fn, base, scale, A.collapsed, A.post, A.comb, T, n, D, c.hc_sinkhorn_iters,
+                                    eps, hc_eps}, s.stream));
+  HART_RETURN_IF_ERROR(rms_norm_cuda({A.collapsed, norm, A.normed, T, D, 0, 0, eps}, s.stream));
+  HART_RETURN_IF_ERROR(sublayer(A.normed, A.out));
+  HART_RETURN_IF_ERROR(hc_post_cuda({A.x, A.out, A.post, A.comb, A.xn, T, n, D}, s.stream));
+  std::swap(A.x, A.xn);
+  return {};
+}
+
+// One device pass over `p`; logits rows [V, |logit_rows|] appended to `logits`.
+status run_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logit_rows, std::vector<float>* logits,
+                forward_trace* trace) {
+  arena_buffers& A = s.a;
+  const model_config& c = s.cfg;
+  const int64_t T = p.n_tokens(), D = c.hidden_size, n = c.hc_mult, V = c.vocab_size;
+  HART_RETURN_IF_ERROR(s.upload(A.ids, p.ids));
+  HART_RETURN_IF_ERROR(s.upload(A.pos, p.pos));
+  HART_RETURN_IF_ERROR(gpu::embed_rows_cuda(s.w.embed, A.ids, T, n, D, A.x, s.stream));
+  const bool hidden = trace && trace->capture_hidden;
+  if (hidden) {
+    trace->hidden.assign(1, {});
+    HART_RETURN_IF_ERROR(s.download(&trace->hidden[0], A.x, T * n * D));
+  }
+  for (int64_t il = 0; il < c.n_layers; ++il) {
+    const gpu::device_layer& L = s.w.layers[il];
+    std::vector<int32_t>* topk = trace && L.kind == attention_kind::csa ? &trace->topk[il] : nullptr;
+    HART_RETURN_IF_ERROR(run_site(s, T, L.hc_attn_fn, L.hc_attn_base, L.hc_attn_scale, L.attn_norm,
+                                  [&](const float* x, float* y) { return gpu::attention_run(s, p, il, x, y, topk); }));
+    std::vector<int32_t>* experts = trace ? &trace->experts[il] : nullptr;
+    HART_RETURN_IF_ERROR(run_site(s, T, L.hc_ffn_fn, L.hc_ffn_base, L.hc_ffn_scale, L.ffn_norm,
+                                  [&](const float* x, float* y) { return gpu::moe_run(s, p, il, x, y, experts); }));
+    if (hidden) {
+      trace->hidden.emplace_back();
+      HART_RETURN_IF_ERROR(s.download(&trace->hidden.back(), A.x, T * n * D));
+    }
+  }
+  const float eps = float(c.norm_eps), hc_eps = float(c.hc_eps);
+  HART_RETURN_IF_ERROR(hc_head_cuda({A.x, s.w.hc_head_fn, s.w.hc_head_base, s.w.hc_head_scale, A.collapsed, T, n, D,
+                                     eps, hc_eps}, s.stream));
+  HART_RETURN_IF_ERROR(rms_norm_cuda({A.collapsed, s.w.norm, A.normed, T, D, 0, 0, eps}, s.stream));
+  if (hidden) HART_RETURN_IF_ERROR(s.download(&trace->final_hidden, A.normed, T * D));
+  const int64_t R = int64_t(logit_rows.size());
+  if (logits && R > 0) {
+    std::vector<int64_t> src(R);
+    for (int64_t i = 0; i < R; ++i) src[i] = logit_rows[i] * D;
+    HART_RETURN_IF_ERROR(s.upload(A.row_src, src));
+    HART_RETURN_IF_ERROR(gpu::copy_rows_cuda(A.rows, A.iota_d, A.normed, A.row_src, D, R, false, s.stream));
+    HART_RETURN_IF_ERROR(gpu::linear_run(s, s.w.head, A.rows, R, A.logits));
+    std::vector<float> out;
+    HART_RETURN_IF_ERROR(s.download(&out, A.logits, R * V));
+    logits->insert(logits->end(), out.begin(), out.end());
+  }
+  return cuda_status(cudaStreamSynchronize(s.stream), "gpu engine: forward");
+}
+
+}  // namespace
+}  // namespace gpu
+
+gpu_engine::gpu_engine(std::unique_ptr<state> s) : s_(std::move(s)) {}
+
+gpu_engine::~gpu_engine() {
+  if (s_ && s_->stream) {
+    cudaStreamSynchronize(s_->stream);
+    cudaStreamDestroy(s_->stream);
+  }
+}
+
+const model_config& gpu_engine::config() const { return s_->cfg; }
+const gpu_engine_params& gpu_engine::params() const { return s_->params; }
+size_t gpu_engine::device_bytes() const { return s_->w.bytes + s_->pool.bytes() + s_->arena_mem.bytes(); }
+
+status_or<std::unique_ptr<gpu_engine>> gpu_engine::load(const gpu_engine_params& params) {
+  HART_RETURN_IF_ERROR(params.validate());
+  HART_RETURN_IF_ERROR(params.base.validate());
+  if (!gpu_device_available()) {
+    return failed_precondition("gpu engine: no CUDA device is visible (use --device cpu, or run on the GPU machine)");
+  }
+  auto s = std::make_unique<state>();
+  s->params = params;
+  static std::atomic<uint64_t> next_id{uint64_t(1) << 62};  // apart from the CPU engines' ids
+  s->id = next_id++;
+  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaSetDevice(params.device), "gpu engine: cudaSetDevice"));
+  HART_ASSIGN_OR_RETURN(s->cfg, model_config_load(params.base.model_dir));
+  const model_config& c = s->cfg;
+  const int64_t P = params.base.page_size;
+  if (P % c.csa_rate || P % c.hca_rate || P < c.window) {
+    return invalid_argument("gpu engine: page_size %lld must be a multiple of the compress rates (%lld, %lld) and >= the window %lld",
+                            (long long)P, (long long)c.csa_rate, (long long)c.hca_rate, (long long)c.window);
+  }
+  {
+    HART_ASSIGN_OR_RETURN(model_weights host, model_weights_load(params.base.model_dir, c, params.base.prec));
+    HART_ASSIGN_OR_RETURN(s->w, gpu::device_weights_upload(host, c, params.base.prec));
+  }  // host weights released: the device copy is the only one
+  s->swa_keep = std::max<int64_t>(c.window, 2 * c.csa_rate);
+  s->pages_per_seq = (params.max_context + P - 1) / P;
+  s->max_entries = std::max<int64_t>(params.max_context / c.csa_rate, 1);
+  bool any_hca = false;
+  for (attention_kind k : c.layer_kinds) any_hca |= k == attention_kind::hca;
+  s->n_cand_max = std::max<int64_t>({2 * c.csa_rate, any_hca ? c.hca_rate : 0, 1});
+  s->n_idx_max = c.window + std::max<int64_t>(c.index_topk, any_hca ? params.max_context / c.hca_rate : 0);
+  if (s->n_idx_max > sparse_attention_cuda_max_idx(c.head_dim)) {
+    return invalid_argument("gpu engine: max_context %lld needs %lld keys per query, over the %lld the device attention holds",
+                            (long long)params.max_context, (long long)s->n_idx_max,
+                            (long long)sparse_attention_cuda_max_idx(c.head_dim));
+  }
+  const int64_t n_full = params.full_pages ? params.full_pages : 8 * s->pages_per_seq;
+  const int64_t n_swa = params.swa_pages ? params.swa_pages : 8 * s->pages_per_seq;
+  HART_ASSIGN_OR_RETURN(s->pool, gpu::kv_pool::create(c, P, n_full, n_swa));
+  HART_ASSIGN_OR_RETURN(s->lin, linear_cuda_context::create(params.max_batch_tokens, std::max<int64_t>(s->w.max_linear_in, 1)));
+  {
+    device_arena counter;
+    arena_buffers unused;
+    const size_t bytes = gpu::arena_layout(*s, counter, &unused);
+    HART_ASSIGN_OR_RETURN(s->arena_mem, gpu::device_buffer::create(bytes));
+    device_arena ar(s->arena_mem.get(), s->arena_mem.bytes());
+    gpu::arena_layout(*s, ar, &s->a);
+  }
+  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "gpu engine: stream"));
+  {
+    const int64_t n_rows = params.max_batch_tokens * c.n_activated_experts;
+    std::vector<int64_t> iota(n_rows);
+    for (int64_t i = 0; i < n_rows; ++i) iota[i] = i * c.hidden_size;
+    HART_RETURN_IF_ERROR(s->upload(s->a.iota_d, iota));
+    HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamSynchronize(s->stream), "gpu engine: load"));
+  }
+  // NOTE(gpu): page ids come from a kv_store over a layer-less copy of the
+  // config: the same allocator and page_table ownership as the CPU engine,
+  // with no host KV behind the ids (one float per page).
+  model_config ids_cfg = c;
+  ids_cfg.n_layers = 0;
+  ids_cfg.layer_kinds.clear();
+  s->page_ids = std::make_unique<kv_store>(ids_cfg, P);
+  HART_LOG_INFO("gpu engine: %s on device %d, %.1f MiB weights, %.1f MiB KV (%lld full + %lld swa pages), %.1f MiB arena",
+                c.summary().c_str(), params.device, s->w.bytes / 1048576.0, s->pool.bytes() / 1048576.0,
+                (long long)n_full, (long long)n_swa, s->arena_mem.bytes() / 1048576.0);
+  return std::unique_ptr<gpu_engine>(new gpu_engine(std::move(s)));
+}
+
+sequence_state gpu_engine::new_sequence() const {
+  sequence_state seq;
+  seq.engine_id = s_->id;
+  seq.pages->store = s_->page_ids.get();
+  seq.pages->owned = true;
+  return seq;
+}
+
+namespace {
+
+status validate_batch(const engine_state& s, const std::vector<batch_item>& batch) {
+  if (batch.empty()) return invalid_argument("forward: empty batch");
+  const model_config& c = s.cfg;
+  std::set<const sequence_state*> seen;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const batch_item& it = batch[i];
+    if (!it.seq) return invalid_argument("forward: item %zu has no sequence", i);
+    if (!seen.insert(it.seq).second) return invalid_argument("forward: item %zu repeats a sequence", i);
+    if (it.seq->engine_id != s.id || !it.seq->pages || it.seq->pages->store != s.page_ids.get()) {
+      return invalid_argument("forward: item %zu's sequence was not made by this GPU engine", i);
+    }
+    if (it.tokens.empty()) return invalid_argument("forward: item %zu has no tokens (empty prompt)", i);
+    for (size_t j = 0; j < it.tokens.size(); ++j) {
+      if (it.tokens[j] < 0 || it.tokens[j] >= c.vocab_size) {
+        return out_of_range("forward: item %zu token %zu has id %d, outside the vocabulary [0, %lld)", i, j,
+                            it.tokens[j], (long long)c.vocab_size);
+      }
+    }
+    const int64_t end = it.seq->n_tokens + int64_t(it.tokens.size());
+    if (c.max_position > 0 && end > c.max_position) {
+      return out_of_range("forward: item %zu would reach %lld tokens, past max_position_embeddings %lld", i,
+                          (long long)end, (long long)c.max_position);
+    }
+    if (end > s.params.max_context) {
+      return out_of_range("forward: item %zu would reach %lld tokens, past the GPU engine's max_context %lld", i,
+                          (long long)end, (long long)s.params.max_context);
+    }
+  }
+  return {};
+}
+
+// Pages for every item's new positions; on exhaustion the pages taken here go back.
+status prepare_pages(engine_state& s, const std::vector<batch_item>& batch) {
+  const int64_t P = s.pool.page_size();
+  std::vector<std::pair<page_table*, size_t>> before;
+  status st;
+  for (const batch_item& it : batch) {
+    page_table& pt = *it.seq->pages;
+    before.emplace_back(&pt, pt.full.size());
+    const int64_t n_pages = (it.seq->n_tokens + int64_t(it.tokens.size()) + P - 1) / P;
+    while (st.ok() && int64_t(pt.full.size()) < n_pages) {
+      pt.full.push_back(pt.store->alloc_full());
+      pt.swa.push_back(pt.store->alloc_swa());
+      if (pt.full.back() >= s.pool.n_full() || pt.swa.back() >= s.pool.n_swa()) {
+        st = resource_exhausted("forward: the GPU KV pool is full (%lld full, %lld swa pages)",
+                                (long long)s.pool.n_full(), (long long)s.pool.n_swa());
+      }
+    }
+    if (!st.ok()) break;
+  }
+  if (st.ok()) return st;
+  for (auto& [pt, n] : before) {
+    while (pt->full.size() > n) {
+      pt->store->free_full(pt->full.back());
+      pt->store->free_swa(pt->swa.back());
+      pt->full.pop_back();
+      pt->swa.pop_back();
+    }
+  }
+  return st;
+}
+
+void release_old_pages(const engine_state& s, sequence_state& seq) {
+  page_table& pt = *seq.pages;
+  const int64_t P = s.pool.page_size();
+  const int64_t n_dead = std::max<int64_t>(0, seq.n_tokens - s.swa_keep) / P;  // wholly behind every window
+  for (int64_t pg = 0; pg < n_dead && pg < int64_t(pt.swa.size()); ++pg) {
+    if (pt.swa[pg] >= 0) {
+      pt.store->free_swa(pt.swa[pg]);
+      pt.swa[pg] = -1;
+    }
+  }
+}
+
+}  // namespace
+
+status gpu_engine::forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
+                           forward_trace* trace) const {
+  engine_state& s = *s_;
+  HART_RETURN_IF_ERROR(validate_batch(s, batch));
+  int64_t total = 0;
+  for (const batch_item& it : batch) total += int64_t(it.tokens.size());
+  const int64_t cap = s.params.max_batch_tokens;
+  if (trace && total > cap) {
+    return invalid_argument("forward: a trace needs one device pass (%lld tokens > max_batch_tokens %lld)",
+                            (long long)total, (long long)cap);
+  }
+  HART_RETURN_IF_ERROR(prepare_pages(s, batch));
+  if (logits) logits->clear();
+
+  // Passes of at most `cap` tokens, items cut in position order.
+  pass p;
+  std::vector<int64_t> rows;
+  auto flush = [&]() -> status {
+    if (p.ids.empty()) return {};
+    HART_RETURN_IF_ERROR(gpu::run_pass(s, p, rows, logits, trace));
+    p = pass();
+    rows.clear();
+    return {};
+  };
+  for (const batch_item& it : batch) {
+    const int64_t n = int64_t(it.tokens.size());
+    for (int64_t off = 0; off < n;) {
+      const int64_t take = std::min(n - off, cap - p.n_tokens());
+      pass::span sp{it.seq, p.n_tokens(), take, it.seq->n_tokens + off};
+      for (int64_t j = 0; j < take; ++j) {
+        p.ids.push_back(it.tokens[off + j]);
+        p.pos.push_back(sp.p0 + j);
+        const bool last = off + j == n - 1;
+        if (it.logits == logits_request::all || (it.logits == logits_request::last && last)) rows.push_back(sp.row0 + j);
+      }
+      p.spans.push_back(sp);
+      off += take;
+      if (p.n_tokens() == cap) HART_RETURN_IF_ERROR(flush());
+    }
+  }
+  HART_RETURN_IF_ERROR(flush());
+  for (const batch_item& it : batch) {
+    it.seq->n_tokens += int64_t(it.tokens.size());
+    release_old_pages(s, *it.seq);
+  }
+  return {};
+}
+
+}  // namespace hart

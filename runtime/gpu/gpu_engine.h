@@ -1,0 +1,70 @@
+// File: runtime/gpu/gpu_engine.h
+// The DeepSeek-V4 engine on one CUDA device, with the CPU engine's contract
+// (runtime/model/engine.h, forward_engine.h): forward(batch, logits, trace)
+// over sequence_state, prefill chunks of any length, batched decode of
+// different lengths, logits none / last / all. Everything is allocated at
+// load: the weights (fp32 for `exact`; e4m3 + 128×128 scales for `fp8`), the
+// KV pool (kv_pool.h) and one activation arena sized for `max_batch_tokens`
+// tokens per pass and `max_context` positions per sequence; a forward call
+// with more tokens runs as consecutive passes (same logits: chunking does not
+// change results). Per-step metadata (page offsets, index lists, MoE row
+// groups) is computed on the host and uploaded each pass (v1: not graph-ready).
+// docs/gpu-engine.md has the memory layout and what runs where.
+//
+//   gpu_engine_params p;
+//   p.base.model_dir = "tests/data/tiny-a";
+//   HART_ASSIGN_OR_RETURN(auto eng, gpu_engine::load(p));
+//   sequence_state s = eng->new_sequence();
+//   HART_RETURN_IF_ERROR(eng->forward({{&s, prompt, logits_request::last}}, &logits));
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "runtime/model/forward_engine.h"
+
+namespace hart {
+
+struct gpu_engine_params {
+  engine_params base;             // model_dir, prec, page_size (deterministic: unimplemented on CUDA)
+  int device = 0;
+  int64_t max_batch_tokens = 1024;// tokens per device pass (the arena's size)
+  int64_t max_context = 8192;     // positions per sequence
+  int64_t full_pages = 0;         // KV pool pages; 0 = enough for 8 sequences of max_context
+  int64_t swa_pages = 0;
+
+  status validate() const;
+};
+
+/// True when a CUDA device is usable (for a clear error before loading).
+bool gpu_device_available();
+
+class gpu_engine final : public forward_engine {
+ public:
+  /// failed_precondition without a device; resource_exhausted when weights, pool or
+  /// arena do not fit; the CPU engine's load errors for a bad checkpoint.
+  static status_or<std::unique_ptr<gpu_engine>> load(const gpu_engine_params& params);
+  ~gpu_engine() override;
+
+  const model_config& config() const override;
+  const gpu_engine_params& params() const;
+  /// Engine-owned pages (from the device pool); freed when the sequence dies.
+  sequence_state new_sequence() const override;
+  /// As engine::forward. Also out_of_range past max_context, resource_exhausted
+  /// when the pool has no free page (no state changes then). `trace` needs the
+  /// call to fit one pass (≤ max_batch_tokens tokens).
+  status forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
+                 forward_trace* trace = nullptr) const override;
+  /// Device bytes held by weights, KV pool and arena.
+  size_t device_bytes() const;
+
+  struct state;
+
+ private:
+  explicit gpu_engine(std::unique_ptr<state> s);
+  std::unique_ptr<state> s_;
+};
+
+}  // namespace hart

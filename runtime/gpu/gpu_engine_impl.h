@@ -1,0 +1,115 @@
+// File: runtime/gpu/gpu_engine_impl.h — internal to runtime/gpu: the engine's
+// device state, the arena's named buffers, one pass's host metadata and the
+// layer functions (gpu_attention.cpp, gpu_moe.cpp) the forward composes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/linear/linear.h"
+#include "runtime/gpu/device_memory.h"
+#include "runtime/gpu/gpu_engine.h"
+#include "runtime/gpu/gpu_weights.h"
+#include "runtime/gpu/kv_pool.h"
+#include "runtime/model/kv_store.h"
+
+namespace hart::gpu {
+
+/// Activation and metadata buffers, [.., T] with T = max_batch_tokens unless noted.
+struct arena_buffers {
+  int32_t* ids = nullptr;                 // [T]
+  int64_t* pos = nullptr;                 // [T]
+  float *x = nullptr, *xn = nullptr;      // [D, n_hc, T] residual streams
+  float *collapsed = nullptr, *normed = nullptr, *out = nullptr;  // [D, T]
+  float *post = nullptr, *comb = nullptr; // [n_hc, T], [n_hc, n_hc, T]
+  // attention
+  float *qr = nullptr, *q = nullptr, *kv = nullptr, *o = nullptr, *u = nullptr;
+  float *comp_a = nullptr, *comp_z = nullptr, *index_a = nullptr, *index_z = nullptr;
+  float *index_q = nullptr, *index_w = nullptr;
+  float* ring_stage = nullptr;            // [2·width, T] ring rows of the chunk
+  float* ent_stage = nullptr;             // [c, T] entries emitted this pass
+  const float** cand_kv = nullptr;        // [n_cand_max, T] compress_pool row pointers
+  const float** cand_gate = nullptr;
+  int64_t *ent_pos = nullptr, *ent_dst = nullptr, *ent_src = nullptr;  // [T]
+  int64_t *row_dst = nullptr, *row_src = nullptr;                      // [T] window and ring writes
+  float* keys = nullptr;                  // [dI, C/m_csa] one sequence's indexer keys
+  int64_t *key_src = nullptr, *key_dst = nullptr;  // [C/m_csa]
+  float* scores = nullptr;                // [C/m_csa, T]
+  int32_t *lengths = nullptr, *picks = nullptr;    // [T], [k_top, T]
+  int32_t *page_base = nullptr, *full_pages = nullptr;  // [T], [pages per sequence, T]
+  int32_t* idx = nullptr;                 // [n_idx_max, T]
+  // MoE
+  float *route_logits = nullptr, *route_w = nullptr;  // [E, T], [K, T]
+  int32_t *experts = nullptr, *hash = nullptr;         // [K, T]
+  float *xe = nullptr, *g = nullptr, *up = nullptr, *h = nullptr, *ye = nullptr;
+  int64_t *moe_src = nullptr, *iota_d = nullptr;       // [K·T]: token row offsets, i·D
+  float* moe_w = nullptr;                               // [K·T]
+  // head
+  float* rows = nullptr;                  // [D, T]
+  float* logits = nullptr;                // [V, T]
+  float* qdq = nullptr;                   // [max_linear_in, T] inputs of QDQ-input linears
+};
+
+/// One device pass: the host's view of its tokens.
+struct pass {
+  struct span {
+    sequence_state* seq = nullptr;
+    int64_t row0 = 0, n = 0, p0 = 0;      // rows [row0, row0+n) at positions p0..
+  };
+  std::vector<int32_t> ids;
+  std::vector<int64_t> pos;
+  std::vector<span> spans;
+  int64_t n_tokens() const { return int64_t(ids.size()); }
+};
+
+struct engine_state {
+  gpu_engine_params params;
+  model_config cfg;
+  uint64_t id = 0;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<linear_cuda_context> lin;
+  device_weights w;
+  kv_pool pool;
+  device_buffer arena_mem;
+  arena_buffers a;
+  std::unique_ptr<kv_store> page_ids;     // page-id allocator only (no KV storage; see gpu_engine.cpp)
+  int64_t swa_keep = 0;
+  int64_t max_entries = 0;                // C / csa_rate: indexer keys per sequence
+  int64_t n_idx_max = 0;
+  int64_t n_cand_max = 0;
+  int64_t pages_per_seq = 0;
+
+  template <class T>
+  status upload(T* dst, const std::vector<T>& v) {
+    if (v.empty()) return {};
+    return cuda_status(cudaMemcpyAsync(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream),
+                       "gpu engine: upload");
+  }
+  /// Copies n values back and waits for the stream (v1: host-side step metadata).
+  template <class T>
+  status download(std::vector<T>* dst, const T* src, int64_t n) {
+    dst->resize(size_t(n));
+    if (n == 0) return {};
+    HART_RETURN_IF_ERROR(cuda_status(
+        cudaMemcpyAsync(dst->data(), src, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost, stream), "gpu engine: download"));
+    return cuda_status(cudaStreamSynchronize(stream), "gpu engine: step");
+  }
+};
+
+/// y [out, n] = x [in, n] · W^T by the weight's kind (fp32, FP8 codes, QDQ'd input).
+status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride = 0,
+                  int64_t y_stride = 0);
+/// attention_forward on the device: y [D, T] from normed x [D, T]; fills the
+/// layer's window KV, compressor rings and entries of the pass's sequences.
+status attention_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* topk);
+/// moe_forward on the device: y [D, T] from x [D, T].
+status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* experts);
+
+}  // namespace hart::gpu
+
+namespace hart {
+struct gpu_engine::state : gpu::engine_state {};
+}  // namespace hart

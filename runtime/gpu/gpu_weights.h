@@ -1,0 +1,74 @@
+// File: runtime/gpu/gpu_weights.h
+// The model's parameters in device memory, uploaded once at load from the
+// host model_weights (runtime/model/weights.h). `exact`: fp32 everywhere.
+// `fp8`: every linear the reference runs in FP8 (fp8_input) is stored as e4m3
+// codes with 128×128 e8m0 block scales for linear_fp8_cuda; where the fp32
+// values are not exactly such a tile (MXFP4 experts), the fp32 values are kept
+// and the inputs are quantized on the device before an fp32 GEMM (same math).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "runtime/gpu/device_memory.h"
+#include "runtime/model/config.h"
+#include "runtime/model/weights.h"
+
+namespace hart::gpu {
+
+struct device_linear {
+  const float* f32 = nullptr;      // [in, out] row-major [out][in], when not codes
+  const uint8_t* codes = nullptr;  // [in, out] e4m3 (fp8 mode)
+  const uint8_t* scales = nullptr; // [ceil(in/128), ceil(out/128)] e8m0
+  int64_t in = 0, out = 0;
+  bool qdq_input = false;          // fp32 weights, inputs e4m3-QDQ'd per 128 first
+};
+
+struct device_compressor {
+  device_linear wkv, wgate;        // [D, coff*c]
+  const float* ape = nullptr;      // [coff*c, m]
+  const float* norm = nullptr;     // [c]
+  int64_t rate = 0, dim = 0;
+  bool overlap = false;
+};
+
+struct device_expert {
+  device_linear w1, w3, w2;
+};
+
+struct device_layer {
+  attention_kind kind = attention_kind::sliding;
+  bool hash_moe = false;
+  const float *hc_attn_fn = nullptr, *hc_attn_base = nullptr, *hc_attn_scale = nullptr;
+  const float *hc_ffn_fn = nullptr, *hc_ffn_base = nullptr, *hc_ffn_scale = nullptr;
+  const float *attn_norm = nullptr, *ffn_norm = nullptr;
+  device_linear wq_a, wq_b, wkv, wo_b;
+  const float* wo_a = nullptr;     // [H/G·hd, G·o_lora] fp32 (fp8 mode: FP8 values, unquantized inputs)
+  const float *q_norm = nullptr, *kv_norm = nullptr, *attn_sink = nullptr;
+  device_compressor compressor;    // CSA / HCA
+  device_compressor index_compressor;  // CSA
+  device_linear index_wq_b, index_weights_proj;
+  device_linear gate;              // router, fp32
+  const float* gate_bias = nullptr;
+  std::vector<int32_t> tid2eid;    // host copy [top_k, vocab] (hash routing is resolved on the host)
+  std::vector<device_expert> experts;
+  device_expert shared;
+};
+
+struct device_weights {
+  const float* embed = nullptr;    // [D, vocab]
+  device_linear head;
+  const float* norm = nullptr;
+  const float *hc_head_fn = nullptr, *hc_head_base = nullptr, *hc_head_scale = nullptr;
+  const float *inv_freq_main = nullptr, *inv_freq_compress = nullptr;
+  std::vector<device_layer> layers;
+  int64_t max_linear_in = 0;       // widest linear input (sizes the FP8/QDQ input buffers)
+  size_t bytes = 0;                // device bytes held
+  std::vector<device_buffer> buffers;
+};
+
+/// Uploads `w` (loaded for `cfg` in precision `prec`).
+status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec);
+
+}  // namespace hart::gpu

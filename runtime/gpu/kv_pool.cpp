@@ -1,0 +1,54 @@
+#include "runtime/gpu/kv_pool.h"
+
+#include <climits>
+
+namespace hart::gpu {
+
+status_or<kv_pool> kv_pool::create(const model_config& cfg, int64_t P, int64_t n_full, int64_t n_swa) {
+  if (n_full <= 0 || n_swa <= 0) {
+    return invalid_argument("gpu engine: KV pool needs pages (full %lld, swa %lld)", (long long)n_full, (long long)n_swa);
+  }
+  kv_pool k;
+  k.page_size_ = P;
+  k.hd_ = cfg.head_dim;
+  k.dI_ = cfg.index_head_dim;
+  k.csa_rate_ = cfg.csa_rate;
+  k.n_full_ = n_full;
+  k.n_swa_ = n_swa;
+  const int64_t hd = k.hd_;
+  auto rows = [hd](int64_t floats) { return (floats + hd - 1) / hd * hd; };  // sections start on a row
+  k.layers_.resize(cfg.n_layers);
+  for (int64_t il = 0; il < cfg.n_layers; ++il) {
+    layer_layout& l = k.layers_[il];
+    const attention_kind kind = cfg.layer_kinds[il];
+    l.window_off = k.swa_floats_;
+    k.swa_floats_ += P * hd;
+    if (kind == attention_kind::sliding) continue;
+    const bool csa = kind == attention_kind::csa;
+    l.rate = cfg.compress_rate(kind);
+    l.ring = csa ? 2 * l.rate : l.rate;
+    l.ring_width = 2 * (csa ? 2 : 1) * hd;
+    l.ring_off = k.swa_floats_;
+    k.swa_floats_ += rows(l.ring * l.ring_width);
+    l.entry_off = k.full_floats_;
+    k.full_floats_ += P / l.rate * hd;
+    if (csa) {
+      l.index_ring_off = k.swa_floats_;
+      k.swa_floats_ += rows(2 * cfg.csa_rate * 4 * k.dI_);
+      l.index_off = k.full_floats_;
+      k.full_floats_ += rows(P / cfg.csa_rate * k.dI_);
+    }
+  }
+  if (k.full_floats_ == 0) k.full_floats_ = hd;  // all-SWA models still get addressable pages
+  k.swa0_ = n_full * k.full_floats_;
+  const int64_t total = k.swa0_ + n_swa * k.swa_floats_;
+  k.n_rows_ = total / hd;
+  if (k.n_rows_ > INT_MAX) {
+    return invalid_argument("gpu engine: KV pool of %lld rows does not fit int32 row indices; use fewer pages",
+                            (long long)k.n_rows_);
+  }
+  HART_ASSIGN_OR_RETURN(k.buf_, device_buffer::create(size_t(total) * sizeof(float)));
+  return k;
+}
+
+}  // namespace hart::gpu

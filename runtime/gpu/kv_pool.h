@@ -1,0 +1,69 @@
+// File: runtime/gpu/kv_pool.h
+// The GPU engine's KV pages: one device buffer of fp32, allocated at load,
+// holding `n_full` full pages then `n_swa` SWA pages with kv_store's layout
+// (runtime/model/kv_store.h): a full page carries every CSA/HCA layer's
+// compressed entries and the CSA layers' indexer keys for its P positions;
+// an SWA page carries every layer's window KV and the compressor rings (CSA
+// 2m rows, HCA m rows, indexer 2·4 rows of [kv | gate + bias], row pos % ring).
+// Every section starts at a multiple of head_dim floats, so window KV and
+// compressed entries are rows of one [head_dim, n_rows] matrix that the
+// gathered sparse attention indexes with int32 row numbers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "runtime/gpu/device_memory.h"
+#include "runtime/model/config.h"
+
+namespace hart::gpu {
+
+class kv_pool {
+ public:
+  /// invalid_argument when the rows would not fit int32; resource_exhausted
+  /// when the device has no room.
+  static status_or<kv_pool> create(const model_config& cfg, int64_t page_size, int64_t n_full, int64_t n_swa);
+
+  float* base() const { return static_cast<float*>(buf_.get()); }
+  int64_t page_size() const { return page_size_; }
+  int64_t n_full() const { return n_full_; }
+  int64_t n_swa() const { return n_swa_; }
+  int64_t n_rows() const { return n_rows_; }          // rows of head_dim in the whole pool
+  int64_t full_page_rows() const { return full_floats_ / hd_; }
+  size_t bytes() const { return buf_.bytes(); }
+
+  // Float offsets from base(); `off` is p % P, `pos` the absolute position.
+  int64_t window(int64_t il, int32_t swa_page, int64_t off) const {
+    return swa0_ + swa_page * swa_floats_ + layers_[il].window_off + off * hd_;
+  }
+  int64_t entry(int64_t il, int32_t full_page, int64_t off) const {
+    return full_page * full_floats_ + layers_[il].entry_off + off / layers_[il].rate * hd_;
+  }
+  int64_t index_key(int64_t il, int32_t full_page, int64_t off) const {
+    return full_page * full_floats_ + layers_[il].index_off + off / csa_rate_ * dI_;
+  }
+  int64_t ring(int64_t il, int32_t swa_page, int64_t pos) const {
+    const layer_layout& l = layers_[il];
+    return swa0_ + swa_page * swa_floats_ + l.ring_off + pos % l.ring * l.ring_width;
+  }
+  int64_t index_ring(int64_t il, int32_t swa_page, int64_t pos) const {
+    return swa0_ + swa_page * swa_floats_ + layers_[il].index_ring_off + pos % (2 * csa_rate_) * 4 * dI_;
+  }
+  /// The layer's first entry row inside a full page (entry(il, p, 0) / head_dim − p · full_page_rows).
+  int64_t entry_row0(int64_t il) const { return layers_[il].entry_off / hd_; }
+
+ private:
+  struct layer_layout {
+    int64_t rate = 0, ring = 0, ring_width = 0;
+    int64_t window_off = 0, ring_off = 0, index_ring_off = 0;  // inside an SWA page
+    int64_t entry_off = 0, index_off = 0;                      // inside a full page
+  };
+  int64_t page_size_ = 0, hd_ = 0, dI_ = 0, csa_rate_ = 4;
+  int64_t n_full_ = 0, n_swa_ = 0, n_rows_ = 0;
+  int64_t full_floats_ = 0, swa_floats_ = 0, swa0_ = 0;
+  std::vector<layer_layout> layers_;
+  device_buffer buf_;
+};
+
+}  // namespace hart::gpu
