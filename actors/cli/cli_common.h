@@ -20,6 +20,7 @@ struct common_options {
   std::string precision_name = "exact";
   int threads = 0;
   bool deterministic = false;
+  std::string device = "cpu";  // generate / score: cpu or cuda (actors/cli/device_engine.h)
 };
 
 struct generate_options {

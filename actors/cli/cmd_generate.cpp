@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "actors/cli/cli_common.h"
+#include "actors/cli/device_engine.h"
 #include "runtime/text/chat_template.h"
 
 namespace hart::cli {
@@ -47,14 +48,14 @@ status_or<std::vector<int32_t>> build_prompt(const generate_options& o, const to
 
 int run_generate(const generate_options& o) {
   if (status s = o.sampling.validate(); !s.ok()) return fail(s);
-  auto eng = load_engine(o.common);
+  auto eng = load_forward_engine(o.common);
   if (!eng.ok()) return fail(eng.get_status());
   auto tok = load_tokenizer(o.common.model_dir);
   if (!tok.ok()) return fail(tok.get_status());
   auto prompt = build_prompt(o, *tok);
   if (!prompt.ok()) return fail(prompt.get_status());
 
-  const engine& e = **eng;
+  const forward_engine& e = **eng;
   // Ids past the tokenizer's table (padding rows of the head) are never sampled.
   const int64_t V = std::min<int64_t>(e.config().vocab_size, tok->vocab_size());
   const int32_t eos = tok->config().eos_id.value_or(e.config().eos_token_id);
@@ -64,7 +65,7 @@ int run_generate(const generate_options& o) {
 
   auto t0 = clock_type::now();
   std::vector<float> logits;
-  if (status s = e.prefill(seq, *prompt, logits_request::last, &logits); !s.ok()) return fail(s);
+  if (status s = e.forward({{&seq, *prompt, logits_request::last}}, &logits); !s.ok()) return fail(s);
   const double prefill_s = seconds_since(t0);
 
   auto t1 = clock_type::now();
@@ -82,7 +83,7 @@ int run_generate(const generate_options& o) {
     std::fputs(text->c_str(), stdout);
     std::fflush(stdout);
     if (n_gen == o.max_new_tokens) break;
-    if (status s = e.decode({&seq}, {next}, &logits); !s.ok()) return fail(s);
+    if (status s = e.forward({{&seq, {next}, logits_request::last}}, &logits); !s.ok()) return fail(s);
   }
   std::fputs(out.flush().c_str(), stdout);
   std::fputs("\n", stdout);

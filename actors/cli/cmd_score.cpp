@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "actors/cli/cli_common.h"
+#include "actors/cli/device_engine.h"
 #include "runtime/model/safetensors.h"
 
 namespace hart::cli {
@@ -44,9 +45,9 @@ status_or<std::vector<std::vector<int32_t>>> read_input_ids(const std::string& p
 }  // namespace
 
 int run_score(const score_options& o) {
-  auto eng = load_engine(o.common);
+  auto eng = load_forward_engine(o.common);
   if (!eng.ok()) return fail(eng.get_status());
-  const engine& e = **eng;
+  const forward_engine& e = **eng;
   const int64_t V = e.config().vocab_size;
   auto ids_or = read_input_ids(o.input, V);
   if (!ids_or.ok()) return fail(ids_or.get_status());

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   hart::cli::generate_options gen;
   CLI::App* g = app.add_subcommand("generate", "Generate text from a prompt or chat messages, streamed to stdout");
   add_common(g, &gen.common);
+  g->add_option("--device", gen.common.device, "Run the model on: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   g->add_option("-p,--prompt", gen.prompt, "Prompt text (sent as one user message unless --raw)");
   g->add_option("--messages", gen.messages_file, "JSON file with chat messages [{\"role\":..,\"content\":..}]")
       ->check(CLI::ExistingFile);
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   CLI::App* s = app.add_subcommand(
       "score", "Teacher-forced logits and per-token log-probs for input_ids [B,S] from a safetensors file");
   add_common(s, &sc.common);
+  s->add_option("--device", sc.common.device, "Run the model on: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   s->add_option("-i,--input", sc.input, "safetensors file with input_ids [B,S] (I64 or I32)")
       ->required()
       ->check(CLI::ExistingFile);
