@@ -1,13 +1,15 @@
-// CUDA sparse decode attention over 584-byte FP8 KV entries (issue 6, A1), v3:
+// CUDA sparse decode attention over 584-byte FP8 KV entries (issue 6, A1), v4:
 // tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate).
 //
-// Kernel 1, grid (split, 16-head group, query), 4 warps: the block walks a run
-// of up to 16 chunks of 32 entries of the query's concatenated entry list
-// (window then extra). Per chunk: cp.async stages the raw 584-byte entries of the
-// NEXT chunk while this one is decoded into bf16 rows (exact: e4m3 × 2^k and the
-// bf16 RoPE dims are bf16 values), S = q·kvᵀ (16×32, warp w: entries 8w..8w+7),
-// an online softmax per head (fp32), and O += P·kv with P split into bf16 hi + lo
-// parts so the weights keep ~16 bits (warp w: output dims 128w..128w+127).
+// Kernel 1, grid (split, head group, query): a block owns 16 heads (8 warps;
+// small batches) or 64 heads (16 warps; large batches, so a query's entries are
+// decoded once for all its heads) and walks a run of up to 16 chunks of 32
+// entries of the query's concatenated entry list (window then extra). Per chunk:
+// cp.async stages the raw 584-byte entries of the NEXT chunk while this one is
+// decoded into bf16 rows (exact: e4m3 × 2^k and the bf16 RoPE dims are bf16
+// values); S = q·kvᵀ per (16-head tile, 8 entries, K slice) per warp; an online
+// softmax per head in fp32; O += P·kv with P split into bf16 hi + lo parts so
+// the weights keep ~16 bits, each warp owning a 16-head tile × a slice of dims.
 // Kernel 2, grid (head, query), launched programmatically dependent on kernel 1,
 // merges the splits with the sink into bf16. Products are exact and sums fp32,
 // so the result differs from the fp32 reference only in summation order and the
@@ -26,11 +28,8 @@
 namespace hart {
 namespace {
 
-constexpr int k_heads = 16;  // heads per block: the M of one MMA
-constexpr int k_warps = 4;
-constexpr int k_threads = 32 * k_warps;
 constexpr int k_dim = int(kv_entry_dim);
-constexpr int k_chunk = int(sda_chunk);  // 32 entries: 4 MMA n-tiles, one per warp
+constexpr int k_chunk = int(sda_chunk);  // 32 entries: 4 MMA n-tiles
 constexpr int k_max_chunks = 16;         // chunks per block, bounds the slot stage
 constexpr int k_words = int(kv_entry_bytes / 8);          // 73 8-byte words per entry
 constexpr int k_nope_words = int(kv_entry_nope / 8);      // 56
@@ -45,16 +44,30 @@ struct pool_view {
   long long page_bytes;
 };
 
+// The block shape for HB heads per block: 16 (one MMA M-tile; small batches,
+// where blocks must split the heads to fill the GPU) or 64 (4 M-tiles; large
+// batches, where decoding a query's entries once for all its heads matters).
+template <int HB>
+struct shape {
+  static constexpr int warps = HB == 16 ? 8 : 16;
+  static constexpr int threads = 32 * warps;
+  static constexpr int m_tiles = HB / 16;
+  static constexpr int k_split = warps / (4 * m_tiles);           // S: K split per (m, n) tile
+  static constexpr int rows_per_warp = HB / warps;                // softmax
+  static constexpr int pv_dims = k_dim / (warps / m_tiles);      // P·kv: output dims per warp
+};
+
+template <int HB>
 struct smem_layout {
-  __nv_bfloat16 q[k_heads][k_row];
+  __nv_bfloat16 q[HB][k_row];
   __nv_bfloat16 kv[k_chunk][k_row];
-  __nv_bfloat16 p_hi[k_heads][k_prow];
-  __nv_bfloat16 p_lo[k_heads][k_prow];
+  __nv_bfloat16 p_hi[HB][k_prow];
+  __nv_bfloat16 p_lo[HB][k_prow];
   uint2 raw[2][k_chunk][k_words];  // cp.async stage, double-buffered
-  float s[k_heads][k_chunk + 1];
-  float m[k_heads];
-  float l[k_heads];
-  float corr[k_heads];
+  float s[shape<HB>::k_split][HB][k_chunk + 1];
+  float m[HB];
+  float l[HB];
+  float corr[HB];
   const uint2* entry[k_max_chunks * k_chunk];  // nullptr = no entry
 };
 
@@ -112,8 +125,9 @@ __device__ __forceinline__ const uint2* entry_words(const pool_view& pool, int s
 }
 
 // Queues the raw bytes of block-relative chunk c into stage buffer `buf`.
-__device__ __forceinline__ void stage_chunk(smem_layout& s, int buf, int c) {
-  for (int i = threadIdx.x; i < k_chunk * k_words; i += k_threads) {
+template <int HB>
+__device__ __forceinline__ void stage_chunk(smem_layout<HB>& s, int buf, int c) {
+  for (int i = threadIdx.x; i < k_chunk * k_words; i += shape<HB>::threads) {
     const int e = i / k_words, w = i % k_words;
     const uint2* src = s.entry[c * k_chunk + e];
     if (src) cp_async8(&s.raw[buf][e][w], src + w);
@@ -121,8 +135,9 @@ __device__ __forceinline__ void stage_chunk(smem_layout& s, int buf, int c) {
 }
 
 // Raw entries of stage `buf` → bf16 rows of s.kv (zero rows for empty slots).
-__device__ __forceinline__ void decode_chunk(smem_layout& s, int buf, int c) {
-  for (int i = threadIdx.x; i < k_chunk * (k_nope_words + k_rope_words); i += k_threads) {
+template <int HB>
+__device__ __forceinline__ void decode_chunk(smem_layout<HB>& s, int buf, int c) {
+  for (int i = threadIdx.x; i < k_chunk * (k_nope_words + k_rope_words); i += shape<HB>::threads) {
     const int e = i / (k_nope_words + k_rope_words), w = i % (k_nope_words + k_rope_words);
     const bool valid = s.entry[c * k_chunk + e] != nullptr;
     if (w < k_nope_words) {
@@ -145,14 +160,16 @@ __device__ __forceinline__ void decode_chunk(smem_layout& s, int buf, int c) {
   }
 }
 
-__global__ void __launch_bounds__(k_threads)
+template <int HB>
+__global__ void __launch_bounds__(shape<HB>::threads)
     sda_partial_kernel(const uint16_t* __restrict__ q, pool_view pool0, const int32_t* __restrict__ idx0, int n_idx0,
                        pool_view pool1, const int32_t* __restrict__ idx1, int n_idx1, int n_heads, float scale,
                        int chunks_per_block, float* __restrict__ ws_o, float* __restrict__ ws_ml) {
+  using sh = shape<HB>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  smem_layout& s = *reinterpret_cast<smem_layout*>(smem_raw);
+  smem_layout<HB>& s = *reinterpret_cast<smem_layout<HB>*>(smem_raw);
   const int split = blockIdx.x, n_splits = gridDim.x;
-  const int h0 = blockIdx.y * k_heads;
+  const int h0 = blockIdx.y * HB;
   const int t = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, tq = lane & 3;  // MMA fragment row group and column pair
@@ -163,16 +180,16 @@ __global__ void __launch_bounds__(k_threads)
   cudaTriggerProgrammaticLaunchCompletion();  // the merge kernel may launch; it waits for our writes
 #endif
 
-  for (int i = tid; i < n_chunks * k_chunk; i += k_threads) {
+  for (int i = tid; i < n_chunks * k_chunk; i += sh::threads) {
     const int j = j0 + i;
     const int slot =
         j < n_idx0 ? idx0[size_t(t) * n_idx0 + j] : j < n_total ? idx1[size_t(t) * n_idx1 + (j - n_idx0)] : -1;
     s.entry[i] = slot < 0 ? nullptr : entry_words(j < n_idx0 ? pool0 : pool1, slot);
   }
   const uint4* qv = reinterpret_cast<const uint4*>(q + (size_t(t) * n_heads + h0) * k_dim);
-  for (int i = tid; i < k_heads * k_dim / 8; i += k_threads)
+  for (int i = tid; i < HB * k_dim / 8; i += sh::threads)
     *reinterpret_cast<uint4*>(&s.q[i / (k_dim / 8)][(i % (k_dim / 8)) * 8]) = qv[i];
-  if (tid < k_heads) {
+  if (tid < HB) {
     s.m[tid] = -INFINITY;
     s.l[tid] = 0.f;
   }
@@ -180,9 +197,16 @@ __global__ void __launch_bounds__(k_threads)
   stage_chunk(s, 0, 0);
   cp_async_commit();
 
-  float o[16][4];  // rows g and g+8, dims 128·warp + 8·nt + 2·tq (+1)
+  // S work: warp → (m-tile, n-tile of 8 entries, K slice); P·kv work: warp → (m-tile, output dims).
+  const int s_job = warp % (sh::m_tiles * 4), s_ks = warp / (sh::m_tiles * 4);
+  const int s_m = s_job / 4, s_n = s_job % 4;
+  constexpr int s_kw = k_dim / sh::k_split;
+  const int pv_m = warp / (sh::warps / sh::m_tiles);
+  const int pv_d0 = (warp % (sh::warps / sh::m_tiles)) * sh::pv_dims;
+  constexpr int pv_nt = sh::pv_dims / 8;
+  float o[pv_nt][4];  // rows 16·pv_m + g (+8), dims pv_d0 + 8·nt + 2·tq (+1)
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+  for (int nt = 0; nt < pv_nt; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
 
   for (int c = 0; c < n_chunks; ++c) {
     if (c + 1 < n_chunks) stage_chunk(s, (c + 1) & 1, c + 1);
@@ -192,29 +216,35 @@ __global__ void __launch_bounds__(k_threads)
     decode_chunk(s, c & 1, c);
     __syncthreads();
 
-    // S = q·kvᵀ for entries 8·warp .. 8·warp + 7.
-    float sc[4] = {0.f, 0.f, 0.f, 0.f};
+    // Partial S over this warp's K slice.
+    {
+      float sc[4] = {0.f, 0.f, 0.f, 0.f};
+      const int r = 16 * s_m;
 #pragma unroll
-    for (int k0 = 0; k0 < k_dim; k0 += 32) {
-      unsigned a0[4], a1[4], b[4];
-      ldmatrix_x4(a0, &s.q[lane & 15][k0 + (lane >> 4) * 8]);
-      ldmatrix_x4(a1, &s.q[lane & 15][k0 + 16 + (lane >> 4) * 8]);
-      ldmatrix_x4(b, &s.kv[8 * warp + (lane & 7)][k0 + (lane >> 3) * 8]);
-      mma_bf16(sc, a0, b[0], b[1]);
-      mma_bf16(sc, a1, b[2], b[3]);
+      for (int k0 = s_ks * s_kw; k0 < (s_ks + 1) * s_kw; k0 += 32) {
+        unsigned a0[4], a1[4], b[4];
+        ldmatrix_x4(a0, &s.q[r + (lane & 15)][k0 + (lane >> 4) * 8]);
+        ldmatrix_x4(a1, &s.q[r + (lane & 15)][k0 + 16 + (lane >> 4) * 8]);
+        ldmatrix_x4(b, &s.kv[8 * s_n + (lane & 7)][k0 + (lane >> 3) * 8]);
+        mma_bf16(sc, a0, b[0], b[1]);
+        mma_bf16(sc, a1, b[2], b[3]);
+      }
+      s.s[s_ks][r + g][8 * s_n + 2 * tq] = sc[0];
+      s.s[s_ks][r + g][8 * s_n + 2 * tq + 1] = sc[1];
+      s.s[s_ks][r + g + 8][8 * s_n + 2 * tq] = sc[2];
+      s.s[s_ks][r + g + 8][8 * s_n + 2 * tq + 1] = sc[3];
     }
-    s.s[g][8 * warp + 2 * tq] = sc[0];
-    s.s[g][8 * warp + 2 * tq + 1] = sc[1];
-    s.s[g + 8][8 * warp + 2 * tq] = sc[2];
-    s.s[g + 8][8 * warp + 2 * tq + 1] = sc[3];
     __syncthreads();
 
-    // Online softmax: warp w owns heads 4w .. 4w + 3, lane = entry.
+    // Online softmax: warp owns rows_per_warp heads, lane = entry.
     const bool valid = s.entry[c * k_chunk + lane] != nullptr;
 #pragma unroll
-    for (int hh = 0; hh < k_heads / k_warps; ++hh) {
-      const int h = warp * (k_heads / k_warps) + hh;
-      const float x = valid ? s.s[h][lane] * scale : -INFINITY;
+    for (int hh = 0; hh < sh::rows_per_warp; ++hh) {
+      const int h = warp * sh::rows_per_warp + hh;
+      float dot = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < sh::k_split; ++ks) dot += s.s[ks][h][lane];
+      const float x = valid ? dot * scale : -INFINITY;
       float mc = x;
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, off));
@@ -237,10 +267,11 @@ __global__ void __launch_bounds__(k_threads)
     }
     __syncthreads();
 
-    // O = O·corr + (P_hi + P_lo)·kv over dims 128·warp ..
-    const float c_lo = s.corr[g], c_hi = s.corr[g + 8];
+    // O = O·corr + (P_hi + P_lo)·kv over this warp's rows and output dims.
+    const int r = 16 * pv_m;
+    const float c_lo = s.corr[r + g], c_hi = s.corr[r + g + 8];
 #pragma unroll
-    for (int nt = 0; nt < 16; ++nt) {
+    for (int nt = 0; nt < pv_nt; ++nt) {
       o[nt][0] *= c_lo;
       o[nt][1] *= c_lo;
       o[nt][2] *= c_hi;
@@ -249,12 +280,12 @@ __global__ void __launch_bounds__(k_threads)
 #pragma unroll
     for (int e0 = 0; e0 < k_chunk; e0 += 16) {
       unsigned ph[4], pl[4];
-      ldmatrix_x4(ph, &s.p_hi[lane & 15][e0 + (lane >> 4) * 8]);
-      ldmatrix_x4(pl, &s.p_lo[lane & 15][e0 + (lane >> 4) * 8]);
+      ldmatrix_x4(ph, &s.p_hi[r + (lane & 15)][e0 + (lane >> 4) * 8]);
+      ldmatrix_x4(pl, &s.p_lo[r + (lane & 15)][e0 + (lane >> 4) * 8]);
 #pragma unroll
-      for (int nt = 0; nt < 16; nt += 2) {
+      for (int nt = 0; nt < pv_nt; nt += 2) {
         unsigned b[4];
-        ldmatrix_x4_trans(b, &s.kv[e0 + (lane & 15)][128 * warp + 8 * nt + (lane >> 4) * 8]);
+        ldmatrix_x4_trans(b, &s.kv[e0 + (lane & 15)][pv_d0 + 8 * nt + (lane >> 4) * 8]);
         mma_bf16(o[nt], ph, b[0], b[1]);
         mma_bf16(o[nt], pl, b[0], b[1]);
         mma_bf16(o[nt + 1], ph, b[2], b[3]);
@@ -264,14 +295,15 @@ __global__ void __launch_bounds__(k_threads)
   }
 
   const size_t base = (size_t(t) * n_splits + split) * n_heads + h0;
+  const int r = 16 * pv_m;
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
-    const int d = 128 * warp + 8 * nt + 2 * tq;
-    *reinterpret_cast<float2*>(&ws_o[(base + g) * k_dim + d]) = make_float2(o[nt][0], o[nt][1]);
-    *reinterpret_cast<float2*>(&ws_o[(base + g + 8) * k_dim + d]) = make_float2(o[nt][2], o[nt][3]);
+  for (int nt = 0; nt < pv_nt; ++nt) {
+    const int d = pv_d0 + 8 * nt + 2 * tq;
+    *reinterpret_cast<float2*>(&ws_o[(base + r + g) * k_dim + d]) = make_float2(o[nt][0], o[nt][1]);
+    *reinterpret_cast<float2*>(&ws_o[(base + r + g + 8) * k_dim + d]) = make_float2(o[nt][2], o[nt][3]);
   }
   __syncthreads();  // s.m / s.l final
-  if (tid < k_heads) {
+  if (tid < HB) {
     ws_ml[(base + tid) * 2] = s.m[tid];
     ws_ml[(base + tid) * 2 + 1] = s.l[tid];
   }
@@ -329,6 +361,22 @@ int sm_count() {
   return v > 0 ? v : 1;
 }
 
+template <int HB>
+status launch_partial(const sparse_decode_attention_params& p, int n_splits, int chunks_per_block, float* ws_o,
+                      float* ws_ml, cudaStream_t stream) {
+  // Per launch, not cached: the attribute belongs to the current device.
+  const cudaError_t err = cudaFuncSetAttribute(sda_partial_kernel<HB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               int(sizeof(smem_layout<HB>)));
+  if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
+  const pool_view p0{p.pool0.base, p.pool0.entries_per_page, p.pool0.page_bytes};
+  const pool_view p1{p.pool1.base, p.pool1.entries_per_page, p.pool1.page_bytes};
+  const dim3 grid(unsigned(n_splits), unsigned(p.n_heads / HB), unsigned(p.n_queries));
+  sda_partial_kernel<HB><<<grid, shape<HB>::threads, sizeof(smem_layout<HB>), stream>>>(
+      p.q, p0, p.idx0, int(p.n_idx0), p1, p.idx1, int(p.n_idx1), int(p.n_heads), p.scale, chunks_per_block, ws_o,
+      ws_ml);
+  return {};
+}
+
 }  // namespace
 
 status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUstream_st* stream) {
@@ -342,26 +390,21 @@ status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUs
       (p.n_idx0 && (misaligned(p.pool0.base, 8) || p.pool0.page_bytes % 8)) ||
       (p.n_idx1 && (misaligned(p.pool1.base, 8) || p.pool1.page_bytes % 8)))
     return invalid_argument("sparse_decode_attention_cuda: q / workspace must be 16-byte aligned, out and pools 8-byte");
-  // Aim for two blocks per SM; at most k_max_chunks chunks per block.
+  // 64 heads per block once there are enough (query, head group) pairs to fill
+  // the GPU (entries decoded once per query); else 16, aiming at two blocks per
+  // SM by splitting the entry list. At most k_max_chunks chunks per block.
   const int64_t n_chunks = sda_n_splits(p.n_idx0 + p.n_idx1);
-  const int64_t groups = p.n_heads / k_heads;
-  const int64_t want_splits =
-      std::max<int64_t>(1, (2 * int64_t(sm_count()) + groups * p.n_queries - 1) / (groups * p.n_queries));
+  const int sms = sm_count();
+  const bool wide = p.n_heads % 64 == 0 && p.n_queries * (p.n_heads / 64) >= sms;
+  const int64_t groups = p.n_heads / (wide ? 64 : 16);
+  const int64_t target = (wide ? 1 : 2) * int64_t(sms);
+  const int64_t want_splits = std::max<int64_t>(1, (target + groups * p.n_queries - 1) / (groups * p.n_queries));
   const int64_t chunks_per_block = std::min<int64_t>(k_max_chunks, (n_chunks + want_splits - 1) / want_splits);
   const int n_splits = int((n_chunks + chunks_per_block - 1) / chunks_per_block);
   float* ws_o = static_cast<float*>(p.workspace);
   float* ws_ml = ws_o + size_t(p.n_queries) * n_splits * p.n_heads * kv_entry_dim;
-
-  // Per launch, not cached: the attribute belongs to the current device.
-  cudaError_t err = cudaFuncSetAttribute(sda_partial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(sizeof(smem_layout)));
-  if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
-  const pool_view p0{p.pool0.base, p.pool0.entries_per_page, p.pool0.page_bytes};
-  const pool_view p1{p.pool1.base, p.pool1.entries_per_page, p.pool1.page_bytes};
-  const dim3 grid(unsigned(n_splits), unsigned(groups), unsigned(p.n_queries));
-  sda_partial_kernel<<<grid, k_threads, sizeof(smem_layout), stream>>>(p.q, p0, p.idx0, int(p.n_idx0), p1, p.idx1,
-                                                                       int(p.n_idx1), int(p.n_heads), p.scale,
-                                                                       int(chunks_per_block), ws_o, ws_ml);
+  HART_RETURN_IF_ERROR(wide ? launch_partial<64>(p, n_splits, int(chunks_per_block), ws_o, ws_ml, stream)
+                            : launch_partial<16>(p, n_splits, int(chunks_per_block), ws_o, ws_ml, stream));
   // The merge launches while the partial kernel runs (programmatic dependent
   // launch) and waits for its results in cudaGridDependencySynchronize.
   cudaLaunchConfig_t cfg = {};
@@ -376,7 +419,7 @@ status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUs
   cfg.numAttrs = 1;
   const float* ws_o_c = ws_o;
   const float* ws_ml_c = ws_ml;
-  err = cudaLaunchKernelEx(&cfg, sda_merge_kernel, ws_o_c, ws_ml_c, p.sink, n_splits, int(p.n_heads), p.out);
+  cudaError_t err = cudaLaunchKernelEx(&cfg, sda_merge_kernel, ws_o_c, ws_ml_c, p.sink, n_splits, int(p.n_heads), p.out);
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
   return {};
