@@ -51,6 +51,17 @@ op_check_line compare(std::string op, std::string shape, const std::vector<float
                       const std::vector<double>& want, const std::vector<double>& scale, double rtol, double atol,
                       std::string tol_text);
 
+/// got vs want bit for bit (any two NaNs match, whatever their payload): the
+/// rule of the integer-ported codecs. max_abs is max |got - want|, max_rel that
+/// over |want|; tol text "exact (bits)".
+op_check_line compare_bits(std::string op, std::string shape, const std::vector<float>& got,
+                           const std::vector<float>& want);
+
+/// Codes (e4m3 / e2m1 bytes, e8m0 scale codes) byte for byte: max_abs counts the
+/// mismatching bytes, max_rel is their fraction; tol text "exact (codes)".
+op_check_line compare_codes(std::string op, std::string shape, const std::vector<uint8_t>& got,
+                            const std::vector<uint8_t>& want);
+
 /// A generator for one op's inputs: the run's seed mixed with the op name, so
 /// ops draw independent inputs and one op replays alone with the same seed.
 std::mt19937 op_rng(uint32_t seed, const char* op);
@@ -65,6 +76,12 @@ status check_linear(uint32_t seed, std::vector<op_check_line>& lines);
 status check_sparse_attention(uint32_t seed, std::vector<op_check_line>& lines);
 status check_swiglu(uint32_t seed, std::vector<op_check_line>& lines);
 status check_rope(uint32_t seed, std::vector<op_check_line>& lines);
+status check_quant(uint32_t seed, std::vector<op_check_line>& lines);
+status check_mhc(uint32_t seed, std::vector<op_check_line>& lines);
+status check_moe_route(uint32_t seed, std::vector<op_check_line>& lines);
+status check_compress_pool(uint32_t seed, std::vector<op_check_line>& lines);
+status check_indexer(uint32_t seed, std::vector<op_check_line>& lines);
+status check_sparse_decode_attention(uint32_t seed, std::vector<op_check_line>& lines);
 
 }  // namespace hart::op_check_detail
 

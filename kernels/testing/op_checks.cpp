@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #ifdef HART_CUDA
 #include "kernels/testing/op_check_util.h"
@@ -40,6 +41,31 @@ op_check_line compare(std::string op, std::string shape, const std::vector<float
   return l;
 }
 
+op_check_line compare_bits(std::string op, std::string shape, const std::vector<float>& got,
+                           const std::vector<float>& want) {
+  op_check_line l{std::move(op), std::move(shape), 0, 0, "exact (bits)", got.size() == want.size()};
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const float g = got[i], w = want[i];
+    if (std::isnan(g) && std::isnan(w)) continue;
+    if (std::memcmp(&g, &w, sizeof g) == 0) continue;
+    l.pass = false;
+    const double d = std::fabs(double(g) - double(w));  // +0 vs -0: 0, still a failure
+    l.max_abs = std::isnan(d) ? INFINITY : std::fmax(l.max_abs, d);
+    const double rel = d == 0 ? 0.0 : (w != 0 && std::isfinite(d) ? d / std::fabs(double(w)) : INFINITY);
+    l.max_rel = std::fmax(l.max_rel, rel);
+  }
+  return l;
+}
+
+op_check_line compare_codes(std::string op, std::string shape, const std::vector<uint8_t>& got,
+                            const std::vector<uint8_t>& want) {
+  op_check_line l{std::move(op), std::move(shape), 0, 0, "exact (codes)", got.size() == want.size()};
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) l.max_abs += got[i] != want[i];
+  l.max_rel = want.empty() ? 0.0 : l.max_abs / double(want.size());
+  l.pass = l.pass && l.max_abs == 0;
+  return l;
+}
+
 std::mt19937 op_rng(uint32_t seed, const char* op) {
   uint32_t h = 2166136261u;  // FNV-1a of the op name
   for (const char* c = op; *c; ++c) h = (h ^ uint8_t(*c)) * 16777619u;
@@ -65,6 +91,12 @@ const std::vector<op_check>& op_checks() {
       {"sparse_attention", check_sparse_attention},
       {"swiglu", check_swiglu},
       {"rope", check_rope},
+      {"quant", check_quant},
+      {"mhc", check_mhc},
+      {"moe_route", check_moe_route},
+      {"compress_pool", check_compress_pool},
+      {"indexer", check_indexer},
+      {"sparse_decode_attention", check_sparse_decode_attention},
   };
   return checks;
 }
@@ -96,7 +128,7 @@ status op_checks_device_status() {
 
 std::string op_check_format(const op_check_line& l) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-18s %-40s max_abs %-10.3g max_rel %-10.3g tol %-28s %s", l.op.c_str(),
+  std::snprintf(buf, sizeof buf, "%-24s %-40s max_abs %-10.3g max_rel %-10.3g tol %-28s %s", l.op.c_str(),
                 l.shape.c_str(), l.max_abs, l.max_rel, l.tol.c_str(), l.pass ? "PASS" : "FAIL");
   return buf;
 }

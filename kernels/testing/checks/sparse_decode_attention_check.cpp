@@ -1,0 +1,137 @@
+// sparse_decode_attention (FP8 584-byte KV entries, bf16 q / o): CUDA vs CPU
+// within 2^-7·|o| + 1e-5·max_row|o| per element, the row one (query, head)
+// (kernels/sparse_decode_attention/sparse_decode_attention_test.cpp: both sides
+// round fp32 results to bf16 and the fp32 values differ by summation order, ~1e-6
+// of the row scale, so one bf16 ulp on top). Paged pools padded as FlashMLA
+// pads them, -1 slots, an all-empty query; output and workspace poisoned with NaN.
+#include "kernels/sparse_decode_attention/sparse_decode_attention.h"
+#include "kernels/testing/op_check_util.h"
+#include "runtime/core/codecs.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hart::op_check_detail {
+namespace {
+
+constexpr int64_t D = kv_entry_dim;
+constexpr int64_t k_per_page = 64;
+constexpr int64_t k_page_bytes =
+    (k_per_page * kv_entry_bytes + 575) / 576 * 576;  // FlashMLA: multiple of 576
+
+struct shape {
+  int64_t n_queries, n_heads, n_idx0, n_idx1;
+  double p_empty;    // chance of a -1 slot
+  bool empty_query;  // the last query's lists all -1
+  std::string text() const {
+    return "queries=" + std::to_string(n_queries) + " heads=" + std::to_string(n_heads) +
+           " window=" + std::to_string(n_idx0) + " topk=" + std::to_string(n_idx1);
+  }
+};
+
+// `slots` entries of 512 values with per-64-block magnitudes over 2^-10..2^6,
+// encoded into pages; the padding bytes are garbage on purpose.
+status random_pool(std::mt19937& rng, int64_t slots, std::vector<uint8_t>& pool) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> ex(-10, 6);
+  pool.assign(size_t((slots + k_per_page - 1) / k_per_page * k_page_bytes), 0xcd);
+  std::vector<float> v(D);
+  for (int64_t s = 0; s < slots; ++s) {
+    for (int64_t b = 0; b < D / 64; ++b) {
+      const float sc = std::ldexp(1.f, ex(rng));
+      for (int64_t i = 0; i < 64; ++i) v[b * 64 + i] = nd(rng) * sc;
+    }
+    HART_RETURN_IF_ERROR(kv_entry_encode(
+        v.data(), pool.data() + (s / k_per_page) * k_page_bytes + (s % k_per_page) * kv_entry_bytes));
+  }
+  return {};
+}
+
+status run_case(std::mt19937& rng, const shape& s, std::vector<op_check_line>& lines) {
+  const int64_t slots0 = 256, slots1 = std::max<int64_t>(64, 2 * s.n_idx1);
+  std::vector<uint8_t> pool0, pool1;
+  HART_RETURN_IF_ERROR(random_pool(rng, slots0, pool0));
+  HART_RETURN_IF_ERROR(random_pool(rng, slots1, pool1));
+  std::uniform_real_distribution<double> u(0, 1);
+  auto fill = [&](int64_t n, int64_t slots) {
+    std::vector<int32_t> idx(s.n_queries * n);
+    std::uniform_int_distribution<int32_t> pick(0, int32_t(slots - 1));
+    for (int64_t t = 0; t < s.n_queries; ++t) {
+      for (int64_t j = 0; j < n; ++j) {
+        const bool empty = u(rng) < s.p_empty || (s.empty_query && t == s.n_queries - 1);
+        idx[t * n + j] = empty ? -1 : pick(rng);
+      }
+    }
+    return idx;
+  };
+  const std::vector<int32_t> idx0 = fill(s.n_idx0, slots0), idx1 = fill(s.n_idx1, slots1);
+  const auto qf = normal(rng, s.n_queries * s.n_heads * D, 1.0f);  // [512, n_heads, n_queries]
+  std::vector<uint16_t> q(qf.size());
+  f32_to_bf16(qf.data(), q.data(), int64_t(qf.size()));
+  const auto sink = normal(rng, s.n_heads, 2.0f);
+
+  sparse_decode_attention_params p;
+  p.q = q.data();
+  p.pool0 = {pool0.data(), k_per_page, k_page_bytes};
+  p.idx0 = s.n_idx0 ? idx0.data() : nullptr;
+  p.n_idx0 = s.n_idx0;
+  p.pool1 = {pool1.data(), k_per_page, k_page_bytes};
+  p.idx1 = s.n_idx1 ? idx1.data() : nullptr;
+  p.n_idx1 = s.n_idx1;
+  p.sink = sink.data();
+  std::vector<uint16_t> cpu(q.size(), 0x7fc1), gpu;
+  p.out = cpu.data();
+  p.n_queries = s.n_queries;
+  p.n_heads = s.n_heads;
+  HART_RETURN_IF_ERROR(sparse_decode_attention_cpu(p));
+
+  const size_t ws_bytes = sparse_decode_attention_workspace_bytes(s.n_queries, s.n_heads, s.n_idx0, s.n_idx1);
+  dev<uint16_t> d_q(q), d_out(std::vector<uint16_t>(q.size(), 0x7fc1));               // NaN poison
+  dev<uint8_t> d_p0(pool0), d_p1(pool1), d_ws(std::vector<uint8_t>(ws_bytes, 0xff));  // NaN poison
+  dev<int32_t> d_i0(idx0), d_i1(idx1);
+  dev<float> d_sink(sink);
+  HART_RETURN_IF_ERROR(d_ws.ok());
+  HART_RETURN_IF_ERROR(d_out.ok());
+  p.q = d_q.get();
+  p.pool0.base = d_p0.get();
+  p.idx0 = s.n_idx0 ? d_i0.get() : nullptr;
+  p.pool1.base = d_p1.get();
+  p.idx1 = s.n_idx1 ? d_i1.get() : nullptr;
+  p.sink = d_sink.get();
+  p.out = d_out.get();
+  p.workspace = d_ws.get();
+  p.workspace_bytes = ws_bytes;
+  HART_RETURN_IF_ERROR(sparse_decode_attention_cuda(p, nullptr));
+  HART_RETURN_IF_ERROR(cuda_status("sparse_decode_attention", cudaDeviceSynchronize()));
+  HART_RETURN_IF_ERROR(d_out.to_host(gpu));
+
+  std::vector<float> got(gpu.size()), want_f(cpu.size());
+  bf16_to_f32(gpu.data(), got.data(), int64_t(gpu.size()));
+  bf16_to_f32(cpu.data(), want_f.data(), int64_t(cpu.size()));
+  // bound 2^-7·(|o| + 2^7·1e-5·max_row|o|) = 2^-7·|o| + 1e-5·max_row|o|
+  std::vector<double> want(want_f.begin(), want_f.end()), scale(want.size());
+  for (size_t r = 0; r < want.size() / D; ++r) {
+    double m = 0;
+    for (int64_t d = 0; d < D; ++d) m = std::max(m, std::fabs(want[r * D + d]));
+    for (int64_t d = 0; d < D; ++d) scale[r * D + d] = std::fabs(want[r * D + d]) + 128 * 1e-5 * m;
+  }
+  lines.push_back(compare("sparse_decode_attention", s.text(), got, want, scale, 0x1p-7, 0.0,
+                          "2^-7*|o| + 1e-5*max_row|o|"));
+  return {};
+}
+
+}  // namespace
+
+status check_sparse_decode_attention(uint32_t seed, std::vector<op_check_line>& lines) {
+  std::mt19937 rng = op_rng(seed, "sparse_decode_attention");
+  // V4 decode: 64 heads x 512, window 128 + top-k 512 (CSA), batch 1 and 8; Pro's
+  // 128 heads; odd: 48 heads, 31 + 33 slots half empty, the last query all empty
+  const shape shapes[] = {{1, 64, 128, 512, 0.0, false},
+                          {8, 64, 128, 512, 0.05, false},
+                          {2, 128, 128, 512, 0.02, false},
+                          {3, 48, 31, 33, 0.5, true}};
+  for (const shape& s : shapes) HART_RETURN_IF_ERROR(run_case(rng, s, lines));
+  return {};
+}
+
+}  // namespace hart::op_check_detail
