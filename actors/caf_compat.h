@@ -10,19 +10,24 @@
 #pragma GCC diagnostic pop
 
 #include "actors/msg/serve_msgs.h"
+#include "actors/msg/step_msgs.h"
 #include "actors/msg/weight_sync_msgs.h"
 #include "runtime/weight_sync/sync_server.h"
 
 namespace hart::actors {
 
-using submit_atom = caf::atom_constant<caf::atom("submit")>;    // gateway -> engine: a generation
-using control_atom = caf::atom_constant<caf::atom("control")>;  // gateway -> engine: a control verb
-using events_atom = caf::atom_constant<caf::atom("events")>;    // engine -> gateway: token/finish events
-using reply_atom = caf::atom_constant<caf::atom("reply")>;      // engine -> gateway: a control reply
+using submit_atom = caf::atom_constant<caf::atom("submit")>;    // gateway -> scheduler: a generation
+using control_atom = caf::atom_constant<caf::atom("control")>;  // gateway -> scheduler: a control verb
+using events_atom = caf::atom_constant<caf::atom("events")>;    // scheduler -> gateway: token/finish events
+using reply_atom = caf::atom_constant<caf::atom("reply")>;      // scheduler -> gateway: a control reply
 using inbound_atom = caf::atom_constant<caf::atom("inbound")>;  // transport -> gateway: a decoded request
 using sync_atom = caf::atom_constant<caf::atom("wsync")>;       // sync socket -> weight sync: a decoded message
-using swap_atom = caf::atom_constant<caf::atom("swap")>;        // weight sync -> engine: swap at a step boundary
-using swapped_atom = caf::atom_constant<caf::atom("swapped")>;  // engine -> weight sync: the swap's outcome
+// weight sync -> scheduler -> worker: swap at a step boundary; swapped: the outcome, back the same way
+using swap_atom = caf::atom_constant<caf::atom("swap")>;
+using swapped_atom = caf::atom_constant<caf::atom("swapped")>;
+using step_atom = caf::atom_constant<caf::atom("step")>;          // scheduler -> worker: run a step_plan
+using step_done_atom = caf::atom_constant<caf::atom("stepdone")>; // worker -> scheduler: its step_outcome
+using retry_atom = caf::atom_constant<caf::atom("retry")>;        // scheduler -> itself: plan again (memory was short)
 
 }  // namespace hart::actors
 
@@ -34,3 +39,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::addressed_repl
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::weight_sync::inbound_sync>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::swap_request>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::swap_outcome>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::sched::step_plan>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::step_outcome>)

@@ -51,7 +51,7 @@ struct gateway_state {
     lg.top_logprobs = g.sampling.top_logprobs > 0;
     live.emplace(id, std::move(lg));
     by_client_id.emplace(key, id);
-    self->send(params.engine, submit_atom::value, std::make_shared<const submit_request>(submit_request{std::move(r).value()}));
+    self->send(params.scheduler, submit_atom::value, std::make_shared<const submit_request>(submit_request{std::move(r).value()}));
   }
 
   void on_control(caf::event_based_actor* self, const transport::client_id& client, const protocol::control_request& c) {
@@ -67,10 +67,10 @@ struct gateway_state {
         return;
       }
     }
-    self->send(params.engine, control_atom::value, std::make_shared<const control_call>(std::move(call)));
+    self->send(params.scheduler, control_atom::value, std::make_shared<const control_call>(std::move(call)));
   }
 
-  // `weight_version`: the weights that produced these events (engine actor).
+  // `weight_version`: the weights that produced these events (scheduler actor).
   void on_events(const sched::event_batch& ev, uint64_t weight_version) {
     for (const sched::token_event& t : ev.tokens) {
       auto it = live.find(t.request_id);

@@ -1,7 +1,7 @@
 // File: actors/gateway_actor.h
 // The gateway actor: turns decoded wire requests into scheduler requests
 // (tokenizing chat messages and text, assigning internal ids), forwards
-// control verbs, and streams the engine's events back to each client as
+// control verbs to the scheduler actor, and streams its events back to each client as
 // chunk and final replies through the transport server.
 #pragma once
 
@@ -15,7 +15,7 @@ namespace hart::actors {
 
 struct gateway_params {
   std::shared_ptr<transport::server> server;  // replies go out here (thread-safe send)
-  caf::actor engine;                          // the engine actor
+  caf::actor scheduler;                       // the scheduler actor
   const tokenizer* tok = nullptr;             // may be null: token-id prompts only
   int64_t vocab_size = 0;
 };

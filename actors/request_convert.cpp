@@ -1,5 +1,7 @@
 #include "actors/request_convert.h"
 
+#include <algorithm>
+
 #include "runtime/text/chat_template.h"
 
 namespace hart::actors {
@@ -70,6 +72,7 @@ protocol::chunk_event to_chunk(const sched::token_event& e, uint64_t client_requ
   c.seq = seq;
   c.token_ids = {uint32_t(e.token)};
   c.text = e.text;
+  c.server_time_us = uint64_t(std::max<int64_t>(0, e.produced_us));
   if (logprobs) c.logprobs = {e.logprob};
   if (top_logprobs) {
     std::vector<protocol::token_logprob> top;

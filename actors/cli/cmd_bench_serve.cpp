@@ -2,8 +2,9 @@
 // server. For each concurrency, C clients send random token prompts of the
 // given lengths back to back; one summary line per concurrency: requests,
 // output tokens/s (server) vs per user, TTFT and TPOT p50/p99, and the
-// server's own step latency (stats) beside the client-seen TPOT, whose
-// difference is the serving overhead per decode step (target S1).
+// server's decode model step, the worker's idle gap between back-to-back
+// decode steps (the serving overhead per step, target S1, from stats) and the
+// delivery latency of each token (its server timestamp to the client's receipt).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -50,10 +51,11 @@ int run_bench_serve(const bench_serve_options& o) {
   cp.endpoint = o.connect;
   auto probe = transport::client::connect(cp);
   if (!probe.ok()) return fail(probe.get_status());
-  std::printf("%-5s %6s %10s %10s %10s %10s %10s %10s %12s\n", "conc", "reqs", "out_tok/s", "tok/s/user",
-              "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "decode_p50");
+  std::printf("%-5s %6s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "conc", "reqs", "out_tok/s",
+              "tok/s/user", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "exec_mean", "gap_mean", "gap_p50",
+              "gap_p99", "dlvr_p50", "dlvr_p99");
   for (int64_t conc : o.concurrency) {
-    std::vector<double> ttft_ms, tpot_ms;
+    std::vector<double> ttft_ms, tpot_ms, deliver_us;
     std::atomic<int64_t> out_tokens{0}, done{0}, errors{0};
     std::mutex m;
     const auto t0 = steady_clock::now();
@@ -77,10 +79,16 @@ int run_bench_serve(const bench_serve_options& o) {
           const auto start = steady_clock::now();
           steady_clock::time_point first{}, last{};
           int64_t n = 0;
+          std::vector<double> deliver;
           auto res = (*c)->generate(g, minutes(10), [&](const protocol::chunk_event& ch) {
             last = steady_clock::now();
             if (n == 0) first = last;
             n += int64_t(ch.token_ids.size());
+            // The server stamps CLOCK_MONOTONIC, which steady_clock reads too on one host.
+            if (ch.server_time_us > 0) {
+              deliver.push_back(double(duration_cast<microseconds>(last.time_since_epoch()).count()) -
+                                double(ch.server_time_us));
+            }
           });
           if (!res.ok() || n == 0) {
             ++errors;
@@ -89,6 +97,7 @@ int run_bench_serve(const bench_serve_options& o) {
           std::lock_guard<std::mutex> lock(m);
           ttft_ms.push_back(duration<double, std::milli>(first - start).count());
           if (n > 1) tpot_ms.push_back(duration<double, std::milli>(last - first).count() / double(n - 1));
+          deliver_us.insert(deliver_us.end(), deliver.begin(), deliver.end());
           out_tokens += n;
           ++done;
         }
@@ -96,15 +105,20 @@ int run_bench_serve(const bench_serve_options& o) {
     }
     for (auto& t : users) t.join();
     const double secs = duration<double>(steady_clock::now() - t0).count();
-    const double step_us = server_stat(**probe, "decode_step_latency_us_p50");
+    const double exec_us = server_stat(**probe, "decode_exec_latency_us_mean");
+    const double gap_mean = server_stat(**probe, "decode_gap_us_mean");
+    const double gap50 = server_stat(**probe, "decode_gap_us_p50");
+    const double gap99 = server_stat(**probe, "decode_gap_us_p99");
     const double per_user = tpot_ms.empty() ? 0 : 1000.0 / percentile(tpot_ms, 0.5);
-    std::printf("%-5lld %6lld %10.1f %10.1f %10.2f %10.2f %10.3f %10.3f %12.3f%s\n", (long long)conc,
-                (long long)done.load(), out_tokens / secs, per_user, percentile(ttft_ms, 0.5), percentile(ttft_ms, 0.99),
-                percentile(tpot_ms, 0.5), percentile(tpot_ms, 0.99), step_us / 1000.0,
-                errors ? "  (errors)" : "");
+    std::printf("%-5lld %6lld %10.1f %10.1f %10.2f %10.2f %10.3f %10.3f %10.3f %10.1f %10.1f %10.1f %10.1f %10.1f%s\n",
+                (long long)conc, (long long)done.load(), out_tokens / secs, per_user, percentile(ttft_ms, 0.5),
+                percentile(ttft_ms, 0.99), percentile(tpot_ms, 0.5), percentile(tpot_ms, 0.99), exec_us / 1000.0, gap_mean, gap50,
+                gap99, percentile(deliver_us, 0.5), percentile(deliver_us, 0.99), errors ? "  (errors)" : "");
   }
-  std::printf("# ms; tpot = time per output token seen by the client; decode_p50 = the server's decode-only "
-              "step (the difference at concurrency 1 is the serving overhead per decode step)\n");
+  std::printf("# ttft/tpot/exec in ms, gap/dlvr in us. tpot = time per output token seen by the client; "
+              "exec = the server's model step of decode-only steps (mean); gap = the worker's idle time between two "
+              "back-to-back decode steps (server stats: the serving overhead per decode step, S1); dlvr = "
+              "step end (per-token server timestamp) to the client's receipt\n");
   return 0;
 }
 

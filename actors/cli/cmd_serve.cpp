@@ -1,16 +1,19 @@
-// `hart serve`: the engine behind CAF actors (gateway + engine actor with the
-// scheduler, ShadowRadix cache and CPU worker), answering the Cap'n Proto
-// message API over ZeroMQ until SIGINT or SIGTERM.
+// `hart serve`: the engine behind CAF actors (gateway -> scheduler actor with
+// the ShadowRadix cache shard -> worker actor with the CPU engine, or a
+// `hart worker` process), answering the Cap'n Proto message API over ZeroMQ
+// until SIGINT or SIGTERM.
 #include <csignal>
 #include <cstdio>
 #include <mutex>
 #include <pthread.h>
 
 #include "actors/cli/cli_common.h"
-#include "actors/engine_actor.h"
 #include "actors/gateway_actor.h"
+#include "actors/scheduler_actor.h"
 #include "actors/weight_sync_actor.h"
+#include "actors/worker_actor.h"
 #include "runtime/core/log.h"
+#include "runtime/worker/serving_loop.h"
 #include "runtime/worker_link/remote_worker.h"
 
 namespace hart::cli {
@@ -46,16 +49,26 @@ int run_serve(const serve_options& o) {
   sp.sched.max_running = o.max_running;
   sp.sched.prefill_chunk = o.prefill_chunk;
   sp.sched.max_context = o.max_context;
+  sp = sched::serving_params_for(**eng, sp, tok.get());
 
   caf::actor_system_config cfg;
+  // NOTE(hart): CAF 0.17's default work-stealing pool polls with 50 us sleeps
+  // once idle for a moment, which put ~100 us on every mailbox hop between a
+  // decode step and the next (docs/perf-notes.md S1); the sharing policy
+  // wakes a pool thread through a condition variable instead.
+  cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{cfg};
-  actors::engine_actor_params ep{eng->get(), tok.get(), sp, std::chrono::steady_clock::now(), {}};
+  const auto started = std::chrono::steady_clock::now();
+  actors::worker_actor_params wap;
+  wap.eng = eng->get();
+  wap.cache = sp.cache;
   if (o.worker_process) {
     // The worker gets the same model and arithmetic flags; the server keeps only the plan.
     worker_link::remote_worker_params wp;
     wp.config = {sp.cache.page_size, sp.cache.n_full_pages, sp.cache.n_swa_pages};
     wp.expect = model_summary_of(**eng, o.common);
     wp.step_timeout_ms = o.worker_timeout_ms;
+    wp.max_restarts = o.worker_restarts;
     wp.spawn_argv = {"/proc/self/exe", "worker", "--model", o.common.model_dir, "--precision", o.common.precision_name,
                      "--threads", std::to_string(o.common.threads)};
     if (o.common.deterministic) wp.spawn_argv.push_back("--deterministic");
@@ -63,13 +76,24 @@ int run_serve(const serve_options& o) {
       std::printf("hart: worker pid %lld\n", (long long)pid);
       std::fflush(stdout);
     };
-    ep.make_executor = [wp]() -> status_or<std::unique_ptr<sched::step_executor>> {
+    wap.make_executor = [wp]() -> status_or<std::unique_ptr<sched::step_executor>> {
       HART_ASSIGN_OR_RETURN(auto rw, worker_link::remote_worker::start(wp));
       return std::unique_ptr<sched::step_executor>(std::move(rw));
     };
   }
-  auto engine_actor = actors::spawn_engine_actor(sys, ep);
-  if (!engine_actor.ok()) return fail(engine_actor.get_status());
+  auto worker = actors::spawn_worker_actor(sys, wap);
+  if (!worker.ok()) return fail(worker.get_status());
+  actors::scheduler_actor_params sap;
+  sap.serving = sp;
+  sap.tok = tok.get();
+  sap.worker = *worker;
+  sap.weight_version = (*eng)->weight_version();
+  sap.started = started;
+  auto scheduler = actors::spawn_scheduler_actor(sys, sap);
+  if (!scheduler.ok()) {
+    caf::anon_send_exit(*worker, caf::exit_reason::user_shutdown);
+    return fail(scheduler.get_status());
+  }
 
   // The socket thread hands requests to the gateway, which exists only after the server.
   struct gateway_slot {
@@ -90,8 +114,8 @@ int run_serve(const serve_options& o) {
   if (!server.ok()) return fail(server.get_status());
   std::shared_ptr<transport::server> srv = std::move(server).value();
   caf::actor gateway = actors::spawn_gateway_actor(
-      sys, {srv, *engine_actor, tok.get(), (*eng)->config().vocab_size});
-  caf::anon_send(*engine_actor, gateway);
+      sys, {srv, *scheduler, tok.get(), (*eng)->config().vocab_size});
+  caf::anon_send(*scheduler, gateway);
   {
     std::lock_guard<std::mutex> lock(slot->m);
     slot->gateway = gateway;
@@ -116,7 +140,7 @@ int run_serve(const serve_options& o) {
     sync_srv = std::move(ws).value();
     actors::weight_sync_actor_params ap;
     ap.eng = eng->get();
-    ap.engine_actor = *engine_actor;
+    ap.engine_actor = *scheduler;  // swaps at the scheduler's step boundary, on the worker
     ap.server = sync_srv;
     ap.idle_timeout = std::chrono::milliseconds(o.weight_sync_idle_ms);
     sync_actor = actors::spawn_weight_sync_actor(sys, ap);
@@ -144,7 +168,8 @@ int run_serve(const serve_options& o) {
   }
   if (sync_actor) caf::anon_send_exit(sync_actor, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(*engine_actor, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(*scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(*worker, caf::exit_reason::user_shutdown);
   return 0;
 }
 

@@ -104,6 +104,10 @@ int main(int argc, char** argv) {
   v->add_option("--max-context", sv.max_context, "Longest prompt + generation accepted (0 = model limit)")->capture_default_str();
   v->add_flag("--worker-process", sv.worker_process,
               "Run the engine in a separate `hart worker` process; respawn it when it dies");
+  v->add_option("--worker-restarts", sv.worker_restarts,
+                "How many times a dead worker process is replaced (-1 = always, 0 = never); after that every "
+                "generation ends with error (unavailable)")
+      ->capture_default_str();
   v->add_option("--worker-timeout-ms", sv.worker_timeout_ms, "A worker that does not answer a step within this is dropped")
       ->capture_default_str();
   v->add_option("--weight-sync-endpoint", sv.weight_sync_endpoint,

@@ -161,6 +161,7 @@ TEST(codec, chunk_round_trip) {
   c.logprobs = {-0.5f, -1.25f};
   c.top_logprobs = {{{10, -0.5f}, {11, -2.0f}}, {{20, -1.25f}}};
   c.weight_version = 8;
+  c.server_time_us = 123456789;
   reply out = round_trip(reply{c});
   ASSERT_TRUE(std::holds_alternative<chunk_event>(out));
   const auto& d = std::get<chunk_event>(out);
@@ -176,6 +177,7 @@ TEST(codec, chunk_round_trip) {
   EXPECT_EQ(d.top_logprobs[0][1].logprob, -2.0f);
   EXPECT_EQ(d.top_logprobs[1][0].token_id, 20u);
   EXPECT_EQ(d.weight_version, 8u);
+  EXPECT_EQ(d.server_time_us, 123456789u);
 }
 
 TEST(codec, final_round_trip) {

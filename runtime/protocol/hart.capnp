@@ -97,6 +97,7 @@ struct Chunk {
   logprobs @5 :List(Float32);      # empty, or one per token id
   topLogprobs @6 :List(List(TokenLogprob));  # empty, or one list per token id
   weightVersion @7 :UInt64;        # weights that produced these tokens
+  serverTimeUs @8 :UInt64;         # server CLOCK_MONOTONIC µs when the step producing them ended (0: unknown)
 }
 
 enum FinishReason {

@@ -136,6 +136,7 @@ struct chunk_event {
   std::vector<float> logprobs;     ///< empty or one per token id
   std::vector<std::vector<token_logprob>> top_logprobs;  ///< empty or one list per token id
   uint64_t weight_version = 0;
+  uint64_t server_time_us = 0;     ///< CLOCK_MONOTONIC µs when the producing step ended; 0 = unknown
 };
 
 enum class finish_reason : uint8_t { stop, length, abort, error };

@@ -267,6 +267,7 @@ void write_reply(const reply& in, wire::Reply::Builder out) {
             }
           }
           o.setWeightVersion(r.weight_version);
+          o.setServerTimeUs(r.server_time_us);
         } else if constexpr (std::is_same_v<T, final_event>) {
           auto o = out.initFinal();
           o.setRequestId(r.request_id);
@@ -335,6 +336,7 @@ status_or<reply> read_reply(wire::Reply::Reader in) {
         e.top_logprobs.push_back(std::move(tl));
       }
       e.weight_version = c.getWeightVersion();
+      e.server_time_us = c.getServerTimeUs();
       return reply{std::move(e)};
     }
     case wire::Reply::FINAL: {

@@ -19,10 +19,13 @@ sampling_distribution sampling_distribution_of(const float* logits, int64_t voca
   sampling_distribution d;
   d.ids.resize(size_t(vocab));
   std::iota(d.ids.begin(), d.ids.end(), 0);
-  std::stable_sort(d.ids.begin(), d.ids.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
   const bool greedy = p.temperature == 0.0f;
   int64_t n = vocab;
   if (!greedy && p.top_k > 0) n = std::min(n, p.top_k);
+  // Best first, ties by lower id; only the n kept need ordering (top-k: a
+  // partial sort, not the whole vocabulary per sampled token).
+  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::partial_sort(d.ids.begin(), d.ids.begin() + n, d.ids.end(), better);
   std::vector<double>& prob = d.probs;
   prob.resize(size_t(n));
   double sum = 0;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -55,6 +56,33 @@ TEST(sampler, top_k_top_p_min_p_filter) {
   for (int i = 0; i < 50; ++i) EXPECT_EQ(p.sample(l.data(), 4), 0);
   sampler m({1.0f, 0, 1.0f, 0.3f, 1});  // p(1)/p(0) = e^-1 ≈ 0.37 ≥ 0.3 keeps {0,1}
   for (int i = 0; i < 200; ++i) EXPECT_LE(m.sample(l.data(), 4), 1);
+}
+
+// The top-k distribution comes from a partial sort; it must be the one a full
+// stable sort gives (same ids in the same order, ties to the lower id, bitwise
+// equal probabilities), on a vocabulary with many ties.
+TEST(sampler, top_k_partial_sort_equals_the_full_sort) {
+  const int64_t vocab = 4099;
+  std::vector<float> l(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i) l[size_t(i)] = float((i * 7919) % 97) * 0.25f;  // each value ~42 times
+  for (int64_t k : {1, 2, 40, 43, 500, 4098, 4099}) {
+    sampling_params p{0.8f, k, 1.0f, 0.0f, 1};
+    const sampling_distribution d = sampling_distribution_of(l.data(), vocab, p);
+    std::vector<int32_t> ids(static_cast<size_t>(vocab));
+    for (int64_t i = 0; i < vocab; ++i) ids[size_t(i)] = int32_t(i);
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)]; });
+    ids.resize(size_t(k));
+    ASSERT_EQ(d.ids, ids) << "k " << k;
+    const double mx = l[size_t(ids[0])] / 0.8f;
+    std::vector<double> want;
+    double sum = 0;
+    for (int32_t id : ids) sum += want.emplace_back(std::exp(l[size_t(id)] / 0.8f - mx));
+    for (double& v : want) v /= sum;
+    double kept = 0;
+    for (double v : want) kept += v;
+    for (double& v : want) v /= kept;
+    EXPECT_EQ(d.probs, want) << "k " << k;
+  }
 }
 
 TEST(sampler, invalid_params_are_errors) {

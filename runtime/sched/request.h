@@ -67,6 +67,7 @@ struct token_event {
   float logprob = 0.0f;
   std::vector<token_logprob> top_logprobs;  // best first; empty unless asked for
   std::string text;  // complete UTF-8 released by this token (may be empty: held back)
+  int64_t produced_us = 0;  // steady-clock µs when the step that produced it ended; 0 = unknown
 };
 
 /// The end of one sample. Timings are µs from submission.

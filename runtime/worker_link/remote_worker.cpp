@@ -143,7 +143,13 @@ struct remote_worker::impl {
   status ensure_worker() {
     if (!peer.empty()) return {};
     if (child > 0 && !child_exit().empty()) child = 0;
-    if (!params.spawn_argv.empty() && child <= 0) HART_RETURN_IF_ERROR(spawn());
+    if (!params.spawn_argv.empty() && child <= 0) {
+      if (params.max_restarts >= 0 && n_spawned > params.max_restarts) {
+        return unavailable("worker process lost and not replaced: " + std::to_string(n_spawned - 1) +
+                           " restarts allowed, all used");
+      }
+      HART_RETURN_IF_ERROR(spawn());
+    }
     const int64_t deadline = now_ms() + params.hello_timeout_ms;
     while (peer.empty()) {
       if (std::string d = child_exit(); !d.empty()) return unavailable(d + " before saying hello");

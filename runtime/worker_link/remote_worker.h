@@ -8,8 +8,9 @@
 // spawned it: waitpid WNOHANG while waiting), a bye from the worker, a send
 // the ROUTER cannot route (router_mandatory), or the step timeout. execute()
 // then returns unavailable naming the failure; the child is killed and
-// reaped, and the next execute() spawns a new one (with `spawn_argv`) or
-// waits for any worker to connect. Not thread-safe; one plan in flight.
+// reaped, and the next execute() spawns a new one (with `spawn_argv`, at most
+// `max_restarts` times) or waits for any worker to connect. Not thread-safe;
+// one plan in flight.
 //
 //   remote_worker_params p;  p.config = {128, 256, 64};  p.expect = summary;
 //   p.spawn_argv = {"/proc/self/exe", "worker", "--model", dir};  // --connect EP is appended
@@ -40,6 +41,9 @@ struct remote_worker_params {
   int64_t hello_timeout_ms = 120000;  // a worker loads its engine before hello
   int64_t step_timeout_ms = 600000;
   int64_t poll_ms = 50;               // how often a waiting execute checks the child
+  /// Spawned workers that died are replaced at most this often (-1 = always);
+  /// past it, execute() fails at once with unavailable.
+  int64_t max_restarts = -1;
   /// Called with each spawned child's pid (e.g. to log it).
   std::function<void(int64_t pid)> on_spawn;
 };

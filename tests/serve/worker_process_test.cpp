@@ -1,11 +1,15 @@
 // `hart serve --worker-process` as a real process: the engine runs in a spawned
 // `hart worker`. Killing that worker mid-decode ends its generation with
-// reason error; the server respawns a worker, serves a new generation exactly
-// as the engine computes it alone, and leaks no pages.
+// reason error (no retry); the server respawns a worker, serves new concurrent
+// generations exactly as the engine computes them alone, and leaks no pages.
+// With --worker-restarts 0 the worker is not replaced: later generations end
+// with a typed error and the server still answers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -32,6 +36,51 @@ protocol::generate_request greedy_request(uint64_t id, const std::vector<int32_t
   return g;
 }
 
+std::vector<int32_t> engine_alone(const std::string& model, const std::vector<int32_t>& prompt, int n_new) {
+  engine_params ep;
+  ep.model_dir = model;
+  ep.deterministic = true;
+  auto eng = engine::load(ep);
+  EXPECT_TRUE(eng.ok()) << eng.get_status().to_string();
+  if (!eng.ok()) return {};
+  sequence_state s = (*eng)->new_sequence();
+  std::vector<float> logits;
+  EXPECT_TRUE((*eng)->prefill(s, prompt, logits_request::last, &logits).ok());
+  std::vector<int32_t> want;
+  for (int i = 0; i < n_new; ++i) {
+    const int32_t t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    want.push_back(t);
+    EXPECT_TRUE((*eng)->decode({&s}, {t}, &logits).ok());
+  }
+  return want;
+}
+
+std::vector<int32_t> make_prompt(int salt) {
+  std::vector<int32_t> prompt;
+  for (int k = 0; k < 40; ++k) prompt.push_back(int32_t((k * 37 + salt * 101) % 500 + 6));
+  return prompt;
+}
+
+/// Sends a long greedy generation (id 1), kills the worker after 3 chunks, returns the final.
+protocol::final_event kill_mid_decode(transport::client& c, int64_t worker_pid) {
+  EXPECT_TRUE(c.send(protocol::request{greedy_request(1, make_prompt(0), 400)}).ok());
+  int chunks = 0;
+  bool killed = false;
+  for (;;) {
+    auto r = c.receive(120s);
+    EXPECT_TRUE(r.ok()) << r.get_status().to_string();
+    if (!r.ok()) return {};
+    if (std::holds_alternative<protocol::chunk_event>(*r) && ++chunks == 3 && !killed) {
+      EXPECT_EQ(kill(pid_t(worker_pid), SIGKILL), 0);
+      killed = true;
+    }
+    if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
+      EXPECT_TRUE(killed) << "the generation ended before the worker could be killed";
+      return *f;
+    }
+  }
+}
+
 protocol::reply control(transport::client& c, protocol::control_verb verb, uint64_t tag) {
   protocol::control_request q;
   q.tag = tag;
@@ -56,53 +105,42 @@ TEST(worker_process, killed_worker_fails_its_requests_and_the_server_keeps_servi
   cp.endpoint = srv.endpoint();
   auto c = transport::client::connect(cp);
   ASSERT_TRUE(c.ok()) << c.get_status().to_string();
-  std::vector<int32_t> prompt;
-  for (int k = 0; k < 40; ++k) prompt.push_back(int32_t((k * 37) % 500 + 6));
 
-  // A long greedy generation; kill the worker after a few chunks.
-  ASSERT_TRUE((*c)->send(protocol::request{greedy_request(1, prompt, 400)}).ok());
-  int chunks = 0;
-  bool killed = false;
-  protocol::final_event fin;
-  for (;;) {
-    auto r = (*c)->receive(120s);
-    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
-    if (std::holds_alternative<protocol::chunk_event>(*r) && ++chunks == 3 && !killed) {
-      ASSERT_EQ(kill(pid_t(first_worker), SIGKILL), 0);
-      killed = true;
-    }
-    if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
-      fin = *f;
-      break;
-    }
-  }
-  ASSERT_TRUE(killed) << "the generation ended before the worker could be killed";
+  const protocol::final_event fin = kill_mid_decode(**c, first_worker);
   EXPECT_EQ(fin.reason, protocol::finish_reason::error);
   EXPECT_NE(fin.error_message.find("worker"), std::string::npos) << fin.error_message;
   EXPECT_LT(fin.usage.completion_tokens, 400u);
 
-  // A new generation runs on a respawned worker and equals the engine alone.
-  auto res = (*c)->generate(greedy_request(2, prompt, 24), 120s);
-  ASSERT_TRUE(res.ok()) << res.get_status().to_string();
+  // Three concurrent generations from three clients run on a respawned worker,
+  // each equal to the engine alone.
+  std::vector<std::unique_ptr<transport::client>> clients;
+  for (int i = 0; i < 3; ++i) {
+    auto ci = transport::client::connect(cp);
+    ASSERT_TRUE(ci.ok()) << ci.get_status().to_string();
+    ASSERT_TRUE((*ci)->send(protocol::request{greedy_request(uint64_t(10 + i), make_prompt(i + 1), 24)}).ok());
+    clients.push_back(std::move(ci).value());
+  }
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int32_t> got;
+    protocol::final_event f;
+    for (;;) {
+      auto r = clients[size_t(i)]->receive(120s);
+      ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+      if (const auto* ch = std::get_if<protocol::chunk_event>(&*r)) {
+        EXPECT_GT(ch->server_time_us, 0u) << "chunks carry the server's step time";
+        got.insert(got.end(), ch->token_ids.begin(), ch->token_ids.end());
+      }
+      if (const auto* fe = std::get_if<protocol::final_event>(&*r)) {
+        f = *fe;
+        break;
+      }
+    }
+    EXPECT_EQ(f.reason, protocol::finish_reason::length) << f.error_message;
+    EXPECT_EQ(got, engine_alone(model, make_prompt(i + 1), 24)) << "request " << i;
+  }
   srv.line();  // the respawned worker's "worker pid" line
   EXPECT_NE(srv.worker_pid(), first_worker);
-  engine_params ep;
-  ep.model_dir = model;
-  ep.deterministic = true;
-  auto eng = engine::load(ep);
-  ASSERT_TRUE(eng.ok()) << eng.get_status().to_string();
-  sequence_state s = (*eng)->new_sequence();
-  std::vector<float> logits;
-  ASSERT_TRUE((*eng)->prefill(s, prompt, logits_request::last, &logits).ok());
-  std::vector<int32_t> want;
-  for (int i = 0; i < 24; ++i) {
-    const int32_t t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    want.push_back(t);
-    ASSERT_TRUE((*eng)->decode({&s}, {t}, &logits).ok());
-  }
-  const auto& smp = res->samples[0];
-  EXPECT_EQ(std::vector<int32_t>(smp.token_ids.begin(), smp.token_ids.end()), want);
-  EXPECT_EQ(smp.final.reason, protocol::finish_reason::length);
+  EXPECT_GT(srv.worker_pid(), 0);
 
   // No pages leaked: after a flush, nothing is in use; the failure is counted.
   control(**c, protocol::control_verb::flush_cache, 10);
@@ -119,6 +157,45 @@ TEST(worker_process, killed_worker_fails_its_requests_and_the_server_keeps_servi
     }
   }
   EXPECT_TRUE(saw_failures);
+}
+
+TEST(worker_process, without_restarts_later_generations_fail_typed_and_the_server_still_answers) {
+  const std::string model = std::string(HART_TEST_DATA) + "/tiny-a";
+  server_process srv(model, {"--worker-process", "--worker-restarts", "0", "--full-pages", "64", "--swa-pages", "24"});
+  ASSERT_FALSE(srv.endpoint().empty()) << "the server did not print its endpoint";
+  const int64_t first_worker = srv.worker_pid();
+  ASSERT_GT(first_worker, 0) << "the server did not print its worker's pid";
+  transport::client_params cp;
+  cp.endpoint = srv.endpoint();
+  auto c = transport::client::connect(cp);
+  ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+
+  const protocol::final_event fin = kill_mid_decode(**c, first_worker);
+  EXPECT_EQ(fin.reason, protocol::finish_reason::error);
+
+  // No replacement: the next generation ends with an error saying so.
+  auto res = (*c)->generate(greedy_request(2, make_prompt(1), 8), 120s);
+  ASSERT_TRUE(res.ok()) << res.get_status().to_string();
+  EXPECT_EQ(res->samples[0].final.reason, protocol::finish_reason::error);
+  EXPECT_NE(res->samples[0].final.error_message.find("not replaced"), std::string::npos)
+      << res->samples[0].final.error_message;
+  EXPECT_TRUE(res->samples[0].token_ids.empty());
+
+  // The server itself is fine: health answers, nothing is left running, no pages held.
+  auto h = control(**c, protocol::control_verb::health, 5);
+  ASSERT_TRUE(std::holds_alternative<protocol::health_reply>(h));
+  EXPECT_TRUE(std::get<protocol::health_reply>(h).ok);
+  control(**c, protocol::control_verb::flush_cache, 6);
+  auto st = control(**c, protocol::control_verb::stats, 7);
+  ASSERT_TRUE(std::holds_alternative<protocol::stats_reply>(st));
+  for (const auto& [k, v] : std::get<protocol::stats_reply>(st).entries) {
+    if (k == "cache_full_pages_used" || k == "cache_swa_pages_used" || k == "running") {
+      EXPECT_EQ(v, 0.0) << k;
+    }
+    if (k == "worker_failures") {
+      EXPECT_EQ(v, 2.0);
+    }
+  }
 }
 
 }  // namespace

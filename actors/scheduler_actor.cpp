@@ -1,0 +1,230 @@
+#include "actors/scheduler_actor.h"
+
+#include <sstream>
+
+namespace hart::actors {
+namespace {
+
+using namespace std::chrono_literals;
+
+protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_version, uint64_t tag) {
+  protocol::stats_reply r;
+  r.tag = tag;
+  r.entries = {{"queue_depth", double(s.waiting)},
+               {"running", double(s.running)},
+               {"steps", double(s.steps)},
+               {"preemptions", double(s.preemptions)},
+               {"finished", double(s.finished)},
+               {"generated_tokens", double(s.generated_tokens)},
+               {"prefill_tokens", double(s.fed_tokens)},
+               {"tokens_per_second", s.tokens_per_s},
+               {"time_to_first_token_us_mean", s.ttft_us_mean},
+               {"step_latency_us_p50", s.step_us_p50},
+               {"step_latency_us_p99", s.step_us_p99},
+               {"decode_step_latency_us_p50", s.decode_step_us_p50},
+               {"decode_step_latency_us_p99", s.decode_step_us_p99},
+               {"decode_exec_latency_us_mean", s.decode_exec_us_mean},
+               {"decode_exec_latency_us_p50", s.decode_exec_us_p50},
+               {"decode_exec_latency_us_p99", s.decode_exec_us_p99},
+               {"decode_gap_us_mean", s.decode_gap_us_mean},
+               {"decode_gap_us_p50", s.decode_gap_us_p50},
+               {"decode_gap_us_p99", s.decode_gap_us_p99},
+               {"cache_hit_rate", s.cache_hit_rate},
+               {"cache_full_pages_used", double(s.cache.full_pages_used)},
+               {"cache_full_pages_total", double(s.cache.full_pages_total)},
+               {"cache_swa_pages_used", double(s.cache.swa_pages_used)},
+               {"cache_swa_pages_total", double(s.cache.swa_pages_total)},
+               {"cache_evicted_full_pages", double(s.cache.evicted_full_pages)},
+               {"worker_failures", double(s.worker_failures)},
+               {"weight_version", double(weight_version)}};
+  std::ostringstream prom;
+  for (const auto& [name, value] : r.entries) prom << "hart_" << name << ' ' << value << '\n';
+  r.prometheus = prom.str();
+  return r;
+}
+
+struct scheduler_state {
+  /// Requests, batching policy and the cache shard; mutated only here
+  /// (shared only because spawn arguments must be copyable).
+  std::shared_ptr<sched::serving_core> core;
+  scheduler_actor_params params;
+  /// Token and finish events go here; control replies too.
+  caf::actor gateway;
+  /// The plan the worker is executing (null: none) and when it was planned.
+  std::shared_ptr<const sched::step_plan> in_flight;
+  sched::step_timing timing;
+  /// A swap waiting for the step boundary, and who asked; `swapping` while the worker swaps.
+  std::shared_ptr<const swap_request> swap;
+  caf::actor swap_from;
+  bool swapping = false;
+  /// Weights serving now: every event is stamped with them.
+  uint64_t weight_version = 0;
+  /// A retry is scheduled (a plan came back empty while requests wait for memory).
+  bool retry_pending = false;
+
+  void publish(caf::event_based_actor* self, sched::event_batch ev) {
+    if (ev.empty()) return;
+    self->send(gateway, events_atom::value, std::make_shared<const sched::event_batch>(std::move(ev)), weight_version);
+  }
+
+  void reply(caf::event_based_actor* self, const transport::client_id& client, protocol::reply r) {
+    self->send(gateway, reply_atom::value, std::make_shared<const addressed_reply>(addressed_reply{client, std::move(r)}));
+  }
+
+  /// Starts the next thing the worker should do, if it is free: a pending
+  /// swap first, else the next step. `chained_from_us`: the end of the step
+  /// whose outcome was just applied (0 if none), to measure the gap.
+  void advance(caf::event_based_actor* self, int64_t chained_from_us = 0) {
+    if (in_flight || swapping) return;
+    if (swap) {
+      swapping = true;
+      self->send(params.worker, swap_atom::value, swap);
+      return;
+    }
+    if (core->idle() || core->paused()) return;
+    sched::step_timing t;
+    t.planned_us = core->now_us();
+    t.chained_from_us = chained_from_us;
+    auto plan = std::make_shared<sched::step_plan>(core->plan_step());
+    publish(self, core->take_events());
+    if (plan->empty()) {
+      // Everything waits on memory held by nothing that will free it soon: look again shortly.
+      if (!core->idle() && !core->paused() && !retry_pending) {
+        retry_pending = true;
+        self->delayed_send(self, 5ms, retry_atom::value);
+      }
+      return;
+    }
+    timing = t;
+    in_flight = std::move(plan);
+    self->send(params.worker, step_atom::value, in_flight);
+  }
+
+  void on_step_done(caf::event_based_actor* self, const step_outcome& o) {
+    if (!in_flight) return;
+    timing.exec_start_us = o.exec_start_us;
+    timing.exec_end_us = o.exec_end_us;
+    const std::shared_ptr<const sched::step_plan> plan = std::move(in_flight);
+    in_flight.reset();
+    sched::event_batch ev = core->finish_step(*plan, o.result, o.pages_lost, timing);
+    // The next step goes to the worker before these events go to the gateway.
+    advance(self, o.exec_end_us);
+    publish(self, std::move(ev));
+  }
+
+  void on_submit(caf::event_based_actor* self, const sched::gen_request& r) {
+    status s = core->submit(r);
+    if (!s.ok()) {
+      sched::event_batch ev;
+      sched::finish_event f;
+      f.request_id = r.id;
+      f.reason = sched::finish_reason::error;
+      f.message = s.to_string();
+      f.prompt_tokens = int64_t(r.prompt.size());
+      for (int32_t i = 0; i < std::max(1, r.n); ++i) {
+        f.sample = i;
+        ev.finishes.push_back(f);
+      }
+      publish(self, std::move(ev));
+    }
+    advance(self);
+  }
+
+  void on_control(caf::event_based_actor* self, const control_call& c) {
+    using protocol::control_verb;
+    const protocol::control_request& ctl = c.control;
+    switch (ctl.verb) {
+      case control_verb::abort: {
+        sched::event_batch ev;
+        for (uint64_t id : c.ids) ev.append(core->abort(id));
+        publish(self, std::move(ev));
+        reply(self, c.client, protocol::ack_reply{ctl.tag, ctl.verb, uint32_t(c.ids.size())});
+        break;
+      }
+      case control_verb::pause: {
+        const sched::pause_mode m = ctl.mode == protocol::pause_mode::abort     ? sched::pause_mode::abort
+                                    : ctl.mode == protocol::pause_mode::retract ? sched::pause_mode::retract
+                                                                                : sched::pause_mode::in_place;
+        publish(self, core->pause(m));
+        reply(self, c.client, protocol::ack_reply{ctl.tag, ctl.verb, 0});
+        break;
+      }
+      case control_verb::resume:
+        core->resume();
+        reply(self, c.client, protocol::ack_reply{ctl.tag, ctl.verb, 0});
+        break;
+      case control_verb::flush_cache:
+        core->flush_cache();
+        reply(self, c.client, protocol::ack_reply{ctl.tag, ctl.verb, 0});
+        break;
+      case control_verb::health: {
+        const auto uptime_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::steady_clock::now() - params.started).count();
+        reply(self, c.client, protocol::health_reply{ctl.tag, true, uint64_t(uptime_us)});
+        break;
+      }
+      case control_verb::stats:
+        reply(self, c.client, make_stats(core->stats(), weight_version, ctl.tag));
+        break;
+      case control_verb::weight_version:
+        reply(self, c.client, protocol::weight_version_reply{ctl.tag, weight_version});
+        break;
+    }
+    advance(self);
+  }
+
+  void on_swap_request(caf::event_based_actor* self, std::shared_ptr<const swap_request> r) {
+    if (swap || swapping) {
+      swap_outcome busy{failed_precondition("weight swap: another swap is in progress"), weight_version};
+      self->send(caf::actor_cast<caf::actor>(self->current_sender()), swapped_atom::value,
+                 std::make_shared<const swap_outcome>(std::move(busy)));
+      return;
+    }
+    swap = std::move(r);
+    swap_from = caf::actor_cast<caf::actor>(self->current_sender());
+    advance(self);
+  }
+
+  void on_swapped(caf::event_based_actor* self, std::shared_ptr<const swap_outcome> o) {
+    swapping = false;
+    swap.reset();
+    // Cached prefixes hold KV of the old weights; live sequences keep theirs.
+    if (o->result.ok()) core->flush_cache();
+    weight_version = o->serving_version;
+    self->send(swap_from, swapped_atom::value, std::move(o));
+    swap_from = caf::actor{};
+    advance(self);
+  }
+};
+
+caf::behavior scheduler_impl(caf::stateful_actor<scheduler_state>* self,
+                             std::shared_ptr<sched::serving_core> core, scheduler_actor_params params) {
+  auto& st = self->state;
+  st.core = std::move(core);
+  st.params = std::move(params);
+  st.weight_version = st.params.weight_version;
+  return {
+      [=](caf::actor gw) { self->state.gateway = std::move(gw); },
+      [=](submit_atom, std::shared_ptr<const submit_request> r) { self->state.on_submit(self, r->request); },
+      [=](control_atom, std::shared_ptr<const control_call> c) { self->state.on_control(self, *c); },
+      [=](swap_atom, std::shared_ptr<const swap_request> r) { self->state.on_swap_request(self, std::move(r)); },
+      [=](swapped_atom, std::shared_ptr<const swap_outcome> o) { self->state.on_swapped(self, std::move(o)); },
+      [=](step_done_atom, std::shared_ptr<const step_outcome> o) { self->state.on_step_done(self, *o); },
+      [=](retry_atom) {
+        self->state.retry_pending = false;
+        self->state.advance(self);
+      },
+  };
+}
+
+}  // namespace
+
+status_or<caf::actor> spawn_scheduler_actor(caf::actor_system& sys, const scheduler_actor_params& params) {
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<sched::serving_core> core, sched::serving_core::create(params.serving, params.tok));
+  // NOTE(hart): detached although it never blocks: its own thread wakes on a
+  // condition variable the moment a step outcome arrives, whatever the pool is
+  // busy with (gateway, weight sync); the step path is the S1 budget.
+  return sys.spawn<caf::detached>(scheduler_impl, std::shared_ptr<sched::serving_core>(std::move(core)), params);
+}
+
+}  // namespace hart::actors

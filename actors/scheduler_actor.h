@@ -1,0 +1,44 @@
+// File: actors/scheduler_actor.h
+// The scheduler actor: owns the request state machines, the batching policy
+// and the ShadowRadix cache shard (sched::serving_core), plans one step at a
+// time for the worker actor, applies each step's outcome and streams the
+// resulting events to the gateway. Event-based: it never blocks, so submits,
+// aborts, stats and health are answered while the worker computes (it runs
+// detached all the same, for wake-up latency: see the NOTE at the spawn).
+//
+// Messages:
+//   caf::actor                                   the gateway (before any work)
+//   (submit_atom, shared_ptr<const submit_request>), (control_atom, shared_ptr<const control_call>)
+//   (swap_atom, shared_ptr<const swap_request>)  from the weight-sync actor: the
+//       swap waits for the step in flight, runs on the worker, then the prefix
+//       cache is flushed (its KV came from the old weights) and the sender gets
+//       (swapped_atom, shared_ptr<const swap_outcome>); running requests go on
+//       with the new weights, and every event carries the version that made it.
+//   (step_done_atom, shared_ptr<const step_outcome>)  from the worker
+//
+// A failed step (dead worker process) ends the sequences of that step with
+// reason error (no retry); the rest are retracted and recompute on the next
+// worker the executor brings up (remote_worker's restart policy).
+#pragma once
+
+#include <chrono>
+
+#include "actors/caf_compat.h"
+#include "runtime/sched/serving_core.h"
+#include "runtime/text/tokenizer.h"
+
+namespace hart::actors {
+
+struct scheduler_actor_params {
+  /// Resolved against the model (sched::serving_params_for).
+  sched::serving_params serving;
+  const tokenizer* tok = nullptr;  ///< may be null; outlives the actor
+  caf::actor worker;               ///< the worker actor
+  uint64_t weight_version = 0;     ///< of the weights the worker starts with
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+/// Fails when the serving core cannot be created (bad cache or batching sizes).
+status_or<caf::actor> spawn_scheduler_actor(caf::actor_system& sys, const scheduler_actor_params& params);
+
+}  // namespace hart::actors

@@ -1,0 +1,39 @@
+// File: actors/worker_actor.h
+// The worker actor: executes step plans on the engine, one at a time, and
+// sends each step_outcome back to the plan's sender. Detached (style R19): an
+// engine step blocks its thread for milliseconds. Its executor is the CPU
+// worker over its own KV pages, or a `hart worker` process behind a
+// remote_worker (the same plans over ZeroMQ); the scheduler actor cannot tell
+// them apart. The GPU engine will sit behind the same messages.
+//
+// Messages:
+//   (step_atom, shared_ptr<const sched::step_plan>) -> sender gets
+//       (step_done_atom, shared_ptr<const step_outcome>)
+//   (swap_atom, shared_ptr<const swap_request>) -> sender gets
+//       (swapped_atom, shared_ptr<const swap_outcome>); weights change between
+//       two steps (the mailbox orders them), in-process executors only.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "actors/caf_compat.h"
+#include "runtime/cache/shadow_radix.h"
+#include "runtime/model/engine.h"
+#include "runtime/sched/step_executor.h"
+
+namespace hart::actors {
+
+struct worker_actor_params {
+  engine* eng = nullptr;  ///< outlives the actor; only the actor's thread swaps its weights
+  /// The pools the scheduler's cache shard hands pages out of (in-process KV is sized from it).
+  cache::cache_config cache;
+  /// Empty: the CPU worker runs in the actor's thread. Else called once, before
+  /// the actor starts, for the executor of its steps (a remote_worker).
+  std::function<status_or<std::unique_ptr<sched::step_executor>>()> make_executor;
+};
+
+/// Fails when the executor cannot be made (no memory for the pools, no worker process).
+status_or<caf::actor> spawn_worker_actor(caf::actor_system& sys, const worker_actor_params& params);
+
+}  // namespace hart::actors

@@ -1,0 +1,87 @@
+#include "runtime/sched/serving_core.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace hart::sched {
+
+void serving_core::latency_ring::add(int64_t us) {
+  if (v.size() < k_latency_window) v.push_back(us);
+  else v[next] = us;
+  next = (next + 1) % k_latency_window;
+}
+
+status_or<std::unique_ptr<serving_core>> serving_core::create(const serving_params& params, const tokenizer* tok) {
+  HART_RETURN_IF_ERROR(params.cache.validate());
+  HART_RETURN_IF_ERROR(params.sched.validate());
+  std::unique_ptr<serving_core> c(new serving_core());
+  c->cache_ = std::make_unique<cache::shadow_radix>(params.cache);
+  c->sched_ = std::make_unique<scheduler>(params.sched, *c->cache_, tok);
+  return c;
+}
+
+event_batch serving_core::finish_step(const step_plan& plan, const status_or<step_result>& res, bool pages_lost,
+                                      const step_timing& timing) {
+  event_batch ev;
+  if (res.ok()) {
+    ev = sched_->complete(plan, res.value());
+    for (token_event& t : ev.tokens) t.produced_us = timing.exec_end_us;
+  } else {
+    ++worker_failures_;
+    step_result failed;
+    failed.step = plan.step;
+    failed.error = status(res.get_status().code(), "worker failed: " + res.get_status().message());
+    ev = sched_->complete(plan, failed);
+    if (pages_lost) {
+      // The KV behind every page died with the worker: whatever still runs must
+      // recompute, and no cached prefix may be matched again.
+      const bool was_paused = sched_->paused();
+      ev.append(sched_->pause(pause_mode::retract));
+      sched_->flush_cache();
+      if (!was_paused) sched_->resume();
+    }
+  }
+  const int64_t dt = now_us() - timing.planned_us;
+  step_us_.add(dt);
+  busy_us_ += dt;
+  const bool decode_only = std::all_of(plan.items.begin(), plan.items.end(),
+                                       [](const step_item& it) { return it.tokens.size() == 1; });
+  if (decode_only) {
+    decode_step_us_.add(dt);
+    decode_exec_us_.add(timing.exec_end_us - timing.exec_start_us);
+    if (last_decode_only_ && timing.chained_from_us > 0) decode_gap_us_.add(timing.exec_start_us - timing.chained_from_us);
+  }
+  last_decode_only_ = decode_only && res.ok();
+  return ev;
+}
+
+serving_stats serving_core::stats() const {
+  serving_stats s;
+  const scheduler_counters& c = sched_->counters();
+  s.waiting = sched_->n_waiting();
+  s.running = sched_->n_running();
+  s.steps = c.steps;
+  s.preemptions = c.preemptions;
+  s.finished = c.finished;
+  s.generated_tokens = c.generated_tokens;
+  s.fed_tokens = c.fed_tokens;
+  s.worker_failures = worker_failures_;
+  s.tokens_per_s = busy_us_ > 0 ? double(c.generated_tokens) * 1e6 / double(busy_us_) : 0.0;
+  s.ttft_us_mean = c.ttft_count ? double(c.ttft_us_sum) / double(c.ttft_count) : 0.0;
+  auto percentiles = [](std::vector<int64_t> v, double* p50, double* p99, double* mean) {
+    if (v.empty()) return;
+    std::sort(v.begin(), v.end());
+    *p50 = double(v[v.size() / 2]);
+    *p99 = double(v[std::min(v.size() - 1, v.size() * 99 / 100)]);
+    if (mean) *mean = double(std::accumulate(v.begin(), v.end(), int64_t{0})) / double(v.size());
+  };
+  percentiles(step_us_.v, &s.step_us_p50, &s.step_us_p99, &s.step_us_mean);
+  percentiles(decode_step_us_.v, &s.decode_step_us_p50, &s.decode_step_us_p99, nullptr);
+  percentiles(decode_exec_us_.v, &s.decode_exec_us_p50, &s.decode_exec_us_p99, &s.decode_exec_us_mean);
+  percentiles(decode_gap_us_.v, &s.decode_gap_us_p50, &s.decode_gap_us_p99, &s.decode_gap_us_mean);
+  s.cache = cache_->metrics();
+  s.cache_hit_rate = s.cache.hit_rate();
+  return s;
+}
+
+}  // namespace hart::sched

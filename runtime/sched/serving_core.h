@@ -1,0 +1,111 @@
+// File: runtime/sched/serving_core.h
+// The serving state one scheduler owns: the ShadowRadix cache shard, the
+// continuous-batching scheduler on top of it, and the step statistics. It
+// plans steps and applies their outcomes; whoever executes the plans (the
+// in-thread serving_loop, or the scheduler actor sending them to a worker
+// actor) is not its business. No engine, no threads, no CAF.
+//
+//   HART_ASSIGN_OR_RETURN(auto core, serving_core::create(params, &tok));
+//   HART_RETURN_IF_ERROR(core->submit(req));
+//   step_plan p = core->plan_step();                  // + core->take_events()
+//   step_timing t{...};                                // filled by the executor
+//   event_batch ev = core->finish_step(p, worker.execute(p), true, t);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/cache/shadow_radix.h"
+#include "runtime/sched/scheduler.h"
+
+namespace hart::sched {
+
+struct serving_params {
+  /// page_size, pool sizes, prefix cache on/off; `window` must equal the model's.
+  cache::cache_config cache{128, 256, 64, 128, true};
+  /// vocab_size must be set; eos_token_id < 0 = none.
+  scheduler_params sched;
+};
+
+struct serving_stats {
+  int64_t waiting = 0, running = 0;  // sequences
+  int64_t steps = 0, preemptions = 0, finished = 0;
+  int64_t generated_tokens = 0, fed_tokens = 0;
+  int64_t worker_failures = 0;  // executor errors (dead worker process); their plans ended with `error`
+  double tokens_per_s = 0;    // generated tokens / time from plan to applied result
+  double ttft_us_mean = 0;    // over samples that produced a token
+  // Over the last k_latency_window non-empty steps:
+  double step_us_mean = 0, step_us_p50 = 0, step_us_p99 = 0;  // plan made -> result applied
+  double decode_step_us_p50 = 0, decode_step_us_p99 = 0;      // the same, steps feeding one token per sequence
+  double decode_exec_us_mean = 0, decode_exec_us_p50 = 0, decode_exec_us_p99 = 0;  // the executor alone (the model step)
+  /// Executor idle between two back-to-back decode steps: result hand-back,
+  /// applying it, planning the next step, handing it over. The serving
+  /// overhead each decode step adds on the step path (target S1).
+  double decode_gap_us_mean = 0, decode_gap_us_p50 = 0, decode_gap_us_p99 = 0;
+  double cache_hit_rate = 0;  // prompt tokens served from the prefix cache
+  cache::cache_metrics cache;
+};
+
+/// When a step ran, in steady-clock µs (scheduler::now_us's clock).
+struct step_timing {
+  int64_t planned_us = 0;     // plan_step() returned it
+  int64_t exec_start_us = 0;  // the executor began
+  int64_t exec_end_us = 0;    // the executor finished
+  /// The previous step's exec_end_us when this step was planned as soon as that
+  /// one's result was applied (back to back); 0 otherwise.
+  int64_t chained_from_us = 0;
+};
+
+class serving_core {
+ public:
+  /// `tok` (may be null) must outlive the core.
+  static status_or<std::unique_ptr<serving_core>> create(const serving_params& params, const tokenizer* tok);
+
+  status submit(gen_request r) { return sched_->submit(std::move(r)); }
+  event_batch abort(uint64_t id) { return sched_->abort(id); }
+  event_batch abort_all() { return sched_->abort_all(); }
+  event_batch pause(pause_mode m) { return sched_->pause(m); }
+  void resume() { sched_->resume(); }
+  void flush_cache() { sched_->flush_cache(); }
+
+  /// The next step; empty when paused, idle or nothing fits. Events produced
+  /// while planning go to take_events().
+  step_plan plan_step() { return sched_->schedule(); }
+  event_batch take_events() { return sched_->take_events(); }
+  /// Applies the outcome of `plan` (the one in flight). A failed executor (a
+  /// dead worker) ends every sequence of the plan with `error`; when
+  /// `pages_lost` too, running sequences are retracted and the prefix cache
+  /// flushed, so they recompute on the next worker. Token events carry
+  /// timing.exec_end_us as produced_us.
+  event_batch finish_step(const step_plan& plan, const status_or<step_result>& res, bool pages_lost,
+                          const step_timing& timing);
+
+  bool idle() const { return sched_->idle(); }
+  bool paused() const { return sched_->paused(); }
+  bool in_flight() const { return sched_->in_flight(); }
+  int64_t now_us() const { return sched_->now_us(); }
+  serving_stats stats() const;
+  scheduler& sched() { return *sched_; }
+  cache::shadow_radix& cache() { return *cache_; }
+
+ private:
+  serving_core() = default;
+
+  /// A fixed-size window of the latest samples (µs).
+  struct latency_ring {
+    std::vector<int64_t> v;
+    size_t next = 0;
+    void add(int64_t us);
+  };
+  static constexpr size_t k_latency_window = 4096;
+
+  std::unique_ptr<cache::shadow_radix> cache_;
+  std::unique_ptr<scheduler> sched_;
+  int64_t worker_failures_ = 0;
+  latency_ring step_us_, decode_step_us_, decode_exec_us_, decode_gap_us_;
+  bool last_decode_only_ = false;  // the last applied step fed one token per sequence
+  int64_t busy_us_ = 0;
+};
+
+}  // namespace hart::sched
