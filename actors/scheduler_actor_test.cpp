@@ -1,0 +1,226 @@
+// The split actors in one process, as `hart serve` wires them: a real
+// scheduler actor and worker actor (CPU engine, tiny-a, deterministic) with a
+// scoped actor standing in for the gateway. Their outputs must equal the
+// single-thread serving_loop's, token for token and logprobs bitwise; an abort
+// while a step runs ends the request and frees its pages; control verbs are
+// answered while generations are live.
+#include "actors/scheduler_actor.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "actors/worker_actor.h"
+#include "runtime/worker/serving_loop.h"
+
+namespace hart::actors {
+namespace {
+
+using namespace std::chrono_literals;
+using key = std::pair<uint64_t, int32_t>;  // request id, sample
+
+struct output {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<int64_t> produced_us;
+  sched::finish_event fin;
+  bool finished = false;
+};
+
+class scheduler_actor_test : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    engine_params ep;
+    ep.model_dir = std::string(HART_TEST_DATA) + "/tiny-a";
+    ep.deterministic = true;
+    auto e = engine::load(ep);
+    ASSERT_TRUE(e.ok()) << e.get_status().to_string();
+    eng_ = std::move(e).value().release();
+  }
+
+  static sched::serving_params params() {
+    sched::serving_params p;
+    p.cache.page_size = 128;
+    p.cache.n_full_pages = 32;
+    p.cache.n_swa_pages = 16;
+    p.sched.max_batch_tokens = 256;
+    p.sched.prefill_chunk = 96;
+    return sched::serving_params_for(*eng_, p, nullptr);
+  }
+
+  static sched::gen_request request(uint64_t id, int64_t max_new) {
+    sched::gen_request r;
+    r.id = id;
+    for (int k = 0; k < 30 + int(id) * 17; ++k) r.prompt.push_back(int32_t((k * 31 + id * 7) % 500 + 6));
+    r.max_new_tokens = max_new;
+    r.ignore_eos = true;
+    r.logprobs = true;
+    if (id % 2 == 0) {  // seeded sampling, two samples
+      r.temperature = 0.9f;
+      r.top_k = 50;
+      r.seed = id;
+      r.n = 2;
+    }
+    return r;
+  }
+
+  void SetUp() override {
+    worker_actor_params wp;
+    wp.eng = eng_;
+    wp.cache = params().cache;
+    auto w = spawn_worker_actor(sys_, wp);
+    ASSERT_TRUE(w.ok()) << w.get_status().to_string();
+    worker_ = *w;
+    scheduler_actor_params sp;
+    sp.serving = params();
+    sp.worker = worker_;
+    auto s = spawn_scheduler_actor(sys_, sp);
+    ASSERT_TRUE(s.ok()) << s.get_status().to_string();
+    sched_ = *s;
+    gw_->send(sched_, caf::actor_cast<caf::actor>(gw_));
+  }
+
+  void TearDown() override {
+    caf::anon_send_exit(sched_, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(worker_, caf::exit_reason::user_shutdown);
+  }
+
+  void submit(const sched::gen_request& r) {
+    gw_->send(sched_, submit_atom::value, std::make_shared<const submit_request>(submit_request{r}));
+  }
+
+  /// Receives until `n_finals` finals arrived; control replies go to `replies`.
+  void collect(std::map<key, output>& out, size_t n_finals, std::vector<protocol::reply>* replies = nullptr) {
+    size_t finals = 0;
+    bool timed_out = false;
+    while (finals < n_finals && !timed_out) {
+      gw_->receive(
+          [&](events_atom, std::shared_ptr<const sched::event_batch> ev, uint64_t) {
+            for (const auto& t : ev->tokens) {
+              output& o = out[{t.request_id, t.sample}];
+              o.tokens.push_back(t.token);
+              o.logprobs.push_back(t.logprob);
+              o.produced_us.push_back(t.produced_us);
+            }
+            for (const auto& f : ev->finishes) {
+              output& o = out[{f.request_id, f.sample}];
+              o.fin = f;
+              o.finished = true;
+              ++finals;
+            }
+          },
+          [&](reply_atom, std::shared_ptr<const addressed_reply> r) {
+            if (replies) replies->push_back(r->reply);
+          },
+          caf::after(120s) >> [&] { timed_out = true; });
+    }
+    ASSERT_FALSE(timed_out) << finals << " of " << n_finals << " finals";
+  }
+
+  protocol::reply control(protocol::control_verb verb, std::vector<uint64_t> ids = {}) {
+    protocol::control_request c;
+    c.verb = verb;
+    gw_->send(sched_, control_atom::value, std::make_shared<const control_call>(control_call{{}, c, std::move(ids)}));
+    protocol::reply got = protocol::error_reply{};
+    bool done = false;
+    while (!done) {
+      gw_->receive([&](reply_atom, std::shared_ptr<const addressed_reply> r) { got = r->reply, done = true; },
+                   [&](events_atom, std::shared_ptr<const sched::event_batch>, uint64_t) {},
+                   caf::after(120s) >> [&] { done = true; });
+    }
+    return got;
+  }
+
+  static double stat(const protocol::reply& r, const std::string& name) {
+    for (const auto& [k, v] : std::get<protocol::stats_reply>(r).entries) {
+      if (k == name) return v;
+    }
+    ADD_FAILURE() << "no stat " << name;
+    return -1;
+  }
+
+  static engine* eng_;
+  caf::actor_system_config cfg_;
+  caf::actor_system sys_{cfg_};
+  caf::scoped_actor gw_{sys_};
+  caf::actor worker_, sched_;
+};
+
+engine* scheduler_actor_test::eng_ = nullptr;
+
+TEST_F(scheduler_actor_test, outputs_equal_the_serving_loop_token_for_token_and_logprobs_bitwise) {
+  std::vector<sched::gen_request> reqs;
+  for (uint64_t id = 1; id <= 6; ++id) reqs.push_back(request(id, 12));
+  for (const auto& r : reqs) submit(r);
+  std::map<key, output> got;
+  collect(got, 9);  // 3 greedy + 3 x 2 samples
+
+  auto loop = sched::serving_loop::create(*eng_, params(), nullptr);
+  ASSERT_TRUE(loop.ok()) << loop.get_status().to_string();
+  for (const auto& r : reqs) ASSERT_TRUE((*loop)->submit(r).ok());
+  std::map<key, output> want;
+  const sched::event_batch ev = (*loop)->run_until_idle();
+  for (const auto& t : ev.tokens) {
+    want[{t.request_id, t.sample}].tokens.push_back(t.token);
+    want[{t.request_id, t.sample}].logprobs.push_back(t.logprob);
+  }
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [k, w] : want) {
+    const output& g = got[k];
+    EXPECT_EQ(g.fin.reason, sched::finish_reason::length) << k.first << "/" << k.second << " " << g.fin.message;
+    EXPECT_EQ(g.tokens, w.tokens) << k.first << "/" << k.second;
+    ASSERT_EQ(g.logprobs.size(), w.logprobs.size());
+    for (size_t i = 0; i < w.logprobs.size(); ++i) EXPECT_EQ(g.logprobs[i], w.logprobs[i]) << k.first << " token " << i;
+    for (size_t i = 0; i < g.produced_us.size(); ++i) {
+      EXPECT_GT(g.produced_us[i], 0);
+      if (i > 0) {
+        EXPECT_GT(g.produced_us[i], g.produced_us[i - 1]) << "one token per step";
+      }
+    }
+  }
+  const protocol::reply st = control(protocol::control_verb::stats);
+  EXPECT_EQ(stat(st, "running"), 0.0);
+  EXPECT_GT(stat(st, "decode_exec_latency_us_p50"), 0.0);
+  EXPECT_GT(stat(st, "decode_gap_us_p50"), 0.0);
+}
+
+TEST_F(scheduler_actor_test, abort_while_a_step_runs_ends_the_request_and_frees_its_pages) {
+  submit(request(1, 2000));
+  // Wait for the first token: the request is decoding, a step is in flight or about to be.
+  bool first = false;
+  while (!first) {
+    gw_->receive([&](events_atom, std::shared_ptr<const sched::event_batch> ev, uint64_t) { first = !ev->tokens.empty(); },
+                 caf::after(120s) >> [&] { first = true; });
+  }
+  const protocol::reply h = control(protocol::control_verb::health);
+  ASSERT_TRUE(std::holds_alternative<protocol::health_reply>(h)) << "health is answered while the request decodes";
+  protocol::control_request c;
+  c.verb = protocol::control_verb::abort;
+  gw_->send(sched_, control_atom::value, std::make_shared<const control_call>(control_call{{}, c, {1}}));
+  std::map<key, output> got;
+  std::vector<protocol::reply> replies;
+  collect(got, 1, &replies);
+  if (replies.empty()) {  // the ack follows the final
+    gw_->receive([&](reply_atom, std::shared_ptr<const addressed_reply> r) { replies.push_back(r->reply); },
+                 caf::after(120s) >> [] {});
+  }
+  ASSERT_EQ(replies.size(), 1u);
+  ASSERT_TRUE(std::holds_alternative<protocol::ack_reply>(replies[0]));
+  EXPECT_EQ(std::get<protocol::ack_reply>(replies[0]).affected, 1u);
+  const output& o = got[key{1, 0}];
+  EXPECT_EQ(o.fin.reason, sched::finish_reason::abort);
+  EXPECT_LT(o.fin.completion_tokens, 2000);
+  // Its pages stay with the step in flight until that step's outcome is in; a
+  // later generation's final comes after that outcome.
+  submit(request(3, 2));
+  collect(got, 1);
+  EXPECT_EQ(got[key(3, 0)].fin.reason, sched::finish_reason::length);
+  control(protocol::control_verb::flush_cache);
+  const protocol::reply st = control(protocol::control_verb::stats);
+  EXPECT_EQ(stat(st, "running"), 0.0);
+  EXPECT_EQ(stat(st, "cache_full_pages_used"), 0.0);
+  EXPECT_EQ(stat(st, "cache_swa_pages_used"), 0.0);
+}
+
+}  // namespace
+}  // namespace hart::actors
