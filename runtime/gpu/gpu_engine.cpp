@@ -60,6 +60,29 @@ status linear_run(engine_state& s, const device_linear& w, const float* x, int64
   return linear_cuda({x, w.f32, y, n, w.in, w.out, x_stride, y_stride}, *s.lin, s.stream);
 }
 
+void trace_reset(forward_trace* t) {
+  t->hidden.clear();
+  t->final_hidden.clear();
+  t->topk.clear();
+  t->experts.clear();
+}
+
+void trace_append(forward_trace* t, forward_trace&& part) {
+  // Every captured tensor has the token as its outermost dimension ([.., T]), so passes concatenate.
+  auto cat = [](auto& dst, auto& src) {
+    if (dst.empty()) {
+      dst = std::move(src);
+    } else {
+      dst.insert(dst.end(), src.begin(), src.end());
+    }
+  };
+  if (t->hidden.size() < part.hidden.size()) t->hidden.resize(part.hidden.size());
+  for (size_t l = 0; l < part.hidden.size(); ++l) cat(t->hidden[l], part.hidden[l]);
+  cat(t->final_hidden, part.final_hidden);
+  for (auto& [il, v] : part.topk) cat(t->topk[il], v);
+  for (auto& [il, v] : part.experts) cat(t->experts[il], v);
+}
+
 namespace {
 
 // The arena's buffers for T tokens per pass; `a` with a null base only counts bytes.
@@ -371,19 +394,20 @@ status gpu_engine::forward(const std::vector<batch_item>& batch, std::vector<flo
   int64_t total = 0;
   for (const batch_item& it : batch) total += int64_t(it.tokens.size());
   const int64_t cap = s.params.max_batch_tokens;
-  if (trace && total > cap) {
-    return invalid_argument("forward: a trace needs one device pass (%lld tokens > max_batch_tokens %lld)",
-                            (long long)total, (long long)cap);
-  }
   HART_RETURN_IF_ERROR(prepare_pages(s, batch));
   if (logits) logits->clear();
+  if (trace) gpu::trace_reset(trace);
 
-  // Passes of at most `cap` tokens, items cut in position order.
+  // Passes of at most `cap` tokens, items cut in position order; a trace is
+  // captured per pass and appended (token rows in call order, as one pass).
   pass p;
   std::vector<int64_t> rows;
   auto flush = [&]() -> status {
     if (p.ids.empty()) return {};
-    HART_RETURN_IF_ERROR(gpu::run_pass(s, p, rows, logits, trace));
+    forward_trace part;
+    if (trace) part.capture_hidden = trace->capture_hidden;
+    HART_RETURN_IF_ERROR(gpu::run_pass(s, p, rows, logits, trace ? &part : nullptr));
+    if (trace) gpu::trace_append(trace, std::move(part));
     p = pass();
     rows.clear();
     return {};

@@ -53,8 +53,8 @@ class gpu_engine final : public forward_engine {
   /// Engine-owned pages (from the device pool); freed when the sequence dies.
   sequence_state new_sequence() const override;
   /// As engine::forward. Also out_of_range past max_context, resource_exhausted
-  /// when the pool has no free page (no state changes then). `trace` needs the
-  /// call to fit one pass (≤ max_batch_tokens tokens).
+  /// when the pool has no free page (no state changes then). `trace` is
+  /// captured over every pass of the call, laid out as one pass would.
   status forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
                  forward_trace* trace = nullptr) const override;
   /// Device bytes held by weights, KV pool and arena.

@@ -99,6 +99,13 @@ struct engine_state {
   }
 };
 
+/// Empties a caller's trace before a call (the CPU engine overwrites its fields per call).
+void trace_reset(forward_trace* t);
+/// Appends one pass's capture to the call's: hidden, final_hidden, topk and
+/// experts are [.., T] per pass, so the call's trace is the passes' concatenation
+/// (the layout one pass over all the call's tokens would give).
+void trace_append(forward_trace* t, forward_trace&& part);
+
 /// y [out, n] = x [in, n] · W^T by the weight's kind (fp32, FP8 codes, QDQ'd input).
 status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride = 0,
                   int64_t y_stride = 0);

@@ -6,8 +6,9 @@
 // other summation orders; measured ~1e-6), vs the goldens ≤ 1e-4 and top-1
 // agreement ≥ 99% (the issue asks ≤ 2e-2 for bf16). fp8: the same QDQ rules as
 // the CPU fp8 mode, but an fp32 rounding difference can move a value across a
-// QDQ step, and the random tiny models amplify that layer by layer: bounds
-// below are per model, measured values are printed.
+// QDQ step, and the random tiny models amplify that layer by layer: the bound
+// is a factor of the CPU fp8 mode's own difference under other summation
+// orders, measured in the same test (see k_fp8_noise_factor).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <set>
 
 #include "runtime/gpu/gpu_engine.h"
+#include "runtime/gpu/gpu_engine_impl.h"
 #include "tests/golden/golden_fixture.h"
 
 namespace hart::testing {
@@ -175,18 +177,21 @@ TEST_P(gpu_exact, mixed_batches_and_decode_equal_cpu) {
   EXPECT_LE(worst, k_vs_cpu_exact);
 }
 
-TEST_P(gpu_exact, indexer_picks_equal_cpu) {
-  const std::vector<int32_t>& ids = g_->input_ids[0];
-  sequence_state cs = g_->reference_sequence(), gs = gpu_->new_sequence();
-  gs.tie_reference_length = g_->seq;
+// The GPU engine's trace of one whole-prompt call (indexer picks per CSA layer,
+// routed experts per layer) against the CPU engine's; the call may span passes.
+void expect_trace_equal_cpu(const golden_set& g, const gpu_engine& e, const char* what) {
+  const std::vector<int32_t>& ids = g.input_ids[0];
+  sequence_state cs = g.reference_sequence(), gs = e.new_sequence();
+  gs.tie_reference_length = g.seq;
   forward_trace ct, gt;
-  ASSERT_TRUE(g_->eng->prefill(cs, ids, logits_request::none, nullptr, &ct).ok());
-  ASSERT_TRUE(gpu_->forward({{&gs, ids, logits_request::none}}, nullptr, &gt).ok());
-  const int64_t k = g_->eng->config().index_topk;
-  ASSERT_EQ(ct.topk.size(), gt.topk.size());
+  ASSERT_TRUE(g.eng->prefill(cs, ids, logits_request::none, nullptr, &ct).ok());
+  const status st = e.forward({{&gs, ids, logits_request::none}}, nullptr, &gt);
+  ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+  const int64_t k = g.eng->config().index_topk;
+  ASSERT_EQ(ct.topk.size(), gt.topk.size()) << what;
   for (const auto& [il, want] : ct.topk) {
     const std::vector<int32_t>& got = gt.topk[il];
-    ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(got.size(), want.size()) << what << ", layer " << il;
     int64_t differ = 0;
     for (size_t t = 0; t * k < want.size(); ++t) {
       const std::set<int32_t> a(want.begin() + t * k, want.begin() + (t + 1) * k);
@@ -194,23 +199,76 @@ TEST_P(gpu_exact, indexer_picks_equal_cpu) {
       differ += a != b;
     }
     // Near-ties (tiny-c: a 1e-5 relative score gap) may flip with fp32 order.
-    EXPECT_LE(differ, g_->near_tie_allowance) << "layer " << il;
+    EXPECT_LE(differ, g.near_tie_allowance) << what << ", layer " << il;
   }
-  for (const auto& [il, want] : ct.experts) EXPECT_EQ(gt.experts[il], want) << "routed experts, layer " << il;
+  ASSERT_EQ(ct.experts.size(), gt.experts.size()) << what;
+  for (const auto& [il, want] : ct.experts) {
+    EXPECT_EQ(gt.experts.at(il), want) << what << ", routed experts, layer " << il;
+  }
+}
+
+// tiny-c's 1100 tokens are two passes of the default 1024-token arena.
+TEST_P(gpu_exact, indexer_picks_equal_cpu) { expect_trace_equal_cpu(*g_, *gpu_, "1024-token passes"); }
+
+TEST_P(gpu_exact, trace_over_many_passes_equals_cpu) {
+  std::unique_ptr<gpu_engine> small = load_gpu(GetParam(), precision::exact, 61);
+  ASSERT_TRUE(small);
+  expect_trace_equal_cpu(*g_, *small, "61-token passes");
 }
 
 INSTANTIATE_TEST_SUITE_P(tiny, gpu_exact, ::testing::Values("tiny-a", "tiny-b", "tiny-c"));
 
-// fp8: vs the CPU fp8 mode (bounds per model, measured values printed) and vs
-// the goldens with the CPU fp8 mode's own bounds (docs/precision.md).
+// fp8 vs the CPU fp8 mode, bounded by the CPU fp8 mode's own noise. The GPU
+// applies the same QDQ rules, but its fp32 sums run in another order, and a
+// value that lands on the other side of an e4m3 (or e2m1) rounding step moves
+// by a whole step, which the random tiny nets amplify layer by layer. The CPU
+// fp8 mode flips such steps against itself too under the other orders it
+// already uses: batch-invariant 8-lane dots (engine_params::deterministic)
+// and one-token chunks (OpenBLAS's single-row path, i.e. decode). The larger of
+// the two differences from the default whole-prompt run, pooled over every
+// golden row, is the noise floor; the GPU must stay within k_fp8_noise_factor
+// of it (docs/precision.md has the rule and the measured numbers).
+constexpr double k_fp8_noise_factor = 2;
+// Top-1: allow the floor's top-1 loss times the factor, at least 1% of positions.
+constexpr double k_fp8_min_top1_slack = 0.01;
+
 struct fp8_case {
   const char* model;
-  double vs_cpu_max, vs_cpu_mean, vs_cpu_top1;
   double golden_max, golden_mean, golden_top1;
 };
-constexpr fp8_case k_fp8[] = {{"tiny-a", 5e-2, 1e-3, 0.99, 1.4, 0.65, 0.25},
-                              {"tiny-b", 5e-2, 1e-3, 0.99, 1.1, 0.40, 0.50}};
+constexpr fp8_case k_fp8[] = {{"tiny-a", 1.4, 0.65, 0.25}, {"tiny-b", 1.1, 0.40, 0.50}};
 void PrintTo(const fp8_case& c, std::ostream* os) { *os << c.model; }
+
+// Every golden row through `run`, concatenated ([V, seq · batch]).
+template <class Run>
+std::vector<float> all_rows(const golden_set& g, Run&& run) {
+  std::vector<float> out;
+  for (int64_t b = 0; b < g.batch; ++b) {
+    const std::vector<float> r = run(g.input_ids[b]);
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  return out;
+}
+
+// The envelope of two differences: the larger max and mean, the lower top-1.
+diff envelope(const diff& a, const diff& b) {
+  diff d;
+  d.max_rel = std::max(a.max_rel, b.max_rel);
+  d.mean_rel = std::max(a.mean_rel, b.mean_rel);
+  d.top1 = std::min(a.top1, b.top1);
+  return d;
+}
+
+void expect_within_noise(const diff& d, const diff& noise, const char* model, const char* what) {
+  std::printf("%s fp8 %s: max %.3g mean %.3g top1 %.4f | ratio to the cpu noise floor: max %.2f mean %.2f "
+              "(bounds %.3g / %.3g / top1 %.4f)\n",
+              model, what, d.max_rel, d.mean_rel, d.top1, d.max_rel / noise.max_rel, d.mean_rel / noise.mean_rel,
+              k_fp8_noise_factor * noise.max_rel, k_fp8_noise_factor * noise.mean_rel,
+              1.0 - std::max(k_fp8_noise_factor * (1.0 - noise.top1), k_fp8_min_top1_slack));
+  EXPECT_LE(d.max_rel, k_fp8_noise_factor * noise.max_rel) << what << ", position " << d.worst;
+  EXPECT_LE(d.mean_rel, k_fp8_noise_factor * noise.mean_rel) << what;
+  EXPECT_GE(d.top1, 1.0 - std::max(k_fp8_noise_factor * (1.0 - noise.top1), k_fp8_min_top1_slack)) << what;
+}
 
 class gpu_fp8 : public ::testing::TestWithParam<fp8_case> {};
 
@@ -218,26 +276,37 @@ TEST_P(gpu_fp8, vs_cpu_fp8_and_goldens) {
   SKIP_WITHOUT_GPU();
   const fp8_case& c = GetParam();
   std::unique_ptr<golden_set> g = golden_load(c.model, precision::fp8);
+  std::unique_ptr<golden_set> g_det = golden_load(c.model, precision::fp8, /*deterministic=*/true);
   std::unique_ptr<gpu_engine> e = load_gpu(c.model, precision::fp8);
   ASSERT_TRUE(e);
+  const std::vector<float> cpu = all_rows(*g, [&](const auto& ids) { return cpu_run(*g, ids, g->seq); });
+  const std::vector<float> det = all_rows(*g_det, [&](const auto& ids) { return cpu_run(*g_det, ids, g->seq); });
+  const std::vector<float> one = all_rows(*g, [&](const auto& ids) { return cpu_run(*g, ids, 1); });
+  const diff by_det = compare(det, cpu, g->vocab), by_one = compare(one, cpu, g->vocab);
+  const diff noise = envelope(by_det, by_one);
+  std::printf("%s fp8 cpu noise floor: deterministic vs default max %.3g mean %.3g top1 %.4f | chunks of 1 vs whole "
+              "max %.3g mean %.3g top1 %.4f\n",
+              c.model, by_det.max_rel, by_det.mean_rel, by_det.top1, by_one.max_rel, by_one.mean_rel, by_one.top1);
+  // A floor near 0 would mean no flips on this machine's CPU: the rule would then say nothing.
+  ASSERT_GT(noise.mean_rel, 1e-4) << "the CPU fp8 mode shows no summation-order flips on " << c.model;
+  const std::vector<float> got = all_rows(*g, [&](const auto& ids) { return gpu_run(*e, ids, g->seq, g->seq); });
+  expect_within_noise(compare(got, cpu, g->vocab), noise, c.model, "gpu vs cpu");
+  // Chunked vs whole on the GPU: per-token quantization, but the sums depend on the GEMM shapes.
+  const std::vector<float> chunked = all_rows(*g, [&](const auto& ids) { return gpu_run(*e, ids, 3, g->seq); });
+  expect_within_noise(compare(chunked, got, g->vocab), noise, c.model, "gpu chunks of 3 vs whole");
+  // The CPU fp8 mode's own golden bounds, per row.
   const std::vector<float> want = g->floats("logits");
   for (int64_t b = 0; b < g->batch; ++b) {
-    const std::vector<float> got = gpu_run(*e, g->input_ids[b], g->seq, g->seq);
-    const diff d = compare(got, cpu_run(*g, g->input_ids[b], g->seq), g->vocab);
-    const std::vector<float> ref(want.begin() + b * g->seq * g->vocab, want.begin() + (b + 1) * g->seq * g->vocab);
-    const diff h = compare(got, ref, g->vocab);
-    std::printf("%s row %lld fp8: vs cpu fp8 max %.3g mean %.3g top1 %.4f | vs golden max %.3g mean %.3g top1 %.4f\n",
-                c.model, (long long)b, d.max_rel, d.mean_rel, d.top1, h.max_rel, h.mean_rel, h.top1);
-    EXPECT_LE(d.max_rel, c.vs_cpu_max);
-    EXPECT_LE(d.mean_rel, c.vs_cpu_mean);
-    EXPECT_GE(d.top1, c.vs_cpu_top1);
+    const size_t n = size_t(g->seq * g->vocab);
+    const std::vector<float> row(got.begin() + b * n, got.begin() + (b + 1) * n);
+    const std::vector<float> ref(want.begin() + b * n, want.begin() + (b + 1) * n);
+    const diff h = compare(row, ref, g->vocab);
+    std::printf("%s row %lld fp8: vs golden max %.3g mean %.3g top1 %.4f\n", c.model, (long long)b, h.max_rel,
+                h.mean_rel, h.top1);
     EXPECT_LE(h.max_rel, c.golden_max);
     EXPECT_LE(h.mean_rel, c.golden_mean);
     EXPECT_GE(h.top1, c.golden_top1);
   }
-  // Chunked vs whole: per-token quantization, but cuBLAS sums (unquantized linears) depend on the row count.
-  const diff ch = compare(gpu_run(*e, g->input_ids[0], 3, g->seq), gpu_run(*e, g->input_ids[0], g->seq, g->seq), g->vocab);
-  EXPECT_LE(ch.max_rel, c.vs_cpu_max) << "chunked vs whole";
 }
 
 INSTANTIATE_TEST_SUITE_P(tiny, gpu_fp8, ::testing::ValuesIn(k_fp8), [](const auto& info) {
@@ -245,6 +314,29 @@ INSTANTIATE_TEST_SUITE_P(tiny, gpu_fp8, ::testing::ValuesIn(k_fp8), [](const aut
   std::replace(n.begin(), n.end(), '-', '_');
   return n;
 });
+
+// Host only: a call's trace is its passes' captures concatenated along T.
+TEST(gpu_engine, trace_append_concatenates_passes) {
+  forward_trace whole, a, b;
+  whole.capture_hidden = true;
+  whole.topk[2] = {9, 9};  // a previous call's capture: replaced, not extended
+  gpu::trace_reset(&whole);
+  a.hidden = {{1, 2}, {3, 4}};
+  b.hidden = {{5}, {6}};
+  a.final_hidden = {7};
+  b.final_hidden = {8};
+  a.topk[1] = {0, -1, 1, 0};  // k = 2, T = 2
+  b.topk[1] = {2, 1};
+  a.experts[0] = {3, 4};
+  b.experts[0] = {5};
+  gpu::trace_append(&whole, std::move(a));
+  gpu::trace_append(&whole, std::move(b));
+  EXPECT_EQ(whole.hidden, (std::vector<std::vector<float>>{{1, 2, 5}, {3, 4, 6}}));
+  EXPECT_EQ(whole.final_hidden, (std::vector<float>{7, 8}));
+  EXPECT_EQ(whole.topk.size(), 1u);
+  EXPECT_EQ(whole.topk[1], (std::vector<int32_t>{0, -1, 1, 0, 2, 1}));
+  EXPECT_EQ(whole.experts[0], (std::vector<int32_t>{3, 4, 5}));
+}
 
 TEST(gpu_engine, load_without_device_is_a_clear_error) {
   if (gpu_device_available()) GTEST_SKIP() << "a CUDA device exists";
