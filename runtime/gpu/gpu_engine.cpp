@@ -391,8 +391,6 @@ status gpu_engine::forward(const std::vector<batch_item>& batch, std::vector<flo
                            forward_trace* trace) const {
   engine_state& s = *s_;
   HART_RETURN_IF_ERROR(validate_batch(s, batch));
-  int64_t total = 0;
-  for (const batch_item& it : batch) total += int64_t(it.tokens.size());
   const int64_t cap = s.params.max_batch_tokens;
   HART_RETURN_IF_ERROR(prepare_pages(s, batch));
   if (logits) logits->clear();
