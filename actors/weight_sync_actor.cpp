@@ -15,7 +15,7 @@ struct weight_sync_state {
   weight_sync::update_staging staging;
   /// Who began the staged update, so a replacing begin can tell it.
   std::string owner;
-  /// The version serving now; only this actor changes it (through the engine actor).
+  /// The version serving now; only this actor changes it (through the scheduler actor).
   uint64_t serving_version = 0;
 
   explicit weight_sync_state(const weight_sync_actor_params& p) : params(p), staging(p.limits) {}

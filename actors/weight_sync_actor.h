@@ -2,7 +2,7 @@
 // The weight-sync actor: a detached actor (building weights blocks for
 // seconds) that owns the staging of one update from the weight-sync socket
 // (runtime/weight_sync), builds and re-quantizes the new weights off the
-// serving path, asks the engine actor to swap them in at a step boundary, and
+// serving path, asks the scheduler actor to swap them in at a step boundary, and
 // answers the trainer. A broken update (bad chunk, checksum mismatch, missing
 // tensor, a new begin, no message for `idle_timeout`) is dropped and its
 // staging freed; the serving weights never change then.
@@ -20,12 +20,12 @@ namespace hart::actors {
 
 struct weight_sync_actor_params {
   const engine* eng = nullptr;  ///< builds weights (const, thread-safe); outlives the actor
-  caf::actor engine_actor;      ///< swaps them in
+  caf::actor engine_actor;      ///< the scheduler actor: swaps them in between steps, on the worker
   std::shared_ptr<weight_sync::sync_server> server;  ///< replies go here
   weight_sync::staging_limits limits;
   /// A staged update that receives nothing for this long is dropped (a trainer that died mid-push).
   std::chrono::milliseconds idle_timeout{60000};
-  /// Longest wait for the engine actor to reach a step boundary and swap.
+  /// Longest wait for the scheduler to reach a step boundary and swap.
   std::chrono::milliseconds swap_timeout{600000};
 };
 

@@ -18,7 +18,7 @@ struct inbound_request {
   protocol::request request;
 };
 
-/// A tokenized generation the engine actor can submit as is.
+/// A tokenized generation the scheduler actor can submit as is.
 struct submit_request {
   sched::gen_request request;  // id = the gateway's internal id
 };

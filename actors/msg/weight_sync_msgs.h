@@ -1,5 +1,6 @@
 // File: actors/msg/weight_sync_msgs.h
-// Payloads between the weight-sync actor and the engine actor. Immutable once
+// Payloads between the weight-sync actor, the scheduler actor and the worker
+// actor (swaps go weight sync -> scheduler -> worker and back). Immutable once
 // sent; they travel as std::shared_ptr<const T> (weights are never copied).
 #pragma once
 
@@ -17,7 +18,7 @@ struct swap_request {
   uint64_t version = 0;
 };
 
-/// The engine actor's answer to a swap_request.
+/// The answer to a swap_request (the worker swaps, the scheduler forwards it).
 struct swap_outcome {
   status result;
   uint64_t serving_version = 0;  ///< after the swap (the old one when it failed)
