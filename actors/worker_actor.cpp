@@ -40,21 +40,37 @@ struct worker_state {
   }
 };
 
-caf::behavior worker_impl(caf::stateful_actor<worker_state>* self, engine* eng,
-                          std::shared_ptr<sched::step_executor> executor, bool remote) {
-  self->state.eng = eng;
-  self->state.executor = std::move(executor);
-  self->state.remote = remote;
-  return {
-      [=](step_atom, std::shared_ptr<const sched::step_plan> plan) {
-        self->send(caf::actor_cast<caf::actor>(self->current_sender()), step_done_atom::value,
-                   std::make_shared<const step_outcome>(self->state.execute(*plan)));
-      },
-      [=](swap_atom, std::shared_ptr<const swap_request> r) {
-        self->send(caf::actor_cast<caf::actor>(self->current_sender()), swapped_atom::value,
-                   std::make_shared<const swap_outcome>(self->state.swap(*r)));
-      },
-  };
+// NOTE(hart): a blocking actor so that it can poll its mailbox for a short
+// while after each step: the next plan usually arrives tens of µs after the
+// outcome leaves, and catching it without a futex wake-up is part of the S1
+// budget (docs/perf-notes.md S1 v6).
+constexpr auto k_plan_poll = std::chrono::microseconds(100);
+
+void worker_loop(caf::blocking_actor* self, std::shared_ptr<worker_state> st) {
+  bool running = true;
+  bool stepped = false;
+  while (running) {
+    if (stepped) {
+      const auto until = std::chrono::steady_clock::now() + k_plan_poll;
+      while (!self->has_next_message() && std::chrono::steady_clock::now() < until) {
+      }
+      stepped = false;
+    }
+    self->receive(
+        [&](step_atom, std::shared_ptr<const sched::step_plan> plan) {
+          self->send(caf::actor_cast<caf::actor>(self->current_sender()), step_done_atom::value,
+                     std::make_shared<const step_outcome>(st->execute(*plan)));
+          stepped = true;
+        },
+        [&](swap_atom, std::shared_ptr<const swap_request> r) {
+          self->send(caf::actor_cast<caf::actor>(self->current_sender()), swapped_atom::value,
+                     std::make_shared<const swap_outcome>(st->swap(*r)));
+        },
+        [&](caf::exit_msg& m) {
+          running = false;
+          self->fail_state(m.reason);
+        });
+  }
 }
 
 }  // namespace
@@ -68,7 +84,11 @@ status_or<caf::actor> spawn_worker_actor(caf::actor_system& sys, const worker_ac
     HART_ASSIGN_OR_RETURN(auto ex, sched::local_executor::create(*params.eng, params.cache));
     executor = std::move(ex);
   }
-  return sys.spawn<caf::detached>(worker_impl, params.eng, std::move(executor), bool(params.make_executor));
+  auto st = std::make_shared<worker_state>();
+  st->eng = params.eng;
+  st->executor = std::move(executor);
+  st->remote = bool(params.make_executor);
+  return sys.spawn<caf::detached>(worker_loop, std::move(st));
 }
 
 }  // namespace hart::actors

@@ -1,7 +1,8 @@
 // File: actors/worker_actor.h
 // The worker actor: executes step plans on the engine, one at a time, and
-// sends each step_outcome back to the plan's sender. Detached (style R19): an
-// engine step blocks its thread for milliseconds. Its executor is the CPU
+// sends each step_outcome back to the plan's sender. A blocking actor on its
+// own thread (style R19: an engine step blocks for milliseconds) that polls its
+// mailbox for 100 µs after each step, where the next plan usually arrives. Its executor is the CPU
 // worker over its own KV pages, or a `hart worker` process behind a
 // remote_worker (the same plans over ZeroMQ); the scheduler actor cannot tell
 // them apart. The GPU engine will sit behind the same messages.
