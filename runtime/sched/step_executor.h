@@ -1,9 +1,9 @@
 // File: runtime/sched/step_executor.h
-// Whatever runs a step_plan: the in-process CPU worker (serving_loop wraps
-// cpu_worker) or a worker process behind remote_worker (runtime/worker_link).
-// An error status means the executor itself failed (the worker process died,
-// timed out, could not be started): the serving loop then ends every sequence
-// of the plan with reason `error`. A model-level failure (a bad token id) is
+// Whatever runs a step_plan: the in-process CPU worker (local_executor wraps
+// cpu_worker and its pages) or a worker process behind remote_worker
+// (runtime/worker_link). An error status means the executor itself failed (the
+// worker process died, timed out, could not be started): serving_core then
+// ends every sequence of the plan with reason `error`. A model-level failure (a bad token id) is
 // an ok step_result with result.error set, as cpu_worker reports it.
 #pragma once
 
