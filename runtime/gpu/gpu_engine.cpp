@@ -234,25 +234,36 @@ const model_config& gpu_engine::config() const { return s_->cfg; }
 const gpu_engine_params& gpu_engine::params() const { return s_->params; }
 size_t gpu_engine::device_bytes() const { return s_->w.bytes + s_->pool.bytes() + s_->arena_mem.bytes(); }
 
-status_or<std::unique_ptr<gpu_engine>> gpu_engine::load(const gpu_engine_params& params) {
+namespace {
+
+// load's body: the config and weights come from params.base.model_dir unless given.
+status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params& params, const model_config* cfg,
+                                                         gpu::device_weights* weights) {
   HART_RETURN_IF_ERROR(params.validate());
   HART_RETURN_IF_ERROR(params.base.validate());
   if (!gpu_device_available()) {
     return failed_precondition("gpu engine: no CUDA device is visible (use --device cpu, or run on the GPU machine)");
   }
-  auto s = std::make_unique<state>();
+  auto s = std::make_unique<gpu_engine::state>();
   s->params = params;
   static std::atomic<uint64_t> next_id{uint64_t(1) << 62};  // apart from the CPU engines' ids
   s->id = next_id++;
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaSetDevice(params.device), "gpu engine: cudaSetDevice"));
-  HART_ASSIGN_OR_RETURN(s->cfg, model_config_load(params.base.model_dir));
+  if (cfg) {
+    HART_RETURN_IF_ERROR(cfg->validate());
+    s->cfg = *cfg;
+  } else {
+    HART_ASSIGN_OR_RETURN(s->cfg, model_config_load(params.base.model_dir));
+  }
   const model_config& c = s->cfg;
   const int64_t P = params.base.page_size;
   if (P % c.csa_rate || P % c.hca_rate || P < c.window) {
     return invalid_argument("gpu engine: page_size %lld must be a multiple of the compress rates (%lld, %lld) and >= the window %lld",
                             (long long)P, (long long)c.csa_rate, (long long)c.hca_rate, (long long)c.window);
   }
-  {
+  if (weights) {
+    s->w = std::move(*weights);
+  } else {
     HART_ASSIGN_OR_RETURN(model_weights host, model_weights_load(params.base.model_dir, c, params.base.prec));
     HART_ASSIGN_OR_RETURN(s->w, gpu::device_weights_upload(host, c, params.base.prec));
   }  // host weights released: the device copy is the only one
@@ -298,6 +309,19 @@ status_or<std::unique_ptr<gpu_engine>> gpu_engine::load(const gpu_engine_params&
   HART_LOG_INFO("gpu engine: %s on device %d, %.1f MiB weights, %.1f MiB KV (%lld full + %lld swa pages), %.1f MiB arena",
                 c.summary().c_str(), params.device, s->w.bytes / 1048576.0, s->pool.bytes() / 1048576.0,
                 (long long)n_full, (long long)n_swa, s->arena_mem.bytes() / 1048576.0);
+  return s;
+}
+
+}  // namespace
+
+status_or<std::unique_ptr<gpu_engine>> gpu_engine::load(const gpu_engine_params& params) {
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<state> s, state_load(params, nullptr, nullptr));
+  return std::unique_ptr<gpu_engine>(new gpu_engine(std::move(s)));
+}
+
+status_or<std::unique_ptr<gpu_engine>> gpu_engine::load(const gpu_engine_params& params, const model_config& cfg,
+                                                        gpu::device_weights weights) {
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<state> s, state_load(params, &cfg, &weights));
   return std::unique_ptr<gpu_engine>(new gpu_engine(std::move(s)));
 }
 

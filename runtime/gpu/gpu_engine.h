@@ -27,6 +27,10 @@
 
 namespace hart {
 
+namespace gpu {
+struct device_weights;
+}  // namespace gpu
+
 struct gpu_engine_params {
   engine_params base;             // model_dir, prec, page_size (deterministic: unimplemented on CUDA)
   int device = 0;
@@ -46,6 +50,11 @@ class gpu_engine final : public forward_engine {
   /// failed_precondition without a device; resource_exhausted when weights, pool or
   /// arena do not fit; the CPU engine's load errors for a bad checkpoint.
   static status_or<std::unique_ptr<gpu_engine>> load(const gpu_engine_params& params);
+  /// As load(params), with the config and the device weights given instead of
+  /// read from params.base.model_dir (which then only names the model): `hart
+  /// bench` builds a random model on the device (bench_model.h).
+  static status_or<std::unique_ptr<gpu_engine>> load(const gpu_engine_params& params, const model_config& cfg,
+                                                      gpu::device_weights weights);
   ~gpu_engine() override;
 
   const model_config& config() const override;
@@ -59,6 +68,10 @@ class gpu_engine final : public forward_engine {
                  forward_trace* trace = nullptr) const override;
   /// Device bytes held by weights, KV pool and arena.
   size_t device_bytes() const;
+  /// Overwrites the whole KV pool (entries, indexer keys, window KV, compressor
+  /// rings) with random values in [-1, 1): `hart bench` binds sequences at long
+  /// lengths without computing their KV (gpu_engine_bench.cpp).
+  status kv_fill_random(uint64_t seed) const;
 
   struct state;
 

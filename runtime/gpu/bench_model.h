@@ -1,0 +1,32 @@
+// File: runtime/gpu/bench_model.h — the random-weight model `hart bench` runs:
+// device_weights for any V4 config, made directly on the device in the formats
+// the engine keeps after loading a checkpoint (gpu_weights.h): in `fp8`, every
+// linear the reference runs in FP8 (attention wq_a/wq_b/wkv/wo_b, indexer
+// wq_b, shared and all routed experts) is e4m3 codes + 128×128 e8m0 scales;
+// the rest (wo_a, compressors, indexer weights_proj, router, head, embedding,
+// mHC, norms) fp32. In `exact` everything is fp32.
+//
+// NOTE(bench): not through a tensor_source + model_weights_load. That path
+// holds every weight as host fp32 and re-encodes each FP8 tile on one core at
+// upload; for 4 Flash layers (25.8 G routed-expert parameters) that is ~110 GB
+// of host memory and minutes of load. The layout and formats here are the
+// ones gpu_weights.cpp produces from a real FP8 checkpoint.
+//
+//   HART_ASSIGN_OR_RETURN(gpu::device_weights w, gpu::bench_weights_make(cfg, precision::fp8, 1));
+//   HART_ASSIGN_OR_RETURN(auto eng, gpu_engine::load(params, cfg, std::move(w)));
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/core/status.h"
+#include "runtime/gpu/gpu_weights.h"
+#include "runtime/model/config.h"
+#include "runtime/model/weights.h"
+
+namespace hart::gpu {
+
+/// Random weights of `cfg`'s shapes (values: bench_fill.h; hash-routing tables
+/// with K distinct experts per token). resource_exhausted when they do not fit.
+status_or<device_weights> bench_weights_make(const model_config& cfg, precision prec, uint64_t seed);
+
+}  // namespace hart::gpu
