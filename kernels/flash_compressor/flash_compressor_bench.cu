@@ -2,7 +2,9 @@
 // Built without CMake by scripts/gpu/bench_flash_compressor.sh:
 //
 //   fc_bench [peer.txt]       checks, timings, table
-//   fc_bench --only csa|hca   one layer kind (for ncu / nsys)
+//   fc_bench --only csa|hca   one layer kind
+//   fc_bench --T N            time T = N only (for ncu / nsys)
+//   fc_bench --check-only     the checks alone (for compute-sanitizer)
 //
 // Checks first (no time is printed for a kind whose check failed): Flash CSA
 // (main 584-byte entries + indexer Hadamard/FP4 rows) and Flash HCA on fresh
@@ -153,7 +155,7 @@ struct timing {
 };
 
 timing time_kind(const std::vector<comp_shape>& shapes, int64_t T, cudaStream_t stream) {
-  std::mt19937 rng(uint32_t(T));
+  std::mt19937 rng{static_cast<uint32_t>(T)};
   // Small inputs (weights, page tables, pools) through the host problem, projections filled on the device.
   problem pr = make_problem(shapes, k_page, 1, T + 1, rng);
   set_spans(pr, {0}, {T});
@@ -213,7 +215,7 @@ timing time_kind(const std::vector<comp_shape>& shapes, int64_t T, cudaStream_t 
     }
   }
   const int n_iter = std::max(20, std::min(500, int(2000.0 * calls / std::max(ms, 1.f))));
-  std::vector<cudaEvent_t> ev(size_t(n_iter) + 1);
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(n_iter) + 1);
   for (auto& e : ev) CK(cudaEventCreate(&e));
   CK(cudaEventRecord(ev[0], stream));
   for (int i = 0; i < n_iter; ++i) {
@@ -221,7 +223,7 @@ timing time_kind(const std::vector<comp_shape>& shapes, int64_t T, cudaStream_t 
     CK(cudaEventRecord(ev[size_t(i) + 1], stream));
   }
   CK(cudaEventSynchronize(ev.back()));
-  std::vector<float> t(size_t(n_iter));
+  std::vector<float> t(static_cast<size_t>(n_iter));
   for (int i = 0; i < n_iter; ++i) CK(cudaEventElapsedTime(&t[size_t(i)], ev[size_t(i)], ev[size_t(i) + 1]));
   std::nth_element(t.begin(), t.begin() + n_iter / 2, t.end());
   for (auto& e : ev) cudaEventDestroy(e);
@@ -248,9 +250,15 @@ timing time_kind(const std::vector<comp_shape>& shapes, int64_t T, cudaStream_t 
 int main(int argc, char** argv) {
   std::map<std::pair<std::string, long long>, std::string> peer;  // (kind, T) -> us or "oom"
   std::string only;
+  long long only_T = 0;
+  bool check_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];
+    } else if (std::strcmp(argv[i], "--T") == 0 && i + 1 < argc) {
+      only_T = std::atoll(argv[++i]);
+    } else if (std::strcmp(argv[i], "--check-only") == 0) {
+      check_only = true;
     } else if (FILE* f = std::fopen(argv[i], "r")) {
       char kind[16], us[32];
       long long T;
@@ -270,7 +278,9 @@ int main(int argc, char** argv) {
       rows.push_back("| " + kind + " | - | FAILED the check: no timings | | | | |");
       continue;
     }
+    if (check_only) continue;
     for (int64_t T = 4096; T <= (int64_t(1) << 20); T *= 4) {
+      if (only_T && T != only_T) continue;
       const timing tm = time_kind(shapes, T, stream);
       const double floor_us = tm.bytes / k_copy_bw * 1e6;
       const auto it = peer.find({kind, (long long)T});
