@@ -14,16 +14,19 @@ int64_t steady_us() {
 }
 
 struct worker_state {
-  /// The engine whose weights an in-process executor runs (swapped here only).
+  /// The CPU engine the executor runs (its weights are swapped here only);
+  /// null when the executor runs the model elsewhere (GPU, worker process).
   engine* eng = nullptr;
   /// Runs the plans; shared only so the spawn arguments stay copyable.
   std::shared_ptr<sched::step_executor> executor;
-  /// True for a worker process: it cannot take in-process weights.
-  bool remote = false;
+  /// Why swaps are refused when there is no in-process CPU engine.
+  std::string no_swap_reason;
+
+  uint64_t weight_version() const { return eng ? eng->weight_version() : 0; }
 
   step_outcome execute(const sched::step_plan& plan) {
     step_outcome o;
-    o.weight_version = eng->weight_version();
+    o.weight_version = weight_version();
     o.exec_start_us = steady_us();
     o.result = executor->execute(plan);
     o.exec_end_us = steady_us();
@@ -33,9 +36,9 @@ struct worker_state {
 
   swap_outcome swap(const swap_request& r) {
     swap_outcome o;
-    o.result = remote ? unimplemented("weight swap: the engine runs in a worker process (--worker-process)")
-                      : eng->swap_weights(r.weights, r.version);
-    o.serving_version = eng->weight_version();
+    o.result = eng ? eng->swap_weights(r.weights, r.version)
+                   : unimplemented("weight swap: %s", no_swap_reason.c_str());
+    o.serving_version = weight_version();
     return o;
   }
 };
@@ -81,13 +84,14 @@ status_or<caf::actor> spawn_worker_actor(caf::actor_system& sys, const worker_ac
     HART_ASSIGN_OR_RETURN(auto ex, params.make_executor());
     executor = std::move(ex);
   } else {
+    if (!params.eng) return invalid_argument("worker actor: neither an engine nor an executor factory");
     HART_ASSIGN_OR_RETURN(auto ex, sched::local_executor::create(*params.eng, params.cache));
     executor = std::move(ex);
   }
   auto st = std::make_shared<worker_state>();
-  st->eng = params.eng;
+  st->eng = params.make_executor ? nullptr : params.eng;
   st->executor = std::move(executor);
-  st->remote = bool(params.make_executor);
+  st->no_swap_reason = params.no_swap_reason;
   return sys.spawn<caf::detached>(worker_loop, std::move(st));
 }
 

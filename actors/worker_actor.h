@@ -3,20 +3,22 @@
 // sends each step_outcome back to the plan's sender. A blocking actor on its
 // own thread (style R19: an engine step blocks for milliseconds) that polls its
 // mailbox for 100 µs after each step, where the next plan usually arrives. Its executor is the CPU
-// worker over its own KV pages, or a `hart worker` process behind a
+// worker over its own KV pages, the GPU engine over its device KV pool
+// (runtime/worker/gpu_executor), or a `hart worker` process behind a
 // remote_worker (the same plans over ZeroMQ); the scheduler actor cannot tell
-// them apart. The GPU engine will sit behind the same messages.
+// them apart.
 //
 // Messages:
 //   (step_atom, shared_ptr<const sched::step_plan>) -> sender gets
 //       (step_done_atom, shared_ptr<const step_outcome>)
 //   (swap_atom, shared_ptr<const swap_request>) -> sender gets
 //       (swapped_atom, shared_ptr<const swap_outcome>); weights change between
-//       two steps (the mailbox orders them), in-process executors only.
+//       two steps (the mailbox orders them), in-process CPU executor only.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "actors/caf_compat.h"
 #include "runtime/cache/shadow_radix.h"
@@ -26,12 +28,18 @@
 namespace hart::actors {
 
 struct worker_actor_params {
-  engine* eng = nullptr;  ///< outlives the actor; only the actor's thread swaps its weights
+  /// The CPU engine the in-process CPU worker runs; outlives the actor, and
+  /// only the actor's thread swaps its weights. Null with make_executor (the
+  /// version served is then 0).
+  engine* eng = nullptr;
   /// The pools the scheduler's cache shard hands pages out of (in-process KV is sized from it).
   cache::cache_config cache;
   /// Empty: the CPU worker runs in the actor's thread. Else called once, before
-  /// the actor starts, for the executor of its steps (a remote_worker).
+  /// the actor starts, for the executor of its steps (the GPU engine, a remote_worker).
   std::function<status_or<std::unique_ptr<sched::step_executor>>()> make_executor;
+  /// With make_executor: why a weight swap is refused (unimplemented), e.g.
+  /// "the engine runs in a worker process (--worker-process)".
+  std::string no_swap_reason = "the engine runs outside this actor";
 };
 
 /// Fails when the executor cannot be made (no memory for the pools, no worker process).

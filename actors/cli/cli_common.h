@@ -20,7 +20,7 @@ struct common_options {
   std::string precision_name = "exact";
   int threads = 0;
   bool deterministic = false;
-  std::string device = "cpu";  // generate / score: cpu or cuda (actors/cli/device_engine.h)
+  std::string device = "cpu";  // generate / score / serve / worker: cpu or cuda (device_engine.h, device_executor.h)
 };
 
 struct generate_options {
@@ -89,6 +89,7 @@ struct worker_options {
   common_options common;
   std::string connect;   // the server's worker endpoint
   std::string pid_file;  // written once the engine is loaded
+  int64_t max_context = 0;  // --device cuda: the GPU engine's positions per sequence (0 = gpu_max_context's default)
 };
 
 struct client_options {

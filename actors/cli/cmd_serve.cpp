@@ -1,13 +1,14 @@
 // `hart serve`: the engine behind CAF actors (gateway -> scheduler actor with
-// the ShadowRadix cache shard -> worker actor with the CPU engine, or a
-// `hart worker` process), answering the Cap'n Proto message API over ZeroMQ
-// until SIGINT or SIGTERM.
+// the ShadowRadix cache shard -> worker actor with the CPU engine, the GPU
+// engine (--device cuda), or a `hart worker` process), answering the Cap'n
+// Proto message API over ZeroMQ until SIGINT or SIGTERM.
 #include <csignal>
 #include <cstdio>
 #include <mutex>
 #include <pthread.h>
 
 #include "actors/cli/cli_common.h"
+#include "actors/cli/device_executor.h"
 #include "actors/gateway_actor.h"
 #include "actors/scheduler_actor.h"
 #include "actors/weight_sync_actor.h"
@@ -18,11 +19,16 @@
 
 namespace hart::cli {
 
-worker_link::model_summary model_summary_of(const engine& eng, const common_options& o);  // cmd_worker.cpp
+worker_link::model_summary model_summary_of(const model_config& cfg, const common_options& o);  // cmd_worker.cpp
 
 int run_serve(const serve_options& o) {
   if (!o.weight_sync_endpoint.empty() && o.worker_process) {
     return fail(unimplemented("--weight-sync-endpoint with --worker-process: the worker process cannot swap weights yet"));
+  }
+  if (status st = device_usable(o.common.device); !st.ok()) return fail(st);
+  const bool gpu = o.common.device == "cuda";
+  if (gpu && !o.weight_sync_endpoint.empty()) {
+    return fail(unimplemented("--weight-sync-endpoint with --device cuda: the GPU engine cannot swap weights yet"));
   }
   // Every thread started from here on inherits the blocked mask; main waits for the signals.
   sigset_t stop_signals;
@@ -31,8 +37,20 @@ int run_serve(const serve_options& o) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto eng = load_engine(o.common);
-  if (!eng.ok()) return fail(eng.get_status());
+  // The CPU engine lives in this process unless the model runs on the GPU
+  // (then the worker loads it; the server needs only the config).
+  std::unique_ptr<engine> eng;
+  model_config cfg;
+  if (gpu) {
+    auto c = model_config_load(o.common.model_dir);
+    if (!c.ok()) return fail(c.get_status());
+    cfg = std::move(c).value();
+  } else {
+    auto e = load_engine(o.common);
+    if (!e.ok()) return fail(e.get_status());
+    eng = std::move(e).value();
+    cfg = eng->config();
+  }
   std::unique_ptr<tokenizer> tok;
   if (auto t = load_tokenizer(o.common.model_dir); t.ok()) {
     tok = std::make_unique<tokenizer>(std::move(t).value());
@@ -48,29 +66,30 @@ int run_serve(const serve_options& o) {
   sp.sched.max_batch_tokens = o.max_batch_tokens;
   sp.sched.max_running = o.max_running;
   sp.sched.prefill_chunk = o.prefill_chunk;
-  sp.sched.max_context = o.max_context;
-  sp = sched::serving_params_for(**eng, sp, tok.get());
+  sp.sched.max_context = gpu ? gpu_max_context(cfg, o.max_context) : o.max_context;
+  sp = sched::serving_params_for(cfg, sp, tok.get());
 
-  caf::actor_system_config cfg;
+  caf::actor_system_config sys_cfg;
   // NOTE(hart): CAF 0.17's default work-stealing pool polls with 50 us sleeps
   // once idle for a moment, which put ~100 us on every mailbox hop between a
   // decode step and the next (docs/perf-notes.md S1); the sharing policy
   // wakes a pool thread through a condition variable instead.
-  cfg.set("scheduler.policy", caf::atom("sharing"));
-  caf::actor_system sys{cfg};
+  sys_cfg.set("scheduler.policy", caf::atom("sharing"));
+  caf::actor_system sys{sys_cfg};
   const auto started = std::chrono::steady_clock::now();
   actors::worker_actor_params wap;
-  wap.eng = eng->get();
+  wap.eng = eng.get();
   wap.cache = sp.cache;
   if (o.worker_process) {
     // The worker gets the same model and arithmetic flags; the server keeps only the plan.
     worker_link::remote_worker_params wp;
     wp.config = {sp.cache.page_size, sp.cache.n_full_pages, sp.cache.n_swa_pages};
-    wp.expect = model_summary_of(**eng, o.common);
+    wp.expect = model_summary_of(cfg, o.common);
     wp.step_timeout_ms = o.worker_timeout_ms;
     wp.max_restarts = o.worker_restarts;
     wp.spawn_argv = {"/proc/self/exe", "worker", "--model", o.common.model_dir, "--precision", o.common.precision_name,
-                     "--threads", std::to_string(o.common.threads)};
+                     "--threads", std::to_string(o.common.threads), "--device", o.common.device};
+    if (gpu) wp.spawn_argv.insert(wp.spawn_argv.end(), {"--max-context", std::to_string(sp.sched.max_context)});
     if (o.common.deterministic) wp.spawn_argv.push_back("--deterministic");
     wp.on_spawn = [](int64_t pid) {
       std::printf("hart: worker pid %lld\n", (long long)pid);
@@ -80,6 +99,13 @@ int run_serve(const serve_options& o) {
       HART_ASSIGN_OR_RETURN(auto rw, worker_link::remote_worker::start(wp));
       return std::unique_ptr<sched::step_executor>(std::move(rw));
     };
+    wap.no_swap_reason = "the engine runs in a worker process (--worker-process)";
+  } else if (gpu) {
+    // Loaded here, before the server answers: a load error ends the startup.
+    wap.make_executor = [common = o.common, cache = sp.cache, max_context = sp.sched.max_context]() {
+      return make_gpu_executor(common, cache, max_context);
+    };
+    wap.no_swap_reason = "the GPU engine cannot swap weights yet";
   }
   auto worker = actors::spawn_worker_actor(sys, wap);
   if (!worker.ok()) return fail(worker.get_status());
@@ -87,7 +113,7 @@ int run_serve(const serve_options& o) {
   sap.serving = sp;
   sap.tok = tok.get();
   sap.worker = *worker;
-  sap.weight_version = (*eng)->weight_version();
+  sap.weight_version = eng ? eng->weight_version() : 0;
   sap.started = started;
   auto scheduler = actors::spawn_scheduler_actor(sys, sap);
   if (!scheduler.ok()) {
@@ -114,7 +140,7 @@ int run_serve(const serve_options& o) {
   if (!server.ok()) return fail(server.get_status());
   std::shared_ptr<transport::server> srv = std::move(server).value();
   caf::actor gateway = actors::spawn_gateway_actor(
-      sys, {srv, *scheduler, tok.get(), (*eng)->config().vocab_size});
+      sys, {srv, *scheduler, tok.get(), cfg.vocab_size});
   caf::anon_send(*scheduler, gateway);
   {
     std::lock_guard<std::mutex> lock(slot->m);
@@ -139,7 +165,7 @@ int run_serve(const serve_options& o) {
     if (!ws.ok()) return fail(ws.get_status());
     sync_srv = std::move(ws).value();
     actors::weight_sync_actor_params ap;
-    ap.eng = eng->get();
+    ap.eng = eng.get();  // a CPU engine: weight sync is refused above for the GPU and worker processes
     ap.engine_actor = *scheduler;  // swaps at the scheduler's step boundary, on the worker
     ap.server = sync_srv;
     ap.idle_timeout = std::chrono::milliseconds(o.weight_sync_idle_ms);

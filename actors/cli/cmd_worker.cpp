@@ -1,17 +1,19 @@
 // `hart worker`: one engine as a separate process. Connects a DEALER to a
 // scheduler's worker endpoint (runtime/worker_link), says hello with its model
-// summary, sizes its kv_store from the server's configure reply, then loops:
-// step_plan in -> cpu_worker::execute -> step_result out. Exits on the
-// server's bye; `hart serve --worker-process` also kills it when it dies
-// (PR_SET_PDEATHSIG, set when spawning).
+// summary, sizes its KV pages from the server's configure reply (the CPU
+// engine's kv_store, or with --device cuda the GPU engine, loaded then with a
+// pool of exactly those pages), then loops: step_plan in -> execute ->
+// step_result out. Exits on the server's bye; `hart serve --worker-process`
+// also kills it when it dies (PR_SET_PDEATHSIG, set when spawning).
 #include <unistd.h>
 
 #include <cstdio>
 #include <zmq.hpp>
 
 #include "actors/cli/cli_common.h"
+#include "actors/cli/device_executor.h"
 #include "runtime/core/log.h"
-#include "runtime/worker/cpu_worker.h"
+#include "runtime/worker/local_executor.h"
 #include "runtime/worker_link/step_codec.h"
 
 namespace hart::cli {
@@ -33,20 +35,33 @@ bool send_msg(zmq::socket_t& s, const worker_link::worker_message& m) {
 
 }  // namespace
 
-worker_link::model_summary model_summary_of(const engine& eng, const common_options& o) {
+worker_link::model_summary model_summary_of(const model_config& cfg, const common_options& o) {
   worker_link::model_summary m;
-  m.vocab_size = eng.config().vocab_size;
-  m.hidden_size = eng.config().hidden_size;
-  m.n_layers = eng.config().n_layers;
-  m.window = eng.config().window;
+  m.vocab_size = cfg.vocab_size;
+  m.hidden_size = cfg.hidden_size;
+  m.n_layers = cfg.n_layers;
+  m.window = cfg.window;
   m.precision = o.precision_name;
   m.deterministic = o.deterministic;
   return m;
 }
 
 int run_worker(const worker_options& o) {
-  auto eng = load_engine(o.common);
-  if (!eng.ok()) return fail(eng.get_status());
+  if (status st = device_usable(o.common.device); !st.ok()) return fail(st);
+  const bool gpu = o.common.device == "cuda";
+  // The CPU engine loads now; the GPU engine at configure, when its pool size is known.
+  std::unique_ptr<engine> eng;
+  model_config cfg;
+  if (gpu) {
+    auto c = model_config_load(o.common.model_dir);
+    if (!c.ok()) return fail(c.get_status());
+    cfg = std::move(c).value();
+  } else {
+    auto e = load_engine(o.common);
+    if (!e.ok()) return fail(e.get_status());
+    eng = std::move(e).value();
+    cfg = eng->config();
+  }
   if (!o.pid_file.empty()) {
     if (FILE* f = std::fopen(o.pid_file.c_str(), "w")) {
       std::fprintf(f, "%d\n", int(getpid()));
@@ -64,11 +79,10 @@ int run_worker(const worker_options& o) {
   }
   worker_link::worker_hello hello;
   hello.pid = getpid();
-  hello.model = model_summary_of(**eng, o.common);
+  hello.model = model_summary_of(cfg, o.common);
   if (!send_msg(sock, hello)) return 1;
 
-  std::unique_ptr<kv_store> store;
-  std::unique_ptr<sched::cpu_worker> worker;
+  std::unique_ptr<sched::step_executor> worker;
   for (;;) {
     zmq::message_t msg;
     try {
@@ -81,12 +95,19 @@ int run_worker(const worker_options& o) {
     auto m = worker_link::decode(msg.data(), msg.size());
     if (!m.ok()) return fail(m.get_status());  // the server notices the exit and respawns
     if (auto* c = std::get_if<worker_link::worker_configure>(&m.value())) {
-      auto s = (*eng)->make_store(c->page_size);
-      if (!s.ok()) return fail(s.get_status());
-      store = std::move(s).value();
-      store->ensure_full_pages(c->n_full_pages);
-      store->ensure_swa_pages(c->n_swa_pages);
-      worker = std::make_unique<sched::cpu_worker>(**eng, *store);
+      cache::cache_config pages;
+      pages.page_size = c->page_size;
+      pages.n_full_pages = c->n_full_pages;
+      pages.n_swa_pages = c->n_swa_pages;
+      if (gpu) {
+        auto ex = make_gpu_executor(o.common, pages, gpu_max_context(cfg, o.max_context));
+        if (!ex.ok()) return fail(ex.get_status());  // the server sees the worker exit
+        worker = std::move(ex).value();
+      } else {
+        auto ex = sched::local_executor::create(*eng, pages);
+        if (!ex.ok()) return fail(ex.get_status());
+        worker = std::move(ex).value();
+      }
       HART_LOG_INFO("worker %d: %lld-token pages, %lld full, %lld swa", int(getpid()), (long long)c->page_size,
                     (long long)c->n_full_pages, (long long)c->n_swa_pages);
     } else if (auto* p = std::get_if<sched::step_plan>(&m.value())) {
@@ -94,8 +115,11 @@ int run_worker(const worker_options& o) {
       if (!worker) {
         r.step = p->step;
         r.error = failed_precondition("worker: step before configure");
+      } else if (status_or<sched::step_result> res = worker->execute(*p); res.ok()) {
+        r = std::move(res).value();
       } else {
-        r = worker->execute(*p);
+        r.step = p->step;
+        r.error = res.get_status();
       }
       if (!send_msg(sock, r)) return 1;
     } else if (std::holds_alternative<worker_link::worker_bye>(m.value())) {

@@ -92,6 +92,10 @@ int main(int argc, char** argv) {
   CLI::App* v = app.add_subcommand("serve", "Serve the model over the ZeroMQ message API (docs/protocol.md)");
   v->set_config("--config", "", "TOML file with any of these options (e.g. configs/serve.toml)");
   add_common(v, &sv.common);
+  v->add_option("--device", sv.common.device,
+                "Run the model on: cpu, or cuda (the GPU engine; exact or fp8, not --deterministic)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   v->add_option("--bind", sv.bind, "Endpoint to bind; loopback unless --curve-secret-key is given")->capture_default_str();
   v->add_option("--curve-secret-key", sv.curve_secret_key, "Z85 CURVE secret key (required for non-loopback binds)");
   v->add_option("--page-size", sv.page_size, "KV page size in tokens (multiple of 128)")->capture_default_str();
@@ -119,6 +123,13 @@ int main(int argc, char** argv) {
   CLI::App* w = app.add_subcommand("worker", "Run steps for a `hart serve` scheduler (started by --worker-process)");
   add_common(w, &wk.common);
   w->add_option("--connect", wk.connect, "The server's worker endpoint")->required();
+  w->add_option("--device", wk.common.device, "Run the model on: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  w->add_option("--max-context", wk.max_context, "--device cuda: positions per sequence the GPU engine is sized for "
+                "(0 = its default, capped by the model)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   w->add_option("--pid-file", wk.pid_file, "Write this process's pid here once the model is loaded");
 
   hart::cli::client_options cl;

@@ -237,7 +237,9 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
   for (const pass::span& sp : p.spans) {
     const page_table& pt = *sp.seq->pages;
     const int32_t fbase = int32_t(full_pages.size());
-    if (csa) full_pages.insert(full_pages.end(), pt.full.begin(), pt.full.end());
+    // Only the pages up to the span's end: a cache may have reserved more (the arena holds max_context's).
+    const int64_t n_pg = (sp.p0 + sp.n + P - 1) / P;
+    if (csa) full_pages.insert(full_pages.end(), pt.full.begin(), pt.full.begin() + n_pg);
     for (int64_t j = 0; j < sp.n; ++j) {
       const int64_t r = sp.row0 + j, t = sp.p0 + j;
       int32_t* row = idx.data() + r * n_idx;

@@ -333,10 +333,56 @@ sequence_state gpu_engine::new_sequence() const {
   return seq;
 }
 
+sequence_state gpu_engine::bind_pages(const std::vector<int32_t>& full, const std::vector<int32_t>& swa,
+                                      int64_t n_computed) const {
+  sequence_state seq;
+  seq.engine_id = s_->id;
+  seq.pages->store = s_->page_ids.get();  // marks the engine; the ids are the cache's, never allocated here
+  seq.pages->owned = false;
+  seq.pages->full = full;
+  seq.pages->swa = swa;
+  seq.n_tokens = n_computed;
+  return seq;
+}
+
 namespace {
+
+// A cache-bound sequence must have pages reserved up to `end`, live where a
+// window or ring still reads (as engine::prepare_pages checks), inside the pool.
+status check_bound_pages(const engine_state& s, size_t i, const sequence_state& seq, int64_t end) {
+  const page_table& pt = *seq.pages;
+  const int64_t P = s.pool.page_size(), n_pages = (end + P - 1) / P;
+  if (int64_t(pt.full.size()) < n_pages || int64_t(pt.swa.size()) < n_pages) {
+    return failed_precondition("forward: item %zu: positions up to %lld need %lld pages but the cache reserved %zu",
+                               i, (long long)end, (long long)n_pages, std::min(pt.full.size(), pt.swa.size()));
+  }
+  const int64_t first_live = std::max<int64_t>(0, seq.n_tokens - s.swa_keep) / P;
+  for (int64_t pg = 0; pg < n_pages; ++pg) {
+    const int32_t f = pt.full[pg], w = pt.swa[pg];
+    if (f < 0 || (pg >= first_live && w < 0)) {
+      return failed_precondition("forward: item %zu: page %lld (positions from %lld) is not live", i, (long long)pg,
+                                 (long long)(pg * P));
+    }
+    if (f >= s.pool.n_full() || w >= s.pool.n_swa()) {
+      return invalid_argument("forward: item %zu: page %lld has ids (full %d, swa %d) outside the GPU KV pool "
+                              "(%lld full, %lld swa pages)", i, (long long)pg, f, w, (long long)s.pool.n_full(),
+                              (long long)s.pool.n_swa());
+    }
+  }
+  return {};
+}
+
+engine_state::page_owner page_owner_of(const sequence_state& seq) {
+  return seq.pages->owned ? engine_state::page_owner::engine : engine_state::page_owner::cache;
+}
 
 status validate_batch(const engine_state& s, const std::vector<batch_item>& batch) {
   if (batch.empty()) return invalid_argument("forward: empty batch");
+  // The pool's owner so far, else the first item's: every item must agree.
+  engine_state::page_owner pool_owner = s.pages_from;
+  if (pool_owner == engine_state::page_owner::none && batch[0].seq && batch[0].seq->pages) {
+    pool_owner = page_owner_of(*batch[0].seq);
+  }
   const model_config& c = s.cfg;
   std::set<const sequence_state*> seen;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -345,6 +391,12 @@ status validate_batch(const engine_state& s, const std::vector<batch_item>& batc
     if (!seen.insert(it.seq).second) return invalid_argument("forward: item %zu repeats a sequence", i);
     if (it.seq->engine_id != s.id || !it.seq->pages || it.seq->pages->store != s.page_ids.get()) {
       return invalid_argument("forward: item %zu's sequence was not made by this GPU engine", i);
+    }
+    if (page_owner_of(*it.seq) != pool_owner) {
+      return failed_precondition("forward: item %zu's sequence is %s, but this GPU engine's pool serves %s "
+                                 "(their page ids would collide; use one or the other per engine)", i,
+                                 it.seq->pages->owned ? "the engine's own" : "cache-bound",
+                                 it.seq->pages->owned ? "cache-bound pages" : "its own sequences");
     }
     if (it.tokens.empty()) return invalid_argument("forward: item %zu has no tokens (empty prompt)", i);
     for (size_t j = 0; j < it.tokens.size(); ++j) {
@@ -362,6 +414,7 @@ status validate_batch(const engine_state& s, const std::vector<batch_item>& batc
       return out_of_range("forward: item %zu would reach %lld tokens, past the GPU engine's max_context %lld", i,
                           (long long)end, (long long)s.params.max_context);
     }
+    if (!it.seq->pages->owned) HART_RETURN_IF_ERROR(check_bound_pages(s, i, *it.seq, end));
   }
   return {};
 }
@@ -373,6 +426,7 @@ status prepare_pages(engine_state& s, const std::vector<batch_item>& batch) {
   status st;
   for (const batch_item& it : batch) {
     page_table& pt = *it.seq->pages;
+    if (!pt.owned) continue;  // the cache reserved them (check_bound_pages)
     before.emplace_back(&pt, pt.full.size());
     const int64_t n_pages = (it.seq->n_tokens + int64_t(it.tokens.size()) + P - 1) / P;
     while (st.ok() && int64_t(pt.full.size()) < n_pages) {
@@ -399,6 +453,7 @@ status prepare_pages(engine_state& s, const std::vector<batch_item>& batch) {
 
 void release_old_pages(const engine_state& s, sequence_state& seq) {
   page_table& pt = *seq.pages;
+  if (!pt.owned) return;  // the cache decides for its pages
   const int64_t P = s.pool.page_size();
   const int64_t n_dead = std::max<int64_t>(0, seq.n_tokens - s.swa_keep) / P;  // wholly behind every window
   for (int64_t pg = 0; pg < n_dead && pg < int64_t(pt.swa.size()); ++pg) {
@@ -417,6 +472,7 @@ status gpu_engine::forward(const std::vector<batch_item>& batch, std::vector<flo
   HART_RETURN_IF_ERROR(validate_batch(s, batch));
   const int64_t cap = s.params.max_batch_tokens;
   HART_RETURN_IF_ERROR(prepare_pages(s, batch));
+  s.pages_from = page_owner_of(*batch[0].seq);
   if (logits) logits->clear();
   if (trace) gpu::trace_reset(trace);
 

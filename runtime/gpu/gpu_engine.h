@@ -61,6 +61,16 @@ class gpu_engine final : public forward_engine {
   const gpu_engine_params& params() const;
   /// Engine-owned pages (from the device pool); freed when the sequence dies.
   sequence_state new_sequence() const override;
+  /// A sequence on pages a cache owns (engine::bind_pages for the device pool):
+  /// page ids index this engine's pool (full < full_pages, swa < swa_pages, so
+  /// size the pool as the cache's pools), positions p < full.size()·P live in
+  /// full[p / P] / swa[p / P], and `n_computed` positions hold valid KV. forward
+  /// checks the pages (failed_precondition when not reserved or not live,
+  /// invalid_argument outside the pool) and never frees them. One engine runs
+  /// either its own sequences or bound ones, never both: their page ids would
+  /// collide in the one pool (forward answers failed_precondition).
+  sequence_state bind_pages(const std::vector<int32_t>& full, const std::vector<int32_t>& swa,
+                            int64_t n_computed) const;
   /// As engine::forward. Also out_of_range past max_context, resource_exhausted
   /// when the pool has no free page (no state changes then). `trace` is
   /// captured over every pass of the call, laid out as one pass would.

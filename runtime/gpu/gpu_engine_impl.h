@@ -76,6 +76,8 @@ struct engine_state {
   device_buffer arena_mem;
   arena_buffers a;
   std::unique_ptr<kv_store> page_ids;     // page-id allocator only (no KV storage; see gpu_engine.cpp)
+  /// Whose page ids the pool has served: set by the first forward, then fixed.
+  enum class page_owner { none, engine, cache } pages_from = page_owner::none;
   int64_t swa_keep = 0;
   int64_t max_entries = 0;                // C / csa_rate: indexer keys per sequence
   int64_t n_idx_max = 0;

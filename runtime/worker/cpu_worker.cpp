@@ -1,7 +1,6 @@
 #include "runtime/worker/cpu_worker.h"
 
-#include "runtime/sample/sampler.h"
-#include "runtime/worker/sampling_logprobs.h"
+#include "runtime/worker/step_sampling.h"
 
 namespace hart::sched {
 
@@ -21,21 +20,7 @@ step_result cpu_worker::execute(const step_plan& plan) {
   }
   res.error = eng_.forward(batch, &logits_);
   if (!res.error.ok()) return res;
-  const int64_t vocab = eng_.config().vocab_size;
-  int64_t row = 0;
-  for (const step_item& it : plan.items) {
-    if (!it.sample_last) continue;
-    const float* l = logits_.data() + row++ * vocab;
-    sampled_token t;
-    t.seq_id = it.seq_id;
-    sampler smp(it.sampling);
-    t.token = smp.sample(l, vocab);
-    if (it.logprobs || it.top_logprobs > 0) {
-      sampling_logprobs(l, vocab, it.sampling, t.token, it.top_logprobs, &t.logprob,
-                        it.top_logprobs > 0 ? &t.top_logprobs : nullptr);
-    }
-    res.sampled.push_back(std::move(t));
-  }
+  sample_step_items(plan, logits_.data(), eng_.config().vocab_size, &res);
   return res;
 }
 

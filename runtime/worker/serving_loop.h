@@ -20,7 +20,10 @@ namespace hart::sched {
 
 /// `params` with what the model decides filled in: the cache window, the
 /// vocabulary size (when 0) and EOS (when < 0, from the tokenizer, may be null).
-serving_params serving_params_for(const engine& eng, serving_params params, const tokenizer* tok);
+serving_params serving_params_for(const model_config& cfg, serving_params params, const tokenizer* tok);
+inline serving_params serving_params_for(const engine& eng, serving_params params, const tokenizer* tok) {
+  return serving_params_for(eng.config(), std::move(params), tok);
+}
 
 class serving_loop {
  public:

@@ -20,10 +20,11 @@ namespace hart::testing {
 
 class server_process {
  public:
-  /// Runs `hart --log warn serve -m MODEL --bind tcp://127.0.0.1:* --deterministic EXTRA...`.
-  server_process(const std::string& model, const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {HART_BINARY, "--log", "warn", "serve", "-m", model,
-                                      "--bind", "tcp://127.0.0.1:*", "--deterministic"};
+  /// Runs `hart --log warn serve -m MODEL --bind tcp://127.0.0.1:* --deterministic EXTRA...`
+  /// (without --deterministic when `deterministic` is false: the GPU engine refuses it).
+  server_process(const std::string& model, const std::vector<std::string>& extra, bool deterministic = true) {
+    std::vector<std::string> args = {HART_BINARY, "--log", "warn", "serve", "-m", model, "--bind", "tcp://127.0.0.1:*"};
+    if (deterministic) args.push_back("--deterministic");
     args.insert(args.end(), extra.begin(), extra.end());
     int out[2];
     EXPECT_EQ(pipe(out), 0);

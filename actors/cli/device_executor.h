@@ -1,0 +1,35 @@
+// File: actors/cli/device_executor.h
+// What `hart serve --device` and `hart worker --device` need to run the model
+// on the GPU: a startup check that the device can be used (before anything is
+// loaded), the context the GPU engine is sized for, and the in-process GPU
+// executor over a KV pool of the cache's pages (runtime/worker/gpu_executor).
+// The CPU device keeps the CPU engine and its worker (cmd_serve, cmd_worker).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/cli/cli_common.h"
+#include "runtime/cache/shadow_radix.h"
+#include "runtime/model/config.h"
+#include "runtime/sched/step_executor.h"
+
+namespace hart::cli {
+
+/// ok for `cpu`; for `cuda` failed_precondition in a build without CUDA or on
+/// a machine without a visible device; invalid_argument for any other name.
+status device_usable(const std::string& device);
+
+/// The longest prompt + generation the GPU engine is sized for: `requested`
+/// when > 0, else the GPU engine's default capped by max_position_embeddings
+/// (its activation arena and index lists grow with the context).
+int64_t gpu_max_context(const model_config& cfg, int64_t requested);
+
+/// Loads the GPU engine (o.model_dir, precision, --deterministic refused as
+/// unimplemented) with a KV pool of exactly `cache`'s pages; the errors of
+/// gpu_engine::load, failed_precondition in a build without CUDA.
+status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_options& o,
+                                                                  const cache::cache_config& cache,
+                                                                  int64_t max_context);
+
+}  // namespace hart::cli

@@ -1,0 +1,210 @@
+// `hart serve --device`: on a CUDA device (tests skip without one), a real
+// `hart serve --device cuda` on tiny-a gives the greedy tokens of
+// `hart serve --device cpu` token for token (exact mode), for concurrent
+// requests, repeated prompts served from the prefix cache and a follow-up
+// turn that extends an earlier one, in process and with --worker-process.
+// Without a device (or without CUDA) `--device cuda` fails at startup with a
+// clear error and exit code 1; an unknown device is refused as usage.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/wait.h>
+
+#ifdef HART_CUDA
+#include "kernels/testing/cuda_test_util.h"
+#endif
+#include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
+
+namespace hart::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool device_present() {
+#ifdef HART_CUDA
+  return cuda_device_available();
+#else
+  return false;
+#endif
+}
+
+std::string tiny_a() { return std::string(HART_TEST_DATA) + "/tiny-a"; }
+
+struct run_result {
+  int exit_code;
+  std::string out;  // stdout + stderr
+};
+
+// `timeout` keeps a command that wrongly starts serving from hanging the test (it then exits 124).
+run_result run(const std::string& args) {
+  const std::string cmd = "timeout 120 " + std::string(HART_BINARY) + " --log warn " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+TEST(serve_device, cuda_without_a_device_fails_at_startup_with_a_clear_error) {
+  if (device_present()) GTEST_SKIP() << "a CUDA device is present: the no-device error cannot occur here";
+#ifdef HART_CUDA
+  const std::string want = "hart: error: failed_precondition: --device cuda: no CUDA device is visible";
+#else
+  const std::string want = "hart: error: failed_precondition: --device cuda: this hart was built without CUDA";
+#endif
+  for (const std::string& cmd : {"serve -m " + tiny_a() + " --device cuda --bind tcp://127.0.0.1:*",
+                                 "serve -m " + tiny_a() + " --device cuda --worker-process --bind tcp://127.0.0.1:*",
+                                 "worker -m " + tiny_a() + " --device cuda --connect tcp://127.0.0.1:9"}) {
+    const run_result r = run(cmd);
+    EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << cmd << "\n" << r.out;
+    EXPECT_EQ(r.out.find("hart: serving"), std::string::npos) << cmd << "\n" << r.out;
+  }
+}
+
+TEST(serve_device, unknown_device_is_refused) {
+  for (const std::string& cmd : {"serve -m " + tiny_a() + " --device foo --bind tcp://127.0.0.1:*",
+                                 "worker -m " + tiny_a() + " --device foo --connect tcp://127.0.0.1:9"}) {
+    const run_result r = run(cmd);
+    EXPECT_NE(r.exit_code, 0) << cmd << "\n" << r.out;
+    EXPECT_NE(r.exit_code, 124) << cmd << ": it started instead of refusing\n" << r.out;
+    EXPECT_NE(r.out.find("--device: foo not in {cpu,cuda}"), std::string::npos) << cmd << "\n" << r.out;
+  }
+}
+
+// -- the GPU server against the CPU server ---
+
+struct answer {
+  std::vector<uint32_t> tokens;
+  std::vector<float> logprobs;
+  uint32_t cached = 0;
+  std::string error;
+};
+
+std::vector<int32_t> prompt_of(int i) {
+  // Even prompts share their first 140 tokens (more than one 128-token page) with each other.
+  std::vector<int32_t> p;
+  const int n = 40 + (i * 53) % 260;
+  for (int k = 0; k < n; ++k) {
+    const int salt = (i % 2 == 0 && k < 140) ? 0 : i + 1;
+    p.push_back(int32_t((k * 31 + salt * 17 + k * salt) % 500 + 6));
+  }
+  return p;
+}
+
+protocol::generate_request greedy(uint64_t id, const std::vector<int32_t>& prompt, uint32_t n_new) {
+  protocol::generate_request g;
+  g.request_id = id;
+  g.kind = protocol::prompt_kind::token_ids;
+  g.token_ids.assign(prompt.begin(), prompt.end());
+  g.sampling.temperature = 0;
+  g.sampling.max_new_tokens = n_new;
+  g.sampling.ignore_eos = true;
+  g.sampling.logprobs = true;
+  return g;
+}
+
+answer ask(const std::string& endpoint, uint64_t id, const std::vector<int32_t>& prompt, uint32_t n_new) {
+  answer a;
+  transport::client_params p;
+  p.endpoint = endpoint;
+  auto c = transport::client::connect(p);
+  if (!c.ok()) return {{}, {}, 0, c.get_status().to_string()};
+  auto r = (*c)->generate(greedy(id, prompt, n_new), 300s);
+  if (!r.ok()) return {{}, {}, 0, r.get_status().to_string()};
+  const transport::sample_output& s = r->samples[0];
+  a.tokens = s.token_ids;
+  a.logprobs = s.logprobs;
+  a.cached = s.final.usage.cached_tokens;
+  return a;
+}
+
+constexpr int k_concurrent = 8;
+constexpr uint32_t k_new = 16;
+
+// The workload: k_concurrent requests at once, then the first four prompts
+// again (prefix-cache hits), then a second turn of prompt 1 that extends its
+// prompt with its answer and more tokens.
+std::vector<answer> workload(const std::string& endpoint) {
+  std::vector<answer> out(k_concurrent + 5);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < k_concurrent; ++i) {
+    threads.emplace_back([&, i] { out[i] = ask(endpoint, 100 + i, prompt_of(i), k_new); });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) out[k_concurrent + i] = ask(endpoint, 200 + i, prompt_of(i), k_new);
+  std::vector<int32_t> turn2 = prompt_of(1);
+  turn2.insert(turn2.end(), out[1].tokens.begin(), out[1].tokens.end());
+  for (int k = 0; k < 30; ++k) turn2.push_back(int32_t(7 + k * 13 % 400));
+  out[k_concurrent + 4] = ask(endpoint, 300, turn2, k_new);
+  return out;
+}
+
+void expect_same_greedy(const std::vector<answer>& cpu, const std::vector<answer>& gpu, const char* what) {
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    ASSERT_EQ(cpu[i].error, "") << "cpu request " << i;
+    ASSERT_EQ(gpu[i].error, "") << what << " request " << i;
+    EXPECT_EQ(gpu[i].tokens, cpu[i].tokens) << what << " request " << i;
+    ASSERT_EQ(gpu[i].logprobs.size(), cpu[i].logprobs.size()) << what << " request " << i;
+    for (size_t j = 0; j < cpu[i].logprobs.size(); ++j) {
+      EXPECT_NEAR(gpu[i].logprobs[j], cpu[i].logprobs[j], 1e-3) << what << " request " << i << " token " << j;
+    }
+  }
+  // The repeats were served from the prefix cache and answered as the first time.
+  for (int i = 0; i < 4; ++i) {
+    const answer& again = gpu[k_concurrent + i];
+    EXPECT_GE(again.cached, 128u) << what << ": repeat of prompt " << i << " missed the prefix cache";
+    EXPECT_EQ(again.tokens, gpu[i].tokens) << what << ": repeat of prompt " << i;
+  }
+  EXPECT_GE(gpu[k_concurrent + 4].cached, 128u) << what << ": the second turn missed the prefix cache";
+}
+
+const std::vector<std::string> k_pool = {"--page-size", "128", "--full-pages", "64", "--swa-pages", "24"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST(serve_device_gpu, greedy_outputs_equal_the_cpu_server_with_prefix_hits_and_concurrency) {
+  if (!device_present()) GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
+  std::vector<answer> cpu, gpu, gpu_worker;
+  {
+    server_process srv(tiny_a(), with(k_pool, {"--device", "cpu"}), false);
+    ASSERT_FALSE(srv.endpoint().empty()) << "the CPU server did not start";
+    cpu = workload(srv.endpoint());
+  }
+  {
+    server_process srv(tiny_a(), with(k_pool, {"--device", "cuda"}), false);
+    ASSERT_FALSE(srv.endpoint().empty()) << "the GPU server did not start";
+    gpu = workload(srv.endpoint());
+  }
+  {
+    server_process srv(tiny_a(), with(k_pool, {"--device", "cuda", "--worker-process"}), false);
+    ASSERT_FALSE(srv.endpoint().empty()) << "the GPU server with a worker process did not start";
+    gpu_worker = workload(srv.endpoint());
+  }
+  expect_same_greedy(cpu, gpu, "cuda");
+  expect_same_greedy(cpu, gpu_worker, "cuda --worker-process");
+}
+
+TEST(serve_device_gpu, deterministic_is_refused_at_startup) {
+  if (!device_present()) GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
+  const run_result r = run("serve -m " + tiny_a() + " --device cuda --deterministic --bind tcp://127.0.0.1:*");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("hart: error: unimplemented: gpu engine: --deterministic is not implemented on CUDA"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace hart::testing
