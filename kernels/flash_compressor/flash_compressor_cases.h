@@ -239,7 +239,7 @@ struct compare_result {
   bool ok = true;
   std::string what;          // first failure
   double max_pre_err = 0;    // max |gpu − cpu| / max|row| over pre-quantization values
-  int64_t n_values = 0;      // quantized values compared
+  int64_t n_values = 0;      // quantized values (kv_entry: bytes) compared with the CPU reference
   int64_t n_flips = 0;       // of which differ from the CPU reference's stored value
 };
 
@@ -291,9 +291,14 @@ inline void compare_entries(const problem& pr, int64_t c, const std::vector<uint
            " != host quantization of the GPU's pre-quantization values");
     }
     std::fill(written.begin() + off, written.begin() + off + row_bytes, 1);
-    // Flips against the CPU reference: per byte of codes (kv_entry) or per float.
+    // Flips against the CPU reference over quantized values only: kv_entry bytes
+    // (codes, bf16 RoPE, scales), fp8 rows' NoPE floats, FP4 rows' floats.
     const int64_t unit = sh.format == flash_entry_format::kv_entry ? 1 : 4;
-    for (int64_t b = 0; b < row_bytes; b += unit) {
+    const int64_t n_quantized = sh.format == flash_entry_format::kv_entry ? row_bytes
+                                : sh.quant == flash_entry_quant::fp8_nope ? (D - sh.rope_dim) * 4
+                                : sh.quant == flash_entry_quant::hadamard_fp4 ? row_bytes
+                                                                              : 0;
+    for (int64_t b = 0; b < n_quantized; b += unit) {
       ++r.n_values;
       if (std::memcmp(gpu.data() + off + b, cpu.data() + off + b, size_t(unit)) != 0) ++r.n_flips;
     }
