@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "actors/cli/cli_common.h"
+#include "actors/cli/cmd_bench.h"
 #include "actors/cli/cmd_check_ops.h"
 #include "runtime/core/log.h"
 
@@ -178,6 +179,45 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   ck->add_option("--op", co.op, "Only this op's checks (rms_norm, linear, sparse_attention, ...)");
 
+  hart::cli::bench_options bn;
+  CLI::App* bh = app.add_subcommand(
+      "bench", "Time prefill and decode of a V4-Flash-shaped model (real Flash dims, fewer layers, random FP8 "
+               "weights made on the device) on the GPU engine at each batch x context; one table with the memory "
+               "floor (bytes moved / 4.15 TB/s) and the ratio beside every time. Contexts are reached by binding "
+               "sequences to randomly filled KV pages, not by prefilling");
+  bh->add_option("--device", bn.device, "Engine to time (needs a CUDA device)")
+      ->check(CLI::IsMember({"cuda"}))
+      ->capture_default_str();
+  bh->add_option("--config", bn.config_dir, "Directory whose config.json gives the dims (run from the repo root)")
+      ->capture_default_str();
+  bh->add_option("--layers", bn.layers, "Main layers: SWA, CSA, HCA, CSA, then CSA/HCA alternating")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bh->add_option("--hash-layers", bn.hash_layers, "Leading layers routed by token-id hash (Flash: 3 of 43)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  bh->add_option("--batch", bn.batch, "Sequences per step, e.g. 1,8,32")->delimiter(',')->capture_default_str();
+  bh->add_option("--context", bn.context, "Tokens already in each sequence, e.g. 4K,256K,1M")
+      ->delimiter(',')
+      ->capture_default_str();
+  bh->add_option("--prec", bn.prec, "fp8: e4m3 weights + 128x128 scales (the checkpoint's format); exact: fp32")
+      ->check(CLI::IsMember({"fp8", "exact"}))
+      ->capture_default_str();
+  bh->add_option("--steps", bn.steps, "Timed decode steps per point (median)")->check(CLI::PositiveNumber)->capture_default_str();
+  bh->add_option("--warmup", bn.warmup, "Untimed decode steps first; their routing traces count the touched experts")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bh->add_option("--prefill-chunk", bn.prefill_chunk, "Tokens per sequence of the timed prefill call (0 = no prefill rows)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  bh->add_option("--prefill-max-tokens", bn.prefill_max_tokens, "Prefill rows only where batch x chunk <= this")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bh->add_option("--prefill-reps", bn.prefill_reps, "Timed prefill calls per point (median)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bh->add_option("--seed", bn.seed, "Weights, KV and token seed")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   hart::log_level lv = hart::log_level::info;
   if (log_level == "debug") lv = hart::log_level::debug;
@@ -197,6 +237,7 @@ int main(int argc, char** argv) {
   if (*st) return hart::cli::run_stats(cl);
   if (*b) return hart::cli::run_bench_serve(bs);
   if (*ck) return hart::cli::run_check_ops(co);
+  if (*bh) return hart::cli::run_bench(bn);
   if (*pu) return hart::cli::run_push_weights(pw);
   return 2;
 }

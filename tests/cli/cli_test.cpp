@@ -183,5 +183,49 @@ TEST_F(cli, check_ops_rejects_bad_flags) {
   EXPECT_NE(r.out.find("--seed"), std::string::npos) << r.out;
 }
 
+// Without a device `hart bench` says so and fails; with one, a small run prints its table.
+TEST_F(cli, bench_needs_a_device) {
+#ifdef HART_CUDA
+  const bool have_device = cuda_device_available();
+#else
+  const bool have_device = false;
+#endif
+  const std::string config = std::string(" --config ") + HART_TEST_DATA + "/../../configs/deepseek-v4-flash";
+  run_result r = run("bench --layers 1 --batch 1 --context 4K --steps 2 --warmup 1 --prefill-chunk 0" + config);
+  if (!have_device) {
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("hart: error: unavailable: bench --device cuda: no CUDA device available"), std::string::npos)
+        << r.out;
+    return;
+  }
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("| decode  |     1 |     4096 |"), std::string::npos) << r.out;
+}
+
+TEST_F(cli, bench_rejects_bad_flags) {
+  const std::string config = std::string(" --config ") + HART_TEST_DATA + "/../../configs/deepseek-v4-flash";
+  run_result r = run("bench --device cpu");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--device: cpu not in {cuda}"), std::string::npos) << r.out;
+  r = run("bench --prec int4");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--prec"), std::string::npos) << r.out;
+  r = run("bench --layers 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--layers"), std::string::npos) << r.out;
+  r = run("bench --context 4Q" + config);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("bench: --context '4Q': unknown unit 'q'"), std::string::npos) << r.out;
+  r = run("bench --batch 0" + config);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("--batch 0 must be >= 1"), std::string::npos) << r.out;
+  r = run("bench --config /nonexistent");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot read /nonexistent/config.json"), std::string::npos) << r.out;
+  r = run("bench --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--context"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace hart::testing

@@ -1,0 +1,32 @@
+// File: actors/cli/cmd_bench.h — `hart bench`: a V4-Flash-shaped model with
+// random weights on the GPU engine, prefill and decode timed at each (batch,
+// context), one table with the memory floor beside each time (issue 5 item 6,
+// targets D1/D2 in perf-targets.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hart::cli {
+
+struct bench_options {
+  std::string device = "cuda";
+  std::string config_dir = "configs/deepseek-v4-flash";  // dims taken from its config.json
+  int64_t layers = 4;                                    // SWA, CSA, HCA, CSA, then CSA/HCA alternating
+  int64_t hash_layers = 1;                               // leading hash-routed layers (Flash: 3 of 43)
+  std::vector<int64_t> batch = {1, 8, 32, 128, 256};
+  std::vector<std::string> context = {"4096", "65536", "262144", "1048576"};
+  std::string prec = "fp8";
+  int64_t steps = 20;            // timed decode steps per point (median)
+  int64_t warmup = 3;            // untimed decode steps first (their routing traces give the touched experts)
+  int64_t prefill_chunk = 512;   // tokens per sequence in the timed prefill call (0 = no prefill rows)
+  int64_t prefill_max_tokens = 8192;  // prefill rows only where batch × chunk ≤ this
+  int64_t prefill_reps = 3;
+  uint64_t seed = 1;
+};
+
+/// 0 when every point ran or was skipped with a note; 1 on error or no device.
+int run_bench(const bench_options& o);
+
+}  // namespace hart::cli
