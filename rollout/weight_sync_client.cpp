@@ -1,5 +1,6 @@
 #include "rollout/weight_sync_client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <zmq.hpp>
@@ -17,6 +18,10 @@ status weight_sync_client_params::validate() const {
   if (endpoint.empty()) return invalid_argument("weight_sync_client: endpoint is empty");
   if (bucket_bytes == 0 || bucket_bytes > k_max_chunk_bytes) {
     return invalid_argument("weight_sync_client: bucket_bytes %llu, expected 1..%llu", (unsigned long long)bucket_bytes,
+                            (unsigned long long)k_max_chunk_bytes);
+  }
+  if (frame_bytes == 0 || frame_bytes > k_max_chunk_bytes) {
+    return invalid_argument("weight_sync_client: frame_bytes %llu, expected 1..%llu", (unsigned long long)frame_bytes,
                             (unsigned long long)k_max_chunk_bytes);
   }
   return {};
@@ -146,7 +151,7 @@ struct weight_sync_client::impl {
     status s;
     for (const tensor_ref& t : tensors) {
       for (uint64_t off = 0; off < t.n_bytes && s.ok();) {
-        const uint64_t n = std::min<uint64_t>(t.n_bytes - off, params.bucket_bytes - in_bucket);
+        const uint64_t n = std::min({t.n_bytes - off, params.bucket_bytes - in_bucket, params.frame_bytes});
         const auto* p = static_cast<const uint8_t*>(t.data) + off;
         bucket.chunks.push_back({t.name, t.type, t.shape, off, n});
         frames.emplace_back(p, size_t(n));

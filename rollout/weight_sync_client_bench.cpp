@@ -3,9 +3,13 @@
 // which the server receives, checksums and stages like any others and then
 // ignores when building (MTP weights are not used yet), so the transfer is
 // measured at a size the tiny fixtures cannot reach. Each run pushes the
-// next version; one line per run. Usage:
+// next version; one line per run, with the CPU seconds this process (caller
+// and ZeroMQ threads) spent on it: on a shared box the CPU cost per GB is what
+// the load does not change. Usage:
 //   hart serve -m tests/data/tiny-a --weight-sync-endpoint tcp://127.0.0.1:5558 &
-//   weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a PAD_GB [BUCKET_MB] [RUNS]
+//   weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a PAD_GB [BUCKET_MB] [RUNS] [FRAME_KB] [FIRST_VERSION]
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -15,12 +19,15 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s ENDPOINT CHECKPOINT_DIR PAD_GB [BUCKET_MB=512] [RUNS=3]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s ENDPOINT CHECKPOINT_DIR PAD_GB [BUCKET_MB=512] [RUNS=3] [FRAME_KB=4096] [FIRST_VERSION=1000]\n", argv[0]);
     return 2;
   }
   const double pad_gb = std::atof(argv[3]);
   const uint64_t bucket_mb = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 512;
   const int runs = argc > 5 ? std::atoi(argv[5]) : 3;
+  const uint64_t frame_kb = argc > 6 ? std::strtoull(argv[6], nullptr, 10) : 4096;
+  // Versions must rise across invocations against one server (a warm-up run, then measured ones).
+  const uint64_t first_version = argc > 7 ? std::strtoull(argv[7], nullptr, 10) : 1000;
   auto ckpt = hart::checkpoint_tensors_open(argv[2]);
   if (!ckpt.ok()) return std::fprintf(stderr, "%s\n", ckpt.get_status().to_string().c_str()), 1;
   // 64 MiB padding tensors [4096, 8192] BF16, random bits (nothing compresses or dedups them).
@@ -38,14 +45,21 @@ int main(int argc, char** argv) {
   hart::weight_sync_client_params p;
   p.endpoint = argv[1];
   p.bucket_bytes = bucket_mb << 20;
+  p.frame_bytes = frame_kb << 10;
   auto client = hart::weight_sync_client::connect(p);
   if (!client.ok()) return std::fprintf(stderr, "%s\n", client.get_status().to_string().c_str()), 1;
+  auto cpu_s = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  };
   for (int r = 0; r < runs; ++r) {
-    auto rep = (*client)->push(uint64_t(1000 + r), ts);  // versions above anything a test server has
+    const double cpu0 = cpu_s();
+    auto rep = (*client)->push(first_version + uint64_t(r), ts);
     if (!rep.ok()) return std::fprintf(stderr, "%s\n", rep.get_status().to_string().c_str()), 1;
-    std::printf("weight_sync_bench bytes=%.3fGB buckets=%lld bucket=%lluMB transfer_s=%.3f gb_per_s=%.2f build_s=%.3f swap_s=%.3f total_s=%.3f\n",
-                double(rep->n_bytes) * 1e-9, (long long)rep->n_buckets, (unsigned long long)bucket_mb, rep->transfer_s,
-                rep->gb_per_s, rep->build_s, rep->swap_s, rep->total_s);
+    std::printf("weight_sync_bench bytes=%.3fGB buckets=%lld bucket=%lluMB frame=%lluKB transfer_s=%.3f gb_per_s=%.2f build_s=%.3f swap_s=%.3f total_s=%.3f client_cpu_s=%.3f\n",
+                double(rep->n_bytes) * 1e-9, (long long)rep->n_buckets, (unsigned long long)bucket_mb, (unsigned long long)frame_kb, rep->transfer_s,
+                rep->gb_per_s, rep->build_s, rep->swap_s, rep->total_s, cpu_s() - cpu0);
   }
   return 0;
 }

@@ -4,17 +4,20 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <emmintrin.h>
 #include <nmmintrin.h>
 #endif
 
 namespace hart::weight_sync {
 namespace {
 
+constexpr uint32_t k_poly = 0x82F63B78u;  // reflected Castagnoli
+
 std::array<uint32_t, 256> make_table() {
   std::array<uint32_t, 256> t{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (k_poly & (0u - (c & 1u)));
     t[i] = c;
   }
   return t;
@@ -27,11 +30,111 @@ uint32_t extend_portable(uint32_t c, const uint8_t* p, size_t n) {
 }
 
 #if defined(__x86_64__)
-// NOTE(weight_sync): one chain of crc32 instructions, ~8 bytes per 3 cycles;
-// interleaved chains would go faster but need a CRC combine step, which the
-// loopback transfer rate has not called for (docs/perf-notes.md).
-__attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t c, const uint8_t* p, size_t n) {
+// -- three interleaved chains -------------------------------------------------
+//
+// crc32q has a latency of 3 cycles and a throughput of 1 per cycle, so one
+// chain runs at a third of the instruction's rate. A block of 3·L bytes is
+// split into three runs that advance together; the register after the block
+// is shift(shift(c0, L) ^ c1, L) ^ c2, where c1, c2 start from 0 and
+// shift(c, L) is the (linear) effect of L zero bytes on the register, applied
+// as four table lookups (Mark Adler's crc32c.c construction).
+
+/// 32×32 GF(2) matrix (column i = image of bit i) times vector.
+uint32_t gf2_times(const uint32_t* mat, uint32_t vec) {
+  uint32_t sum = 0;
+  for (int i = 0; vec; ++i, vec >>= 1) {
+    if (vec & 1) sum ^= mat[i];
+  }
+  return sum;
+}
+
+void gf2_square(uint32_t* square, const uint32_t* mat) {
+  for (int i = 0; i < 32; ++i) square[i] = gf2_times(mat, mat[i]);
+}
+
+/// Tables applying `n_bytes` zero bytes to a register: zeros[k][b] is the
+/// image of byte b in byte position k.
+struct zeros_op {
+  uint32_t t[4][256];
+
+  explicit zeros_op(size_t n_bytes) {
+    uint32_t op[32], sq[32];
+    // One zero bit: the register shifts right, xoring the polynomial out of bit 0.
+    op[0] = k_poly;
+    for (int i = 1; i < 32; ++i) op[i] = 1u << (i - 1);
+    gf2_square(sq, op);  // two bits
+    gf2_square(op, sq);  // four bits
+    // op = one zero *byte* after one more squaring; then binary exponentiation over n_bytes.
+    uint32_t acc[32];
+    bool have = false;
+    gf2_square(sq, op);  // eight bits = one byte
+    std::memcpy(op, sq, sizeof op);
+    for (size_t n = n_bytes; n; n >>= 1) {
+      if (n & 1) {
+        if (!have) {
+          std::memcpy(acc, op, sizeof acc);
+          have = true;
+        } else {
+          uint32_t next[32];
+          for (int i = 0; i < 32; ++i) next[i] = gf2_times(op, acc[i]);
+          std::memcpy(acc, next, sizeof acc);
+        }
+      }
+      gf2_square(sq, op);
+      std::memcpy(op, sq, sizeof op);
+    }
+    for (int k = 0; k < 4; ++k) {
+      for (uint32_t b = 0; b < 256; ++b) t[k][b] = gf2_times(acc, b << (8 * k));
+    }
+  }
+
+  uint32_t apply(uint32_t c) const { return t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^ t[3][c >> 24]; }
+};
+
+// NOTE(weight_sync): 8 KiB runs (24 KiB blocks) keep the three streams within
+// L1 reach of the prefetcher and make the combine (8 lookups) negligible; 256-byte
+// runs pick up what is left of a long buffer. Measured in docs/perf-notes.md (W1 v2).
+constexpr size_t k_long = 8192;
+constexpr size_t k_short = 256;
+
+// With Copy, every word read is also stored to `out` (staging a received
+// frame): one pass over the source instead of a memcpy and a checksum pass.
+// NOTE(weight_sync): non-temporal stores: the staging is read only when the
+// update is built, so it need not displace the cache, and the stores skip
+// reading the destination lines first. 512 MiB cold, same run: memcpy + CRC
+// 3.7 GB/s, fused 4.0-4.4, fused + streaming stores 5.2-5.4 (docs/perf-notes.md W1 v2).
+template <bool Copy>
+__attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t c, const uint8_t* p, size_t n, uint8_t* out) {
+  static const zeros_op long_op(k_long), short_op(k_short);
   uint64_t c64 = c;
+  for (const auto& [run, op] : {std::pair<size_t, const zeros_op*>{k_long, &long_op}, {k_short, &short_op}}) {
+    while (n >= 3 * run) {
+      uint64_t c1 = 0, c2 = 0;
+      for (size_t i = 0; i < run; i += 8) {
+        uint64_t v0, v1, v2;
+        std::memcpy(&v0, p + i, 8);
+        std::memcpy(&v1, p + run + i, 8);
+        std::memcpy(&v2, p + 2 * run + i, 8);
+        c64 = _mm_crc32_u64(c64, v0);
+        c1 = _mm_crc32_u64(c1, v1);
+        c2 = _mm_crc32_u64(c2, v2);
+        if (Copy) {
+          _mm_stream_si64(reinterpret_cast<long long*>(out + i), static_cast<long long>(v0));
+          _mm_stream_si64(reinterpret_cast<long long*>(out + run + i), static_cast<long long>(v1));
+          _mm_stream_si64(reinterpret_cast<long long*>(out + 2 * run + i), static_cast<long long>(v2));
+        }
+      }
+      c64 = op->apply(uint32_t(c64)) ^ uint32_t(c1);
+      c64 = op->apply(uint32_t(c64)) ^ uint32_t(c2);
+      p += 3 * run;
+      if (Copy) out += 3 * run;
+      n -= 3 * run;
+    }
+  }
+  if (Copy) {
+    _mm_sfence();  // order the streamed stores before anything that reads the staging
+    std::memcpy(out, p, n);
+  }
   while (n >= 8) {
     uint64_t v;
     std::memcpy(&v, p, 8);
@@ -45,15 +148,32 @@ __attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t c, const uint8_
 }
 #endif
 
+bool have_sse42() {
+#if defined(__x86_64__)
+  static const bool sse42 = __builtin_cpu_supports("sse4.2");
+  return sse42;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n) {
-  const uint32_t c = ~crc;
+  const auto* p = static_cast<const uint8_t*>(data);
 #if defined(__x86_64__)
-  static const bool sse42 = __builtin_cpu_supports("sse4.2");
-  if (sse42) return ~extend_sse42(c, static_cast<const uint8_t*>(data), n);
+  if (have_sse42()) return ~extend_sse42<false>(~crc, p, n, nullptr);
 #endif
-  return ~extend_portable(c, static_cast<const uint8_t*>(data), n);
+  return ~extend_portable(~crc, p, n);
+}
+
+uint32_t crc32c_copy(uint32_t crc, void* dst, const void* src, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+#if defined(__x86_64__)
+  if (have_sse42()) return ~extend_sse42<true>(~crc, p, n, static_cast<uint8_t*>(dst));
+#endif
+  if (n) std::memcpy(dst, src, n);
+  return ~extend_portable(~crc, p, n);
 }
 
 }  // namespace hart::weight_sync

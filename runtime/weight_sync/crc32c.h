@@ -5,6 +5,7 @@
 //
 //   uint32_t c = crc32c_extend(0, a, n_a);
 //   c = crc32c_extend(c, b, n_b);          // == crc32c of a followed by b
+//   c = crc32c_copy(c, dst, src, n);       // memcpy(dst, src, n) + crc32c_extend(c, src, n), one read of src
 #pragma once
 
 #include <cstddef>
@@ -14,5 +15,7 @@ namespace hart::weight_sync {
 
 /// The CRC-32C of (the bytes `crc` stands for) followed by data[0, n). crc = 0 starts.
 uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n);
+/// Copies src[0, n) to dst (not overlapping) and returns crc32c_extend(crc, src, n).
+uint32_t crc32c_copy(uint32_t crc, void* dst, const void* src, size_t n);
 
 }  // namespace hart::weight_sync

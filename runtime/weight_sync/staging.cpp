@@ -1,8 +1,5 @@
 #include "runtime/weight_sync/staging.h"
 
-#include <cstring>
-#include <new>
-
 #include "runtime/weight_sync/crc32c.h"
 
 namespace hart::weight_sync {
@@ -12,7 +9,10 @@ status update_staging::fail(status s) {
   return s;
 }
 
-void update_staging::discard() {
+void update_staging::reset() {
+  for (auto& [name, t] : tensors_) {
+    if (t.buffer) kept_[name] = std::move(t.buffer);
+  }
   active_ = false;
   tensors_.clear();
   bytes_ = 0;
@@ -20,8 +20,31 @@ void update_staging::discard() {
   crc_ = 0;
 }
 
+void update_staging::discard() {
+  reset();
+  kept_.clear();
+}
+
+uint64_t update_staging::staged_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [name, b] : kept_) n += b->n_bytes();
+  for (const auto& [name, t] : tensors_) n += t.buffer ? t.buffer->n_bytes() : 0;
+  return n;
+}
+
+status_or<std::shared_ptr<staged_buffer>> update_staging::buffer_for(const std::string& name, uint64_t n) {
+  auto it = kept_.find(name);
+  if (it != kept_.end()) {
+    std::shared_ptr<staged_buffer> b = std::move(it->second);
+    kept_.erase(it);
+    // use_count 1: the engine has dropped the source that shared it.
+    if (b->n_bytes() == n && b.use_count() == 1) return b;
+  }
+  return staged_buffer::create(size_t(n));
+}
+
 status update_staging::begin(const begin_msg& m, uint64_t serving_version) {
-  discard();
+  reset();
   if (m.version <= serving_version) {
     return failed_precondition("version %llu is not above the serving version %llu", (unsigned long long)m.version,
                                (unsigned long long)serving_version);
@@ -62,11 +85,9 @@ status update_staging::add(uint64_t version, const chunk_desc& c, const void* by
     pending_tensor t;
     t.type = c.type;
     t.shape = c.shape;
-    try {
-      t.bytes.resize(n);
-    } catch (const std::bad_alloc&) {
-      return fail(resource_exhausted("no memory to stage tensor '%s' (%llu bytes)", c.name.c_str(), (unsigned long long)n));
-    }
+    auto buf = buffer_for(c.name, n);
+    if (!buf.ok()) return fail(resource_exhausted("no memory to stage tensor '%s' (%llu bytes)", c.name.c_str(), (unsigned long long)n));
+    t.buffer = std::move(buf).value();
     allocated_ += n;
     it = tensors_.emplace(c.name, std::move(t)).first;
   }
@@ -78,21 +99,20 @@ status update_staging::add(uint64_t version, const chunk_desc& c, const void* by
     return fail(invalid_argument("chunk of tensor '%s' starts at byte %llu, expected %llu (chunks arrive in order)",
                                  c.name.c_str(), (unsigned long long)c.byte_offset, (unsigned long long)t.received));
   }
-  if (c.n_bytes > t.bytes.size() - t.received) {
-    return fail(invalid_argument("chunk of tensor '%s' runs past its %zu bytes", c.name.c_str(), t.bytes.size()));
+  if (c.n_bytes > t.buffer->n_bytes() - t.received) {
+    return fail(invalid_argument("chunk of tensor '%s' runs past its %zu bytes", c.name.c_str(), t.buffer->n_bytes()));
   }
   if (bytes_ + c.n_bytes > announced_.total_bytes) {
     return fail(invalid_argument("tensor '%s' brings the update past the announced %llu bytes", c.name.c_str(),
                                  (unsigned long long)announced_.total_bytes));
   }
-  std::memcpy(t.bytes.data() + t.received, bytes, c.n_bytes);
-  crc_ = crc32c_extend(crc_, bytes, c.n_bytes);
+  crc_ = crc32c_copy(crc_, t.buffer->data() + t.received, bytes, c.n_bytes);  // one read of the frame
   t.received += c.n_bytes;
   bytes_ += c.n_bytes;
   return {};
 }
 
-status_or<std::unique_ptr<memory_tensor_source>> update_staging::finish(const end_msg& m) {
+status_or<std::unique_ptr<tensor_source>> update_staging::finish(const end_msg& m) {
   if (!active_ || m.version != version_) {
     return failed_precondition("no update %llu is staged", (unsigned long long)m.version);
   }
@@ -104,17 +124,23 @@ status_or<std::unique_ptr<memory_tensor_source>> update_staging::finish(const en
                                  (unsigned long long)bytes_, (unsigned long long)announced_.n_tensors,
                                  (unsigned long long)announced_.total_bytes));
   }
-  auto src = std::make_unique<memory_tensor_source>("weight update " + std::to_string(version_));
+  auto src = std::make_unique<staged_tensor_source>("weight update " + std::to_string(version_));
   for (auto& [name, t] : tensors_) {
-    if (t.received != t.bytes.size()) {
+    if (t.received != t.buffer->n_bytes()) {
       return fail(invalid_argument("tensor '%s' is incomplete: %llu of %zu bytes", name.c_str(),
-                                   (unsigned long long)t.received, t.bytes.size()));
+                                   (unsigned long long)t.received, t.buffer->n_bytes()));
     }
-    status s = src->add(name, t.type, t.shape, std::move(t.bytes));
-    if (!s.ok()) return fail(s);
+    tensor_entry e;
+    e.name = name;
+    e.type = t.type;
+    e.shape = t.shape;
+    e.data = t.buffer->data();
+    e.n_bytes = t.buffer->n_bytes();
+    e.file = src->describe();
+    src->add(std::move(e), t.buffer);
   }
-  discard();
-  return src;
+  reset();
+  return std::unique_ptr<tensor_source>(std::move(src));
 }
 
 }  // namespace hart::weight_sync

@@ -3,8 +3,12 @@
 // arrives against what begin announced (tensor count, total bytes), that each
 // tensor's chunks come in order and agree on dtype and shape, and the CRC-32C
 // over every chunk's bytes in arrival order. Any error discards the whole
-// update (staging freed); finish hands over a memory_tensor_source for the
-// engine to build from. Not thread-safe: one owner (the weight-sync actor).
+// update (staging freed); finish hands over a tensor_source for the engine to
+// build from. The buffers of a finished update are kept: the next update's
+// tensors of the same name and size are received into them in place (no
+// allocation, no page faults: RL pushes the same shapes every step) once the
+// engine has dropped the previous source. Not thread-safe: one owner (the
+// weight-sync actor).
 //
 //   update_staging st(limits);
 //   HART_RETURN_IF_ERROR(st.begin(b, serving_version));
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include "runtime/model/tensor_source.h"
+#include "runtime/weight_sync/staged_source.h"
 #include "runtime/weight_sync/sync_messages.h"
 
 namespace hart::weight_sync {
@@ -32,7 +37,7 @@ class update_staging {
  public:
   explicit update_staging(staging_limits limits = {}) : limits_(limits) {}
 
-  /// Opens update `m.version`, discarding one already staged. failed_precondition
+  /// Opens update `m.version`, discarding one already staged (its buffers are kept for reuse). failed_precondition
   /// unless m.version > serving_version; invalid_argument / resource_exhausted
   /// for counts over the limits. On error nothing is staged.
   status begin(const begin_msg& m, uint64_t serving_version);
@@ -41,11 +46,15 @@ class update_staging {
   /// tensor's earlier chunks, arrives out of order, or exceeds the announced
   /// size (then the update is discarded).
   status add(uint64_t version, const chunk_desc& c, const void* bytes);
-  /// Ends the update (always: staging is empty afterwards). data_loss for a
-  /// checksum mismatch; invalid_argument for missing bytes or tensors.
-  status_or<std::unique_ptr<memory_tensor_source>> finish(const end_msg& m);
-  /// Drops the staged update, if any.
+  /// Ends the update (always: no update is staged afterwards). data_loss for a
+  /// checksum mismatch; invalid_argument for missing bytes or tensors (then
+  /// the staging memory is freed). On success the source shares the buffers
+  /// the staging keeps for the next update.
+  status_or<std::unique_ptr<tensor_source>> finish(const end_msg& m);
+  /// Drops the staged update, if any, and frees every staging buffer.
   void discard();
+  /// Host bytes held by staging buffers (the update's, or those kept from the last one).
+  uint64_t staged_bytes() const;
 
   bool active() const { return active_; }
   uint64_t version() const { return version_; }
@@ -55,11 +64,15 @@ class update_staging {
   struct pending_tensor {
     dtype type = dtype::bf16;
     std::vector<int64_t> shape;
-    std::vector<uint8_t> bytes;  // sized on the first chunk
+    std::shared_ptr<staged_buffer> buffer;  // sized on the first chunk
     uint64_t received = 0;
   };
 
   status fail(status s);
+  /// Ends the update's bookkeeping; keeps the buffers in `kept_`.
+  void reset();
+  /// A buffer of n bytes for `name`: the kept one when its size matches and no source still reads it.
+  status_or<std::shared_ptr<staged_buffer>> buffer_for(const std::string& name, uint64_t n);
 
   staging_limits limits_;
   bool active_ = false;
@@ -69,6 +82,7 @@ class update_staging {
   uint64_t allocated_ = 0;  // sum of the sizes of the tensors seen so far
   uint32_t crc_ = 0;
   std::map<std::string, pending_tensor> tensors_;
+  std::map<std::string, std::shared_ptr<staged_buffer>> kept_;  // by tensor name, from earlier updates
 };
 
 }  // namespace hart::weight_sync

@@ -28,7 +28,7 @@ TEST(update_staging, a_complete_update_becomes_a_tensor_source) {
   auto src = st.finish({5, u.crc()});
   ASSERT_TRUE(src.ok()) << src.get_status().to_string();
   EXPECT_FALSE(st.active());
-  ASSERT_EQ((*src)->size(), 2u);
+  ASSERT_EQ((*src)->tensors().size(), 2u);
   const tensor_entry* b = (*src)->tensors()[1];
   EXPECT_EQ(b->name, "b");
   EXPECT_EQ(b->shape, (std::vector<int64_t>{2, 3}));
@@ -78,6 +78,44 @@ TEST(update_staging, a_new_begin_replaces_a_staged_update) {
   EXPECT_EQ(st.bytes_received(), 0u);
   u.send(st, 6);
   EXPECT_TRUE(st.finish({6, u.crc()}).ok());
+}
+
+TEST(update_staging, the_next_update_is_received_into_the_kept_buffers_once_the_source_is_dropped) {
+  update u;
+  update_staging st;
+  ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  u.send(st, 5);
+  auto first = st.finish({5, u.crc()});
+  ASSERT_TRUE(first.ok());
+  const uint8_t* a5 = (*first)->tensors()[0]->data;
+  EXPECT_EQ(st.staged_bytes(), 20u) << "kept for the next update";
+
+  // The engine still reads update 5: update 6 must not write into its bytes.
+  update v;
+  v.a.assign(8, 7);
+  ASSERT_TRUE(st.begin({6, 2, 20}, 5).ok());
+  v.send(st, 6);
+  auto second = st.finish({6, v.crc()});
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE((*second)->tensors()[0]->data, a5);
+  EXPECT_EQ(std::memcmp((*first)->tensors()[0]->data, u.a.data(), 8), 0) << "update 5 intact";
+  const uint8_t* a6 = (*second)->tensors()[0]->data;
+  first->reset();
+  second->reset();
+
+  ASSERT_TRUE(st.begin({7, 2, 20}, 6).ok());
+  u.send(st, 7);
+  auto third = st.finish({7, u.crc()});
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ((*third)->tensors()[0]->data, a6) << "same name and size: refilled in place";
+  EXPECT_EQ(std::memcmp((*third)->tensors()[0]->data, u.a.data(), 8), 0);
+
+  st.discard();
+  EXPECT_EQ(st.staged_bytes(), 0u) << "discard frees the kept buffers";
+  ASSERT_TRUE(st.begin({8, 2, 20}, 7).ok());
+  u.send(st, 8);
+  EXPECT_EQ(st.finish({8, u.crc() ^ 1}).get_status().code(), status_code::data_loss);
+  EXPECT_EQ(st.staged_bytes(), 0u) << "a failed update frees its staging";
 }
 
 }  // namespace
