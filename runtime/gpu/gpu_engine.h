@@ -27,6 +27,9 @@
 
 namespace hart {
 
+struct gpu_built_weights;
+class tensor_source;
+
 namespace gpu {
 struct device_weights;
 }  // namespace gpu
@@ -82,6 +85,22 @@ class gpu_engine final : public forward_engine {
   /// rings) with random values in [-1, 1): `hart bench` binds sequences at long
   /// lengths without computing their KV (gpu_engine_bench.cpp).
   status kv_fill_random(uint64_t seed) const;
+
+  // -- weight updates (gpu_weight_swap.h; as engine::build_weights / swap_weights) ---
+
+  /// Stages `src` on the host (validated exactly like a load), uploads it into
+  /// new device buffers on a stream of its own and, in fp8 precision,
+  /// re-quantizes it there: bitwise what a fresh load of the same tensors
+  /// holds. Reads the serving weights only for their layout, so it may run on
+  /// another thread while forward() runs; the device holds both sets until the swap.
+  status_or<std::unique_ptr<gpu_built_weights>> build_weights(const tensor_source& src) const;
+  /// Replaces the weights with `w` (from this engine's build_weights) and frees
+  /// the old ones. Not concurrent with forward() or build_weights(): the caller
+  /// swaps between forward calls. failed_precondition unless `version` >
+  /// weight_version(); nothing changes on error. Sequences keep their KV.
+  status swap_weights(std::unique_ptr<gpu_built_weights> w, uint64_t version);
+  /// 0 for the weights loaded from params().base.model_dir.
+  uint64_t weight_version() const;
 
   struct state;
 

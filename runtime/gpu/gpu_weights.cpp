@@ -6,32 +6,37 @@
 #include <cstring>
 
 #include "kernels/quant/quant.h"
+#include "runtime/gpu/weight_requant.h"
 
 namespace hart::gpu {
 namespace {
 
 constexpr int64_t k_fp8_block = 128;
 
+// Uploads host weights. Load (`like_` null): fp8 linears arrive QDQ'd from the
+// host loader and are encoded on the host. Update (`like_` set): raw fp32
+// values, fp8 linears chosen by the serving set and re-quantized on the device.
 class uploader {
  public:
-  explicit uploader(device_weights* d) : d_(d) {}
+  uploader(device_weights* d, const device_weights* like, cudaStream_t stream) : d_(d), like_(like), stream_(stream) {}
+
+  bool updating() const { return like_ != nullptr; }
 
   template <class T>
   status_or<const T*> put(const std::vector<T>& v) {
-    if (v.empty()) return static_cast<const T*>(nullptr);
-    HART_ASSIGN_OR_RETURN(device_buffer b, device_buffer::create(v.size() * sizeof(T)));
-    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice),
-                                     "gpu engine: weight upload"));
-    const T* p = static_cast<const T*>(b.get());
-    d_->bytes += b.bytes();
-    d_->buffers.push_back(std::move(b));
-    return p;
+    HART_ASSIGN_OR_RETURN(T* p, put_mutable(v));
+    return static_cast<const T*>(p);
   }
 
-  status linear(const linear_weight& w, precision prec, device_linear* out) {
+  status linear(const linear_weight& w, precision prec, device_linear* out, const device_linear* like) {
     out->in = w.in;
     out->out = w.out;
     d_->max_linear_in = std::max(d_->max_linear_in, w.in);
+    if (updating()) {
+      if (prec == precision::fp8 && (like->codes || like->qdq_input)) return requant(w, out);
+      HART_ASSIGN_OR_RETURN(out->f32, put(w.w));
+      return {};
+    }
     if (prec == precision::fp8 && w.fp8_input) {
       // The host values are FP8 tiles unless they came from MXFP4: re-encode and keep codes only if exact.
       std::vector<uint8_t> q(w.w.size()), s(((w.out + 127) / 128) * ((w.in + 127) / 128));
@@ -49,9 +54,22 @@ class uploader {
     return {};
   }
 
-  status compressor(const compressor_weights& c, precision prec, device_compressor* out) {
-    HART_RETURN_IF_ERROR(linear(c.wkv, prec, &out->wkv));
-    HART_RETURN_IF_ERROR(linear(c.wgate, prec, &out->wgate));
+  /// wo_a: fp32 on the device; in fp8 precision its values are FP8 (QDQ'd), its inputs not.
+  status weight_only_fp8(const linear_weight& w, precision prec, const float** out) {
+    if (!updating() || prec != precision::fp8 || w.w.empty()) {
+      HART_ASSIGN_OR_RETURN(*out, put(w.w));
+      return {};
+    }
+    HART_ASSIGN_OR_RETURN(float* v, put_mutable(w.w));
+    HART_RETURN_IF_ERROR(reserve_codes(w.out, w.in));
+    HART_RETURN_IF_ERROR(weight_qdq_fp8(v, w.out, w.in, codes_scratch(), scales_scratch(w.out, w.in), stream_));
+    *out = v;
+    return {};
+  }
+
+  status compressor(const compressor_weights& c, precision prec, device_compressor* out, const device_compressor* like) {
+    HART_RETURN_IF_ERROR(linear(c.wkv, prec, &out->wkv, like ? &like->wkv : nullptr));
+    HART_RETURN_IF_ERROR(linear(c.wgate, prec, &out->wgate, like ? &like->wgate : nullptr));
     HART_ASSIGN_OR_RETURN(out->ape, put(c.ape));
     HART_ASSIGN_OR_RETURN(out->norm, put(c.norm));
     out->rate = c.rate;
@@ -60,23 +78,104 @@ class uploader {
     return {};
   }
 
-  status expert(const expert_weights& e, precision prec, device_expert* out) {
-    HART_RETURN_IF_ERROR(linear(e.w1, prec, &out->w1));
-    HART_RETURN_IF_ERROR(linear(e.w3, prec, &out->w3));
-    return linear(e.w2, prec, &out->w2);
+  status expert(const expert_weights& e, precision prec, device_expert* out, const device_expert* like) {
+    HART_RETURN_IF_ERROR(linear(e.w1, prec, &out->w1, like ? &like->w1 : nullptr));
+    HART_RETURN_IF_ERROR(linear(e.w3, prec, &out->w3, like ? &like->w3 : nullptr));
+    return linear(e.w2, prec, &out->w2, like ? &like->w2 : nullptr);
+  }
+
+  /// Waits for the update's copies and kernels (load copies are synchronous).
+  status finish() {
+    return updating() ? cuda_status(cudaStreamSynchronize(stream_), "gpu weight update") : status{};
   }
 
  private:
+  template <class T>
+  status_or<T*> put_mutable(const std::vector<T>& v) {
+    if (v.empty()) return static_cast<T*>(nullptr);
+    HART_ASSIGN_OR_RETURN(device_buffer b, device_buffer::create(v.size() * sizeof(T)));
+    // An update runs beside forward passes: its copies go on its own stream. Pageable host
+    // memory: cudaMemcpyAsync returns once the bytes are staged, so `v` may go afterwards.
+    const cudaError_t e = updating()
+        ? cudaMemcpyAsync(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream_)
+        : cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+    HART_RETURN_IF_ERROR(cuda_status(e, "gpu engine: weight upload"));
+    T* p = static_cast<T*>(b.get());
+    d_->bytes += b.bytes();
+    d_->buffers.push_back(std::move(b));
+    return p;
+  }
+
+  static int64_t n_scales(int64_t out, int64_t in) {
+    return ((out + k_fp8_block - 1) / k_fp8_block) * ((in + k_fp8_block - 1) / k_fp8_block);
+  }
+  status reserve_codes(int64_t out, int64_t in) {
+    const size_t need = size_t(out * in + n_scales(out, in));
+    if (codes_.bytes() >= need) return {};
+    HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "gpu weight update"));  // old scratch in use
+    HART_ASSIGN_OR_RETURN(codes_, device_buffer::create(need));
+    return {};
+  }
+  uint8_t* codes_scratch() const { return static_cast<uint8_t*>(codes_.get()); }
+  uint8_t* scales_scratch(int64_t out, int64_t in) const { return codes_scratch() + out * in; }
+
+  // An fp8 linear of an update: raw values up into the reused staging buffer, QDQ and
+  // encode on the device; the codes are kept when they reproduce the QDQ'd values,
+  // else those values in fp32 (qdq_input), as the load decides.
+  status requant(const linear_weight& w, device_linear* out) {
+    const int64_t n = w.out * w.in;
+    if (raw_.bytes() < size_t(n) * sizeof(float)) {
+      HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "gpu weight update"));  // old raw_ in use
+      HART_ASSIGN_OR_RETURN(raw_, device_buffer::create(size_t(n) * sizeof(float)));
+    }
+    HART_RETURN_IF_ERROR(scratch_.reserve(n));
+    auto* v = static_cast<float*>(raw_.get());
+    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(v, w.w.data(), size_t(n) * sizeof(float), cudaMemcpyHostToDevice, stream_),
+                                     "gpu engine: weight upload"));
+    HART_ASSIGN_OR_RETURN(device_buffer q, device_buffer::create(size_t(n)));
+    HART_ASSIGN_OR_RETURN(device_buffer s, device_buffer::create(size_t(n_scales(w.out, w.in))));
+    auto* qp = static_cast<uint8_t*>(q.get());
+    auto* sp = static_cast<uint8_t*>(s.get());
+    // Synchronizes the stream: raw_ and the scratch are free for the next linear afterwards.
+    HART_ASSIGN_OR_RETURN(bool exact, weight_requant_fp8(v, w.out, w.in, qp, sp, scratch_, stream_));
+    if (!exact) {
+      HART_ASSIGN_OR_RETURN(device_buffer f, device_buffer::create(size_t(n) * sizeof(float)));
+      HART_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(f.get(), v, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
+                                       "gpu weight update: copy"));
+      HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "gpu weight update"));
+      out->f32 = static_cast<const float*>(f.get());
+      out->qdq_input = true;
+      d_->bytes += f.bytes();
+      d_->buffers.push_back(std::move(f));
+      return {};
+    }
+    out->codes = qp;
+    out->scales = sp;
+    d_->bytes += q.bytes() + s.bytes();
+    d_->buffers.push_back(std::move(q));
+    d_->buffers.push_back(std::move(s));
+    return {};
+  }
+
   device_weights* d_;
+  const device_weights* like_;
+  cudaStream_t stream_;
+  weight_requant_scratch scratch_;
+  device_buffer raw_;    // an fp8 linear's raw values, then its QDQ'd ones
+  device_buffer codes_;  // wo_a's transient codes and scales
 };
 
-}  // namespace
-
-status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec) {
+// The walk shared by load and update; `like` (update) is the serving set, same layout.
+status_or<device_weights> upload_all(const model_weights& w, const model_config& cfg, precision prec,
+                                     const device_weights* like, cudaStream_t stream) {
+  if (like && (like->layers.size() != w.layers.size())) {
+    return invalid_argument("gpu weight update: %zu layers, the serving weights have %zu", w.layers.size(),
+                            like->layers.size());
+  }
   device_weights d;
-  uploader up(&d);
+  uploader up(&d, like, stream);
   HART_ASSIGN_OR_RETURN(d.embed, up.put(w.embed.w));
-  HART_RETURN_IF_ERROR(up.linear(w.head, prec, &d.head));
+  HART_RETURN_IF_ERROR(up.linear(w.head, prec, &d.head, like ? &like->head : nullptr));
   HART_ASSIGN_OR_RETURN(d.norm, up.put(w.norm));
   HART_ASSIGN_OR_RETURN(d.hc_head_fn, up.put(w.hc_head_fn));
   HART_ASSIGN_OR_RETURN(d.hc_head_base, up.put(w.hc_head_base));
@@ -87,6 +186,7 @@ status_or<device_weights> device_weights_upload(const model_weights& w, const mo
   for (size_t il = 0; il < w.layers.size(); ++il) {
     const layer_weights& L = w.layers[il];
     device_layer& o = d.layers[il];
+    const device_layer* lk = like ? &like->layers[il] : nullptr;
     o.kind = L.kind;
     o.hash_moe = L.hash_moe;
     HART_ASSIGN_OR_RETURN(o.hc_attn_fn, up.put(L.hc_attn_fn));
@@ -97,28 +197,48 @@ status_or<device_weights> device_weights_upload(const model_weights& w, const mo
     HART_ASSIGN_OR_RETURN(o.hc_ffn_scale, up.put(L.hc_ffn_scale));
     HART_ASSIGN_OR_RETURN(o.attn_norm, up.put(L.attn_norm));
     HART_ASSIGN_OR_RETURN(o.ffn_norm, up.put(L.ffn_norm));
-    HART_RETURN_IF_ERROR(up.linear(L.wq_a, prec, &o.wq_a));
-    HART_RETURN_IF_ERROR(up.linear(L.wq_b, prec, &o.wq_b));
-    HART_RETURN_IF_ERROR(up.linear(L.wkv, prec, &o.wkv));
-    HART_RETURN_IF_ERROR(up.linear(L.wo_b, prec, &o.wo_b));
-    HART_ASSIGN_OR_RETURN(o.wo_a, up.put(L.wo_a.w));
+    HART_RETURN_IF_ERROR(up.linear(L.wq_a, prec, &o.wq_a, lk ? &lk->wq_a : nullptr));
+    HART_RETURN_IF_ERROR(up.linear(L.wq_b, prec, &o.wq_b, lk ? &lk->wq_b : nullptr));
+    HART_RETURN_IF_ERROR(up.linear(L.wkv, prec, &o.wkv, lk ? &lk->wkv : nullptr));
+    HART_RETURN_IF_ERROR(up.linear(L.wo_b, prec, &o.wo_b, lk ? &lk->wo_b : nullptr));
+    HART_RETURN_IF_ERROR(up.weight_only_fp8(L.wo_a, prec, &o.wo_a));
     HART_ASSIGN_OR_RETURN(o.q_norm, up.put(L.q_norm));
     HART_ASSIGN_OR_RETURN(o.kv_norm, up.put(L.kv_norm));
     HART_ASSIGN_OR_RETURN(o.attn_sink, up.put(L.attn_sink));
-    if (L.kind != attention_kind::sliding) HART_RETURN_IF_ERROR(up.compressor(L.compressor, prec, &o.compressor));
-    if (L.kind == attention_kind::csa) {
-      HART_RETURN_IF_ERROR(up.compressor(L.indexer.compressor, prec, &o.index_compressor));
-      HART_RETURN_IF_ERROR(up.linear(L.indexer.wq_b, prec, &o.index_wq_b));
-      HART_RETURN_IF_ERROR(up.linear(L.indexer.weights_proj, prec, &o.index_weights_proj));
+    if (L.kind != attention_kind::sliding) {
+      HART_RETURN_IF_ERROR(up.compressor(L.compressor, prec, &o.compressor, lk ? &lk->compressor : nullptr));
     }
-    HART_RETURN_IF_ERROR(up.linear(L.gate, prec, &o.gate));
+    if (L.kind == attention_kind::csa) {
+      HART_RETURN_IF_ERROR(up.compressor(L.indexer.compressor, prec, &o.index_compressor, lk ? &lk->index_compressor : nullptr));
+      HART_RETURN_IF_ERROR(up.linear(L.indexer.wq_b, prec, &o.index_wq_b, lk ? &lk->index_wq_b : nullptr));
+      HART_RETURN_IF_ERROR(up.linear(L.indexer.weights_proj, prec, &o.index_weights_proj, lk ? &lk->index_weights_proj : nullptr));
+    }
+    HART_RETURN_IF_ERROR(up.linear(L.gate, prec, &o.gate, lk ? &lk->gate : nullptr));
     HART_ASSIGN_OR_RETURN(o.gate_bias, up.put(L.gate_bias));
     o.tid2eid = L.tid2eid;
     o.experts.resize(L.experts.size());
-    for (size_t e = 0; e < L.experts.size(); ++e) HART_RETURN_IF_ERROR(up.expert(L.experts[e], prec, &o.experts[e]));
-    if (cfg.n_shared_experts > 0) HART_RETURN_IF_ERROR(up.expert(L.shared, prec, &o.shared));
+    if (lk && lk->experts.size() != L.experts.size()) {
+      return invalid_argument("gpu weight update: layer %zu has %zu experts, the serving weights %zu", il,
+                              L.experts.size(), lk->experts.size());
+    }
+    for (size_t e = 0; e < L.experts.size(); ++e) {
+      HART_RETURN_IF_ERROR(up.expert(L.experts[e], prec, &o.experts[e], lk ? &lk->experts[e] : nullptr));
+    }
+    if (cfg.n_shared_experts > 0) HART_RETURN_IF_ERROR(up.expert(L.shared, prec, &o.shared, lk ? &lk->shared : nullptr));
   }
+  HART_RETURN_IF_ERROR(up.finish());
   return d;
+}
+
+}  // namespace
+
+status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec) {
+  return upload_all(w, cfg, prec, nullptr, nullptr);
+}
+
+status_or<device_weights> device_weights_build(const model_weights& raw, const device_weights& like,
+                                               const model_config& cfg, precision prec, cudaStream_t stream) {
+  return upload_all(raw, cfg, prec, &like, stream);
 }
 
 }  // namespace hart::gpu

@@ -5,10 +5,15 @@
 // codes with 128×128 e8m0 block scales for linear_fp8_cuda; where the fp32
 // values are not exactly such a tile (MXFP4 experts), the fp32 values are kept
 // and the inputs are quantized on the device before an fp32 GEMM (same math).
+// A weight update (device_weights_build) uploads raw fp32 values and does the
+// fp8 re-quantization on the device instead (weight_requant.h), with the same
+// result bit for bit.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include <cuda_runtime.h>
 
 #include "runtime/core/status.h"
 #include "runtime/gpu/device_memory.h"
@@ -64,11 +69,21 @@ struct device_weights {
   const float *inv_freq_main = nullptr, *inv_freq_compress = nullptr;
   std::vector<device_layer> layers;
   int64_t max_linear_in = 0;       // widest linear input (sizes the FP8/QDQ input buffers)
+  uint64_t version = 0;            // weight version: 0 = loaded from the checkpoint (gpu_weight_swap.h)
   size_t bytes = 0;                // device bytes held
   std::vector<device_buffer> buffers;
 };
 
 /// Uploads `w` (loaded for `cfg` in precision `prec`).
 status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec);
+
+/// A second set of weights laid out like `like` (the serving set, same config
+/// and precision) from `raw`: weights loaded in `exact` precision (no host
+/// QDQ). In fp8 precision every linear that `like` holds as FP8 (codes, or
+/// fp32 with QDQ'd inputs) and every wo_a is re-quantized on the device, on
+/// `stream`; the result equals device_weights_upload of an fp8 load of the
+/// same tensors bit for bit. `like` is only read (it may be serving meanwhile).
+status_or<device_weights> device_weights_build(const model_weights& raw, const device_weights& like,
+                                               const model_config& cfg, precision prec, cudaStream_t stream);
 
 }  // namespace hart::gpu
