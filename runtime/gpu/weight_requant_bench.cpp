@@ -105,6 +105,6 @@ int main(int argc, char** argv) {
   }
   std::printf("weight_requant_bench total_fp32_bytes=%lld us=%.1f gb_per_s=%.1f (target >= 1000)\n", (long long)total * 4,
               all_us, total * 4.0 / all_us * 1e-3);
-  std::printf("reproduce: build-w1/runtime/gpu/weight_requant_bench %d\n", repeats);
+  std::printf("reproduce: %s %d\n", argv[0], repeats);
   return 0;
 }
