@@ -1,9 +1,9 @@
 // File: runtime/weight_sync/staged_source.h
 // The host memory an update is staged in, and the tensor_source the engine
 // builds from. A staged_buffer is one tensor's bytes: allocated without
-// zeroing, 2 MiB-aligned and backed by transparent huge pages when large (a
-// first touch then costs one fault per 2 MiB instead of per 4 KiB), so the
-// staging can keep it and refill it in place for the next update.
+// zeroing, 2 MiB-aligned, backed by transparent huge pages and populated in
+// one call when large (instead of one page fault per 4 KiB during the copy),
+// so the staging can keep it and refill it in place for the next update.
 // staged_tensor_source shares the buffers (shared_ptr): they stay valid while
 // either the staging or the source holds them.
 //

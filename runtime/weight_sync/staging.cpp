@@ -139,6 +139,7 @@ status_or<std::unique_ptr<tensor_source>> update_staging::finish(const end_msg& 
     e.file = src->describe();
     src->add(std::move(e), t.buffer);
   }
+  kept_.clear();  // buffers of tensors this update did not carry: keep one update's worth at most
   reset();
   return std::unique_ptr<tensor_source>(std::move(src));
 }

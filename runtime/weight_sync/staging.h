@@ -37,9 +37,10 @@ class update_staging {
  public:
   explicit update_staging(staging_limits limits = {}) : limits_(limits) {}
 
-  /// Opens update `m.version`, discarding one already staged (its buffers are kept for reuse). failed_precondition
-  /// unless m.version > serving_version; invalid_argument / resource_exhausted
-  /// for counts over the limits. On error nothing is staged.
+  /// Opens update `m.version`, discarding one already staged (its buffers are
+  /// kept for reuse). failed_precondition unless m.version > serving_version;
+  /// invalid_argument / resource_exhausted for counts over the limits. On
+  /// error nothing is staged.
   status begin(const begin_msg& m, uint64_t serving_version);
   /// Stages one chunk's bytes. failed_precondition when `version` is not the
   /// staged update; invalid_argument for a chunk that disagrees with the
@@ -53,7 +54,8 @@ class update_staging {
   status_or<std::unique_ptr<tensor_source>> finish(const end_msg& m);
   /// Drops the staged update, if any, and frees every staging buffer.
   void discard();
-  /// Host bytes held by staging buffers (the update's, or those kept from the last one).
+  /// Host bytes held by staging buffers: the update's, and those kept from the
+  /// last finished one (only its tensors: a finish frees buffers it did not use).
   uint64_t staged_bytes() const;
 
   bool active() const { return active_; }

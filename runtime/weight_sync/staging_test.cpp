@@ -110,11 +110,17 @@ TEST(update_staging, the_next_update_is_received_into_the_kept_buffers_once_the_
   EXPECT_EQ((*third)->tensors()[0]->data, a6) << "same name and size: refilled in place";
   EXPECT_EQ(std::memcmp((*third)->tensors()[0]->data, u.a.data(), 8), 0);
 
+  third->reset();
+  ASSERT_TRUE(st.begin({8, 1, 8}, 7).ok());
+  ASSERT_TRUE(st.add(8, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).ok());
+  ASSERT_TRUE(st.finish({8, crc32c_extend(0, u.a.data(), 8)}).ok());
+  EXPECT_EQ(st.staged_bytes(), 8u) << "b's buffer, unused by update 8, is freed";
+
   st.discard();
   EXPECT_EQ(st.staged_bytes(), 0u) << "discard frees the kept buffers";
-  ASSERT_TRUE(st.begin({8, 2, 20}, 7).ok());
-  u.send(st, 8);
-  EXPECT_EQ(st.finish({8, u.crc() ^ 1}).get_status().code(), status_code::data_loss);
+  ASSERT_TRUE(st.begin({9, 2, 20}, 8).ok());
+  u.send(st, 9);
+  EXPECT_EQ(st.finish({9, u.crc() ^ 1}).get_status().code(), status_code::data_loss);
   EXPECT_EQ(st.staged_bytes(), 0u) << "a failed update frees its staging";
 }
 
