@@ -12,6 +12,7 @@
 #include "actors/msg/serve_msgs.h"
 #include "actors/msg/step_msgs.h"
 #include "actors/msg/weight_sync_msgs.h"
+#include "runtime/cache/shard_protocol.h"
 #include "runtime/weight_sync/sync_server.h"
 
 namespace hart::actors {
@@ -28,6 +29,12 @@ using swapped_atom = caf::atom_constant<caf::atom("swapped")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;          // scheduler -> worker: run a step_plan
 using step_done_atom = caf::atom_constant<caf::atom("stepdone")>; // worker -> scheduler: its step_outcome
 using retry_atom = caf::atom_constant<caf::atom("retry")>;        // scheduler -> itself: plan again (memory was short)
+// scheduler -> cache shard (runtime/cache/shard_protocol.h): a step's slot_request (answered with
+// slot_grants), cache ops (no answer), metrics and the invariant check
+using shard_plan_atom = caf::atom_constant<caf::atom("shardplan")>;
+using cache_ops_atom = caf::atom_constant<caf::atom("cacheops")>;
+using shard_metrics_atom = caf::atom_constant<caf::atom("shardstat")>;
+using shard_check_atom = caf::atom_constant<caf::atom("shardchk")>;
 
 }  // namespace hart::actors
 
@@ -41,3 +48,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::swap_request>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::swap_outcome>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::sched::step_plan>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::step_outcome>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::slot_request>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::slot_grants>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::cache_op_batch>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::cache_metrics>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::status>)

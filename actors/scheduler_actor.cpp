@@ -2,6 +2,9 @@
 
 #include <sstream>
 
+#include "actors/cache_shard_actor.h"
+#include "runtime/core/log.h"
+
 namespace hart::actors {
 namespace {
 
@@ -44,10 +47,13 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_
 }
 
 struct scheduler_state {
-  /// Requests, batching policy and the cache shard; mutated only here
-  /// (shared only because spawn arguments must be copyable).
+  /// Requests and batching policy; mutated only here (shared only because
+  /// spawn arguments must be copyable). Its cache shard is shards[0].
   std::shared_ptr<sched::serving_core> core;
   scheduler_actor_params params;
+  /// Events of the step just applied, sent to the gateway once the next plan
+  /// is on its way to the worker (or it is clear there is none yet).
+  sched::event_batch step_events;
   /// Token and finish events go here; control replies too.
   caf::actor gateway;
   /// The plan the worker is executing (null: none) and when it was planned.
@@ -71,10 +77,29 @@ struct scheduler_state {
     self->send(gateway, reply_atom::value, std::make_shared<const addressed_reply>(addressed_reply{client, std::move(r)}));
   }
 
+  /// The cache shard of an attention-DP rank. NOTE(hart): every sequence
+  /// lives on rank 0 until the policy splits a step's budget across ranks.
+  const caf::actor& shard(size_t rank) const { return params.shards.at(rank); }
+
+  /// Sends the cache changes made so far to the shard; before any request
+  /// that must see them (the shard handles a sender's messages in order).
+  void send_cache_ops(caf::event_based_actor* self) {
+    cache::cache_op_batch ops = core->take_cache_ops();
+    if (!ops.empty()) self->send(shard(0), cache_ops_atom::value, std::make_shared<const cache::cache_op_batch>(std::move(ops)));
+  }
+
   /// Starts the next thing the worker should do, if it is free: a pending
-  /// swap first, else the next step. `chained_from_us`: the end of the step
-  /// whose outcome was just applied (0 if none), to measure the gap.
+  /// swap first, else the next step; then sends the shard the cache ops made
+  /// so far. `chained_from_us`: the end of the step whose outcome was just
+  /// applied (0 if none), to measure the gap.
   void advance(caf::event_based_actor* self, int64_t chained_from_us = 0) {
+    start_next(self, chained_from_us);
+    // NOTE(hart): after the plan went to the worker, not before: waking the
+    // shard's thread on the step path cost ~100 µs of gap on 2 cores (S1).
+    send_cache_ops(self);
+  }
+
+  void start_next(caf::event_based_actor* self, int64_t chained_from_us) {
     if (in_flight || swapping) return;
     if (swap) {
       swapping = true;
@@ -85,7 +110,36 @@ struct scheduler_state {
     sched::step_timing t;
     t.planned_us = core->now_us();
     t.chained_from_us = chained_from_us;
-    auto plan = std::make_shared<sched::step_plan>(core->plan_step());
+    std::optional<cache::slot_request> req = core->plan_begin();
+    if (!req) {  // within the grants the sequences hold: no shard round trip
+      start_step(self, t, core->plan_end(nullptr));
+      return;
+    }
+    send_cache_ops(self);  // the shard must see them before the request
+    // await: nothing else is handled until the grants are applied, as when the
+    // policy called the index synchronously.
+    self->request(shard(0), caf::infinite, shard_plan_atom::value,
+                  std::make_shared<const cache::slot_request>(std::move(*req)))
+        .await([=](std::shared_ptr<const cache::slot_grants> g) {
+                 start_step(self, t, core->plan_end(g.get()));
+                 send_cache_ops(self);
+               },
+               [=](caf::error& e) {
+                 HART_LOG_ERROR("cache shard 0 did not answer: %s", caf::to_string(e).c_str());
+                 self->quit(e);
+               });
+  }
+
+  /// Sends a planned step to the worker, then the events waiting for it.
+  void start_step(caf::event_based_actor* self, const sched::step_timing& t, sched::step_plan planned) {
+    auto plan = std::make_shared<sched::step_plan>(std::move(planned));
+    if (!plan->empty()) {
+      timing = t;
+      in_flight = plan;
+      self->send(params.worker, step_atom::value, in_flight);
+    }
+    publish(self, std::move(step_events));
+    step_events = {};
     publish(self, core->take_events());
     if (plan->empty()) {
       // Everything waits on memory held by nothing that will free it soon: look again shortly.
@@ -93,11 +147,7 @@ struct scheduler_state {
         retry_pending = true;
         self->delayed_send(self, 5ms, retry_atom::value);
       }
-      return;
     }
-    timing = t;
-    in_flight = std::move(plan);
-    self->send(params.worker, step_atom::value, in_flight);
   }
 
   void on_step_done(caf::event_based_actor* self, const step_outcome& o) {
@@ -106,10 +156,12 @@ struct scheduler_state {
     timing.exec_end_us = o.exec_end_us;
     const std::shared_ptr<const sched::step_plan> plan = std::move(in_flight);
     in_flight.reset();
-    sched::event_batch ev = core->finish_step(*plan, o.result, o.pages_lost, timing);
-    // The next step goes to the worker before these events go to the gateway.
+    step_events = core->finish_step(*plan, o.result, o.pages_lost, timing);
+    // The next step goes to the worker before these events go to the gateway
+    // (start_step sends them; here if the plan waits for the shard or none is due).
     advance(self, o.exec_end_us);
-    publish(self, std::move(ev));
+    publish(self, std::move(step_events));
+    step_events = {};
   }
 
   void on_submit(caf::event_based_actor* self, const sched::gen_request& r) {
@@ -163,9 +215,16 @@ struct scheduler_state {
         reply(self, c.client, protocol::health_reply{ctl.tag, true, uint64_t(uptime_us)});
         break;
       }
-      case control_verb::stats:
-        reply(self, c.client, make_stats(core->stats(), weight_version, ctl.tag));
+      case control_verb::stats: {
+        send_cache_ops(self);
+        const transport::client_id client = c.client;
+        const uint64_t tag = ctl.tag;
+        self->request(shard(0), caf::infinite, shard_metrics_atom::value)
+            .then([=](std::shared_ptr<const cache::cache_metrics> m) {
+              reply(self, client, make_stats(core->stats(*m), weight_version, tag));
+            });
         break;
+      }
       case control_verb::weight_version:
         reply(self, c.client, protocol::weight_version_reply{ctl.tag, weight_version});
         break;
@@ -203,6 +262,7 @@ caf::behavior scheduler_impl(caf::stateful_actor<scheduler_state>* self,
   st.core = std::move(core);
   st.params = std::move(params);
   st.weight_version = st.params.weight_version;
+  for (const caf::actor& s : st.params.shards) self->link_to(s);  // they end together
   return {
       [=](caf::actor gw) { self->state.gateway = std::move(gw); },
       [=](submit_atom, std::shared_ptr<const submit_request> r) { self->state.on_submit(self, r->request); },
@@ -219,8 +279,17 @@ caf::behavior scheduler_impl(caf::stateful_actor<scheduler_state>* self,
 
 }  // namespace
 
-status_or<caf::actor> spawn_scheduler_actor(caf::actor_system& sys, const scheduler_actor_params& params) {
-  HART_ASSIGN_OR_RETURN(std::unique_ptr<sched::serving_core> core, sched::serving_core::create(params.serving, params.tok));
+status_or<caf::actor> spawn_scheduler_actor(caf::actor_system& sys, const scheduler_actor_params& given) {
+  if (given.shards.size() > 1) {
+    return unimplemented("scheduler: %zu cache shards; a step is planned for one attention-DP rank", given.shards.size());
+  }
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<sched::serving_core> core,
+                        sched::serving_core::create_without_shard(given.serving, given.tok));
+  scheduler_actor_params params = given;
+  if (params.shards.empty()) {
+    HART_ASSIGN_OR_RETURN(caf::actor shard, spawn_cache_shard_actor(sys, params.serving.cache, 0));
+    params.shards.push_back(std::move(shard));
+  }
   // NOTE(hart): detached although it never blocks: its own thread wakes on a
   // condition variable the moment a step outcome arrives, whatever the pool is
   // busy with (gateway, weight sync); the step path is the S1 budget.

@@ -1,10 +1,14 @@
 // File: actors/scheduler_actor.h
-// The scheduler actor: owns the request state machines, the batching policy
-// and the ShadowRadix cache shard (sched::serving_core), plans one step at a
-// time for the worker actor, applies each step's outcome and streams the
+// The scheduler actor: owns the request state machines and the batching
+// policy (sched::serving_core without a shard), asks the cache shard actor of
+// each attention-DP rank (actors/cache_shard_actor) for a step's pages when
+// the step needs them, plans one step at a time for the worker actor, applies
+// each step's outcome (telling the shard what was computed) and streams the
 // resulting events to the gateway. Event-based: it never blocks, so submits,
 // aborts, stats and health are answered while the worker computes (it runs
 // detached all the same, for wake-up latency: see the NOTE at the spawn).
+// While it awaits a shard's grants (µs) other messages wait in its mailbox,
+// so nothing changes between planning and applying the grants.
 //
 // Messages:
 //   caf::actor                                   the gateway (before any work)
@@ -22,6 +26,7 @@
 #pragma once
 
 #include <chrono>
+#include <vector>
 
 #include "actors/caf_compat.h"
 #include "runtime/sched/serving_core.h"
@@ -34,11 +39,15 @@ struct scheduler_actor_params {
   sched::serving_params serving;
   const tokenizer* tok = nullptr;  ///< may be null; outlives the actor
   caf::actor worker;               ///< the worker actor
+  /// Cache shard actors by attention-DP rank; empty: one is spawned for rank 0
+  /// (linked to the scheduler). One rank is all the policy plans for today.
+  std::vector<caf::actor> shards;
   uint64_t weight_version = 0;     ///< of the weights the worker starts with
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
-/// Fails when the serving core cannot be created (bad cache or batching sizes).
+/// Fails when the serving core cannot be created (bad cache or batching
+/// sizes), or for more than one shard (a step is not split across ranks yet).
 status_or<caf::actor> spawn_scheduler_actor(caf::actor_system& sys, const scheduler_actor_params& params);
 
 }  // namespace hart::actors

@@ -1,15 +1,17 @@
 // The split actors in one process, as `hart serve` wires them: a real
-// scheduler actor and worker actor (CPU engine, tiny-a, deterministic) with a
+// scheduler actor, cache shard actor and worker actor (CPU engine, tiny-a,
+// deterministic) with a
 // scoped actor standing in for the gateway. Their outputs must equal the
 // single-thread serving_loop's, token for token and logprobs bitwise; an abort
 // while a step runs ends the request and frees its pages; control verbs are
-// answered while generations are live.
+// answered while generations are live; the shard's index stays consistent.
 #include "actors/scheduler_actor.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
+#include "actors/cache_shard_actor.h"
 #include "actors/worker_actor.h"
 #include "runtime/worker/serving_loop.h"
 
@@ -71,9 +73,13 @@ class scheduler_actor_test : public ::testing::Test {
     auto w = spawn_worker_actor(sys_, wp);
     ASSERT_TRUE(w.ok()) << w.get_status().to_string();
     worker_ = *w;
+    auto shard = spawn_cache_shard_actor(sys_, params().cache, 0);
+    ASSERT_TRUE(shard.ok()) << shard.get_status().to_string();
+    shard_ = *shard;
     scheduler_actor_params sp;
     sp.serving = params();
     sp.worker = worker_;
+    sp.shards = {shard_};
     auto s = spawn_scheduler_actor(sys_, sp);
     ASSERT_TRUE(s.ok()) << s.get_status().to_string();
     sched_ = *s;
@@ -131,6 +137,15 @@ class scheduler_actor_test : public ::testing::Test {
     return got;
   }
 
+  /// The shard's invariant check, asked directly.
+  status shard_check() {
+    status got = internal_error("no answer");
+    gw_->request(shard_, caf::infinite, shard_check_atom::value)
+        .receive([&](std::shared_ptr<const status> s) { got = *s; },
+                 [&](caf::error& e) { got = internal_error("%s", caf::to_string(e).c_str()); });
+    return got;
+  }
+
   static double stat(const protocol::reply& r, const std::string& name) {
     for (const auto& [k, v] : std::get<protocol::stats_reply>(r).entries) {
       if (k == name) return v;
@@ -143,7 +158,7 @@ class scheduler_actor_test : public ::testing::Test {
   caf::actor_system_config cfg_;
   caf::actor_system sys_{cfg_};
   caf::scoped_actor gw_{sys_};
-  caf::actor worker_, sched_;
+  caf::actor worker_, sched_, shard_;
 };
 
 engine* scheduler_actor_test::eng_ = nullptr;
@@ -182,6 +197,9 @@ TEST_F(scheduler_actor_test, outputs_equal_the_serving_loop_token_for_token_and_
   EXPECT_EQ(stat(st, "running"), 0.0);
   EXPECT_GT(stat(st, "decode_exec_latency_us_p50"), 0.0);
   EXPECT_GT(stat(st, "decode_gap_us_p50"), 0.0);
+  EXPECT_GT(stat(st, "cache_hit_rate"), 0.0) << "samples 1..n-1 hit sample 0's prompt pages";
+  const status chk = shard_check();
+  EXPECT_TRUE(chk.ok()) << chk.to_string();
 }
 
 TEST_F(scheduler_actor_test, abort_while_a_step_runs_ends_the_request_and_frees_its_pages) {
@@ -220,6 +238,8 @@ TEST_F(scheduler_actor_test, abort_while_a_step_runs_ends_the_request_and_frees_
   EXPECT_EQ(stat(st, "running"), 0.0);
   EXPECT_EQ(stat(st, "cache_full_pages_used"), 0.0);
   EXPECT_EQ(stat(st, "cache_swa_pages_used"), 0.0);
+  const status chk = shard_check();
+  EXPECT_TRUE(chk.ok()) << chk.to_string();
 }
 
 }  // namespace

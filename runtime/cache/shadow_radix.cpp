@@ -35,13 +35,15 @@ int64_t cache_config::min_swa_pages() const {
   return (window + page_size - 1) / page_size + 2;
 }
 
+int64_t cache_config::first_live_swa_page(int64_t n_computed) const {
+  const int64_t x = n_computed - window - page_size;
+  return x <= 0 ? 0 : x / page_size;
+}
+
 cache_state::cache_state(const cache_config& c)
     : cfg(c), full(c.n_full_pages), swa(c.n_swa_pages), tree(c.page_size, c.window, full, swa) {}
 
-int64_t cache_state::first_swa_page(int64_t n_computed) const {
-  const int64_t x = n_computed - cfg.window - cfg.page_size;
-  return x <= 0 ? 0 : x / cfg.page_size;
-}
+int64_t cache_state::first_swa_page(int64_t n_computed) const { return cfg.first_live_swa_page(n_computed); }
 
 request_state* cache_state::find(request_id r) {
   auto it = requests.find(r);
@@ -150,9 +152,8 @@ status shadow_radix::advance(request_id id, const std::vector<int32_t>& tokens) 
   impl& m = *impl_;
   request_state* r = m.find(id);
   if (!r) return not_found("advance: no request %lld", static_cast<long long>(id));
-  const int64_t P = m.cfg.page_size;
   const int64_t n = static_cast<int64_t>(tokens.size());
-  request_pages& pg = r->pages;
+  const request_pages& pg = r->pages;
   if (n < pg.n_computed) {
     return invalid_argument("advance: %lld tokens < n_computed=%lld", static_cast<long long>(n),
                             static_cast<long long>(pg.n_computed));
@@ -171,7 +172,30 @@ status shadow_radix::advance(request_id id, const std::vector<int32_t>& tokens) 
                               static_cast<long long>(r->tokens[p]));
     }
   }
-  if (n > known) r->tokens.insert(r->tokens.end(), tokens.begin() + known, tokens.end());
+  const std::vector<int32_t> appended =
+      n > known ? std::vector<int32_t>(tokens.begin() + known, tokens.end()) : std::vector<int32_t>{};
+  return advance_to(id, appended, n);
+}
+
+status shadow_radix::advance_to(request_id id, const std::vector<int32_t>& appended, int64_t n) {
+  impl& m = *impl_;
+  request_state* r = m.find(id);
+  if (!r) return not_found("advance: no request %lld", static_cast<long long>(id));
+  const int64_t P = m.cfg.page_size;
+  request_pages& pg = r->pages;
+  if (n < pg.n_computed) {
+    return invalid_argument("advance: %lld tokens < n_computed=%lld", static_cast<long long>(n),
+                            static_cast<long long>(pg.n_computed));
+  }
+  if (n > pg.n_reserved) {
+    return failed_precondition("advance: %lld tokens > n_reserved=%lld; reserve() first",
+                               static_cast<long long>(n), static_cast<long long>(pg.n_reserved));
+  }
+  if (n > static_cast<int64_t>(r->tokens.size() + appended.size())) {
+    return invalid_argument("advance: n_computed=%lld beyond the %zu tokens known", static_cast<long long>(n),
+                            r->tokens.size() + appended.size());
+  }
+  r->tokens.insert(r->tokens.end(), appended.begin(), appended.end());
   pg.n_computed = n;
 
   // Insert first, so pages about to leave the request's window stay cached.
@@ -199,6 +223,11 @@ status shadow_radix::finish(request_id id, const std::vector<int32_t>& tokens) {
   return abort(id);
 }
 
+status shadow_radix::finish_at(request_id id, int64_t n_computed) {
+  HART_RETURN_IF_ERROR(advance_to(id, {}, n_computed));
+  return abort(id);
+}
+
 status shadow_radix::abort(request_id id) {
   impl& m = *impl_;
   request_state* r = m.find(id);
@@ -212,6 +241,12 @@ const request_pages& shadow_radix::pages(request_id id) const {
   const request_state* r = impl_->find(id);
   HART_CHECK(r != nullptr) << "pages: no request " << id;
   return r->pages;
+}
+
+const std::vector<int32_t>& shadow_radix::tokens(request_id id) const {
+  const request_state* r = impl_->find(id);
+  HART_CHECK(r != nullptr) << "tokens: no request " << id;
+  return r->tokens;
 }
 
 int64_t shadow_radix::evict_full(int64_t n) { return impl_->tree.evict_full(n); }

@@ -43,6 +43,10 @@ struct cache_config {
   /// SWA pages one sequence holds at most while decoding: its window, one
   /// page of margin and the page being written (ceil(window / P) + 2).
   int64_t min_swa_pages() const;
+  /// First page of a request's table whose SWA it still holds once
+  /// `n_computed` positions are computed: pages entirely older than
+  /// n_computed - window - page_size were released by advance() (no_page).
+  int64_t first_live_swa_page(int64_t n_computed) const;
 };
 
 /// A request's pages. Positions [0, n_computed) hold valid KV; the first
@@ -94,14 +98,23 @@ class shadow_radix {
   /// tree (chunked prefill inserts as it goes), moves the locks, and frees the
   /// request's SWA pages that left the window, keeping one page of margin.
   status advance(request_id r, const std::vector<int32_t>& tokens);
+  /// advance() for a caller that does not keep the sequence (the cache shard
+  /// actor): `appended` extends the tokens the request knows (its prompt and
+  /// what it was told since), and positions [0, n_computed) of them are now
+  /// computed.
+  status advance_to(request_id r, const std::vector<int32_t>& appended, int64_t n_computed);
 
   /// Ends the request: inserts what it computed (full pages only; a partial
   /// last page is freed) and releases all its locks. `tokens` as in advance().
   status finish(request_id r, const std::vector<int32_t>& tokens);
+  /// finish() with the tokens the request knows, computed up to n_computed.
+  status finish_at(request_id r, int64_t n_computed);
   /// Ends the request without caching anything new; releases everything it holds.
   status abort(request_id r);
 
   const request_pages& pages(request_id r) const;
+  /// The sequence the request knows: its prompt, extended by advance().
+  const std::vector<int32_t>& tokens(request_id r) const;
 
   /// Frees up to n unlocked full pages from the tree (LRU leaves first;
   /// SWA of internal nodes is tombstoned, leaves deleted). Returns how many.

@@ -31,10 +31,17 @@ struct scheduler::seq {
   std::shared_ptr<request_rec> req;
   int32_t sample = 0;
   std::vector<int32_t> tokens;  // prompt + generated; the last one is not computed yet once decoding
+  /// While waiting: `tokens` as the shard's admission will see them (shared
+  /// by a request's samples, and across steps).
+  std::shared_ptr<const std::vector<int32_t>> waiting_tokens;
   int64_t n_prompt = 0;
   int64_t n_computed = 0;       // mirrors the cache request's n_computed while running
   cache::request_id cache_id = -1;
   bool has_cache = false;
+  /// The cache request's page tables as last granted, SWA entries that left
+  /// the window dropped (request_pages), and the tokens it knows.
+  std::vector<cache::page_id> full_pages, swa_pages;
+  int64_t n_known = 0;
   bool running = false;
   bool prompt_done = false;     // the prompt was computed once (its pages are in the cache)
   bool in_flight = false;       // part of the plan being executed
@@ -46,9 +53,9 @@ struct scheduler::seq {
   stop_rules stop;
 };
 
-scheduler::scheduler(const scheduler_params& params, cache::shadow_radix& cache, const tokenizer* tok,
+scheduler::scheduler(const scheduler_params& params, const cache::cache_config& cache, const tokenizer* tok,
                      std::function<int64_t()> clock)
-    : params_(params), cache_(cache), tok_(tok), clock_(std::move(clock)) {
+    : params_(params), cache_cfg_(cache), tok_(tok), clock_(std::move(clock)) {
   HART_CHECK(params_.validate().ok()) << params_.validate().to_string();
   if (!clock_) {
     clock_ = [] {
@@ -88,11 +95,13 @@ status scheduler::submit(gen_request r) {
   rec->req = std::move(r);
   rec->arrival_us = clock_();
   rec->live = rec->req.n;
+  const auto prompt = std::make_shared<const std::vector<int32_t>>(rec->req.prompt);
   for (int32_t i = 0; i < rec->req.n; ++i) {
     auto s = std::make_unique<seq>(rec, tok_, params_.eos_token_id);
     s->id = next_seq_id_++;
     s->sample = i;
     s->tokens = rec->req.prompt;
+    s->waiting_tokens = prompt;
     s->n_prompt = int64_t(s->tokens.size());
     s->ticket = next_ticket_++;
     rec->seq_ids.push_back(s->id);
@@ -147,7 +156,13 @@ event_batch scheduler::pause(pause_mode mode) {
 
 void scheduler::resume() { paused_ = false; }
 
-void scheduler::flush_cache() { cache_.flush(); }
+void scheduler::flush_cache() { cache_ops_.push_back({cache::cache_op::kind::flush, -1, 0, {}}); }
+
+cache::cache_op_batch scheduler::take_cache_ops() {
+  cache::cache_op_batch ops = std::move(cache_ops_);
+  cache_ops_ = {};
+  return ops;
+}
 
 event_batch scheduler::take_events() {
   event_batch ev = std::move(outbox_);
@@ -157,13 +172,23 @@ event_batch scheduler::take_events() {
 
 // -- the step ---------------------------------------------------------------
 
+void scheduler::cache_op(cache::cache_op::kind kind, const seq& s) {
+  cache_ops_.push_back({kind, s.cache_id, s.n_computed, {}});
+}
+
 void scheduler::preempt(seq& s) {
   HART_CHECK(s.running && !s.in_flight) << "preempt: seq " << s.id;
-  status st = cache_.finish(s.cache_id, std::vector<int32_t>(s.tokens.begin(), s.tokens.begin() + s.n_computed));
-  HART_CHECK(st.ok()) << st.to_string();
+  cache_op(cache::cache_op::kind::finish, s);
+  requeue(s);
+}
+
+void scheduler::requeue(seq& s) {
   s.has_cache = false;
   s.cache_id = -1;
   s.n_computed = 0;
+  s.full_pages.clear();
+  s.swa_pages.clear();
+  s.waiting_tokens = std::make_shared<const std::vector<int32_t>>(s.tokens);
   remove_running(s);
   enqueue(s);  // same ticket: back to its old place in the queue
   ++counters_.preemptions;
@@ -197,12 +222,7 @@ void scheduler::finish(seq& s, finish_reason reason, std::string message, event_
     s.ended = true;
     return;
   }
-  if (s.has_cache) {
-    status st = reason == finish_reason::error
-                    ? cache_.abort(s.cache_id)
-                    : cache_.finish(s.cache_id, std::vector<int32_t>(s.tokens.begin(), s.tokens.begin() + s.n_computed));
-    HART_CHECK(st.ok()) << st.to_string();
-  }
+  if (s.has_cache) cache_op(reason == finish_reason::error ? cache::cache_op::kind::abort : cache::cache_op::kind::finish, s);
   seqs_.erase(s.id);
 }
 
@@ -214,44 +234,14 @@ bool scheduler::sibling_blocked(const seq& s) const {
   return !seqs_.at(first)->prompt_done;
 }
 
-bool scheduler::reserve(seq& s, int64_t n_tokens, const std::set<uint64_t>& planned) {
-  for (;;) {
-    status st = cache_.reserve(s.cache_id, n_tokens);
-    if (st.ok()) return true;
-    if (st.code() != status_code::resource_exhausted) {
-      finish(s, finish_reason::error, st.to_string(), outbox_);
-      return false;
-    }
-    seq* victim = nullptr;
-    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
-      const uint64_t id = std::get<2>(*it);
-      if (id != s.id && !planned.count(id)) {
-        victim = seqs_.at(id).get();
-        break;
-      }
-    }
-    if (victim && key(*victim) > key(s)) {
-      preempt(*victim);
-      continue;
-    }
-    if (!victim && planned.empty()) {  // s alone holds pages, and it still does not fit
-      finish(s, finish_reason::error, "needs more KV memory than the cache holds: " + st.message(), outbox_);
-      return false;
-    }
-    preempt(s);
-    return false;
-  }
-}
-
 step_item scheduler::make_item(seq& s, int64_t chunk) {
-  const cache::request_pages& pg = cache_.pages(s.cache_id);
   step_item it;
   it.seq_id = s.id;
   it.request_id = s.req->req.id;
   it.sample = s.sample;
   it.tokens.assign(s.tokens.begin() + s.n_computed, s.tokens.begin() + s.n_computed + chunk);
-  it.full_pages = pg.full;
-  it.swa_pages = pg.swa;
+  it.full_pages = s.full_pages;
+  it.swa_pages = s.swa_pages;
   it.n_computed = s.n_computed;
   it.sample_last = s.n_computed + chunk == int64_t(s.tokens.size());
   it.sampling = s.req->req.sampling(s.sample);
@@ -262,11 +252,13 @@ step_item scheduler::make_item(seq& s, int64_t chunk) {
   return it;
 }
 
-step_plan scheduler::schedule() {
-  HART_CHECK(!in_flight_) << "schedule() while step " << in_flight_step_ << " is in flight";
-  step_plan plan;
-  plan.step = next_step_++;
-  if (paused_) return plan;
+std::optional<cache::slot_request> scheduler::schedule_begin() {
+  HART_CHECK(!in_flight_ && !planning_) << "schedule_begin() while step " << in_flight_step_ << " is in flight or planned";
+  planning_ = true;
+  planning_with_shard_ = false;
+  plan_ = {};
+  plan_.step = next_step_++;
+  if (paused_) return std::nullopt;
 
   // Deadlines.
   const int64_t now = clock_();
@@ -277,55 +269,106 @@ step_plan scheduler::schedule() {
   }
   for (seq* s : late) finish(*s, finish_reason::abort, "deadline exceeded", outbox_);
 
+  // Within grants: every running sequence the budget reaches fits in its
+  // pages, and nothing can be admitted.
   int64_t budget = params_.max_batch_tokens;
-  std::set<uint64_t> planned;
-  // 1. Running sequences, best first: a decode token or the next prefill chunk.
-  std::vector<uint64_t> order;
-  for (const order_key& k : running_) order.push_back(std::get<2>(k));
-  for (uint64_t id : order) {
+  bool within = true;
+  for (const order_key& k : running_) {
     if (budget <= 0) break;
-    auto it = seqs_.find(id);
-    if (it == seqs_.end() || !it->second->running) continue;  // preempted or ended meanwhile
-    seq& s = *it->second;
-    const int64_t chunk =
-        std::min({int64_t(s.tokens.size()) - s.n_computed, params_.prefill_chunk, budget});
-    if (!reserve(s, s.n_computed + chunk, planned)) continue;
-    plan.items.push_back(make_item(s, chunk));
-    planned.insert(id);
+    const seq& s = *seqs_.at(std::get<2>(k));
+    const int64_t chunk = std::min({int64_t(s.tokens.size()) - s.n_computed, params_.prefill_chunk, budget});
+    if (s.n_computed + chunk > int64_t(s.full_pages.size()) * cache_cfg_.page_size) within = false;
     budget -= chunk;
   }
-  // 2. Admission, best first; the first that does not fit blocks the rest (FCFS).
-  order.clear();
-  for (const order_key& k : waiting_) order.push_back(std::get<2>(k));
-  for (uint64_t id : order) {
-    if (budget <= 0 || n_running() >= params_.max_running) break;
-    seq& s = *seqs_.at(id);
-    if (sibling_blocked(s)) continue;
-    status_or<cache::request_id> cid = cache_.admit(s.tokens);
-    if (!cid.ok()) {
-      finish(s, finish_reason::error, cid.get_status().to_string(), outbox_);
-      continue;
+  if (within && budget > 0 && n_running() < params_.max_running) {
+    for (const order_key& k : waiting_) {
+      if (!sibling_blocked(*seqs_.at(std::get<2>(k)))) {
+        within = false;
+        break;
+      }
     }
-    const int64_t n_cached = cache_.pages(*cid).n_computed;
-    const int64_t chunk = std::min({int64_t(s.tokens.size()) - n_cached, params_.prefill_chunk, budget});
-    status st = cache_.reserve(*cid, n_cached + chunk);
-    if (!st.ok()) {
-      status a = cache_.abort(*cid);
-      HART_CHECK(a.ok()) << a.to_string();
-      if (st.code() == status_code::resource_exhausted && !running_.empty()) break;  // stays queued
-      finish(s, finish_reason::error, "needs more KV memory than the cache holds: " + st.message(), outbox_);
-      continue;
+  }
+  if (within) return std::nullopt;
+
+  planning_with_shard_ = true;
+  cache::slot_request req;
+  req.step = plan_.step;
+  req.budget = params_.max_batch_tokens;
+  req.prefill_chunk = params_.prefill_chunk;
+  req.max_running = params_.max_running;
+  // Both lists carry their place in one order: a sequence preempted for
+  // another is admitted again at its place among the waiting ones.
+  auto r = running_.begin();
+  auto w = waiting_.begin();
+  for (uint64_t order = 0; r != running_.end() || w != waiting_.end(); ++order) {
+    if (w == waiting_.end() || (r != running_.end() && *r < *w)) {
+      const seq& s = *seqs_.at(std::get<2>(*r++));
+      req.running.push_back({s.id, order, s.cache_id, s.n_computed, int64_t(s.tokens.size()) - s.n_computed,
+                             std::vector<int32_t>(s.tokens.begin() + s.n_known, s.tokens.end())});
+    } else {
+      const seq& s = *seqs_.at(std::get<2>(*w++));
+      req.waiting.push_back({s.id, order, s.waiting_tokens, sibling_blocked(s) ? s.req->seq_ids[0] : 0});
     }
-    s.cache_id = *cid;
-    s.has_cache = true;
-    s.n_computed = n_cached;
-    if (s.cached_tokens < 0) s.cached_tokens = n_cached;
-    dequeue(s);
-    add_running(s);
-    plan.items.push_back(make_item(s, chunk));
-    planned.insert(id);
+  }
+  return req;
+}
+
+step_plan scheduler::plan_within_grants() {
+  int64_t budget = params_.max_batch_tokens;
+  for (const order_key& k : running_) {
+    if (budget <= 0) break;
+    seq& s = *seqs_.at(std::get<2>(k));
+    const int64_t chunk = std::min({int64_t(s.tokens.size()) - s.n_computed, params_.prefill_chunk, budget});
+    plan_.items.push_back(make_item(s, chunk));
     budget -= chunk;
   }
+  return std::move(plan_);
+}
+
+void scheduler::apply_grants(const cache::slot_grants& g) {
+  HART_CHECK(g.step == plan_.step) << "grants for step " << g.step << ", planning " << plan_.step;
+  for (const cache::slot_decision& d : g.decisions) {
+    seq& s = *seqs_.at(d.seq);
+    switch (d.verdict) {
+      case cache::slot_verdict::granted:
+        if (d.admitted) {
+          s.cache_id = d.cache_id;
+          s.has_cache = true;
+          s.n_computed = d.n_computed;
+          s.n_known = int64_t(s.waiting_tokens->size());
+          s.waiting_tokens.reset();
+          if (s.cached_tokens < 0) s.cached_tokens = d.n_computed;
+          dequeue(s);
+          add_running(s);
+        }
+        HART_CHECK(s.cache_id == d.cache_id && s.n_computed == d.n_computed) << "grant for seq " << s.id;
+        s.full_pages = d.full;
+        s.swa_pages = d.swa;
+        plan_.items.push_back(make_item(s, d.n_tokens));
+        break;
+      case cache::slot_verdict::preempted: requeue(s); break;
+      case cache::slot_verdict::failed:
+        s.has_cache = false;  // the shard aborted it
+        finish(s, finish_reason::error, d.message, outbox_);
+        break;
+    }
+  }
+}
+
+step_plan scheduler::schedule_end(const cache::slot_grants* grants) {
+  HART_CHECK(planning_) << "schedule_end() without schedule_begin()";
+  HART_CHECK((grants != nullptr) == planning_with_shard_) << "schedule_end(): grants " << (grants ? "given" : "missing");
+  planning_ = false;
+  step_plan plan;
+  if (grants) {
+    apply_grants(*grants);
+    plan = std::move(plan_);
+  } else if (!paused_) {
+    plan = plan_within_grants();
+  } else {
+    plan = std::move(plan_);
+  }
+  plan_ = {};
   if (!plan.empty()) {
     in_flight_ = true;
     in_flight_step_ = plan.step;
@@ -333,6 +376,14 @@ step_plan scheduler::schedule() {
     ++counters_.steps;
   }
   return plan;
+}
+
+step_plan scheduler::schedule(cache::cache_shard& shard) {
+  std::optional<cache::slot_request> req = schedule_begin();
+  shard.apply(take_cache_ops());
+  if (!req) return schedule_end(nullptr);
+  const cache::slot_grants g = shard.plan(*req);
+  return schedule_end(&g);
 }
 
 event_batch scheduler::complete(const step_plan& plan, const step_result& result) {
@@ -351,8 +402,7 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
       tok = &result.sampled[k++];
     }
     if (s.ended) {  // aborted while in flight
-      status st = cache_.abort(s.cache_id);
-      HART_CHECK(st.ok()) << st.to_string();
+      cache_op(cache::cache_op::kind::abort, s);
       seqs_.erase(s.id);
       continue;
     }
@@ -362,8 +412,15 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
     }
     s.n_computed += int64_t(item.tokens.size());
     counters_.fed_tokens += int64_t(item.tokens.size());
-    status a = cache_.advance(s.cache_id, std::vector<int32_t>(s.tokens.begin(), s.tokens.begin() + s.n_computed));
-    HART_CHECK(a.ok()) << a.to_string();
+    cache::cache_op adv{cache::cache_op::kind::advance, s.cache_id, s.n_computed, {}};
+    if (s.n_computed > s.n_known) {
+      adv.appended.assign(s.tokens.begin() + s.n_known, s.tokens.begin() + s.n_computed);
+      s.n_known = s.n_computed;
+    }
+    cache_ops_.push_back(std::move(adv));
+    // As the shard's advance does: SWA pages that left the window are released.
+    const size_t first_swa = size_t(std::min<int64_t>(cache_cfg_.first_live_swa_page(s.n_computed), int64_t(s.swa_pages.size())));
+    std::fill(s.swa_pages.begin(), s.swa_pages.begin() + first_swa, cache::no_page);
     if (s.n_computed >= s.n_prompt) s.prompt_done = true;
     if (tok) {
       if (tok->token < 0 || tok->token >= params_.vocab_size) {

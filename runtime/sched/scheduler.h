@@ -1,6 +1,9 @@
 // File: runtime/sched/scheduler.h
-// Continuous-batching policy over a ShadowRadix cache (style R22: plain class,
-// no engine, no CAF, no CUDA). Each step:
+// Continuous-batching policy over a cache shard (style R22: plain class, no
+// engine, no CAF, no CUDA). The shard (cache::cache_shard, behind
+// actors/cache_shard_actor in `hart serve`) owns the ShadowRadix index; the
+// scheduler only asks it for a step's pages (one slot_request, one
+// slot_grants) and tells it what steps computed (cache_op_batch). Each step:
 //   1. running sequences, best first (priority, then arrival): every decoding
 //      one gets one token, a prefilling one a chunk (<= prefill_chunk) while
 //      the per-step token budget (max_batch_tokens) lasts; when the cache
@@ -11,14 +14,23 @@
 //      reserve for their first chunk) while budget and max_running last;
 //      resource_exhausted leaves them queued. Samples 1..n-1 of a request wait
 //      until sample 0 has computed the prompt, so they hit its cached pages.
-// schedule() → step_plan → (worker) → complete(step_plan, step_result) → events.
+// The shard takes those decisions (cache_shard::plan); the scheduler decides
+// who asks, in which order, and what the answer means for its sequences.
+// A step whose running sequences all fit in the pages already granted to
+// them and that admits nothing (decode steps, 127 of 128 at P = 128) is
+// planned without the shard: its page tables are the grants' (SWA entries
+// that left the window dropped as the shard drops them), so the plan is the
+// one the shard would give.
+// schedule_begin() → [shard] → schedule_end() → step_plan → (worker) →
+// complete(step_plan, step_result) → events (+ take_cache_ops() → shard).
 // At most one plan is in flight; abort and pause may be called while it is:
 // they take effect on its sequences in complete(). Not thread-safe.
 //
-//   scheduler s(params, cache, &tok);
+//   scheduler s(params, cache_cfg, &tok);
 //   HART_RETURN_IF_ERROR(s.submit(req));
-//   step_plan p = s.schedule();
+//   step_plan p = s.schedule(shard);   // in-process: begin, shard, end
 //   event_batch ev = s.complete(p, worker.execute(p));
+//   shard.apply(s.take_cache_ops());
 #pragma once
 
 #include <cstdint>
@@ -30,7 +42,8 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/cache/shadow_radix.h"
+#include "runtime/cache/cache_shard.h"
+#include "runtime/cache/shard_protocol.h"
 #include "runtime/sched/request.h"
 #include "runtime/sched/step.h"
 #include "runtime/sched/stop_rules.h"
@@ -68,9 +81,10 @@ struct scheduler_counters {
 
 class scheduler {
  public:
-  /// `cache` and `tok` (may be null: no text, no stop strings) must outlive it.
-  /// `clock` returns µs on a monotonic clock (default: steady_clock).
-  scheduler(const scheduler_params& params, cache::shadow_radix& cache, const tokenizer* tok,
+  /// `cache` is the shard's configuration (page size and window shape the
+  /// page tables); `tok` (may be null: no text, no stop strings) must outlive
+  /// it. `clock` returns µs on a monotonic clock (default: steady_clock).
+  scheduler(const scheduler_params& params, const cache::cache_config& cache, const tokenizer* tok,
             std::function<int64_t()> clock = {});
   ~scheduler();
   scheduler(const scheduler&) = delete;
@@ -91,17 +105,28 @@ class scheduler {
   event_batch pause(pause_mode mode);
   void resume();
   bool paused() const { return paused_; }
-  /// Drops every unlocked cached page (pages of live sequences stay).
+  /// Drops every unlocked cached page (pages of live sequences stay): a flush op.
   void flush_cache();
 
   // -- the step ---
 
-  /// The next batch; empty when paused or nothing fits. Events produced while
-  /// planning (deadlines passed, requests that can never fit) go to take_events().
-  step_plan schedule();
+  /// Starts planning the next step (deadlines first). Returns the shard's
+  /// part of it when the step needs the shard; nullopt when it is planned
+  /// within its grants (or paused). The shard must apply take_cache_ops()
+  /// before answering.
+  std::optional<cache::slot_request> schedule_begin();
+  /// Ends planning with the shard's answer to schedule_begin's request (null
+  /// when it returned none): the next batch; empty when paused or nothing
+  /// fits. Events produced while planning (deadlines passed, requests that can
+  /// never fit) go to take_events().
+  step_plan schedule_end(const cache::slot_grants* grants);
+  /// Both, with an in-process shard (applies pending cache ops first).
+  step_plan schedule(cache::cache_shard& shard);
   /// Applies the worker's result for `plan` (the last one schedule() returned).
   event_batch complete(const step_plan& plan, const step_result& result);
   event_batch take_events();
+  /// Changes to cache requests since the last call, in order, for the shard.
+  cache::cache_op_batch take_cache_ops();
 
   // -- state ---
 
@@ -123,10 +148,13 @@ class scheduler {
   void dequeue(seq& s);
   void add_running(seq& s);
   void remove_running(seq& s);
-  /// Reserves pages for s up to `n_tokens`, preempting unplanned sequences as
-  /// needed. False if s itself was preempted or ended (event in outbox_).
-  bool reserve(seq& s, int64_t n_tokens, const std::set<uint64_t>& planned);
+  /// Back to the queue at its old place; its cache request is gone.
+  void requeue(seq& s);
+  /// requeue() after finishing its cache request into the cache.
   void preempt(seq& s);
+  void cache_op(cache::cache_op::kind kind, const seq& s);
+  step_plan plan_within_grants();
+  void apply_grants(const cache::slot_grants& g);
   /// Ends s, releasing its cache request (into the cache unless `error`), and
   /// appends its finish event to `ev`.
   void finish(seq& s, finish_reason reason, std::string message, event_batch& ev, std::string text = {});
@@ -134,7 +162,7 @@ class scheduler {
   step_item make_item(seq& s, int64_t chunk);
 
   scheduler_params params_;
-  cache::shadow_radix& cache_;
+  cache::cache_config cache_cfg_;
   const tokenizer* tok_;
   std::function<int64_t()> clock_;
   std::map<uint64_t, std::shared_ptr<request_rec>> requests_;  // by request id
@@ -145,7 +173,13 @@ class scheduler {
   bool paused_ = false;
   bool in_flight_ = false;
   uint64_t in_flight_step_ = 0;
+  /// Between schedule_begin and schedule_end: the plan being made, and whether
+  /// the shard is asked (else: within grants, or nothing when paused).
+  bool planning_ = false;
+  bool planning_with_shard_ = false;
+  step_plan plan_;
   event_batch outbox_;
+  cache::cache_op_batch cache_ops_;
   scheduler_counters counters_;
 };
 

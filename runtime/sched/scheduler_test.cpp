@@ -36,43 +36,44 @@ gen_request make(uint64_t id, int64_t len, int64_t max_new, int32_t priority = 0
 }
 
 TEST(scheduler, chunked_prefill_respects_budget_then_decodes) {
-  cache::shadow_radix c(small_cache());
+  cache::cache_shard c(small_cache());
   scheduler_params sp;
   sp.max_batch_tokens = 200;
   sp.prefill_chunk = 128;
   sp.vocab_size = 512;
-  scheduler s(sp, c, nullptr);
+  scheduler s(sp, small_cache(), nullptr);
   ASSERT_TRUE(s.submit(make(1, 300, 3)).ok());
   std::vector<int64_t> fed;
   int64_t tokens = 0, finishes = 0;
   while (!s.idle()) {
-    step_plan p = s.schedule();
+    step_plan p = s.schedule(c);
     ASSERT_FALSE(p.empty());
     EXPECT_LE(p.n_tokens(), sp.max_batch_tokens);
     fed.push_back(p.n_tokens());
     event_batch ev = s.complete(p, fake_execute(p));
     tokens += int64_t(ev.tokens.size());
     finishes += int64_t(ev.finishes.size());
+    c.apply(s.take_cache_ops());
     ASSERT_TRUE(c.check().ok());
   }
   EXPECT_EQ(fed, (std::vector<int64_t>{128, 128, 44, 1, 1}));
   EXPECT_EQ(tokens, 3);
   EXPECT_EQ(finishes, 1);
-  c.flush();
+  c.index().flush();
   EXPECT_EQ(c.metrics().full_pages_used, 0);
   EXPECT_EQ(c.metrics().swa_pages_used, 0);
 }
 
 TEST(scheduler, higher_priority_is_admitted_first) {
-  cache::shadow_radix c(small_cache());
+  cache::cache_shard c(small_cache());
   scheduler_params sp;
   sp.max_running = 1;
   sp.vocab_size = 512;
-  scheduler s(sp, c, nullptr);
+  scheduler s(sp, small_cache(), nullptr);
   ASSERT_TRUE(s.submit(make(1, 10, 1, 0)).ok());
   ASSERT_TRUE(s.submit(make(2, 10, 1, 5)).ok());
   EXPECT_FALSE(s.submit(make(2, 10, 1)).ok()) << "duplicate live id";
-  step_plan p = s.schedule();
+  step_plan p = s.schedule(c);
   ASSERT_EQ(p.items.size(), 1u);
   EXPECT_EQ(p.items[0].request_id, 2u);
   event_batch ev = s.complete(p, fake_execute(p));
@@ -81,15 +82,15 @@ TEST(scheduler, higher_priority_is_admitted_first) {
 }
 
 TEST(scheduler, abort_while_in_flight_ends_now_and_frees_in_complete) {
-  cache::shadow_radix c(small_cache());
+  cache::cache_shard c(small_cache());
   scheduler_params sp;
   sp.vocab_size = 512;
-  scheduler s(sp, c, nullptr);
+  scheduler s(sp, small_cache(), nullptr);
   ASSERT_TRUE(s.submit(make(1, 50, 10)).ok());
-  step_plan p = s.schedule();
+  step_plan p = s.schedule(c);
   event_batch first = s.complete(p, fake_execute(p));
   EXPECT_EQ(first.tokens.size(), 1u);
-  p = s.schedule();
+  p = s.schedule(c);
   event_batch ab = s.abort(1);
   ASSERT_EQ(ab.finishes.size(), 1u);
   EXPECT_EQ(ab.finishes[0].reason, finish_reason::abort);
@@ -97,16 +98,17 @@ TEST(scheduler, abort_while_in_flight_ends_now_and_frees_in_complete) {
   event_batch ev = s.complete(p, fake_execute(p));
   EXPECT_TRUE(ev.empty()) << "an aborted sequence reports nothing more";
   EXPECT_TRUE(s.idle());
+  c.apply(s.take_cache_ops());
   ASSERT_TRUE(c.check().ok());
-  c.flush();
+  c.index().flush();
   EXPECT_EQ(c.metrics().full_pages_used, 0);
 }
 
 TEST(scheduler, invalid_requests_are_refused) {
-  cache::shadow_radix c(small_cache());
+  cache::cache_shard c(small_cache());
   scheduler_params sp;
   sp.vocab_size = 512;
-  scheduler s(sp, c, nullptr);
+  scheduler s(sp, small_cache(), nullptr);
   gen_request r = make(1, 5, 1);
   r.prompt[2] = 512;
   EXPECT_EQ(s.submit(r).code(), status_code::invalid_argument);

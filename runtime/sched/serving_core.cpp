@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "runtime/core/check.h"
+
 namespace hart::sched {
 
 void serving_core::latency_ring::add(int64_t us) {
@@ -11,13 +13,38 @@ void serving_core::latency_ring::add(int64_t us) {
   next = (next + 1) % k_latency_window;
 }
 
-status_or<std::unique_ptr<serving_core>> serving_core::create(const serving_params& params, const tokenizer* tok) {
+status_or<std::unique_ptr<serving_core>> serving_core::create(const serving_params& params, const tokenizer* tok,
+                                                              std::function<int64_t()> clock) {
   HART_RETURN_IF_ERROR(params.cache.validate());
   HART_RETURN_IF_ERROR(params.sched.validate());
   std::unique_ptr<serving_core> c(new serving_core());
-  c->cache_ = std::make_unique<cache::shadow_radix>(params.cache);
-  c->sched_ = std::make_unique<scheduler>(params.sched, *c->cache_, tok);
+  c->shard_ = std::make_unique<cache::cache_shard>(params.cache);
+  c->sched_ = std::make_unique<scheduler>(params.sched, params.cache, tok, std::move(clock));
   return c;
+}
+
+status_or<std::unique_ptr<serving_core>> serving_core::create_without_shard(const serving_params& params,
+                                                                            const tokenizer* tok) {
+  HART_RETURN_IF_ERROR(params.cache.validate());
+  HART_RETURN_IF_ERROR(params.sched.validate());
+  std::unique_ptr<serving_core> c(new serving_core());
+  c->sched_ = std::make_unique<scheduler>(params.sched, params.cache, tok);
+  return c;
+}
+
+event_batch serving_core::synced(event_batch ev) {
+  if (shard_) shard_->apply(sched_->take_cache_ops());
+  return ev;
+}
+
+step_plan serving_core::plan_step() {
+  HART_CHECK(shard_) << "plan_step() needs the in-process shard; use plan_begin/plan_end";
+  return sched_->schedule(*shard_);
+}
+
+cache::shadow_radix& serving_core::cache() {
+  HART_CHECK(shard_) << "cache(): the shard is not in this process";
+  return shard_->index();
 }
 
 event_batch serving_core::finish_step(const step_plan& plan, const status_or<step_result>& res, bool pages_lost,
@@ -52,10 +79,15 @@ event_batch serving_core::finish_step(const step_plan& plan, const status_or<ste
     if (last_decode_only_ && timing.chained_from_us > 0) decode_gap_us_.add(timing.exec_start_us - timing.chained_from_us);
   }
   last_decode_only_ = decode_only && res.ok();
-  return ev;
+  return synced(std::move(ev));
 }
 
 serving_stats serving_core::stats() const {
+  HART_CHECK(shard_) << "stats(): the shard is not in this process; pass its metrics";
+  return stats(shard_->metrics());
+}
+
+serving_stats serving_core::stats(const cache::cache_metrics& cache) const {
   serving_stats s;
   const scheduler_counters& c = sched_->counters();
   s.waiting = sched_->n_waiting();
@@ -79,7 +111,7 @@ serving_stats serving_core::stats() const {
   percentiles(decode_step_us_.v, &s.decode_step_us_p50, &s.decode_step_us_p99, nullptr);
   percentiles(decode_exec_us_.v, &s.decode_exec_us_p50, &s.decode_exec_us_p99, &s.decode_exec_us_mean);
   percentiles(decode_gap_us_.v, &s.decode_gap_us_p50, &s.decode_gap_us_p99, &s.decode_gap_us_mean);
-  s.cache = cache_->metrics();
+  s.cache = cache;
   s.cache_hit_rate = s.cache.hit_rate();
   return s;
 }

@@ -1,22 +1,30 @@
 // File: runtime/sched/serving_core.h
-// The serving state one scheduler owns: the ShadowRadix cache shard, the
-// continuous-batching scheduler on top of it, and the step statistics. It
-// plans steps and applies their outcomes; whoever executes the plans (the
-// in-thread serving_loop, or the scheduler actor sending them to a worker
-// actor) is not its business. No engine, no threads, no CAF.
+// The serving state one scheduler owns: the continuous-batching scheduler,
+// the step statistics and, in-process, the cache shard (cache::cache_shard,
+// the ShadowRadix index) it talks to synchronously. It plans steps and
+// applies their outcomes; whoever executes the plans (the in-thread
+// serving_loop, or the scheduler actor sending them to a worker actor) is not
+// its business. No engine, no threads, no CAF.
 //
+// In-process shard (create):
 //   HART_ASSIGN_OR_RETURN(auto core, serving_core::create(params, &tok));
 //   HART_RETURN_IF_ERROR(core->submit(req));
 //   step_plan p = core->plan_step();                  // + core->take_events()
 //   step_timing t{...};                                // filled by the executor
 //   event_batch ev = core->finish_step(p, worker.execute(p), true, t);
+// Shard elsewhere (create_without_shard; the scheduler actor): send
+// take_cache_ops() to the shard after every call, then
+//   auto req = core->plan_begin();   // send take_cache_ops(), then *req if any
+//   step_plan p = core->plan_end(req ? &grants : nullptr);
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
-#include "runtime/cache/shadow_radix.h"
+#include "runtime/cache/cache_shard.h"
 #include "runtime/sched/scheduler.h"
 
 namespace hart::sched {
@@ -59,19 +67,32 @@ struct step_timing {
 
 class serving_core {
  public:
-  /// `tok` (may be null) must outlive the core.
-  static status_or<std::unique_ptr<serving_core>> create(const serving_params& params, const tokenizer* tok);
+  /// With an in-process cache shard. `tok` (may be null) must outlive the
+  /// core; `clock` as scheduler's (default: steady_clock).
+  static status_or<std::unique_ptr<serving_core>> create(const serving_params& params, const tokenizer* tok,
+                                                         std::function<int64_t()> clock = {});
+  /// For a shard the caller reaches by message (actors/cache_shard_actor).
+  static status_or<std::unique_ptr<serving_core>> create_without_shard(const serving_params& params,
+                                                                       const tokenizer* tok);
 
   status submit(gen_request r) { return sched_->submit(std::move(r)); }
-  event_batch abort(uint64_t id) { return sched_->abort(id); }
-  event_batch abort_all() { return sched_->abort_all(); }
-  event_batch pause(pause_mode m) { return sched_->pause(m); }
+  event_batch abort(uint64_t id) { return synced(sched_->abort(id)); }
+  event_batch abort_all() { return synced(sched_->abort_all()); }
+  event_batch pause(pause_mode m) { return synced(sched_->pause(m)); }
   void resume() { sched_->resume(); }
-  void flush_cache() { sched_->flush_cache(); }
+  void flush_cache() {
+    sched_->flush_cache();
+    synced({});
+  }
 
   /// The next step; empty when paused, idle or nothing fits. Events produced
-  /// while planning go to take_events().
-  step_plan plan_step() { return sched_->schedule(); }
+  /// while planning go to take_events(). In-process shard only.
+  step_plan plan_step();
+  /// The same in two halves around the shard (scheduler::schedule_begin/_end).
+  std::optional<cache::slot_request> plan_begin() { return sched_->schedule_begin(); }
+  step_plan plan_end(const cache::slot_grants* grants) { return sched_->schedule_end(grants); }
+  /// What the shard must apply next, in order (empty with an in-process shard).
+  cache::cache_op_batch take_cache_ops() { return sched_->take_cache_ops(); }
   event_batch take_events() { return sched_->take_events(); }
   /// Applies the outcome of `plan` (the one in flight). A failed executor (a
   /// dead worker) ends every sequence of the plan with `error`; when
@@ -85,12 +106,18 @@ class serving_core {
   bool paused() const { return sched_->paused(); }
   bool in_flight() const { return sched_->in_flight(); }
   int64_t now_us() const { return sched_->now_us(); }
+  /// In-process shard only.
   serving_stats stats() const;
+  /// With the shard's metrics, wherever it is.
+  serving_stats stats(const cache::cache_metrics& cache) const;
   scheduler& sched() { return *sched_; }
-  cache::shadow_radix& cache() { return *cache_; }
+  /// The in-process shard's index.
+  cache::shadow_radix& cache();
 
  private:
   serving_core() = default;
+  /// Applies pending cache ops to the in-process shard, if any; returns `ev`.
+  event_batch synced(event_batch ev);
 
   /// A fixed-size window of the latest samples (µs).
   struct latency_ring {
@@ -100,7 +127,7 @@ class serving_core {
   };
   static constexpr size_t k_latency_window = 4096;
 
-  std::unique_ptr<cache::shadow_radix> cache_;
+  std::unique_ptr<cache::cache_shard> shard_;  // null: the shard is elsewhere
   std::unique_ptr<scheduler> sched_;
   int64_t worker_failures_ = 0;
   latency_ring step_us_, decode_step_us_, decode_exec_us_, decode_gap_us_;

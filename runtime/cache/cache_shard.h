@@ -1,0 +1,45 @@
+// File: runtime/cache/cache_shard.h
+// One cache shard: the ShadowRadix index of one attention data-parallel rank
+// (radix tree, page allocators, locks, LRU, metrics) answering the batched
+// per-step protocol of shard_protocol.h. Metadata only; the KV bytes live with
+// the worker. No CAF: actors/cache_shard_actor wraps it, serving_core calls it
+// in-process. Not thread-safe.
+//
+//   cache_shard shard(cfg);                 // cfg validated
+//   shard.apply(ops);
+//   slot_grants g = shard.plan(request);
+#pragma once
+
+#include "runtime/cache/shadow_radix.h"
+#include "runtime/cache/shard_protocol.h"
+
+namespace hart::cache {
+
+class cache_shard {
+ public:
+  explicit cache_shard(const cache_config& cfg) : index_(cfg) {}
+
+  /// Reserves, preempts and admits for one step, in the request's order:
+  ///   1. running sequences, best first, while the budget lasts: each gets
+  ///      min(n_remaining, prefill_chunk, budget) tokens; when the pool runs
+  ///      dry the worst ungranted running sequence after it is preempted, or
+  ///      it is itself (it fails when it alone cannot fit);
+  ///   2. waiting sequences, best first (those preempted in step 1 among
+  ///      them, at their place), while budget and max_running last: admitted
+  ///      (prefix match) with their first chunk reserved; the first that does
+  ///      not fit stops admission while anything runs (FCFS).
+  slot_grants plan(const slot_request& req);
+  /// Applies the ops in order. An op the index refuses is a broken invariant
+  /// between scheduler and shard (HART_CHECK).
+  void apply(const cache_op_batch& ops);
+
+  status check() const { return index_.check(); }
+  cache_metrics metrics() const { return index_.metrics(); }
+  /// The index itself, for in-process callers' tests and checks.
+  shadow_radix& index() { return index_; }
+
+ private:
+  shadow_radix index_;
+};
+
+}  // namespace hart::cache

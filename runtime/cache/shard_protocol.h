@@ -1,0 +1,103 @@
+// File: runtime/cache/shard_protocol.h
+// The cache shard's protocol: what a scheduler asks of the shard that owns a
+// ShadowRadix index (one per attention data-parallel rank) and what it gets
+// back. Plain values, so cache_shard answers them without CAF and the actors
+// (actors/cache_shard_actor) only carry them.
+//
+// Per step, one slot_request -> one slot_grants: the step's running sequences
+// best first (each a continuation; the same list, worst last, gives the
+// preemption candidates) and the waiting ones best first (admissions). The
+// shard reserves, preempts and admits in that order within the step's token
+// budget and answers with its decisions in the order it made them. Between
+// steps the scheduler sends cache_op_batch (advance / finish / abort / flush),
+// which needs no answer: a sender's messages arrive in order, so a later
+// slot_request sees them applied.
+//
+//   cache_shard shard(cfg);
+//   shard.apply(ops);                     // what the last step computed
+//   slot_grants g = shard.plan(request);  // pages for this step
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/cache/shadow_radix.h"
+
+namespace hart::cache {
+
+/// A running sequence (holding a cache request), as the step finds it.
+struct slot_continuation {
+  uint64_t seq = 0;        // the scheduler's key
+  uint64_t order = 0;      // its place in the scheduler's priority order (both lists; smaller first)
+  request_id cache_id = -1;
+  int64_t n_computed = 0;  // positions with valid KV
+  int64_t n_remaining = 0; // tokens not computed yet (>= 1)
+  /// Its tokens past those the cache request knows (a sampled token not fed
+  /// yet): with them a sequence preempted in this step can be admitted again
+  /// in the same step, at its place among the waiting ones.
+  std::vector<int32_t> tail;
+};
+
+/// A waiting sequence (no cache request).
+struct slot_admission {
+  uint64_t seq = 0;
+  uint64_t order = 0;  // as slot_continuation::order
+  /// Its whole sequence so far (prompt, plus generated tokens after a
+  /// preemption); immutable while it waits, so shared, not copied, per step.
+  std::shared_ptr<const std::vector<int32_t>> tokens;
+  /// Not 0: skipped (sample 1..n-1 waiting for sample 0's prompt, so it hits
+  /// those pages) unless that sequence fails in this same request.
+  uint64_t blocked_by = 0;
+};
+
+struct slot_request {
+  uint64_t step = 0;
+  int64_t budget = 0;         // tokens this step feeds, all sequences together
+  int64_t prefill_chunk = 0;  // most tokens of one sequence
+  int64_t max_running = 0;    // admissions stop when this many sequences run
+  std::vector<slot_continuation> running;  // every running sequence, best first
+  std::vector<slot_admission> waiting;     // best first
+};
+
+enum class slot_verdict {
+  granted,    // feed n_tokens from n_computed; pages cover them
+  preempted,  // its cache request was finished into the cache; it waits again
+  failed,     // it can never be served (message); any cache request aborted
+};
+
+struct slot_decision {
+  uint64_t seq = 0;
+  slot_verdict verdict = slot_verdict::granted;
+  bool admitted = false;       // granted from the waiting list (a new cache request)
+  request_id cache_id = -1;    // granted
+  int64_t n_computed = 0;      // granted: where it starts (an admission: its prefix hit)
+  int64_t n_tokens = 0;        // granted: tokens fed this step
+  std::vector<page_id> full;   // granted: the page tables (request_pages)
+  std::vector<page_id> swa;
+  std::string message;         // failed
+};
+
+struct slot_grants {
+  uint64_t step = 0;
+  std::vector<slot_decision> decisions;  // in the order they were made
+};
+
+/// One change to a cache request, or to the whole index (flush).
+struct cache_op {
+  enum class kind {
+    advance,  // positions [0, n_computed) are computed; `appended` extends the known tokens
+    finish,   // end it, caching what it computed up to n_computed (preemption too)
+    abort,    // end it, caching nothing new
+    flush,    // drop every unlocked cached page
+  };
+  kind op = kind::advance;
+  request_id cache_id = -1;
+  int64_t n_computed = 0;
+  std::vector<int32_t> appended;  // advance only
+};
+
+using cache_op_batch = std::vector<cache_op>;
+
+}  // namespace hart::cache
