@@ -69,7 +69,7 @@ struct weight_sync_state {
       return;
     }
     const auto t0 = steady::now();
-    auto built = params.eng->build_weights(**src);
+    auto built = params.target->build(**src);
     src->reset();  // the raw bytes are not needed once built
     const auto t1 = steady::now();
     if (!built.ok()) {

@@ -12,14 +12,16 @@
 #include <memory>
 
 #include "actors/caf_compat.h"
-#include "runtime/model/engine.h"
+#include "runtime/model/weight_target.h"
 #include "runtime/weight_sync/staging.h"
 #include "runtime/weight_sync/sync_server.h"
 
 namespace hart::actors {
 
 struct weight_sync_actor_params {
-  const engine* eng = nullptr;  ///< builds weights (const, thread-safe); outlives the actor
+  /// Builds the weights (thread-safe) with the engine that serves: the CPU engine, or
+  /// the GPU engine of the in-process GPU executor. The worker swaps them through the same target.
+  std::shared_ptr<weight_target> target;
   caf::actor engine_actor;      ///< the scheduler actor: swaps them in between steps, on the worker
   std::shared_ptr<weight_sync::sync_server> server;  ///< replies go here
   weight_sync::staging_limits limits;

@@ -14,15 +14,15 @@ int64_t steady_us() {
 }
 
 struct worker_state {
-  /// The CPU engine the executor runs (its weights are swapped here only);
-  /// null when the executor runs the model elsewhere (GPU, worker process).
-  engine* eng = nullptr;
+  /// The weights of the engine the executor runs (swapped here only); null
+  /// when the model runs elsewhere (a worker process).
+  std::shared_ptr<weight_target> weights;
   /// Runs the plans; shared only so the spawn arguments stay copyable.
   std::shared_ptr<sched::step_executor> executor;
-  /// Why swaps are refused when there is no in-process CPU engine.
+  /// Why swaps are refused when there is no weight target.
   std::string no_swap_reason;
 
-  uint64_t weight_version() const { return eng ? eng->weight_version() : 0; }
+  uint64_t weight_version() const { return weights ? weights->version() : 0; }
 
   step_outcome execute(const sched::step_plan& plan) {
     step_outcome o;
@@ -36,8 +36,8 @@ struct worker_state {
 
   swap_outcome swap(const swap_request& r) {
     swap_outcome o;
-    o.result = eng ? eng->swap_weights(r.weights, r.version)
-                   : unimplemented("weight swap: %s", no_swap_reason.c_str());
+    o.result = weights ? weights->swap(r.weights, r.version)
+                       : unimplemented("weight swap: %s", no_swap_reason.c_str());
     o.serving_version = weight_version();
     return o;
   }
@@ -89,7 +89,8 @@ status_or<caf::actor> spawn_worker_actor(caf::actor_system& sys, const worker_ac
     executor = std::move(ex);
   }
   auto st = std::make_shared<worker_state>();
-  st->eng = params.make_executor ? nullptr : params.eng;
+  st->weights = params.weights;
+  if (!st->weights && !params.make_executor) st->weights = engine_weight_target(*params.eng);
   st->executor = std::move(executor);
   st->no_swap_reason = params.no_swap_reason;
   return sys.spawn<caf::detached>(worker_loop, std::move(st));

@@ -13,7 +13,8 @@
 //       (step_done_atom, shared_ptr<const step_outcome>)
 //   (swap_atom, shared_ptr<const swap_request>) -> sender gets
 //       (swapped_atom, shared_ptr<const swap_outcome>); weights change between
-//       two steps (the mailbox orders them), in-process CPU executor only.
+//       two steps (the mailbox orders them), through the weight target of the
+//       in-process engine (CPU or GPU); a worker process refuses them.
 #pragma once
 
 #include <functional>
@@ -23,21 +24,26 @@
 #include "actors/caf_compat.h"
 #include "runtime/cache/shadow_radix.h"
 #include "runtime/model/engine.h"
+#include "runtime/model/weight_target.h"
 #include "runtime/sched/step_executor.h"
 
 namespace hart::actors {
 
 struct worker_actor_params {
   /// The CPU engine the in-process CPU worker runs; outlives the actor, and
-  /// only the actor's thread swaps its weights. Null with make_executor (the
-  /// version served is then 0).
+  /// only the actor's thread swaps its weights. Ignored with make_executor.
   engine* eng = nullptr;
   /// The pools the scheduler's cache shard hands pages out of (in-process KV is sized from it).
   cache::cache_config cache;
   /// Empty: the CPU worker runs in the actor's thread. Else called once, before
   /// the actor starts, for the executor of its steps (the GPU engine, a remote_worker).
   std::function<status_or<std::unique_ptr<sched::step_executor>>()> make_executor;
-  /// With make_executor: why a weight swap is refused (unimplemented), e.g.
+  /// The weights the actor swaps (only on its thread, between steps) and whose
+  /// version stamps each step. Null without make_executor: `eng`'s
+  /// (engine_weight_target). Null with make_executor: swaps are refused with
+  /// no_swap_reason and the version served is 0 (a worker process).
+  std::shared_ptr<weight_target> weights;
+  /// Why a weight swap is refused (unimplemented) when there is no target, e.g.
   /// "the engine runs in a worker process (--worker-process)".
   std::string no_swap_reason = "the engine runs outside this actor";
 };

@@ -27,9 +27,6 @@ int run_serve(const serve_options& o) {
   }
   if (status st = device_usable(o.common.device); !st.ok()) return fail(st);
   const bool gpu = o.common.device == "cuda";
-  if (gpu && !o.weight_sync_endpoint.empty()) {
-    return fail(unimplemented("--weight-sync-endpoint with --device cuda: the GPU engine cannot swap weights yet"));
-  }
   // Every thread started from here on inherits the blocked mask; main waits for the signals.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -80,6 +77,9 @@ int run_serve(const serve_options& o) {
   actors::worker_actor_params wap;
   wap.eng = eng.get();
   wap.cache = sp.cache;
+  // What weight sync builds with and the worker swaps: the engine that serves
+  // in this process (none with a worker process: swaps are refused above).
+  if (eng && !o.worker_process) wap.weights = engine_weight_target(*eng);
   if (o.worker_process) {
     // The worker gets the same model and arithmetic flags; the server keeps only the plan.
     worker_link::remote_worker_params wp;
@@ -102,10 +102,12 @@ int run_serve(const serve_options& o) {
     wap.no_swap_reason = "the engine runs in a worker process (--worker-process)";
   } else if (gpu) {
     // Loaded here, before the server answers: a load error ends the startup.
-    wap.make_executor = [common = o.common, cache = sp.cache, max_context = sp.sched.max_context]() {
-      return make_gpu_executor(common, cache, max_context);
-    };
-    wap.no_swap_reason = "the GPU engine cannot swap weights yet";
+    std::shared_ptr<weight_target> gpu_weights;
+    auto ex = make_gpu_executor(o.common, sp.cache, sp.sched.max_context, &gpu_weights);
+    if (!ex.ok()) return fail(ex.get_status());
+    wap.weights = std::move(gpu_weights);  // shares the engine with the executor
+    auto held = std::make_shared<std::unique_ptr<sched::step_executor>>(std::move(ex).value());
+    wap.make_executor = [held]() -> status_or<std::unique_ptr<sched::step_executor>> { return std::move(*held); };
   }
   auto worker = actors::spawn_worker_actor(sys, wap);
   if (!worker.ok()) return fail(worker.get_status());
@@ -113,7 +115,7 @@ int run_serve(const serve_options& o) {
   sap.serving = sp;
   sap.tok = tok.get();
   sap.worker = *worker;
-  sap.weight_version = eng ? eng->weight_version() : 0;
+  sap.weight_version = wap.weights ? wap.weights->version() : 0;
   sap.started = started;
   auto scheduler = actors::spawn_scheduler_actor(sys, sap);
   if (!scheduler.ok()) {
@@ -165,7 +167,7 @@ int run_serve(const serve_options& o) {
     if (!ws.ok()) return fail(ws.get_status());
     sync_srv = std::move(ws).value();
     actors::weight_sync_actor_params ap;
-    ap.eng = eng.get();  // a CPU engine: weight sync is refused above for the GPU and worker processes
+    ap.target = wap.weights;  // the serving engine, CPU or GPU (a worker process is refused above)
     ap.engine_actor = *scheduler;  // swaps at the scheduler's step boundary, on the worker
     ap.server = sync_srv;
     ap.idle_timeout = std::chrono::milliseconds(o.weight_sync_idle_ms);

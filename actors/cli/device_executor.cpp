@@ -39,7 +39,8 @@ int64_t gpu_max_context(const model_config& cfg, int64_t requested) {
 
 status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_options& o,
                                                                   const cache::cache_config& cache,
-                                                                  int64_t max_context) {
+                                                                  int64_t max_context,
+                                                                  std::shared_ptr<weight_target>* weights) {
 #ifdef HART_CUDA
   gpu_engine_params p;
   p.base.model_dir = o.model_dir;
@@ -49,8 +50,10 @@ status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_
   }
   p.max_context = max_context;
   HART_ASSIGN_OR_RETURN(std::unique_ptr<sched::gpu_executor> ex, sched::gpu_executor::create(p, cache));
+  if (weights) *weights = ex->weights();
   return std::unique_ptr<sched::step_executor>(std::move(ex));
 #else
+  (void)weights;
   return no_cuda_build();
 #endif
 }

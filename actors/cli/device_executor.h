@@ -12,6 +12,7 @@
 #include "actors/cli/cli_common.h"
 #include "runtime/cache/shadow_radix.h"
 #include "runtime/model/config.h"
+#include "runtime/model/weight_target.h"
 #include "runtime/sched/step_executor.h"
 
 namespace hart::cli {
@@ -27,9 +28,12 @@ int64_t gpu_max_context(const model_config& cfg, int64_t requested);
 
 /// Loads the GPU engine (o.model_dir, precision, --deterministic refused as
 /// unimplemented) with a KV pool of exactly `cache`'s pages; the errors of
-/// gpu_engine::load, failed_precondition in a build without CUDA.
+/// gpu_engine::load, failed_precondition in a build without CUDA. With
+/// `weights`, also sets it to the engine's weight target (weight sync into
+/// `hart serve --device cuda`: build on any thread, swap on the worker's).
 status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_options& o,
                                                                   const cache::cache_config& cache,
-                                                                  int64_t max_context);
+                                                                  int64_t max_context,
+                                                                  std::shared_ptr<weight_target>* weights = nullptr);
 
 }  // namespace hart::cli

@@ -8,13 +8,14 @@
 #include <memory>
 
 #include "runtime/core/status.h"
-#include "runtime/model/weights.h"
+#include "runtime/model/weight_target.h"
 
 namespace hart::actors {
 
-/// Swap these weights in at the next step boundary, as `version`.
+/// Swap these weights in at the next step boundary, as `version`. Built by the
+/// serving engine's weight_target (CPU or GPU); the worker's swap consumes them.
 struct swap_request {
-  std::shared_ptr<const model_weights> weights;
+  std::shared_ptr<built_weights> weights;
   uint64_t version = 0;
 };
 

@@ -6,7 +6,8 @@
 // its cache pages (gpu_engine::bind_pages), runs one forward over the batch
 // and samples on the host like cpu_worker (step_sampling.h). Keeps no
 // per-sequence state, so a prefix-cache hit reads the KV an earlier request
-// left in the pool.
+// left in the pool. weights() is the engine's weight_target (build on any
+// thread, swap between execute calls), for weight sync into a GPU server.
 //
 //   gpu_engine_params p;  p.base.model_dir = dir;  p.max_context = 8192;
 //   HART_ASSIGN_OR_RETURN(auto ex, gpu_executor::create(p, serving.cache));
@@ -18,6 +19,7 @@
 
 #include "runtime/cache/shadow_radix.h"
 #include "runtime/gpu/gpu_engine.h"
+#include "runtime/model/weight_target.h"
 #include "runtime/sched/step_executor.h"
 
 namespace hart::sched {
@@ -32,10 +34,14 @@ class gpu_executor : public step_executor {
   /// A failed forward (bad token id, pages not reserved) comes back as result.error.
   status_or<step_result> execute(const step_plan& plan) override;
   const gpu_engine& engine() const { return *eng_; }
+  /// The engine's weight updates (gpu_engine::build_weights / swap_weights);
+  /// shares the engine, so it stays valid after the executor is gone. Swap only
+  /// between execute calls (the worker actor's thread does both).
+  std::shared_ptr<weight_target> weights() const;
 
  private:
   gpu_executor() = default;
-  std::unique_ptr<gpu_engine> eng_;
+  std::shared_ptr<gpu_engine> eng_;
   std::vector<float> logits_;  // [vocab, rows] reused across steps
 };
 

@@ -2,13 +2,17 @@
 // `hart serve --device cuda` on tiny-a gives the greedy tokens of
 // `hart serve --device cpu` token for token (exact mode), for concurrent
 // requests, repeated prompts served from the prefix cache and a follow-up
-// turn that extends an earlier one, in process and with --worker-process.
+// turn that extends an earlier one, in process and with --worker-process; and
+// weights pushed into `hart serve --device cuda --weight-sync-endpoint` serve
+// what a fresh `hart serve --device cuda` on the pushed checkpoint serves.
 // Without a device (or without CUDA) `--device cuda` fails at startup with a
 // clear error and exit code 1; an unknown device is refused as usage.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +22,8 @@
 #ifdef HART_CUDA
 #include "kernels/testing/cuda_test_util.h"
 #endif
+#include "runtime/core/codecs.h"
+#include "runtime/model/safetensors.h"
 #include "runtime/transport/client.h"
 #include "tests/serve/server_process.h"
 
@@ -68,6 +74,15 @@ TEST(serve_device, cuda_without_a_device_fails_at_startup_with_a_clear_error) {
     EXPECT_NE(r.out.find(want), std::string::npos) << cmd << "\n" << r.out;
     EXPECT_EQ(r.out.find("hart: serving"), std::string::npos) << cmd << "\n" << r.out;
   }
+}
+
+TEST(serve_device, weight_sync_with_a_worker_process_is_refused) {
+  // Checked before the device: the same answer with and without one.
+  const run_result r = run("serve -m " + tiny_a() +
+                           " --device cuda --worker-process --weight-sync-endpoint tcp://127.0.0.1:* --bind tcp://127.0.0.1:*");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("hart: error: unimplemented: --weight-sync-endpoint with --worker-process"), std::string::npos)
+      << r.out;
 }
 
 TEST(serve_device, unknown_device_is_refused) {
@@ -195,6 +210,88 @@ TEST(serve_device_gpu, greedy_outputs_equal_the_cpu_server_with_prefix_hits_and_
   }
   expect_same_greedy(cpu, gpu, "cuda");
   expect_same_greedy(cpu, gpu_worker, "cuda --worker-process");
+}
+
+// -- weight sync into the GPU server ---
+
+namespace fs = std::filesystem;
+
+// tiny-a with every F32 tensor but the norms scaled by `scale`, stored as BF16
+// (what a trainer sends), next to tiny-a's config and tokenizer (as weight_sync_test.cpp).
+std::string write_perturbed(float scale) {
+  const fs::path dir = fs::temp_directory_path() / ("hart_gpu_wsync_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json"}) {
+    fs::copy_file(fs::path(tiny_a()) / f, dir / f, fs::copy_options::overwrite_existing);
+  }
+  auto store = weight_store::open(tiny_a());
+  EXPECT_TRUE(store.ok());
+  std::vector<std::vector<uint8_t>> keep;
+  std::vector<tensor_to_write> out;
+  for (const std::string& n : store->names()) {
+    const tensor_entry* e = store->find(n);
+    if (e->type != dtype::f32) {
+      out.push_back({n, e->type, e->shape, e->data, e->n_bytes});
+      continue;
+    }
+    std::vector<float> f(e->numel());
+    std::memcpy(f.data(), e->data, e->n_bytes);
+    for (float& x : f) x *= n.find("norm") == std::string::npos ? scale : 1.0f;
+    keep.emplace_back(f.size() * 2);
+    f32_to_bf16(f.data(), reinterpret_cast<uint16_t*>(keep.back().data()), int64_t(f.size()));
+    out.push_back({n, dtype::bf16, e->shape, keep.back().data(), keep.back().size()});
+  }
+  EXPECT_TRUE(safetensors_write((dir / "model.safetensors").string(), out).ok());
+  return dir.string();
+}
+
+// One request at a time, so both servers see the same steps: four prompts,
+// two repeats (prefix-cache hits), a second turn extending prompt 1.
+std::vector<answer> sequential_workload(const std::string& endpoint) {
+  std::vector<answer> out;
+  for (int i = 0; i < 4; ++i) out.push_back(ask(endpoint, 400 + i, prompt_of(i), k_new));
+  for (int i = 0; i < 2; ++i) out.push_back(ask(endpoint, 500 + i, prompt_of(i), k_new));
+  std::vector<int32_t> turn2 = prompt_of(1);
+  turn2.insert(turn2.end(), out[1].tokens.begin(), out[1].tokens.end());
+  for (int k = 0; k < 30; ++k) turn2.push_back(int32_t(7 + k * 13 % 400));
+  out.push_back(ask(endpoint, 600, turn2, k_new));
+  return out;
+}
+
+TEST(serve_device_gpu, pushed_weights_serve_what_a_fresh_gpu_server_on_them_serves) {
+  if (!device_present()) GTEST_SKIP() << "no CUDA device: weight sync into hart serve --device cuda not checked here";
+  const std::string dir = write_perturbed(1.25f);
+  std::vector<answer> before, pushed, fresh;
+  {
+    server_process srv(tiny_a(),
+                       with(k_pool, {"--device", "cuda", "--weight-sync-endpoint", "tcp://127.0.0.1:*"}), false);
+    ASSERT_FALSE(srv.endpoint().empty()) << "the GPU server did not start";
+    ASSERT_FALSE(srv.weight_sync_endpoint().empty()) << "no weight sync endpoint printed";
+    before = sequential_workload(srv.endpoint());  // fills the prefix cache with the old weights' KV
+    const std::string cmd = std::string(HART_BINARY) + " --log warn push-weights -m " + dir + " --endpoint " +
+                            srv.weight_sync_endpoint() + " --version 3 --bucket 256KiB";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    pushed = sequential_workload(srv.endpoint());
+  }
+  {
+    server_process srv(dir, with(k_pool, {"--device", "cuda"}), false);
+    ASSERT_FALSE(srv.endpoint().empty()) << "the fresh GPU server on the pushed checkpoint did not start";
+    fresh = sequential_workload(srv.endpoint());
+  }
+  ASSERT_EQ(pushed.size(), fresh.size());
+  bool changed = false;
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    ASSERT_EQ(before[i].error, "") << "request " << i << " before the push";
+    ASSERT_EQ(pushed[i].error, "") << "request " << i << " after the push";
+    ASSERT_EQ(fresh[i].error, "") << "request " << i << " on the fresh server";
+    // Exact: the pushed device weights are a fresh load's bit for bit, and the steps are the same.
+    EXPECT_EQ(pushed[i].tokens, fresh[i].tokens) << "request " << i;
+    EXPECT_EQ(pushed[i].logprobs, fresh[i].logprobs) << "request " << i;
+    EXPECT_EQ(pushed[i].cached, fresh[i].cached) << "request " << i << ": the swap flushes the prefix cache";
+    changed = changed || before[i].tokens != pushed[i].tokens;
+  }
+  EXPECT_TRUE(changed) << "the perturbation must change the output";
+  fs::remove_all(dir);
 }
 
 TEST(serve_device_gpu, deterministic_is_refused_at_startup) {
