@@ -156,7 +156,13 @@ struct scheduler_state {
     timing.exec_end_us = o.exec_end_us;
     const std::shared_ptr<const sched::step_plan> plan = std::move(in_flight);
     in_flight.reset();
-    step_events = core->finish_step(*plan, o.result, o.pages_lost, timing);
+    if (o.not_run) {
+      HART_LOG_WARN("worker lost its pages while idle (%s): running sequences recompute",
+                    o.result.get_status().message().c_str());
+      step_events = core->lose_pages_unrun(*plan);
+    } else {
+      step_events = core->finish_step(*plan, o.result, o.pages_lost, timing);
+    }
     // The next step goes to the worker before these events go to the gateway
     // (start_step sends them; here if the plan waits for the shard or none is due).
     advance(self, o.exec_end_us);

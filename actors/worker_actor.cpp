@@ -21,6 +21,15 @@ struct worker_state {
   std::shared_ptr<sched::step_executor> executor;
   /// Why swaps are refused when there is no weight target.
   std::string no_swap_reason;
+  /// Non-empty: the executor lost its KV pages while idle (why), so the next
+  /// plan, made for those pages, is handed back unexecuted.
+  std::string lost_idle;
+
+  /// Between steps, at the executor's idle_check_ms.
+  void check_idle() {
+    std::string why;
+    if (executor->check_idle(&why) && lost_idle.empty()) lost_idle = why.empty() ? "worker lost while idle" : why;
+  }
 
   uint64_t weight_version() const { return weights ? weights->version() : 0; }
 
@@ -28,6 +37,14 @@ struct worker_state {
     step_outcome o;
     o.weight_version = weight_version();
     o.exec_start_us = steady_us();
+    if (!lost_idle.empty()) {
+      o.exec_end_us = o.exec_start_us;
+      o.result = status(status_code::unavailable, lost_idle + "; step " + std::to_string(plan.step) + " not run");
+      o.pages_lost = true;
+      o.not_run = true;
+      lost_idle.clear();
+      return o;
+    }
     o.result = executor->execute(plan);
     o.exec_end_us = steady_us();
     o.pages_lost = !o.result.ok() && !executor->keeps_pages_on_failure();
@@ -49,9 +66,18 @@ struct worker_state {
 // budget (docs/perf-notes.md S1 v6).
 constexpr auto k_plan_poll = std::chrono::microseconds(100);
 
+/// How long an idle worker with an executor that needs no idle checks sleeps in receive.
+constexpr auto k_no_idle_check = std::chrono::hours(1);
+
 void worker_loop(caf::blocking_actor* self, std::shared_ptr<worker_state> st) {
   bool running = true;
   bool stepped = false;
+  // NOTE(hart): the idle check is a receive timeout, so it runs only after
+  // idle_check_ms without a message: steps back to back never pay for it.
+  const int64_t check_ms = st->executor->idle_check_ms();
+  const std::chrono::milliseconds idle_wait =
+      check_ms > 0 ? std::chrono::milliseconds(check_ms)
+                   : std::chrono::duration_cast<std::chrono::milliseconds>(k_no_idle_check);
   while (running) {
     if (stepped) {
       const auto until = std::chrono::steady_clock::now() + k_plan_poll;
@@ -72,6 +98,9 @@ void worker_loop(caf::blocking_actor* self, std::shared_ptr<worker_state> st) {
         [&](caf::exit_msg& m) {
           running = false;
           self->fail_state(m.reason);
+        },
+        caf::after(idle_wait) >> [&] {
+          if (check_ms > 0) st->check_idle();
         });
   }
 }

@@ -6,7 +6,10 @@
 // worker over its own KV pages, the GPU engine over its device KV pool
 // (runtime/worker/gpu_executor), or a `hart worker` process behind a
 // remote_worker (the same plans over ZeroMQ); the scheduler actor cannot tell
-// them apart.
+// them apart. With no message for the executor's idle_check_ms it asks the
+// executor whether its pages were lost while idle (a worker process died and
+// was replaced); the next plan then comes back unexecuted with not_run and
+// pages_lost, and the scheduler retracts, flushes and replans.
 //
 // Messages:
 //   (step_atom, shared_ptr<const sched::step_plan>) -> sender gets

@@ -16,6 +16,10 @@ struct step_outcome {
   status_or<sched::step_result> result = status(status_code::internal, "unset");
   /// The executor's KV died with it (a worker process): the scheduler retracts and flushes.
   bool pages_lost = false;
+  /// The plan was handed back unexecuted because the pages were lost while
+  /// the worker was idle (pages_lost is set): nothing fails, the scheduler
+  /// retracts, flushes and plans again.
+  bool not_run = false;
   int64_t exec_start_us = 0, exec_end_us = 0;  // steady clock, as sched::scheduler::now_us
   uint64_t weight_version = 0;                 // the weights that ran it
 };

@@ -386,6 +386,25 @@ step_plan scheduler::schedule(cache::cache_shard& shard) {
   return schedule_end(&g);
 }
 
+event_batch scheduler::discard(const step_plan& plan) {
+  HART_CHECK(in_flight_ && plan.step == in_flight_step_) << "discard(): step " << plan.step << " is not the one in flight";
+  in_flight_ = false;
+  for (const step_item& item : plan.items) {
+    seq& s = *seqs_.at(item.seq_id);
+    s.in_flight = false;
+    if (s.ended) {  // aborted while in flight
+      cache_op(cache::cache_op::kind::abort, s);
+      seqs_.erase(s.id);
+      continue;
+    }
+    if (s.retract_pending) {
+      s.retract_pending = false;
+      preempt(s);
+    }
+  }
+  return {};
+}
+
 event_batch scheduler::complete(const step_plan& plan, const step_result& result) {
   HART_CHECK(in_flight_ && plan.step == in_flight_step_ && result.step == plan.step)
       << "complete(): step " << plan.step << " / result " << result.step << " is not the one in flight";

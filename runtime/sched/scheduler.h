@@ -124,6 +124,10 @@ class scheduler {
   step_plan schedule(cache::cache_shard& shard);
   /// Applies the worker's result for `plan` (the last one schedule() returned).
   event_batch complete(const step_plan& plan, const step_result& result);
+  /// Takes `plan` (the one in flight) back unexecuted: nothing advances or
+  /// fails; its sequences stop being in flight (ended ones are dropped, a
+  /// pending retract is done). The caller retracts or replans.
+  event_batch discard(const step_plan& plan);
   event_batch take_events();
   /// Changes to cache requests since the last call, in order, for the shard.
   cache::cache_op_batch take_cache_ops();

@@ -59,14 +59,7 @@ event_batch serving_core::finish_step(const step_plan& plan, const status_or<ste
     failed.step = plan.step;
     failed.error = status(res.get_status().code(), "worker failed: " + res.get_status().message());
     ev = sched_->complete(plan, failed);
-    if (pages_lost) {
-      // The KV behind every page died with the worker: whatever still runs must
-      // recompute, and no cached prefix may be matched again.
-      const bool was_paused = sched_->paused();
-      ev.append(sched_->pause(pause_mode::retract));
-      sched_->flush_cache();
-      if (!was_paused) sched_->resume();
-    }
+    if (pages_lost) ev.append(retract_all_and_flush());
   }
   const int64_t dt = now_us() - timing.planned_us;
   step_us_.add(dt);
@@ -79,6 +72,24 @@ event_batch serving_core::finish_step(const step_plan& plan, const status_or<ste
     if (last_decode_only_ && timing.chained_from_us > 0) decode_gap_us_.add(timing.exec_start_us - timing.chained_from_us);
   }
   last_decode_only_ = decode_only && res.ok();
+  return synced(std::move(ev));
+}
+
+event_batch serving_core::retract_all_and_flush() {
+  // The KV behind every page died with the worker: whatever still runs must
+  // recompute, and no cached prefix may be matched again.
+  const bool was_paused = sched_->paused();
+  event_batch ev = sched_->pause(pause_mode::retract);
+  sched_->flush_cache();
+  if (!was_paused) sched_->resume();
+  return ev;
+}
+
+event_batch serving_core::lose_pages_unrun(const step_plan& plan) {
+  ++worker_failures_;
+  event_batch ev = sched_->discard(plan);
+  ev.append(retract_all_and_flush());
+  last_decode_only_ = false;
   return synced(std::move(ev));
 }
 

@@ -40,7 +40,9 @@ struct serving_stats {
   int64_t waiting = 0, running = 0;  // sequences
   int64_t steps = 0, preemptions = 0, finished = 0;
   int64_t generated_tokens = 0, fed_tokens = 0;
-  int64_t worker_failures = 0;  // executor errors (dead worker process); their plans ended with `error`
+  /// Executor errors (a dead worker process: a step's plan ended with `error`)
+  /// and workers lost while idle (nothing failed: lose_pages_unrun).
+  int64_t worker_failures = 0;
   double tokens_per_s = 0;    // generated tokens / time from plan to applied result
   double ttft_us_mean = 0;    // over samples that produced a token
   // Over the last k_latency_window non-empty steps:
@@ -101,6 +103,11 @@ class serving_core {
   /// timing.exec_end_us as produced_us.
   event_batch finish_step(const step_plan& plan, const status_or<step_result>& res, bool pages_lost,
                           const step_timing& timing);
+  /// The executor did not run `plan` (the one in flight): its KV pages were
+  /// lost while it was idle (a worker process died between steps). Nothing
+  /// fails: every running sequence is retracted and the prefix cache flushed,
+  /// so they recompute on the next worker. Counted in worker_failures.
+  event_batch lose_pages_unrun(const step_plan& plan);
 
   bool idle() const { return sched_->idle(); }
   bool paused() const { return sched_->paused(); }
@@ -118,6 +125,9 @@ class serving_core {
   serving_core() = default;
   /// Applies pending cache ops to the in-process shard, if any; returns `ev`.
   event_batch synced(event_batch ev);
+  /// Retracts every running sequence (paused or not) and flushes the cache:
+  /// the KV behind every page is gone.
+  event_batch retract_all_and_flush();
 
   /// A fixed-size window of the latest samples (µs).
   struct latency_ring {

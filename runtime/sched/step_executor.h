@@ -7,6 +7,9 @@
 // an ok step_result with result.error set, as cpu_worker reports it.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "runtime/core/status.h"
 #include "runtime/sched/step.h"
 
@@ -19,6 +22,17 @@ class step_executor {
   /// True when the executor's KV pages outlive a failed execute (in-process);
   /// false when a failure loses them (a worker process: a new one starts empty).
   virtual bool keeps_pages_on_failure() const { return true; }
+  /// How often the worker actor calls check_idle() while no step runs, in ms;
+  /// 0: never (in-process executors cannot die alone).
+  virtual int64_t idle_check_ms() const { return 0; }
+  /// Between steps: true when the KV pages were lost since the last step
+  /// (a worker process died while idle); the executor has then tried to
+  /// replace itself, and its next execute() runs on empty pages or fails.
+  /// `why` says what happened.
+  virtual bool check_idle(std::string* why) {
+    (void)why;
+    return false;
+  }
 };
 
 }  // namespace hart::sched

@@ -221,6 +221,51 @@ struct remote_worker::impl {
     }
   }
 
+  bool check_idle(std::string* why) {
+    std::string lost;
+    for (int i = 0; i < 64 && lost.empty(); ++i) {  // what arrived since the last step
+      std::string id;
+      status_or<worker_message> m = invalid_argument("none");
+      if (!recv(&id, &m, 0)) break;
+      if (!m.ok()) {
+        if (id == peer) {
+          lost = "worker pid " + std::to_string(peer_pid) + " sent a bad message while idle";
+          drop();
+        }
+        continue;
+      }
+      if (auto* h = std::get_if<worker_hello>(&m.value())) {
+        on_hello(id, *h);
+      } else if (id == peer && std::holds_alternative<worker_bye>(m.value())) {
+        lost = "worker pid " + std::to_string(peer_pid) + " said bye while idle";
+        peer.clear();
+        drop();
+      }
+    }
+    if (lost.empty()) {
+      std::string d = child_exit();
+      if (d.empty()) return false;
+      lost = d + " while idle";
+      if (peer.empty()) {  // it died before its hello, or a step already reported it
+        return false;
+      }
+      peer.clear();
+      peer_pid = 0;
+    }
+    HART_LOG_WARN("%s: its KV pages are lost", lost.c_str());
+    // Workers started elsewhere connect when they do: a later check or execute() takes their hello.
+    if (params.spawn_argv.empty()) {
+      if (why) *why = std::move(lost);
+      return true;
+    }
+    if (status s = ensure_worker(); !s.ok()) {
+      HART_LOG_ERROR("no worker after an idle loss: %s", s.to_string().c_str());
+      lost += "; " + s.message();
+    }
+    if (why) *why = std::move(lost);
+    return true;
+  }
+
   /// The scheduler CHECKs this shape; a remote peer must not be able to trip it.
   static bool matches(const sched::step_plan& plan, const sched::step_result& r) {
     size_t k = 0;
@@ -269,5 +314,7 @@ status remote_worker::ensure_worker() { return p_->ensure_worker(); }
 const std::string& remote_worker::endpoint() const { return p_->endpoint; }
 int64_t remote_worker::worker_pid() const { return p_->peer_pid; }
 int64_t remote_worker::n_spawned() const { return p_->n_spawned; }
+int64_t remote_worker::idle_check_ms() const { return p_->params.idle_check_ms; }
+bool remote_worker::check_idle(std::string* why) { return p_->check_idle(why); }
 
 }  // namespace hart::worker_link

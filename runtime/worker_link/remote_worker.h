@@ -9,8 +9,10 @@
 // the ROUTER cannot route (router_mandatory), or the step timeout. execute()
 // then returns unavailable naming the failure; the child is killed and
 // reaped, and the next execute() spawns a new one (with `spawn_argv`, at most
-// `max_restarts` times) or waits for any worker to connect. Not thread-safe;
-// one plan in flight.
+// `max_restarts` times) or waits for any worker to connect. Between steps,
+// check_idle() (called by the idle worker actor every idle_check_ms) notices
+// a worker that died idle the same ways but the timeout, and replaces it at
+// once. Not thread-safe; one plan in flight.
 //
 //   remote_worker_params p;  p.config = {128, 256, 64};  p.expect = summary;
 //   p.spawn_argv = {"/proc/self/exe", "worker", "--model", dir};  // --connect EP is appended
@@ -41,6 +43,8 @@ struct remote_worker_params {
   int64_t hello_timeout_ms = 120000;  // a worker loads its engine before hello
   int64_t step_timeout_ms = 600000;
   int64_t poll_ms = 50;               // how often a waiting execute checks the child
+  /// How often an idle worker actor asks check_idle() (0: never).
+  int64_t idle_check_ms = 200;
   /// Spawned workers that died are replaced at most this often (-1 = always);
   /// past it, execute() fails at once with unavailable.
   int64_t max_restarts = -1;
@@ -56,6 +60,12 @@ class remote_worker : public sched::step_executor {
 
   status_or<sched::step_result> execute(const sched::step_plan& plan) override;
   bool keeps_pages_on_failure() const override { return false; }
+  int64_t idle_check_ms() const override;
+  /// Between steps: handles what the worker sent (a hello, a bye) and reaps a
+  /// spawned child that exited. When the worker is gone, starts the next one
+  /// when spawning (as execute() would; a failure is logged and left to
+  /// execute()) and returns true: its pages are empty.
+  bool check_idle(std::string* why) override;
 
   /// Waits (up to hello_timeout_ms) until a configured worker is connected,
   /// spawning one first if needed.

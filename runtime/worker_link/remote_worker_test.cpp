@@ -75,6 +75,40 @@ TEST(remote_worker, steps_then_timeout) {
   fake.join();
 }
 
+// Between steps: nothing to report while the worker lives; its bye is a loss
+// of its pages, reported once.
+TEST(remote_worker, idle_check_reports_a_worker_that_left) {
+  remote_worker_params p;
+  p.config = {128, 16, 8};
+  p.expect = summary();
+  p.hello_timeout_ms = 5000;
+  auto rw = remote_worker::start(p);
+  ASSERT_TRUE(rw.ok()) << rw.get_status().to_string();
+  EXPECT_GT((*rw)->idle_check_ms(), 0);
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect((*rw)->endpoint());
+  worker_hello h;
+  h.pid = 78;
+  h.model = summary();
+  send(s, h);
+  ASSERT_TRUE((*rw)->ensure_worker().ok());
+  (void)recv(s);  // configure
+  std::string why;
+  EXPECT_FALSE((*rw)->check_idle(&why));
+  send(s, worker_bye{});
+  bool lost = false;
+  for (int i = 0; i < 100 && !lost; ++i) {
+    lost = (*rw)->check_idle(&why);
+    if (!lost) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(lost);
+  EXPECT_NE(why.find("said bye while idle"), std::string::npos) << why;
+  EXPECT_EQ((*rw)->worker_pid(), 0);
+  EXPECT_FALSE((*rw)->check_idle(&why)) << "reported once";
+}
+
 TEST(remote_worker, spawned_child_that_dies_is_unavailable) {
   remote_worker_params p;
   p.config = {128, 16, 8};

@@ -3,12 +3,16 @@
 // reason error (no retry); the server respawns a worker, serves new concurrent
 // generations exactly as the engine computes them alone, and leaks no pages.
 // With --worker-restarts 0 the worker is not replaced: later generations end
-// with a typed error and the server still answers.
+// with a typed error and the server still answers. A worker killed while
+// idle (generations paused in place) is noticed and replaced between steps:
+// the paused generations recompute on the new worker and none fails; without
+// restarts later generations fail `unavailable`.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -194,6 +198,149 @@ TEST(worker_process, without_restarts_later_generations_fail_typed_and_the_serve
     }
     if (k == "worker_failures") {
       EXPECT_EQ(v, 2.0);
+    }
+  }
+}
+
+/// Receives until the control reply tagged `tag`, adding chunks' tokens to
+/// `got` (by request id) and finals to `fin`.
+protocol::reply control_collecting(transport::client& c, protocol::control_verb verb, protocol::pause_mode mode,
+                                   uint64_t tag, std::map<uint64_t, std::vector<int32_t>>& got,
+                                   std::map<uint64_t, protocol::final_event>& fin) {
+  protocol::control_request q;
+  q.tag = tag;
+  q.verb = verb;
+  q.mode = mode;
+  EXPECT_TRUE(c.send(protocol::request{q}).ok());
+  for (;;) {
+    auto r = c.receive(30s);
+    EXPECT_TRUE(r.ok()) << r.get_status().to_string();
+    if (!r.ok()) return protocol::error_reply{};
+    if (const auto* ch = std::get_if<protocol::chunk_event>(&*r)) {
+      got[ch->request_id].insert(got[ch->request_id].end(), ch->token_ids.begin(), ch->token_ids.end());
+    } else if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
+      fin[f->request_id] = *f;
+    } else {
+      return *r;
+    }
+  }
+}
+
+TEST(worker_process, worker_killed_while_idle_is_replaced_and_nothing_fails) {
+  const std::string model = std::string(HART_TEST_DATA) + "/tiny-a";
+  server_process srv(model, {"--worker-process", "--full-pages", "64", "--swa-pages", "24"});
+  ASSERT_FALSE(srv.endpoint().empty()) << "the server did not print its endpoint";
+  const int64_t first_worker = srv.worker_pid();
+  ASSERT_GT(first_worker, 0) << "the server did not print its worker's pid";
+  transport::client_params cp;
+  cp.endpoint = srv.endpoint();
+  auto c = transport::client::connect(cp);
+  ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+
+  // A prefix-cache entry from a finished generation: it must not be matched on the new worker.
+  auto warm = (*c)->generate(greedy_request(9, make_prompt(1), 4), 120s);
+  ASSERT_TRUE(warm.ok()) << warm.get_status().to_string();
+
+  // Three generations (one sharing that prefix) run a few steps, then pause in place.
+  constexpr int n_new = 40;
+  std::map<uint64_t, std::vector<int32_t>> got;
+  std::map<uint64_t, protocol::final_event> fin;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*c)->send(protocol::request{greedy_request(uint64_t(20 + i), make_prompt(i + 1), n_new)}).ok());
+  }
+  while (got.size() < 3 || std::any_of(got.begin(), got.end(), [](const auto& g) { return g.second.size() < 3; })) {
+    auto r = (*c)->receive(120s);
+    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+    if (const auto* ch = std::get_if<protocol::chunk_event>(&*r)) {
+      got[ch->request_id].insert(got[ch->request_id].end(), ch->token_ids.begin(), ch->token_ids.end());
+    }
+    ASSERT_FALSE(std::holds_alternative<protocol::final_event>(*r)) << "a generation ended before the pause";
+  }
+  auto ack = control_collecting(**c, protocol::control_verb::pause, protocol::pause_mode::in_place, 30, got, fin);
+  ASSERT_TRUE(std::holds_alternative<protocol::ack_reply>(ack));
+  std::this_thread::sleep_for(300ms);  // the step in flight at the pause, if any, ends
+
+  // Killed while idle: the server notices without a step and starts another worker.
+  ASSERT_EQ(kill(pid_t(first_worker), SIGKILL), 0);
+  while (srv.worker_pid() == first_worker) ASSERT_FALSE(srv.line().empty()) << "the server's output ended";
+  EXPECT_GT(srv.worker_pid(), 0);
+
+  ack = control_collecting(**c, protocol::control_verb::resume, protocol::pause_mode::in_place, 31, got, fin);
+  ASSERT_TRUE(std::holds_alternative<protocol::ack_reply>(ack));
+  while (fin.size() < 3) {
+    auto r = (*c)->receive(120s);
+    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+    if (const auto* ch = std::get_if<protocol::chunk_event>(&*r)) {
+      got[ch->request_id].insert(got[ch->request_id].end(), ch->token_ids.begin(), ch->token_ids.end());
+    } else if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
+      fin[f->request_id] = *f;
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t id = uint64_t(20 + i);
+    EXPECT_EQ(fin[id].reason, protocol::finish_reason::length) << fin[id].error_message;
+    EXPECT_EQ(got[id], engine_alone(model, make_prompt(i + 1), n_new)) << "request " << id;
+  }
+  // A prefix cached before the loss is recomputed, not read from the empty pages.
+  auto again = (*c)->generate(greedy_request(30, make_prompt(1), 8), 120s);
+  ASSERT_TRUE(again.ok()) << again.get_status().to_string();
+  const std::vector<int32_t> again_ids(again->samples[0].token_ids.begin(), again->samples[0].token_ids.end());
+  EXPECT_EQ(again_ids, engine_alone(model, make_prompt(1), 8));
+
+  control(**c, protocol::control_verb::flush_cache, 32);
+  auto st = control(**c, protocol::control_verb::stats, 33);
+  ASSERT_TRUE(std::holds_alternative<protocol::stats_reply>(st));
+  bool saw_failures = false;
+  for (const auto& [k, v] : std::get<protocol::stats_reply>(st).entries) {
+    if (k == "cache_full_pages_used" || k == "cache_swa_pages_used" || k == "running") {
+      EXPECT_EQ(v, 0.0) << k;
+    }
+    if (k == "worker_failures") {
+      saw_failures = true;
+      EXPECT_EQ(v, 1.0);
+    }
+  }
+  EXPECT_TRUE(saw_failures);
+}
+
+TEST(worker_process, without_restarts_an_idle_death_fails_later_generations_unavailable) {
+  const std::string model = std::string(HART_TEST_DATA) + "/tiny-a";
+  server_process srv(model, {"--worker-process", "--worker-restarts", "0", "--full-pages", "64", "--swa-pages", "24"});
+  ASSERT_FALSE(srv.endpoint().empty()) << "the server did not print its endpoint";
+  const int64_t first_worker = srv.worker_pid();
+  ASSERT_GT(first_worker, 0) << "the server did not print its worker's pid";
+  transport::client_params cp;
+  cp.endpoint = srv.endpoint();
+  auto c = transport::client::connect(cp);
+  ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+  auto ok = (*c)->generate(greedy_request(1, make_prompt(1), 4), 120s);
+  ASSERT_TRUE(ok.ok()) << ok.get_status().to_string();
+  EXPECT_EQ(ok->samples[0].final.reason, protocol::finish_reason::length);
+
+  ASSERT_EQ(kill(pid_t(first_worker), SIGKILL), 0);
+  std::this_thread::sleep_for(1s);  // several idle checks
+  for (uint64_t id = 2; id <= 3; ++id) {
+    auto res = (*c)->generate(greedy_request(id, make_prompt(int(id)), 8), 120s);
+    ASSERT_TRUE(res.ok()) << res.get_status().to_string();
+    EXPECT_EQ(res->samples[0].final.reason, protocol::finish_reason::error);
+    EXPECT_NE(res->samples[0].final.error_message.find("unavailable"), std::string::npos)
+        << res->samples[0].final.error_message;
+    EXPECT_NE(res->samples[0].final.error_message.find("not replaced"), std::string::npos)
+        << res->samples[0].final.error_message;
+    EXPECT_TRUE(res->samples[0].token_ids.empty());
+  }
+  auto h = control(**c, protocol::control_verb::health, 5);
+  ASSERT_TRUE(std::holds_alternative<protocol::health_reply>(h));
+  EXPECT_TRUE(std::get<protocol::health_reply>(h).ok);
+  control(**c, protocol::control_verb::flush_cache, 6);
+  auto st = control(**c, protocol::control_verb::stats, 7);
+  ASSERT_TRUE(std::holds_alternative<protocol::stats_reply>(st));
+  for (const auto& [k, v] : std::get<protocol::stats_reply>(st).entries) {
+    if (k == "cache_full_pages_used" || k == "cache_swa_pages_used" || k == "running") {
+      EXPECT_EQ(v, 0.0) << k;
+    }
+    if (k == "worker_failures") {
+      EXPECT_EQ(v, 3.0) << "the idle loss and the two failed steps";
     }
   }
 }
