@@ -8,6 +8,7 @@
 // weight tile; one CTA per row for the Hadamard transform; elementwise grid-stride
 // loops for the dequantizers; one warp per 32-wide MXFP4 group.
 #include "kernels/quant/quant.h"
+#include "kernels/quant/quant_args.h"
 
 #include <cuda_runtime.h>
 
@@ -163,24 +164,15 @@ __global__ void mxfp4_dequantize_kernel(const uint8_t* packed, const uint8_t* sc
 
 // -- validation (shapes and pointers only: see quant.h on data checks) -------
 
+// The CPU's shape checks plus the grid limit: one block of threads per quantization block.
 status check_blocks(const char* op, int64_t n, int64_t block) {
-  if (block <= 0) return invalid_argument("%s: block=%lld must be > 0", op, ll(block));
-  if (n < 0) return invalid_argument("%s: n=%lld must be >= 0", op, ll(n));
-  if (n % block != 0) return invalid_argument("%s: n=%lld is not a multiple of block=%lld", op, ll(n), ll(block));
+  HART_RETURN_IF_ERROR(quant_args::check_blocks(op, n, block));
   if (n / block > INT_MAX) return invalid_argument("%s: n / block=%lld exceeds the grid", op, ll(n / block));
   return {};
 }
 
-status check_ptr(const char* op, const char* field, const void* p, int64_t n) {
-  if (n > 0 && p == nullptr) return invalid_argument("%s: %s is null", op, field);
-  return {};
-}
-
-status check_matrix(const char* op, int64_t rows, int64_t cols) {
-  if (rows < 0) return invalid_argument("%s: rows=%lld must be >= 0", op, ll(rows));
-  if (cols < 0) return invalid_argument("%s: cols=%lld must be >= 0", op, ll(cols));
-  return {};
-}
+using quant_args::check_matrix;
+using quant_args::check_ptr;
 
 status launched(const char* op) {
   const cudaError_t err = cudaGetLastError();

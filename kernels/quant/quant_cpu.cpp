@@ -1,4 +1,5 @@
 #include "kernels/quant/quant.h"
+#include "kernels/quant/quant_args.h"
 
 #include "runtime/core/codecs.h"
 
@@ -12,6 +13,7 @@ namespace hart {
 namespace {
 
 using ll = long long;
+using namespace quant_args;
 
 constexpr int64_t mxfp4_block = 32;
 
@@ -28,26 +30,6 @@ float block_amax(const float* x, int64_t n, float floor) {
 
 // clamp(v, -q_max, q_max); NaN passes through.
 float clamp_q(float v, float q_max) { return v > q_max ? q_max : (v < -q_max ? -q_max : v); }
-
-status check_blocks(const char* op, int64_t n, int64_t block) {
-  if (block <= 0) return invalid_argument("%s: block=%lld must be > 0", op, ll(block));
-  if (n < 0) return invalid_argument("%s: n=%lld must be >= 0", op, ll(n));
-  if (n % block != 0) {
-    return invalid_argument("%s: n=%lld is not a multiple of block=%lld", op, ll(n), ll(block));
-  }
-  return {};
-}
-
-status check_ptr(const char* op, const char* field, const void* p, int64_t n) {
-  if (n > 0 && p == nullptr) return invalid_argument("%s: %s is null", op, field);
-  return {};
-}
-
-status check_matrix(const char* op, int64_t rows, int64_t cols) {
-  if (rows < 0) return invalid_argument("%s: rows=%lld must be >= 0", op, ll(rows));
-  if (cols < 0) return invalid_argument("%s: cols=%lld must be >= 0", op, ll(cols));
-  return {};
-}
 
 status check_finite(const char* op, const float* w, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {

@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp}
-SRCS="kernels/flash_compressor/flash_compressor_bench.cu kernels/flash_compressor/flash_compressor.cu kernels/flash_compressor/flash_compressor_cpu.cpp kernels/flash_compressor/flash_compressor_args.cpp kernels/compress_pool/compress_pool_cpu.cpp kernels/rms_norm/rms_norm_cpu.cpp kernels/rope/rope_cpu.cpp kernels/quant/quant_cpu.cpp kernels/sparse_decode_attention/kv_entry.cpp runtime/core/codecs.cpp runtime/core/status.cpp runtime/core/check.cpp runtime/core/log.cpp"
+SRCS="kernels/flash_compressor/flash_compressor_bench.cu kernels/flash_compressor/flash_compressor.cu kernels/flash_compressor/flash_compressor_cpu.cpp kernels/flash_compressor/flash_compressor_args.cpp kernels/compress_pool/compress_pool_cpu.cpp kernels/rms_norm/rms_norm_cpu.cpp kernels/rope/rope_cpu.cpp kernels/quant/quant_cpu.cpp kernels/quant/quant_args.cpp kernels/sparse_decode_attention/kv_entry.cpp runtime/core/codecs.cpp runtime/core/status.cpp runtime/core/check.cpp runtime/core/log.cpp"
 NVCC="nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -DHART_CUDA=1 -Xptxas -v"
 t0=$(date +%s)
 $NVCC $SRCS -o /tmp/fc_bench > "$LOG/fc_build.log" 2>&1 &

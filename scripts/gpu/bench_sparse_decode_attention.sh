@@ -7,7 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp}
-SRCS="kernels/sparse_decode_attention/sparse_decode_attention_bench.cu kernels/sparse_decode_attention/sparse_decode_attention.cu kernels/sparse_decode_attention/sparse_decode_attention_cpu.cpp kernels/sparse_decode_attention/kv_entry.cpp kernels/sparse_attention/sparse_attention_cpu.cpp kernels/quant/quant_cpu.cpp runtime/core/codecs.cpp runtime/core/status.cpp runtime/core/check.cpp runtime/core/log.cpp"
+SRCS="kernels/sparse_decode_attention/sparse_decode_attention_bench.cu kernels/sparse_decode_attention/sparse_decode_attention.cu kernels/sparse_decode_attention/sparse_decode_attention_cpu.cpp kernels/sparse_decode_attention/kv_entry.cpp kernels/sparse_attention/sparse_attention_cpu.cpp kernels/quant/quant_cpu.cpp kernels/quant/quant_args.cpp runtime/core/codecs.cpp runtime/core/status.cpp runtime/core/check.cpp runtime/core/log.cpp"
 NVCC="nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -DHART_CUDA=1"
 t0=$(date +%s)
 $NVCC $SRCS -o /tmp/sda_bench > "$LOG/sda_build.log" 2>&1 &

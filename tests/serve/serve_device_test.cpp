@@ -25,6 +25,7 @@
 #include "runtime/core/codecs.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/transport/client.h"
+#include "tests/serve/perturbed_checkpoint.h"
 #include "tests/serve/server_process.h"
 
 namespace hart::testing {
@@ -216,35 +217,6 @@ TEST(serve_device_gpu, greedy_outputs_equal_the_cpu_server_with_prefix_hits_and_
 
 namespace fs = std::filesystem;
 
-// tiny-a with every F32 tensor but the norms scaled by `scale`, stored as BF16
-// (what a trainer sends), next to tiny-a's config and tokenizer (as weight_sync_test.cpp).
-std::string write_perturbed(float scale) {
-  const fs::path dir = fs::temp_directory_path() / ("hart_gpu_wsync_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json"}) {
-    fs::copy_file(fs::path(tiny_a()) / f, dir / f, fs::copy_options::overwrite_existing);
-  }
-  auto store = weight_store::open(tiny_a());
-  EXPECT_TRUE(store.ok());
-  std::vector<std::vector<uint8_t>> keep;
-  std::vector<tensor_to_write> out;
-  for (const std::string& n : store->names()) {
-    const tensor_entry* e = store->find(n);
-    if (e->type != dtype::f32) {
-      out.push_back({n, e->type, e->shape, e->data, e->n_bytes});
-      continue;
-    }
-    std::vector<float> f(e->numel());
-    std::memcpy(f.data(), e->data, e->n_bytes);
-    for (float& x : f) x *= n.find("norm") == std::string::npos ? scale : 1.0f;
-    keep.emplace_back(f.size() * 2);
-    f32_to_bf16(f.data(), reinterpret_cast<uint16_t*>(keep.back().data()), int64_t(f.size()));
-    out.push_back({n, dtype::bf16, e->shape, keep.back().data(), keep.back().size()});
-  }
-  EXPECT_TRUE(safetensors_write((dir / "model.safetensors").string(), out).ok());
-  return dir.string();
-}
-
 // One request at a time, so both servers see the same steps: four prompts,
 // two repeats (prefix-cache hits), a second turn extending prompt 1.
 std::vector<answer> sequential_workload(const std::string& endpoint) {
@@ -260,7 +232,7 @@ std::vector<answer> sequential_workload(const std::string& endpoint) {
 
 TEST(serve_device_gpu, pushed_weights_serve_what_a_fresh_gpu_server_on_them_serves) {
   if (!device_present()) GTEST_SKIP() << "no CUDA device: weight sync into hart serve --device cuda not checked here";
-  const std::string dir = write_perturbed(1.25f);
+  const std::string dir = testing::write_perturbed_checkpoint(tiny_a(), 1.25f, "gpu_wsync");
   std::vector<answer> before, pushed, fresh;
   {
     server_process srv(tiny_a(),

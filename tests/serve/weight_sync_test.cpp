@@ -18,6 +18,7 @@
 #include "rollout/weight_sync_client.h"
 #include "runtime/core/codecs.h"
 #include "runtime/model/engine.h"
+#include "tests/serve/perturbed_checkpoint.h"
 #include "runtime/transport/client.h"
 #include "runtime/weight_sync/crc32c.h"
 #include "runtime/weight_sync/sync_codec.h"
@@ -31,33 +32,8 @@ using namespace std::chrono_literals;
 
 const std::string k_tiny_a = std::string(HART_TEST_DATA) + "/tiny-a";
 
-// tiny-a with every F32 tensor but the norms scaled by `scale`, stored as BF16
-// (what a trainer sends), written next to tiny-a's config and tokenizer.
 std::string write_perturbed(float scale, const std::string& tag) {
-  const fs::path dir = fs::temp_directory_path() / ("hart_wsync_" + tag + "_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json"}) {
-    fs::copy_file(fs::path(k_tiny_a) / f, dir / f, fs::copy_options::overwrite_existing);
-  }
-  auto store = weight_store::open(k_tiny_a);
-  EXPECT_TRUE(store.ok());
-  std::vector<std::vector<uint8_t>> keep;
-  std::vector<tensor_to_write> out;
-  for (const std::string& n : store->names()) {
-    const tensor_entry* e = store->find(n);
-    if (e->type != dtype::f32) {
-      out.push_back({n, e->type, e->shape, e->data, e->n_bytes});
-      continue;
-    }
-    std::vector<float> f(e->numel());
-    std::memcpy(f.data(), e->data, e->n_bytes);
-    for (float& x : f) x *= n.find("norm") == std::string::npos ? scale : 1.0f;
-    keep.emplace_back(f.size() * 2);
-    f32_to_bf16(f.data(), reinterpret_cast<uint16_t*>(keep.back().data()), int64_t(f.size()));
-    out.push_back({n, dtype::bf16, e->shape, keep.back().data(), keep.back().size()});
-  }
-  EXPECT_TRUE(safetensors_write((dir / "model.safetensors").string(), out).ok());
-  return dir.string();
+  return testing::write_perturbed_checkpoint(k_tiny_a, scale, "wsync_" + tag);
 }
 
 std::unique_ptr<engine> load(const std::string& dir, precision prec) {
