@@ -8,8 +8,10 @@ namespace {
 
 using ll = long long;
 
-status validate_desc(const flash_compressor_desc& d, int64_t ic, int64_t page_size, const char* op) {
-  if (!d.kv || !d.gate || !d.ape || !d.norm || !d.inv_freq || !d.ring || !d.entries) {
+status validate_desc(const flash_compressor_desc& d, int64_t ic, int64_t page_size, int64_t n_tokens,
+                     const char* op) {
+  // A call with no tokens (every span empty) reads no projections.
+  if ((n_tokens > 0 && (!d.kv || !d.gate)) || !d.ape || !d.norm || !d.inv_freq || !d.ring || !d.entries) {
     return invalid_argument("%s: comp[%lld]: kv, gate, ape, norm, inv_freq, ring and entries must be set", op, ll(ic));
   }
   if (d.rate <= 0 || d.dim <= 0) {
@@ -68,7 +70,7 @@ status fc_validate(const flash_compressor_params& p, const char* op) {
   if (p.n_seq > 0 && (!p.start || !p.full_pages || !p.swa_pages || p.pages_stride <= 0)) {
     return invalid_argument("%s: start, full_pages, swa_pages and pages_stride > 0 are required", op);
   }
-  for (int64_t ic = 0; ic < p.n_comp; ++ic) HART_RETURN_IF_ERROR(validate_desc(p.comp[ic], ic, p.page_size, op));
+  for (int64_t ic = 0; ic < p.n_comp; ++ic) HART_RETURN_IF_ERROR(validate_desc(p.comp[ic], ic, p.page_size, p.n_tokens, op));
   return {};
 }
 

@@ -190,7 +190,8 @@ void check_prefill(const std::vector<comp_shape>& shapes, int64_t P, const std::
   problem pr = make_problem(shapes, P, int64_t(start.size()), max_pos, rng);
   set_spans(pr, std::vector<int64_t>(start.size(), 0), start);
   fill_projections(pr, rng);
-  ASSERT_TRUE(flash_compressor_cpu(host_params(pr)).ok());
+  const status history = flash_compressor_cpu(host_params(pr));
+  ASSERT_TRUE(history.ok()) << label << ": the history: " << history.to_string();
   set_spans(pr, start, len);
   fill_projections(pr, rng);
   run_and_compare(pr, false, label);
@@ -227,7 +228,8 @@ void check_decode(const std::vector<comp_shape>& shapes, int64_t P, const std::v
   problem pr = make_problem(shapes, P, int64_t(start.size()), max_pos, rng);
   set_spans(pr, std::vector<int64_t>(start.size(), 0), start);
   fill_projections(pr, rng);
-  ASSERT_TRUE(flash_compressor_cpu(host_params(pr)).ok());
+  const status history = flash_compressor_cpu(host_params(pr));
+  ASSERT_TRUE(history.ok()) << label << ": the history: " << history.to_string();
   for (int64_t k = 0; k < steps; ++k) {
     std::vector<int64_t> pos(start.size());
     for (size_t s = 0; s < start.size(); ++s) pos[s] = start[s] + k;
