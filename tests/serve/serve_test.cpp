@@ -116,23 +116,25 @@ std::vector<int32_t> prompt_of(int i) {
 
 TEST_F(serve, concurrent_streaming_clients_get_what_the_engine_computes_alone) {
   constexpr int k_clients = 32;
+  // The engine runs one call at a time (its sequences share one page store), so
+  // the expected answers are computed here, before the clients start.
+  std::vector<std::vector<int32_t>> want(k_clients);
+  std::vector<std::vector<float>> want_lp(k_clients);
+  for (int i = 0; i < k_clients; ++i) want[i] = greedy_alone(prompt_of(i), 8, &want_lp[i]);
   std::vector<std::thread> threads;
   std::vector<std::string> failures(k_clients);
   for (int i = 0; i < k_clients; ++i) {
     threads.emplace_back([&, i] {
       auto c = connect();
-      const std::vector<int32_t> prompt = prompt_of(i);
-      auto res = c->generate(greedy_request(100 + i, prompt, 8), 120s);
+      auto res = c->generate(greedy_request(100 + i, prompt_of(i), 8), 120s);
       if (!res.ok()) {
         failures[i] = res.get_status().to_string();
         return;
       }
       const auto& s = res->samples[0];
       std::vector<int32_t> got(s.token_ids.begin(), s.token_ids.end());
-      std::vector<float> want_lp;
-      const std::vector<int32_t> want = greedy_alone(prompt, 8, &want_lp);
-      if (got != want) failures[i] = "tokens differ";
-      else if (s.logprobs != want_lp) failures[i] = "logprobs differ";
+      if (got != want[i]) failures[i] = "tokens differ";
+      else if (s.logprobs != want_lp[i]) failures[i] = "logprobs differ";
       else if (s.final.reason != protocol::finish_reason::length) failures[i] = "finish reason";
     });
   }
