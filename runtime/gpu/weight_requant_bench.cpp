@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   auto codes = gpu::device_buffer::create(size_t(max_n)), scales = gpu::device_buffer::create(size_t(max_n / 128 + 1024));
   gpu::weight_requant_scratch sc;
   if (!raw.ok() || !work.ok() || !codes.ok() || !scales.ok()) return fail(status(status_code::resource_exhausted, "device memory"));
-  if (status s = sc.reserve(max_n); !s.ok()) return fail(s);
+  if (status s = sc.reserve(); !s.ok()) return fail(s);
   float* w = static_cast<float*>(work->get());
   auto* q = static_cast<uint8_t*>(codes->get());
   auto* sq = static_cast<uint8_t*>(scales->get());
