@@ -25,6 +25,41 @@ struct linear_params {
 
 status linear_cpu(const linear_params& p);
 
+/// Block edge of the FP8 weight scales and of the activation quantization.
+inline constexpr int64_t k_linear_fp8_block = 128;
+
+/// The weight of one group of rows in a grouped linear.
+struct linear_group_weight {
+  const void* w = nullptr;           // [in, out] row-major [out][in]: e4m3 codes when w_scale is set, else fp32
+  const uint8_t* w_scale = nullptr;  // [ceil(in/128), ceil(out/128)] e8m0 codes, row-major; null: fp32 weights
+};
+
+/// Rows that use different weights in one call (MoE experts): tile i is rows
+/// [tile_row0[i], tile_row0[i] + tile_rows[i]) of x and y, 1 <= tile_rows[i]
+/// <= linear_grouped_tile_rows, through weight groups[tile_group[i]]. Tiles in
+/// use: *n_tiles (<= max_tiles), so a device-side plan can size the work
+/// without the host knowing it. Rows in no tile are not written.
+///   y[r] = x[r] · W_g^T   (fp32 accumulation; codes times 2^scale are exact)
+/// x must already be what the weights expect (FP8 QDQ'd for the fp8 mode's
+/// weights): the op does not quantize. Every group's w is 16-byte aligned.
+inline constexpr int64_t linear_grouped_tile_rows = 8;
+struct linear_grouped_params {
+  const float* x = nullptr;                   // [in, n_rows] dense
+  float* y = nullptr;                         // [out, n_rows] dense
+  const linear_group_weight* groups = nullptr;
+  int64_t n_groups = 0;
+  const int32_t* tile_group = nullptr;        // [max_tiles]
+  const int32_t* tile_row0 = nullptr;         // [max_tiles]
+  const int32_t* tile_rows = nullptr;         // [max_tiles]
+  const int32_t* n_tiles = nullptr;           // one value
+  int64_t max_tiles = 0;
+  int64_t n_rows = 0;                         // rows of x and y (bounds the tiles)
+  int64_t in = 0;
+  int64_t out = 0;
+};
+/// Host pointers; checks every tile against n_rows, n_groups and the tile size.
+status linear_grouped_cpu(const linear_grouped_params& p);
+
 }  // namespace hart
 
 #ifdef HART_CUDA
@@ -80,8 +115,6 @@ struct linear_bf16_params {
 /// the bf16 values widened to fp32, up to fp32 rounding.
 status linear_bf16_cuda(const linear_bf16_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 
-/// Block edge of the FP8 weight scales and of the activation quantization.
-inline constexpr int64_t k_linear_fp8_block = 128;
 
 struct linear_fp8_params {
   const float* x = nullptr;        // [in, n_rows] fp32 (unquantized), row stride `x_stride`
@@ -105,6 +138,13 @@ struct linear_fp8_params {
 /// NOTE(linear): CUDA cores, dequantize in registers; the tensor-core (wgmma)
 /// version is later work (perf target G1).
 status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
+
+/// linear_grouped_cpu's contract with device pointers (groups too). Each
+/// output is the warp dot product linear_fp8_cuda uses for codes (bitwise the
+/// same result for the same QDQ'd row), lane-strided fp32 FMAs for fp32
+/// weights. Bad tiles are not detected on the device (the plan that writes
+/// them is trusted); sizes are checked here.
+status linear_grouped_cuda(const linear_grouped_params& p, CUstream_st* stream);
 
 }  // namespace hart
 #endif

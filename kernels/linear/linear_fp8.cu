@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "kernels/linear/linear_fp8_device.cuh"
 #include "kernels/linear/linear_impl.h"
 #include "kernels/quant/quant.h"
 
@@ -62,19 +63,6 @@ __global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* _
 
 // -- product: one warp per output feature, MT input rows at a time -----------------
 
-// 2^(c-127) for an e8m0 code (c = 255 is NaN).
-__device__ float e8m0_value(uint8_t c) { return c == 255 ? __int_as_float(0x7fc00000) : ldexpf(1.0f, int(c) - 127); }
-
-__device__ void fp8x4_to_float(uint32_t u, float* f) {
-  const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(u & 0xffff), __NV_E4M3);
-  const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(u >> 16), __NV_E4M3);
-  const float2 a = __half22float2(__half2(lo)), b = __half22float2(__half2(hi));
-  f[0] = a.x;
-  f[1] = a.y;
-  f[2] = b.x;
-  f[3] = b.y;
-}
-
 constexpr int k_warps = 8;  // 256 threads: 8 output features per block
 
 // VEC: in % 16 == 0, so every lane's 16 weights are one aligned uint4 inside one
@@ -87,49 +75,10 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_linear_kernel(linear_fp8_par
   const int64_t r0 = int64_t(blockIdx.y) * MT;
   if (o >= p.out) return;
   const int mt = int(min(int64_t(MT), p.n_rows - r0));
-  const uint8_t* w = p.w + o * p.in;
-  const uint8_t* ws = p.w_scale + (o / k_block) * n_kb;
   float acc[MT];
-  for (int m = 0; m < MT; ++m) acc[m] = 0.0f;
-  if (VEC) {
-    for (int64_t k = int64_t(lane) * 16; k < p.in; k += 32 * 16) {
-      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w + k));
-      float wf[16];
-      fp8x4_to_float(wv.x, wf);
-      fp8x4_to_float(wv.y, wf + 4);
-      fp8x4_to_float(wv.z, wf + 8);
-      fp8x4_to_float(wv.w, wf + 12);
-      const float sw = e8m0_value(__ldg(ws + k / k_block));
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m >= mt) break;
-        const float4* xr = reinterpret_cast<const float4*>(xq + (r0 + m) * p.in + k);
-        float part = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float4 xv = __ldg(xr + j);
-          part = fmaf(wf[4 * j + 0], xv.x, part);
-          part = fmaf(wf[4 * j + 1], xv.y, part);
-          part = fmaf(wf[4 * j + 2], xv.z, part);
-          part = fmaf(wf[4 * j + 3], xv.w, part);
-        }
-        acc[m] = fmaf(part, sw, acc[m]);
-      }
-    }
-  } else {
-    for (int64_t k = lane; k < p.in; k += 32) {
-      const float wf = float(__half(__nv_cvt_fp8_to_halfraw(__ldg(w + k), __NV_E4M3))) * e8m0_value(__ldg(ws + k / k_block));
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m >= mt) break;
-        acc[m] = fmaf(wf, xq[(r0 + m) * p.in + k], acc[m]);
-      }
-    }
-  }
-#pragma unroll
-  for (int m = 0; m < MT; ++m) {
-    for (int off = 16; off > 0; off >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
-  }
+  linear_dev::fp8_dot_rows<MT, VEC>(p.w + o * p.in, p.w_scale + (o / k_block) * n_kb, xq + r0 * p.in, p.in, mt, lane,
+                                    acc);
+  linear_dev::warp_sum(acc);
   if (lane == 0) {
     for (int m = 0; m < mt; ++m) {
       float& y = p.y[(r0 + m) * ys + o];

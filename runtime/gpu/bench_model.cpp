@@ -109,13 +109,14 @@ class maker {
     }
     const int64_t E = c.n_routed_experts, K = c.n_activated_experts;
     HART_RETURN_IF_ERROR(linear(E, D, false, &L->gate));
+    std::vector<int32_t> tid2eid;
     if (L->hash_moe) {
       // K distinct experts per token: a random start and a stride coprime to E.
       std::mt19937_64 rng(next_seed());
-      L->tid2eid.resize(size_t(c.vocab_size * K));
+      tid2eid.resize(size_t(c.vocab_size * K));
       for (int64_t t = 0; t < c.vocab_size; ++t) {
         const int64_t e0 = int64_t(rng() % uint64_t(E));
-        for (int64_t k = 0; k < K; ++k) L->tid2eid[t * K + k] = int32_t((e0 + k * 37) % E);
+        for (int64_t k = 0; k < K; ++k) tid2eid[t * K + k] = int32_t((e0 + k * 37) % E);
       }
     } else {
       HART_ASSIGN_OR_RETURN(L->gate_bias, f32(E, -0.01f, 0.01f));
@@ -123,7 +124,7 @@ class maker {
     L->experts.resize(E);
     for (device_expert& e : L->experts) HART_RETURN_IF_ERROR(expert(c, c.moe_inter_dim, &e));
     if (c.n_shared_experts > 0) HART_RETURN_IF_ERROR(expert(c, c.moe_inter_dim * c.n_shared_experts, &L->shared));
-    return {};
+    return device_layer_finish(L, tid2eid, d_);
   }
 
  private:

@@ -34,4 +34,39 @@ device_buffer& device_buffer::operator=(device_buffer&& o) noexcept {
   return *this;
 }
 
+status_or<pinned_staging> pinned_staging::create(size_t bytes) {
+  pinned_staging p;
+  void* base = nullptr;
+  const cudaError_t e = cudaHostAlloc(&base, bytes, cudaHostAllocDefault);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return resource_exhausted("gpu engine: cudaHostAlloc of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
+  }
+  p.base_ = static_cast<char*>(base);
+  p.bytes_ = bytes;
+  return p;
+}
+
+pinned_staging::~pinned_staging() {
+  if (base_) cudaFreeHost(base_);
+}
+
+pinned_staging& pinned_staging::operator=(pinned_staging&& o) noexcept {
+  if (this != &o) {
+    if (base_) cudaFreeHost(base_);
+    base_ = std::exchange(o.base_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    used_ = std::exchange(o.used_, 0);
+  }
+  return *this;
+}
+
+void* pinned_staging::take(size_t bytes) {
+  const size_t b = (bytes + 15) / 16 * 16;
+  if (used_ + b > bytes_) return nullptr;
+  void* p = base_ + used_;
+  used_ += b;
+  return p;
+}
+
 }  // namespace hart::gpu

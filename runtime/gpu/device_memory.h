@@ -64,6 +64,33 @@ class device_arena {
   size_t used_ = 0;
 };
 
+/// Pinned host memory that step metadata is staged in before it is copied to
+/// the device: a cudaMemcpyAsync from pageable memory may wait for the stream
+/// (the driver stages it), one from pinned memory does not, so the host can
+/// build layer l+1's metadata while the device runs layer l. Bump allocation;
+/// the caller resets it once the stream has consumed every copy.
+class pinned_staging {
+ public:
+  pinned_staging() = default;
+  static status_or<pinned_staging> create(size_t bytes);
+  ~pinned_staging();
+  pinned_staging(pinned_staging&& o) noexcept
+      : base_(std::exchange(o.base_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), used_(std::exchange(o.used_, 0)) {}
+  pinned_staging& operator=(pinned_staging&& o) noexcept;
+  pinned_staging(const pinned_staging&) = delete;
+  pinned_staging& operator=(const pinned_staging&) = delete;
+
+  /// `bytes` of staging (16-byte aligned), or null when they do not fit.
+  void* take(size_t bytes);
+  void reset() { used_ = 0; }
+  size_t capacity() const { return bytes_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  size_t used_ = 0;
+};
+
 /// cudaError_t → status naming `what`.
 status cuda_status(int cuda_error, const char* what);
 

@@ -9,6 +9,7 @@
 #include "kernels/sparse_attention/sparse_attention.h"
 #include "runtime/core/log.h"
 #include "runtime/gpu/engine_kernels.h"
+#include "runtime/gpu/moe_dispatch.h"
 #include "runtime/gpu/gpu_engine_impl.h"
 
 namespace hart {
@@ -141,14 +142,22 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   f(&b->route_w, T * K);
   i32(&b->experts, T * K);
   i32(&b->hash, T * K);
-  f(&b->xe, T * K * D);
-  f(&b->g, T * I);
-  f(&b->up, T * I);
-  f(&b->h, T * I);
-  f(&b->ye, T * D);
-  i64(&b->moe_src, T * K);
-  i64(&b->iota_d, T * K);
-  f(&b->moe_w, T * K);
+  const int64_t R = moe_rows(s);  // routed rows per MoE chunk (gpu_moe.cpp)
+  f(&b->xe, R * D);
+  const int64_t hidden_rows = std::max(R * I, T * I * std::max<int64_t>(c.n_shared_experts, 1));  // + the shared expert
+  f(&b->g, hidden_rows);
+  f(&b->up, hidden_rows);
+  f(&b->h, hidden_rows);
+  f(&b->ye, R * D);
+  i64(&b->moe_src, R);
+  i64(&b->iota_d, R);
+  f(&b->moe_w, R);
+  i32(&b->moe_slot, R);
+  const int64_t n_tiles = moe_plan_max_tiles(R, E);
+  i32(&b->tile_group, n_tiles);
+  i32(&b->tile_row0, n_tiles);
+  i32(&b->tile_rows, n_tiles);
+  i32(&b->n_tiles, 1);
   f(&b->rows, T * D);
   f(&b->logits, T * c.vocab_size);
   f(&b->qdq, T * s.w.max_linear_in);
@@ -178,6 +187,7 @@ status run_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logi
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
   const int64_t T = p.n_tokens(), D = c.hidden_size, n = c.hc_mult, V = c.vocab_size;
+  s.staging.reset();  // the last pass ended with a stream sync: its copies are done
   HART_RETURN_IF_ERROR(s.upload(A.ids, p.ids));
   HART_RETURN_IF_ERROR(s.upload(A.pos, p.pos));
   HART_RETURN_IF_ERROR(gpu::embed_rows_cuda(s.w.embed, A.ids, T, n, D, A.x, s.stream));
@@ -236,6 +246,10 @@ size_t gpu_engine::device_bytes() const { return s_->w.bytes + s_->pool.bytes() 
 
 namespace {
 
+// Pinned staging of step metadata: a decode step's fits many times over; a
+// long prefill's that does not waits for the stream once per overflow.
+constexpr size_t k_staging_bytes = size_t(16) << 20;
+
 // load's body: the config and weights come from params.base.model_dir unless given.
 status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params& params, const model_config* cfg,
                                                          gpu::device_weights* weights) {
@@ -292,8 +306,9 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
     gpu::arena_layout(*s, ar, &s->a);
   }
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "gpu engine: stream"));
+  HART_ASSIGN_OR_RETURN(s->staging, gpu::pinned_staging::create(k_staging_bytes));
   {
-    const int64_t n_rows = params.max_batch_tokens * c.n_activated_experts;
+    const int64_t n_rows = gpu::moe_rows(*s);
     std::vector<int64_t> iota(n_rows);
     for (int64_t i = 0; i < n_rows; ++i) iota[i] = i * c.hidden_size;
     HART_RETURN_IF_ERROR(s->upload(s->a.iota_d, iota));

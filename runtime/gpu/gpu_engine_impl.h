@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -44,9 +45,12 @@ struct arena_buffers {
   // MoE
   float *route_logits = nullptr, *route_w = nullptr;  // [E, T], [K, T]
   int32_t *experts = nullptr, *hash = nullptr;         // [K, T]
-  float *xe = nullptr, *g = nullptr, *up = nullptr, *h = nullptr, *ye = nullptr;
-  int64_t *moe_src = nullptr, *iota_d = nullptr;       // [K·T]: token row offsets, i·D
-  float* moe_w = nullptr;                               // [K·T]
+  // [R] routed rows of one MoE chunk (moe_rows), sorted by expert (moe_dispatch.h)
+  float *xe = nullptr, *g = nullptr, *up = nullptr, *h = nullptr, *ye = nullptr;  // [D or I, R]
+  int64_t *moe_src = nullptr, *iota_d = nullptr;       // [R]: token row offsets, i·D
+  float* moe_w = nullptr;                               // [R]
+  int32_t* moe_slot = nullptr;                          // [R] (t, k) → sorted row
+  int32_t *tile_group = nullptr, *tile_row0 = nullptr, *tile_rows = nullptr, *n_tiles = nullptr;
   // head
   float* rows = nullptr;                  // [D, T]
   float* logits = nullptr;                // [V, T]
@@ -84,11 +88,23 @@ struct engine_state {
   int64_t n_cand_max = 0;
   int64_t pages_per_seq = 0;
 
+  pinned_staging staging;                 // host side of upload(); reset when a pass starts
+
+  /// Copies `v` to dst in stream order through the pinned staging (the host
+  /// does not wait); when the staging is full, waits for the stream and starts over.
   template <class T>
   status upload(T* dst, const std::vector<T>& v) {
     if (v.empty()) return {};
-    return cuda_status(cudaMemcpyAsync(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream),
-                       "gpu engine: upload");
+    const size_t bytes = v.size() * sizeof(T);
+    void* h = staging.take(bytes);
+    if (!h && bytes <= staging.capacity()) {
+      HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "gpu engine: upload"));
+      staging.reset();
+      h = staging.take(bytes);
+    }
+    if (!h) return cuda_status(cudaMemcpyAsync(dst, v.data(), bytes, cudaMemcpyHostToDevice, stream), "gpu engine: upload");
+    std::memcpy(h, v.data(), bytes);
+    return cuda_status(cudaMemcpyAsync(dst, h, bytes, cudaMemcpyHostToDevice, stream), "gpu engine: upload");
   }
   /// Copies n values back and waits for the stream (v1: host-side step metadata).
   template <class T>
@@ -100,6 +116,10 @@ struct engine_state {
     return cuda_status(cudaStreamSynchronize(stream), "gpu engine: step");
   }
 };
+
+/// Routed rows one MoE chunk holds: the arena's T tokens' worth, at least one
+/// token's K, at most what one device plan sorts.
+int64_t moe_rows(const engine_state& s);
 
 /// Empties a caller's trace before a call (the CPU engine overwrites its fields per call).
 void trace_reset(forward_trace* t);

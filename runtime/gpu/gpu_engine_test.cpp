@@ -4,7 +4,9 @@
 //
 // Tolerances. exact: per-position relative error vs the CPU ≤ 2e-5 (fp32 with
 // other summation orders; measured ~1e-6), vs the goldens ≤ 1e-4 and top-1
-// agreement ≥ 99% (the issue asks ≤ 2e-2 for bf16). fp8: the same QDQ rules as
+// agreement ≥ 99% (the issue asks ≤ 2e-2 for bf16), up to the first near-tie
+// flip of an indexer pick in goldens that have near-ties (tiny-c), within
+// k_after_flip after it. fp8: the same QDQ rules as
 // the CPU fp8 mode, but an fp32 rounding difference can move a value across a
 // QDQ step, and the random tiny models amplify that layer by layer: the bound
 // is a factor of the CPU fp8 mode's own difference under other summation
@@ -14,7 +16,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
+#include <string>
 
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/gpu/gpu_engine_impl.h"
@@ -26,6 +30,9 @@ namespace {
 constexpr double k_vs_cpu_exact = 2e-5;
 constexpr double k_vs_golden_exact = 1e-4;
 constexpr double k_min_top1 = 0.99;
+// After a near-tie flip of one indexer pick, later positions attend to one
+// other entry: measured 0.023 (tiny-c row 1, H200); a wrong computation is O(1).
+constexpr double k_after_flip = 0.1;
 
 #define SKIP_WITHOUT_GPU() \
   if (!gpu_device_available()) GTEST_SKIP() << "no CUDA device: GPU engine not checked on this machine"
@@ -95,6 +102,68 @@ std::vector<float> gpu_run(const gpu_engine& e, const std::vector<int32_t>& ids,
   return all;
 }
 
+// Where the GPU's trace of golden row `b` (indexer picks per CSA layer,
+// routed experts per layer; one whole-prompt call, which may span passes) first
+// differs from the CPU's: the earliest position, and at it the earliest layer
+// and what differs there (a layer's picks come before its routing).
+struct divergence {
+  int64_t pos = -1, layer = -1;
+  std::string what;
+  int64_t n_tokens = 0;  // (layer, token) pairs that differ, all positions
+};
+
+divergence first_divergence(const golden_set& g, const gpu_engine& e, int64_t b) {
+  divergence d;
+  const std::vector<int32_t>& ids = g.input_ids[size_t(b)];
+  sequence_state cs = g.reference_sequence(), gs = e.new_sequence();
+  gs.tie_reference_length = g.seq;
+  forward_trace ct, gt;
+  EXPECT_TRUE(g.eng->prefill(cs, ids, logits_request::none, nullptr, &ct).ok());
+  const status st = e.forward({{&gs, ids, logits_request::none}}, nullptr, &gt);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  auto scan = [&](const std::map<int64_t, std::vector<int32_t>>& want, std::map<int64_t, std::vector<int32_t>>& got,
+                  int64_t k, const char* what, int order) {
+    EXPECT_EQ(want.size(), got.size()) << what;
+    for (const auto& [il, w] : want) {
+      const std::vector<int32_t>& v = got[il];
+      EXPECT_EQ(v.size(), w.size()) << what << ", layer " << il;
+      for (size_t t = 0; (t + 1) * k <= std::min(v.size(), w.size()); ++t) {
+        if (std::set<int32_t>(w.begin() + t * k, w.begin() + (t + 1) * k) ==
+            std::set<int32_t>(v.begin() + t * k, v.begin() + (t + 1) * k)) {
+          continue;
+        }
+        ++d.n_tokens;
+        const int64_t pos = int64_t(t), key = 2 * il + order;
+        if (d.pos < 0 || pos < d.pos || (pos == d.pos && key < 2 * d.layer + (d.what == "routed experts"))) {
+          d.pos = pos;
+          d.layer = il;
+          d.what = what;
+        }
+      }
+    }
+  };
+  scan(ct.topk, gt.topk, g.eng->config().index_topk, "indexer picks", 0);
+  scan(ct.experts, gt.experts, g.eng->config().n_activated_experts, "routed experts", 1);
+  return d;
+}
+
+// The GPU's picks and routing equal the CPU's, except after a near-tie flip in
+// a golden that has near-ties (tiny-c: indexer scores 1e-5 apart, where fp32
+// summation order decides): the first difference must then be a pick flip,
+// since a routing difference first would mean the layer computed other values.
+// The tokens after a flip attend to other entries, so later picks and routing
+// may differ too.
+divergence expect_trace_equal_cpu(const golden_set& g, const gpu_engine& e, int64_t b, const char* what) {
+  SCOPED_TRACE(std::string(what) + ", row " + std::to_string(b));
+  const divergence d = first_divergence(g, e, b);
+  if (d.pos < 0) return d;
+  std::printf("row %lld: first trace difference at position %lld, layer %lld (%s); %lld (layer, token) pairs differ\n",
+              (long long)b, (long long)d.pos, (long long)d.layer, d.what.c_str(), (long long)d.n_tokens);
+  EXPECT_GT(g.near_tie_allowance, 0) << "picks or routing differ from the CPU's in a golden without near-ties";
+  EXPECT_EQ(d.what, "indexer picks") << "the first difference is not a pick flip, at position " << d.pos;
+  return d;
+}
+
 class gpu_exact : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -109,17 +178,28 @@ class gpu_exact : public ::testing::TestWithParam<const char*> {
 
 TEST_P(gpu_exact, whole_prompt_vs_cpu_and_goldens) {
   const std::vector<float> want = g_->floats("logits");
+  const int64_t V = g_->vocab;
   for (int64_t b = 0; b < g_->batch; ++b) {
     const std::vector<float> got = gpu_run(*gpu_, g_->input_ids[b], g_->seq, g_->seq);
     const std::vector<float> cpu = cpu_run(*g_, g_->input_ids[b], g_->seq);
-    const diff c = compare(got, cpu, g_->vocab, g_->near_tie_allowance);
-    const std::vector<float> ref(want.begin() + b * g_->seq * g_->vocab, want.begin() + (b + 1) * g_->seq * g_->vocab);
-    const diff h = compare(got, ref, g_->vocab, g_->near_tie_allowance);
-    std::printf("%s row %lld exact: vs cpu max %.3g mean %.3g | vs golden max %.3g mean %.3g top1 %.4f\n", GetParam(),
-                (long long)b, c.max_rel, c.mean_rel, h.max_rel, h.mean_rel, h.top1);
+    const std::vector<float> ref(want.begin() + b * g_->seq * V, want.begin() + (b + 1) * g_->seq * V);
+    // Strict up to a near-tie flip (expect_trace_equal_cpu), flip-sized after it.
+    const divergence flip = expect_trace_equal_cpu(*g_, *gpu_, b, "whole prompt");
+    const int64_t n = flip.pos < 0 ? g_->seq : flip.pos;
+    auto head = [&](const std::vector<float>& v) { return std::vector<float>(v.begin(), v.begin() + n * V); };
+    const diff c = compare(head(got), head(cpu), V, g_->near_tie_allowance);
+    const diff h = compare(head(got), head(ref), V, g_->near_tie_allowance);
+    const diff all = compare(got, ref, V, g_->near_tie_allowance);
+    std::printf("%s row %lld exact, first %lld positions: vs cpu max %.3g mean %.3g | vs golden max %.3g mean %.3g; "
+                "all positions: vs golden max %.3g top1 %.4f\n",
+                GetParam(), (long long)b, (long long)n, c.max_rel, c.mean_rel, h.max_rel, h.mean_rel, all.max_rel,
+                all.top1);
     EXPECT_LE(c.max_rel, k_vs_cpu_exact) << "position " << c.worst;
     EXPECT_LE(h.max_rel, k_vs_golden_exact) << "position " << h.worst;
-    EXPECT_GE(h.top1, k_min_top1);
+    EXPECT_GE(all.top1, k_min_top1);
+    if (flip.pos >= 0) {
+      EXPECT_LE(all.max_rel, k_after_flip) << "position " << all.worst;
+    }
   }
 }
 
@@ -177,43 +257,15 @@ TEST_P(gpu_exact, mixed_batches_and_decode_equal_cpu) {
   EXPECT_LE(worst, k_vs_cpu_exact);
 }
 
-// The GPU engine's trace of one whole-prompt call (indexer picks per CSA layer,
-// routed experts per layer) against the CPU engine's; the call may span passes.
-void expect_trace_equal_cpu(const golden_set& g, const gpu_engine& e, const char* what) {
-  const std::vector<int32_t>& ids = g.input_ids[0];
-  sequence_state cs = g.reference_sequence(), gs = e.new_sequence();
-  gs.tie_reference_length = g.seq;
-  forward_trace ct, gt;
-  ASSERT_TRUE(g.eng->prefill(cs, ids, logits_request::none, nullptr, &ct).ok());
-  const status st = e.forward({{&gs, ids, logits_request::none}}, nullptr, &gt);
-  ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
-  const int64_t k = g.eng->config().index_topk;
-  ASSERT_EQ(ct.topk.size(), gt.topk.size()) << what;
-  for (const auto& [il, want] : ct.topk) {
-    const std::vector<int32_t>& got = gt.topk[il];
-    ASSERT_EQ(got.size(), want.size()) << what << ", layer " << il;
-    int64_t differ = 0;
-    for (size_t t = 0; t * k < want.size(); ++t) {
-      const std::set<int32_t> a(want.begin() + t * k, want.begin() + (t + 1) * k);
-      const std::set<int32_t> b(got.begin() + t * k, got.begin() + (t + 1) * k);
-      differ += a != b;
-    }
-    // Near-ties (tiny-c: a 1e-5 relative score gap) may flip with fp32 order.
-    EXPECT_LE(differ, g.near_tie_allowance) << what << ", layer " << il;
-  }
-  ASSERT_EQ(ct.experts.size(), gt.experts.size()) << what;
-  for (const auto& [il, want] : ct.experts) {
-    EXPECT_EQ(gt.experts.at(il), want) << what << ", routed experts, layer " << il;
-  }
-}
-
 // tiny-c's 1100 tokens are two passes of the default 1024-token arena.
-TEST_P(gpu_exact, indexer_picks_equal_cpu) { expect_trace_equal_cpu(*g_, *gpu_, "1024-token passes"); }
+TEST_P(gpu_exact, indexer_picks_equal_cpu) {
+  for (int64_t b = 0; b < g_->batch; ++b) expect_trace_equal_cpu(*g_, *gpu_, b, "1024-token passes");
+}
 
 TEST_P(gpu_exact, trace_over_many_passes_equals_cpu) {
   std::unique_ptr<gpu_engine> small = load_gpu(GetParam(), precision::exact, 61);
   ASSERT_TRUE(small);
-  expect_trace_equal_cpu(*g_, *small, "61-token passes");
+  expect_trace_equal_cpu(*g_, *small, 0, "61-token passes");
 }
 
 INSTANTIATE_TEST_SUITE_P(tiny, gpu_exact, ::testing::Values("tiny-a", "tiny-b", "tiny-c"));

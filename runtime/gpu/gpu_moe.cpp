@@ -1,14 +1,17 @@
-// The MoE block on the device (runtime/model/moe.cpp is the reference):
-// router GEMM and routing on the device; the routed rows are grouped per
-// expert on the host (v1: one download per layer), gathered once, run expert
-// by expert, and added into y in expert order after the shared expert, the
-// CPU's summation order.
+// The MoE block on the device (runtime/model/moe.cpp is the reference), with
+// no host round-trip: router GEMM and routing, the shared expert into y, then
+// per chunk of tokens the routed rows sorted by expert on the device
+// (moe_dispatch.h), gathered once, run through the experts' grouped linears
+// (three launches for all experts) and added into y in ascending expert order
+// after the shared expert: the CPU's summation order.
 #include <algorithm>
 
+#include "kernels/linear/linear.h"
 #include "kernels/moe_route/moe_route.h"
 #include "kernels/swiglu/swiglu.h"
 #include "runtime/gpu/engine_kernels.h"
 #include "runtime/gpu/gpu_engine_impl.h"
+#include "runtime/gpu/moe_dispatch.h"
 
 namespace hart::gpu {
 namespace {
@@ -23,57 +26,69 @@ status expert_run(engine_state& s, const device_expert& e, const float* x, int64
   return linear_run(s, e.w2, A.h, n, out);
 }
 
+// y [out, rows] = x [in, rows] through each sorted row's expert (the chunk's plan).
+status grouped_run(engine_state& s, const linear_group_weight* table, const float* x, int64_t rows, int64_t in,
+                   int64_t out, float* y) {
+  const arena_buffers& A = s.a;
+  const int64_t E = s.cfg.n_routed_experts;
+  return linear_grouped_cuda({x, y, table, E, A.tile_group, A.tile_row0, A.tile_rows, A.n_tiles,
+                              moe_plan_max_tiles(rows, E), rows, in, out},
+                             s.stream);
+}
+
 }  // namespace
+
+int64_t moe_rows(const engine_state& s) {
+  const int64_t K = std::max<int64_t>(s.cfg.n_activated_experts, 1);
+  return std::min(std::max(s.params.max_batch_tokens, K), std::max(moe_plan_max_rows / K * K, K));
+}
 
 status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* experts_out) {
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
   const device_layer& w = s.w.layers[il];
   const int64_t T = p.n_tokens(), D = c.hidden_size, E = c.n_routed_experts, K = c.n_activated_experts;
+  const int64_t I = c.moe_inter_dim;
   HART_RETURN_IF_ERROR(linear_run(s, w.gate, x, T, A.route_logits));
-  if (w.hash_moe) {
-    std::vector<int32_t> hash(T * K);
-    for (int64_t t = 0; t < T; ++t) std::copy_n(w.tid2eid.data() + int64_t(p.ids[t]) * K, K, hash.data() + t * K);
-    HART_RETURN_IF_ERROR(s.upload(A.hash, hash));
-  }
+  if (w.hash_moe) HART_RETURN_IF_ERROR(moe_hash_cuda(A.ids, w.tid2eid, T, K, A.hash, s.stream));
   HART_RETURN_IF_ERROR(moe_route_cuda({A.route_logits, w.gate_bias, w.hash_moe ? A.hash : nullptr, A.experts,
                                        A.route_w, T, E, K, float(c.route_scale)}, s.stream));
+  if (experts_out) HART_RETURN_IF_ERROR(s.download(experts_out, A.experts, T * K));  // traces only: waits
   if (c.n_shared_experts > 0) {
     HART_RETURN_IF_ERROR(expert_run(s, w.shared, x, T, nullptr, y));
   } else {
     HART_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(y, 0, size_t(T * D) * sizeof(float), s.stream), "gpu engine: moe"));
   }
-  std::vector<int32_t> experts;
-  std::vector<float> weights;
-  HART_RETURN_IF_ERROR(s.download(&experts, A.experts, T * K));
-  HART_RETURN_IF_ERROR(s.download(&weights, A.route_w, T * K));
-  // Rows grouped by expert, tokens ascending inside a group (moe.cpp's order).
-  std::vector<int64_t> count(E + 1, 0);
-  for (int32_t e : experts) {
-    if (e < 0 || e >= E) return internal_error("moe: layer %lld routed a token to expert %d", (long long)il, e);
-    ++count[e + 1];
+  // The fp8 mode's experts take FP8-QDQ'd inputs (codes, or fp32 values with
+  // qdq_input): quantized once per chunk here, as linear_run would per expert.
+  const bool qdq = s.params.base.prec == precision::fp8;
+  const int64_t chunk = moe_rows(s) / K;
+  for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const int64_t nt = std::min(chunk, T - t0), rows = nt * K;
+    moe_plan_params mp;
+    mp.experts = A.experts + t0 * K;
+    mp.weights = A.route_w + t0 * K;
+    mp.n_tokens = nt;
+    mp.k = K;
+    mp.n_experts = E;
+    mp.row_width = D;
+    mp.src = A.moe_src;
+    mp.row_weight = A.moe_w;
+    mp.slot = A.moe_slot;
+    mp.tile_group = A.tile_group;
+    mp.tile_row0 = A.tile_row0;
+    mp.tile_rows = A.tile_rows;
+    mp.n_tiles = A.n_tiles;
+    HART_RETURN_IF_ERROR(moe_plan_cuda(mp, s.stream));
+    HART_RETURN_IF_ERROR(copy_rows_cuda(A.xe, A.iota_d, x + t0 * D, A.moe_src, D, rows, false, s.stream));
+    if (qdq) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.xe, rows, D, 128, D, s.stream));
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w1, A.xe, rows, D, I, A.g));
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w3, A.xe, rows, D, I, A.up));
+    HART_RETURN_IF_ERROR(swiglu_cuda({A.g, A.up, A.moe_w, A.h, rows, I, 0, float(c.swiglu_limit)}, s.stream));
+    if (qdq) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.h, rows, I, 128, I, s.stream));
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w2, A.h, rows, I, D, A.ye));
+    HART_RETURN_IF_ERROR(moe_combine_cuda(y + t0 * D, A.ye, A.experts + t0 * K, A.moe_slot, nt, K, D, s.stream));
   }
-  for (int64_t e = 0; e < E; ++e) count[e + 1] += count[e];
-  std::vector<int64_t> src(T * K);
-  std::vector<float> row_w(T * K);
-  std::vector<int64_t> fill(count.begin(), count.end() - 1);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t at = fill[experts[t * K + k]]++;
-      src[at] = t * D;
-      row_w[at] = weights[t * K + k];
-    }
-  }
-  HART_RETURN_IF_ERROR(s.upload(A.moe_src, src));
-  HART_RETURN_IF_ERROR(s.upload(A.moe_w, row_w));
-  HART_RETURN_IF_ERROR(copy_rows_cuda(A.xe, A.iota_d, x, A.moe_src, D, T * K, false, s.stream));
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t n = count[e + 1] - count[e];
-    if (n == 0) continue;
-    HART_RETURN_IF_ERROR(expert_run(s, w.experts[e], A.xe + count[e] * D, n, A.moe_w + count[e], A.ye));
-    HART_RETURN_IF_ERROR(copy_rows_cuda(y, A.moe_src + count[e], A.ye, A.iota_d, D, n, true, s.stream));
-  }
-  if (experts_out) *experts_out = std::move(experts);
   return {};
 }
 

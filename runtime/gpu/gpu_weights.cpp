@@ -61,8 +61,8 @@ class uploader {
       return {};
     }
     HART_ASSIGN_OR_RETURN(float* v, put_mutable(w.w));
-    HART_RETURN_IF_ERROR(reserve_codes(w.out, w.in));
-    HART_RETURN_IF_ERROR(weight_qdq_fp8(v, w.out, w.in, codes_scratch(), scales_scratch(w.out, w.in), stream_));
+    HART_RETURN_IF_ERROR(scratch_.reserve());
+    HART_RETURN_IF_ERROR(weight_qdq_fp8(v, w.out, w.in, scratch_.count(), stream_));
     *out = v;
     return {};
   }
@@ -84,9 +84,12 @@ class uploader {
     return linear(e.w2, prec, &out->w2, like ? &like->w2 : nullptr);
   }
 
-  /// Waits for the update's copies and kernels (load copies are synchronous).
+  /// Waits for the update's copies and kernels (load copies are synchronous);
+  /// a weight the re-quantization found non-finite fails the update, as the host load would.
   status finish() {
-    return updating() ? cuda_status(cudaStreamSynchronize(stream_), "gpu weight update") : status{};
+    if (!updating()) return {};
+    HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "gpu weight update"));
+    return scratch_.check_finite(stream_);
   }
 
  private:
@@ -109,15 +112,6 @@ class uploader {
   static int64_t n_scales(int64_t out, int64_t in) {
     return ((out + k_fp8_block - 1) / k_fp8_block) * ((in + k_fp8_block - 1) / k_fp8_block);
   }
-  status reserve_codes(int64_t out, int64_t in) {
-    const size_t need = size_t(out * in + n_scales(out, in));
-    if (codes_.bytes() >= need) return {};
-    HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "gpu weight update"));  // old scratch in use
-    HART_ASSIGN_OR_RETURN(codes_, device_buffer::create(need));
-    return {};
-  }
-  uint8_t* codes_scratch() const { return static_cast<uint8_t*>(codes_.get()); }
-  uint8_t* scales_scratch(int64_t out, int64_t in) const { return codes_scratch() + out * in; }
 
   // An fp8 linear of an update: raw values up into the reused staging buffer, QDQ and
   // encode on the device; the codes are kept when they reproduce the QDQ'd values,
@@ -128,7 +122,7 @@ class uploader {
       HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "gpu weight update"));  // old raw_ in use
       HART_ASSIGN_OR_RETURN(raw_, device_buffer::create(size_t(n) * sizeof(float)));
     }
-    HART_RETURN_IF_ERROR(scratch_.reserve(n));
+    HART_RETURN_IF_ERROR(scratch_.reserve());
     auto* v = static_cast<float*>(raw_.get());
     HART_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(v, w.w.data(), size_t(n) * sizeof(float), cudaMemcpyHostToDevice, stream_),
                                      "gpu engine: weight upload"));
@@ -162,7 +156,6 @@ class uploader {
   cudaStream_t stream_;
   weight_requant_scratch scratch_;
   device_buffer raw_;    // an fp8 linear's raw values, then its QDQ'd ones
-  device_buffer codes_;  // wo_a's transient codes and scales
 };
 
 // The walk shared by load and update; `like` (update) is the serving set, same layout.
@@ -215,7 +208,6 @@ status_or<device_weights> upload_all(const model_weights& w, const model_config&
     }
     HART_RETURN_IF_ERROR(up.linear(L.gate, prec, &o.gate, lk ? &lk->gate : nullptr));
     HART_ASSIGN_OR_RETURN(o.gate_bias, up.put(L.gate_bias));
-    o.tid2eid = L.tid2eid;
     o.experts.resize(L.experts.size());
     if (lk && lk->experts.size() != L.experts.size()) {
       return invalid_argument("gpu weight update: layer %zu has %zu experts, the serving weights %zu", il,
@@ -225,12 +217,42 @@ status_or<device_weights> upload_all(const model_weights& w, const model_config&
       HART_RETURN_IF_ERROR(up.expert(L.experts[e], prec, &o.experts[e], lk ? &lk->experts[e] : nullptr));
     }
     if (cfg.n_shared_experts > 0) HART_RETURN_IF_ERROR(up.expert(L.shared, prec, &o.shared, lk ? &lk->shared : nullptr));
+    HART_RETURN_IF_ERROR(device_layer_finish(&o, L.tid2eid, &d));
   }
   HART_RETURN_IF_ERROR(up.finish());
   return d;
 }
 
 }  // namespace
+
+status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2eid, device_weights* d) {
+  const size_t E = layer->experts.size();
+  std::vector<linear_group_weight> table(3 * E);
+  for (size_t e = 0; e < E; ++e) {
+    const device_expert& x = layer->experts[e];
+    size_t i = 0;
+    for (const device_linear* l : {&x.w1, &x.w3, &x.w2}) {
+      table[i++ * E + e] = l->codes ? linear_group_weight{l->codes, l->scales} : linear_group_weight{l->f32, nullptr};
+    }
+  }
+  const size_t table_bytes = table.size() * sizeof(linear_group_weight), map_bytes = tid2eid.size() * sizeof(int32_t);
+  if (table_bytes + map_bytes == 0) return {};
+  HART_ASSIGN_OR_RETURN(device_buffer b, device_buffer::create(table_bytes + map_bytes));
+  auto* base = static_cast<char*>(b.get());
+  HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(base, table.data(), table_bytes, cudaMemcpyHostToDevice), "gpu engine: expert table"));
+  if (map_bytes) {
+    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(base + table_bytes, tid2eid.data(), map_bytes, cudaMemcpyHostToDevice),
+                                     "gpu engine: hash routing table"));
+    layer->tid2eid = reinterpret_cast<const int32_t*>(base + table_bytes);
+  }
+  const auto* t = reinterpret_cast<const linear_group_weight*>(base);
+  layer->expert_w1 = t;
+  layer->expert_w2 = t + 2 * E;
+  layer->expert_w3 = t + E;
+  d->bytes += b.bytes();
+  d->buffers.push_back(std::move(b));
+  return {};
+}
 
 status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec) {
   return upload_all(w, cfg, prec, nullptr, nullptr);

@@ -15,6 +15,7 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/linear/linear.h"
 #include "runtime/core/status.h"
 #include "runtime/gpu/device_memory.h"
 #include "runtime/model/config.h"
@@ -56,9 +57,13 @@ struct device_layer {
   device_linear index_wq_b, index_weights_proj;
   device_linear gate;              // router, fp32
   const float* gate_bias = nullptr;
-  std::vector<int32_t> tid2eid;    // host copy [top_k, vocab] (hash routing is resolved on the host)
   std::vector<device_expert> experts;
   device_expert shared;
+  // Device tables of the routed experts for the grouped MoE linears
+  // (device_layer_finish): [E] weights of w1, w3 and w2, and hash routing's
+  // token → experts table [vocab][top_k] (hash layers only).
+  const linear_group_weight *expert_w1 = nullptr, *expert_w3 = nullptr, *expert_w2 = nullptr;
+  const int32_t* tid2eid = nullptr;
 };
 
 struct device_weights {
@@ -73,6 +78,10 @@ struct device_weights {
   size_t bytes = 0;                // device bytes held
   std::vector<device_buffer> buffers;
 };
+
+/// Builds a layer's device tables (expert_w1/w3/w2, tid2eid from the host
+/// table) once its experts are on the device; the tables join d->buffers.
+status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2eid, device_weights* d);
 
 /// Uploads `w` (loaded for `cfg` in precision `prec`).
 status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec);

@@ -176,7 +176,9 @@ void expect_same_greedy(const std::vector<answer>& cpu, const std::vector<answer
       EXPECT_NEAR(gpu[i].logprobs[j], cpu[i].logprobs[j], 1e-3) << what << " request " << i << " token " << j;
     }
     // The concurrent ones race for the shared prefix; the later ones run alone.
-    if (i >= size_t(k_concurrent)) EXPECT_EQ(gpu[i].cached, cpu[i].cached) << what << " request " << i;
+    if (i >= size_t(k_concurrent)) {
+      EXPECT_EQ(gpu[i].cached, cpu[i].cached) << what << " request " << i;
+    }
   }
   // The repeats were served from the prefix cache and answered as the first time.
   for (int i = 0; i < 4; ++i) {

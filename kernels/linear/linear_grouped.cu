@@ -1,0 +1,69 @@
+// The grouped linear on the device: one warp per output feature, one CTA per
+// (8 features, tile); CTAs past *n_tiles exit at once, so the grid can be
+// sized by a bound while a device-side plan decides the work (MoE experts
+// without a host round-trip). Codes use linear_fp8_cuda's dot product.
+#include <climits>
+
+#include "kernels/linear/linear.h"
+#include "kernels/linear/linear_fp8_device.cuh"
+
+namespace hart {
+namespace {
+
+constexpr int k_warps = 8;
+constexpr int MT = int(linear_grouped_tile_rows);
+
+template <bool VEC>
+__global__ void __launch_bounds__(k_warps * 32) grouped_kernel(linear_grouped_params p) {
+  const int tile = blockIdx.y;
+  if (tile >= *p.n_tiles) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t o = int64_t(blockIdx.x) * k_warps + threadIdx.x / 32;
+  if (o >= p.out) return;
+  const linear_group_weight gw = p.groups[p.tile_group[tile]];
+  const int64_t r0 = p.tile_row0[tile];
+  const int mt = p.tile_rows[tile];
+  const float* x = p.x + r0 * p.in;
+  float acc[MT];
+  if (gw.w_scale) {
+    const int64_t n_kb = (p.in + linear_dev::k_block - 1) / linear_dev::k_block;
+    linear_dev::fp8_dot_rows<MT, VEC>(static_cast<const uint8_t*>(gw.w) + o * p.in,
+                                      gw.w_scale + (o / linear_dev::k_block) * n_kb, x, p.in, mt, lane, acc);
+  } else {
+    linear_dev::f32_dot_rows<MT, VEC>(static_cast<const float*>(gw.w) + o * p.in, x, p.in, mt, lane, acc);
+  }
+  linear_dev::warp_sum(acc);
+  if (lane == 0) {
+    for (int m = 0; m < mt; ++m) p.y[(r0 + m) * p.out + o] = acc[m];
+  }
+}
+
+}  // namespace
+
+status linear_grouped_cuda(const linear_grouped_params& p, CUstream_st* stream) {
+  if (!p.x || !p.y || !p.groups || !p.tile_group || !p.tile_row0 || !p.tile_rows || !p.n_tiles) {
+    return invalid_argument("linear_grouped_cuda: null pointer");
+  }
+  if (p.in <= 0 || p.out <= 0 || p.n_rows < 0 || p.n_groups < 0 || p.max_tiles < 0) {
+    return invalid_argument("linear_grouped_cuda: bad sizes in=%lld out=%lld n_rows=%lld", (long long)p.in,
+                            (long long)p.out, (long long)p.n_rows);
+  }
+  if ((p.out + k_warps - 1) / k_warps > INT_MAX || p.max_tiles > 65535) {
+    return invalid_argument("linear_grouped_cuda: out=%lld / max_tiles=%lld exceed the grid", (long long)p.out,
+                            (long long)p.max_tiles);
+  }
+  if (p.max_tiles == 0) return {};
+  // VEC needs every group's weights 16-byte aligned: device allocations are
+  // (256 bytes), and in % 16 == 0 keeps each row's start aligned.
+  const dim3 grid{unsigned((p.out + k_warps - 1) / k_warps), unsigned(p.max_tiles)};
+  if (p.in % 16 == 0) {
+    grouped_kernel<true><<<grid, k_warps * 32, 0, stream>>>(p);
+  } else {
+    grouped_kernel<false><<<grid, k_warps * 32, 0, stream>>>(p);
+  }
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return internal_error("linear_grouped_cuda: %s", cudaGetErrorString(e));
+  return {};
+}
+
+}  // namespace hart

@@ -1,0 +1,296 @@
+// The grouped linear (MoE experts in one call) on fresh random inputs:
+//   - linear_grouped_cpu against a double sum of the same products, within
+//     1e-5·Σ|x·w| (linear_cpu's bound); rows in no tile untouched; bad tiles,
+//     counts and misaligned weights refused;
+//   - under HART_CUDA, linear_grouped_cuda: groups of e4m3 codes bitwise equal
+//     to linear_fp8_cuda on the same QDQ'd rows (one dot product for both),
+//     fp32 groups within 2e-5·Σ|x·w| of the CPU; tiles past *n_tiles and rows
+//     in no tile untouched; vector (in % 16 == 0) and scalar paths.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "kernels/linear/linear.h"
+#include "kernels/quant/quant.h"
+#include "kernels/testing/op_test_util.h"
+#ifdef HART_CUDA
+#include "kernels/testing/cuda_test_util.h"
+#endif
+
+namespace hart {
+namespace {
+
+using testing::all_close;
+using testing::k_sentinel;
+using testing::normal_vec;
+using testing::seed_trace;
+using testing::test_seed;
+
+// One group's weight: codes + scales (fp8) or fp32 values; `deq` is what the product sees.
+struct group_weight {
+  bool fp8 = false;
+  std::vector<uint8_t> q, scale;
+  std::vector<float> f32, deq;
+};
+
+group_weight random_group(std::mt19937& rng, int64_t out, int64_t in, bool fp8) {
+  group_weight g;
+  g.fp8 = fp8;
+  auto w = normal_vec(rng, out * in, 0.05f);
+  if (!fp8) {
+    g.f32 = w;
+    g.deq = w;
+    return g;
+  }
+  g.q.resize(size_t(out * in));
+  g.scale.resize(size_t(((out + 127) / 128) * ((in + 127) / 128)));
+  g.deq.resize(size_t(out * in));
+  EXPECT_TRUE(fp8_block_quantize(w.data(), out, in, 128, g.q.data(), g.scale.data()).ok());
+  EXPECT_TRUE(fp8_block_dequantize(g.q.data(), g.scale.data(), out, in, 128, g.deq.data()).ok());
+  return g;
+}
+
+// A random grouping of n_rows rows: each group's rows contiguous, cut into tiles of <= 8.
+struct tiling {
+  std::vector<int32_t> group, row0, rows;
+  std::vector<int32_t> group_of_row;  // -1: the row is in no tile
+};
+
+tiling random_tiling(std::mt19937& rng, int64_t n_rows, int64_t n_groups) {
+  tiling t;
+  t.group_of_row.assign(size_t(n_rows), -1);
+  std::uniform_int_distribution<int> len(0, 19), g(0, int(n_groups - 1)), skip(0, 5);
+  int32_t r = 0;
+  while (r < n_rows) {
+    if (skip(rng) == 0) {  // a row no tile covers
+      ++r;
+      continue;
+    }
+    const int32_t grp = g(rng), n = std::min<int32_t>(int32_t(n_rows) - r, len(rng) + 1);
+    for (int32_t done = 0; done < n;) {
+      const int32_t k = std::min<int32_t>(n - done, int32_t(linear_grouped_tile_rows));
+      t.group.push_back(grp);
+      t.row0.push_back(r + done);
+      t.rows.push_back(k);
+      done += k;
+    }
+    for (int32_t i = 0; i < n; ++i) t.group_of_row[size_t(r + i)] = grp;
+    r += n;
+  }
+  return t;
+}
+
+// x QDQ'd per row per 128 channels (what the fp8 weights expect).
+std::vector<float> qdq_rows(std::vector<float> x, int64_t n_rows, int64_t in) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t k0 = 0; k0 < in; k0 += 128) {
+      const int64_t len = std::min<int64_t>(128, in - k0);
+      EXPECT_TRUE(act_quant_fp8_qdq(x.data() + r * in + k0, len, len).ok());
+    }
+  }
+  return x;
+}
+
+// Double sums and Σ|terms| for every covered row.
+void exact(const std::vector<float>& x, const std::vector<group_weight>& gw, const tiling& t, int64_t in, int64_t out,
+           std::vector<double>* want, std::vector<double>* mag) {
+  const int64_t n_rows = int64_t(t.group_of_row.size());
+  want->assign(size_t(n_rows * out), 0.0);
+  mag->assign(size_t(n_rows * out), 0.0);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int32_t g = t.group_of_row[size_t(r)];
+    if (g < 0) continue;
+    for (int64_t o = 0; o < out; ++o) {
+      double a = 0, m = 0;
+      for (int64_t i = 0; i < in; ++i) {
+        const double p = double(x[size_t(r * in + i)]) * gw[size_t(g)].deq[size_t(o * in + i)];
+        a += p;
+        m += std::fabs(p);
+      }
+      (*want)[size_t(r * out + o)] = a;
+      (*mag)[size_t(r * out + o)] = m;
+    }
+  }
+}
+
+struct problem {
+  int64_t in = 0, out = 0, n_rows = 0;
+  std::vector<group_weight> groups;
+  tiling tiles;
+  std::vector<float> x;  // QDQ'd: the fp8 groups' products are then exact
+};
+
+problem make_problem(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
+  problem p;
+  p.in = in;
+  p.out = out;
+  p.n_rows = n_rows;
+  for (int g = 0; g < 5; ++g) p.groups.push_back(random_group(rng, out, in, g % 2 == 0));
+  p.tiles = random_tiling(rng, n_rows, int64_t(p.groups.size()));
+  p.x = qdq_rows(normal_vec(rng, n_rows * in, 1.0f), n_rows, in);
+  return p;
+}
+
+std::vector<linear_group_weight> host_groups(const problem& p) {
+  std::vector<linear_group_weight> g;
+  for (const group_weight& w : p.groups) {
+    g.push_back(w.fp8 ? linear_group_weight{w.q.data(), w.scale.data()} : linear_group_weight{w.f32.data(), nullptr});
+  }
+  return g;
+}
+
+TEST(linear_grouped, cpu_matches_the_exact_sum_and_leaves_other_rows) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  for (const auto& [in, out, n_rows] : {std::tuple<int64_t, int64_t, int64_t>{256, 136, 40}, {200, 64, 17}, {129, 7, 3}}) {
+    const problem p = make_problem(rng, in, out, n_rows);
+    const std::vector<linear_group_weight> g = host_groups(p);
+    std::vector<float> y(size_t(n_rows * out), k_sentinel);
+    const int32_t n_tiles = int32_t(p.tiles.group.size());
+    const linear_grouped_params lp{p.x.data(), y.data(), g.data(), int64_t(g.size()), p.tiles.group.data(),
+                                   p.tiles.row0.data(), p.tiles.rows.data(), &n_tiles, n_tiles, n_rows, in, out};
+    ASSERT_TRUE(linear_grouped_cpu(lp).ok());
+    std::vector<double> want, mag;
+    exact(p.x, p.groups, p.tiles, in, out, &want, &mag);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      for (int64_t o = 0; o < out; ++o) {
+        const size_t i = size_t(r * out + o);
+        if (p.tiles.group_of_row[size_t(r)] < 0) {
+          ASSERT_EQ(y[i], k_sentinel) << "row " << r << " is in no tile";
+        } else {
+          ASSERT_LE(std::fabs(y[i] - want[i]), 1e-5 * mag[i]) << "row " << r << " out " << o;
+        }
+      }
+    }
+  }
+}
+
+TEST(linear_grouped, cpu_refuses_bad_tiles) {
+  std::mt19937 rng(3);
+  problem p = make_problem(rng, 32, 8, 12);
+  const std::vector<linear_group_weight> g = host_groups(p);
+  std::vector<float> y(size_t(12 * 8), 0.0f);
+  int32_t group = 0, row0 = 0, rows = 4, n_tiles = 1;
+  auto call = [&] {
+    return linear_grouped_cpu({p.x.data(), y.data(), g.data(), int64_t(g.size()), &group, &row0, &rows, &n_tiles, 1,
+                               12, 32, 8});
+  };
+  EXPECT_TRUE(call().ok());
+  group = 5;
+  EXPECT_FALSE(call().ok()) << "group past n_groups";
+  group = 0;
+  rows = 9;
+  EXPECT_FALSE(call().ok()) << "more rows than a tile holds";
+  rows = 0;
+  EXPECT_FALSE(call().ok()) << "an empty tile";
+  rows = 4;
+  row0 = 10;
+  EXPECT_FALSE(call().ok()) << "rows past n_rows";
+  row0 = 0;
+  n_tiles = 2;
+  EXPECT_FALSE(call().ok()) << "n_tiles past max_tiles";
+  n_tiles = 1;
+  std::vector<linear_group_weight> shifted = g;
+  shifted[0].w = static_cast<const uint8_t*>(g[0].w) + 1;
+  EXPECT_FALSE(linear_grouped_cpu({p.x.data(), y.data(), shifted.data(), int64_t(g.size()), &group, &row0, &rows,
+                                   &n_tiles, 1, 12, 32, 8})
+                   .ok())
+      << "a misaligned weight";
+}
+
+#ifdef HART_CUDA
+
+using testing::cuda_synced;
+using testing::device_vec;
+
+void run_cuda(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
+  SCOPED_TRACE("in=" + std::to_string(in) + " out=" + std::to_string(out) + " n_rows=" + std::to_string(n_rows));
+  const problem p = make_problem(rng, in, out, n_rows);
+  std::vector<std::unique_ptr<device_vec<uint8_t>>> dq, ds;
+  std::vector<std::unique_ptr<device_vec<float>>> df;
+  std::vector<linear_group_weight> g;
+  for (const group_weight& w : p.groups) {
+    if (w.fp8) {
+      dq.push_back(std::make_unique<device_vec<uint8_t>>(w.q));
+      ds.push_back(std::make_unique<device_vec<uint8_t>>(w.scale));
+      g.push_back({dq.back()->get(), ds.back()->get()});
+    } else {
+      df.push_back(std::make_unique<device_vec<float>>(w.f32));
+      g.push_back({df.back()->get(), nullptr});
+    }
+  }
+  const int32_t n_tiles = int32_t(p.tiles.group.size());
+  const int64_t max_tiles = n_tiles + 3;  // the plan's bound; the extra CTAs must do nothing
+  std::vector<int32_t> tg = p.tiles.group, tr = p.tiles.row0, tn = p.tiles.rows;
+  for (int i = 0; i < 3; ++i) tg.push_back(0), tr.push_back(0), tn.push_back(8);  // would overwrite rows 0..7
+  device_vec<linear_group_weight> d_g(g);
+  device_vec<int32_t> d_tg(tg), d_tr(tr), d_tn(tn), d_n(std::vector<int32_t>{n_tiles});
+  device_vec<float> d_x(p.x), d_y(std::vector<float>(size_t(n_rows * out), k_sentinel));
+  ASSERT_TRUE(linear_grouped_cuda({d_x.get(), d_y.get(), d_g.get(), int64_t(g.size()), d_tg.get(), d_tr.get(),
+                                   d_tn.get(), d_n.get(), max_tiles, n_rows, in, out},
+                                  nullptr)
+                  .ok());
+  ASSERT_TRUE(cuda_synced(nullptr));
+  const std::vector<float> got = d_y.to_host();
+
+  const std::vector<linear_group_weight> hg = host_groups(p);
+  std::vector<float> cpu(size_t(n_rows * out), k_sentinel);
+  ASSERT_TRUE(linear_grouped_cpu({p.x.data(), cpu.data(), hg.data(), int64_t(hg.size()), p.tiles.group.data(),
+                                  p.tiles.row0.data(), p.tiles.rows.data(), &n_tiles, n_tiles, n_rows, in, out})
+                  .ok());
+  std::vector<double> want, mag;
+  exact(p.x, p.groups, p.tiles, in, out, &want, &mag);
+
+  // The fp8 groups' rows through linear_fp8_cuda, one call per group's run of rows.
+  auto ctx = linear_cuda_context::create(64, 8192);
+  ASSERT_TRUE(ctx.ok());
+  device_vec<float> d_ref(std::vector<float>(size_t(n_rows * out), k_sentinel));
+  for (size_t i = 0; i < p.tiles.group.size(); ++i) {
+    const group_weight& w = p.groups[size_t(p.tiles.group[i])];
+    if (!w.fp8) continue;
+    const int64_t r0 = p.tiles.row0[i];
+    ASSERT_TRUE(linear_fp8_cuda({d_x.get() + r0 * in, static_cast<const uint8_t*>(g[size_t(p.tiles.group[i])].w),
+                                 g[size_t(p.tiles.group[i])].w_scale, d_ref.get() + r0 * out, p.tiles.rows[i], in, out},
+                                **ctx, nullptr)
+                    .ok());
+  }
+  ASSERT_TRUE(cuda_synced(nullptr));
+  const std::vector<float> ref = d_ref.to_host();
+
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int32_t grp = p.tiles.group_of_row[size_t(r)];
+    for (int64_t o = 0; o < out; ++o) {
+      const size_t i = size_t(r * out + o);
+      if (grp < 0) {
+        ASSERT_EQ(got[i], k_sentinel) << "row " << r << " is in no tile";
+      } else if (p.groups[size_t(grp)].fp8) {
+        ASSERT_EQ(std::memcmp(&got[i], &ref[i], sizeof(float)), 0)
+            << "row " << r << " out " << o << ": " << got[i] << " vs linear_fp8_cuda " << ref[i];
+      } else {
+        ASSERT_LE(std::fabs(double(got[i]) - cpu[i]), 2e-5 * mag[i]) << "row " << r << " out " << o;
+      }
+    }
+  }
+}
+
+TEST(linear_grouped, cuda_equals_the_fp8_linear_and_the_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  run_cuda(rng, 256, 136, 40);   // vector path
+  run_cuda(rng, 4096, 64, 9);    // vector path, many 128-channel blocks
+  run_cuda(rng, 200, 64, 17);    // scalar path (in % 16 != 0)
+  run_cuda(rng, 129, 7, 3);
+}
+
+#endif  // HART_CUDA
+
+}  // namespace
+}  // namespace hart

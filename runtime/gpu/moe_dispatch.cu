@@ -1,0 +1,135 @@
+#include "runtime/gpu/moe_dispatch.h"
+
+#include <cuda_runtime.h>
+
+#include "kernels/linear/linear.h"
+
+namespace hart::gpu {
+namespace {
+
+constexpr int k_plan_threads = 1024;
+constexpr int k_tile = int(linear_grouped_tile_rows);
+constexpr int k_max_k = 16;  // routed experts per token the combine sorts in registers
+
+status launched(const char* op) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return internal_error("%s: launch failed: %s", op, cudaGetErrorString(e));
+  return {};
+}
+
+__global__ void hash_kernel(const int32_t* ids, const int32_t* tid2eid, int64_t n, int64_t k, int32_t* experts) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n * k) experts[i] = tid2eid[int64_t(ids[i / k]) * k + i % k];
+}
+
+// One CTA: counts per expert, offsets and tile starts (thread 0, E steps), then
+// one warp per expert ranks its rows in index order with ballots (stable).
+__global__ void __launch_bounds__(k_plan_threads) plan_kernel(moe_plan_params p) {
+  extern __shared__ int32_t sh[];
+  const int E = int(p.n_experts), n = int(p.n_tokens * p.k);
+  int32_t* count = sh;              // [E]
+  int32_t* offset = sh + E;         // [E]
+  int32_t* tile0 = sh + 2 * E;      // [E]
+  int32_t* ex = sh + 3 * E;         // [n] the experts, staged
+  for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int32_t e = p.experts[i];
+    ex[i] = e;
+    if (e >= 0 && e < E) atomicAdd(&count[e], 1);  // an id outside [0, E) routes nowhere
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t rows = 0, tiles = 0;
+    for (int e = 0; e < E; ++e) {
+      offset[e] = rows;
+      tile0[e] = tiles;
+      rows += count[e];
+      tiles += (count[e] + k_tile - 1) / k_tile;
+    }
+    *p.n_tiles = tiles;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+  for (int e = warp; e < E; e += n_warps) {
+    int32_t rank = 0;
+    for (int base = 0; base < n; base += 32) {
+      const int i = base + lane;
+      const bool mine = i < n && ex[i] == e;
+      const unsigned ballot = __ballot_sync(0xffffffffu, mine);
+      if (mine) {
+        const int32_t at = offset[e] + rank + __popc(ballot & ((1u << lane) - 1));
+        p.src[at] = int64_t(i / p.k) * p.row_width;
+        p.row_weight[at] = p.weights[i];
+        p.slot[i] = at;
+      }
+      rank += __popc(ballot);
+    }
+    for (int j = lane; j * k_tile < count[e]; j += 32) {
+      p.tile_group[tile0[e] + j] = e;
+      p.tile_row0[tile0[e] + j] = offset[e] + j * k_tile;
+      p.tile_rows[tile0[e] + j] = min(k_tile, count[e] - j * k_tile);
+    }
+  }
+}
+
+__global__ void combine_kernel(float* y, const float* ye, const int32_t* experts, const int32_t* slot, int64_t k,
+                               int64_t width) {
+  const int64_t t = blockIdx.x;
+  int32_t ex[k_max_k], sl[k_max_k];
+  int n = 0;
+  for (int64_t j = 0; j < k; ++j) {  // insertion sort by expert id (k is small)
+    const int32_t e = experts[t * k + j], s = slot[t * k + j];
+    if (s < 0) continue;
+    int at = n++;
+    for (; at > 0 && ex[at - 1] > e; --at) ex[at] = ex[at - 1], sl[at] = sl[at - 1];
+    ex[at] = e;
+    sl[at] = s;
+  }
+  float* row = y + t * width;
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+    float acc = row[c];
+    for (int j = 0; j < n; ++j) acc = acc + ye[int64_t(sl[j]) * width + c];
+    row[c] = acc;
+  }
+}
+
+}  // namespace
+
+status moe_hash_cuda(const int32_t* ids, const int32_t* tid2eid, int64_t n_tokens, int64_t k, int32_t* experts,
+                     CUstream_st* stream) {
+  if (n_tokens <= 0) return {};
+  const int64_t n = n_tokens * k;
+  hash_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(ids, tid2eid, n_tokens, k, experts);
+  return launched("moe_hash_cuda");
+}
+
+int64_t moe_plan_max_tiles(int64_t n_rows, int64_t n_experts) {
+  // Σ_e ceil(c_e / 8) <= Σ_e (c_e / 8 + 1) over the non-empty experts.
+  return (n_rows + k_tile - 1) / k_tile + (n_rows < n_experts ? n_rows : n_experts);
+}
+
+status moe_plan_cuda(const moe_plan_params& p, CUstream_st* stream) {
+  const int64_t n = p.n_tokens * p.k;
+  if (n > moe_plan_max_rows || p.n_experts <= 0 || p.k > k_max_k) {
+    return invalid_argument("moe_plan_cuda: %lld rows (max %lld), %lld experts, top-%lld (max %d)", (long long)n,
+                            (long long)moe_plan_max_rows, (long long)p.n_experts, (long long)p.k, k_max_k);
+  }
+  if (n == 0) return {};
+  // Every slot gets a row: the combine reads slot for every (t, k). Ids outside
+  // [0, E) (none from the router) would leave theirs unset: mark them first.
+  if (cudaMemsetAsync(p.slot, 0xff, size_t(n) * sizeof(int32_t), stream) != cudaSuccess) return launched("moe_plan_cuda");
+  const size_t smem = size_t(3 * p.n_experts + n) * sizeof(int32_t);
+  plan_kernel<<<1, k_plan_threads, smem, stream>>>(p);
+  return launched("moe_plan_cuda");
+}
+
+status moe_combine_cuda(float* y, const float* ye, const int32_t* experts, const int32_t* slot, int64_t n_tokens,
+                        int64_t k, int64_t width, CUstream_st* stream) {
+  if (n_tokens <= 0) return {};
+  if (k > k_max_k) return invalid_argument("moe_combine_cuda: top-%lld over %d", (long long)k, k_max_k);
+  combine_kernel<<<unsigned(n_tokens), 256, 0, stream>>>(y, ye, experts, slot, k, width);
+  return launched("moe_combine_cuda");
+}
+
+}  // namespace hart::gpu
