@@ -32,6 +32,42 @@ __device__ __forceinline__ void fp8x4_to_float(uint32_t u, float* f) {
 // weights are one uint4 inside one 128-channel block). Each lane sums 16
 // exact products in fp32, scales by the block's 2^k and accumulates: the
 // order depends only on `in`, so results are batch-invariant.
+// The 16 weights at w + k times the mt input rows, added into acc: the step
+// fp8_dot_rows repeats along k.
+template <int MT>
+__device__ __forceinline__ void fp8_step(uint4 wv, float sw, const float* __restrict__ x, int64_t in, int64_t k,
+                                         int mt, float (&acc)[MT]) {
+  float wf[16];
+  fp8x4_to_float(wv.x, wf);
+  fp8x4_to_float(wv.y, wf + 4);
+  fp8x4_to_float(wv.z, wf + 8);
+  fp8x4_to_float(wv.w, wf + 12);
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    if (m >= mt) break;
+    const float4* xr = reinterpret_cast<const float4*>(x + m * in + k);
+    float part = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float4 xv = __ldg(xr + j);
+      part = fmaf(wf[4 * j + 0], xv.x, part);
+      part = fmaf(wf[4 * j + 1], xv.y, part);
+      part = fmaf(wf[4 * j + 2], xv.z, part);
+      part = fmaf(wf[4 * j + 3], xv.w, part);
+    }
+    acc[m] = fmaf(part, sw, acc[m]);
+  }
+}
+
+constexpr int k_prefetch = 4;  // weight loads a lane issues before it uses the first
+
+// One warp's partial sums of output row `w` (e4m3 codes, scale row `ws`) against
+// the mt <= MT dense input rows at x (row stride `in`); the caller reduces acc
+// over the warp. VEC: in % 16 == 0 and w 16-byte aligned (each lane's 16
+// weights are one uint4 inside one 128-channel block). Each lane sums 16
+// exact products in fp32, scales by the block's 2^k and accumulates: the
+// order depends only on `in`, so results are batch-invariant. The weight loads
+// of k_prefetch steps are issued together (the order of the sums is unchanged).
 template <int MT, bool VEC>
 __device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, const uint8_t* __restrict__ ws,
                                              const float* __restrict__ x, int64_t in, int mt, int lane,
@@ -39,29 +75,21 @@ __device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, cons
 #pragma unroll
   for (int m = 0; m < MT; ++m) acc[m] = 0.0f;
   if (VEC) {
-    for (int64_t k = int64_t(lane) * 16; k < in; k += 32 * 16) {
-      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w + k));
-      float wf[16];
-      fp8x4_to_float(wv.x, wf);
-      fp8x4_to_float(wv.y, wf + 4);
-      fp8x4_to_float(wv.z, wf + 8);
-      fp8x4_to_float(wv.w, wf + 12);
-      const float sw = e8m0_value(__ldg(ws + k / k_block));
+    constexpr int64_t step = 32 * 16;
+    int64_t k = int64_t(lane) * 16;
+    for (; k + (k_prefetch - 1) * step < in; k += k_prefetch * step) {
+      uint4 wv[k_prefetch];
+      uint8_t sc[k_prefetch];
 #pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m >= mt) break;
-        const float4* xr = reinterpret_cast<const float4*>(x + m * in + k);
-        float part = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float4 xv = __ldg(xr + j);
-          part = fmaf(wf[4 * j + 0], xv.x, part);
-          part = fmaf(wf[4 * j + 1], xv.y, part);
-          part = fmaf(wf[4 * j + 2], xv.z, part);
-          part = fmaf(wf[4 * j + 3], xv.w, part);
-        }
-        acc[m] = fmaf(part, sw, acc[m]);
+      for (int u = 0; u < k_prefetch; ++u) {
+        wv[u] = __ldg(reinterpret_cast<const uint4*>(w + k + u * step));
+        sc[u] = __ldg(ws + (k + u * step) / k_block);
       }
+#pragma unroll
+      for (int u = 0; u < k_prefetch; ++u) fp8_step(wv[u], e8m0_value(sc[u]), x, in, k + u * step, mt, acc);
+    }
+    for (; k < in; k += step) {
+      fp8_step(__ldg(reinterpret_cast<const uint4*>(w + k)), e8m0_value(__ldg(ws + k / k_block)), x, in, k, mt, acc);
     }
   } else {
     for (int64_t k = lane; k < in; k += 32) {

@@ -1,24 +1,32 @@
-// CUDA mHC: one 256-thread block per token.
-//   hc_pre / hc_head: the warps share the (2+n)*n (or n) dot products with fn and
-//   the sum of squares, each in fp64 like the CPU (lane-strided, then a shuffle
-//   tree: only the summation order differs); one thread then runs the tiny fp32
-//   gate / softmax / Sinkhorn math exactly as hc_pre_cpu writes it; the collapse
-//   is spread over the channels.
-//   hc_post: elementwise over (stream, channel); the same fp32 operations in the
-//   same order as hc_post_cpu, so it is bit-identical.
+// CUDA mHC.
+//   hc_pre / hc_head: one 256-thread block per token computes the (2+n)*n (or n)
+//   dot products with fn and the sum of squares, each in fp64 like the CPU (only
+//   the summation order differs); the tiny fp32 gate / softmax / Sinkhorn math
+//   then runs in shared memory, one thread per stream, row or column, with
+//   exactly hc_pre_cpu's operations; the collapse is spread over the channels. For n_hc = 4 (V4) with 16-byte aligned rows every
+//   thread accumulates all the dot products over its float4 slices (one pass
+//   over x, every fn load independent); otherwise one warp per dot product.
+//   hc_post: elementwise over (stream, channel), blocks spread over both; the
+//   same fp32 operations in the same order as hc_post_cpu, so it is bit-identical.
 // Every fp32 a*b+c is written with __fmul_rn/__fadd_rn: nvcc would otherwise fuse
 // it into an FMA, which the CPU build (no -mfma) never does.
 #include "kernels/mhc/mhc.h"
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstdint>
 
 namespace hart {
 namespace {
 
+namespace cg = cooperative_groups;
+
 constexpr int k_threads = 256;
 constexpr int k_warps = k_threads / 32;
+constexpr int k_cluster = 8;  // blocks per token on the n_hc = 4 path (the portable cluster size)
 
 __device__ float sigmoid(float v) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-v))); }
 
@@ -48,6 +56,62 @@ __device__ void hc_mix(const float* x, const float* fn, int64_t n_out, int64_t w
   __syncthreads();
 }
 
+// hc_mix for NO outputs across the k_cluster blocks of a cluster (one token),
+// when width % 4 == 0 and x, fn are 16-byte aligned: each block sums a slice
+// of the float4s, every thread keeping NO + 1 fp64 sums, reduced warp by warp;
+// block 0 adds the blocks' sums in rank order (fixed) through distributed
+// shared memory. Returns true on block 0, which goes on with mix and r_out set;
+// the others return false once block 0 has read their sums.
+template <int NO>
+__device__ bool hc_mix_cluster(const float* x, const float* fn, int64_t width, float eps, float* mix, float* r_out) {
+  cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank(), n_blocks = cluster.num_blocks();
+  __shared__ double part[k_warps][NO + 1];
+  __shared__ double total[NO + 1];
+  double acc[NO + 1];
+#pragma unroll
+  for (int o = 0; o <= NO; ++o) acc[o] = 0;
+  const int64_t n4 = width / 4, per = (n4 + n_blocks - 1) / n_blocks;
+  const int64_t end4 = n4 < (rank + 1) * per ? n4 : (rank + 1) * per;
+  for (int64_t i4 = rank * per + threadIdx.x; i4 < end4; i4 += blockDim.x) {
+    const float4 xv = __ldg(reinterpret_cast<const float4*>(x) + i4);
+    const double x0 = xv.x, x1 = xv.y, x2 = xv.z, x3 = xv.w;
+    acc[NO] += x0 * x0 + x1 * x1 + x2 * x2 + x3 * x3;
+#pragma unroll
+    for (int o = 0; o < NO; ++o) {
+      const float4 wv = __ldg(reinterpret_cast<const float4*>(fn + o * width) + i4);
+      acc[o] += x0 * double(wv.x) + x1 * double(wv.y) + x2 * double(wv.z) + x3 * double(wv.w);
+    }
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int o = 0; o <= NO; ++o) {
+    for (int s = 16; s > 0; s >>= 1) acc[o] += __shfl_xor_sync(0xffffffffu, acc[o], s);
+    if (lane == 0) part[warp][o] = acc[o];
+  }
+  __syncthreads();
+  if (threadIdx.x <= NO) {
+    double sum = 0;
+    for (int w = 0; w < k_warps; ++w) sum += part[w][threadIdx.x];
+    total[threadIdx.x] = sum;
+  }
+  cluster.sync();  // every block's totals are written
+  if (rank == 0 && threadIdx.x <= NO) {
+    double sum = 0;
+    for (unsigned b = 0; b < n_blocks; ++b) sum += cluster.map_shared_rank(total, b)[threadIdx.x];
+    if (threadIdx.x == NO) {
+      *r_out = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(float(sum / double(width)), eps)));
+    } else {
+      mix[threadIdx.x] = float(sum);
+    }
+  }
+  cluster.sync();  // block 0 has read them: the others may exit
+  if (rank != 0) return false;
+  for (int o = threadIdx.x; o < NO; o += blockDim.x) mix[o] = __fmul_rn(mix[o], *r_out);
+  __syncthreads();
+  return true;
+}
+
 // out[d] = Σ_i g[i] * x[i*dim + d], accumulated in stream order from 0
 __device__ void collapse(const float* x, const float* g, int64_t n, int64_t dim, float* out) {
   for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
@@ -57,7 +121,52 @@ __device__ void collapse(const float* x, const float* g, int64_t n, int64_t dim,
   }
 }
 
-// shared memory: mix[(2+n)*n], pre[n], r
+// hc_pre after the mix (shared memory: mix, then pre[n], c[n*n]): the gates
+// and the Sinkhorn iterations, one thread per stream / row / column (each does
+// hc_pre_cpu's operations in its order; the rows, and the columns, are
+// independent), comb written once at the end, then the collapse.
+// c[j*n + k]: input stream j -> output stream k.
+__device__ void hc_pre_finish(const hc_pre_params& p, int64_t t, const float* x, const float* mix, float* pre,
+                              float* c) {
+  const int64_t n = p.n_hc;
+  const int64_t i = threadIdx.x;
+  if (i < n) {
+    pre[i] = __fadd_rn(sigmoid(mul_add(mix[i], p.scale[0], p.base[i])), p.hc_eps);
+    p.post[t * n + i] = __fmul_rn(2.0f, sigmoid(mul_add(mix[n + i], p.scale[1], p.base[n + i])));
+    const int64_t j = i;
+    float mx = -INFINITY;
+    for (int64_t k = 0; k < n; ++k) {
+      c[j * n + k] = mul_add(mix[2 * n + j * n + k], p.scale[2], p.base[2 * n + j * n + k]);
+      mx = fmaxf(mx, c[j * n + k]);
+    }
+    float sum = 0;
+    for (int64_t k = 0; k < n; ++k) sum = __fadd_rn(sum, c[j * n + k] = expf(__fsub_rn(c[j * n + k], mx)));
+    for (int64_t k = 0; k < n; ++k) c[j * n + k] = __fadd_rn(__fdiv_rn(c[j * n + k], sum), p.hc_eps);
+  }
+  for (int64_t it = 0; it < p.sinkhorn_iters; ++it) {
+    if (it > 0) {  // rows, then columns; the first pass normalises columns only
+      __syncthreads();
+      if (i < n) {
+        const int64_t j = i;
+        float sr = 0;
+        for (int64_t k = 0; k < n; ++k) sr = __fadd_rn(sr, c[j * n + k]);
+        for (int64_t k = 0; k < n; ++k) c[j * n + k] = __fdiv_rn(c[j * n + k], __fadd_rn(sr, p.hc_eps));
+      }
+    }
+    __syncthreads();
+    if (i < n) {
+      const int64_t k = i;
+      float sc = 0;
+      for (int64_t j = 0; j < n; ++j) sc = __fadd_rn(sc, c[j * n + k]);
+      for (int64_t j = 0; j < n; ++j) c[j * n + k] = __fdiv_rn(c[j * n + k], __fadd_rn(sc, p.hc_eps));
+    }
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < n * n; e += blockDim.x) p.comb[t * n * n + e] = c[e];
+  collapse(x, pre, n, p.dim, p.collapsed + t * p.dim);
+}
+
+// shared memory: mix[(2+n)*n], pre[n], r, comb[n*n]
 __global__ void hc_pre_kernel(hc_pre_params p) {
   extern __shared__ float sm[];
   const int64_t n = p.n_hc, width = n * p.dim, n_mix = (2 + n) * n;
@@ -67,50 +176,26 @@ __global__ void hc_pre_kernel(hc_pre_params p) {
   const int64_t t = blockIdx.x;
   const float* x = p.x + t * width;
   hc_mix(x, p.fn, n_mix, width, p.norm_eps, mix, r);
-  if (threadIdx.x == 0) {
-    for (int64_t i = 0; i < n; ++i) {
-      pre[i] = __fadd_rn(sigmoid(mul_add(mix[i], p.scale[0], p.base[i])), p.hc_eps);
-      p.post[t * n + i] = __fmul_rn(2.0f, sigmoid(mul_add(mix[n + i], p.scale[1], p.base[n + i])));
-    }
-    float* c = p.comb + t * n * n;  // c[j*n + k]: input stream j -> output stream k
-    for (int64_t j = 0; j < n; ++j) {
-      float mx = -INFINITY;
-      for (int64_t k = 0; k < n; ++k) {
-        c[j * n + k] = mul_add(mix[2 * n + j * n + k], p.scale[2], p.base[2 * n + j * n + k]);
-        mx = fmaxf(mx, c[j * n + k]);
-      }
-      float sum = 0;
-      for (int64_t k = 0; k < n; ++k) sum = __fadd_rn(sum, c[j * n + k] = expf(__fsub_rn(c[j * n + k], mx)));
-      for (int64_t k = 0; k < n; ++k) c[j * n + k] = __fadd_rn(__fdiv_rn(c[j * n + k], sum), p.hc_eps);
-    }
-    for (int64_t it = 0; it < p.sinkhorn_iters; ++it) {
-      if (it > 0) {  // rows, then columns; the first pass normalises columns only
-        for (int64_t j = 0; j < n; ++j) {
-          float s = 0;
-          for (int64_t k = 0; k < n; ++k) s = __fadd_rn(s, c[j * n + k]);
-          for (int64_t k = 0; k < n; ++k) c[j * n + k] = __fdiv_rn(c[j * n + k], __fadd_rn(s, p.hc_eps));
-        }
-      }
-      for (int64_t k = 0; k < n; ++k) {
-        float s = 0;
-        for (int64_t j = 0; j < n; ++j) s = __fadd_rn(s, c[j * n + k]);
-        for (int64_t j = 0; j < n; ++j) c[j * n + k] = __fdiv_rn(c[j * n + k], __fadd_rn(s, p.hc_eps));
-      }
-    }
-  }
-  __syncthreads();
-  collapse(x, pre, n, p.dim, p.collapsed + t * p.dim);
+  hc_pre_finish(p, t, x, mix, pre, r + 1);
+}
+
+// n_hc = 4, one cluster per token; shared memory as hc_pre_kernel's
+__global__ void __cluster_dims__(k_cluster, 1, 1) hc_pre_cluster_kernel(hc_pre_params p) {
+  extern __shared__ float sm[];
+  constexpr int64_t n = 4, n_mix = (2 + n) * n;
+  const int64_t width = n * p.dim;
+  float* mix = sm;
+  float* pre = mix + n_mix;
+  float* r = pre + n;
+  const int64_t t = blockIdx.x / k_cluster;
+  const float* x = p.x + t * width;
+  if (!hc_mix_cluster<n_mix>(x, p.fn, width, p.norm_eps, mix, r)) return;
+  hc_pre_finish(p, t, x, mix, pre, r + 1);
 }
 
 // shared memory: mix[n], r
-__global__ void hc_head_kernel(hc_head_params p) {
-  extern __shared__ float sm[];
-  const int64_t n = p.n_hc, width = n * p.dim;
-  float* mix = sm;
-  float* r = mix + n;
-  const int64_t t = blockIdx.x;
-  const float* x = p.x + t * width;
-  hc_mix(x, p.fn, n, width, p.norm_eps, mix, r);
+__device__ void hc_head_finish(const hc_head_params& p, int64_t t, const float* x, float* mix) {
+  const int64_t n = p.n_hc;
   if (threadIdx.x == 0) {
     for (int64_t i = 0; i < n; ++i) mix[i] = __fadd_rn(sigmoid(mul_add(mix[i], p.scale[0], p.base[i])), p.hc_eps);
   }
@@ -118,13 +203,33 @@ __global__ void hc_head_kernel(hc_head_params p) {
   collapse(x, mix, n, p.dim, p.out + t * p.dim);
 }
 
+__global__ void hc_head_kernel(hc_head_params p) {
+  extern __shared__ float sm[];
+  const int64_t n = p.n_hc, width = n * p.dim;
+  const int64_t t = blockIdx.x;
+  const float* x = p.x + t * width;
+  hc_mix(x, p.fn, n, width, p.norm_eps, sm, sm + n);
+  hc_head_finish(p, t, x, sm);
+}
+
+// n_hc = 4, one cluster per token
+__global__ void __cluster_dims__(k_cluster, 1, 1) hc_head_cluster_kernel(hc_head_params p) {
+  extern __shared__ float sm[];
+  const int64_t width = 4 * p.dim;
+  const int64_t t = blockIdx.x / k_cluster;
+  const float* x = p.x + t * width;
+  if (!hc_mix_cluster<4>(x, p.fn, width, p.norm_eps, sm, sm + 4)) return;
+  hc_head_finish(p, t, x, sm);
+}
+
+// grid (blocks over the n*dim elements, tokens)
 __global__ void hc_post_kernel(hc_post_params p) {
-  const int64_t n = p.n_hc, t = blockIdx.x;
+  const int64_t n = p.n_hc, t = blockIdx.y;
   const float* x = p.x + t * n * p.dim;
   const float* y = p.y + t * p.dim;
   const float* c = p.comb + t * n * n;
   float* o = p.out + t * n * p.dim;
-  for (int64_t e = threadIdx.x; e < n * p.dim; e += blockDim.x) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n * p.dim; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t k = e / p.dim, d = e % p.dim;
     float acc = __fmul_rn(p.post[t * n + k], y[d]);
     for (int64_t j = 0; j < n; ++j) acc = __fadd_rn(acc, __fmul_rn(c[j * n + k], x[j * p.dim + d]));
@@ -137,6 +242,8 @@ status launched(const char* op) {
   if (err != cudaSuccess) return internal_error("%s: launch failed: %s", op, cudaGetErrorString(err));
   return {};
 }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 status check_tokens(const char* op, int64_t n_tokens) {
   if (n_tokens < 0 || n_tokens > INT_MAX) return invalid_argument("%s: n_tokens=%lld", op, (long long)n_tokens);
@@ -155,8 +262,13 @@ status hc_pre_cuda(const hc_pre_params& p, CUstream_st* stream) {
   }
   HART_RETURN_IF_ERROR(check_tokens("hc_pre_cuda", p.n_tokens));
   if (p.n_tokens == 0) return {};
-  const size_t smem = size_t((2 + p.n_hc) * p.n_hc + p.n_hc + 1) * sizeof(float);  // n_hc <= 64: < 18 KB
-  hc_pre_kernel<<<unsigned(p.n_tokens), k_threads, smem, stream>>>(p);
+  // mix[(2+n)*n], pre[n], r, comb[n*n]: n_hc <= 64 keeps it under 34 KB
+  const size_t smem = size_t((2 + p.n_hc) * p.n_hc + p.n_hc + 1 + p.n_hc * p.n_hc) * sizeof(float);
+  if (p.n_hc == 4 && aligned16(p.x) && aligned16(p.fn) && p.n_tokens <= INT_MAX / k_cluster) {
+    hc_pre_cluster_kernel<<<unsigned(p.n_tokens * k_cluster), k_threads, smem, stream>>>(p);
+  } else {
+    hc_pre_kernel<<<unsigned(p.n_tokens), k_threads, smem, stream>>>(p);
+  }
   return launched("hc_pre_cuda");
 }
 
@@ -168,7 +280,9 @@ status hc_post_cuda(const hc_post_params& p, CUstream_st* stream) {
   }
   HART_RETURN_IF_ERROR(check_tokens("hc_post_cuda", p.n_tokens));
   if (p.n_tokens == 0) return {};
-  hc_post_kernel<<<unsigned(p.n_tokens), k_threads, 0, stream>>>(p);
+  if (p.n_tokens > 65535) return invalid_argument("hc_post_cuda: n_tokens=%lld over the grid", (long long)p.n_tokens);
+  const int64_t blocks = std::min<int64_t>((p.n_hc * p.dim + k_threads - 1) / k_threads, 1024);
+  hc_post_kernel<<<dim3{unsigned(blocks), unsigned(p.n_tokens)}, k_threads, 0, stream>>>(p);
   return launched("hc_post_cuda");
 }
 
@@ -180,7 +294,12 @@ status hc_head_cuda(const hc_head_params& p, CUstream_st* stream) {
   }
   HART_RETURN_IF_ERROR(check_tokens("hc_head_cuda", p.n_tokens));
   if (p.n_tokens == 0) return {};
-  hc_head_kernel<<<unsigned(p.n_tokens), k_threads, size_t(p.n_hc + 1) * sizeof(float), stream>>>(p);
+  const size_t smem = size_t(p.n_hc + 1) * sizeof(float);
+  if (p.n_hc == 4 && aligned16(p.x) && aligned16(p.fn) && p.n_tokens <= INT_MAX / k_cluster) {
+    hc_head_cluster_kernel<<<unsigned(p.n_tokens * k_cluster), k_threads, smem, stream>>>(p);
+  } else {
+    hc_head_kernel<<<unsigned(p.n_tokens), k_threads, smem, stream>>>(p);
+  }
   return launched("hc_head_cuda");
 }
 

@@ -1,6 +1,9 @@
 // CUDA sparse attention, the simple form: one block per (query, head); logits
 // of the gathered rows in shared memory, then max, weights, weighted sum, all
-// fp32. The fast split decode kernel is kernels/sparse_decode_attention.
+// fp32. The rows' loads are batched (k_batch in flight per thread) ahead of
+// the sums, which keep their order: a decode query's block waits on memory
+// latency, not on one load per row. The fast split decode kernel over FP8
+// entries is kernels/sparse_decode_attention.
 #include "kernels/sparse_attention/sparse_attention.h"
 
 #include <cuda_runtime.h>
@@ -10,8 +13,9 @@
 namespace hart {
 namespace {
 
-constexpr int k_threads = 128;
+constexpr int k_threads = 256;
 constexpr int k_warps = k_threads / 32;
+constexpr int k_batch = 8;  // rows whose values a thread loads before summing them
 constexpr int64_t k_max_smem_bytes = 227 * 1024;  // sm_90 opt-in limit per block
 
 __device__ float block_reduce(float v, bool is_max, float* scratch) {
@@ -42,13 +46,21 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
     row[j] = (e >= 0 && e < p.n_entries) ? e : -1;
   }
   __syncthreads();
-  // logits, one warp per gathered row
+  // logits, one warp per gathered row; the row's values loaded k_batch per lane ahead of the fmaf chain
   const int lane = threadIdx.x % 32;
   for (int64_t j = threadIdx.x / 32; j < p.n_idx; j += k_warps) {
     if (row[j] < 0) continue;
     const float* kv = p.kv + int64_t(row[j]) * kvs;
     float dot = 0.0f;
-    for (int64_t d = lane; d < D; d += 32) dot = fmaf(q[d], kv[d], dot);
+    int64_t d = lane;
+    for (; d + 32 * (k_batch - 1) < D; d += 32 * k_batch) {
+      float v[k_batch];
+#pragma unroll
+      for (int i = 0; i < k_batch; ++i) v[i] = __ldg(kv + d + 32 * i);
+#pragma unroll
+      for (int i = 0; i < k_batch; ++i) dot = fmaf(q[d + 32 * i], v[i], dot);
+    }
+    for (; d < D; d += 32) dot = fmaf(q[d], __ldg(kv + d), dot);
     for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
     if (lane == 0) wgt[j] = dot * p.scale;
   }
@@ -66,13 +78,46 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
     sum += e;
   }
   const float denom = block_reduce(sum, false, scratch) + expf(sink - mx);
-  // every thread's wgt[] writes are visible after block_reduce's barriers
+  // every thread's wgt[] writes are visible after block_reduce's barriers; the
+  // probabilities are computed once here (the same division the sum used to do per channel)
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < p.n_idx; j += k_threads) wgt[j] = wgt[j] / denom;
+  __syncthreads();
+  // compact the valid rows to the front, in index order (one warp: a ballot scan)
+  __shared__ int32_t n_valid;
+  if (threadIdx.x < 32) {
+    int32_t base = 0;
+    for (int64_t j0 = 0; j0 < p.n_idx; j0 += 32) {
+      const int64_t j = j0 + lane;
+      const bool ok = j < p.n_idx && row[j] >= 0;
+      const int32_t r = ok ? row[j] : -1;
+      const float w = ok ? wgt[j] : 0.0f;
+      const unsigned ballot = __ballot_sync(0xffffffffu, ok);
+      __syncwarp();
+      if (ok) {
+        const int32_t at = base + __popc(ballot & ((1u << lane) - 1));
+        row[at] = r;  // at <= j: entries not yet read by this warp are never overwritten
+        wgt[at] = w;
+      }
+      base += __popc(ballot);
+      __syncwarp();
+    }
+    if (lane == 0) n_valid = base;
+  }
+  __syncthreads();
+  const int64_t nv = n_valid;
   float* out = p.out + (t * p.n_heads + h) * D;
   for (int64_t d = threadIdx.x; d < D; d += k_threads) {
     float o = 0.0f;
-    for (int64_t j = 0; j < p.n_idx; ++j) {
-      if (row[j] >= 0) o = fmaf(wgt[j] / denom, p.kv[int64_t(row[j]) * kvs + d], o);
+    int64_t j = 0;
+    for (; j + k_batch <= nv; j += k_batch) {
+      float v[k_batch];
+#pragma unroll
+      for (int i = 0; i < k_batch; ++i) v[i] = __ldg(p.kv + int64_t(row[j + i]) * kvs + d);
+#pragma unroll
+      for (int i = 0; i < k_batch; ++i) o = fmaf(wgt[j + i], v[i], o);
     }
+    for (; j < nv; ++j) o = fmaf(wgt[j], __ldg(p.kv + int64_t(row[j]) * kvs + d), o);
     out[d] = o;
   }
 }

@@ -21,21 +21,34 @@ status launched(const char* op) {
   return {};
 }
 
+// grid (blocks over the channels, tokens)
 __global__ void embed_kernel(const float* table, const int32_t* ids, int64_t n_hc, int64_t dim, float* x) {
-  const int64_t t = blockIdx.x;
-  const float* e = table + int64_t(ids[t]) * dim;
-  for (int64_t i = 0; i < n_hc; ++i) {
-    float* row = x + (t * n_hc + i) * dim;
-    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) row[d] = e[d];
-  }
+  const int64_t t = blockIdx.y, d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (d >= dim) return;
+  const float v = table[int64_t(ids[t]) * dim + d];
+  for (int64_t i = 0; i < n_hc; ++i) x[(t * n_hc + i) * dim + d] = v;
 }
 
+constexpr int k_copy_unroll = 4;  // values a thread loads before it stores any
+
+// grid (rows, column slices of k_threads * k_copy_unroll)
 __global__ void copy_rows_kernel(float* dst, const int64_t* dst_off, const float* src, const int64_t* src_off,
                                  int64_t width, int64_t n, bool add) {
+  const int64_t c0 = int64_t(blockIdx.y) * blockDim.x * k_copy_unroll + threadIdx.x;
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     float* d = dst + dst_off[i];
     const float* s = src + src_off[i];
-    for (int64_t c = threadIdx.x; c < width; c += blockDim.x) d[c] = add ? d[c] + s[c] : s[c];
+    float v[k_copy_unroll];
+#pragma unroll
+    for (int u = 0; u < k_copy_unroll; ++u) {
+      const int64_t c = c0 + u * int64_t(blockDim.x);
+      v[u] = c < width ? s[c] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < k_copy_unroll; ++u) {
+      const int64_t c = c0 + u * int64_t(blockDim.x);
+      if (c < width) d[c] = add ? d[c] + v[u] : v[u];
+    }
   }
 }
 
@@ -110,15 +123,19 @@ unsigned grid_rows(int64_t n) { return unsigned(std::min<int64_t>(n, k_max_grid)
 status embed_rows_cuda(const float* table, const int32_t* ids, int64_t n_tokens, int64_t n_hc, int64_t dim, float* x,
                        CUstream_st* stream) {
   if (n_tokens <= 0) return {};
-  if (n_tokens > INT_MAX) return invalid_argument("embed_rows_cuda: n_tokens=%lld", (long long)n_tokens);
-  embed_kernel<<<unsigned(n_tokens), k_threads, 0, stream>>>(table, ids, n_hc, dim, x);
+  if (n_tokens > 65535) return invalid_argument("embed_rows_cuda: n_tokens=%lld over the grid", (long long)n_tokens);
+  embed_kernel<<<dim3{unsigned((dim + k_threads - 1) / k_threads), unsigned(n_tokens)}, k_threads, 0, stream>>>(
+      table, ids, n_hc, dim, x);
   return launched("embed_rows_cuda");
 }
 
 status copy_rows_cuda(float* dst, const int64_t* dst_off, const float* src, const int64_t* src_off, int64_t width,
                       int64_t n, bool add, CUstream_st* stream) {
   if (n <= 0 || width <= 0) return {};
-  copy_rows_kernel<<<grid_rows(n), k_threads, 0, stream>>>(dst, dst_off, src, src_off, width, n, add);
+  const int64_t slices = (width + k_threads * k_copy_unroll - 1) / (k_threads * k_copy_unroll);
+  if (slices > 65535) return invalid_argument("copy_rows_cuda: width=%lld over the grid", (long long)width);
+  copy_rows_kernel<<<dim3{grid_rows(n), unsigned(slices)}, k_threads, 0, stream>>>(dst, dst_off, src, src_off, width,
+                                                                                    n, add);
   return launched("copy_rows_cuda");
 }
 

@@ -24,8 +24,9 @@ status gpu_engine_params::validate() const {
   if (base.deterministic) {
     return unimplemented("gpu engine: --deterministic is not implemented on CUDA yet (cuBLASLt picks kernels by shape)");
   }
-  if (max_batch_tokens <= 0 || max_context <= 0) {
-    return invalid_argument("gpu engine: max_batch_tokens %lld and max_context %lld must be > 0",
+  if (max_batch_tokens <= 0 || max_batch_tokens > 65535 || max_context <= 0) {
+    // Per-token kernels put tokens on the grid's y axis (at most 65535).
+    return invalid_argument("gpu engine: max_batch_tokens %lld must be in [1, 65535] and max_context %lld > 0",
                             (long long)max_batch_tokens, (long long)max_context);
   }
   if (full_pages < 0 || swa_pages < 0) return invalid_argument("gpu engine: page counts must be >= 0");

@@ -73,9 +73,11 @@ __global__ void __launch_bounds__(k_plan_threads) plan_kernel(moe_plan_params p)
   }
 }
 
+// grid (blocks over the channels, tokens): each thread adds one channel's rows.
 __global__ void combine_kernel(float* y, const float* ye, const int32_t* experts, const int32_t* slot, int64_t k,
                                int64_t width) {
-  const int64_t t = blockIdx.x;
+  const int64_t t = blockIdx.y, c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= width) return;
   int32_t ex[k_max_k], sl[k_max_k];
   int n = 0;
   for (int64_t j = 0; j < k; ++j) {  // insertion sort by expert id (k is small)
@@ -86,12 +88,11 @@ __global__ void combine_kernel(float* y, const float* ye, const int32_t* experts
     ex[at] = e;
     sl[at] = s;
   }
-  float* row = y + t * width;
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
-    float acc = row[c];
-    for (int j = 0; j < n; ++j) acc = acc + ye[int64_t(sl[j]) * width + c];
-    row[c] = acc;
-  }
+  float v[k_max_k];
+  for (int j = 0; j < n; ++j) v[j] = ye[int64_t(sl[j]) * width + c];  // loads issued together
+  float acc = y[t * width + c];
+  for (int j = 0; j < n; ++j) acc = acc + v[j];
+  y[t * width + c] = acc;
 }
 
 }  // namespace
@@ -127,8 +128,12 @@ status moe_plan_cuda(const moe_plan_params& p, CUstream_st* stream) {
 status moe_combine_cuda(float* y, const float* ye, const int32_t* experts, const int32_t* slot, int64_t n_tokens,
                         int64_t k, int64_t width, CUstream_st* stream) {
   if (n_tokens <= 0) return {};
-  if (k > k_max_k) return invalid_argument("moe_combine_cuda: top-%lld over %d", (long long)k, k_max_k);
-  combine_kernel<<<unsigned(n_tokens), 256, 0, stream>>>(y, ye, experts, slot, k, width);
+  if (k > k_max_k || n_tokens > 65535) {
+    return invalid_argument("moe_combine_cuda: top-%lld (max %d), %lld tokens (max 65535)", (long long)k, k_max_k,
+                            (long long)n_tokens);
+  }
+  combine_kernel<<<dim3{unsigned((width + 255) / 256), unsigned(n_tokens)}, 256, 0, stream>>>(y, ye, experts, slot, k,
+                                                                                                 width);
   return launched("moe_combine_cuda");
 }
 
