@@ -51,6 +51,7 @@ status_or<sched::gen_request> to_gen_request(const protocol::generate_request& g
   r.logprobs = s.logprobs || s.top_logprobs > 0;
   r.top_logprobs = s.top_logprobs;
   r.priority = g.priority;
+  r.return_routing = g.return_routing;
   return r;
 }
 
@@ -91,6 +92,25 @@ protocol::final_event to_final(const sched::finish_event& e, uint64_t client_req
   f.timings = {uint64_t(std::max<int64_t>(0, e.queued_us)), uint64_t(std::max<int64_t>(0, e.ttft_us)),
                uint64_t(std::max<int64_t>(0, e.total_us))};
   if (e.reason == sched::finish_reason::error) f.error_message = e.message;
+  if (e.routing.positions > 0) {
+    int64_t n_ids = 0;
+    for (const auto* layers : {&e.routing.experts, &e.routing.picks}) {
+      for (const sched::layer_routing& l : *layers) n_ids += int64_t(l.ids.size());
+    }
+    if (n_ids > protocol::max_routing_ids) {
+      // NOTE(protocol): a reply is one frame under max_frame_bytes; a longer
+      // routing would be refused by every reader. Said, not silently dropped.
+      f.error_message = "routing of " + std::to_string(n_ids) + " ids is over the " +
+                        std::to_string(protocol::max_routing_ids) + " one final carries: not returned";
+    } else {
+      f.routing.positions = uint32_t(e.routing.positions);
+      auto copy = [](const std::vector<sched::layer_routing>& in, std::vector<protocol::layer_routing>& out) {
+        for (const sched::layer_routing& l : in) out.push_back({uint32_t(l.layer), uint32_t(l.k), l.ids});
+      };
+      copy(e.routing.experts, f.routing.experts);
+      copy(e.routing.picks, f.routing.picks);
+    }
+  }
   return f;
 }
 

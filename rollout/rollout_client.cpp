@@ -67,6 +67,7 @@ struct rollout_client::impl {
       g.token_ids = b.prompts[pi].token_ids;
       g.sampling = b.prompts[pi].sampling;
       g.sampling.logprobs = true;
+      g.return_routing = b.prompts[pi].return_routing;
       const uint32_t n = g.sampling.n;
       HART_RETURN_IF_ERROR(conn->send(protocol::request{g}));
       b.request_ids[pi] = g.request_id;
@@ -118,6 +119,7 @@ struct rollout_client::impl {
     s.finish = f.reason;
     s.error_message = f.error_message;
     s.cached_tokens = f.usage.cached_tokens;
+    s.routing = f.routing;
     r.done[f.sample_index] = true;
     ++b.progress.n_samples_done;
     if (++r.n_done == r.done.size()) {

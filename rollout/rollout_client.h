@@ -15,8 +15,9 @@
 //   status_or<rollout_result> r = rc.value()->generate({p});
 //   r->groups[0].samples[3].logprobs;   // one per token
 //
-// Routed-expert and indexer top-k capture are not in the wire protocol yet,
-// so they are not offered here.
+// With rollout_prompt::return_routing each sample also carries the routed
+// experts and indexer top-k of every position the model computed
+// (protocol::routing_info), for replaying them in the trainer's forward.
 #pragma once
 
 #include <chrono>
@@ -45,6 +46,7 @@ struct rollout_client_params {
 struct rollout_prompt {
   std::vector<uint32_t> token_ids;
   protocol::sampling_options sampling;
+  bool return_routing = false;            ///< fill rollout_sample::routing (the prompt is not taken from the cache)
 };
 
 struct rollout_sample {
@@ -54,6 +56,8 @@ struct rollout_sample {
   protocol::finish_reason finish = protocol::finish_reason::stop;
   std::string error_message;              ///< when finish == error
   uint32_t cached_tokens = 0;             ///< prompt tokens served from the prefix cache
+  /// return_routing: prompt and tokens but the last; positions = prompt + tokens - 1.
+  protocol::routing_info routing;
 };
 
 /// The samples of one prompt, by sample index.

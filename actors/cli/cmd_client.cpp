@@ -52,6 +52,7 @@ status_or<protocol::generate_request> generate_from_json(const json& j) {
   s.top_logprobs = j.value("top_logprobs", uint8_t{0});
   g.session_id = j.value("session", std::string());
   g.priority = j.value("priority", 0);
+  g.return_routing = j.value("return_routing", false);
   return g;
 }
 
@@ -125,6 +126,15 @@ json reply_to_json(const protocol::reply& r) {
                                {"cached_tokens", x.usage.cached_tokens}}},
                     {"timings_us", {{"queue", x.timings.queue_us}, {"ttft", x.timings.ttft_us}, {"total", x.timings.total_us}}}};
           if (!x.error_message.empty()) j["error"] = x.error_message;
+          if (x.routing.positions > 0) {
+            auto layers = [](const std::vector<protocol::layer_routing>& ls) {
+              json a = json::array();
+              for (const protocol::layer_routing& l : ls) a.push_back({{"layer", l.layer}, {"k", l.k}, {"ids", l.ids}});
+              return a;
+            };
+            j["routing"] = {{"positions", x.routing.positions}, {"experts", layers(x.routing.experts)},
+                            {"picks", layers(x.routing.picks)}};
+          }
           return {{"final", j}};
         } else if constexpr (std::is_same_v<T, protocol::error_reply>) {
           return {{"error", {{"tag", x.tag}, {"id", x.request_id}, {"code", status_code_name(x.code)}, {"message", x.message}}}};

@@ -107,7 +107,7 @@ slot_grants cache_shard::plan(const slot_request& req) {
     if (budget <= 0 || n_running >= req.max_running) break;
     if (a.blocked_by != 0 && !failed.count(a.blocked_by)) continue;
     const std::vector<int32_t>& tokens = *a.tokens;
-    status_or<request_id> id = index_.admit(tokens);
+    status_or<request_id> id = index_.admit(tokens, a.match_prefix);
     if (!id.ok()) {
       fail(a.seq, id.get_status().to_string());
       continue;

@@ -75,7 +75,7 @@ shadow_radix::~shadow_radix() { delete impl_; }
 
 const cache_config& shadow_radix::config() const { return impl_->cfg; }
 
-status_or<request_id> shadow_radix::admit(const std::vector<int32_t>& prompt) {
+status_or<request_id> shadow_radix::admit(const std::vector<int32_t>& prompt, bool match_prefix) {
   if (prompt.empty()) return invalid_argument("admit: empty prompt");
   impl& m = *impl_;
   const int64_t P = m.cfg.page_size;
@@ -83,7 +83,7 @@ status_or<request_id> shadow_radix::admit(const std::vector<int32_t>& prompt) {
   request_state& r = m.requests[id];
   r.tokens = prompt;
   r.chain_end = m.tree.root();
-  if (m.cfg.enable_prefix_cache) {
+  if (m.cfg.enable_prefix_cache && match_prefix) {
     // At least one position is computed, so the last logits exist.
     const int64_t limit = (static_cast<int64_t>(prompt.size()) - 1) / P * P;
     const tree_match hit = m.tree.match(prompt, limit);

@@ -86,7 +86,10 @@ class shadow_radix {
   /// position is always computed, so the last logits exist) and preceded by
   /// >= window live SWA tokens; locks it (path lock on full pages, window
   /// lock on the SWA pages of its last window). No pages are allocated yet.
-  status_or<request_id> admit(const std::vector<int32_t>& prompt);
+  /// match_prefix false: no prefix is looked up (the request computes from
+  /// position 0, as with the prefix cache off); its pages still join the tree
+  /// when it finishes, like those of a request that raced another one.
+  status_or<request_id> admit(const std::vector<int32_t>& prompt, bool match_prefix = true);
 
   /// Ensures pages for positions [0, n_tokens). Evicts unlocked tree pages
   /// (LRU) when a pool runs dry; resource_exhausted ("out of KV memory")

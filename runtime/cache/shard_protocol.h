@@ -50,6 +50,8 @@ struct slot_admission {
   /// Not 0: skipped (sample 1..n-1 waiting for sample 0's prompt, so it hits
   /// those pages) unless that sequence fails in this same request.
   uint64_t blocked_by = 0;
+  /// false: admitted without a prefix hit (computed from position 0).
+  bool match_prefix = true;
 };
 
 struct slot_request {

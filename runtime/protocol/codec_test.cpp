@@ -206,6 +206,45 @@ TEST(codec, final_round_trip) {
   }
 }
 
+TEST(codec, final_routing_round_trip_and_bad_shapes_refused) {
+  final_event f;
+  f.request_id = 6;
+  f.routing.positions = 3;
+  f.routing.experts = {{0, 2, {1, 2, 3, 4, 5, 6}}, {1, 2, {0, 7, 1, 6, 2, 5}}};
+  f.routing.picks = {{1, 4, {0, 1, -1, -1, 2, 0, 1, -1, 3, 2, 1, 0}}};
+  reply out = round_trip(reply{f});
+  const auto& d = std::get<final_event>(out);
+  EXPECT_EQ(d.routing.positions, 3u);
+  ASSERT_EQ(d.routing.experts.size(), 2u);
+  EXPECT_EQ(d.routing.experts[1].layer, 1u);
+  EXPECT_EQ(d.routing.experts[1].ids, f.routing.experts[1].ids);
+  ASSERT_EQ(d.routing.picks.size(), 1u);
+  EXPECT_EQ(d.routing.picks[0].k, 4u);
+  EXPECT_EQ(d.routing.picks[0].ids, f.routing.picks[0].ids);
+  // No routing asked: none on the wire, none read back.
+  final_event plain;
+  plain.request_id = 7;
+  EXPECT_EQ(std::get<final_event>(round_trip(reply{plain})).routing.positions, 0u);
+  // A layer whose ids are not positions x k is refused, naming it.
+  f.routing.experts[0].ids.pop_back();
+  auto enc = encode_reply(reply{f});
+  ASSERT_TRUE(enc.ok());
+  auto dec = decode_reply(view(enc->header), view(enc->payload));
+  ASSERT_FALSE(dec.ok());
+  EXPECT_NE(dec.get_status().message().find("routing.experts: layer 0 holds 5 ids"), std::string::npos)
+      << dec.get_status().to_string();
+}
+
+TEST(codec, generate_return_routing_round_trips) {
+  generate_request g;
+  g.request_id = 9;
+  g.token_ids = {1, 2};
+  g.return_routing = true;
+  EXPECT_TRUE(std::get<generate_request>(round_trip(request{g})).return_routing);
+  g.return_routing = false;
+  EXPECT_FALSE(std::get<generate_request>(round_trip(request{g})).return_routing);
+}
+
 TEST(codec, error_reply_round_trip_every_code) {
   for (int c = 0; c <= static_cast<int>(status_code::unimplemented); ++c) {
     error_reply e{77, 9, static_cast<status_code>(c), "why"};

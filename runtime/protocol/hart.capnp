@@ -48,6 +48,7 @@ struct GenerateRequest {
   sampling @4 :SamplingParams;
   sessionId @5 :Text;              # optional (empty = none): prefix reuse across turns
   priority @6 :Int32 = 0;          # larger = sooner
+  returnRouting @7 :Bool = false;  # Final.routing for replay; the prompt is then computed, not cached
 }
 
 enum PauseMode {
@@ -127,6 +128,23 @@ struct Final {
   timings @4 :Timings;
   weightVersion @5 :UInt64;        # weights at the end of the sample
   errorMessage @6 :Text;           # set when finishReason = error
+  routing @7 :Routing;             # when requested (GenerateRequest.returnRouting)
+}
+
+# The sparse decisions the model made for one sample, for replay in training:
+# at every position it computed (the prompt and every generated token but the
+# last, which was never fed), per MoE layer the routed experts and per CSA
+# layer the indexer's top-k compressed entries (-1 = none). Position-major.
+struct Routing {
+  positions @0 :UInt32;
+  experts @1 :List(LayerRouting);  # one per MoE layer (all layers), by layer
+  picks @2 :List(LayerRouting);    # one per CSA layer, by layer
+}
+
+struct LayerRouting {
+  layer @0 :UInt32;
+  k @1 :UInt32;                    # ids per position
+  ids @2 :List(Int32);             # positions x k
 }
 
 # Mirrors hart::status_code (runtime/core/status.h) value for value.

@@ -37,6 +37,8 @@ enum class frame_kind : uint8_t {
 constexpr size_t max_frame_bytes = size_t{16} << 20;
 /// Cap'n Proto traversal limit: words read per message (aliasing amplification guard).
 constexpr uint64_t traversal_limit_words = uint64_t{1} << 20;
+/// Routing ids one final_event carries (4 bytes each, under the traversal limit's 8 MiB).
+constexpr int64_t max_routing_ids = int64_t{1} << 20;
 /// Cap'n Proto pointer nesting limit; the schema itself is at most 5 deep.
 constexpr int nesting_limit = 16;
 /// Largest prompt in tokens (token-id prompts).
@@ -96,6 +98,7 @@ struct generate_request {
   sampling_options sampling;
   std::string session_id;          ///< empty = none
   int32_t priority = 0;            ///< larger = sooner
+  bool return_routing = false;     ///< final_event::routing (the prompt is computed, not cached)
 };
 
 enum class control_verb : uint8_t {
@@ -153,6 +156,22 @@ struct timing_info {
   uint64_t total_us = 0;
 };
 
+/// One layer's routing of a sample: ids [positions, k], position-major.
+struct layer_routing {
+  uint32_t layer = 0;
+  uint32_t k = 0;
+  std::vector<int32_t> ids;
+};
+
+/// generate_request::return_routing: every position the model computed (the
+/// prompt and the generated tokens but the last), per MoE layer the routed
+/// experts, per CSA layer the indexer's top-k entries (-1 = none).
+struct routing_info {
+  uint32_t positions = 0;
+  std::vector<layer_routing> experts;
+  std::vector<layer_routing> picks;
+};
+
 struct final_event {
   uint64_t request_id = 0;
   uint32_t sample_index = 0;
@@ -161,6 +180,7 @@ struct final_event {
   timing_info timings;
   uint64_t weight_version = 0;
   std::string error_message;       ///< set when reason == error
+  routing_info routing;            ///< empty unless requested
 };
 
 struct error_reply {

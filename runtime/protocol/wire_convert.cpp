@@ -89,6 +89,7 @@ void write_generate(const generate_request& g, wire::GenerateRequest::Builder o)
   write_sampling(g.sampling, o.initSampling());
   if (!g.session_id.empty()) o.setSessionId(text_ptr(g.session_id));
   o.setPriority(g.priority);
+  o.setReturnRouting(g.return_routing);
 }
 
 void write_control(const control_request& c, wire::Request::Builder o) {
@@ -190,6 +191,7 @@ status_or<generate_request> read_generate(wire::GenerateRequest::Reader in) {
     return invalid_argument("sessionId: %zu bytes, limit %zu", sid.size(), max_session_id_bytes);
   g.session_id = to_string(sid);
   g.priority = in.getPriority();
+  g.return_routing = in.getReturnRouting();
   return g;
 }
 
@@ -283,6 +285,7 @@ void write_reply(const reply& in, wire::Reply::Builder out) {
           t.setTotalUs(r.timings.total_us);
           o.setWeightVersion(r.weight_version);
           if (!r.error_message.empty()) o.setErrorMessage(text_ptr(r.error_message));
+          if (r.routing.positions > 0) write_routing(r.routing, o.initRouting());
         } else if constexpr (std::is_same_v<T, error_reply>) {
           out.setTag(r.tag);
           auto o = out.initError();
@@ -315,6 +318,52 @@ void write_reply(const reply& in, wire::Reply::Builder out) {
         }
       },
       in);
+}
+
+namespace {
+
+void write_layers(const std::vector<layer_routing>& in, capnp::List<wire::LayerRouting>::Builder out) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    auto l = out[static_cast<unsigned>(i)];
+    l.setLayer(in[i].layer);
+    l.setK(in[i].k);
+    auto ids = l.initIds(static_cast<unsigned>(in[i].ids.size()));
+    for (size_t j = 0; j < in[i].ids.size(); ++j) ids.set(static_cast<unsigned>(j), in[i].ids[j]);
+  }
+}
+
+status_or<std::vector<layer_routing>> read_layers(capnp::List<wire::LayerRouting>::Reader in, uint32_t positions,
+                                                  const char* what) {
+  std::vector<layer_routing> out;
+  for (auto l : in) {
+    if (uint64_t(l.getIds().size()) != uint64_t(positions) * l.getK()) {
+      return invalid_argument("final.routing.%s: layer %u holds %u ids, not %u positions x %u", what, l.getLayer(),
+                              l.getIds().size(), positions, l.getK());
+    }
+    layer_routing r;
+    r.layer = l.getLayer();
+    r.k = l.getK();
+    r.ids.reserve(l.getIds().size());
+    for (int32_t v : l.getIds()) r.ids.push_back(v);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace
+
+void write_routing(const routing_info& r, wire::Routing::Builder out) {
+  out.setPositions(r.positions);
+  write_layers(r.experts, out.initExperts(static_cast<unsigned>(r.experts.size())));
+  write_layers(r.picks, out.initPicks(static_cast<unsigned>(r.picks.size())));
+}
+
+status_or<routing_info> read_routing(wire::Routing::Reader in) {
+  routing_info r;
+  r.positions = in.getPositions();
+  HART_ASSIGN_OR_RETURN(r.experts, read_layers(in.getExperts(), r.positions, "experts"));
+  HART_ASSIGN_OR_RETURN(r.picks, read_layers(in.getPicks(), r.positions, "picks"));
+  return r;
 }
 
 status_or<reply> read_reply(wire::Reply::Reader in) {
@@ -354,6 +403,9 @@ status_or<reply> read_reply(wire::Reply::Reader in) {
       e.timings = {t.getQueueUs(), t.getTtftUs(), t.getTotalUs()};
       e.weight_version = f.getWeightVersion();
       e.error_message = to_string(f.getErrorMessage());
+      if (f.hasRouting()) {
+        HART_ASSIGN_OR_RETURN(e.routing, read_routing(f.getRouting()));
+      }
       return reply{std::move(e)};
     }
     case wire::Reply::ERROR: {

@@ -16,4 +16,8 @@ void write_reply(const reply& in, wire::Reply::Builder out);
 status_or<request> read_request(wire::Request::Reader in);
 status_or<reply> read_reply(wire::Reply::Reader in);
 
+/// Final.routing both ways; read checks every layer holds positions x k ids.
+void write_routing(const routing_info& r, wire::Routing::Builder out);
+status_or<routing_info> read_routing(wire::Routing::Reader in);
+
 }  // namespace hart::protocol::internal

@@ -14,6 +14,7 @@
 
 #include "runtime/core/status.h"
 #include "runtime/sample/sampler.h"
+#include "runtime/sched/routing_trace.h"
 
 namespace hart::sched {
 
@@ -40,6 +41,10 @@ struct gen_request {
   int32_t n = 1;  // samples; each its own sequence sharing the prompt's cached prefix
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  /// Return each sample's routing (routing_trace.h) in its finish event. Its
+  /// prompt is then computed in full, never taken from the prefix cache (a
+  /// cached position has no routing to return).
+  bool return_routing = false;
   // -- scheduling ---
   int32_t priority = 0;     // larger is served first; FCFS within a priority
   int64_t deadline_us = 0;  // absolute, on the scheduler's clock; 0 = none; past it: finish abort
@@ -83,6 +88,9 @@ struct finish_event {
   int64_t queued_us = 0;      // until first scheduled
   int64_t ttft_us = -1;       // until the first token; -1 if none
   int64_t total_us = 0;
+  /// gen_request::return_routing: every computed position (the prompt and all
+  /// generated tokens but the last, which was never fed); empty otherwise.
+  routing_trace routing;
 };
 
 /// Events in the order they happened (tokens of a sample precede its finish).

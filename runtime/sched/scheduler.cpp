@@ -51,6 +51,7 @@ struct scheduler::seq {
   uint64_t ticket = 0;
   int64_t first_sched_us = -1, first_token_us = -1;
   stop_rules stop;
+  routing_trace routing;        // return_routing: what the worker reported, by position
 };
 
 scheduler::scheduler(const scheduler_params& params, const cache::cache_config& cache, const tokenizer* tok,
@@ -209,6 +210,10 @@ void scheduler::finish(seq& s, finish_reason reason, std::string message, event_
   fe.queued_us = (s.first_sched_us >= 0 ? s.first_sched_us : now) - s.req->arrival_us;
   fe.ttft_us = s.first_token_us >= 0 ? s.first_token_us - s.req->arrival_us : -1;
   fe.total_us = now - s.req->arrival_us;
+  if (s.req->req.return_routing) {
+    s.routing.truncate(s.n_computed);
+    fe.routing = std::move(s.routing);
+  }
   ev.finishes.push_back(std::move(fe));
   ++counters_.finished;
 
@@ -248,6 +253,7 @@ step_item scheduler::make_item(seq& s, int64_t chunk) {
   it.sampling.seed = step_seed(it.sampling.seed, int64_t(s.tokens.size()) - s.n_prompt);
   it.logprobs = s.req->req.logprobs;
   it.top_logprobs = s.req->req.top_logprobs;
+  it.capture_routing = s.req->req.return_routing;
   if (s.first_sched_us < 0) s.first_sched_us = clock_();
   return it;
 }
@@ -307,7 +313,8 @@ std::optional<cache::slot_request> scheduler::schedule_begin() {
                              std::vector<int32_t>(s.tokens.begin() + s.n_known, s.tokens.end())});
     } else {
       const seq& s = *seqs_.at(std::get<2>(*w++));
-      req.waiting.push_back({s.id, order, s.waiting_tokens, sibling_blocked(s) ? s.req->seq_ids[0] : 0});
+      req.waiting.push_back({s.id, order, s.waiting_tokens, sibling_blocked(s) ? s.req->seq_ids[0] : 0,
+                             !s.req->req.return_routing});
     }
   }
   return req;
@@ -410,10 +417,16 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
       << "complete(): step " << plan.step << " / result " << result.step << " is not the one in flight";
   in_flight_ = false;
   event_batch ev;
-  size_t k = 0;
+  size_t k = 0, kr = 0;
   for (const step_item& item : plan.items) {
     seq& s = *seqs_.at(item.seq_id);
     s.in_flight = false;
+    if (item.capture_routing && result.error.ok()) {
+      HART_CHECK(kr < result.routing.size() && result.routing[kr].seq_id == item.seq_id &&
+                 result.routing[kr].trace.positions == int64_t(item.tokens.size()))
+          << "step_result's routing does not match the plan at item " << kr;
+      s.routing.write(result.routing[kr++].trace, item.n_computed);
+    }
     const sampled_token* tok = nullptr;
     if (item.sample_last && result.error.ok()) {
       HART_CHECK(k < result.sampled.size() && result.sampled[k].seq_id == item.seq_id)

@@ -29,6 +29,7 @@ struct step_item {
   sampling_params sampling;          // this step's parameters (seed already derived)
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  bool capture_routing = false;      // return this item's routing in the result
 };
 
 struct step_plan {
@@ -46,12 +47,19 @@ struct sampled_token {
   std::vector<token_logprob> top_logprobs;
 };
 
+struct item_routing {
+  uint64_t seq_id = 0;
+  routing_trace trace;  // positions = the item's tokens, from its n_computed
+};
+
 struct step_result {
   uint64_t step = 0;
   /// Not ok: the step failed as a whole; every sequence in it ends with `error`.
   status error;
   /// One per item with sample_last, in item order.
   std::vector<sampled_token> sampled;
+  /// One per item with capture_routing, in item order: its tokens' routing.
+  std::vector<item_routing> routing;
 };
 
 /// Seed of the sampler for a sequence's token number `n_generated` (from 0):

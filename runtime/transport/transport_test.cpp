@@ -257,7 +257,12 @@ TEST(transport, stop_with_clients_connected_returns_promptly) {
     clients.push_back(make_client(fx.srv->endpoint()));
     ASSERT_TRUE(clients.back()->send(request{make_gen(1, std::vector<uint32_t>(200, 1))}).ok());
   }
-  expect_health(*clients[0], 1);
+  // NOTE(transport): every client's request is delivered before the stop. libzmq
+  // 4.3.4 aborts (errno_assert EAGAIN, session_base.cpp:260, clean_pipes) when a
+  // peer disconnects while its own I/O thread holds part of a multipart message
+  // the application is still writing (zeromq/libzmq#3442): a client process
+  // can die that way if the server goes away mid-send. Not ours to fix here.
+  for (size_t i = 0; i < clients.size(); ++i) expect_health(*clients[i], 1 + i);
   auto t0 = std::chrono::steady_clock::now();
   fx.srv->stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);

@@ -1,5 +1,6 @@
 #include "runtime/worker/cpu_worker.h"
 
+#include "runtime/worker/step_routing.h"
 #include "runtime/worker/step_sampling.h"
 
 namespace hart::sched {
@@ -18,8 +19,11 @@ step_result cpu_worker::execute(const step_plan& plan) {
     batch[i].tokens = it.tokens;
     batch[i].logits = it.sample_last ? logits_request::last : logits_request::none;
   }
-  res.error = eng_.forward(batch, &logits_);
+  forward_trace trace;
+  const bool capture = plan_captures_routing(plan);
+  res.error = eng_.forward(batch, &logits_, capture ? &trace : nullptr);
   if (!res.error.ok()) return res;
+  if (capture) collect_step_routing(plan, trace, &res);
   sample_step_items(plan, logits_.data(), eng_.config().vocab_size, &res);
   return res;
 }

@@ -1,6 +1,7 @@
 #include "runtime/worker/gpu_executor.h"
 
 #include "runtime/gpu/gpu_weight_swap.h"
+#include "runtime/worker/step_routing.h"
 #include "runtime/worker/step_sampling.h"
 
 namespace hart::sched {
@@ -62,8 +63,11 @@ status_or<step_result> gpu_executor::execute(const step_plan& plan) {
     batch[i].tokens = it.tokens;
     batch[i].logits = it.sample_last ? logits_request::last : logits_request::none;
   }
-  res.error = eng_->forward(batch, &logits_);
+  forward_trace trace;
+  const bool capture = plan_captures_routing(plan);
+  res.error = eng_->forward(batch, &logits_, capture ? &trace : nullptr);
   if (!res.error.ok()) return res;
+  if (capture) collect_step_routing(plan, trace, &res);
   sample_step_items(plan, logits_.data(), eng_->config().vocab_size, &res);
   return res;
 }

@@ -58,7 +58,28 @@ void fill_plan(w::StepPlan::Builder b, const sched::step_plan& p) {
     s.setSeed(it.sampling.seed);
     ib.setLogprobs(it.logprobs);
     ib.setTopLogprobs(it.top_logprobs);
+    ib.setCaptureRouting(it.capture_routing);
   }
+}
+
+void fill_layers(capnp::List<w::LayerIds>::Builder b, const std::vector<sched::layer_routing>& layers) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    b[unsigned(i)].setLayer(layers[i].layer);
+    b[unsigned(i)].setK(layers[i].k);
+    fill_ints(b[unsigned(i)].initIds(unsigned(layers[i].ids.size())), layers[i].ids);
+  }
+}
+
+status_or<std::vector<sched::layer_routing>> read_layers(capnp::List<w::LayerIds>::Reader r, int64_t positions) {
+  std::vector<sched::layer_routing> out;
+  for (auto lr : r) {
+    if (lr.getK() < 0 || int64_t(lr.getIds().size()) != positions * lr.getK()) {
+      return invalid_argument("result: routing layer %d holds %u ids, not %lld positions x %d", lr.getLayer(),
+                              lr.getIds().size(), (long long)positions, lr.getK());
+    }
+    out.push_back({lr.getLayer(), lr.getK(), read_ints(lr.getIds())});
+  }
+  return out;
 }
 
 void fill_result(w::StepResult::Builder b, const sched::step_result& r) {
@@ -77,6 +98,14 @@ void fill_result(w::StepResult::Builder b, const sched::step_result& r) {
       tl[unsigned(k)].setToken(t.top_logprobs[k].token);
       tl[unsigned(k)].setLogprob(t.top_logprobs[k].logprob);
     }
+  }
+  auto rl = b.initRouting(unsigned(r.routing.size()));
+  for (size_t i = 0; i < r.routing.size(); ++i) {
+    const sched::item_routing& ir = r.routing[i];
+    rl[unsigned(i)].setSeqId(ir.seq_id);
+    rl[unsigned(i)].setPositions(ir.trace.positions);
+    fill_layers(rl[unsigned(i)].initExperts(unsigned(ir.trace.experts.size())), ir.trace.experts);
+    fill_layers(rl[unsigned(i)].initPicks(unsigned(ir.trace.picks.size())), ir.trace.picks);
   }
 }
 
@@ -102,6 +131,7 @@ sched::step_plan read_plan(w::StepPlan::Reader r) {
     it.sampling.seed = s.getSeed();
     it.logprobs = ir.getLogprobs();
     it.top_logprobs = ir.getTopLogprobs();
+    it.capture_routing = ir.getCaptureRouting();
     p.items.push_back(std::move(it));
   }
   return p;
@@ -125,6 +155,15 @@ status_or<sched::step_result> read_result(w::StepResult::Reader r) {
     t.logprob = tr.getLogprob();
     for (auto lp : tr.getTopLogprobs()) t.top_logprobs.push_back({lp.getToken(), lp.getLogprob()});
     res.sampled.push_back(std::move(t));
+  }
+  for (auto rr : r.getRouting()) {
+    sched::item_routing ir;
+    ir.seq_id = rr.getSeqId();
+    ir.trace.positions = rr.getPositions();
+    if (ir.trace.positions < 0) return invalid_argument("result: routing of %lld positions", (long long)ir.trace.positions);
+    HART_ASSIGN_OR_RETURN(ir.trace.experts, read_layers(rr.getExperts(), ir.trace.positions));
+    HART_ASSIGN_OR_RETURN(ir.trace.picks, read_layers(rr.getPicks(), ir.trace.positions));
+    res.routing.push_back(std::move(ir));
   }
   return res;
 }

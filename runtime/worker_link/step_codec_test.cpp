@@ -27,6 +27,7 @@ sched::step_plan sample_plan() {
   a.sampling.seed = 0xdeadbeefcafeull;
   a.logprobs = true;
   a.top_logprobs = 3;
+  a.capture_routing = true;
   p.items.push_back(a);
   sched::step_item b;
   b.seq_id = 8;
@@ -61,6 +62,8 @@ TEST(step_codec, plan_round_trip) {
   EXPECT_EQ(a.sampling.seed, 0xdeadbeefcafeull);
   EXPECT_TRUE(a.logprobs);
   EXPECT_EQ(a.top_logprobs, 3);
+  EXPECT_TRUE(a.capture_routing);
+  EXPECT_FALSE(q->items[1].capture_routing);
   EXPECT_FALSE(q->items[1].sample_last);
   EXPECT_EQ(q->items[1].tokens, (std::vector<int32_t>{4}));
 }
@@ -83,6 +86,28 @@ TEST(step_codec, result_round_trip) {
   EXPECT_EQ(q->sampled[0].logprob, -0.5f);
   ASSERT_EQ(q->sampled[0].top_logprobs.size(), 2u);
   EXPECT_EQ(q->sampled[0].top_logprobs[1].token, 12);
+
+  // Routing of a capturing item crosses the link; a layer of the wrong size does not.
+  sched::item_routing ir;
+  ir.seq_id = 7;
+  ir.trace.positions = 2;
+  ir.trace.experts = {{0, 2, {3, 1, 0, 2}}};
+  ir.trace.picks = {{1, 3, {0, -1, -1, 1, 0, -1}}};
+  r.routing = {ir};
+  f = encode(worker_message{r});
+  m = decode(f->data(), f->size());
+  ASSERT_TRUE(m.ok()) << m.get_status().to_string();
+  q = std::get_if<sched::step_result>(&m.value());
+  ASSERT_EQ(q->routing.size(), 1u);
+  EXPECT_EQ(q->routing[0].seq_id, 7u);
+  EXPECT_EQ(q->routing[0].trace.positions, 2);
+  EXPECT_EQ(q->routing[0].trace.experts[0].ids, ir.trace.experts[0].ids);
+  EXPECT_EQ(q->routing[0].trace.picks[0].layer, 1);
+  EXPECT_EQ(q->routing[0].trace.picks[0].ids, ir.trace.picks[0].ids);
+  r.routing[0].trace.picks[0].ids.push_back(4);
+  f = encode(worker_message{r});
+  EXPECT_FALSE(decode(f->data(), f->size()).ok()) << "a routing layer of 7 ids for 2 positions x 3";
+  r.routing.clear();
 
   r.error = out_of_range("token 99 out of range");
   r.sampled.clear();

@@ -34,6 +34,7 @@ struct StepItem {
   sampling @8 :Sampling;
   logprobs @9 :Bool;
   topLogprobs @10 :Int32;
+  captureRouting @11 :Bool;
 }
 
 struct StepPlan {
@@ -53,11 +54,26 @@ struct SampledToken {
   topLogprobs @3 :List(TokenLogprob);
 }
 
+struct LayerIds {
+  layer @0 :Int32;
+  k @1 :Int32;
+  ids @2 :List(Int32);    # positions x k
+}
+
+# The routing of one item that asked for it (sched::item_routing).
+struct ItemRouting {
+  seqId @0 :UInt64;
+  positions @1 :Int64;
+  experts @2 :List(LayerIds);
+  picks @3 :List(LayerIds);
+}
+
 struct StepResult {
   step @0 :UInt64;
   errorCode @1 :UInt16;   # hart::status_code; 0 = ok
   errorMessage @2 :Text;
   sampled @3 :List(SampledToken);
+  routing @4 :List(ItemRouting);
 }
 
 # What a worker serves: the server refuses a worker whose model differs from its own.
