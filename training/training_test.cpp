@@ -143,6 +143,85 @@ TEST(training_engine, random_checkpoint_logits_match_engine_exact) {
   }
 }
 
+// -- (b2) routing replay: the engine's decisions forced into the trainer ---------
+
+// The engine's routing of `row` (deterministic, ties as the reference's full pass) as the server returns it.
+protocol::routing_info engine_routing(const std::string& dir, const std::vector<int32_t>& row) {
+  engine_params p;
+  p.model_dir = dir;
+  p.deterministic = true;
+  auto eng = engine::load(p);
+  EXPECT_TRUE(eng.ok()) << eng.get_status().to_string();
+  sequence_state s = eng.value()->new_sequence();
+  s.tie_reference_length = int64_t(row.size());
+  forward_trace t;
+  EXPECT_TRUE(eng.value()->prefill(s, row, logits_request::none, nullptr, &t).ok());
+  protocol::routing_info r;
+  r.positions = uint32_t(row.size());
+  for (const auto& [l, ids] : t.experts) r.experts.push_back({uint32_t(l), uint32_t(ids.size() / row.size()), ids});
+  for (const auto& [l, ids] : t.topk) r.picks.push_back({uint32_t(l), uint32_t(ids.size() / row.size()), ids});
+  return r;
+}
+
+TEST(training_replay, forced_engine_routing_reproduces_its_logits_and_other_routing_changes_them) {
+  torch::NoGradGuard no_grad;
+  temp_dir tmp("replay");
+  auto cfg = model_config_load(data_dir("tiny-a"));
+  ASSERT_TRUE(cfg.ok());
+  const int64_t V = cfg.value().vocab_size, E = cfg.value().n_routed_experts;
+  v4_model model(cfg.value());
+  model.init_random(11, 0.08);
+  ASSERT_TRUE(v4_model_save(model, tmp / "ckpt", torch::kFloat32, data_dir("tiny-a")).ok());
+  std::mt19937 rng(5);
+  std::vector<std::vector<int32_t>> rows(2, std::vector<int32_t>(100));
+  for (auto& r : rows) {
+    for (int32_t& t : r) t = int32_t(rng() % V);
+  }
+  std::vector<protocol::routing_info> captured;
+  for (const auto& r : rows) captured.push_back(engine_routing(tmp / "ckpt", r));
+  auto forced = forced_routing_from(captured);
+  ASSERT_TRUE(forced.ok()) << forced.get_status().to_string();
+  ASSERT_FALSE(forced->picks.empty()) << "tiny-a has CSA layers";
+  ASSERT_TRUE(model.check_forced(*forced, 2, 100).ok()) << model.check_forced(*forced, 2, 100).to_string();
+
+  const torch::Tensor ids = ids_tensor(rows);
+  const torch::Tensor own = model.forward(ids), replayed = model.forward(ids, &forced.value());
+  const auto want = engine_logits(tmp / "ckpt", rows);
+  for (int64_t b = 0; b < 2; ++b) {
+    const double err = max_rel_error(row_floats(replayed, b), want[size_t(b)], V);
+    std::printf("replay row %lld: forced vs engine %.3g, own vs forced %.3g\n", (long long)b, err,
+                max_rel_error(row_floats(own, b), row_floats(replayed, b), V));
+    EXPECT_LE(err, 1e-4) << "forcing the engine's routing gives the engine's logits";
+  }
+
+  // Other decisions change the output: every token's experts moved by one, every pick dropped.
+  forced_routing moved = *forced;
+  for (auto& [l, t] : moved.experts) t = (t + 1) % E;
+  forced_routing no_picks = *forced;
+  for (auto& [l, t] : no_picks.picks) t = torch::full_like(t, -1);
+  for (const forced_routing* other : {&moved, &no_picks}) {
+    ASSERT_TRUE(model.check_forced(*other, 2, 100).ok());
+    const torch::Tensor changed = model.forward(ids, other);
+    EXPECT_GT(max_rel_error(row_floats(changed, 0), row_floats(replayed, 0), V), 1e-2) << "forcing is not ignored";
+  }
+
+  // Bad forcing is refused before the forward.
+  forced_routing bad = *forced;
+  bad.experts.begin()->second = bad.experts.begin()->second.narrow(1, 0, 50);
+  EXPECT_FALSE(model.check_forced(bad, 2, 100).ok()) << "wrong length";
+  bad = *forced;
+  bad.experts.begin()->second = torch::full_like(bad.experts.begin()->second, E);
+  EXPECT_FALSE(model.check_forced(bad, 2, 100).ok()) << "expert id E";
+  bad = *forced;
+  bad.picks[0] = forced->picks.begin()->second;  // layer 0 is a sliding-window layer
+  EXPECT_FALSE(model.check_forced(bad, 2, 100).ok()) << "picks for a non-CSA layer";
+  bad = *forced;
+  bad.experts[99] = forced->experts.begin()->second;
+  EXPECT_FALSE(model.check_forced(bad, 2, 100).ok()) << "no layer 99";
+  captured[1].positions = 99;
+  EXPECT_FALSE(forced_routing_from(captured).ok()) << "samples of other lengths";
+}
+
 // -- (c) gradients vs central finite differences ------------------------------
 
 constexpr const char* k_small_config = R"({

@@ -281,7 +281,7 @@ torch::Tensor v4_model::indexer_pick(const layer_t& L, const torch::Tensor& x, c
   return torch::zeros_like(score).scatter(2, pick, valid) > 0;
 }
 
-torch::Tensor v4_model::attention(const layer_t& L, const torch::Tensor& x) const {
+torch::Tensor v4_model::attention(const layer_t& L, const torch::Tensor& x, const torch::Tensor* forced_picks) const {
   const int64_t B = x.size(0), S = x.size(1), H = cfg_.n_heads, hd = cfg_.head_dim;
   const torch::Tensor& inv_freq = L.kind == attention_kind::sliding ? inv_freq_main_ : inv_freq_compress_;
   torch::Tensor pos = torch::arange(S, torch::TensorOptions().dtype(torch::kLong));
@@ -298,7 +298,17 @@ torch::Tensor v4_model::attention(const layer_t& L, const torch::Tensor& x) cons
     torch::Tensor entries = compress(L.compressor, x, inv_freq);
     const int64_t n_entries = entries.size(1);
     torch::Tensor seen = entry_visible(S, n_entries, L.compressor.rate, x.device()).unsqueeze(0).expand({B, S, n_entries});
-    if (L.kind == attention_kind::csa && n_entries > 0) seen = indexer_pick(L, x, qr, inv_freq, n_entries);
+    if (L.kind == attention_kind::csa && n_entries > 0) {
+      if (forced_picks) {
+        // The forced entries a position may see (future ones dropped, as the pick rule does).
+        const torch::Tensor& pick = *forced_picks;
+        torch::Tensor valid = (pick >= 0) & ((pick + 1) * cfg_.csa_rate <= pos.view({1, S, 1}) + 1);
+        seen = torch::zeros({B, S, n_entries}, torch::kFloat32)
+                   .scatter_add(2, pick.clamp_min(0), valid.to(torch::kFloat32)) > 0;
+      } else {
+        seen = indexer_pick(L, x, qr, inv_freq, n_entries);
+      }
+    }
     keys = torch::cat({kv, entries}, 1);
     mask = torch::cat({mask, seen}, 2);
   }
@@ -326,13 +336,15 @@ torch::Tensor v4_model::expert(const torch::Tensor& x, const torch::Tensor& w1, 
   return torch::silu(g) * u;  // w2 is applied by the caller after the routing weight
 }
 
-torch::Tensor v4_model::moe(const layer_t& L, const torch::Tensor& x, const torch::Tensor& ids) const {
+torch::Tensor v4_model::moe(const layer_t& L, const torch::Tensor& x, const torch::Tensor& ids,
+                            const torch::Tensor* forced_experts) const {
   const int64_t D = cfg_.hidden_size, K = cfg_.n_activated_experts;
   torch::Tensor xf = x.reshape({-1, D});
   const torch::Dtype rd = wide_dtype(compute_dtype_);  // the router runs in fp32 in the reference
   torch::Tensor s = torch::sqrt(torch::softplus(torch::matmul(xf.to(rd), L.gate.to(rd).t())));
-  torch::Tensor idx = L.hash_moe ? L.tid2eid.index_select(0, ids.reshape({-1}))
-                                 : std::get<1>(torch::topk(s.detach() + L.gate_bias.to(rd), K, -1));
+  torch::Tensor idx = forced_experts ? forced_experts->reshape({-1, K})
+                     : L.hash_moe  ? L.tid2eid.index_select(0, ids.reshape({-1}))
+                                   : std::get<1>(torch::topk(s.detach() + L.gate_bias.to(rd), K, -1));
   torch::Tensor ws = s.gather(1, idx);
   ws = (ws / (ws.sum(-1, true) + 1e-20) * cfg_.route_scale).to(compute_dtype_);
   torch::Tensor y = cfg_.n_shared_experts > 0
@@ -349,7 +361,60 @@ torch::Tensor v4_model::moe(const layer_t& L, const torch::Tensor& x, const torc
   return y.view(x.sizes());
 }
 
-torch::Tensor v4_model::forward(const torch::Tensor& ids) {
+status v4_model::check_forced(const forced_routing& f, int64_t B, int64_t S) const {
+  auto check = [&](const std::map<int64_t, torch::Tensor>& m, const char* what, bool picks) -> status {
+    for (const auto& [il, t] : m) {
+      if (il < 0 || il >= int64_t(layers_.size())) return invalid_argument("forced %s: no layer %lld", what, (long long)il);
+      if (picks && layers_[size_t(il)].kind != attention_kind::csa) {
+        return invalid_argument("forced %s: layer %lld is not a CSA layer", what, (long long)il);
+      }
+      if (!t.defined() || t.scalar_type() != torch::kLong || t.dim() != 3 || t.size(0) != B || t.size(1) != S ||
+          (!picks && t.size(2) != cfg_.n_activated_experts)) {
+        return invalid_argument("forced %s, layer %lld: want int64 [%lld, %lld, %s]", what, (long long)il,
+                                (long long)B, (long long)S, picks ? "k" : std::to_string(cfg_.n_activated_experts).c_str());
+      }
+      if (t.numel() == 0) continue;
+      const int64_t lo = t.min().item<int64_t>(), hi = t.max().item<int64_t>();
+      const int64_t limit = picks ? S / cfg_.csa_rate : cfg_.n_routed_experts;
+      if (lo < (picks ? -1 : 0) || hi >= std::max<int64_t>(limit, picks ? 0 : 1)) {
+        return invalid_argument("forced %s, layer %lld: ids in [%lld, %lld], valid [%d, %lld)", what, (long long)il,
+                                (long long)lo, (long long)hi, picks ? -1 : 0, (long long)limit);
+      }
+    }
+    return status{};
+  };
+  HART_RETURN_IF_ERROR(check(f.experts, "experts", false));
+  return check(f.picks, "picks", true);
+}
+
+status_or<forced_routing> forced_routing_from(const std::vector<protocol::routing_info>& rows) {
+  forced_routing f;
+  if (rows.empty()) return f;
+  const int64_t B = int64_t(rows.size()), S = rows[0].positions;
+  auto gather = [&](auto member, std::map<int64_t, torch::Tensor>& out) -> status {
+    const auto& first = rows[0].*member;
+    for (size_t l = 0; l < first.size(); ++l) {
+      const int64_t k = first[l].k;
+      torch::Tensor t = torch::empty({B, S, k}, torch::kLong);
+      for (int64_t b = 0; b < B; ++b) {
+        const auto& layers = rows[size_t(b)].*member;
+        if (int64_t(rows[size_t(b)].positions) != S || layers.size() != first.size() || layers[l].layer != first[l].layer ||
+            int64_t(layers[l].k) != k || int64_t(layers[l].ids.size()) != S * k) {
+          return invalid_argument("routing rows differ at sample %lld (positions, layers or k)", (long long)b);
+        }
+        int64_t* dst = t[b].data_ptr<int64_t>();
+        for (int64_t i = 0; i < S * k; ++i) dst[i] = layers[l].ids[size_t(i)];
+      }
+      out[first[l].layer] = t;
+    }
+    return status{};
+  };
+  HART_RETURN_IF_ERROR(gather(&protocol::routing_info::experts, f.experts));
+  HART_RETURN_IF_ERROR(gather(&protocol::routing_info::picks, f.picks));
+  return f;
+}
+
+torch::Tensor v4_model::forward(const torch::Tensor& ids, const forced_routing* forced) {
   const int64_t B = ids.size(0), S = ids.size(1), D = cfg_.hidden_size, n = cfg_.hc_mult;
   const torch::Dtype hd = wide_dtype(compute_dtype_);
   torch::Tensor X = w(embed_).index_select(0, ids.reshape({-1})).view({B, S, 1, D}).expand({B, S, n, D});
@@ -360,11 +425,19 @@ torch::Tensor v4_model::forward(const torch::Tensor& ids) {
     torch::Tensor y = sublayer(rms(s.collapsed.to(compute_dtype_), norm));
     X = hc_post(X, y.to(hd), s);
   };
-  for (const layer_t& L : layers_) {
+  auto find_forced = [&](const std::map<int64_t, torch::Tensor>* m, int64_t il) -> const torch::Tensor* {
+    if (!m) return nullptr;
+    auto it = m->find(il);
+    return it == m->end() ? nullptr : &it->second;
+  };
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    const layer_t& L = layers_[il];
+    const torch::Tensor* picks = find_forced(forced ? &forced->picks : nullptr, int64_t(il));
+    const torch::Tensor* experts = find_forced(forced ? &forced->experts : nullptr, int64_t(il));
     site(L.hc_attn_fn, L.hc_attn_base, L.hc_attn_scale, L.attn_norm,
-         [&](const torch::Tensor& x) { return attention(L, x); });
+         [&](const torch::Tensor& x) { return attention(L, x, picks); });
     site(L.hc_ffn_fn, L.hc_ffn_base, L.hc_ffn_scale, L.ffn_norm,
-         [&](const torch::Tensor& x) { return moe(L, x, ids); });
+         [&](const torch::Tensor& x) { return moe(L, x, ids, experts); });
   }
   // Head: sigmoid-weighted collapse of the streams, final norm, LM head.
   torch::Tensor xf = X.flatten(2);

@@ -18,14 +18,32 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <torch/torch.h>
 
+#include "runtime/core/status.h"
 #include "runtime/model/config.h"
+#include "runtime/protocol/messages.h"
 
 namespace hart::training {
+
+/// Sparse decisions forward() takes instead of making them (RL routing replay:
+/// the rollout server's, docs/protocol.md §5.3), by layer index, int64
+/// [B, S, k]: the routed experts of MoE layers, the Lightning Indexer's picks
+/// of CSA layers (entry indices, -1 = none). Layers absent from a map decide
+/// as usual. The routing weights still come from this model's router at the
+/// forced experts, so the gate keeps its gradient.
+struct forced_routing {
+  std::map<int64_t, torch::Tensor> experts;
+  std::map<int64_t, torch::Tensor> picks;
+};
+
+/// forced_routing from server captures of B samples with the same number of
+/// positions (rows of ids [B, positions]); invalid_argument if they differ.
+status_or<forced_routing> forced_routing_from(const std::vector<protocol::routing_info>& rows);
 
 class v4_model : public torch::nn::Module {
  public:
@@ -51,8 +69,14 @@ class v4_model : public torch::nn::Module {
   void init_random(uint64_t seed, double std = 0.02);
 
   /// ids [B, S] int64 in [0, vocab) -> logits [B, S, V]; every position sees
-  /// positions <= itself only. Callers validate ids (see trainer).
-  torch::Tensor forward(const torch::Tensor& ids);
+  /// positions <= itself only. Callers validate ids (see trainer) and
+  /// `forced` (check_forced).
+  torch::Tensor forward(const torch::Tensor& ids, const forced_routing* forced = nullptr);
+  /// invalid_argument unless every forced layer exists, has the right kind
+  /// (MoE: any layer; picks: CSA layers), is int64 [B, S, k] with k = top_k
+  /// for experts, and holds ids in range (experts in [0, E), picks in
+  /// [-1, S / csa_rate)).
+  status check_forced(const forced_routing& f, int64_t B, int64_t S) const;
 
   /// Parameter or buffer by canonical name; undefined tensor if absent.
   torch::Tensor find(const std::string& name) const;
@@ -88,10 +112,11 @@ class v4_model : public torch::nn::Module {
                      bool inverse) const;
   torch::Tensor rms(const torch::Tensor& x, const torch::Tensor& weight) const;
   torch::Tensor compress(const compressor_t& c, const torch::Tensor& x, const torch::Tensor& inv_freq) const;
-  torch::Tensor attention(const layer_t& L, const torch::Tensor& x) const;
+  torch::Tensor attention(const layer_t& L, const torch::Tensor& x, const torch::Tensor* forced_picks) const;
   torch::Tensor indexer_pick(const layer_t& L, const torch::Tensor& x, const torch::Tensor& qr,
                              const torch::Tensor& inv_freq, int64_t n_entries) const;
-  torch::Tensor moe(const layer_t& L, const torch::Tensor& x, const torch::Tensor& ids) const;
+  torch::Tensor moe(const layer_t& L, const torch::Tensor& x, const torch::Tensor& ids,
+                    const torch::Tensor* forced_experts) const;
   torch::Tensor expert(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3,
                        const torch::Tensor& w2) const;
 

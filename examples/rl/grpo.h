@@ -3,8 +3,10 @@
 // step on the clipped policy-gradient loss whose importance ratio is
 // trainer / rollout probability of each sampled token (the rollout log-probs
 // come from the server, which samples in fp8, so the ratio also corrects the
-// fp8 / fp32 mismatch; PPO clipping bounds it). Also hands out the model's
-// tensors in BF16 for weight_sync_client::push.
+// fp8 / fp32 mismatch; PPO clipping bounds it). With the rollouts' routing
+// (grpo_sample::routing) the trainer's forward takes the server's expert and
+// indexer decisions (routing replay). Also hands out the model's tensors in
+// BF16 for weight_sync_client::push.
 //
 //   auto g = grpo_trainer::create(model, {}).value();
 //   auto adv = grpo_advantages(rewards);            // rewards[prompt][sample]
@@ -13,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "rollout/weight_sync_client.h"
@@ -39,6 +42,9 @@ struct grpo_sample {
   std::vector<uint32_t> completion;     ///< sampled tokens (eos included when sampled)
   std::vector<float> rollout_logprobs;  ///< one per completion token
   double advantage = 0;
+  /// The rollout's routing (rollout_prompt::return_routing): when every sample
+  /// of a step has one, the trainer's forward takes those decisions.
+  protocol::routing_info routing;
 };
 
 struct grpo_stats {
@@ -72,6 +78,9 @@ class grpo_trainer {
 
  private:
   grpo_trainer(std::shared_ptr<training::v4_model> model, const grpo_options& opt);
+
+  status_or<std::optional<training::forced_routing>> replay_routing(const std::vector<grpo_sample>& batch,
+                                                                    int64_t S) const;
 
   std::shared_ptr<training::v4_model> model_;
   grpo_options opt_;

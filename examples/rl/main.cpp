@@ -40,6 +40,7 @@ struct rl_options {
   double lr = 1e-3;
   float temperature = 1.0f;
   uint64_t seed = 1;
+  bool routing_replay = false;  ///< force the rollouts' routing in the trainer
 };
 
 // Supervised warm start: teacher-forced answers, loss on the answer tokens.
@@ -135,6 +136,7 @@ status run(const rl_options& o) {
       p.sampling.max_new_tokens = uint32_t(k_answer_tokens);
       p.sampling.has_seed = true;
       p.sampling.seed = o.seed * 1000003 + uint64_t(step) * 10007 + uint64_t(i) * o.group;
+      p.return_routing = o.routing_replay;
       prompts.push_back(std::move(p));
     }
     const auto t_roll = steady::now();
@@ -159,7 +161,7 @@ status run(const rl_options& o) {
     for (size_t g = 0; g < r.groups.size(); ++g) {
       for (size_t i = 0; i < r.groups[g].samples.size(); ++i) {
         const rollout_sample& s = r.groups[g].samples[i];
-        batch.push_back({examples[g].prompt, s.token_ids, s.logprobs, adv[g][i]});
+        batch.push_back({examples[g].prompt, s.token_ids, s.logprobs, adv[g][i], s.routing});
       }
     }
     const auto t_train = steady::now();
@@ -202,6 +204,9 @@ int main(int argc, char** argv) {
   app.add_option("--lr", o.lr, "GRPO learning rate")->capture_default_str();
   app.add_option("--temperature", o.temperature, "Rollout temperature (> 0)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the model, the tasks and the sampling")->capture_default_str();
+  app.add_flag("--routing-replay", o.routing_replay,
+               "Return the server's expert and indexer decisions with every rollout and force them in the "
+               "trainer's forward (docs/rl.md)");
   CLI11_PARSE(app, argc, argv);
   const hart::status s = hart::rl::run(o);
   if (!s.ok()) {

@@ -107,5 +107,28 @@ TEST(RlGrpo, RewardClimbsWithFp8RolloutsAndVersionedWeights) {
   fs::remove(out.string() + ".log");
 }
 
+// --routing-replay: rollouts return their routing and the trainer forces it;
+// the loop runs and the gap stays at fp8-vs-fp32 size (a wrong replay, e.g.
+// routing shifted by a position, shows as a gap of order 1).
+TEST(RlGrpo, RoutingReplayRuns) {
+  const fs::path out = temp_dir("replay");
+  const int steps = 3;
+  const std::string cmd = std::string(RL_GRPO_BINARY) + " --hart " + HART_BINARY + " --out " + out.string() +
+                          " --steps " + std::to_string(steps) + " --routing-replay > " + (out.string() + ".log") + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream log(out.string() + ".log");
+  const std::string log_text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(rc, 0) << log_text;
+  std::string header;
+  const auto rows = read_csv(out / "rl.csv", &header);
+  ASSERT_EQ(rows.size(), size_t(steps)) << log_text;
+  for (const std::vector<double>& r : rows) {
+    EXPECT_TRUE(std::isfinite(r[4]) && r[4] > 0 && r[4] < 0.1) << "gap " << r[4];
+    EXPECT_TRUE(std::isfinite(r[5]) && r[5] >= 0 && r[5] < 0.05) << "kl " << r[5];
+  }
+  fs::remove_all(out);
+  fs::remove(out.string() + ".log");
+}
+
 }  // namespace
 }  // namespace hart::rl
