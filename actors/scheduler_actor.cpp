@@ -1,5 +1,7 @@
 #include "actors/scheduler_actor.h"
 
+#include <deque>
+
 #include <sstream>
 
 #include "actors/cache_shard_actor.h"
@@ -16,6 +18,7 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_
   r.entries = {{"queue_depth", double(s.waiting)},
                {"running", double(s.running)},
                {"steps", double(s.steps)},
+               {"steps_planned_ahead", double(s.steps_ahead)},
                {"preemptions", double(s.preemptions)},
                {"finished", double(s.finished)},
                {"generated_tokens", double(s.generated_tokens)},
@@ -56,9 +59,9 @@ struct scheduler_state {
   sched::event_batch step_events;
   /// Token and finish events go here; control replies too.
   caf::actor gateway;
-  /// The plan the worker is executing (null: none) and when it was planned.
-  std::shared_ptr<const sched::step_plan> in_flight;
-  sched::step_timing timing;
+  /// The plans sent to the worker and not answered yet, oldest first (two
+  /// while a step is planned ahead: --overlap-schedule), and when each was planned.
+  std::deque<std::pair<std::shared_ptr<const sched::step_plan>, sched::step_timing>> in_flight;
   /// A swap waiting for the step boundary, and who asked; `swapping` while the worker swaps.
   std::shared_ptr<const swap_request> swap;
   caf::actor swap_from;
@@ -100,7 +103,7 @@ struct scheduler_state {
   }
 
   void start_next(caf::event_based_actor* self, int64_t chained_from_us) {
-    if (in_flight || swapping) return;
+    if (!in_flight.empty() || swapping) return;
     if (swap) {
       swapping = true;
       self->send(params.worker, swap_atom::value, swap);
@@ -130,13 +133,13 @@ struct scheduler_state {
                });
   }
 
-  /// Sends a planned step to the worker, then the events waiting for it.
+  /// Sends a planned step to the worker (and, with overlap, the one after
+  /// it planned ahead), then the events waiting for them.
   void start_step(caf::event_based_actor* self, const sched::step_timing& t, sched::step_plan planned) {
     auto plan = std::make_shared<sched::step_plan>(std::move(planned));
     if (!plan->empty()) {
-      timing = t;
-      in_flight = plan;
-      self->send(params.worker, step_atom::value, in_flight);
+      send_step(self, t, plan);
+      plan_ahead(self);
     }
     publish(self, std::move(step_events));
     step_events = {};
@@ -150,22 +153,45 @@ struct scheduler_state {
     }
   }
 
+  void send_step(caf::event_based_actor* self, const sched::step_timing& t,
+                 std::shared_ptr<const sched::step_plan> plan) {
+    in_flight.emplace_back(plan, t);
+    self->send(params.worker, step_atom::value, std::move(plan));
+  }
+
+  /// With --overlap-schedule and one step in flight: the step after it, so
+  /// the worker starts it as soon as it is done (scheduler::schedule_ahead).
+  void plan_ahead(caf::event_based_actor* self) {
+    if (!params.overlap || in_flight.size() != 1 || swap || swapping) return;
+    sched::step_timing t;
+    t.planned_us = core->now_us();
+    sched::step_plan next = core->plan_ahead();
+    if (!next.empty()) send_step(self, t, std::make_shared<const sched::step_plan>(std::move(next)));
+  }
+
   void on_step_done(caf::event_based_actor* self, const step_outcome& o) {
-    if (!in_flight) return;
+    if (in_flight.empty()) return;
+    auto [plan, timing] = std::move(in_flight.front());
+    in_flight.pop_front();
     timing.exec_start_us = o.exec_start_us;
     timing.exec_end_us = o.exec_end_us;
-    const std::shared_ptr<const sched::step_plan> plan = std::move(in_flight);
-    in_flight.reset();
-    if (o.not_run) {
-      HART_LOG_WARN("worker lost its pages while idle (%s): running sequences recompute",
-                    o.result.get_status().message().c_str());
+    if (o.not_run && !o.pages_lost) {  // planned ahead of a step that failed: its sequences ended with it
+      step_events = core->discard_unrun(*plan);
+    } else if (o.not_run) {
+      HART_LOG_WARN("worker lost its pages (%s): running sequences recompute", o.result.get_status().message().c_str());
       step_events = core->lose_pages_unrun(*plan);
     } else {
       step_events = core->finish_step(*plan, o.result, o.pages_lost, timing);
     }
     // The next step goes to the worker before these events go to the gateway
     // (start_step sends them; here if the plan waits for the shard or none is due).
-    advance(self, o.exec_end_us);
+    // With a step still in flight (planned ahead), the one after it is planned ahead now.
+    if (in_flight.empty()) {
+      advance(self, o.exec_end_us);
+    } else {
+      plan_ahead(self);
+      send_cache_ops(self);
+    }
     publish(self, std::move(step_events));
     step_events = {};
   }

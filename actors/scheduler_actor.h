@@ -43,6 +43,9 @@ struct scheduler_actor_params {
   /// (linked to the scheduler). One rank is all the policy plans for today.
   std::vector<caf::actor> shards;
   uint64_t weight_version = 0;     ///< of the weights the worker starts with
+  /// Plan each decode step's successor before it runs (sched::scheduler::schedule_ahead),
+  /// so the worker starts it without waiting for the scheduler (--overlap-schedule).
+  bool overlap = false;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 

@@ -1,6 +1,8 @@
 #include "actors/worker_actor.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "runtime/worker/local_executor.h"
 
@@ -24,6 +26,9 @@ struct worker_state {
   /// Non-empty: the executor lost its KV pages while idle (why), so the next
   /// plan, made for those pages, is handed back unexecuted.
   std::string lost_idle;
+  /// The last step's result: its sampled tokens feed a step planned ahead.
+  std::optional<sched::step_result> last;
+  bool last_pages_lost = false;
 
   /// Between steps, at the executor's idle_check_ms.
   void check_idle() {
@@ -43,11 +48,34 @@ struct worker_state {
       o.pages_lost = true;
       o.not_run = true;
       lost_idle.clear();
+      last.reset();
+      last_pages_lost = true;
       return o;
     }
-    o.result = executor->execute(plan);
+    // A step planned ahead feeds the tokens this worker just sampled.
+    const bool ahead = std::any_of(plan.items.begin(), plan.items.end(),
+                                   [](const sched::step_item& it) { return it.feed_last_sampled; });
+    if (ahead) {
+      sched::step_plan filled = plan;
+      sched::step_result none;
+      none.error = status(status_code::unavailable, "the step before failed");
+      const status st = sched::fill_planned_ahead(filled, last ? *last : none);
+      if (!st.ok()) {  // the step before failed or did not run: this one is handed back unrun
+        o.exec_end_us = o.exec_start_us;
+        o.result = st;
+        o.not_run = true;
+        o.pages_lost = last_pages_lost;
+        return o;
+      }
+      o.result = executor->execute(filled);
+    } else {
+      o.result = executor->execute(plan);
+    }
     o.exec_end_us = steady_us();
     o.pages_lost = !o.result.ok() && !executor->keeps_pages_on_failure();
+    if (o.result.ok()) last = *o.result;
+    else last.reset();
+    last_pages_lost = o.pages_lost;
     return o;
   }
 

@@ -117,6 +117,7 @@ int run_serve(const serve_options& o) {
   sap.worker = *worker;
   sap.weight_version = wap.weights ? wap.weights->version() : 0;
   sap.started = started;
+  sap.overlap = o.overlap_schedule;
   auto scheduler = actors::spawn_scheduler_actor(sys, sap);
   if (!scheduler.ok()) {
     caf::anon_send_exit(*worker, caf::exit_reason::user_shutdown);

@@ -115,6 +115,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   v->add_option("--worker-timeout-ms", sv.worker_timeout_ms, "A worker that does not answer a step within this is dropped")
       ->capture_default_str();
+  v->add_flag("--overlap-schedule", sv.overlap_schedule,
+              "Plan each decode step's successor before it runs, so the worker starts it without waiting for the "
+              "scheduler (one wasted token per sequence that ends; outputs unchanged)");
   v->add_option("--weight-sync-endpoint", sv.weight_sync_endpoint,
                 "Accept weight updates here (docs/protocol.md §8), e.g. tcp://127.0.0.1:5558; off by default");
   v->add_option("--weight-sync-idle-ms", sv.weight_sync_idle_ms, "Drop a staged weight update silent this long")

@@ -44,7 +44,7 @@ struct scheduler::seq {
   int64_t n_known = 0;
   bool running = false;
   bool prompt_done = false;     // the prompt was computed once (its pages are in the cache)
-  bool in_flight = false;       // part of the plan being executed
+  int in_flight = 0;            // plans in flight that feed it (2 while a step is planned ahead)
   bool ended = false;           // finish event sent while in flight; cleaned up in complete()
   bool retract_pending = false;
   int64_t cached_tokens = -1;   // prefix hit at first admission
@@ -145,7 +145,7 @@ event_batch scheduler::pause(pause_mode mode) {
     for (const order_key& k : running_) ids.push_back(std::get<2>(k));
     for (uint64_t id : ids) {
       seq& s = *seqs_.at(id);
-      if (s.in_flight) {
+      if (s.in_flight > 0) {
         s.retract_pending = true;
       } else {
         preempt(s);
@@ -178,7 +178,7 @@ void scheduler::cache_op(cache::cache_op::kind kind, const seq& s) {
 }
 
 void scheduler::preempt(seq& s) {
-  HART_CHECK(s.running && !s.in_flight) << "preempt: seq " << s.id;
+  HART_CHECK(s.running && s.in_flight == 0) << "preempt: seq " << s.id;
   cache_op(cache::cache_op::kind::finish, s);
   requeue(s);
 }
@@ -223,7 +223,7 @@ void scheduler::finish(seq& s, finish_reason reason, std::string message, event_
   HART_CHECK(rit != requests_.end());
   rit->second->seq_ids[size_t(s.sample)] = 0;
   if (--rit->second->live == 0) requests_.erase(rit);
-  if (s.in_flight) {  // the worker may still use its pages: released in complete()
+  if (s.in_flight > 0) {  // the worker may still use its pages: released in complete()
     s.ended = true;
     return;
   }
@@ -259,7 +259,7 @@ step_item scheduler::make_item(seq& s, int64_t chunk) {
 }
 
 std::optional<cache::slot_request> scheduler::schedule_begin() {
-  HART_CHECK(!in_flight_ && !planning_) << "schedule_begin() while step " << in_flight_step_ << " is in flight or planned";
+  HART_CHECK(in_flight_steps_.empty() && !planning_) << "schedule_begin() while a step is in flight or planned";
   planning_ = true;
   planning_with_shard_ = false;
   plan_ = {};
@@ -376,12 +376,54 @@ step_plan scheduler::schedule_end(const cache::slot_grants* grants) {
     plan = std::move(plan_);
   }
   plan_ = {};
-  if (!plan.empty()) {
-    in_flight_ = true;
-    in_flight_step_ = plan.step;
-    for (const step_item& it : plan.items) seqs_.at(it.seq_id)->in_flight = true;
-    ++counters_.steps;
+  if (!plan.empty()) take_in_flight(plan);
+  return plan;
+}
+
+void scheduler::take_in_flight(const step_plan& plan) {
+  in_flight_steps_.push_back(plan.step);
+  for (const step_item& it : plan.items) ++seqs_.at(it.seq_id)->in_flight;
+  ++counters_.steps;
+}
+
+step_plan scheduler::schedule_ahead() {
+  step_plan none;
+  if (in_flight_steps_.size() != 1 || planning_ || paused_ || !waiting_.empty() || running_.empty()) return none;
+  const int64_t P = cache_cfg_.page_size;
+  step_plan plan;
+  plan.step = next_step_;
+  for (const order_key& k : running_) {
+    const seq& s = *seqs_.at(std::get<2>(k));
+    // Every running sequence decodes one token in the step in flight (it then
+    // has one token more than it computed) and goes on: within its pages,
+    // its limits and no deadline, retract or end pending.
+    const int64_t n_generated = int64_t(s.tokens.size()) - s.n_prompt;  // the step in flight samples number n_generated
+    if (s.in_flight != 1 || s.ended || s.retract_pending || s.req->req.deadline_us > 0 ||
+        int64_t(s.tokens.size()) != s.n_computed + 1 || s.n_computed + 2 > int64_t(s.full_pages.size()) * P ||
+        n_generated + 1 >= s.req->req.max_new_tokens ||
+        (params_.max_context > 0 && int64_t(s.tokens.size()) + 1 >= params_.max_context)) {
+      return none;
+    }
+    step_item it;
+    it.seq_id = s.id;
+    it.request_id = s.req->req.id;
+    it.sample = s.sample;
+    it.tokens = {0};  // the token the step in flight samples, filled in by the worker
+    it.feed_last_sampled = true;
+    it.full_pages = s.full_pages;
+    it.swa_pages = s.swa_pages;
+    it.n_computed = s.n_computed + 1;
+    it.sample_last = true;
+    it.sampling = s.req->req.sampling(s.sample);
+    it.sampling.seed = step_seed(it.sampling.seed, n_generated + 1);
+    it.logprobs = s.req->req.logprobs;
+    it.top_logprobs = s.req->req.top_logprobs;
+    it.capture_routing = s.req->req.return_routing;
+    plan.items.push_back(std::move(it));
   }
+  ++next_step_;
+  take_in_flight(plan);
+  ++counters_.steps_ahead;
   return plan;
 }
 
@@ -394,17 +436,20 @@ step_plan scheduler::schedule(cache::cache_shard& shard) {
 }
 
 event_batch scheduler::discard(const step_plan& plan) {
-  HART_CHECK(in_flight_ && plan.step == in_flight_step_) << "discard(): step " << plan.step << " is not the one in flight";
-  in_flight_ = false;
+  HART_CHECK(!in_flight_steps_.empty() && plan.step == in_flight_steps_.front())
+      << "discard(): step " << plan.step << " is not the oldest in flight";
+  in_flight_steps_.pop_front();
   for (const step_item& item : plan.items) {
     seq& s = *seqs_.at(item.seq_id);
-    s.in_flight = false;
+    --s.in_flight;
     if (s.ended) {  // aborted while in flight
-      cache_op(cache::cache_op::kind::abort, s);
-      seqs_.erase(s.id);
+      if (s.in_flight == 0) {
+        cache_op(cache::cache_op::kind::abort, s);
+        seqs_.erase(s.id);
+      }
       continue;
     }
-    if (s.retract_pending) {
+    if (s.retract_pending && s.in_flight == 0) {
       s.retract_pending = false;
       preempt(s);
     }
@@ -413,14 +458,14 @@ event_batch scheduler::discard(const step_plan& plan) {
 }
 
 event_batch scheduler::complete(const step_plan& plan, const step_result& result) {
-  HART_CHECK(in_flight_ && plan.step == in_flight_step_ && result.step == plan.step)
-      << "complete(): step " << plan.step << " / result " << result.step << " is not the one in flight";
-  in_flight_ = false;
+  HART_CHECK(!in_flight_steps_.empty() && plan.step == in_flight_steps_.front() && result.step == plan.step)
+      << "complete(): step " << plan.step << " / result " << result.step << " is not the oldest in flight";
+  in_flight_steps_.pop_front();
   event_batch ev;
   size_t k = 0, kr = 0;
   for (const step_item& item : plan.items) {
     seq& s = *seqs_.at(item.seq_id);
-    s.in_flight = false;
+    --s.in_flight;
     if (item.capture_routing && result.error.ok()) {
       HART_CHECK(kr < result.routing.size() && result.routing[kr].seq_id == item.seq_id &&
                  result.routing[kr].trace.positions == int64_t(item.tokens.size()))
@@ -433,9 +478,11 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
           << "step_result does not match the plan at item " << k;
       tok = &result.sampled[k++];
     }
-    if (s.ended) {  // aborted while in flight
-      cache_op(cache::cache_op::kind::abort, s);
-      seqs_.erase(s.id);
+    if (s.ended) {  // ended while in flight (aborted, or finished by a step before this one)
+      if (s.in_flight == 0) {
+        cache_op(cache::cache_op::kind::abort, s);
+        seqs_.erase(s.id);
+      }
       continue;
     }
     if (!result.error.ok()) {
@@ -485,7 +532,7 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
         continue;
       }
     }
-    if (s.retract_pending) {
+    if (s.retract_pending && s.in_flight == 0) {
       s.retract_pending = false;
       preempt(s);
     }

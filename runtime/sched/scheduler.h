@@ -23,8 +23,9 @@
 // one the shard would give.
 // schedule_begin() → [shard] → schedule_end() → step_plan → (worker) →
 // complete(step_plan, step_result) → events (+ take_cache_ops() → shard).
-// At most one plan is in flight; abort and pause may be called while it is:
-// they take effect on its sequences in complete(). Not thread-safe.
+// One plan is in flight, two with schedule_ahead(); abort and pause may be
+// called meanwhile: they take effect on their sequences in complete(). Not
+// thread-safe.
 //
 //   scheduler s(params, cache_cfg, &tok);
 //   HART_RETURN_IF_ERROR(s.submit(req));
@@ -35,6 +36,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,6 +73,7 @@ enum class pause_mode {
 /// Monotonic counters (since construction).
 struct scheduler_counters {
   int64_t steps = 0;
+  int64_t steps_ahead = 0;         // of them, planned before the step before ran (schedule_ahead)
   int64_t submitted = 0;
   int64_t finished = 0;            // samples, any reason
   int64_t preemptions = 0;
@@ -122,7 +125,16 @@ class scheduler {
   step_plan schedule_end(const cache::slot_grants* grants);
   /// Both, with an in-process shard (applies pending cache ops first).
   step_plan schedule(cache::cache_shard& shard);
-  /// Applies the worker's result for `plan` (the last one schedule() returned).
+  /// The step after the one in flight, planned before its result exists
+  /// (overlap scheduling): only when that step decodes one token for every
+  /// running sequence, nothing waits, and each sequence goes on within its
+  /// pages, max_new_tokens and max_context (no deadline, retract or pause
+  /// pending). Each item feeds the token the step in flight samples for it
+  /// (step_item::feed_last_sampled: the worker fills it in). Empty otherwise.
+  /// A sequence that ends in the step in flight is dropped when this one
+  /// completes (its token wasted). At most two plans are in flight.
+  step_plan schedule_ahead();
+  /// Applies the worker's result for `plan` (the oldest in flight).
   event_batch complete(const step_plan& plan, const step_result& result);
   /// Takes `plan` (the one in flight) back unexecuted: nothing advances or
   /// fails; its sequences stop being in flight (ended ones are dropped, a
@@ -137,7 +149,7 @@ class scheduler {
   int64_t n_waiting() const { return int64_t(waiting_.size()); }
   int64_t n_running() const { return int64_t(running_.size()); }
   bool idle() const { return seqs_.empty(); }
-  bool in_flight() const { return in_flight_; }
+  bool in_flight() const { return !in_flight_steps_.empty(); }
   const scheduler_counters& counters() const { return counters_; }
   int64_t now_us() const { return clock_(); }
 
@@ -156,6 +168,8 @@ class scheduler {
   void requeue(seq& s);
   /// requeue() after finishing its cache request into the cache.
   void preempt(seq& s);
+  /// `plan` joins the plans in flight.
+  void take_in_flight(const step_plan& plan);
   void cache_op(cache::cache_op::kind kind, const seq& s);
   step_plan plan_within_grants();
   void apply_grants(const cache::slot_grants& g);
@@ -175,8 +189,7 @@ class scheduler {
   std::set<order_key> running_;
   uint64_t next_seq_id_ = 1, next_ticket_ = 1, next_step_ = 1;
   bool paused_ = false;
-  bool in_flight_ = false;
-  uint64_t in_flight_step_ = 0;
+  std::deque<uint64_t> in_flight_steps_;  // oldest first
   /// Between schedule_begin and schedule_end: the plan being made, and whether
   /// the shard is asked (else: within grants, or nothing when paused).
   bool planning_ = false;

@@ -104,6 +104,7 @@ serving_stats serving_core::stats(const cache::cache_metrics& cache) const {
   s.waiting = sched_->n_waiting();
   s.running = sched_->n_running();
   s.steps = c.steps;
+  s.steps_ahead = c.steps_ahead;
   s.preemptions = c.preemptions;
   s.finished = c.finished;
   s.generated_tokens = c.generated_tokens;

@@ -39,6 +39,7 @@ struct serving_params {
 struct serving_stats {
   int64_t waiting = 0, running = 0;  // sequences
   int64_t steps = 0, preemptions = 0, finished = 0;
+  int64_t steps_ahead = 0;  // of the steps, planned before the step before ran (overlap scheduling)
   int64_t generated_tokens = 0, fed_tokens = 0;
   /// Executor errors (a dead worker process: a step's plan ended with `error`)
   /// and workers lost while idle (nothing failed: lose_pages_unrun).
@@ -93,6 +94,8 @@ class serving_core {
   /// The same in two halves around the shard (scheduler::schedule_begin/_end).
   std::optional<cache::slot_request> plan_begin() { return sched_->schedule_begin(); }
   step_plan plan_end(const cache::slot_grants* grants) { return sched_->schedule_end(grants); }
+  /// The step after the one in flight, planned before it ran (scheduler::schedule_ahead).
+  step_plan plan_ahead() { return sched_->schedule_ahead(); }
   /// What the shard must apply next, in order (empty with an in-process shard).
   cache::cache_op_batch take_cache_ops() { return sched_->take_cache_ops(); }
   event_batch take_events() { return sched_->take_events(); }
@@ -108,6 +111,9 @@ class serving_core {
   /// fails: every running sequence is retracted and the prefix cache flushed,
   /// so they recompute on the next worker. Counted in worker_failures.
   event_batch lose_pages_unrun(const step_plan& plan);
+  /// The executor did not run `plan` (planned ahead of a step that failed)
+  /// and lost nothing: it is taken back (scheduler::discard).
+  event_batch discard_unrun(const step_plan& plan) { return synced(sched_->discard(plan)); }
 
   bool idle() const { return sched_->idle(); }
   bool paused() const { return sched_->paused(); }

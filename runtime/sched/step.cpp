@@ -1,5 +1,7 @@
 #include "runtime/sched/step.h"
 
+#include <algorithm>
+
 namespace hart::sched {
 
 int64_t step_plan::n_tokens() const {
@@ -13,6 +15,22 @@ uint64_t step_seed(uint64_t sample_seed, int64_t n_generated) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
+}
+
+status fill_planned_ahead(step_plan& plan, const step_result& previous) {
+  for (step_item& it : plan.items) {
+    if (!it.feed_last_sampled) continue;
+    auto t = std::find_if(previous.sampled.begin(), previous.sampled.end(),
+                          [&](const sampled_token& x) { return x.seq_id == it.seq_id; });
+    if (!previous.error.ok() || t == previous.sampled.end()) {
+      return failed_precondition("step %llu: sequence %llu was planned ahead, but step %llu sampled no token for it",
+                                 (unsigned long long)plan.step, (unsigned long long)it.seq_id,
+                                 (unsigned long long)previous.step);
+    }
+    it.tokens = {t->token};
+    it.feed_last_sampled = false;
+  }
+  return {};
 }
 
 }  // namespace hart::sched

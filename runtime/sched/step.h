@@ -30,6 +30,9 @@ struct step_item {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   bool capture_routing = false;      // return this item's routing in the result
+  /// tokens = {placeholder}: feed the token this worker sampled for seq_id in
+  /// the step before (scheduler::schedule_ahead; fill_planned_ahead).
+  bool feed_last_sampled = false;
 };
 
 struct step_plan {
@@ -66,5 +69,11 @@ struct step_result {
 /// a mix of the sample's seed and that count, so sampling is reproducible
 /// however the sequence was batched, preempted or recomputed.
 uint64_t step_seed(uint64_t sample_seed, int64_t n_generated);
+
+/// Replaces the placeholder of every feed_last_sampled item of `plan` with the
+/// token `previous` (the result of the step before it) sampled for its
+/// seq_id; failed_precondition, naming the sequence, when there is none (the
+/// step before failed, or did not sample it).
+status fill_planned_ahead(step_plan& plan, const step_result& previous);
 
 }  // namespace hart::sched

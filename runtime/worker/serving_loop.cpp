@@ -28,17 +28,35 @@ status_or<std::unique_ptr<serving_loop>> serving_loop::create(const engine& eng,
 event_batch serving_loop::step() {
   step_timing t;
   t.planned_us = core_->now_us();
-  step_plan plan = core_->plan_step();
-  event_batch ev = core_->take_events();
+  step_plan plan;
+  event_batch ev;
+  const bool from_ahead = ahead_.has_value();
+  if (from_ahead) {
+    plan = std::move(*ahead_);
+    ahead_.reset();
+  } else {
+    plan = core_->plan_step();
+    ev = core_->take_events();
+  }
   if (plan.empty()) {
     last_exec_end_us_ = 0;
     return ev;
   }
+  if (overlap_) {
+    step_plan next = core_->plan_ahead();
+    if (!next.empty()) ahead_ = std::move(next);
+  }
   t.chained_from_us = last_exec_end_us_;
   t.exec_start_us = core_->now_us();
-  status_or<step_result> res = executor_->execute(plan);
+  // A step planned ahead feeds the tokens the step before sampled (none if it failed).
+  step_result failed;
+  failed.error = status(status_code::unavailable, "the step before failed");
+  const status filled = from_ahead ? fill_planned_ahead(plan, previous_ ? *previous_ : failed) : status{};
+  status_or<step_result> res = filled.ok() ? executor_->execute(plan) : status_or<step_result>(filled);
   t.exec_end_us = core_->now_us();
   last_exec_end_us_ = t.exec_end_us;
+  previous_.reset();
+  if (res.ok() && ahead_) previous_ = *res;
   ev.append(core_->finish_step(plan, res, !executor_->keeps_pages_on_failure(), t));
   return ev;
 }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "runtime/model/engine.h"
 #include "runtime/sched/serving_core.h"
@@ -41,6 +42,12 @@ class serving_loop {
   void resume() { core_->resume(); }
   void flush_cache() { core_->flush_cache(); }
 
+  /// Overlap scheduling (scheduler::schedule_ahead): each decode step plans
+  /// the next one before it runs, as the actor runtime does to keep its
+  /// worker busy; here, in one thread, it changes nothing but the order, so
+  /// outputs must equal the plain loop's (the tests check that).
+  void set_overlap(bool on) { overlap_ = on; }
+
   /// One scheduler step executed on the engine; returns its events (and any
   /// produced while planning). A failed executor is handled as
   /// serving_core::finish_step describes.
@@ -60,6 +67,9 @@ class serving_loop {
   std::unique_ptr<serving_core> core_;
   std::unique_ptr<step_executor> executor_;
   int64_t last_exec_end_us_ = 0;  // of the previous step() that ran a plan
+  bool overlap_ = false;
+  std::optional<step_plan> ahead_;      // planned before the step before it ran
+  std::optional<step_result> previous_; // that step's result, for ahead_'s placeholders
 };
 
 }  // namespace hart::sched

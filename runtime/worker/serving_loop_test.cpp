@@ -161,8 +161,11 @@ tokenizer* serving_test::tok_ = nullptr;
 std::vector<int32_t> serving_test::base_;
 
 TEST_F(serving_test, concurrent_greedy_requests_equal_runs_alone) {
+  for (const bool overlap : {false, true}) {
+  SCOPED_TRACE(overlap ? "overlap scheduling" : "one step at a time");
   auto l = serving_loop::create(*eng_, params(64, 48), tok_);
   ASSERT_TRUE(l.ok()) << l.get_status().to_string();
+  (*l)->set_overlap(overlap);
   std::vector<gen_request> reqs;
   for (uint64_t id = 1; id <= 32; ++id) reqs.push_back(make_request(id));
   for (const gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
@@ -172,15 +175,21 @@ TEST_F(serving_test, concurrent_greedy_requests_equal_runs_alone) {
   const serving_stats s = (*l)->stats();
   EXPECT_GT(s.cache_hit_rate, 0.0) << "shared prefixes hit the cache";
   EXPECT_GT(s.tokens_per_s, 0.0);
-  std::printf("32 requests: %lld steps, %lld generated, hit rate %.2f, step p50 %.0f us, ttft mean %.0f us\n",
-              (long long)s.steps, (long long)s.generated_tokens, s.cache_hit_rate, s.step_us_p50, s.ttft_us_mean);
+  std::printf("32 requests%s: %lld steps (%lld planned ahead), %lld generated, hit rate %.2f, step p50 %.0f us\n",
+              overlap ? " (overlap)" : "", (long long)s.steps, (long long)(*l)->sched().counters().steps_ahead,
+              (long long)s.generated_tokens, s.cache_hit_rate, s.step_us_p50);
+  EXPECT_EQ((*l)->sched().counters().steps_ahead > 0, overlap) << "steps planned ahead";
   expect_pages_back(**l);
+  }
 }
 
 TEST_F(serving_test, tiny_cache_preempts_and_still_gives_the_same_outputs) {
+  for (const bool overlap : {false, true}) {
+  SCOPED_TRACE(overlap ? "overlap scheduling" : "one step at a time");
   // 6 full pages: at most a few 300-token sequences at once, so decode runs out.
   auto l = serving_loop::create(*eng_, params(6, 6), tok_);
   ASSERT_TRUE(l.ok()) << l.get_status().to_string();
+  (*l)->set_overlap(overlap);
   std::vector<gen_request> reqs;
   for (uint64_t id = 1; id <= 12; ++id) reqs.push_back(make_request(id));
   for (const gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
@@ -188,7 +197,9 @@ TEST_F(serving_test, tiny_cache_preempts_and_still_gives_the_same_outputs) {
   drain(**l, out);
   for (const gen_request& r : reqs) expect_same(out[{r.id, 0}], expected(r), "request " + std::to_string(r.id));
   EXPECT_GT((*l)->stats().preemptions, 0) << "the test should exercise preemption";
+  EXPECT_EQ((*l)->sched().counters().steps_ahead > 0, overlap) << "steps planned ahead";
   expect_pages_back(**l);
+  }
 }
 
 TEST_F(serving_test, seeded_samples_are_reproducible_and_use_seed_plus_i) {
@@ -205,6 +216,7 @@ TEST_F(serving_test, seeded_samples_are_reproducible_and_use_seed_plus_i) {
   for (auto& out : runs) {
     auto l = serving_loop::create(*eng_, params(32, 24), tok_);
     ASSERT_TRUE(l.ok());
+    (*l)->set_overlap(&out == &runs[1]);  // the second run schedules ahead
     ASSERT_TRUE((*l)->submit(r).ok());
     drain(**l, out);
     expect_pages_back(**l);
@@ -219,8 +231,11 @@ TEST_F(serving_test, seeded_samples_are_reproducible_and_use_seed_plus_i) {
 }
 
 TEST_F(serving_test, abort_mid_generation_returns_partial_output) {
+  for (const bool overlap : {false, true}) {
+  SCOPED_TRACE(overlap ? "overlap scheduling" : "one step at a time");
   auto l = serving_loop::create(*eng_, params(32, 24), tok_);
   ASSERT_TRUE(l.ok());
+  (*l)->set_overlap(overlap);
   gen_request a = make_request(201), b = make_request(202);
   a.max_new_tokens = b.max_new_tokens = 30;
   a.ignore_eos = b.ignore_eos = true;
@@ -238,7 +253,9 @@ TEST_F(serving_test, abort_mid_generation_returns_partial_output) {
   drain(**l, out);
   expect_same(out[{b.id, 0}], expected(b), "the other request");
   EXPECT_TRUE((*l)->abort(a.id).empty()) << "aborting a finished request is a no-op";
+  EXPECT_EQ((*l)->sched().counters().steps_ahead > 0, overlap) << "steps planned ahead";
   expect_pages_back(**l);
+  }
 }
 
 TEST_F(serving_test, pause_modes_then_resume) {
