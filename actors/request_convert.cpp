@@ -52,6 +52,7 @@ status_or<sched::gen_request> to_gen_request(const protocol::generate_request& g
   r.top_logprobs = s.top_logprobs;
   r.priority = g.priority;
   r.return_routing = g.return_routing;
+  r.return_indexer_picks = g.return_indexer_picks;
   return r;
 }
 

@@ -68,6 +68,7 @@ struct rollout_client::impl {
       g.sampling = b.prompts[pi].sampling;
       g.sampling.logprobs = true;
       g.return_routing = b.prompts[pi].return_routing;
+      g.return_indexer_picks = b.prompts[pi].return_indexer_picks;
       const uint32_t n = g.sampling.n;
       HART_RETURN_IF_ERROR(conn->send(protocol::request{g}));
       b.request_ids[pi] = g.request_id;

@@ -47,6 +47,7 @@ struct rollout_prompt {
   std::vector<uint32_t> token_ids;
   protocol::sampling_options sampling;
   bool return_routing = false;            ///< fill rollout_sample::routing (the prompt is not taken from the cache)
+  bool return_indexer_picks = false;      ///< with return_routing: the indexer picks too
 };
 
 struct rollout_sample {

@@ -53,6 +53,7 @@ status_or<protocol::generate_request> generate_from_json(const json& j) {
   g.session_id = j.value("session", std::string());
   g.priority = j.value("priority", 0);
   g.return_routing = j.value("return_routing", false);
+  g.return_indexer_picks = j.value("return_indexer_picks", false);
   return g;
 }
 

@@ -137,6 +137,7 @@ status run(const rl_options& o) {
       p.sampling.has_seed = true;
       p.sampling.seed = o.seed * 1000003 + uint64_t(step) * 10007 + uint64_t(i) * o.group;
       p.return_routing = o.routing_replay;
+      p.return_indexer_picks = o.routing_replay;
       prompts.push_back(std::move(p));
     }
     const auto t_roll = steady::now();

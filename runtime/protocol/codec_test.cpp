@@ -240,7 +240,11 @@ TEST(codec, generate_return_routing_round_trips) {
   g.request_id = 9;
   g.token_ids = {1, 2};
   g.return_routing = true;
+  g.return_indexer_picks = true;
   EXPECT_TRUE(std::get<generate_request>(round_trip(request{g})).return_routing);
+  EXPECT_TRUE(std::get<generate_request>(round_trip(request{g})).return_indexer_picks);
+  g.return_indexer_picks = false;
+  EXPECT_FALSE(std::get<generate_request>(round_trip(request{g})).return_indexer_picks);
   g.return_routing = false;
   EXPECT_FALSE(std::get<generate_request>(round_trip(request{g})).return_routing);
 }

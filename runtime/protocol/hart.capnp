@@ -49,6 +49,7 @@ struct GenerateRequest {
   sessionId @5 :Text;              # optional (empty = none): prefix reuse across turns
   priority @6 :Int32 = 0;          # larger = sooner
   returnRouting @7 :Bool = false;  # Final.routing for replay; the prompt is then computed, not cached
+  returnIndexerPicks @8 :Bool = false;  # with returnRouting: also the indexer's top-k (index_topk ids per CSA layer and position)
 }
 
 enum PauseMode {

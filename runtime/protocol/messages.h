@@ -99,6 +99,7 @@ struct generate_request {
   std::string session_id;          ///< empty = none
   int32_t priority = 0;            ///< larger = sooner
   bool return_routing = false;     ///< final_event::routing (the prompt is computed, not cached)
+  bool return_indexer_picks = false;  ///< with return_routing: the indexer picks too (large)
 };
 
 enum class control_verb : uint8_t {

@@ -90,6 +90,7 @@ void write_generate(const generate_request& g, wire::GenerateRequest::Builder o)
   if (!g.session_id.empty()) o.setSessionId(text_ptr(g.session_id));
   o.setPriority(g.priority);
   o.setReturnRouting(g.return_routing);
+  o.setReturnIndexerPicks(g.return_indexer_picks);
 }
 
 void write_control(const control_request& c, wire::Request::Builder o) {
@@ -192,6 +193,7 @@ status_or<generate_request> read_generate(wire::GenerateRequest::Reader in) {
   g.session_id = to_string(sid);
   g.priority = in.getPriority();
   g.return_routing = in.getReturnRouting();
+  g.return_indexer_picks = in.getReturnIndexerPicks();
   return g;
 }
 

@@ -45,6 +45,9 @@ struct gen_request {
   /// prompt is then computed in full, never taken from the prefix cache (a
   /// cached position has no routing to return).
   bool return_routing = false;
+  /// With return_routing: the indexer picks too (index_topk ids per CSA layer
+  /// and position, ~40x the experts' size on V4); else only the experts.
+  bool return_indexer_picks = false;
   // -- scheduling ---
   int32_t priority = 0;     // larger is served first; FCFS within a priority
   int64_t deadline_us = 0;  // absolute, on the scheduler's clock; 0 = none; past it: finish abort

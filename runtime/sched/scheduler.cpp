@@ -470,7 +470,15 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
       HART_CHECK(kr < result.routing.size() && result.routing[kr].seq_id == item.seq_id &&
                  result.routing[kr].trace.positions == int64_t(item.tokens.size()))
           << "step_result's routing does not match the plan at item " << kr;
-      s.routing.write(result.routing[kr++].trace, item.n_computed);
+      const routing_trace& part = result.routing[kr++].trace;
+      if (s.req->req.return_indexer_picks) {
+        s.routing.write(part, item.n_computed);
+      } else {  // experts only: the picks are not kept
+        routing_trace experts;
+        experts.positions = part.positions;
+        experts.experts = part.experts;
+        s.routing.write(experts, item.n_computed);
+      }
     }
     const sampled_token* tok = nullptr;
     if (item.sample_last && result.error.ok()) {

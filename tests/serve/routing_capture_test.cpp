@@ -59,13 +59,18 @@ alone_routing run_alone(const engine& eng, const std::vector<int32_t>& prompt, c
   return out;
 }
 
+// `with_picks`: the request asked for the indexer picks too (else it gets none).
 void expect_routing_equal(const protocol::routing_info& got, const alone_routing& want, int64_t positions,
-                          const std::string& what) {
+                          const std::string& what, bool with_picks = true) {
   SCOPED_TRACE(what);
   EXPECT_EQ(int64_t(got.positions), positions);
   ASSERT_EQ(got.experts.size(), want.experts.size()) << "MoE layers";
-  ASSERT_EQ(got.picks.size(), want.picks.size()) << "CSA layers";
-  ASSERT_FALSE(got.picks.empty()) << "tiny-a has CSA layers";
+  if (!with_picks) {
+    EXPECT_TRUE(got.picks.empty()) << "indexer picks returned unasked";
+  } else {
+    ASSERT_EQ(got.picks.size(), want.picks.size()) << "CSA layers";
+    ASSERT_FALSE(got.picks.empty()) << "tiny-a has CSA layers";
+  }
   for (const protocol::layer_routing& l : got.experts) {
     ASSERT_TRUE(want.experts.count(l.layer)) << "layer " << l.layer;
     EXPECT_EQ(int64_t(l.ids.size()), positions * int64_t(l.k)) << "layer " << l.layer;
@@ -104,6 +109,7 @@ protocol::generate_request request(uint64_t id, const std::vector<int32_t>& prom
   g.sampling.max_new_tokens = 6;
   g.sampling.ignore_eos = true;
   g.return_routing = capture;
+  g.return_indexer_picks = capture;
   return g;
 }
 
@@ -157,14 +163,15 @@ TEST_P(routing_capture, rollout_client_hands_it_out) {
     batch[i].sampling.temperature = 0;
     batch[i].sampling.max_new_tokens = 4;
     batch[i].sampling.ignore_eos = true;
-    batch[i].return_routing = i == 0;
+    batch[i].return_routing = i == 0;  // experts only: no indexer picks asked
   }
   auto res = (*rc)->generate(batch);
   ASSERT_TRUE(res.ok()) << res.get_status().to_string();
   const rollout_sample& s = res->groups[0].samples[0];
   const std::vector<int32_t> p0(batch[0].token_ids.begin(), batch[0].token_ids.end());
   const std::vector<int32_t> gen(s.token_ids.begin(), s.token_ids.end());
-  expect_routing_equal(s.routing, run_alone(alone(), p0, gen), int64_t(p0.size() + gen.size() - 1), "rollout");
+  expect_routing_equal(s.routing, run_alone(alone(), p0, gen), int64_t(p0.size() + gen.size() - 1), "rollout",
+                       /*with_picks=*/false);
   EXPECT_EQ(res->groups[1].samples[0].routing.positions, 0u) << "the second prompt did not ask";
 }
 
