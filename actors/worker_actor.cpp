@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 
 #include "runtime/worker/local_executor.h"
 
@@ -26,9 +25,9 @@ struct worker_state {
   /// Non-empty: the executor lost its KV pages while idle (why), so the next
   /// plan, made for those pages, is handed back unexecuted.
   std::string lost_idle;
-  /// The last step's result: its sampled tokens feed a step planned ahead.
-  std::optional<sched::step_result> last;
-  bool last_pages_lost = false;
+  /// The last step's outcome (the one sent to the scheduler, not a copy):
+  /// its sampled tokens feed a step planned ahead. Null before the first.
+  std::shared_ptr<const step_outcome> last;
 
   /// Between steps, at the executor's idle_check_ms.
   void check_idle() {
@@ -37,6 +36,12 @@ struct worker_state {
   }
 
   uint64_t weight_version() const { return weights ? weights->version() : 0; }
+
+  /// Runs `plan` and keeps its outcome as `last`.
+  std::shared_ptr<const step_outcome> run(const sched::step_plan& plan) {
+    last = std::make_shared<const step_outcome>(execute(plan));
+    return last;
+  }
 
   step_outcome execute(const sched::step_plan& plan) {
     step_outcome o;
@@ -48,8 +53,6 @@ struct worker_state {
       o.pages_lost = true;
       o.not_run = true;
       lost_idle.clear();
-      last.reset();
-      last_pages_lost = true;
       return o;
     }
     // A step planned ahead feeds the tokens this worker just sampled.
@@ -57,14 +60,13 @@ struct worker_state {
                                    [](const sched::step_item& it) { return it.feed_last_sampled; });
     if (ahead) {
       sched::step_plan filled = plan;
-      sched::step_result none;
-      none.error = status(status_code::unavailable, "the step before failed");
-      const status st = sched::fill_planned_ahead(filled, last ? *last : none);
+      const status st = last && last->result.ok() ? sched::fill_planned_ahead(filled, last->result.value())
+                                                  : status(status_code::unavailable, "the step before failed");
       if (!st.ok()) {  // the step before failed or did not run: this one is handed back unrun
         o.exec_end_us = o.exec_start_us;
         o.result = st;
         o.not_run = true;
-        o.pages_lost = last_pages_lost;
+        o.pages_lost = last && last->pages_lost;
         return o;
       }
       o.result = executor->execute(filled);
@@ -73,9 +75,6 @@ struct worker_state {
     }
     o.exec_end_us = steady_us();
     o.pages_lost = !o.result.ok() && !executor->keeps_pages_on_failure();
-    if (o.result.ok()) last = *o.result;
-    else last.reset();
-    last_pages_lost = o.pages_lost;
     return o;
   }
 
@@ -116,7 +115,7 @@ void worker_loop(caf::blocking_actor* self, std::shared_ptr<worker_state> st) {
     self->receive(
         [&](step_atom, std::shared_ptr<const sched::step_plan> plan) {
           self->send(caf::actor_cast<caf::actor>(self->current_sender()), step_done_atom::value,
-                     std::make_shared<const step_outcome>(st->execute(*plan)));
+                     st->run(*plan));
           stepped = true;
         },
         [&](swap_atom, std::shared_ptr<const swap_request> r) {

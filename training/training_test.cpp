@@ -179,7 +179,7 @@ TEST(training_replay, forced_engine_routing_reproduces_its_logits_and_other_rout
   }
   std::vector<protocol::routing_info> captured;
   for (const auto& r : rows) captured.push_back(engine_routing(tmp / "ckpt", r));
-  auto forced = forced_routing_from(captured);
+  auto forced = forced_routing_from(captured, 100);
   ASSERT_TRUE(forced.ok()) << forced.get_status().to_string();
   ASSERT_FALSE(forced->picks.empty()) << "tiny-a has CSA layers";
   ASSERT_TRUE(model.check_forced(*forced, 2, 100).ok()) << model.check_forced(*forced, 2, 100).to_string();
@@ -219,7 +219,7 @@ TEST(training_replay, forced_engine_routing_reproduces_its_logits_and_other_rout
   bad.experts[99] = forced->experts.begin()->second;
   EXPECT_FALSE(model.check_forced(bad, 2, 100).ok()) << "no layer 99";
   captured[1].positions = 99;
-  EXPECT_FALSE(forced_routing_from(captured).ok()) << "samples of other lengths";
+  EXPECT_FALSE(forced_routing_from(captured, 100).ok()) << "a row whose ids are not positions x k";
 }
 
 // -- (c) gradients vs central finite differences ------------------------------

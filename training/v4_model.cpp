@@ -1,5 +1,7 @@
 #include "training/v4_model.h"
 
+#include <algorithm>
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
@@ -387,30 +389,32 @@ status v4_model::check_forced(const forced_routing& f, int64_t B, int64_t S) con
   return check(f.picks, "picks", true);
 }
 
-status_or<forced_routing> forced_routing_from(const std::vector<protocol::routing_info>& rows) {
+status_or<forced_routing> forced_routing_from(const std::vector<protocol::routing_info>& rows, int64_t S) {
   forced_routing f;
   if (rows.empty()) return f;
-  const int64_t B = int64_t(rows.size()), S = rows[0].positions;
-  auto gather = [&](auto member, std::map<int64_t, torch::Tensor>& out) -> status {
+  const int64_t B = int64_t(rows.size());
+  auto gather = [&](auto member, std::map<int64_t, torch::Tensor>& out, bool picks) -> status {
     const auto& first = rows[0].*member;
     for (size_t l = 0; l < first.size(); ++l) {
       const int64_t k = first[l].k;
-      torch::Tensor t = torch::empty({B, S, k}, torch::kLong);
+      torch::Tensor t = picks ? torch::full({B, S, k}, -1, torch::kLong)
+                              : torch::arange(k, torch::kLong).view({1, 1, k}).expand({B, S, k}).clone();
       for (int64_t b = 0; b < B; ++b) {
+        const int64_t n = rows[size_t(b)].positions;
         const auto& layers = rows[size_t(b)].*member;
-        if (int64_t(rows[size_t(b)].positions) != S || layers.size() != first.size() || layers[l].layer != first[l].layer ||
-            int64_t(layers[l].k) != k || int64_t(layers[l].ids.size()) != S * k) {
-          return invalid_argument("routing rows differ at sample %lld (positions, layers or k)", (long long)b);
+        if (n > S || layers.size() != first.size() || layers[l].layer != first[l].layer ||
+            int64_t(layers[l].k) != k || int64_t(layers[l].ids.size()) != n * k) {
+          return invalid_argument("routing row %lld: %lld positions for %lld tokens, or its layers, k or ids differ",
+                                  (long long)b, (long long)n, (long long)S);
         }
-        int64_t* dst = t[b].data_ptr<int64_t>();
-        for (int64_t i = 0; i < S * k; ++i) dst[i] = layers[l].ids[size_t(i)];
+        std::copy(layers[l].ids.begin(), layers[l].ids.end(), t[b].data_ptr<int64_t>());
       }
       out[first[l].layer] = t;
     }
     return status{};
   };
-  HART_RETURN_IF_ERROR(gather(&protocol::routing_info::experts, f.experts));
-  HART_RETURN_IF_ERROR(gather(&protocol::routing_info::picks, f.picks));
+  HART_RETURN_IF_ERROR(gather(&protocol::routing_info::experts, f.experts, false));
+  HART_RETURN_IF_ERROR(gather(&protocol::routing_info::picks, f.picks, true));
   return f;
 }
 

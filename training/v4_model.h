@@ -41,9 +41,14 @@ struct forced_routing {
   std::map<int64_t, torch::Tensor> picks;
 };
 
-/// forced_routing from server captures of B samples with the same number of
-/// positions (rows of ids [B, positions]); invalid_argument if they differ.
-status_or<forced_routing> forced_routing_from(const std::vector<protocol::routing_info>& rows);
+/// forced_routing over ids [B, S] from server captures of B samples, each
+/// covering its first `positions` <= S positions. The rest (padding, or a
+/// sample's last token, which the server never fed) routes to experts
+/// 0..k-1 with no indexer picks: a causal pass lets them change only later
+/// positions, which callers do not score. invalid_argument for rows that
+/// disagree on layers or k, cover more than S positions, or hold other than
+/// positions x k ids.
+status_or<forced_routing> forced_routing_from(const std::vector<protocol::routing_info>& rows, int64_t S);
 
 class v4_model : public torch::nn::Module {
  public:

@@ -1,8 +1,6 @@
 #include "examples/rl/grpo.h"
 
-#include <algorithm>
 #include <cmath>
-#include <map>
 #include <optional>
 
 namespace hart::rl {
@@ -54,44 +52,24 @@ status_or<std::unique_ptr<grpo_trainer>> grpo_trainer::create(std::shared_ptr<tr
   return std::unique_ptr<grpo_trainer>(new grpo_trainer(std::move(model), opt));
 }
 
-// The rollouts' routing over ids [N, S] when every sample carries it: each
-// sample's captured positions (prompt + completion but the last), padded with
-// decisions that no scored position reads (causal: later positions only):
-// experts 0..k-1, no indexer picks. nullopt when a sample has none.
+// The rollouts' routing over ids [N, S] when every sample carries it (each
+// covers its prompt + completion but the last token; forced_routing_from pads
+// the rest); nullopt when a sample has none.
 status_or<std::optional<training::forced_routing>> grpo_trainer::replay_routing(const std::vector<grpo_sample>& batch,
                                                                                  int64_t S) const {
-  for (const grpo_sample& s : batch) {
+  std::vector<protocol::routing_info> rows;
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const grpo_sample& s = batch[b];
     if (s.routing.positions == 0) return std::optional<training::forced_routing>();
-  }
-  const int64_t N = int64_t(batch.size());
-  training::forced_routing f;
-  auto fill = [&](auto member, std::map<int64_t, torch::Tensor>& out, bool picks) -> status {
-    for (const protocol::layer_routing& l0 : batch[0].routing.*member) {
-      const int64_t k = l0.k;
-      torch::Tensor t = picks ? torch::full({N, S, k}, -1, torch::kLong)
-                              : torch::arange(k, torch::kLong).view({1, 1, k}).expand({N, S, k}).clone();
-      for (int64_t b = 0; b < N; ++b) {
-        const protocol::routing_info& r = batch[size_t(b)].routing;
-        const int64_t len = int64_t(batch[size_t(b)].prompt.size() + batch[size_t(b)].completion.size());
-        if (int64_t(r.positions) != len - 1) {
-          return invalid_argument("grpo: sample %lld's routing covers %u positions, its tokens %lld", (long long)b,
-                                  r.positions, (long long)len);
-        }
-        const auto& layers = r.*member;
-        auto it = std::find_if(layers.begin(), layers.end(), [&](const protocol::layer_routing& l) { return l.layer == l0.layer; });
-        if (it == layers.end() || int64_t(it->k) != k) {
-          return invalid_argument("grpo: sample %lld's routing lacks layer %u", (long long)b, l0.layer);
-        }
-        int64_t* dst = t[b].data_ptr<int64_t>();
-        std::copy(it->ids.begin(), it->ids.end(), dst);
-      }
-      out[l0.layer] = t;
+    const int64_t len = int64_t(s.prompt.size() + s.completion.size());
+    if (int64_t(s.routing.positions) != len - 1) {
+      return invalid_argument("grpo: sample %zu's routing covers %u positions, its tokens %lld", b, s.routing.positions,
+                              (long long)len);
     }
-    return status{};
-  };
-  HART_RETURN_IF_ERROR(fill(&protocol::routing_info::experts, f.experts, false));
-  HART_RETURN_IF_ERROR(fill(&protocol::routing_info::picks, f.picks, true));
-  HART_RETURN_IF_ERROR(model_->check_forced(f, N, S));
+    rows.push_back(s.routing);
+  }
+  HART_ASSIGN_OR_RETURN(training::forced_routing f, training::forced_routing_from(rows, S));
+  HART_RETURN_IF_ERROR(model_->check_forced(f, int64_t(batch.size()), S));
   return std::optional<training::forced_routing>(std::move(f));
 }
 

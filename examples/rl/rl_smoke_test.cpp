@@ -69,15 +69,21 @@ std::vector<std::vector<double>> read_csv(const fs::path& path, std::string* hea
   return rows;
 }
 
+// Runs rl_grpo for `steps` into `out` with `extra` flags; its exit code, log in *log_text.
+int run_rl_grpo(const fs::path& out, int steps, const std::string& extra, std::string* log_text) {
+  const std::string cmd = std::string(RL_GRPO_BINARY) + " --hart " + HART_BINARY + " --out " + out.string() +
+                          " --steps " + std::to_string(steps) + extra + " > " + (out.string() + ".log") + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream log(out.string() + ".log");
+  log_text->assign((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  return rc;
+}
+
 TEST(RlGrpo, RewardClimbsWithFp8RolloutsAndVersionedWeights) {
   const fs::path out = temp_dir("smoke");
   const int steps = 12;
-  const std::string cmd = std::string(RL_GRPO_BINARY) + " --hart " + HART_BINARY + " --out " + out.string() +
-                          " --steps " + std::to_string(steps) + " > " + (out.string() + ".log") + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream log(out.string() + ".log");
-  const std::string log_text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  ASSERT_EQ(rc, 0) << log_text;
+  std::string log_text;
+  ASSERT_EQ(run_rl_grpo(out, steps, "", &log_text), 0) << log_text;
   std::string header;
   const auto rows = read_csv(out / "rl.csv", &header);
   ASSERT_EQ(header.rfind("step,version,reward_mean,accuracy,logprob_gap_mean_abs,kl_rollout_trainer,", 0), 0u) << header;
@@ -113,12 +119,8 @@ TEST(RlGrpo, RewardClimbsWithFp8RolloutsAndVersionedWeights) {
 TEST(RlGrpo, RoutingReplayRuns) {
   const fs::path out = temp_dir("replay");
   const int steps = 3;
-  const std::string cmd = std::string(RL_GRPO_BINARY) + " --hart " + HART_BINARY + " --out " + out.string() +
-                          " --steps " + std::to_string(steps) + " --routing-replay > " + (out.string() + ".log") + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream log(out.string() + ".log");
-  const std::string log_text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  ASSERT_EQ(rc, 0) << log_text;
+  std::string log_text;
+  ASSERT_EQ(run_rl_grpo(out, steps, " --routing-replay", &log_text), 0) << log_text;
   std::string header;
   const auto rows = read_csv(out / "rl.csv", &header);
   ASSERT_EQ(rows.size(), size_t(steps)) << log_text;

@@ -1,6 +1,6 @@
 #include "runtime/sched/step.h"
 
-#include <algorithm>
+#include <unordered_map>
 
 namespace hart::sched {
 
@@ -18,16 +18,19 @@ uint64_t step_seed(uint64_t sample_seed, int64_t n_generated) {
 }
 
 status fill_planned_ahead(step_plan& plan, const step_result& previous) {
+  std::unordered_map<uint64_t, int32_t> by_seq;  // built at the first placeholder
   for (step_item& it : plan.items) {
     if (!it.feed_last_sampled) continue;
-    auto t = std::find_if(previous.sampled.begin(), previous.sampled.end(),
-                          [&](const sampled_token& x) { return x.seq_id == it.seq_id; });
-    if (!previous.error.ok() || t == previous.sampled.end()) {
+    if (by_seq.empty() && previous.error.ok()) {
+      for (const sampled_token& t : previous.sampled) by_seq.emplace(t.seq_id, t.token);
+    }
+    auto t = by_seq.find(it.seq_id);
+    if (!previous.error.ok() || t == by_seq.end()) {
       return failed_precondition("step %llu: sequence %llu was planned ahead, but step %llu sampled no token for it",
                                  (unsigned long long)plan.step, (unsigned long long)it.seq_id,
                                  (unsigned long long)previous.step);
     }
-    it.tokens = {t->token};
+    it.tokens = {t->second};
     it.feed_last_sampled = false;
   }
   return {};

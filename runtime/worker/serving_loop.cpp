@@ -56,8 +56,8 @@ event_batch serving_loop::step() {
   t.exec_end_us = core_->now_us();
   last_exec_end_us_ = t.exec_end_us;
   previous_.reset();
-  if (res.ok() && ahead_) previous_ = *res;
   ev.append(core_->finish_step(plan, res, !executor_->keeps_pages_on_failure(), t));
+  if (res.ok() && ahead_) previous_ = std::move(res).value();
   return ev;
 }
 
