@@ -100,6 +100,7 @@ linear_cuda_context::~linear_cuda_context() {
   if (impl_->lt) cublasLtDestroy(impl_->lt);
   cudaFree(impl_->lt_workspace);
   cudaFree(impl_->x_qdq);
+  cudaFree(impl_->widen);
 }
 
 status_or<std::unique_ptr<linear_cuda_context>> linear_cuda_context::create(int64_t max_fp8_rows,
@@ -125,6 +126,9 @@ status_or<std::unique_ptr<linear_cuda_context>> linear_cuda_context::create(int6
   }
   s.max_fp8_rows = max_fp8_rows;
   s.max_fp8_in = max_fp8_in;
+  e = cudaMalloc(&s.widen, size_t(widen_floats) * sizeof(float));
+  if (e != cudaSuccess) return resource_exhausted("linear_cuda_context: widening buffer: %s", cudaGetErrorString(e));
+  s.widen_floats = widen_floats;
   return status_or<std::unique_ptr<linear_cuda_context>>(std::move(ctx));
 }
 

@@ -81,6 +81,8 @@ namespace hart {
 class linear_cuda_context {
  public:
   /// max_fp8_rows x max_fp8_in bounds the FP8 inputs (larger calls are refused).
+  /// Every context also holds widen_floats fp32 for linear_bf16w_cuda's chunks.
+  static constexpr int64_t widen_floats = int64_t(8) << 20;  // 32 MiB
   static status_or<std::unique_ptr<linear_cuda_context>> create(int64_t max_fp8_rows, int64_t max_fp8_in);
   ~linear_cuda_context();
   linear_cuda_context(const linear_cuda_context&) = delete;
@@ -115,6 +117,25 @@ struct linear_bf16_params {
 /// the bf16 values widened to fp32, up to fp32 rounding.
 status linear_bf16_cuda(const linear_bf16_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 
+struct linear_bf16w_params {
+  const float* x = nullptr;     // [in, n_rows] fp32, row stride `x_stride`
+  const uint16_t* w = nullptr;  // [in, out] bf16 bits, row-major [out][in]
+  float* y = nullptr;           // [out, n_rows] fp32, row stride `y_stride`
+  int64_t n_rows = 0;
+  int64_t in = 0;
+  int64_t out = 0;
+  int64_t x_stride = 0;         // elements; 0 = in
+  int64_t y_stride = 0;         // elements; 0 = out
+  bool accumulate = false;      // y += x W^T
+};
+
+/// fp32 x times bf16 W (widened exactly), fp32 accumulation and output: equals
+/// linear_cpu on the widened weights up to fp32 summation order. For weights
+/// the checkpoint stores in bf16 (LM head, compressors, router), so decode
+/// reads half the bytes of an fp32 copy. Up to 64 rows a CUDA-core GEMV that
+/// reads the weights once; more rows run cuBLASLt on fp32 chunks of W widened
+/// into the context's buffer (in <= linear_cuda_context::widen_floats).
+status linear_bf16w_cuda(const linear_bf16w_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 
 struct linear_fp8_params {
   const float* x = nullptr;        // [in, n_rows] fp32 (unquantized), row stride `x_stride`
@@ -127,6 +148,12 @@ struct linear_fp8_params {
   int64_t x_stride = 0;            // elements; 0 = in
   int64_t y_stride = 0;            // elements; 0 = out
   bool accumulate = false;         // y += x W^T
+  /// false: x is used as it is (weights that are FP8 values applied to
+  /// unquantized inputs, wo_a); the context's buffer is not used.
+  bool quantize_input = true;
+  /// W is a slice of a larger quantized matrix starting this many rows into
+  /// the 128-row scale block whose scale row w_scale points at (0..127).
+  int64_t w_scale_row_offset = 0;
 };
 
 /// The fp8 precision mode's linear on the device: x is quantized per row per
@@ -134,7 +161,10 @@ struct linear_fp8_params {
 /// into the context's buffer, then y = Q(x) · (e4m3(W) · 2^scale)^T with fp32
 /// accumulation. Every product is exact, so the result equals linear_cpu on
 /// fp8_qdq_rows(x) and the dequantized W up to fp32 summation order. Rows are
-/// independent and summed in a fixed order: batch-invariant.
+/// independent and summed in a fixed order: batch-invariant. With
+/// quantize_input = false the same product runs on x as given (FP8 weight
+/// values, unquantized inputs): linear_cpu on x and the dequantized W up to
+/// fp32 rounding.
 /// NOTE(linear): CUDA cores, dequantize in registers; the tensor-core (wgmma)
 /// version is later work (perf target G1).
 status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);

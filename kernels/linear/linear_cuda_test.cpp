@@ -1,15 +1,20 @@
 // CUDA linears against linear_cpu on fresh random inputs (outputs poisoned,
 // sentinel guards around y, NaN in overwrite mode), decode (1..16 rows) and
 // prefill shapes, dims that are not multiples of 16 or 128:
-//   - linear_cuda (fp32) and linear_bf16_cuda: |gpu - cpu| <= 2e-5·Σ|x·w|, twice
-//     the bound linear_cpu itself is held to (each side within 1e-5·Σ|x·w| of
-//     the exact value; cuBLASLt sums in its own order, possibly split-K);
+//   - linear_cuda (fp32), linear_bf16_cuda and linear_bf16w_cuda (bf16 weights,
+//     fp32 inputs: the GEMV up to 64 rows, widened chunks above, one shape
+//     over two chunks): |gpu - cpu| <= 2e-5·Σ|x·w|, twice the bound linear_cpu
+//     itself is held to (each side within 1e-5·Σ|x·w| of the exact value;
+//     cuBLASLt sums in its own order, possibly split-K);
 //   - linear_fp8_cuda: its activation QDQ is bitwise act_quant_fp8_qdq (per
 //     row, per 128 channels); its output against a double-precision sum of the
 //     same exact products within (in/32 + 24)·2^-24·Σ|x'·w'| (the roundings
 //     of its fp32 sums: at most 16 + in/512 per lane on the vector path, in/32
 //     on the scalar path, 5 shuffle levels, the accumulate add), and against linear_cpu on fp8_qdq(x) and the dequantized
-//     W within 2e-5·Σ|x'·w'|.
+//     W within 2e-5·Σ|x'·w'|; bitwise the same whichever number of output rows
+//     a warp takes (1, 2 or 4, chosen by shape); with unquantized inputs on
+//     row slices of one quantized matrix (wo_a's groups, slices starting
+//     mid scale block) against linear_cpu on the raw x within 2e-5·Σ|x·w|.
 #include "kernels/linear/linear.h"
 
 #ifdef HART_CUDA
@@ -48,10 +53,13 @@ struct shape {
   int64_t n_rows, in, out;
 };
 
-// Decode rows 1..16 and prefill rows, dims off the 16/128 grid included.
-const shape k_shapes[] = {{1, 1, 1},     {1, 19, 3},     {2, 128, 128},  {3, 111, 19},   {4, 1000, 300},
-                          {5, 4096, 64}, {8, 256, 1024}, {9, 200, 129},  {16, 512, 257}, {16, 4096, 96},
-                          {33, 989, 5},  {130, 384, 200}, {200, 1000, 61}};
+// Decode rows 1..16 and prefill rows, dims off the 16/128 grid included; wide
+// outputs where the GEMVs take 4 (1 row) and 2 (8 rows) output rows per warp;
+// 65 x 4096 x 2100 widens bf16 weights in two chunks.
+const shape k_shapes[] = {{1, 1, 1},       {1, 19, 3},      {2, 128, 128},   {3, 111, 19},   {4, 1000, 300},
+                          {5, 4096, 64},   {8, 256, 1024},  {9, 200, 129},   {16, 512, 257}, {16, 4096, 96},
+                          {33, 989, 5},    {130, 384, 200}, {200, 1000, 61}, {1, 256, 9001}, {8, 512, 4229},
+                          {65, 4096, 2100}};
 
 std::string name(const shape& s, int64_t ys, bool acc) {
   return "n_rows=" + std::to_string(s.n_rows) + " in=" + std::to_string(s.in) + " out=" + std::to_string(s.out) +
@@ -114,24 +122,39 @@ std::unique_ptr<linear_cuda_context> make_context() {
   return ctx.ok() ? std::move(*ctx) : nullptr;
 }
 
-// -- fp32 and bf16 (cuBLASLt) ----------------------------------------------------
+// -- fp32 and bf16 -------------------------------------------------------------------
 
-void run_dense(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, bool bf16, bool acc, int64_t ys) {
-  SCOPED_TRACE(name(s, ys, acc) + (bf16 ? " bf16" : " fp32"));
+enum class dense { fp32, bf16, bf16_weights };
+
+const char* dense_name(dense k) { return k == dense::fp32 ? " fp32" : k == dense::bf16 ? " bf16" : " bf16 weights"; }
+
+void run_dense(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, dense kind, bool acc, int64_t ys,
+               int64_t xs) {
+  SCOPED_TRACE(name(s, ys, acc) + dense_name(kind) + " x_stride=" + std::to_string(xs));
   auto x = normal_vec(rng, s.n_rows * s.in, 1.0f), w = normal_vec(rng, s.out * s.in, 1.0f);
   const auto y0 = normal_vec(rng, s.n_rows * s.out, 1.0f);
   std::vector<uint16_t> xb(x.size()), wb(w.size());
-  if (bf16) {  // the CPU side sees exactly the bf16 values
-    f32_to_bf16(x.data(), xb.data(), int64_t(x.size()));
+  if (kind != dense::fp32) {  // the CPU side sees exactly the bf16 values
     f32_to_bf16(w.data(), wb.data(), int64_t(w.size()));
-    bf16_to_f32(xb.data(), x.data(), int64_t(x.size()));
     bf16_to_f32(wb.data(), w.data(), int64_t(w.size()));
+  }
+  if (kind == dense::bf16) {
+    f32_to_bf16(x.data(), xb.data(), int64_t(x.size()));
+    bf16_to_f32(xb.data(), x.data(), int64_t(x.size()));
   }
   device_vec<float> d_y(poisoned_y(s, ys, y0, acc));
   status st;
-  if (bf16) {
+  if (kind == dense::bf16) {
     device_vec<uint16_t> d_x(xb), d_w(wb);
     st = linear_bf16_cuda({d_x.get(), d_w.get(), d_y.get() + k_guard, s.n_rows, s.in, s.out, 0, ys, acc}, ctx, nullptr);
+    ASSERT_TRUE(cuda_synced(nullptr));
+  } else if (kind == dense::bf16_weights) {
+    std::vector<float> xp(s.n_rows * xs, k_sentinel);
+    for (int64_t r = 0; r < s.n_rows; ++r) std::copy_n(x.data() + r * s.in, s.in, xp.data() + r * xs);
+    device_vec<float> d_x(xp);
+    device_vec<uint16_t> d_w(wb);
+    st = linear_bf16w_cuda({d_x.get(), d_w.get(), d_y.get() + k_guard, s.n_rows, s.in, s.out, xs, ys, acc}, ctx,
+                           nullptr);
     ASSERT_TRUE(cuda_synced(nullptr));
   } else {
     device_vec<float> d_x(x), d_w(w);
@@ -155,7 +178,7 @@ TEST(linear_cuda, fp32_matches_cpu) {
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   for (const shape& s : k_shapes) {
-    for (bool acc : {false, true}) run_dense(rng, *ctx, s, false, acc, acc ? s.out + 3 : s.out);
+    for (bool acc : {false, true}) run_dense(rng, *ctx, s, dense::fp32, acc, acc ? s.out + 3 : s.out, s.in);
   }
 }
 
@@ -167,7 +190,22 @@ TEST(linear_cuda, bf16_matches_cpu) {
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   for (const shape& s : k_shapes) {
-    for (bool acc : {false, true}) run_dense(rng, *ctx, s, true, acc, acc ? s.out : s.out + 5);
+    for (bool acc : {false, true}) run_dense(rng, *ctx, s, dense::bf16, acc, acc ? s.out : s.out + 5, s.in);
+  }
+}
+
+// Row strides that keep (s.in + 4) and break (s.in + 1) the 16-byte x rows of the vector path.
+TEST(linear_cuda, bf16_weights_match_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  for (const shape& s : k_shapes) {
+    run_dense(rng, *ctx, s, dense::bf16_weights, false, s.out, s.in);
+    run_dense(rng, *ctx, s, dense::bf16_weights, true, s.out + 3, s.in + 4);
+    run_dense(rng, *ctx, s, dense::bf16_weights, false, s.out, s.in + 1);
   }
 }
 
@@ -317,6 +355,75 @@ TEST(linear_cuda, fp8_is_batch_invariant) {
     ASSERT_TRUE(cuda_synced(nullptr));
     const auto one = d_one.to_host();
     EXPECT_EQ(0, std::memcmp(one.data(), all.data() + r * out, out * sizeof(float))) << "row " << r;
+  }
+}
+
+// Each output's sum is the same whether its warp takes 1, 2 or 4 output rows:
+// a wide weight (several rows per warp) against its first 128 rows alone (one).
+TEST(linear_cuda, fp8_output_rows_per_warp_do_not_change_results) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  const int64_t in = 512, out = 9001, part = 128;
+  const fp8_weight w = random_fp8_weight(rng, out, in);
+  device_vec<uint8_t> d_w(w.q), d_s(w.scale);
+  for (const int64_t n : {1, 2, 8}) {
+    const auto x = scaled_inputs(rng, n, in);
+    device_vec<float> d_x(x), d_all(std::vector<float>(n * out, k_sentinel)), d_part(std::vector<float>(n * part, k_sentinel));
+    ASSERT_TRUE(linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_all.get(), n, in, out}, *ctx, nullptr).ok());
+    // The first 128 output rows: the scale rows' first block row only, so w_scale needs no slicing.
+    ASSERT_TRUE(linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_part.get(), n, in, part}, *ctx, nullptr).ok());
+    ASSERT_TRUE(cuda_synced(nullptr));
+    const auto all = d_all.to_host(), one = d_part.to_host();
+    for (int64_t r = 0; r < n; ++r) {
+      EXPECT_EQ(0, std::memcmp(one.data() + r * part, all.data() + r * out, part * sizeof(float))) << "n=" << n << " row " << r;
+    }
+  }
+}
+
+// wo_a: G groups of `rows` output rows of one [G·rows, in] quantized matrix,
+// each applied to its own slice of the (unquantized) input row.
+TEST(linear_cuda, fp8_raw_input_on_row_slices_matches_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  struct slices { int64_t groups, rows, in, n_rows; };
+  for (const slices c : {slices{3, 40, 256, 1}, slices{2, 32, 128, 3}, slices{8, 1024, 512, 2}, slices{4, 130, 200, 9}}) {
+    SCOPED_TRACE("groups=" + std::to_string(c.groups) + " rows=" + std::to_string(c.rows) + " in=" +
+                 std::to_string(c.in) + " n_rows=" + std::to_string(c.n_rows));
+    const int64_t out = c.groups * c.rows, nb_i = (c.in + 127) / 128, xs = c.groups * c.in, ys = out;
+    const fp8_weight w = random_fp8_weight(rng, out, c.in);
+    const auto x = normal_vec(rng, c.n_rows * xs, 1.0f);
+    device_vec<float> d_x(x), d_y(std::vector<float>(c.n_rows * ys, k_sentinel));
+    device_vec<uint8_t> d_w(w.q), d_s(w.scale);
+    for (int64_t g = 0; g < c.groups; ++g) {
+      linear_fp8_params p{d_x.get() + g * c.in, d_w.get() + g * c.rows * c.in, d_s.get() + (g * c.rows / 128) * nb_i,
+                          d_y.get() + g * c.rows, c.n_rows, c.in, c.rows, xs, ys};
+      p.quantize_input = false;
+      p.w_scale_row_offset = g * c.rows % 128;
+      const status st = linear_fp8_cuda(p, *ctx, nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+    ASSERT_TRUE(cuda_synced(nullptr));
+    const auto got = d_y.to_host();
+    for (int64_t g = 0; g < c.groups; ++g) {
+      const shape s{c.n_rows, c.in, c.rows};
+      std::vector<float> xg(c.n_rows * c.in), wg(w.deq.begin() + g * c.rows * c.in, w.deq.begin() + (g + 1) * c.rows * c.in);
+      for (int64_t r = 0; r < c.n_rows; ++r) std::copy_n(x.data() + r * xs + g * c.in, c.in, xg.data() + r * c.in);
+      const auto cpu = cpu_linear(xg, wg, {}, s, false);
+      std::vector<double> want, mag;
+      exact(xg, wg, nullptr, s, want, mag);
+      std::vector<float> gg(c.n_rows * c.rows);
+      for (int64_t r = 0; r < c.n_rows; ++r) std::copy_n(got.data() + r * ys + g * c.rows, c.rows, gg.data() + r * c.rows);
+      EXPECT_TRUE(all_close(gg.data(), gg.size(), std::vector<double>(cpu.begin(), cpu.end()), mag, 2e-5, 0.0))
+          << "group " << g;
+    }
   }
 }
 

@@ -61,40 +61,58 @@ __global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* _
   }
 }
 
-// -- product: one warp per output feature, MT input rows at a time -----------------
+// -- product: one warp per R output features, MT input rows at a time ---------------
 
-constexpr int k_warps = 8;  // 256 threads: 8 output features per block
+constexpr int k_warps = 8;  // 256 threads: 8R output features per block
 
-// VEC: in % 16 == 0, so every lane's 16 weights are one aligned uint4 inside one
-// 128-channel block. Otherwise one channel per lane per step.
-template <int MT, bool VEC>
-__global__ void __launch_bounds__(k_warps * 32) fp8_linear_kernel(linear_fp8_params p, const float* __restrict__ xq,
-                                                                   int64_t ys, int64_t n_kb) {
+// VEC: in % 16 == 0, w and x 16-byte aligned, xs % 4 == 0, so every lane's 16
+// weights are one aligned uint4 inside one 128-channel block. Otherwise one
+// channel per lane per step. x: the QDQ'd inputs (or the raw ones), row stride xs.
+template <int MT, int R, bool VEC>
+__global__ void __launch_bounds__(k_warps * 32) fp8_linear_kernel(linear_fp8_params p, const float* __restrict__ x,
+                                                                   int64_t xs, int64_t ys, int64_t n_kb) {
   const int lane = threadIdx.x % 32;
-  const int64_t o = int64_t(blockIdx.x) * k_warps + threadIdx.x / 32;
-  const int64_t r0 = int64_t(blockIdx.y) * MT;
-  if (o >= p.out) return;
+  const int64_t row_tiles = (p.n_rows + MT - 1) / MT;  // block b: row tile b % row_tiles of output block b / row_tiles
+  const int64_t o0 = (int64_t(blockIdx.x) / row_tiles * k_warps + threadIdx.x / 32) * R;
+  const int64_t r0 = int64_t(blockIdx.x) % row_tiles * MT;
+  if (o0 >= p.out) return;
   const int mt = int(min(int64_t(MT), p.n_rows - r0));
-  float acc[MT];
-  linear_dev::fp8_dot_rows<MT, VEC>(p.w + o * p.in, p.w_scale + (o / k_block) * n_kb, xq + r0 * p.in, p.in, mt, lane,
-                                    acc);
+  const int nr = int(min(int64_t(R), p.out - o0));
+  float acc[R][MT];
+  linear_dev::fp8_dot_rows<MT, R, VEC>(p.w + o0 * p.in, nr,
+                                       p.w_scale + ((p.w_scale_row_offset + o0) / k_block) * n_kb, x + r0 * xs, xs,
+                                       p.in, mt, lane, acc);
   linear_dev::warp_sum(acc);
-  if (lane == 0) {
-    for (int m = 0; m < mt; ++m) {
-      float& y = p.y[(r0 + m) * ys + o];
-      y = p.accumulate ? y + acc[m] : acc[m];
-    }
-  }
+  if (lane == 0) linear_dev::store_rows(acc, p.y, ys, r0, o0, nr, mt, p.accumulate);
+}
+
+template <int MT, int R, bool VEC>
+void launch_kernel(const linear_fp8_params& p, const float* x, int64_t xs, int64_t ys, int64_t n_kb,
+                   cudaStream_t stream) {
+  // The row tiles of one output block are adjacent in the grid: they run together
+  // and read the block's weights once from DRAM, the repeats from L2.
+  const int64_t blocks = (p.out + k_warps * R - 1) / (k_warps * R) * ((p.n_rows + MT - 1) / MT);
+  fp8_linear_kernel<MT, R, VEC><<<unsigned(blocks), k_warps * 32, 0, stream>>>(p, x, xs, ys, n_kb);
 }
 
 template <int MT>
-cudaError_t launch_product(const linear_fp8_params& p, const float* xq, int64_t ys, cudaStream_t stream) {
+cudaError_t launch_product(const linear_fp8_params& p, const float* x, int64_t xs, int64_t ys, cudaStream_t stream) {
   const int64_t n_kb = (p.in + k_block - 1) / k_block;
-  const dim3 grid(unsigned((p.out + k_warps - 1) / k_warps), unsigned((p.n_rows + MT - 1) / MT));
-  if (p.in % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0) {
-    fp8_linear_kernel<MT, true><<<grid, k_warps * 32, 0, stream>>>(p, xq, ys, n_kb);
+  if (p.in % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+      xs % 4 == 0) {
+    const int64_t row_tiles = (p.n_rows + MT - 1) / MT;
+    switch (linear_dev::rows_per_warp(p.out, row_tiles, MT, k_warps, linear_dev::sm_count(), p.w_scale_row_offset)) {
+      case 4:
+        if constexpr (MT <= 4) {
+          launch_kernel<MT, 4, true>(p, x, xs, ys, n_kb, stream);
+          break;
+        }
+        [[fallthrough]];
+      case 2: launch_kernel<MT, 2, true>(p, x, xs, ys, n_kb, stream); break;
+      default: launch_kernel<MT, 1, true>(p, x, xs, ys, n_kb, stream); break;
+    }
   } else {
-    fp8_linear_kernel<MT, false><<<grid, k_warps * 32, 0, stream>>>(p, xq, ys, n_kb);
+    launch_kernel<MT, 1, false>(p, x, xs, ys, n_kb, stream);
   }
   return cudaGetLastError();
 }
@@ -120,21 +138,32 @@ status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUs
   const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
   if (xs < p.in || ys < p.out) return invalid_argument("linear_fp8_cuda: row strides smaller than the rows");
   const linear_cuda_context::impl& s = ctx.state();
-  if (p.n_rows > s.max_fp8_rows || p.in > s.max_fp8_in) {
+  if (p.quantize_input && (p.n_rows > s.max_fp8_rows || p.in > s.max_fp8_in)) {
     return resource_exhausted("linear_fp8_cuda: n_rows=%lld in=%lld over the context's %lld x %lld fp8 buffer",
                               (long long)p.n_rows, (long long)p.in, (long long)s.max_fp8_rows,
                               (long long)s.max_fp8_in);
   }
-  if ((p.out + k_warps - 1) / k_warps > INT32_MAX) return invalid_argument("linear_fp8_cuda: out=%lld too large", (long long)p.out);
-  if ((p.n_rows + 7) / 8 > 65535) return invalid_argument("linear_fp8_cuda: n_rows=%lld too large", (long long)p.n_rows);
+  if (p.w_scale_row_offset < 0 || p.w_scale_row_offset >= k_block) {
+    return invalid_argument("linear_fp8_cuda: w_scale_row_offset=%lld outside [0, 128)", (long long)p.w_scale_row_offset);
+  }
+  if ((p.out + k_warps - 1) / k_warps * ((p.n_rows + 7) / 8) > INT32_MAX) {
+    return invalid_argument("linear_fp8_cuda: out=%lld x n_rows=%lld too large", (long long)p.out, (long long)p.n_rows);
+  }
   if (p.n_rows == 0) return {};
-  cudaError_t e = linear_fp8_act_qdq_launch(p.x, xs, s.x_qdq, p.n_rows, p.in, stream);
+  cudaError_t e = cudaSuccess;
+  const float* x = p.x;
+  int64_t x_rows = xs;
+  if (p.quantize_input) {
+    e = linear_fp8_act_qdq_launch(p.x, xs, s.x_qdq, p.n_rows, p.in, stream);
+    x = s.x_qdq;
+    x_rows = p.in;
+  }
   // MT input rows share each weight load; 8 keeps the accumulators in registers.
   if (e == cudaSuccess) {
-    if (p.n_rows == 1) e = launch_product<1>(p, s.x_qdq, ys, stream);
-    else if (p.n_rows == 2) e = launch_product<2>(p, s.x_qdq, ys, stream);
-    else if (p.n_rows <= 4) e = launch_product<4>(p, s.x_qdq, ys, stream);
-    else e = launch_product<8>(p, s.x_qdq, ys, stream);
+    if (p.n_rows == 1) e = launch_product<1>(p, x, x_rows, ys, stream);
+    else if (p.n_rows == 2) e = launch_product<2>(p, x, x_rows, ys, stream);
+    else if (p.n_rows <= 4) e = launch_product<4>(p, x, x_rows, ys, stream);
+    else e = launch_product<8>(p, x, x_rows, ys, stream);
   }
   if (e != cudaSuccess) return internal_error("linear_fp8_cuda: %s", cudaGetErrorString(e));
   return {};

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cuda_fp8.h>
+#include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace hart::linear_dev {
@@ -26,129 +28,206 @@ __device__ __forceinline__ void fp8x4_to_float(uint32_t u, float* f) {
   f[3] = b.y;
 }
 
-// One warp's partial sums of output row `w` (e4m3 codes, scale row `ws`) against
-// the mt <= MT dense input rows at x (row stride `in`); the caller reduces acc
-// over the warp. VEC: in % 16 == 0 and w 16-byte aligned (each lane's 16
-// weights are one uint4 inside one 128-channel block). Each lane sums 16
-// exact products in fp32, scales by the block's 2^k and accumulates: the
-// order depends only on `in`, so results are batch-invariant.
-// The 16 weights at w + k times the mt input rows, added into acc: the step
-// fp8_dot_rows repeats along k.
-template <int MT>
-__device__ __forceinline__ void fp8_step(uint4 wv, float sw, const float* __restrict__ x, int64_t in, int64_t k,
-                                         int mt, float (&acc)[MT]) {
-  float wf[16];
-  fp8x4_to_float(wv.x, wf);
-  fp8x4_to_float(wv.y, wf + 4);
-  fp8x4_to_float(wv.z, wf + 8);
-  fp8x4_to_float(wv.w, wf + 12);
+// The 16 weights at k of each of R output rows times the mt <= MT input rows
+// at x (row stride xs), added into acc[r][m]: the step fp8_dot_rows repeats
+// along k. Each input float4 is loaded once for all R rows (the L1 traffic per
+// output falls R-fold); each output's operations are the same for every R.
+template <int MT, int R>
+__device__ __forceinline__ void fp8_step(const uint4 (&wv)[R], float sw, const float* __restrict__ x, int64_t xs,
+                                         int64_t k, int mt, float (&acc)[R][MT]) {
+  float wf[R][16];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    fp8x4_to_float(wv[r].x, wf[r]);
+    fp8x4_to_float(wv[r].y, wf[r] + 4);
+    fp8x4_to_float(wv[r].z, wf[r] + 8);
+    fp8x4_to_float(wv[r].w, wf[r] + 12);
+  }
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
     if (m >= mt) break;
-    const float4* xr = reinterpret_cast<const float4*>(x + m * in + k);
-    float part = 0.0f;
+    const float4* xr = reinterpret_cast<const float4*>(x + m * xs + k);
+    float4 xv[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float4 xv = __ldg(xr + j);
-      part = fmaf(wf[4 * j + 0], xv.x, part);
-      part = fmaf(wf[4 * j + 1], xv.y, part);
-      part = fmaf(wf[4 * j + 2], xv.z, part);
-      part = fmaf(wf[4 * j + 3], xv.w, part);
+    for (int j = 0; j < 4; ++j) xv[j] = __ldg(xr + j);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float part = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        part = fmaf(wf[r][4 * j + 0], xv[j].x, part);
+        part = fmaf(wf[r][4 * j + 1], xv[j].y, part);
+        part = fmaf(wf[r][4 * j + 2], xv[j].z, part);
+        part = fmaf(wf[r][4 * j + 3], xv[j].w, part);
+      }
+      acc[r][m] = fmaf(part, sw, acc[r][m]);
     }
-    acc[m] = fmaf(part, sw, acc[m]);
   }
 }
 
-constexpr int k_prefetch = 4;  // weight loads a lane issues before it uses the first
+// Weight loads per row a lane issues before it uses the first: ~2 KB in
+// flight per warp for R = 1, 4 KB for R >= 2.
+template <int R>
+constexpr int k_prefetch = R == 1 ? 4 : 2;
 
-// One warp's partial sums of output row `w` (e4m3 codes, scale row `ws`) against
-// the mt <= MT dense input rows at x (row stride `in`); the caller reduces acc
-// over the warp. VEC: in % 16 == 0 and w 16-byte aligned (each lane's 16
-// weights are one uint4 inside one 128-channel block). Each lane sums 16
-// exact products in fp32, scales by the block's 2^k and accumulates: the
-// order depends only on `in`, so results are batch-invariant. The weight loads
-// of k_prefetch steps are issued together (the order of the sums is unchanged).
-template <int MT, bool VEC>
-__device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, const uint8_t* __restrict__ ws,
-                                             const float* __restrict__ x, int64_t in, int mt, int lane,
-                                             float (&acc)[MT]) {
+// One warp's partial sums of the R output rows at w, w + in, ... (e4m3 codes,
+// all in one 128-row scale block: scale row `ws`) against the mt <= MT input
+// rows at x (row stride xs); rows past nr <= R repeat row nr - 1 (the caller
+// drops them). The caller reduces acc over the warp. VEC: in % 16 == 0, w and
+// x 16-byte aligned, xs % 4 == 0 (each lane's 16 weights are one uint4 inside
+// one 128-channel block). Each lane sums 16 exact products in fp32, scales by the
+// block's 2^k and accumulates: the order depends only on `in`, so results are
+// batch-invariant, and equal for every R. The weight loads of k_prefetch
+// steps are issued together (the order of the sums is unchanged).
+template <int MT, int R, bool VEC>
+__device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int nr, const uint8_t* __restrict__ ws,
+                                             const float* __restrict__ x, int64_t xs, int64_t in, int mt, int lane,
+                                             float (&acc)[R][MT]) {
 #pragma unroll
-  for (int m = 0; m < MT; ++m) acc[m] = 0.0f;
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
+  }
+  const uint8_t* row[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) row[r] = w + (r < nr ? r : nr - 1) * in;
   if (VEC) {
     constexpr int64_t step = 32 * 16;
+    constexpr int P = k_prefetch<R>;
     int64_t k = int64_t(lane) * 16;
-    for (; k + (k_prefetch - 1) * step < in; k += k_prefetch * step) {
-      uint4 wv[k_prefetch];
-      uint8_t sc[k_prefetch];
+    for (; k + (P - 1) * step < in; k += P * step) {
+      uint4 wv[P][R];
+      uint8_t sc[P];
 #pragma unroll
-      for (int u = 0; u < k_prefetch; ++u) {
-        wv[u] = __ldg(reinterpret_cast<const uint4*>(w + k + u * step));
+      for (int u = 0; u < P; ++u) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) wv[u][r] = __ldg(reinterpret_cast<const uint4*>(row[r] + k + u * step));
         sc[u] = __ldg(ws + (k + u * step) / k_block);
       }
 #pragma unroll
-      for (int u = 0; u < k_prefetch; ++u) fp8_step(wv[u], e8m0_value(sc[u]), x, in, k + u * step, mt, acc);
+      for (int u = 0; u < P; ++u) fp8_step<MT, R>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
     }
     for (; k < in; k += step) {
-      fp8_step(__ldg(reinterpret_cast<const uint4*>(w + k)), e8m0_value(__ldg(ws + k / k_block)), x, in, k, mt, acc);
+      uint4 wv[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[r] = __ldg(reinterpret_cast<const uint4*>(row[r] + k));
+      fp8_step<MT, R>(wv, e8m0_value(__ldg(ws + k / k_block)), x, xs, k, mt, acc);
     }
   } else {
     for (int64_t k = lane; k < in; k += 32) {
-      const float wf =
-          float(__half(__nv_cvt_fp8_to_halfraw(__ldg(w + k), __NV_E4M3))) * e8m0_value(__ldg(ws + k / k_block));
+      const float sw = e8m0_value(__ldg(ws + k / k_block));
 #pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m >= mt) break;
-        acc[m] = fmaf(wf, x[m * in + k], acc[m]);
+      for (int r = 0; r < R; ++r) {
+        const float wf = float(__half(__nv_cvt_fp8_to_halfraw(__ldg(row[r] + k), __NV_E4M3))) * sw;
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          if (m >= mt) break;
+          acc[r][m] = fmaf(wf, x[m * xs + k], acc[r][m]);
+        }
       }
     }
   }
 }
 
-// The same for fp32 weights: lane-strided 16-wide runs when VEC (in % 16 == 0,
-// w 16-byte aligned), one channel per lane otherwise.
-template <int MT, bool VEC>
-__device__ __forceinline__ void f32_dot_rows(const float* __restrict__ w, const float* __restrict__ x, int64_t in,
-                                             int mt, int lane, float (&acc)[MT]) {
+// The same for fp32 weights (rows at w + r * in, past nr repeating the last):
+// lane-strided 16-wide runs when VEC (in % 16 == 0, w 16-byte aligned), one
+// channel per lane otherwise.
+template <int MT, int R, bool VEC>
+__device__ __forceinline__ void f32_dot_rows(const float* __restrict__ w, int nr, const float* __restrict__ x,
+                                             int64_t in, int mt, int lane, float (&acc)[R][MT]) {
 #pragma unroll
-  for (int m = 0; m < MT; ++m) acc[m] = 0.0f;
-  if (VEC) {
-    for (int64_t k = int64_t(lane) * 16; k < in; k += 32 * 16) {
-      float4 wv[4];
+  for (int r = 0; r < R; ++r) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) wv[j] = __ldg(reinterpret_cast<const float4*>(w + k) + j);
+    for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
+  }
 #pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m >= mt) break;
-        const float4* xr = reinterpret_cast<const float4*>(x + m * in + k);
+  for (int r = 0; r < R; ++r) {
+    const float* wr = w + (r < nr ? r : nr - 1) * in;
+    if (VEC) {
+      for (int64_t k = int64_t(lane) * 16; k < in; k += 32 * 16) {
+        float4 wv[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float4 xv = __ldg(xr + j);
-          acc[m] = fmaf(wv[j].x, xv.x, acc[m]);
-          acc[m] = fmaf(wv[j].y, xv.y, acc[m]);
-          acc[m] = fmaf(wv[j].z, xv.z, acc[m]);
-          acc[m] = fmaf(wv[j].w, xv.w, acc[m]);
+        for (int j = 0; j < 4; ++j) wv[j] = __ldg(reinterpret_cast<const float4*>(wr + k) + j);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          if (m >= mt) break;
+          const float4* xr = reinterpret_cast<const float4*>(x + m * in + k);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float4 xv = __ldg(xr + j);
+            acc[r][m] = fmaf(wv[j].x, xv.x, acc[r][m]);
+            acc[r][m] = fmaf(wv[j].y, xv.y, acc[r][m]);
+            acc[r][m] = fmaf(wv[j].z, xv.z, acc[r][m]);
+            acc[r][m] = fmaf(wv[j].w, xv.w, acc[r][m]);
+          }
         }
       }
-    }
-  } else {
-    for (int64_t k = lane; k < in; k += 32) {
-      const float wf = __ldg(w + k);
+    } else {
+      for (int64_t k = lane; k < in; k += 32) {
+        const float wf = __ldg(wr + k);
 #pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m >= mt) break;
-        acc[m] = fmaf(wf, x[m * in + k], acc[m]);
+        for (int m = 0; m < MT; ++m) {
+          if (m >= mt) break;
+          acc[r][m] = fmaf(wf, x[m * in + k], acc[r][m]);
+        }
       }
     }
   }
 }
 
 // Sums acc over the warp (butterfly: every lane ends with the total).
-template <int MT>
-__device__ __forceinline__ void warp_sum(float (&acc)[MT]) {
+template <int MT, int R>
+__device__ __forceinline__ void warp_sum(float (&acc)[R][MT]) {
 #pragma unroll
-  for (int m = 0; m < MT; ++m) {
-    for (int off = 16; off > 0; off >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      for (int off = 16; off > 0; off >>= 1) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);
+    }
   }
+}
+
+// Lane 0's store of a warp's reduced sums: y[(r0 + m) * ys + o0 + r] = (or +=)
+// acc[r][m] for r < nr, m < mt. Unrolled with predicates, so acc stays in
+// registers (a runtime-bounded loop puts it in local memory).
+template <int MT, int R>
+__device__ __forceinline__ void store_rows(const float (&acc)[R][MT], float* y, int64_t ys, int64_t r0, int64_t o0,
+                                           int nr, int mt, bool accumulate) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (r >= nr || m >= mt) continue;
+      float& v = y[(r0 + m) * ys + o0 + r];
+      v = accumulate ? v + acc[r][m] : acc[r][m];
+    }
+  }
+}
+
+// Streaming multiprocessors of the current device (cached per device).
+inline int64_t sm_count() {
+  static std::atomic<int> cached[64];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+  int n = cached[dev].load(std::memory_order_relaxed);
+  if (n <= 0) {
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+    cached[dev].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+// How many output rows a warp takes (1, 2 or 4; every R gives the same
+// results): the most that still leaves `min_blocks` CTAs of k_warps warps,
+// so small layers keep every SM streaming, at most 2 for MT = 8 rows
+// (registers), and at most the power of two dividing `row_offset` (a warp's
+// rows must share a 128-row scale block).
+inline int rows_per_warp(int64_t out, int64_t row_tiles, int mt_template, int k_warps, int64_t min_blocks,
+                         int64_t row_offset = 0) {
+  auto blocks = [&](int64_t r) { return (out + k_warps * r - 1) / (k_warps * r) * row_tiles; };
+  if (mt_template <= 4 && row_offset % 4 == 0 && blocks(4) >= min_blocks) return 4;
+  if (row_offset % 2 == 0 && blocks(2) >= min_blocks) return 2;
+  return 1;
 }
 
 }  // namespace hart::linear_dev

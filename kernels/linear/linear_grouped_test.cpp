@@ -61,9 +61,7 @@ struct tiling {
   std::vector<int32_t> group_of_row;  // -1: the row is in no tile
 };
 
-tiling random_tiling(std::mt19937& rng, int64_t n_rows, int64_t n_groups) {
-  tiling t;
-  t.group_of_row.assign(size_t(n_rows), -1);
+void fill_tiling(std::mt19937& rng, int64_t n_rows, int64_t n_groups, tiling& t) {
   std::uniform_int_distribution<int> len(0, 19), g(0, int(n_groups - 1)), skip(0, 5);
   int32_t r = 0;
   while (r < n_rows) {
@@ -82,6 +80,17 @@ tiling random_tiling(std::mt19937& rng, int64_t n_rows, int64_t n_groups) {
     for (int32_t i = 0; i < n; ++i) t.group_of_row[size_t(r + i)] = grp;
     r += n;
   }
+}
+
+// At least one tile when n_rows > 0 (an empty tile table has null data(),
+// which the ops rightly refuse).
+tiling random_tiling(std::mt19937& rng, int64_t n_rows, int64_t n_groups) {
+  tiling t;
+  do {
+    t = tiling{};
+    t.group_of_row.assign(size_t(n_rows), -1);
+    fill_tiling(rng, n_rows, n_groups, t);
+  } while (n_rows > 0 && t.group.empty());
   return t;
 }
 
@@ -288,6 +297,7 @@ TEST(linear_grouped, cuda_equals_the_fp8_linear_and_the_cpu) {
   run_cuda(rng, 4096, 64, 9);    // vector path, many 128-channel blocks
   run_cuda(rng, 200, 64, 17);    // scalar path (in % 16 != 0)
   run_cuda(rng, 129, 7, 3);
+  run_cuda(rng, 256, 1061, 12);  // two output rows per warp, the last warp's second past `out`
 }
 
 #endif  // HART_CUDA

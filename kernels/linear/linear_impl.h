@@ -19,6 +19,8 @@ struct linear_cuda_context::impl {
   float* x_qdq = nullptr;        // [max_fp8_in, max_fp8_rows] quantized-dequantized FP8 inputs
   int64_t max_fp8_rows = 0;
   int64_t max_fp8_in = 0;
+  float* widen = nullptr;        // [widen_floats] bf16 weights widened for cuBLASLt
+  int64_t widen_floats = 0;
 };
 
 /// out[r][i] = e4m3 QDQ of x[r][i] with one power-of-two scale per 128

@@ -1,11 +1,14 @@
 // CUDA mHC.
-//   hc_pre / hc_head: one 256-thread block per token computes the (2+n)*n (or n)
-//   dot products with fn and the sum of squares, each in fp64 like the CPU (only
-//   the summation order differs); the tiny fp32 gate / softmax / Sinkhorn math
-//   then runs in shared memory, one thread per stream, row or column, with
-//   exactly hc_pre_cpu's operations; the collapse is spread over the channels. For n_hc = 4 (V4) with 16-byte aligned rows every
-//   thread accumulates all the dot products over its float4 slices (one pass
-//   over x, every fn load independent); otherwise one warp per dot product.
+//   hc_pre / hc_head: the (2+n)*n (or n) dot products with fn and the sum of
+//   squares, each in fp64 like the CPU (only the summation order differs); then
+//   the tiny fp32 gate / softmax / Sinkhorn math in shared memory with exactly
+//   hc_pre_cpu's operations (a thread per stream or row for the gates and the
+//   softmax, a thread per element for the Sinkhorn iterations), and the
+//   collapse spread over the channels. For n_hc = 4 (V4) with 16-byte aligned
+//   rows one token is a cluster of 8 blocks: each sums a slice of x's float4s
+//   (every fn load independent), every block reads all the slices' sums and
+//   collapses its share of the channels, block 0 also makes post and comb.
+//   Otherwise one block per token, one warp per dot product.
 //   hc_post: elementwise over (stream, channel), blocks spread over both; the
 //   same fp32 operations in the same order as hc_post_cpu, so it is bit-identical.
 // Every fp32 a*b+c is written with __fmul_rn/__fadd_rn: nvcc would otherwise fuse
@@ -59,11 +62,10 @@ __device__ void hc_mix(const float* x, const float* fn, int64_t n_out, int64_t w
 // hc_mix for NO outputs across the k_cluster blocks of a cluster (one token),
 // when width % 4 == 0 and x, fn are 16-byte aligned: each block sums a slice
 // of the float4s, every thread keeping NO + 1 fp64 sums, reduced warp by warp;
-// block 0 adds the blocks' sums in rank order (fixed) through distributed
-// shared memory. Returns true on block 0, which goes on with mix and r_out set;
-// the others return false once block 0 has read their sums.
+// every block then adds the blocks' sums in rank order (fixed, so all get the
+// same mix) through distributed shared memory, and goes on with mix and r_out.
 template <int NO>
-__device__ bool hc_mix_cluster(const float* x, const float* fn, int64_t width, float eps, float* mix, float* r_out) {
+__device__ void hc_mix_cluster(const float* x, const float* fn, int64_t width, float eps, float* mix, float* r_out) {
   cg::cluster_group cluster = cg::this_cluster();
   const unsigned rank = cluster.block_rank(), n_blocks = cluster.num_blocks();
   __shared__ double part[k_warps][NO + 1];
@@ -96,42 +98,80 @@ __device__ bool hc_mix_cluster(const float* x, const float* fn, int64_t width, f
     total[threadIdx.x] = sum;
   }
   cluster.sync();  // every block's totals are written
-  if (rank == 0 && threadIdx.x <= NO) {
-    double sum = 0;
+  double sum = 0;
+  if (threadIdx.x <= NO) {
     for (unsigned b = 0; b < n_blocks; ++b) sum += cluster.map_shared_rank(total, b)[threadIdx.x];
-    if (threadIdx.x == NO) {
-      *r_out = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(float(sum / double(width)), eps)));
-    } else {
-      mix[threadIdx.x] = float(sum);
-    }
   }
-  cluster.sync();  // block 0 has read them: the others may exit
-  if (rank != 0) return false;
-  for (int o = threadIdx.x; o < NO; o += blockDim.x) mix[o] = __fmul_rn(mix[o], *r_out);
+  cluster.sync();  // every block has read them: a block may exit after this
+  if (threadIdx.x == NO) *r_out = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(float(sum / double(width)), eps)));
   __syncthreads();
-  return true;
+  if (threadIdx.x < NO) mix[threadIdx.x] = __fmul_rn(float(sum), *r_out);
+  __syncthreads();
 }
 
-// out[d] = Σ_i g[i] * x[i*dim + d], accumulated in stream order from 0
-__device__ void collapse(const float* x, const float* g, int64_t n, int64_t dim, float* out) {
-  for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+// out[d] = Σ_i g[i] * x[i*dim + d] for d in [d0, d1), accumulated in stream order from 0
+__device__ void collapse(const float* x, const float* g, int64_t n, int64_t dim, float* out, int64_t d0, int64_t d1) {
+  for (int64_t d = d0 + threadIdx.x; d < d1; d += blockDim.x) {
     float acc = 0;
     for (int64_t i = 0; i < n; ++i) acc = __fadd_rn(acc, __fmul_rn(g[i], x[i * dim + d]));
     out[d] = acc;
   }
 }
 
-// hc_pre after the mix (shared memory: mix, then pre[n], c[n*n]): the gates
-// and the Sinkhorn iterations, one thread per stream / row / column (each does
-// hc_pre_cpu's operations in its order; the rows, and the columns, are
-// independent), comb written once at the end, then the collapse.
+// The collapse's share of block `rank` of `n_blocks`: whole float4 groups of channels.
+__device__ void collapse_share(const float* x, const float* g, int64_t n, int64_t dim, float* out, unsigned rank,
+                               unsigned n_blocks) {
+  const int64_t per = ((dim + n_blocks - 1) / n_blocks + 3) / 4 * 4;
+  const int64_t d0 = min(dim, rank * per), d1 = min(dim, d0 + per);
+  collapse(x, g, n, dim, out, d0, d1);
+}
+
+// hc_pre's input gates from the mix (shared memory pre[n]), visible to the block on return.
+__device__ void hc_pre_gates(const hc_pre_params& p, const float* mix, float* pre) {
+  const int64_t i = threadIdx.x;
+  if (i < p.n_hc) pre[i] = __fadd_rn(sigmoid(mul_add(mix[i], p.scale[0], p.base[i])), p.hc_eps);
+  __syncthreads();
+}
+
+// The Sinkhorn iterations on c [n*n] with the second buffer b, one thread per
+// element (each sums its row or column in index order and divides, hc_pre_cpu's
+// operations for that element; new values go to the other buffer, so no
+// element is read after it changed). Returns the buffer holding the result.
+__device__ float* sinkhorn(float* c, float* b, int64_t n, int64_t iters, float eps) {
+  for (int64_t it = 0; it < iters; ++it) {
+    if (it > 0) {  // rows, then columns; the first pass normalises columns only
+      for (int64_t e = threadIdx.x; e < n * n; e += blockDim.x) {
+        const float* row = c + (e / n) * n;
+        float sr = 0;
+        for (int64_t k = 0; k < n; ++k) sr = __fadd_rn(sr, row[k]);
+        b[e] = __fdiv_rn(c[e], __fadd_rn(sr, eps));
+      }
+      __syncthreads();
+      float* f = c;
+      c = b;
+      b = f;
+    }
+    for (int64_t e = threadIdx.x; e < n * n; e += blockDim.x) {
+      const int64_t k = e % n;
+      float sc = 0;
+      for (int64_t j = 0; j < n; ++j) sc = __fadd_rn(sc, c[j * n + k]);
+      b[e] = __fdiv_rn(c[e], __fadd_rn(sc, eps));
+    }
+    __syncthreads();
+    float* f = c;
+    c = b;
+    b = f;
+  }
+  return c;
+}
+
+// hc_pre's output gates and stream mix from the mix (shared memory c[n*n],
+// b[n*n]): post, then one thread per row for the softmax, then the Sinkhorn.
 // c[j*n + k]: input stream j -> output stream k.
-__device__ void hc_pre_finish(const hc_pre_params& p, int64_t t, const float* x, const float* mix, float* pre,
-                              float* c) {
+__device__ void hc_pre_comb(const hc_pre_params& p, int64_t t, const float* mix, float* c, float* b) {
   const int64_t n = p.n_hc;
   const int64_t i = threadIdx.x;
   if (i < n) {
-    pre[i] = __fadd_rn(sigmoid(mul_add(mix[i], p.scale[0], p.base[i])), p.hc_eps);
     p.post[t * n + i] = __fmul_rn(2.0f, sigmoid(mul_add(mix[n + i], p.scale[1], p.base[n + i])));
     const int64_t j = i;
     float mx = -INFINITY;
@@ -143,43 +183,30 @@ __device__ void hc_pre_finish(const hc_pre_params& p, int64_t t, const float* x,
     for (int64_t k = 0; k < n; ++k) sum = __fadd_rn(sum, c[j * n + k] = expf(__fsub_rn(c[j * n + k], mx)));
     for (int64_t k = 0; k < n; ++k) c[j * n + k] = __fadd_rn(__fdiv_rn(c[j * n + k], sum), p.hc_eps);
   }
-  for (int64_t it = 0; it < p.sinkhorn_iters; ++it) {
-    if (it > 0) {  // rows, then columns; the first pass normalises columns only
-      __syncthreads();
-      if (i < n) {
-        const int64_t j = i;
-        float sr = 0;
-        for (int64_t k = 0; k < n; ++k) sr = __fadd_rn(sr, c[j * n + k]);
-        for (int64_t k = 0; k < n; ++k) c[j * n + k] = __fdiv_rn(c[j * n + k], __fadd_rn(sr, p.hc_eps));
-      }
-    }
-    __syncthreads();
-    if (i < n) {
-      const int64_t k = i;
-      float sc = 0;
-      for (int64_t j = 0; j < n; ++j) sc = __fadd_rn(sc, c[j * n + k]);
-      for (int64_t j = 0; j < n; ++j) c[j * n + k] = __fdiv_rn(c[j * n + k], __fadd_rn(sc, p.hc_eps));
-    }
-  }
   __syncthreads();
-  for (int64_t e = threadIdx.x; e < n * n; e += blockDim.x) p.comb[t * n * n + e] = c[e];
-  collapse(x, pre, n, p.dim, p.collapsed + t * p.dim);
+  const float* r = sinkhorn(c, b, n, p.sinkhorn_iters, p.hc_eps);
+  for (int64_t e = threadIdx.x; e < n * n; e += blockDim.x) p.comb[t * n * n + e] = r[e];
 }
 
-// shared memory: mix[(2+n)*n], pre[n], r, comb[n*n]
+// shared memory: mix[(2+n)*n], pre[n], r, c[n*n], b[n*n]
 __global__ void hc_pre_kernel(hc_pre_params p) {
   extern __shared__ float sm[];
   const int64_t n = p.n_hc, width = n * p.dim, n_mix = (2 + n) * n;
   float* mix = sm;
   float* pre = mix + n_mix;
   float* r = pre + n;
+  float* c = r + 1;
   const int64_t t = blockIdx.x;
   const float* x = p.x + t * width;
   hc_mix(x, p.fn, n_mix, width, p.norm_eps, mix, r);
-  hc_pre_finish(p, t, x, mix, pre, r + 1);
+  hc_pre_gates(p, mix, pre);
+  hc_pre_comb(p, t, mix, c, c + n * n);
+  collapse(x, pre, n, p.dim, p.collapsed + t * p.dim, 0, p.dim);
 }
 
-// n_hc = 4, one cluster per token; shared memory as hc_pre_kernel's
+// n_hc = 4, one cluster per token, shared memory as hc_pre_kernel's: every
+// block has the mix and collapses its share of the channels; block 0 also
+// writes post and comb.
 __global__ void __cluster_dims__(k_cluster, 1, 1) hc_pre_cluster_kernel(hc_pre_params p) {
   extern __shared__ float sm[];
   constexpr int64_t n = 4, n_mix = (2 + n) * n;
@@ -187,39 +214,43 @@ __global__ void __cluster_dims__(k_cluster, 1, 1) hc_pre_cluster_kernel(hc_pre_p
   float* mix = sm;
   float* pre = mix + n_mix;
   float* r = pre + n;
+  float* c = r + 1;
   const int64_t t = blockIdx.x / k_cluster;
+  const unsigned rank = blockIdx.x % k_cluster;
   const float* x = p.x + t * width;
-  if (!hc_mix_cluster<n_mix>(x, p.fn, width, p.norm_eps, mix, r)) return;
-  hc_pre_finish(p, t, x, mix, pre, r + 1);
+  hc_mix_cluster<n_mix>(x, p.fn, width, p.norm_eps, mix, r);
+  hc_pre_gates(p, mix, pre);
+  if (rank == 0) hc_pre_comb(p, t, mix, c, c + n * n);
+  collapse_share(x, pre, n, p.dim, p.collapsed + t * p.dim, rank, k_cluster);
+}
+
+// hc_head's gates from the mix (shared memory mix[n], overwritten), visible to the block on return.
+__device__ void hc_head_gates(const hc_head_params& p, float* mix) {
+  const int64_t i = threadIdx.x;
+  if (i < p.n_hc) mix[i] = __fadd_rn(sigmoid(mul_add(mix[i], p.scale[0], p.base[i])), p.hc_eps);
+  __syncthreads();
 }
 
 // shared memory: mix[n], r
-__device__ void hc_head_finish(const hc_head_params& p, int64_t t, const float* x, float* mix) {
-  const int64_t n = p.n_hc;
-  if (threadIdx.x == 0) {
-    for (int64_t i = 0; i < n; ++i) mix[i] = __fadd_rn(sigmoid(mul_add(mix[i], p.scale[0], p.base[i])), p.hc_eps);
-  }
-  __syncthreads();
-  collapse(x, mix, n, p.dim, p.out + t * p.dim);
-}
-
 __global__ void hc_head_kernel(hc_head_params p) {
   extern __shared__ float sm[];
   const int64_t n = p.n_hc, width = n * p.dim;
   const int64_t t = blockIdx.x;
   const float* x = p.x + t * width;
   hc_mix(x, p.fn, n, width, p.norm_eps, sm, sm + n);
-  hc_head_finish(p, t, x, sm);
+  hc_head_gates(p, sm);
+  collapse(x, sm, n, p.dim, p.out + t * p.dim, 0, p.dim);
 }
 
-// n_hc = 4, one cluster per token
+// n_hc = 4, one cluster per token; each block collapses its share of the channels
 __global__ void __cluster_dims__(k_cluster, 1, 1) hc_head_cluster_kernel(hc_head_params p) {
   extern __shared__ float sm[];
   const int64_t width = 4 * p.dim;
   const int64_t t = blockIdx.x / k_cluster;
   const float* x = p.x + t * width;
-  if (!hc_mix_cluster<4>(x, p.fn, width, p.norm_eps, sm, sm + 4)) return;
-  hc_head_finish(p, t, x, sm);
+  hc_mix_cluster<4>(x, p.fn, width, p.norm_eps, sm, sm + 4);
+  hc_head_gates(p, sm);
+  collapse_share(x, sm, 4, p.dim, p.out + t * p.dim, blockIdx.x % k_cluster, k_cluster);
 }
 
 // grid (blocks over the n*dim elements, tokens)
@@ -262,8 +293,8 @@ status hc_pre_cuda(const hc_pre_params& p, CUstream_st* stream) {
   }
   HART_RETURN_IF_ERROR(check_tokens("hc_pre_cuda", p.n_tokens));
   if (p.n_tokens == 0) return {};
-  // mix[(2+n)*n], pre[n], r, comb[n*n]: n_hc <= 64 keeps it under 34 KB
-  const size_t smem = size_t((2 + p.n_hc) * p.n_hc + p.n_hc + 1 + p.n_hc * p.n_hc) * sizeof(float);
+  // mix[(2+n)*n], pre[n], r, c[n*n], b[n*n]: n_hc <= 64 keeps it under 50 KB
+  const size_t smem = size_t((2 + p.n_hc) * p.n_hc + p.n_hc + 1 + 2 * p.n_hc * p.n_hc) * sizeof(float);
   if (p.n_hc == 4 && aligned16(p.x) && aligned16(p.fn) && p.n_tokens <= INT_MAX / k_cluster) {
     hc_pre_cluster_kernel<<<unsigned(p.n_tokens * k_cluster), k_threads, smem, stream>>>(p);
   } else {

@@ -85,7 +85,9 @@ constexpr double k_atol = 1e-30;  // only matters for exact zeros
 struct shape {
   int64_t n_rows, dim;
 };
-const shape k_shapes[] = {{1, 1}, {3, 1}, {1, 3}, {19, 19}, {3, 111}, {111, 3}, {5, 512}, {2, 989}, {1, 4096}};
+// 512 / 4096 / 8192 take the CUDA float4 path (contiguous), 8200 is past it.
+const shape k_shapes[] = {{1, 1},   {3, 1},   {1, 3},    {19, 19}, {3, 111}, {111, 3},
+                          {5, 512}, {2, 989}, {1, 4096}, {2, 8192}, {2, 8200}};
 
 // mode: 0 = separate y, contiguous; 1 = separate y, strides > dim; 2 = in place, contiguous;
 // 3 = in place, stride > dim

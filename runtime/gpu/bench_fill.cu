@@ -39,6 +39,13 @@ __global__ void f32_kernel(float* x, int64_t n, uint64_t seed, float lo, float s
   }
 }
 
+// The f32_kernel value's top 16 bits (a bf16 within one bf16 step of it).
+__global__ void bf16_kernel(uint16_t* x, int64_t n, uint64_t seed, float lo, float span) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    x[i] = uint16_t(__float_as_uint(lo + span * float(mix(seed, uint64_t(i)) >> 40) * 0x1p-24f) >> 16);
+  }
+}
+
 __global__ void empty_kernel() {}
 
 int blocks_for(int64_t n) { return int(std::clamp<int64_t>((n + k_threads - 1) / k_threads, 1, k_max_blocks)); }
@@ -67,6 +74,12 @@ status bench_fill_f32(float* x, int64_t n, uint64_t seed, float lo, float hi, CU
   if (n <= 0) return {};
   f32_kernel<<<blocks_for(n), k_threads, 0, stream>>>(x, n, seed, lo, hi - lo);
   return launched("bench_fill_f32");
+}
+
+status bench_fill_bf16(uint16_t* x, int64_t n, uint64_t seed, float lo, float hi, CUstream_st* stream) {
+  if (n <= 0) return {};
+  bf16_kernel<<<blocks_for(n), k_threads, 0, stream>>>(x, n, seed, lo, hi - lo);
+  return launched("bench_fill_bf16");
 }
 
 status_or<double> bench_empty_launch_us(int n) {

@@ -25,6 +25,9 @@ status bench_fill_e8m0(uint8_t* scales, int64_t n, uint8_t code, CUstream_st* st
 /// n floats uniform in [lo, hi).
 status bench_fill_f32(float* x, int64_t n, uint64_t seed, float lo, float hi, CUstream_st* stream);
 
+/// n bf16 values (bits) in about [lo, hi) (uniform values truncated to bf16).
+status bench_fill_bf16(uint16_t* x, int64_t n, uint64_t seed, float lo, float hi, CUstream_st* stream);
+
 /// Median CUDA-event time of one empty kernel launch (µs) over `n` launches:
 /// the launch part of a step's floor.
 status_or<double> bench_empty_launch_us(int n);

@@ -35,8 +35,10 @@ class maker {
   }
 
   /// A linear [out][in] with values of standard deviation ~in^-1/2; e4m3 + scales
-  /// when `fp8` (the reference runs it in FP8) and the precision is fp8.
-  status linear(int64_t out, int64_t in, bool fp8, device_linear* w) {
+  /// when `fp8` (the reference runs it in FP8) and the precision is fp8, else
+  /// bf16 as the checkpoint stores it (the engine keeps such values in bf16;
+  /// experts fp32, as the grouped MoE linears take them).
+  status linear(int64_t out, int64_t in, bool fp8, device_linear* w, bool expert = false) {
     w->out = out;
     w->in = in;
     d_->max_linear_in = std::max(d_->max_linear_in, in);
@@ -53,7 +55,13 @@ class maker {
       return {};
     }
     const float a = std::sqrt(3.0f / float(in));  // uniform ±a: standard deviation in^-1/2
-    HART_ASSIGN_OR_RETURN(w->f32, f32(out * in, -a, a));
+    if (expert) {
+      HART_ASSIGN_OR_RETURN(w->f32, f32(out * in, -a, a));
+      return {};
+    }
+    HART_ASSIGN_OR_RETURN(uint16_t* b, alloc<uint16_t>(out * in));
+    HART_RETURN_IF_ERROR(bench_fill_bf16(b, out * in, next_seed(), -a, a, nullptr));
+    w->bf16 = b;
     return {};
   }
 
@@ -70,9 +78,9 @@ class maker {
   }
 
   status expert(const model_config& c, int64_t inter, device_expert* e) {
-    HART_RETURN_IF_ERROR(linear(inter, c.hidden_size, true, &e->w1));
-    HART_RETURN_IF_ERROR(linear(inter, c.hidden_size, true, &e->w3));
-    return linear(c.hidden_size, inter, true, &e->w2);
+    HART_RETURN_IF_ERROR(linear(inter, c.hidden_size, true, &e->w1, true));
+    HART_RETURN_IF_ERROR(linear(inter, c.hidden_size, true, &e->w3, true));
+    return linear(c.hidden_size, inter, true, &e->w2, true);
   }
 
   status layer(const model_config& c, int64_t il, device_layer* L) {
@@ -92,9 +100,8 @@ class maker {
     HART_RETURN_IF_ERROR(linear(H * hd, c.q_lora_rank, true, &L->wq_b));
     HART_RETURN_IF_ERROR(linear(hd, D, true, &L->wkv));
     HART_RETURN_IF_ERROR(linear(D, c.o_groups * c.o_lora_rank, true, &L->wo_b));
-    const int64_t wo_a_in = H * hd / c.o_groups, wo_a_out = c.o_groups * c.o_lora_rank;
-    const float oa = std::sqrt(3.0f / float(wo_a_in));
-    HART_ASSIGN_OR_RETURN(L->wo_a, f32(wo_a_out * wo_a_in, -oa, oa));
+    HART_RETURN_IF_ERROR(linear(c.o_groups * c.o_lora_rank, H * hd / c.o_groups, true, &L->wo_a));
+    L->wo_a.raw_input = L->wo_a.codes != nullptr;  // FP8 values, unquantized inputs
     HART_ASSIGN_OR_RETURN(L->q_norm, f32(c.q_lora_rank, 0.9f, 1.1f));
     HART_ASSIGN_OR_RETURN(L->kv_norm, f32(hd, 0.9f, 1.1f));
     HART_ASSIGN_OR_RETURN(L->attn_sink, f32(H, -1.0f, 1.0f));

@@ -2,9 +2,10 @@
 // device_weights for any V4 config, made directly on the device in the formats
 // the engine keeps after loading a checkpoint (gpu_weights.h): in `fp8`, every
 // linear the reference runs in FP8 (attention wq_a/wq_b/wkv/wo_b, indexer
-// wq_b, shared and all routed experts) is e4m3 codes + 128×128 e8m0 scales;
-// the rest (wo_a, compressors, indexer weights_proj, router, head, embedding,
-// mHC, norms) fp32. In `exact` everything is fp32.
+// wq_b, shared and all routed experts) and wo_a (FP8 values, unquantized
+// inputs) is e4m3 codes + 128×128 e8m0 scales; compressors, indexer
+// weights_proj, router and head bf16; the rest (embedding, mHC, norms) fp32.
+// In `exact` the FP8 linears are fp32 (experts) or bf16 (the others).
 //
 // NOTE(bench): not through a tensor_source + model_weights_load. That path
 // holds every weight as host fp32 and re-encodes each FP8 tile on one core at

@@ -279,8 +279,7 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
   HART_RETURN_IF_ERROR(rope_cuda({A.o, A.pos, inv_freq, T, H, hd, rd, 0, 1.0f, true}, st));
   const int64_t G = c.o_groups, ol = c.o_lora_rank, gin = H / G * hd;
   for (int64_t g = 0; g < G; ++g) {
-    HART_RETURN_IF_ERROR(linear_cuda({A.o + g * gin, w.wo_a + g * ol * gin, A.u + g * ol, T, gin, ol, H * hd, G * ol},
-                                     *s.lin, st));
+    HART_RETURN_IF_ERROR(linear_run_rows(s, w.wo_a, g * ol, ol, A.o + g * gin, T, A.u + g * ol, H * hd, G * ol));
   }
   return linear_run(s, w.wo_b, A.u, T, y);
 }

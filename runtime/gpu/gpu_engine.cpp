@@ -46,20 +46,35 @@ namespace gpu {
 
 status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride,
                   int64_t y_stride) {
+  return linear_run_rows(s, w, 0, w.out, x, n, y, x_stride, y_stride);
+}
+
+status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, int64_t rows, const float* x, int64_t n,
+                       float* y, int64_t x_stride, int64_t y_stride) {
   if (n == 0) return {};
-  if (w.codes) {
-    return linear_fp8_cuda({x, w.codes, w.scales, y, n, w.in, w.out, x_stride, y_stride}, *s.lin, s.stream);
+  if (row0 < 0 || rows < 0 || row0 + rows > w.out) {
+    return invalid_argument("linear_run_rows: rows [%lld, %lld) outside the weight's %lld", (long long)row0,
+                            (long long)(row0 + rows), (long long)w.out);
   }
+  const int64_t in = w.in;
+  if (w.codes) {
+    linear_fp8_params p{x, w.codes + row0 * in, w.scales + (row0 / 128) * ((in + 127) / 128), y, n, in, rows,
+                        x_stride, y_stride};
+    p.quantize_input = !w.raw_input;
+    p.w_scale_row_offset = row0 % 128;
+    return linear_fp8_cuda(p, *s.lin, s.stream);
+  }
+  if (w.bf16) return linear_bf16w_cuda({x, w.bf16 + row0 * in, y, n, in, rows, x_stride, y_stride}, *s.lin, s.stream);
   if (w.qdq_input) {
-    const int64_t xs = x_stride ? x_stride : w.in;
-    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy2DAsync(s.a.qdq, w.in * sizeof(float), x, xs * sizeof(float),
-                                                       w.in * sizeof(float), n, cudaMemcpyDeviceToDevice, s.stream),
+    const int64_t xs = x_stride ? x_stride : in;
+    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy2DAsync(s.a.qdq, in * sizeof(float), x, xs * sizeof(float),
+                                                       in * sizeof(float), n, cudaMemcpyDeviceToDevice, s.stream),
                                      "gpu engine: linear input"));
-    HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(s.a.qdq, n, w.in, 128, w.in, s.stream));
+    HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(s.a.qdq, n, in, 128, in, s.stream));
     x = s.a.qdq;
     x_stride = 0;
   }
-  return linear_cuda({x, w.f32, y, n, w.in, w.out, x_stride, y_stride}, *s.lin, s.stream);
+  return linear_cuda({x, w.f32 + row0 * in, y, n, in, rows, x_stride, y_stride}, *s.lin, s.stream);
 }
 
 void trace_reset(forward_trace* t) {

@@ -128,9 +128,12 @@ void trace_reset(forward_trace* t);
 /// (the layout one pass over all the call's tokens would give).
 void trace_append(forward_trace* t, forward_trace&& part);
 
-/// y [out, n] = x [in, n] · W^T by the weight's kind (fp32, FP8 codes, QDQ'd input).
+/// y [out, n] = x [in, n] · W^T by the weight's kind (fp32, bf16, FP8 codes, QDQ'd input).
 status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride = 0,
                   int64_t y_stride = 0);
+/// The same for W's output rows [row0, row0 + rows) only (y [rows, n]): wo_a's groups.
+status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, int64_t rows, const float* x, int64_t n,
+                       float* y, int64_t x_stride = 0, int64_t y_stride = 0);
 /// attention_forward on the device: y [D, T] from normed x [D, T]; fills the
 /// layer's window KV, compressor rings and entries of the pass's sequences.
 status attention_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* topk);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/quant/quant.h"
+#include "runtime/core/codecs.h"
 #include "runtime/gpu/weight_requant.h"
 
 namespace hart::gpu {
@@ -28,42 +29,48 @@ class uploader {
     return static_cast<const T*>(p);
   }
 
-  status linear(const linear_weight& w, precision prec, device_linear* out, const device_linear* like) {
+  /// `narrow`: fp32 values that are all bf16 values are kept as bf16 (not for
+  /// experts: the grouped MoE linears take codes or fp32).
+  status linear(const linear_weight& w, precision prec, device_linear* out, const device_linear* like,
+                bool narrow = true) {
     out->in = w.in;
     out->out = w.out;
     d_->max_linear_in = std::max(d_->max_linear_in, w.in);
     if (updating()) {
       if (prec == precision::fp8 && (like->codes || like->qdq_input)) return requant(w, out);
+      return dense(w, out, narrow);
+    }
+    if (prec == precision::fp8 && w.fp8_input) {
+      // The host values are FP8 tiles unless they came from MXFP4: codes only if exact.
+      HART_RETURN_IF_ERROR(encode_if_exact(w, out));
+      if (out->codes) return {};
+      out->qdq_input = true;
       HART_ASSIGN_OR_RETURN(out->f32, put(w.w));
       return {};
     }
-    if (prec == precision::fp8 && w.fp8_input) {
-      // The host values are FP8 tiles unless they came from MXFP4: re-encode and keep codes only if exact.
-      std::vector<uint8_t> q(w.w.size()), s(((w.out + 127) / 128) * ((w.in + 127) / 128));
-      HART_RETURN_IF_ERROR(fp8_block_quantize(w.w.data(), w.out, w.in, k_fp8_block, q.data(), s.data()));
-      std::vector<float> back(w.w.size());
-      HART_RETURN_IF_ERROR(fp8_block_dequantize(q.data(), s.data(), w.out, w.in, k_fp8_block, back.data()));
-      if (std::memcmp(back.data(), w.w.data(), back.size() * sizeof(float)) == 0) {
-        HART_ASSIGN_OR_RETURN(out->codes, put(q));
-        HART_ASSIGN_OR_RETURN(out->scales, put(s));
-        return {};
-      }
-      out->qdq_input = true;
-    }
-    HART_ASSIGN_OR_RETURN(out->f32, put(w.w));
-    return {};
+    return dense(w, out, narrow);
   }
 
-  /// wo_a: fp32 on the device; in fp8 precision its values are FP8 (QDQ'd), its inputs not.
-  status weight_only_fp8(const linear_weight& w, precision prec, const float** out) {
-    if (!updating() || prec != precision::fp8 || w.w.empty()) {
-      HART_ASSIGN_OR_RETURN(*out, put(w.w));
+  /// wo_a: in fp8 precision its values are FP8 (QDQ'd), its inputs not: codes
+  /// applied to the raw inputs when the values are exactly FP8 tiles (always,
+  /// for a load or an update), else the fp32 values; in exact precision a
+  /// dense linear.
+  status fp8_values(const linear_weight& w, precision prec, device_linear* out) {
+    out->in = w.in;
+    out->out = w.out;
+    if (prec != precision::fp8 || w.w.empty()) return dense(w, out, true);
+    if (updating()) {
+      HART_RETURN_IF_ERROR(requant(w, out));  // codes of QDQ(raw), or QDQ(raw) in fp32
+      out->qdq_input = false;
+      out->raw_input = out->codes != nullptr;
       return {};
     }
-    HART_ASSIGN_OR_RETURN(float* v, put_mutable(w.w));
-    HART_RETURN_IF_ERROR(scratch_.reserve());
-    HART_RETURN_IF_ERROR(weight_qdq_fp8(v, w.out, w.in, scratch_.count(), stream_));
-    *out = v;
+    HART_RETURN_IF_ERROR(encode_if_exact(w, out));
+    if (out->codes) {
+      out->raw_input = true;
+      return {};
+    }
+    HART_ASSIGN_OR_RETURN(out->f32, put(w.w));
     return {};
   }
 
@@ -79,9 +86,9 @@ class uploader {
   }
 
   status expert(const expert_weights& e, precision prec, device_expert* out, const device_expert* like) {
-    HART_RETURN_IF_ERROR(linear(e.w1, prec, &out->w1, like ? &like->w1 : nullptr));
-    HART_RETURN_IF_ERROR(linear(e.w3, prec, &out->w3, like ? &like->w3 : nullptr));
-    return linear(e.w2, prec, &out->w2, like ? &like->w2 : nullptr);
+    HART_RETURN_IF_ERROR(linear(e.w1, prec, &out->w1, like ? &like->w1 : nullptr, false));
+    HART_RETURN_IF_ERROR(linear(e.w3, prec, &out->w3, like ? &like->w3 : nullptr, false));
+    return linear(e.w2, prec, &out->w2, like ? &like->w2 : nullptr, false);
   }
 
   /// Waits for the update's copies and kernels (load copies are synchronous);
@@ -107,6 +114,41 @@ class uploader {
     d_->bytes += b.bytes();
     d_->buffers.push_back(std::move(b));
     return p;
+  }
+
+  // Sets codes and scales when re-encoding the host values reproduces them bitwise.
+  status encode_if_exact(const linear_weight& w, device_linear* out) {
+    std::vector<uint8_t> q(w.w.size()), s(size_t(n_scales(w.out, w.in)));
+    HART_RETURN_IF_ERROR(fp8_block_quantize(w.w.data(), w.out, w.in, k_fp8_block, q.data(), s.data()));
+    std::vector<float> back(w.w.size());
+    HART_RETURN_IF_ERROR(fp8_block_dequantize(q.data(), s.data(), w.out, w.in, k_fp8_block, back.data()));
+    if (std::memcmp(back.data(), w.w.data(), back.size() * sizeof(float)) != 0) return {};
+    HART_ASSIGN_OR_RETURN(out->codes, put(q));
+    HART_ASSIGN_OR_RETURN(out->scales, put(s));
+    return {};
+  }
+
+  // A linear kept unquantized: bf16 when `narrow` and every value is one (the
+  // checkpoint's bf16 tensors: half the bytes for every decode step to read).
+  status dense(const linear_weight& w, device_linear* out, bool narrow) {
+    if (narrow && !w.w.empty() && bf16_exact(w.w)) {
+      std::vector<uint16_t> b(w.w.size());
+      f32_to_bf16(w.w.data(), b.data(), int64_t(b.size()));
+      HART_ASSIGN_OR_RETURN(out->bf16, put(b));
+      return {};
+    }
+    HART_ASSIGN_OR_RETURN(out->f32, put(w.w));
+    return {};
+  }
+
+  static bool bf16_exact(const std::vector<float>& v) {
+    uint32_t low = 0;
+    for (float f : v) {
+      uint32_t u;
+      std::memcpy(&u, &f, sizeof u);
+      low |= u & 0xffffu;
+    }
+    return low == 0;
   }
 
   static int64_t n_scales(int64_t out, int64_t in) {
@@ -194,7 +236,7 @@ status_or<device_weights> upload_all(const model_weights& w, const model_config&
     HART_RETURN_IF_ERROR(up.linear(L.wq_b, prec, &o.wq_b, lk ? &lk->wq_b : nullptr));
     HART_RETURN_IF_ERROR(up.linear(L.wkv, prec, &o.wkv, lk ? &lk->wkv : nullptr));
     HART_RETURN_IF_ERROR(up.linear(L.wo_b, prec, &o.wo_b, lk ? &lk->wo_b : nullptr));
-    HART_RETURN_IF_ERROR(up.weight_only_fp8(L.wo_a, prec, &o.wo_a));
+    HART_RETURN_IF_ERROR(up.fp8_values(L.wo_a, prec, &o.wo_a));
     HART_ASSIGN_OR_RETURN(o.q_norm, up.put(L.q_norm));
     HART_ASSIGN_OR_RETURN(o.kv_norm, up.put(L.kv_norm));
     HART_ASSIGN_OR_RETURN(o.attn_sink, up.put(L.attn_sink));

@@ -5,6 +5,8 @@
 // codes with 128×128 e8m0 block scales for linear_fp8_cuda; where the fp32
 // values are not exactly such a tile (MXFP4 experts), the fp32 values are kept
 // and the inputs are quantized on the device before an fp32 GEMM (same math).
+// Other linears whose values are all bf16 (the checkpoint's bf16 tensors:
+// head, compressors, router) are kept in bf16: the same values, half the bytes.
 // A weight update (device_weights_build) uploads raw fp32 values and does the
 // fp8 re-quantization on the device instead (weight_requant.h), with the same
 // result bit for bit.
@@ -24,11 +26,13 @@
 namespace hart::gpu {
 
 struct device_linear {
-  const float* f32 = nullptr;      // [in, out] row-major [out][in], when not codes
+  const float* f32 = nullptr;      // [in, out] row-major [out][in], when neither codes nor bf16
+  const uint16_t* bf16 = nullptr;  // [in, out] bf16 bits: fp32 values that are all bf16 (not experts)
   const uint8_t* codes = nullptr;  // [in, out] e4m3 (fp8 mode)
   const uint8_t* scales = nullptr; // [ceil(in/128), ceil(out/128)] e8m0
   int64_t in = 0, out = 0;
   bool qdq_input = false;          // fp32 weights, inputs e4m3-QDQ'd per 128 first
+  bool raw_input = false;          // codes applied to unquantized inputs (wo_a: FP8 values, inputs as they are)
 };
 
 struct device_compressor {
@@ -50,7 +54,7 @@ struct device_layer {
   const float *hc_ffn_fn = nullptr, *hc_ffn_base = nullptr, *hc_ffn_scale = nullptr;
   const float *attn_norm = nullptr, *ffn_norm = nullptr;
   device_linear wq_a, wq_b, wkv, wo_b;
-  const float* wo_a = nullptr;     // [H/G·hd, G·o_lora] fp32 (fp8 mode: FP8 values, unquantized inputs)
+  device_linear wo_a;              // [H/G·hd, G·o_lora] (fp8 mode: FP8 values, unquantized inputs: raw_input codes)
   const float *q_norm = nullptr, *kv_norm = nullptr, *attn_sink = nullptr;
   device_compressor compressor;    // CSA / HCA
   device_compressor index_compressor;  // CSA

@@ -22,7 +22,41 @@ __global__ void hash_kernel(const int32_t* ids, const int32_t* tid2eid, int64_t 
   if (i < n * k) experts[i] = tid2eid[int64_t(ids[i / k]) * k + i % k];
 }
 
-// One CTA: counts per expert, offsets and tile starts (thread 0, E steps), then
+// offset[e] = Σ_{e' < e} count[e'], tile0[e] = Σ_{e' < e} ceil(count[e'] / k_tile)
+// over the CTA (each thread a contiguous run of experts, warp shuffles, then
+// the warps' totals); *n_tiles (when set) = all tiles. Visible to the CTA on return.
+__device__ void exclusive_scan(const int32_t* count, int32_t* offset, int32_t* tile0, int E, int32_t* n_tiles) {
+  __shared__ int32_t warp_rows[k_plan_threads / 32], warp_tiles[k_plan_threads / 32];
+  const int per = (E + blockDim.x - 1) / blockDim.x, e0 = min(E, int(threadIdx.x) * per), e1 = min(E, e0 + per);
+  int32_t rows = 0, tiles = 0;
+  for (int e = e0; e < e1; ++e) rows += count[e], tiles += (count[e] + k_tile - 1) / k_tile;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+  int32_t r_incl = rows, t_incl = tiles;  // inclusive scans within the warp
+  for (int o = 1; o < 32; o <<= 1) {
+    const int32_t r = __shfl_up_sync(0xffffffffu, r_incl, o), t = __shfl_up_sync(0xffffffffu, t_incl, o);
+    if (lane >= o) r_incl += r, t_incl += t;
+  }
+  if (lane == 31) warp_rows[warp] = r_incl, warp_tiles[warp] = t_incl;
+  __syncthreads();
+  int32_t r_base = 0, t_base = 0;
+  for (int w = 0; w < warp; ++w) r_base += warp_rows[w], t_base += warp_tiles[w];
+  r_base += r_incl - rows;
+  t_base += t_incl - tiles;
+  for (int e = e0; e < e1; ++e) {
+    offset[e] = r_base;
+    tile0[e] = t_base;
+    r_base += count[e];
+    t_base += (count[e] + k_tile - 1) / k_tile;
+  }
+  if (threadIdx.x == blockDim.x - 1) {
+    int32_t all = 0;
+    for (int w = 0; w < n_warps; ++w) all += warp_tiles[w];
+    *n_tiles = all;
+  }
+  __syncthreads();
+}
+
+// One CTA: counts per expert, offsets and tile starts (a block scan), then
 // one warp per expert ranks its rows in index order with ballots (stable).
 __global__ void __launch_bounds__(k_plan_threads) plan_kernel(moe_plan_params p) {
   extern __shared__ int32_t sh[];
@@ -39,17 +73,7 @@ __global__ void __launch_bounds__(k_plan_threads) plan_kernel(moe_plan_params p)
     if (e >= 0 && e < E) atomicAdd(&count[e], 1);  // an id outside [0, E) routes nowhere
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t rows = 0, tiles = 0;
-    for (int e = 0; e < E; ++e) {
-      offset[e] = rows;
-      tile0[e] = tiles;
-      rows += count[e];
-      tiles += (count[e] + k_tile - 1) / k_tile;
-    }
-    *p.n_tiles = tiles;
-  }
-  __syncthreads();
+  exclusive_scan(count, offset, tile0, E, p.n_tiles);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
   for (int e = warp; e < E; e += n_warps) {
     int32_t rank = 0;

@@ -34,7 +34,11 @@ status_or<bool> weight_requant_fp8(float* w, int64_t out, int64_t in, uint8_t* c
     return invalid_argument("weight_requant_fp8: the [%lld, %lld] weight holds non-finite values (NaN or infinity)",
                             (long long)out, (long long)in);
   }
-  return n[0] == 0;
+  if (n[0] == 0) return true;
+  // The codes do not reproduce v: the engine keeps v itself (w is still raw).
+  HART_RETURN_IF_ERROR(weight_qdq_fp8(w, out, in, nullptr, stream));
+  HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "weight_requant_fp8"));
+  return false;
 }
 
 }  // namespace hart::gpu

@@ -1,12 +1,16 @@
 // The fused fp8 weight re-quantization: one CTA per 128x128 tile does the
-// whole chain of weight_requant.h in registers (raw read once; v, codes and the
-// tile's scale written once), so the pass costs one read and 1.25 writes of the
-// weight instead of the five kernels and seven passes it took op by op. The
+// whole chain of weight_requant.h in registers (raw read once; codes and the
+// tile's scale written once; v only by the QDQ pass, which the rare inexact
+// linear needs), so the pass costs one read and a quarter write of the weight
+// instead of the five kernels and seven passes it took op by op. The
 // arithmetic is kernels/quant's (quant_codecs.cuh, a NaN-skipping max; x / 2^k
 // as x · 2^-k, the same single rounding of the same value, without the cost of
 // a division), so the results are bit-exact with fp8_block_quantize /
 // fp8_block_dequantize on the host (the build has no flush-to-zero flags).
 #include "runtime/gpu/weight_requant.h"
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cfloat>
 #include <climits>
@@ -43,13 +47,26 @@ __device__ __forceinline__ float scale_of(float amax, uint8_t* code) {
   return qd::f32_from_e8m0(*code);
 }
 
-// e4m3(clamp(x / s)) with s a power of two, as x times its exact reciprocal.
-__device__ __forceinline__ uint8_t quantize(float x, float inv_s) {
-  return qd::e4m3_from_f32(qd::clamp_q(__fmul_rn(x, inv_s), e4m3_max));
+// e4m3(clamp(x / s)) for two values, s a power of two, as x times its exact
+// reciprocal. The hardware conversion (round to nearest even, saturating) is
+// quant_codecs.cuh's e4m3_from_f32 for every finite value after the clamp;
+// NaN becomes that codec's 0x7f whatever its sign.
+__device__ __forceinline__ void quantize2(float a, float b, float inv_s, uint8_t* q) {
+  const float2 v{qd::clamp_q(__fmul_rn(a, inv_s), e4m3_max), qd::clamp_q(__fmul_rn(b, inv_s), e4m3_max)};
+  const __nv_fp8x2_storage_t c = __nv_cvt_float2_to_fp8x2(v, __NV_SATFINITE, __NV_E4M3);
+  q[0] = isnan(v.x) ? 0x7f : uint8_t(c & 0xff);
+  q[1] = isnan(v.y) ? 0x7f : uint8_t(c >> 8);
+}
+
+// Two codes back to fp32 (exact: e4m3 -> half -> float).
+__device__ __forceinline__ float2 dequantize2(const uint8_t* q) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(q[0] | q[1] << 8), __NV_E4M3);
+  return __half22float2(__half2(h));
 }
 
 // Vec: cols % 4 == 0 and w 16-byte aligned, so every 4-column group of a tile
-// is whole and loads as a float4. Full: also re-quantize v and check it.
+// is whole and loads as a float4. !Full: w = v. Full: codes and scales of v and
+// the check, w left as it was (v is needed only when the check fails).
 // counts (when set): [0] += values the codes do not reproduce (Full), [1] +=
 // raw values that are not finite (the host quantizer refuses those).
 template <bool Vec, bool Full>
@@ -90,10 +107,13 @@ __global__ void __launch_bounds__(k_threads) requant_tile_kernel(float* w, int64
 #pragma unroll
   for (int k = 0; k < k_rows_per_thread; ++k) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      x[k][j] = __fmul_rn(qd::f32_from_e4m3(quantize(x[k][j], inv_s)), s);  // v = QDQ(raw)
-      const float a = fabsf(x[k][j]);
-      if (a > amax) amax = a;
+    for (int j = 0; j < 4; j += 2) {
+      uint8_t q[2];
+      quantize2(x[k][j], x[k][j + 1], inv_s, q);
+      const float2 d = dequantize2(q);
+      x[k][j] = __fmul_rn(d.x, s);  // v = QDQ(raw)
+      x[k][j + 1] = __fmul_rn(d.y, s);
+      amax = fmaxf(amax, fmaxf(fabsf(x[k][j]), fabsf(x[k][j + 1])));
     }
   }
   uint32_t differ = 0;
@@ -110,15 +130,16 @@ __global__ void __launch_bounds__(k_threads) requant_tile_kernel(float* w, int64
     uint8_t q[4] = {0, 0, 0, 0};
     if (Full) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        q[j] = quantize(x[k][j], inv_s2);
-        const float back = __fmul_rn(qd::f32_from_e4m3(q[j]), s);
-        differ += (r < h && col + j < wd) && __float_as_uint(back) != __float_as_uint(x[k][j]);
+      for (int j = 0; j < 4; j += 2) {
+        quantize2(x[k][j], x[k][j + 1], inv_s2, q + j);
+        const float2 d = dequantize2(q + j);
+        differ += (r < h && col + j < wd) && __float_as_uint(__fmul_rn(d.x, s)) != __float_as_uint(x[k][j]);
+        differ += (r < h && col + j + 1 < wd) && __float_as_uint(__fmul_rn(d.y, s)) != __float_as_uint(x[k][j + 1]);
       }
     }
     if (Vec) {
       if (r < h && col < wd) {
-        *reinterpret_cast<float4*>(row) = make_float4(x[k][0], x[k][1], x[k][2], x[k][3]);
+        if (!Full) *reinterpret_cast<float4*>(row) = make_float4(x[k][0], x[k][1], x[k][2], x[k][3]);
         if (Full) {
           uint8_t* dst = codes + (r0 + r) * cols + c0 + col;  // 4-byte aligned: cols % 4 == 0
           *reinterpret_cast<uint32_t*>(dst) =
@@ -129,7 +150,7 @@ __global__ void __launch_bounds__(k_threads) requant_tile_kernel(float* w, int64
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         if (r < h && col + j < wd) {
-          row[j] = x[k][j];
+          if (!Full) row[j] = x[k][j];
           if (Full) codes[(r0 + r) * cols + c0 + col + j] = q[j];
         }
       }

@@ -38,15 +38,18 @@ class weight_requant_scratch {
   device_buffer count_;
 };
 
-/// In place: w [out, in] raw fp32 on the device becomes v = QDQ(w). codes
-/// [out, in] and scales [ceil(out/128), ceil(in/128)] receive quant(v). Returns
-/// whether the codes reproduce v bitwise (waits for the stream to read the
-/// check; `sc` reserved); invalid_argument when w holds non-finite values.
+/// codes [out, in] and scales [ceil(out/128), ceil(in/128)] receive quant(v)
+/// for v = QDQ(w), w [out, in] raw fp32 on the device. Returns whether the
+/// codes reproduce v bitwise (waits for the stream to read the check; `sc`
+/// reserved): if so w is left raw (v = dequant(codes)); if not, w becomes v in
+/// place, the values the engine then keeps. invalid_argument when w holds
+/// non-finite values.
 status_or<bool> weight_requant_fp8(float* w, int64_t out, int64_t in, uint8_t* codes, uint8_t* scales,
                                    const weight_requant_scratch& sc, cudaStream_t stream);
 
-/// The kernel of weight_requant_fp8 without the wait: counts (device, two
-/// values) += the values whose codes do not reproduce them, the non-finite ones.
+/// The kernel of weight_requant_fp8 without the wait (w left raw): counts
+/// (device, two values) += the values whose codes do not reproduce v, the
+/// non-finite ones.
 status weight_requant_fp8_async(float* w, int64_t out, int64_t in, uint8_t* codes, uint8_t* scales,
                                 uint32_t* counts, cudaStream_t stream);
 

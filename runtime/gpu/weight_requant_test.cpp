@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/quant/quant.h"
+#include "runtime/core/codecs.h"
 #include "kernels/testing/op_test_util.h"
 #include "runtime/gpu/gpu_engine.h"
 
@@ -116,7 +117,8 @@ void run_case(const std::vector<float>& raw, int64_t out, int64_t in, int64_t of
   ASSERT_EQ(cudaMemcpy(v.data(), wp, v.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(gc.data(), cp, gc.size(), cudaMemcpyDeviceToHost), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(gs.data(), scales->get(), gs.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  expect_same_bits(v, want.v, "QDQ values");
+  // Exact: w left raw, the codes carry v. Not exact: w holds v, which the engine keeps.
+  expect_same_bits(v, want.exact ? raw : want.v, want.exact ? "w left raw" : "QDQ values in w");
   EXPECT_TRUE(gc == want.codes) << "codes differ";
   EXPECT_TRUE(gs == want.scales) << "scales differ";
   EXPECT_EQ(*exact, want.exact);
@@ -135,6 +137,34 @@ TEST(weight_requant, equals_the_host_load_bitwise) {
       run_case(raw, s.out, s.in, offset, true, "requant");
       run_case(raw, s.out, s.in, offset, false, "qdq");
     }
+  }
+}
+
+// The e4m3 rounding edges, where a hardware conversion and the host codec
+// could part: every code's value, the midpoints between neighbours (ties to
+// even) and the floats either side of them, subnormals and the ties below the
+// smallest one, both signs, in tiles whose amax (448 or 448·2^k) makes the
+// scale exactly 1 or 2^k (the divided values land on the edges themselves).
+TEST(weight_requant, rounding_edges_equal_the_host_bitwise) {
+  SKIP_WITHOUT_GPU();
+  std::vector<float> edges;
+  for (int c = 0; c < 0x7e; ++c) {
+    const float a = f32_from_e4m3(uint8_t(c)), b = f32_from_e4m3(uint8_t(c + 1)), mid = 0.5f * (a + b);
+    for (const float v : {a, mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1e9f), b}) {
+      edges.push_back(v);
+      edges.push_back(-v);
+    }
+  }
+  for (const float v : {0x1p-10f, 0x1p-11f, 0x1.8p-10f, 0x1p-30f, 0x1p-126f, 0x1p-149f}) {  // round to 0 or 2^-9
+    edges.push_back(v);
+    edges.push_back(-v);
+  }
+  for (const int k : {0, -5, 7}) {
+    const int64_t out = 128, in = 128;
+    std::vector<float> raw(size_t(out * in), 0.f);
+    for (size_t i = 0; i < edges.size() && i < raw.size(); ++i) raw[i] = std::ldexp(edges[i], k);
+    raw.back() = std::ldexp(448.f, k);  // the tile's amax: scale 2^k
+    for (const int64_t offset : {0, 1}) run_case(raw, out, in, offset, true, "edges");
   }
 }
 
