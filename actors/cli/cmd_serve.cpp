@@ -86,6 +86,7 @@ int run_serve(const serve_options& o) {
     wp.config = {sp.cache.page_size, sp.cache.n_full_pages, sp.cache.n_swa_pages};
     wp.expect = model_summary_of(cfg, o.common);
     wp.step_timeout_ms = o.worker_timeout_ms;
+    wp.heartbeat_timeout_ms = o.worker_heartbeat_timeout_ms;
     wp.max_restarts = o.worker_restarts;
     wp.spawn_argv = {"/proc/self/exe", "worker", "--model", o.common.model_dir, "--precision", o.common.precision_name,
                      "--threads", std::to_string(o.common.threads), "--device", o.common.device};

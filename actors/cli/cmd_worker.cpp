@@ -3,11 +3,22 @@
 // summary, sizes its KV pages from the server's configure reply (the CPU
 // engine's kv_store, or with --device cuda the GPU engine, loaded then with a
 // pool of exactly those pages), then loops: step_plan in -> execute ->
-// step_result out. Exits on the server's bye; `hart serve --worker-process`
-// also kills it when it dies (PR_SET_PDEATHSIG, set when spawning).
+// step_result out. The engine runs on its own thread (executor creation and
+// every step, so the CUDA device is the same thread's throughout) while the
+// main thread owns the socket and sends a heartbeat every configured period
+// until the step's result is ready. Exits on the server's bye; `hart serve
+// --worker-process` also kills it when it dies (PR_SET_PDEATHSIG, set when
+// spawning).
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
 #include <zmq.hpp>
 
 #include "actors/cli/cli_common.h"
@@ -32,6 +43,53 @@ bool send_msg(zmq::socket_t& s, const worker_link::worker_message& m) {
     return false;
   }
 }
+
+// Runs jobs one at a time, in order, on one thread (the engine's).
+class engine_thread {
+ public:
+  engine_thread() : thread_([this] { loop(); }) {}
+  ~engine_thread() {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  template <class F>
+  auto run(F f) -> std::future<decltype(f())> {
+    auto task = std::make_shared<std::packaged_task<decltype(f())()>>(std::move(f));
+    auto fut = task->get_future();
+    {
+      std::lock_guard<std::mutex> l(m_);
+      jobs_.emplace_back([task] { (*task)(); });
+    }
+    cv_.notify_one();
+    return fut;
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> l(m_);
+        cv_.wait(l, [this] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses exist
+};
 
 }  // namespace
 
@@ -83,6 +141,8 @@ int run_worker(const worker_options& o) {
   if (!send_msg(sock, hello)) return 1;
 
   std::unique_ptr<sched::step_executor> worker;
+  int64_t heartbeat_ms = 0;
+  engine_thread engine_thread;  // destroyed first: no job outlives `worker`
   for (;;) {
     zmq::message_t msg;
     try {
@@ -99,15 +159,20 @@ int run_worker(const worker_options& o) {
       pages.page_size = c->page_size;
       pages.n_full_pages = c->n_full_pages;
       pages.n_swa_pages = c->n_swa_pages;
-      if (gpu) {
-        auto ex = make_gpu_executor(o.common, pages, gpu_max_context(cfg, o.max_context));
-        if (!ex.ok()) return fail(ex.get_status());  // the server sees the worker exit
-        worker = std::move(ex).value();
-      } else {
-        auto ex = sched::local_executor::create(*eng, pages);
-        if (!ex.ok()) return fail(ex.get_status());
-        worker = std::move(ex).value();
-      }
+      heartbeat_ms = c->heartbeat_ms;
+      const status made = engine_thread.run([&]() -> status {
+        if (gpu) {
+          auto ex = make_gpu_executor(o.common, pages, gpu_max_context(cfg, o.max_context));
+          if (!ex.ok()) return ex.get_status();
+          worker = std::move(ex).value();
+        } else {
+          auto ex = sched::local_executor::create(*eng, pages);
+          if (!ex.ok()) return ex.get_status();
+          worker = std::move(ex).value();
+        }
+        return {};
+      }).get();
+      if (!made.ok()) return fail(made);  // the server sees the worker exit
       HART_LOG_INFO("worker %d: %lld-token pages, %lld full, %lld swa", int(getpid()), (long long)c->page_size,
                     (long long)c->n_full_pages, (long long)c->n_swa_pages);
     } else if (auto* p = std::get_if<sched::step_plan>(&m.value())) {
@@ -115,11 +180,21 @@ int run_worker(const worker_options& o) {
       if (!worker) {
         r.step = p->step;
         r.error = failed_precondition("worker: step before configure");
-      } else if (status_or<sched::step_result> res = worker->execute(*p); res.ok()) {
-        r = std::move(res).value();
       } else {
-        r.step = p->step;
-        r.error = res.get_status();
+        auto pending = engine_thread.run([&] { return worker->execute(*p); });
+        while (heartbeat_ms > 0 &&
+               pending.wait_for(std::chrono::milliseconds(heartbeat_ms)) == std::future_status::timeout) {
+          if (!send_msg(sock, worker_link::worker_heartbeat{p->step})) {
+            pending.wait();  // the job reads *p
+            return 1;
+          }
+        }
+        if (status_or<sched::step_result> res = pending.get(); res.ok()) {
+          r = std::move(res).value();
+        } else {
+          r.step = p->step;
+          r.error = res.get_status();
+        }
       }
       if (!send_msg(sock, r)) return 1;
     } else if (std::holds_alternative<worker_link::worker_bye>(m.value())) {

@@ -115,6 +115,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   v->add_option("--worker-timeout-ms", sv.worker_timeout_ms, "A worker that does not answer a step within this is dropped")
       ->capture_default_str();
+  v->add_option("--worker-heartbeat-timeout-ms", sv.worker_heartbeat_timeout_ms,
+                "A worker process silent this long during a step (it sends a heartbeat every quarter of it while "
+                "computing) is dropped as frozen (0 = off)")
+      ->capture_default_str();
   v->add_flag("--overlap-schedule", sv.overlap_schedule,
               "Plan each decode step's successor before it runs, so the worker starts it without waiting for the "
               "scheduler (one wasted token per sequence that ends; outputs unchanged)");

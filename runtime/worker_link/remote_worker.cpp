@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -134,7 +135,9 @@ struct remote_worker::impl {
       return;
     }
     if (id == peer) return;  // a heartbeat
-    if (!send_to(id, params.config).ok()) return;
+    worker_configure config = params.config;
+    config.heartbeat_ms = params.heartbeat_timeout_ms > 0 ? std::max<int64_t>(1, params.heartbeat_timeout_ms / 4) : 0;
+    if (!send_to(id, config).ok()) return;
     peer = id;
     peer_pid = h.pid;
     HART_LOG_INFO("worker pid %lld connected: %s", (long long)h.pid, h.model.to_string().c_str());
@@ -176,10 +179,12 @@ struct remote_worker::impl {
       return s;
     }
     const int64_t deadline = now_ms() + params.step_timeout_ms;
+    int64_t last_heard = now_ms();
     for (;;) {
       std::string id;
       status_or<worker_message> m = invalid_argument("none");
       if (recv(&id, &m, params.poll_ms)) {
+        if (id == peer) last_heard = now_ms();
         if (!m.ok()) {  // a worker that sends garbage is not trusted with the next step
           if (id == peer) {
             drop();
@@ -197,6 +202,8 @@ struct remote_worker::impl {
           peer.clear();
           drop();
           return unavailable("worker pid " + std::to_string(pid) + " said bye during step " + std::to_string(plan.step));
+        } else if (std::holds_alternative<worker_heartbeat>(v)) {
+          continue;  // the worker is computing
         } else if (auto* r = std::get_if<sched::step_result>(&v)) {
           if (r->step != plan.step) continue;
           if (r->error.ok() && !matches(plan, *r)) {
@@ -211,6 +218,12 @@ struct remote_worker::impl {
         peer.clear();
         peer_pid = 0;
         return unavailable(d + " during step " + std::to_string(plan.step));
+      }
+      if (params.heartbeat_timeout_ms > 0 && now_ms() - last_heard > params.heartbeat_timeout_ms) {
+        const int64_t pid = peer_pid;
+        drop();
+        return unavailable("worker pid " + std::to_string(pid) + " stopped answering: no heartbeat for " +
+                           std::to_string(params.heartbeat_timeout_ms) + " ms during step " + std::to_string(plan.step));
       }
       if (now_ms() >= deadline) {
         const int64_t pid = peer_pid;

@@ -6,7 +6,10 @@
 //
 // A dead worker is noticed by: the child process exiting (when this object
 // spawned it: waitpid WNOHANG while waiting), a bye from the worker, a send
-// the ROUTER cannot route (router_mandatory), or the step timeout. execute()
+// the ROUTER cannot route (router_mandatory), silence during a step longer
+// than heartbeat_timeout_ms (a live worker sends a heartbeat every quarter of
+// it while it computes: a frozen or wedged process, spawned or not, is told
+// from a slow step), or the step timeout. execute()
 // then returns unavailable naming the failure; the child is killed and
 // reaped, and the next execute() spawns a new one (with `spawn_argv`, at most
 // `max_restarts` times) or waits for any worker to connect. Between steps,
@@ -42,6 +45,9 @@ struct remote_worker_params {
   std::vector<std::string> spawn_argv;
   int64_t hello_timeout_ms = 120000;  // a worker loads its engine before hello
   int64_t step_timeout_ms = 600000;
+  /// A step with no word from the worker for this long fails (0: off); the
+  /// worker is configured to send a heartbeat every quarter of it.
+  int64_t heartbeat_timeout_ms = 10000;
   int64_t poll_ms = 50;               // how often a waiting execute checks the child
   /// How often an idle worker actor asks check_idle() (0: never).
   int64_t idle_check_ms = 200;

@@ -75,6 +75,57 @@ TEST(remote_worker, steps_then_timeout) {
   fake.join();
 }
 
+// Heartbeats: a step answered after 3x the heartbeat timeout succeeds while
+// the worker keeps sending heartbeats; a worker that goes silent mid-step
+// (frozen) fails it after the heartbeat timeout, long before the step timeout.
+TEST(remote_worker, heartbeats_tell_a_slow_step_from_a_frozen_worker) {
+  remote_worker_params p;
+  p.config = {128, 16, 8};
+  p.expect = summary();
+  p.step_timeout_ms = 60000;
+  p.heartbeat_timeout_ms = 200;
+  p.hello_timeout_ms = 5000;
+  auto rw = remote_worker::start(p);
+  ASSERT_TRUE(rw.ok()) << rw.get_status().to_string();
+  const std::string ep = (*rw)->endpoint();
+  std::thread fake([ep] {
+    zmq::context_t ctx;
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.connect(ep);
+    worker_hello h;
+    h.pid = 78;
+    h.model = summary();
+    send(s, h);
+    const auto c = std::get<worker_configure>(recv(s));
+    EXPECT_EQ(c.heartbeat_ms, 50) << "a quarter of the heartbeat timeout";
+    const auto first = std::get<sched::step_plan>(recv(s));
+    for (int i = 0; i < 12; ++i) {  // 600 ms of work, a heartbeat every 50 ms
+      std::this_thread::sleep_for(std::chrono::milliseconds(c.heartbeat_ms));
+      send(s, worker_heartbeat{first.step});
+    }
+    sched::step_result r;
+    r.step = first.step;
+    r.sampled.push_back({5, 9, 0.f, {}});
+    send(s, r);
+    (void)recv(s);  // the second plan: one heartbeat, then frozen
+    send(s, worker_heartbeat{2});
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  });
+  auto r = (*rw)->execute(plan(1));
+  ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+  ASSERT_EQ(r->sampled.size(), 1u);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r2 = (*rw)->execute(plan(2));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.get_status().code(), status_code::unavailable);
+  EXPECT_NE(r2.get_status().message().find("no heartbeat"), std::string::npos) << r2.get_status().message();
+  EXPECT_LT(waited, std::chrono::milliseconds(1200)) << "dropped after the heartbeat timeout, not the step timeout";
+  EXPECT_EQ((*rw)->worker_pid(), 0);
+  fake.join();
+}
+
 // Between steps: nothing to report while the worker lives; its bye is a loss
 // of its pages, reported once.
 TEST(remote_worker, idle_check_reports_a_worker_that_left) {

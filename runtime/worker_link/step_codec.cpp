@@ -202,6 +202,9 @@ status_or<std::vector<uint8_t>> encode(const worker_message& m) {
       b.setPageSize(c->page_size);
       b.setNFullPages(c->n_full_pages);
       b.setNSwaPages(c->n_swa_pages);
+      b.setHeartbeatMs(c->heartbeat_ms);
+    } else if (auto* hb = std::get_if<worker_heartbeat>(&m)) {
+      root.initHeartbeat().setStep(hb->step);
     } else if (auto* p = std::get_if<sched::step_plan>(&m)) {
       fill_plan(root.initPlan(), *p);
     } else if (auto* r = std::get_if<sched::step_result>(&m)) {
@@ -261,10 +264,11 @@ status_or<worker_message> decode(const void* data, size_t size) {
       }
       case w::WorkerMessage::CONFIGURE: {
         auto c = root.getConfigure();
-        worker_configure out{c.getPageSize(), c.getNFullPages(), c.getNSwaPages()};
-        if (out.page_size <= 0 || out.n_full_pages < 0 || out.n_swa_pages < 0)
-          return invalid_argument("configure: bad sizes (page %lld, full %lld, swa %lld)", (long long)out.page_size,
-                                  (long long)out.n_full_pages, (long long)out.n_swa_pages);
+        worker_configure out{c.getPageSize(), c.getNFullPages(), c.getNSwaPages(), c.getHeartbeatMs()};
+        if (out.page_size <= 0 || out.n_full_pages < 0 || out.n_swa_pages < 0 || out.heartbeat_ms < 0)
+          return invalid_argument("configure: bad sizes (page %lld, full %lld, swa %lld, heartbeat %lld ms)",
+                                  (long long)out.page_size, (long long)out.n_full_pages, (long long)out.n_swa_pages,
+                                  (long long)out.heartbeat_ms);
         return worker_message{out};
       }
       case w::WorkerMessage::PLAN: {
@@ -278,6 +282,8 @@ status_or<worker_message> decode(const void* data, size_t size) {
       }
       case w::WorkerMessage::BYE:
         return worker_message{worker_bye{}};
+      case w::WorkerMessage::HEARTBEAT:
+        return worker_message{worker_heartbeat{root.getHeartbeat().getStep()}};
     }
     return invalid_argument("worker frame: unknown message kind %u", unsigned(root.which()));
   } catch (const kj::Exception& e) {

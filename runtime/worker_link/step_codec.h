@@ -26,7 +26,7 @@
 namespace hart::worker_link {
 
 /// Bumped on any incompatible change of worker.capnp or of what a step means.
-constexpr uint32_t link_version = 1;
+constexpr uint32_t link_version = 2;
 /// Largest frame either side accepts (a plan carries every item's page table).
 constexpr size_t max_frame_bytes = size_t{64} << 20;
 constexpr uint64_t traversal_limit_words = uint64_t{16} << 20;
@@ -55,12 +55,18 @@ struct worker_hello {
 
 struct worker_configure {
   int64_t page_size = 0, n_full_pages = 0, n_swa_pages = 0;
+  int64_t heartbeat_ms = 0;  // the worker's heartbeat period during a step; 0: none
 };
 
 struct worker_bye {};
 
-using worker_message =
-    std::variant<worker_hello, worker_configure, sched::step_plan, sched::step_result, worker_bye>;
+/// Sent by a worker every heartbeat_ms while it runs step `step`.
+struct worker_heartbeat {
+  uint64_t step = 0;
+};
+
+using worker_message = std::variant<worker_hello, worker_configure, sched::step_plan, sched::step_result, worker_bye,
+                                    worker_heartbeat>;
 
 /// Fails only when Cap'n Proto cannot represent the message.
 status_or<std::vector<uint8_t>> encode(const worker_message& m);

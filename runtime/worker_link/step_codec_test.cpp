@@ -119,7 +119,7 @@ TEST(step_codec, result_round_trip) {
   EXPECT_EQ(q->error.message(), "token 99 out of range");
 }
 
-TEST(step_codec, hello_configure_bye) {
+TEST(step_codec, hello_configure_heartbeat_bye) {
   worker_hello h;
   h.pid = 1234;
   h.model = {1000, 64, 4, 128, "exact", true};
@@ -134,7 +134,7 @@ TEST(step_codec, hello_configure_bye) {
   EXPECT_EQ(q->model, h.model);
   EXPECT_EQ(q->page_size, 128);
 
-  f = encode(worker_message{worker_configure{128, 256, 64}});
+  f = encode(worker_message{worker_configure{128, 256, 64, 2500}});
   m = decode(f->data(), f->size());
   ASSERT_TRUE(m.ok());
   auto* c = std::get_if<worker_configure>(&m.value());
@@ -142,6 +142,14 @@ TEST(step_codec, hello_configure_bye) {
   EXPECT_EQ(c->page_size, 128);
   EXPECT_EQ(c->n_full_pages, 256);
   EXPECT_EQ(c->n_swa_pages, 64);
+  EXPECT_EQ(c->heartbeat_ms, 2500);
+
+  f = encode(worker_message{worker_heartbeat{987654321012ull}});
+  m = decode(f->data(), f->size());
+  ASSERT_TRUE(m.ok());
+  auto* hb = std::get_if<worker_heartbeat>(&m.value());
+  ASSERT_NE(hb, nullptr);
+  EXPECT_EQ(hb->step, 987654321012ull);
 
   f = encode(worker_message{worker_bye{}});
   m = decode(f->data(), f->size());
@@ -198,6 +206,8 @@ TEST(step_codec, invalid_values_are_refused) {
   EXPECT_FALSE(decode(f->data(), f->size()).ok());
   f = encode(worker_message{worker_configure{0, 1, 1}});
   EXPECT_FALSE(decode(f->data(), f->size()).ok());
+  f = encode(worker_message{worker_configure{128, 1, 1, -5}});
+  EXPECT_FALSE(decode(f->data(), f->size()).ok()) << "a negative heartbeat period";
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #   worker -> server: hello (on connect, and again as a heartbeat between steps)
 #   server -> worker: configure (page size and pool sizes for its kv_store)
 #   server -> worker: plan;  worker -> server: result (same step number)
+#   worker -> server: heartbeat (the step in progress) every configure.heartbeatMs
+#                     while a step runs, so a frozen worker is told from a slow step
 #   either way:       bye (the sender is going away)
 
 @0xd143cd7dee2b6aba;
@@ -97,6 +99,11 @@ struct Configure {
   pageSize @0 :Int64;
   nFullPages @1 :Int64;
   nSwaPages @2 :Int64;
+  heartbeatMs @3 :Int64;  # 0: no heartbeats
+}
+
+struct Heartbeat {
+  step @0 :UInt64;
 }
 
 struct WorkerMessage {
@@ -106,5 +113,6 @@ struct WorkerMessage {
     plan @2 :StepPlan;
     result @3 :StepResult;
     bye @4 :Void;
+    heartbeat @5 :Heartbeat;
   }
 }

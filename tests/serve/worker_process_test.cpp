@@ -6,7 +6,8 @@
 // with a typed error and the server still answers. A worker killed while
 // idle (generations paused in place) is noticed and replaced between steps:
 // the paused generations recompute on the new worker and none fails; without
-// restarts later generations fail `unavailable`.
+// restarts later generations fail `unavailable`. A frozen worker (SIGSTOP)
+// is dropped when its heartbeats stop.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,8 +66,9 @@ std::vector<int32_t> make_prompt(int salt) {
   return prompt;
 }
 
-/// Sends a long greedy generation (id 1), kills the worker after 3 chunks, returns the final.
-protocol::final_event kill_mid_decode(transport::client& c, int64_t worker_pid) {
+/// Sends a long greedy generation (id 1), sends `sig` to the worker after 3
+/// chunks (SIGKILL: dead; SIGSTOP: frozen), returns the final.
+protocol::final_event kill_mid_decode(transport::client& c, int64_t worker_pid, int sig = SIGKILL) {
   EXPECT_TRUE(c.send(protocol::request{greedy_request(1, make_prompt(0), 400)}).ok());
   int chunks = 0;
   bool killed = false;
@@ -75,7 +77,7 @@ protocol::final_event kill_mid_decode(transport::client& c, int64_t worker_pid) 
     EXPECT_TRUE(r.ok()) << r.get_status().to_string();
     if (!r.ok()) return {};
     if (std::holds_alternative<protocol::chunk_event>(*r) && ++chunks == 3 && !killed) {
-      EXPECT_EQ(kill(pid_t(worker_pid), SIGKILL), 0);
+      EXPECT_EQ(kill(pid_t(worker_pid), sig), 0);
       killed = true;
     }
     if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
@@ -161,6 +163,39 @@ TEST(worker_process, killed_worker_fails_its_requests_and_the_server_keeps_servi
     }
   }
   EXPECT_TRUE(saw_failures);
+}
+
+// A frozen worker (SIGSTOP: its process and socket stay, so neither waitpid
+// nor ZeroMQ notice) stops sending heartbeats: its generation ends with error
+// within the heartbeat timeout (not the 10-minute step timeout), the server
+// kills it, starts another, and the next generation is the engine's.
+TEST(worker_process, frozen_worker_is_dropped_by_its_missing_heartbeats) {
+  const std::string model = std::string(HART_TEST_DATA) + "/tiny-a";
+  server_process srv(model, {"--worker-process", "--worker-heartbeat-timeout-ms", "1000", "--full-pages", "64",
+                             "--swa-pages", "24"});
+  ASSERT_FALSE(srv.endpoint().empty()) << "the server did not print its endpoint";
+  const int64_t first_worker = srv.worker_pid();
+  ASSERT_GT(first_worker, 0) << "the server did not print its worker's pid";
+  transport::client_params cp;
+  cp.endpoint = srv.endpoint();
+  auto c = transport::client::connect(cp);
+  ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const protocol::final_event fin = kill_mid_decode(**c, first_worker, SIGSTOP);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(fin.reason, protocol::finish_reason::error);
+  EXPECT_NE(fin.error_message.find("no heartbeat"), std::string::npos) << fin.error_message;
+  EXPECT_LT(fin.usage.completion_tokens, 400u);
+  EXPECT_EQ(kill(pid_t(first_worker), 0), -1) << "the server killed and reaped its frozen child";
+
+  auto res = (*c)->generate(greedy_request(2, make_prompt(1), 12), 120s);
+  ASSERT_TRUE(res.ok()) << res.get_status().to_string();
+  EXPECT_EQ(res->samples[0].final.reason, protocol::finish_reason::length) << res->samples[0].final.error_message;
+  const std::vector<int32_t> want = engine_alone(model, make_prompt(1), 12);
+  EXPECT_EQ(std::vector<int32_t>(res->samples[0].token_ids.begin(), res->samples[0].token_ids.end()), want);
+  srv.line();  // the respawned worker's "worker pid" line
+  EXPECT_NE(srv.worker_pid(), first_worker);
 }
 
 TEST(worker_process, without_restarts_later_generations_fail_typed_and_the_server_still_answers) {
