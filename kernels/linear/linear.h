@@ -154,6 +154,11 @@ struct linear_fp8_params {
   /// W is a slice of a larger quantized matrix starting this many rows into
   /// the 128-row scale block whose scale row w_scale points at (0..127).
   int64_t w_scale_row_offset = 0;
+  /// > 0 (with quantize_input = false): output rows come in groups of this
+  /// many, group g applied to x + g·x_group_stride (a block-diagonal linear
+  /// such as wo_a, whose G groups each read their own slice of the row).
+  int64_t x_group_rows = 0;
+  int64_t x_group_stride = 0;
 };
 
 /// The fp8 precision mode's linear on the device: x is quantized per row per

@@ -385,7 +385,8 @@ TEST(linear_cuda, fp8_output_rows_per_warp_do_not_change_results) {
 }
 
 // wo_a: G groups of `rows` output rows of one [G·rows, in] quantized matrix,
-// each applied to its own slice of the (unquantized) input row.
+// each applied to its own slice of the (unquantized) input row: one call per
+// group (row slices), then one call for all (x_group_rows), bitwise equal.
 TEST(linear_cuda, fp8_raw_input_on_row_slices_matches_cpu) {
   HART_SKIP_WITHOUT_CUDA();
   const uint32_t seed = test_seed();
@@ -412,6 +413,17 @@ TEST(linear_cuda, fp8_raw_input_on_row_slices_matches_cpu) {
     }
     ASSERT_TRUE(cuda_synced(nullptr));
     const auto got = d_y.to_host();
+    // All groups in one call (x_group_rows): bitwise the per-group calls.
+    device_vec<float> d_all(std::vector<float>(c.n_rows * ys, k_sentinel));
+    linear_fp8_params all{d_x.get(), d_w.get(), d_s.get(), d_all.get(), c.n_rows, c.in, out, xs, ys};
+    all.quantize_input = false;
+    all.x_group_rows = c.rows;
+    all.x_group_stride = c.in;
+    const status st_all = linear_fp8_cuda(all, *ctx, nullptr);
+    ASSERT_TRUE(st_all.ok()) << st_all.to_string();
+    ASSERT_TRUE(cuda_synced(nullptr));
+    const auto got_all = d_all.to_host();
+    EXPECT_EQ(0, std::memcmp(got_all.data(), got.data(), got.size() * sizeof(float))) << "one call for all groups";
     for (int64_t g = 0; g < c.groups; ++g) {
       const shape s{c.n_rows, c.in, c.rows};
       std::vector<float> xg(c.n_rows * c.in), wg(w.deq.begin() + g * c.rows * c.in, w.deq.begin() + (g + 1) * c.rows * c.in);

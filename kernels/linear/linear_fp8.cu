@@ -79,8 +79,9 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_linear_kernel(linear_fp8_par
   const int mt = int(min(int64_t(MT), p.n_rows - r0));
   const int nr = int(min(int64_t(R), p.out - o0));
   float acc[R][MT];
+  const float* xg = p.x_group_rows > 0 ? x + (o0 / p.x_group_rows) * p.x_group_stride : x;
   linear_dev::fp8_dot_rows<MT, R, VEC>(p.w + o0 * p.in, nr,
-                                       p.w_scale + ((p.w_scale_row_offset + o0) / k_block) * n_kb, x + r0 * xs, xs,
+                                       p.w_scale + ((p.w_scale_row_offset + o0) / k_block) * n_kb, xg + r0 * xs, xs,
                                        p.in, mt, lane, acc);
   linear_dev::warp_sum(acc);
   if (lane == 0) linear_dev::store_rows(acc, p.y, ys, r0, o0, nr, mt, p.accumulate);
@@ -99,9 +100,10 @@ template <int MT>
 cudaError_t launch_product(const linear_fp8_params& p, const float* x, int64_t xs, int64_t ys, cudaStream_t stream) {
   const int64_t n_kb = (p.in + k_block - 1) / k_block;
   if (p.in % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-      xs % 4 == 0) {
+      xs % 4 == 0 && p.x_group_stride % 4 == 0) {
     const int64_t row_tiles = (p.n_rows + MT - 1) / MT;
-    switch (linear_dev::rows_per_warp(p.out, row_tiles, MT, k_warps, linear_dev::sm_count(), p.w_scale_row_offset)) {
+    const int64_t align = p.w_scale_row_offset | p.x_group_rows;  // a warp's rows share a scale block and a group
+    switch (linear_dev::rows_per_warp(p.out, row_tiles, MT, k_warps, linear_dev::sm_count(), align)) {
       case 4:
         if constexpr (MT <= 4) {
           launch_kernel<MT, 4, true>(p, x, xs, ys, n_kb, stream);
@@ -142,6 +144,10 @@ status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUs
     return resource_exhausted("linear_fp8_cuda: n_rows=%lld in=%lld over the context's %lld x %lld fp8 buffer",
                               (long long)p.n_rows, (long long)p.in, (long long)s.max_fp8_rows,
                               (long long)s.max_fp8_in);
+  }
+  if (p.x_group_rows < 0 || (p.x_group_rows > 0 && (p.quantize_input || p.x_group_stride < 0))) {
+    return invalid_argument("linear_fp8_cuda: input groups (%lld rows) need unquantized inputs and a stride >= 0",
+                            (long long)p.x_group_rows);
   }
   if (p.w_scale_row_offset < 0 || p.w_scale_row_offset >= k_block) {
     return invalid_argument("linear_fp8_cuda: w_scale_row_offset=%lld outside [0, 128)", (long long)p.w_scale_row_offset);

@@ -277,10 +277,7 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
 
   // Undo the values' rotation at the query position, then the grouped output projection.
   HART_RETURN_IF_ERROR(rope_cuda({A.o, A.pos, inv_freq, T, H, hd, rd, 0, 1.0f, true}, st));
-  const int64_t G = c.o_groups, ol = c.o_lora_rank, gin = H / G * hd;
-  for (int64_t g = 0; g < G; ++g) {
-    HART_RETURN_IF_ERROR(linear_run_rows(s, w.wo_a, g * ol, ol, A.o + g * gin, T, A.u + g * ol, H * hd, G * ol));
-  }
+  HART_RETURN_IF_ERROR(linear_run_groups(s, w.wo_a, c.o_groups, A.o, T, H * hd, A.u));
   return linear_run(s, w.wo_b, A.u, T, y);
 }
 

@@ -77,6 +77,22 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
   return linear_cuda({x, w.f32 + row0 * in, y, n, in, rows, x_stride, y_stride}, *s.lin, s.stream);
 }
 
+status linear_run_groups(engine_state& s, const device_linear& w, int64_t groups, const float* x, int64_t n,
+                         int64_t x_stride, float* y) {
+  const int64_t rows = w.out / groups, gin = w.in;
+  if (w.codes && w.raw_input) {  // one launch for every group
+    linear_fp8_params p{x, w.codes, w.scales, y, n, gin, w.out, x_stride, w.out};
+    p.quantize_input = false;
+    p.x_group_rows = rows;
+    p.x_group_stride = gin;
+    return linear_fp8_cuda(p, *s.lin, s.stream);
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    HART_RETURN_IF_ERROR(linear_run_rows(s, w, g * rows, rows, x + g * gin, n, y + g * rows, x_stride, w.out));
+  }
+  return {};
+}
+
 void trace_reset(forward_trace* t) {
   t->hidden.clear();
   t->final_hidden.clear();

@@ -131,6 +131,11 @@ void trace_append(forward_trace* t, forward_trace&& part);
 /// y [out, n] = x [in, n] · W^T by the weight's kind (fp32, bf16, FP8 codes, QDQ'd input).
 status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride = 0,
                   int64_t y_stride = 0);
+/// y [out, n] for W's `groups` equal groups of output rows, group g applied to
+/// x's g-th slice of w.in channels (x rows of x_stride): wo_a. One launch when W
+/// is codes on raw inputs, else one per group.
+status linear_run_groups(engine_state& s, const device_linear& w, int64_t groups, const float* x, int64_t n,
+                         int64_t x_stride, float* y);
 /// The same for W's output rows [row0, row0 + rows) only (y [rows, n]): wo_a's groups.
 status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, int64_t rows, const float* x, int64_t n,
                        float* y, int64_t x_stride = 0, int64_t y_stride = 0);

@@ -91,12 +91,14 @@ class uploader {
     return linear(e.w2, prec, &out->w2, like ? &like->w2 : nullptr, false);
   }
 
-  /// Waits for the update's copies and kernels (load copies are synchronous);
-  /// a weight the re-quantization found non-finite fails the update, as the host load would.
+  /// Waits for the update's copies and kernels (load copies are synchronous),
+  /// once; a weight the re-quantization found non-finite fails the update, as
+  /// the host load would, and so do codes that do not reproduce their values.
   status finish() {
     if (!updating()) return {};
     HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "gpu weight update"));
-    return scratch_.check_finite(stream_);
+    HART_RETURN_IF_ERROR(scratch_.check_finite(stream_));
+    return scratch_.check_reproduced(stream_);
   }
 
  private:
@@ -155,49 +157,59 @@ class uploader {
     return ((out + k_fp8_block - 1) / k_fp8_block) * ((in + k_fp8_block - 1) / k_fp8_block);
   }
 
-  // An fp8 linear of an update: raw values up into the reused staging buffer, QDQ and
-  // encode on the device; the codes are kept when they reproduce the QDQ'd values,
-  // else those values in fp32 (qdq_input), as the load decides.
+  // An fp8 linear of an update: raw values up into one of two staging buffers, QDQ
+  // and encode on the device, no wait: the buffer is reused two linears later,
+  // after its event. The load keeps fp32 when re-encoding does not reproduce
+  // the QDQ'd values (MXFP4); for QDQ'd values it always does (a tile's amax
+  // re-quantizes to the same or half the scale, and every code doubles
+  // exactly), so an update counts such values and finish() refuses the update
+  // if any appear, rather than carrying a path no input reaches.
   status requant(const linear_weight& w, device_linear* out) {
     const int64_t n = w.out * w.in;
-    if (raw_.bytes() < size_t(n) * sizeof(float)) {
-      HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "gpu weight update"));  // old raw_ in use
-      HART_ASSIGN_OR_RETURN(raw_, device_buffer::create(size_t(n) * sizeof(float)));
-    }
     HART_RETURN_IF_ERROR(scratch_.reserve());
-    auto* v = static_cast<float*>(raw_.get());
+    staging& st = staging_[n_requant_++ % 2];
+    if (st.pending) {
+      HART_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(st.done), "gpu weight update"));
+      st.pending = false;
+    }
+    if (st.raw.bytes() < size_t(n) * sizeof(float)) {
+      st.raw = device_buffer{};  // freed before the larger one is taken
+      HART_ASSIGN_OR_RETURN(st.raw, device_buffer::create(size_t(n) * sizeof(float)));
+    }
+    if (!st.done) HART_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming), "gpu weight update: event"));
+    auto* v = static_cast<float*>(st.raw.get());
     HART_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(v, w.w.data(), size_t(n) * sizeof(float), cudaMemcpyHostToDevice, stream_),
                                      "gpu engine: weight upload"));
     HART_ASSIGN_OR_RETURN(device_buffer q, device_buffer::create(size_t(n)));
     HART_ASSIGN_OR_RETURN(device_buffer s, device_buffer::create(size_t(n_scales(w.out, w.in))));
-    auto* qp = static_cast<uint8_t*>(q.get());
-    auto* sp = static_cast<uint8_t*>(s.get());
-    // Synchronizes the stream: raw_ and the scratch are free for the next linear afterwards.
-    HART_ASSIGN_OR_RETURN(bool exact, weight_requant_fp8(v, w.out, w.in, qp, sp, scratch_, stream_));
-    if (!exact) {
-      HART_ASSIGN_OR_RETURN(device_buffer f, device_buffer::create(size_t(n) * sizeof(float)));
-      HART_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(f.get(), v, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
-                                       "gpu weight update: copy"));
-      HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "gpu weight update"));
-      out->f32 = static_cast<const float*>(f.get());
-      out->qdq_input = true;
-      d_->bytes += f.bytes();
-      d_->buffers.push_back(std::move(f));
-      return {};
-    }
-    out->codes = qp;
-    out->scales = sp;
+    out->codes = static_cast<const uint8_t*>(q.get());
+    out->scales = static_cast<const uint8_t*>(s.get());
+    HART_RETURN_IF_ERROR(weight_requant_fp8_async(v, w.out, w.in, static_cast<uint8_t*>(q.get()),
+                                                  static_cast<uint8_t*>(s.get()), scratch_.count(), stream_));
+    HART_RETURN_IF_ERROR(cuda_status(cudaEventRecord(st.done, stream_), "gpu weight update: event"));
+    st.pending = true;
     d_->bytes += q.bytes() + s.bytes();
     d_->buffers.push_back(std::move(q));
     d_->buffers.push_back(std::move(s));
     return {};
   }
 
+  // A staging buffer of raw values and the event after the kernel that read them.
+  struct staging {
+    device_buffer raw;
+    cudaEvent_t done = nullptr;
+    bool pending = false;
+    ~staging() {
+      if (done) cudaEventDestroy(done);
+    }
+  };
+
   device_weights* d_;
   const device_weights* like_;
   cudaStream_t stream_;
   weight_requant_scratch scratch_;
-  device_buffer raw_;    // an fp8 linear's raw values, then its QDQ'd ones
+  staging staging_[2];
+  int64_t n_requant_ = 0;
 };
 
 // The walk shared by load and update; `like` (update) is the serving set, same layout.

@@ -18,6 +18,16 @@ status weight_requant_scratch::check_finite(cudaStream_t stream) const {
   return {};
 }
 
+status weight_requant_scratch::check_reproduced(cudaStream_t stream) const {
+  if (!count()) return {};
+  uint32_t n = 0;
+  HART_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(&n, count(), sizeof n, cudaMemcpyDeviceToHost, stream),
+                                   "weight_requant: download"));
+  HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "weight_requant"));
+  if (n) return internal_error("weight update: %u re-quantized values are not reproduced by their FP8 codes", n);
+  return {};
+}
+
 status_or<bool> weight_requant_fp8(float* w, int64_t out, int64_t in, uint8_t* codes, uint8_t* scales,
                                    const weight_requant_scratch& sc, cudaStream_t stream) {
   if (!sc.count()) return failed_precondition("weight_requant_fp8: the scratch is not reserved");

@@ -33,6 +33,10 @@ class weight_requant_scratch {
   /// invalid_argument when a re-quantization since reserve() met a non-finite
   /// value (as the host quantizer refuses them); waits for `stream`.
   status check_finite(cudaStream_t stream) const;
+  /// internal_error when, since reserve(), weight_requant_fp8_async calls met
+  /// values their codes do not reproduce (counter [0], never reset by them;
+  /// weight_requant_fp8 resets it per call); waits for `stream`.
+  status check_reproduced(cudaStream_t stream) const;
 
  private:
   device_buffer count_;
