@@ -84,8 +84,10 @@ struct gateway_state {
       auto it = live.find(f.request_id);
       if (it == live.end()) continue;
       live_generation& g = it->second;
-      protocol::final_event fe = to_final(f, g.client_request_id);
+      std::vector<protocol::routing_part> parts;
+      protocol::final_event fe = to_final(f, g.client_request_id, params.max_routing_ids, &parts);
       fe.weight_version = weight_version;
+      for (protocol::routing_part& p : parts) send(g.client, protocol::reply{std::move(p)});
       send(g.client, fe);
       if (--g.remaining <= 0) {
         by_client_id.erase({g.client, g.client_request_id});

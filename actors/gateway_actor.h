@@ -18,6 +18,8 @@ struct gateway_params {
   caf::actor scheduler;                       // the scheduler actor
   const tokenizer* tok = nullptr;             // may be null: token-id prompts only
   int64_t vocab_size = 0;
+  /// Routing ids one message carries; a longer routing goes in routing parts.
+  int64_t max_routing_ids = protocol::max_routing_ids;
 };
 
 caf::actor spawn_gateway_actor(caf::actor_system& sys, const gateway_params& params);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/protocol/routing_parts.h"
 #include "runtime/text/chat_template.h"
 
 namespace hart::actors {
@@ -84,7 +85,9 @@ protocol::chunk_event to_chunk(const sched::token_event& e, uint64_t client_requ
   return c;
 }
 
-protocol::final_event to_final(const sched::finish_event& e, uint64_t client_request_id) {
+protocol::final_event to_final(const sched::finish_event& e, uint64_t client_request_id, int64_t max_routing_ids,
+                               std::vector<protocol::routing_part>* parts) {
+  parts->clear();
   protocol::final_event f;
   f.request_id = client_request_id;
   f.sample_index = uint32_t(e.sample);
@@ -94,22 +97,22 @@ protocol::final_event to_final(const sched::finish_event& e, uint64_t client_req
                uint64_t(std::max<int64_t>(0, e.total_us))};
   if (e.reason == sched::finish_reason::error) f.error_message = e.message;
   if (e.routing.positions > 0) {
+    protocol::routing_info r;
+    r.positions = uint32_t(e.routing.positions);
     int64_t n_ids = 0;
-    for (const auto* layers : {&e.routing.experts, &e.routing.picks}) {
-      for (const sched::layer_routing& l : *layers) n_ids += int64_t(l.ids.size());
-    }
-    if (n_ids > protocol::max_routing_ids) {
-      // NOTE(protocol): a reply is one frame under max_frame_bytes; a longer
-      // routing would be refused by every reader. Said, not silently dropped.
-      f.error_message = "routing of " + std::to_string(n_ids) + " ids is over the " +
-                        std::to_string(protocol::max_routing_ids) + " one final carries: not returned";
+    auto copy = [&](const std::vector<sched::layer_routing>& in, std::vector<protocol::layer_routing>& out) {
+      for (const sched::layer_routing& l : in) {
+        out.push_back({uint32_t(l.layer), uint32_t(l.k), l.ids});
+        n_ids += int64_t(l.ids.size());
+      }
+    };
+    copy(e.routing.experts, r.experts);
+    copy(e.routing.picks, r.picks);
+    if (n_ids <= max_routing_ids) {
+      f.routing = std::move(r);
     } else {
-      f.routing.positions = uint32_t(e.routing.positions);
-      auto copy = [](const std::vector<sched::layer_routing>& in, std::vector<protocol::layer_routing>& out) {
-        for (const sched::layer_routing& l : in) out.push_back({uint32_t(l.layer), uint32_t(l.k), l.ids});
-      };
-      copy(e.routing.experts, f.routing.experts);
-      copy(e.routing.picks, f.routing.picks);
+      *parts = protocol::split_routing(std::move(r), client_request_id, f.sample_index, max_routing_ids);
+      f.routing_parts = uint32_t(parts->size());
     }
   }
   return f;

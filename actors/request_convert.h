@@ -24,6 +24,10 @@ protocol::finish_reason to_wire(sched::finish_reason r);
 /// A one-token chunk for `e`; `client_request_id` and `seq` are the client's view.
 protocol::chunk_event to_chunk(const sched::token_event& e, uint64_t client_request_id, uint32_t seq,
                                bool logprobs, bool top_logprobs);
-protocol::final_event to_final(const sched::finish_event& e, uint64_t client_request_id);
+/// The final for `e`. Its routing (when asked for) goes inline when it holds at
+/// most max_routing_ids ids, else into `parts` (routing_part replies to send
+/// before the final, docs/protocol.md §5.3) and final_event::routing_parts.
+protocol::final_event to_final(const sched::finish_event& e, uint64_t client_request_id, int64_t max_routing_ids,
+                               std::vector<protocol::routing_part>* parts);
 
 }  // namespace hart::actors

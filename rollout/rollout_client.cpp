@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "runtime/protocol/routing_parts.h"
 #include "runtime/protocol/validate.h"
 #include "runtime/transport/client.h"
 
@@ -55,6 +56,7 @@ struct rollout_client::impl {
   std::unordered_map<uint64_t, protocol::reply> control_replies;
   /// Tags of abort verbs whose replies nobody waits for.
   std::unordered_set<uint64_t> fire_and_forget;
+  protocol::routing_assembler routing;  ///< routing parts waiting for their finals
 
   status send_queued() {
     while (!queued.empty() && in_flight.size() < params.max_in_flight) {
@@ -106,11 +108,24 @@ struct rollout_client::impl {
     b.progress.last_version = c.weight_version;
   }
 
-  void on_final(const protocol::final_event& f) {
+  void on_routing_part(protocol::routing_part&& p) {
+    auto it = in_flight.find(p.request_id);
+    if (it == in_flight.end()) return;
+    batch_state& b = batches.at(it->second.batch);
+    const uint64_t id = p.request_id;
+    if (status st = routing.add(std::move(p)); !st.ok() && b.error.ok()) {
+      b.error = data_loss("rollout: request %llu: %s", (unsigned long long)id, st.message().c_str());
+    }
+  }
+
+  void on_final(protocol::final_event& f) {
     auto it = in_flight.find(f.request_id);
     if (it == in_flight.end()) return;
     request_state& r = it->second;
     batch_state& b = batches.at(r.batch);
+    if (status st = routing.complete(&f); !st.ok() && b.error.ok()) {
+      b.error = data_loss("rollout: request %llu: %s", (unsigned long long)f.request_id, st.message().c_str());
+    }
     if (f.sample_index >= r.done.size() || r.done[f.sample_index]) {
       if (b.error.ok()) b.error = invalid_argument("rollout: final for sample %u of request %llu out of range or repeated",
                                                    f.sample_index, (unsigned long long)f.request_id);
@@ -120,7 +135,7 @@ struct rollout_client::impl {
     s.finish = f.reason;
     s.error_message = f.error_message;
     s.cached_tokens = f.usage.cached_tokens;
-    s.routing = f.routing;
+    s.routing = std::move(f.routing);
     r.done[f.sample_index] = true;
     ++b.progress.n_samples_done;
     if (++r.n_done == r.done.size()) {
@@ -158,11 +173,13 @@ struct rollout_client::impl {
   void dispatch(protocol::reply&& rep) {
     if (auto* c = std::get_if<protocol::chunk_event>(&rep)) return on_chunk(*c);
     if (auto* f = std::get_if<protocol::final_event>(&rep)) return on_final(*f);
+    if (auto* p = std::get_if<protocol::routing_part>(&rep)) return on_routing_part(std::move(*p));
     if (auto* e = std::get_if<protocol::error_reply>(&rep)) return on_error(*e);
     uint64_t tag = 0;
     std::visit([&](const auto& r) {
-      if constexpr (!std::is_same_v<std::decay_t<decltype(r)>, protocol::chunk_event> &&
-                    !std::is_same_v<std::decay_t<decltype(r)>, protocol::final_event>) {
+      using T = std::decay_t<decltype(r)>;
+      if constexpr (!std::is_same_v<T, protocol::chunk_event> && !std::is_same_v<T, protocol::final_event> &&
+                    !std::is_same_v<T, protocol::routing_part>) {
         tag = r.tag;
       }
     }, rep);

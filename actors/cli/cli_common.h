@@ -73,6 +73,7 @@ struct serve_options {
   bool worker_process = false;      // run the engine in a spawned `hart worker` (respawned when it dies)
   int64_t worker_timeout_ms = 600000;  // a step the worker does not answer within this fails
   int64_t worker_heartbeat_timeout_ms = 10000;  // a step with no heartbeat for this long fails
+  int64_t routing_ids_per_message = 1 << 20;    // longer routings go in RoutingPart replies
   int64_t worker_restarts = -1;        // dead worker processes replaced at most this often; -1 = always
   bool overlap_schedule = false;       // plan each decode step's successor before it runs
   std::string weight_sync_endpoint;    // empty: no weight sync; loopback unless curve_secret_key

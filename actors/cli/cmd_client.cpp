@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/cli/cli_common.h"
+#include "runtime/protocol/routing_parts.h"
 #include "runtime/transport/client.h"
 
 namespace hart::cli {
@@ -104,6 +105,15 @@ const char* reason_name(protocol::finish_reason r) {
   return "?";
 }
 
+json routing_to_json(const protocol::routing_info& r) {
+  auto layers = [](const std::vector<protocol::layer_routing>& ls) {
+    json a = json::array();
+    for (const protocol::layer_routing& l : ls) a.push_back({{"layer", l.layer}, {"k", l.k}, {"ids", l.ids}});
+    return a;
+  };
+  return {{"positions", r.positions}, {"experts", layers(r.experts)}, {"picks", layers(r.picks)}};
+}
+
 json reply_to_json(const protocol::reply& r) {
   return std::visit(
       [](const auto& x) -> json {
@@ -127,16 +137,11 @@ json reply_to_json(const protocol::reply& r) {
                                {"cached_tokens", x.usage.cached_tokens}}},
                     {"timings_us", {{"queue", x.timings.queue_us}, {"ttft", x.timings.ttft_us}, {"total", x.timings.total_us}}}};
           if (!x.error_message.empty()) j["error"] = x.error_message;
-          if (x.routing.positions > 0) {
-            auto layers = [](const std::vector<protocol::layer_routing>& ls) {
-              json a = json::array();
-              for (const protocol::layer_routing& l : ls) a.push_back({{"layer", l.layer}, {"k", l.k}, {"ids", l.ids}});
-              return a;
-            };
-            j["routing"] = {{"positions", x.routing.positions}, {"experts", layers(x.routing.experts)},
-                            {"picks", layers(x.routing.picks)}};
-          }
+          if (x.routing.positions > 0) j["routing"] = routing_to_json(x.routing);
           return {{"final", j}};
+        } else if constexpr (std::is_same_v<T, protocol::routing_part>) {  // run_client joins them into finals
+          return {{"routing_part", {{"id", x.request_id}, {"sample", x.sample_index}, {"first_position", x.first_position},
+                                    {"routing", routing_to_json(x.routing)}}}};
         } else if constexpr (std::is_same_v<T, protocol::error_reply>) {
           return {{"error", {{"tag", x.tag}, {"id", x.request_id}, {"code", status_code_name(x.code)}, {"message", x.message}}}};
         } else if constexpr (std::is_same_v<T, protocol::ack_reply>) {
@@ -148,6 +153,7 @@ json reply_to_json(const protocol::reply& r) {
           for (const auto& [k, v] : x.entries) e[k] = v;
           return {{"stats", {{"tag", x.tag}, {"entries", e}}}};
         } else {
+          static_assert(std::is_same_v<T, protocol::weight_version_reply>);
           return {{"weight_version", {{"tag", x.tag}, {"version", x.version}}}};
         }
       },
@@ -188,11 +194,21 @@ int run_client(const client_options& o) {
     }
   }
   const auto deadline = steady_clock::now() + milliseconds(o.timeout_ms);
+  protocol::routing_assembler routing;
   while (pending_finals > 0 || pending_controls > 0) {
     auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
     if (left.count() <= 0) return fail(status(status_code::unavailable, "timed out waiting for replies"));
     auto r = (*c)->receive(left);
     if (!r.ok()) return fail(r.get_status());
+    // Routing too long for a final arrives in parts before it: printed joined, in the final.
+    status joined;
+    if (auto* p = std::get_if<protocol::routing_part>(&*r)) {
+      if (joined = routing.add(std::move(*p)); joined.ok()) continue;
+    } else if (auto* f = std::get_if<protocol::final_event>(&*r)) {
+      joined = routing.complete(f);
+    }
+    if (!joined.ok()) std::cout << json{{"error", {{"code", status_code_name(joined.code())}, {"message", joined.message()}}}}.dump() << std::endl;
+    if (std::holds_alternative<protocol::routing_part>(*r)) continue;
     std::cout << reply_to_json(*r).dump() << std::endl;
     if (std::holds_alternative<protocol::final_event>(*r)) --pending_finals;
     else if (const auto* e = std::get_if<protocol::error_reply>(&*r)) {

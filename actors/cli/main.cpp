@@ -119,6 +119,11 @@ int main(int argc, char** argv) {
                 "A worker process silent this long during a step (it sends a heartbeat every quarter of it while "
                 "computing) is dropped as frozen (0 = off)")
       ->capture_default_str();
+  v->add_option("--routing-ids-per-message", sv.routing_ids_per_message,
+                "Most routing ids (returnRouting) one reply carries; a longer routing is sent in RoutingPart "
+                "replies before its final (docs/protocol.md §5.3)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
   v->add_flag("--overlap-schedule", sv.overlap_schedule,
               "Plan each decode step's successor before it runs, so the worker starts it without waiting for the "
               "scheduler (one wasted token per sequence that ends; outputs unchanged)");

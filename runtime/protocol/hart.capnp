@@ -129,7 +129,19 @@ struct Final {
   timings @4 :Timings;
   weightVersion @5 :UInt64;        # weights at the end of the sample
   errorMessage @6 :Text;           # set when finishReason = error
-  routing @7 :Routing;             # when requested (GenerateRequest.returnRouting)
+  routing @7 :Routing;             # when requested (GenerateRequest.returnRouting) and it fits one message
+  routingParts @8 :UInt32;         # else: the routing came in this many RoutingPart replies, just before
+}
+
+# A slice of a sample's routing too large for its Final: positions
+# [firstPosition, firstPosition + routing.positions), every layer's ids for
+# those positions. The parts of a sample arrive in position order, each
+# before its Final (whose routingParts counts them).
+struct RoutingPart {
+  requestId @0 :UInt64;
+  sampleIndex @1 :UInt32;
+  firstPosition @2 :UInt32;
+  routing @3 :Routing;
 }
 
 # The sparse decisions the model made for one sample, for replay in training:
@@ -210,5 +222,6 @@ struct Reply {
     health @5 :Health;
     stats @6 :Stats;
     weightVersion @7 :WeightVersion;
+    routingPart @8 :RoutingPart;
   }
 }

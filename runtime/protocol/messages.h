@@ -182,6 +182,19 @@ struct final_event {
   uint64_t weight_version = 0;
   std::string error_message;       ///< set when reason == error
   routing_info routing;            ///< empty unless requested
+  /// > 0: the routing did not fit one message and came before this final in
+  /// that many routing_part replies (routing_assembler puts it back here).
+  uint32_t routing_parts = 0;
+};
+
+/// Positions [first_position, first_position + routing.positions) of a
+/// sample's routing, sent before its final when the whole is over the
+/// per-message limit.
+struct routing_part {
+  uint64_t request_id = 0;
+  uint32_t sample_index = 0;
+  uint32_t first_position = 0;
+  routing_info routing;
 };
 
 struct error_reply {
@@ -215,7 +228,7 @@ struct weight_version_reply {
 };
 
 using reply = std::variant<chunk_event, final_event, error_reply, ack_reply, health_reply,
-                           stats_reply, weight_version_reply>;
+                           stats_reply, weight_version_reply, routing_part>;
 
 /// Builds the error reply for a failed status (code and message copied).
 error_reply error_reply_from(const status& s, uint64_t request_id = 0, uint64_t tag = 0);

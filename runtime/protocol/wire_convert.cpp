@@ -288,6 +288,13 @@ void write_reply(const reply& in, wire::Reply::Builder out) {
           o.setWeightVersion(r.weight_version);
           if (!r.error_message.empty()) o.setErrorMessage(text_ptr(r.error_message));
           if (r.routing.positions > 0) write_routing(r.routing, o.initRouting());
+          o.setRoutingParts(r.routing_parts);
+        } else if constexpr (std::is_same_v<T, routing_part>) {
+          auto o = out.initRoutingPart();
+          o.setRequestId(r.request_id);
+          o.setSampleIndex(r.sample_index);
+          o.setFirstPosition(r.first_position);
+          write_routing(r.routing, o.initRouting());
         } else if constexpr (std::is_same_v<T, error_reply>) {
           out.setTag(r.tag);
           auto o = out.initError();
@@ -339,7 +346,7 @@ status_or<std::vector<layer_routing>> read_layers(capnp::List<wire::LayerRouting
   std::vector<layer_routing> out;
   for (auto l : in) {
     if (uint64_t(l.getIds().size()) != uint64_t(positions) * l.getK()) {
-      return invalid_argument("final.routing.%s: layer %u holds %u ids, not %u positions x %u", what, l.getLayer(),
+      return invalid_argument("routing.%s: layer %u holds %u ids, not %u positions x %u", what, l.getLayer(),
                               l.getIds().size(), positions, l.getK());
     }
     layer_routing r;
@@ -408,6 +415,20 @@ status_or<reply> read_reply(wire::Reply::Reader in) {
       if (f.hasRouting()) {
         HART_ASSIGN_OR_RETURN(e.routing, read_routing(f.getRouting()));
       }
+      e.routing_parts = f.getRoutingParts();
+      if (e.routing_parts > 0 && e.routing.positions > 0) {
+        return invalid_argument("final: routing both inline and in %u parts", e.routing_parts);
+      }
+      return reply{std::move(e)};
+    }
+    case wire::Reply::ROUTING_PART: {
+      auto p = in.getRoutingPart();
+      routing_part e;
+      e.request_id = p.getRequestId();
+      e.sample_index = p.getSampleIndex();
+      e.first_position = p.getFirstPosition();
+      HART_ASSIGN_OR_RETURN(e.routing, read_routing(p.getRouting()));
+      if (e.routing.positions == 0) return invalid_argument("routingPart: no positions");
       return reply{std::move(e)};
     }
     case wire::Reply::ERROR: {

@@ -5,6 +5,7 @@
 #include <zmq_addon.hpp>
 
 #include "runtime/protocol/codec.h"
+#include "runtime/protocol/routing_parts.h"
 #include "runtime/protocol/validate.h"
 
 namespace hart::transport {
@@ -111,6 +112,7 @@ status_or<generation_result> client::generate(
   out.samples.resize(g.sampling.n);
   std::vector<bool> done(g.sampling.n, false);
   uint32_t n_done = 0;
+  protocol::routing_assembler routing;  // routing too long for a final arrives in parts before it
   while (n_done < g.sampling.n) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
     if (left.count() < 0) left = std::chrono::milliseconds(0);
@@ -134,9 +136,15 @@ status_or<generation_result> client::generate(
       if (f->sample_index >= g.sampling.n || done[f->sample_index])
         return finish(status_or<generation_result>(
             invalid_argument("final for sample %u out of range or repeated", f->sample_index)));
+      if (status st = routing.complete(f); !st.ok()) return finish(status_or<generation_result>(data_loss("%s", st.message().c_str())));
       done[f->sample_index] = true;
       ++n_done;
-      out.samples[f->sample_index].final = *f;
+      out.samples[f->sample_index].final = std::move(*f);
+    } else if (auto* p = std::get_if<protocol::routing_part>(&r); p && p->request_id == g.request_id) {
+      if (p->sample_index >= g.sampling.n || done[p->sample_index])
+        return finish(status_or<generation_result>(
+            invalid_argument("routing part for sample %u out of range or after its final", p->sample_index)));
+      if (status st = routing.add(std::move(*p)); !st.ok()) return finish(status_or<generation_result>(data_loss("%s", st.message().c_str())));
     } else if (auto* e = std::get_if<protocol::error_reply>(&r);
                e && (e->request_id == g.request_id || e->request_id == 0)) {
       return finish(status_or<generation_result>(status(e->code, e->message)));

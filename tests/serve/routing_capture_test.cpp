@@ -6,7 +6,8 @@
 // server is --deterministic, so batching does not change a decision); the
 // prompt is computed even when the prefix cache holds it; requests that do
 // not ask get none; sequences preempted and recomputed report the same; the
-// rollout client hands it out.
+// rollout client hands it out; a routing over --routing-ids-per-message comes
+// in parts that both clients join.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -173,6 +174,65 @@ TEST_P(routing_capture, rollout_client_hands_it_out) {
   expect_routing_equal(s.routing, run_alone(alone(), p0, gen), int64_t(p0.size() + gen.size() - 1), "rollout",
                        /*with_picks=*/false);
   EXPECT_EQ(res->groups[1].samples[0].routing.positions, 0u) << "the second prompt did not ask";
+}
+
+// --routing-ids-per-message 100 (tiny-a: 6 x 2 expert ids + 2 x 8 picks a
+// position, so 3 positions a part): the routing arrives in RoutingPart replies
+// before each final; the transport client and the rollout client join them
+// into exactly the routing the engine computes alone.
+TEST(routing_capture_split, routing_over_the_message_limit_arrives_in_parts_and_is_joined) {
+  server_process srv(k_model, {"--routing-ids-per-message", "100"});
+  ASSERT_FALSE(srv.endpoint().empty()) << "the server did not start";
+  transport::client_params cp;
+  cp.endpoint = srv.endpoint();
+  auto c = transport::client::connect(cp);
+  ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+  const std::vector<int32_t> prompt = prompt_of(45, 4);
+  ASSERT_TRUE((*c)->send(protocol::request{request(7, prompt, true, 1)}).ok());
+  uint32_t parts = 0, first = 0;  // the raw replies: parts in position order, then the final counting them
+  protocol::final_event fin;
+  for (;;) {
+    auto r = (*c)->receive(60s);
+    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+    if (auto* p = std::get_if<protocol::routing_part>(&*r)) {
+      EXPECT_EQ(p->first_position, first);
+      first += p->routing.positions;
+      ++parts;
+    } else if (auto* f = std::get_if<protocol::final_event>(&*r)) {
+      fin = *f;
+      break;
+    }
+  }
+  EXPECT_GT(parts, 10u);
+  EXPECT_EQ(fin.routing_parts, parts);
+  EXPECT_EQ(fin.routing.positions, 0u) << "nothing inline";
+  EXPECT_EQ(first, prompt.size() + fin.usage.completion_tokens - 1);
+
+  auto r = (*c)->generate(request(8, prompt, true, 2), 120s);
+  ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+  for (size_t i = 0; i < r->samples.size(); ++i) {
+    const transport::sample_output& s = r->samples[i];
+    const std::vector<int32_t> gen(s.token_ids.begin(), s.token_ids.end());
+    expect_routing_equal(s.final.routing, run_alone(alone(), prompt, gen), int64_t(prompt.size() + gen.size() - 1),
+                         "sample " + std::to_string(i));
+  }
+
+  rollout_client_params rp;
+  rp.endpoint = srv.endpoint();
+  auto rc = rollout_client::connect(rp);
+  ASSERT_TRUE(rc.ok()) << rc.get_status().to_string();
+  std::vector<rollout_prompt> batch(1);
+  batch[0].token_ids.assign(prompt.begin(), prompt.end());
+  batch[0].sampling.temperature = 0;
+  batch[0].sampling.max_new_tokens = 4;
+  batch[0].sampling.ignore_eos = true;
+  batch[0].return_routing = true;
+  batch[0].return_indexer_picks = true;
+  auto res = (*rc)->generate(batch);
+  ASSERT_TRUE(res.ok()) << res.get_status().to_string();
+  const rollout_sample& s = res->groups[0].samples[0];
+  const std::vector<int32_t> gen(s.token_ids.begin(), s.token_ids.end());
+  expect_routing_equal(s.routing, run_alone(alone(), prompt, gen), int64_t(prompt.size() + gen.size() - 1), "rollout");
 }
 
 // A pool too small for every sequence's second page: sequences are preempted
