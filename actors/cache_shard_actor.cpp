@@ -23,7 +23,8 @@ struct cache_shard_state {
   std::shared_ptr<const status> check() const { return std::make_shared<const status>(shard->check()); }
 };
 
-caf::behavior cache_shard_impl(caf::stateful_actor<cache_shard_state>* self, cache::cache_config cfg, int32_t rank) {
+cache_shard_actor::behavior_type cache_shard_impl(cache_shard_actor::stateful_pointer<cache_shard_state> self,
+                                                  cache::cache_config cfg, int32_t rank) {
   self->state.shard = std::make_unique<cache::cache_shard>(cfg);
   self->state.rank = rank;
   HART_LOG_DEBUG("rank %d: %lld full + %lld SWA pages of %lld tokens", rank,
@@ -38,7 +39,7 @@ caf::behavior cache_shard_impl(caf::stateful_actor<cache_shard_state>* self, cac
 
 }  // namespace
 
-status_or<caf::actor> spawn_cache_shard_actor(caf::actor_system& sys, const cache::cache_config& cfg, int32_t rank) {
+status_or<cache_shard_actor> spawn_cache_shard_actor(caf::actor_system& sys, const cache::cache_config& cfg, int32_t rank) {
   HART_RETURN_IF_ERROR(cfg.validate());
   // NOTE(hart): detached although it never blocks: a step that needs pages
   // waits for its answer, and its own thread wakes on the mailbox's condition

@@ -1,6 +1,7 @@
 // File: actors/caf_compat.h
-// The one place hart touches CAF 0.17's dialect (style R18): includes, atoms
-// and the unsafe (shared_ptr, never serialized) message types. Moving to CAF
+// The one place hart touches CAF 0.17's dialect (style R18): includes, atoms,
+// the actors' typed interfaces and the unsafe (shared_ptr, never serialized)
+// message types. Moving to CAF
 // 0.18+ changes this header, not the actors.
 #pragma once
 
@@ -35,6 +36,48 @@ using shard_plan_atom = caf::atom_constant<caf::atom("shardplan")>;
 using cache_ops_atom = caf::atom_constant<caf::atom("cacheops")>;
 using shard_metrics_atom = caf::atom_constant<caf::atom("shardstat")>;
 using shard_check_atom = caf::atom_constant<caf::atom("shardchk")>;
+
+// -- interfaces: every long-lived actor is one of these handles, so a message
+// an actor does not take is a compile error at the sender --------------------
+
+/// Decoded client requests in; the scheduler's events and control replies out to clients.
+using gateway_actor = caf::typed_actor<caf::reacts_to<inbound_atom, std::shared_ptr<const inbound_request>>,
+                                       caf::reacts_to<events_atom, std::shared_ptr<const sched::event_batch>, uint64_t>,
+                                       caf::reacts_to<reply_atom, std::shared_ptr<const addressed_reply>>>;
+
+/// Runs step plans and weight swaps; answers the sender with step_done / swapped.
+using worker_actor = caf::typed_actor<caf::reacts_to<step_atom, std::shared_ptr<const sched::step_plan>>,
+                                      caf::reacts_to<swap_atom, std::shared_ptr<const swap_request>>>;
+
+/// One attention-DP rank's page index: a step's pages (answered), what was computed, metrics, invariants.
+using cache_shard_actor = caf::typed_actor<
+    caf::replies_to<shard_plan_atom, std::shared_ptr<const cache::slot_request>>::with<
+        std::shared_ptr<const cache::slot_grants>>,
+    caf::reacts_to<cache_ops_atom, std::shared_ptr<const cache::cache_op_batch>>,
+    caf::replies_to<shard_metrics_atom>::with<std::shared_ptr<const cache::cache_metrics>>,
+    caf::replies_to<shard_check_atom>::with<std::shared_ptr<const status>>>;
+
+/// Staged weight updates in (from the sync socket); the scheduler's swap outcome back.
+using weight_sync_actor = caf::typed_actor<caf::reacts_to<sync_atom, std::shared_ptr<const weight_sync::inbound_sync>>,
+                                           caf::reacts_to<swapped_atom, std::shared_ptr<const swap_outcome>>>;
+
+/// Requests and control verbs from the gateway, swaps from the weight-sync
+/// actor, step outcomes and swap outcomes from the worker.
+using scheduler_actor = caf::typed_actor<caf::reacts_to<gateway_actor>,
+                                         caf::reacts_to<submit_atom, std::shared_ptr<const submit_request>>,
+                                         caf::reacts_to<control_atom, std::shared_ptr<const control_call>>,
+                                         caf::reacts_to<swap_atom, std::shared_ptr<const swap_request>>,
+                                         caf::reacts_to<swapped_atom, std::shared_ptr<const swap_outcome>>,
+                                         caf::reacts_to<step_done_atom, std::shared_ptr<const step_outcome>>,
+                                         caf::reacts_to<retry_atom>>;
+
+/// A blocking actor (worker, weight sync) behind its interface: CAF 0.17 spawns
+/// blocking actors untyped and cannot check their receive loops, so this cast
+/// is where the loop's handlers and the interface are declared to agree.
+template <class Handle>
+Handle typed_handle(caf::actor a) {
+  return caf::actor_cast<Handle>(std::move(a));
+}
 
 }  // namespace hart::actors
 

@@ -19,6 +19,9 @@ struct live_generation {
   bool top_logprobs = false;
 };
 
+struct gateway_state;
+using gateway_self = gateway_actor::stateful_pointer<gateway_state>;
+
 struct gateway_state {
   gateway_params params;
   uint64_t next_id = 1;
@@ -30,7 +33,7 @@ struct gateway_state {
     if (!s.ok()) HART_LOG_WARN("reply to a client dropped: %s", s.to_string().c_str());
   }
 
-  void on_generate(caf::event_based_actor* self, const transport::client_id& client, const protocol::generate_request& g) {
+  void on_generate(gateway_self self, const transport::client_id& client, const protocol::generate_request& g) {
     const auto key = std::make_pair(client, g.request_id);
     if (by_client_id.count(key)) {
       send(client, protocol::error_reply_from(invalid_argument("request id %llu is already running", (unsigned long long)g.request_id), g.request_id));
@@ -54,7 +57,7 @@ struct gateway_state {
     self->send(params.scheduler, submit_atom::value, std::make_shared<const submit_request>(submit_request{std::move(r).value()}));
   }
 
-  void on_control(caf::event_based_actor* self, const transport::client_id& client, const protocol::control_request& c) {
+  void on_control(gateway_self self, const transport::client_id& client, const protocol::control_request& c) {
     control_call call{client, c, {}};
     if (c.verb == protocol::control_verb::abort) {
       for (const auto& [key, id] : by_client_id) {
@@ -97,7 +100,7 @@ struct gateway_state {
   }
 };
 
-caf::behavior gateway_impl(caf::stateful_actor<gateway_state>* self, gateway_params params) {
+gateway_actor::behavior_type gateway_impl(gateway_self self, gateway_params params) {
   self->state.params = std::move(params);
   return {
       [=](inbound_atom, std::shared_ptr<const inbound_request> in) {
@@ -116,7 +119,7 @@ caf::behavior gateway_impl(caf::stateful_actor<gateway_state>* self, gateway_par
 
 }  // namespace
 
-caf::actor spawn_gateway_actor(caf::actor_system& sys, const gateway_params& params) {
+gateway_actor spawn_gateway_actor(caf::actor_system& sys, const gateway_params& params) {
   return sys.spawn(gateway_impl, params);
 }
 

@@ -15,13 +15,13 @@ namespace hart::actors {
 
 struct gateway_params {
   std::shared_ptr<transport::server> server;  // replies go out here (thread-safe send)
-  caf::actor scheduler;                       // the scheduler actor
+  scheduler_actor scheduler;
   const tokenizer* tok = nullptr;             // may be null: token-id prompts only
   int64_t vocab_size = 0;
   /// Routing ids one message carries; a longer routing goes in routing parts.
   int64_t max_routing_ids = protocol::max_routing_ids;
 };
 
-caf::actor spawn_gateway_actor(caf::actor_system& sys, const gateway_params& params);
+gateway_actor spawn_gateway_actor(caf::actor_system& sys, const gateway_params& params);
 
 }  // namespace hart::actors

@@ -49,6 +49,9 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_
   return r;
 }
 
+struct scheduler_state;
+using scheduler_self = scheduler_actor::stateful_pointer<scheduler_state>;
+
 struct scheduler_state {
   /// Requests and batching policy; mutated only here (shared only because
   /// spawn arguments must be copyable). Its cache shard is shards[0].
@@ -58,35 +61,35 @@ struct scheduler_state {
   /// is on its way to the worker (or it is clear there is none yet).
   sched::event_batch step_events;
   /// Token and finish events go here; control replies too.
-  caf::actor gateway;
+  gateway_actor gateway;
   /// The plans sent to the worker and not answered yet, oldest first (two
   /// while a step is planned ahead: --overlap-schedule), and when each was planned.
   std::deque<std::pair<std::shared_ptr<const sched::step_plan>, sched::step_timing>> in_flight;
   /// A swap waiting for the step boundary, and who asked; `swapping` while the worker swaps.
   std::shared_ptr<const swap_request> swap;
-  caf::actor swap_from;
+  weight_sync_actor swap_from;
   bool swapping = false;
   /// Weights serving now: every event is stamped with them.
   uint64_t weight_version = 0;
   /// A retry is scheduled (a plan came back empty while requests wait for memory).
   bool retry_pending = false;
 
-  void publish(caf::event_based_actor* self, sched::event_batch ev) {
+  void publish(scheduler_self self, sched::event_batch ev) {
     if (ev.empty()) return;
     self->send(gateway, events_atom::value, std::make_shared<const sched::event_batch>(std::move(ev)), weight_version);
   }
 
-  void reply(caf::event_based_actor* self, const transport::client_id& client, protocol::reply r) {
+  void reply(scheduler_self self, const transport::client_id& client, protocol::reply r) {
     self->send(gateway, reply_atom::value, std::make_shared<const addressed_reply>(addressed_reply{client, std::move(r)}));
   }
 
   /// The cache shard of an attention-DP rank. NOTE(hart): every sequence
   /// lives on rank 0 until the policy splits a step's budget across ranks.
-  const caf::actor& shard(size_t rank) const { return params.shards.at(rank); }
+  const cache_shard_actor& shard(size_t rank) const { return params.shards.at(rank); }
 
   /// Sends the cache changes made so far to the shard; before any request
   /// that must see them (the shard handles a sender's messages in order).
-  void send_cache_ops(caf::event_based_actor* self) {
+  void send_cache_ops(scheduler_self self) {
     cache::cache_op_batch ops = core->take_cache_ops();
     if (!ops.empty()) self->send(shard(0), cache_ops_atom::value, std::make_shared<const cache::cache_op_batch>(std::move(ops)));
   }
@@ -95,14 +98,14 @@ struct scheduler_state {
   /// swap first, else the next step; then sends the shard the cache ops made
   /// so far. `chained_from_us`: the end of the step whose outcome was just
   /// applied (0 if none), to measure the gap.
-  void advance(caf::event_based_actor* self, int64_t chained_from_us = 0) {
+  void advance(scheduler_self self, int64_t chained_from_us = 0) {
     start_next(self, chained_from_us);
     // NOTE(hart): after the plan went to the worker, not before: waking the
     // shard's thread on the step path cost ~100 µs of gap on 2 cores (S1).
     send_cache_ops(self);
   }
 
-  void start_next(caf::event_based_actor* self, int64_t chained_from_us) {
+  void start_next(scheduler_self self, int64_t chained_from_us) {
     if (!in_flight.empty() || swapping) return;
     if (swap) {
       swapping = true;
@@ -135,7 +138,7 @@ struct scheduler_state {
 
   /// Sends a planned step to the worker (and, with overlap, the one after
   /// it planned ahead), then the events waiting for them.
-  void start_step(caf::event_based_actor* self, const sched::step_timing& t, sched::step_plan planned) {
+  void start_step(scheduler_self self, const sched::step_timing& t, sched::step_plan planned) {
     auto plan = std::make_shared<sched::step_plan>(std::move(planned));
     if (!plan->empty()) {
       send_step(self, t, plan);
@@ -153,7 +156,7 @@ struct scheduler_state {
     }
   }
 
-  void send_step(caf::event_based_actor* self, const sched::step_timing& t,
+  void send_step(scheduler_self self, const sched::step_timing& t,
                  std::shared_ptr<const sched::step_plan> plan) {
     in_flight.emplace_back(plan, t);
     self->send(params.worker, step_atom::value, std::move(plan));
@@ -161,7 +164,7 @@ struct scheduler_state {
 
   /// With --overlap-schedule and one step in flight: the step after it, so
   /// the worker starts it as soon as it is done (scheduler::schedule_ahead).
-  void plan_ahead(caf::event_based_actor* self) {
+  void plan_ahead(scheduler_self self) {
     if (!params.overlap || in_flight.size() != 1 || swap || swapping) return;
     sched::step_timing t;
     t.planned_us = core->now_us();
@@ -169,7 +172,7 @@ struct scheduler_state {
     if (!next.empty()) send_step(self, t, std::make_shared<const sched::step_plan>(std::move(next)));
   }
 
-  void on_step_done(caf::event_based_actor* self, const step_outcome& o) {
+  void on_step_done(scheduler_self self, const step_outcome& o) {
     if (in_flight.empty()) return;
     auto [plan, timing] = std::move(in_flight.front());
     in_flight.pop_front();
@@ -196,7 +199,7 @@ struct scheduler_state {
     step_events = {};
   }
 
-  void on_submit(caf::event_based_actor* self, const sched::gen_request& r) {
+  void on_submit(scheduler_self self, const sched::gen_request& r) {
     status s = core->submit(r);
     if (!s.ok()) {
       sched::event_batch ev;
@@ -214,7 +217,7 @@ struct scheduler_state {
     advance(self);
   }
 
-  void on_control(caf::event_based_actor* self, const control_call& c) {
+  void on_control(scheduler_self self, const control_call& c) {
     using protocol::control_verb;
     const protocol::control_request& ctl = c.control;
     switch (ctl.verb) {
@@ -264,39 +267,39 @@ struct scheduler_state {
     advance(self);
   }
 
-  void on_swap_request(caf::event_based_actor* self, std::shared_ptr<const swap_request> r) {
+  void on_swap_request(scheduler_self self, std::shared_ptr<const swap_request> r) {
     if (swap || swapping) {
       swap_outcome busy{failed_precondition("weight swap: another swap is in progress"), weight_version};
-      self->send(caf::actor_cast<caf::actor>(self->current_sender()), swapped_atom::value,
+      self->send(caf::actor_cast<weight_sync_actor>(self->current_sender()), swapped_atom::value,
                  std::make_shared<const swap_outcome>(std::move(busy)));
       return;
     }
     swap = std::move(r);
-    swap_from = caf::actor_cast<caf::actor>(self->current_sender());
+    swap_from = caf::actor_cast<weight_sync_actor>(self->current_sender());
     advance(self);
   }
 
-  void on_swapped(caf::event_based_actor* self, std::shared_ptr<const swap_outcome> o) {
+  void on_swapped(scheduler_self self, std::shared_ptr<const swap_outcome> o) {
     swapping = false;
     swap.reset();
     // Cached prefixes hold KV of the old weights; live sequences keep theirs.
     if (o->result.ok()) core->flush_cache();
     weight_version = o->serving_version;
     self->send(swap_from, swapped_atom::value, std::move(o));
-    swap_from = caf::actor{};
+    swap_from = weight_sync_actor{};
     advance(self);
   }
 };
 
-caf::behavior scheduler_impl(caf::stateful_actor<scheduler_state>* self,
+scheduler_actor::behavior_type scheduler_impl(scheduler_self self,
                              std::shared_ptr<sched::serving_core> core, scheduler_actor_params params) {
   auto& st = self->state;
   st.core = std::move(core);
   st.params = std::move(params);
   st.weight_version = st.params.weight_version;
-  for (const caf::actor& s : st.params.shards) self->link_to(s);  // they end together
+  for (const cache_shard_actor& s : st.params.shards) self->link_to(s);  // they end together
   return {
-      [=](caf::actor gw) { self->state.gateway = std::move(gw); },
+      [=](gateway_actor gw) { self->state.gateway = std::move(gw); },
       [=](submit_atom, std::shared_ptr<const submit_request> r) { self->state.on_submit(self, r->request); },
       [=](control_atom, std::shared_ptr<const control_call> c) { self->state.on_control(self, *c); },
       [=](swap_atom, std::shared_ptr<const swap_request> r) { self->state.on_swap_request(self, std::move(r)); },
@@ -311,7 +314,7 @@ caf::behavior scheduler_impl(caf::stateful_actor<scheduler_state>* self,
 
 }  // namespace
 
-status_or<caf::actor> spawn_scheduler_actor(caf::actor_system& sys, const scheduler_actor_params& given) {
+status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys, const scheduler_actor_params& given) {
   if (given.shards.size() > 1) {
     return unimplemented("scheduler: %zu cache shards; a step is planned for one attention-DP rank", given.shards.size());
   }
@@ -319,7 +322,7 @@ status_or<caf::actor> spawn_scheduler_actor(caf::actor_system& sys, const schedu
                         sched::serving_core::create_without_shard(given.serving, given.tok));
   scheduler_actor_params params = given;
   if (params.shards.empty()) {
-    HART_ASSIGN_OR_RETURN(caf::actor shard, spawn_cache_shard_actor(sys, params.serving.cache, 0));
+    HART_ASSIGN_OR_RETURN(cache_shard_actor shard, spawn_cache_shard_actor(sys, params.serving.cache, 0));
     params.shards.push_back(std::move(shard));
   }
   // NOTE(hart): detached although it never blocks: its own thread wakes on a

@@ -11,7 +11,7 @@
 // so nothing changes between planning and applying the grants.
 //
 // Messages:
-//   caf::actor                                   the gateway (before any work)
+//   gateway_actor                                the gateway (before any work)
 //   (submit_atom, shared_ptr<const submit_request>), (control_atom, shared_ptr<const control_call>)
 //   (swap_atom, shared_ptr<const swap_request>)  from the weight-sync actor: the
 //       swap waits for the step in flight, runs on the worker, then the prefix
@@ -38,10 +38,10 @@ struct scheduler_actor_params {
   /// Resolved against the model (sched::serving_params_for).
   sched::serving_params serving;
   const tokenizer* tok = nullptr;  ///< may be null; outlives the actor
-  caf::actor worker;               ///< the worker actor
+  worker_actor worker;             ///< the worker actor
   /// Cache shard actors by attention-DP rank; empty: one is spawned for rank 0
   /// (linked to the scheduler). One rank is all the policy plans for today.
-  std::vector<caf::actor> shards;
+  std::vector<cache_shard_actor> shards;
   uint64_t weight_version = 0;     ///< of the weights the worker starts with
   /// Plan each decode step's successor before it runs (sched::scheduler::schedule_ahead),
   /// so the worker starts it without waiting for the scheduler (--overlap-schedule).
@@ -51,6 +51,6 @@ struct scheduler_actor_params {
 
 /// Fails when the serving core cannot be created (bad cache or batching
 /// sizes), or for more than one shard (a step is not split across ranks yet).
-status_or<caf::actor> spawn_scheduler_actor(caf::actor_system& sys, const scheduler_actor_params& params);
+status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys, const scheduler_actor_params& params);
 
 }  // namespace hart::actors

@@ -83,7 +83,7 @@ class scheduler_actor_test : public ::testing::Test {
     auto s = spawn_scheduler_actor(sys_, sp);
     ASSERT_TRUE(s.ok()) << s.get_status().to_string();
     sched_ = *s;
-    gw_->send(sched_, caf::actor_cast<caf::actor>(gw_));
+    gw_->send(sched_, caf::actor_cast<gateway_actor>(gw_));  // this scoped actor plays the gateway
   }
 
   void TearDown() override {
@@ -158,7 +158,9 @@ class scheduler_actor_test : public ::testing::Test {
   caf::actor_system_config cfg_;
   caf::actor_system sys_{cfg_};
   caf::scoped_actor gw_{sys_};
-  caf::actor worker_, sched_, shard_;
+  worker_actor worker_;
+  scheduler_actor sched_;
+  cache_shard_actor shard_;
 };
 
 engine* scheduler_actor_test::eng_ = nullptr;

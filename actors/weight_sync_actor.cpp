@@ -135,8 +135,9 @@ void weight_sync_loop(caf::blocking_actor* self, std::shared_ptr<weight_sync_sta
 
 }  // namespace
 
-caf::actor spawn_weight_sync_actor(caf::actor_system& sys, const weight_sync_actor_params& params) {
-  return sys.spawn<caf::detached>(weight_sync_loop, std::make_shared<weight_sync_state>(params));
+weight_sync_actor spawn_weight_sync_actor(caf::actor_system& sys, const weight_sync_actor_params& params) {
+  return typed_handle<weight_sync_actor>(
+      sys.spawn<caf::detached>(weight_sync_loop, std::make_shared<weight_sync_state>(params)));
 }
 
 }  // namespace hart::actors

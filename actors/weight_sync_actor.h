@@ -22,7 +22,7 @@ struct weight_sync_actor_params {
   /// Builds the weights (thread-safe) with the engine that serves: the CPU engine, or
   /// the GPU engine of the in-process GPU executor. The worker swaps them through the same target.
   std::shared_ptr<weight_target> target;
-  caf::actor engine_actor;      ///< the scheduler actor: swaps them in between steps, on the worker
+  scheduler_actor engine_actor;  ///< swaps them in between steps, on the worker
   std::shared_ptr<weight_sync::sync_server> server;  ///< replies go here
   weight_sync::staging_limits limits;
   /// A staged update that receives nothing for this long is dropped (a trainer that died mid-push).
@@ -31,7 +31,7 @@ struct weight_sync_actor_params {
   std::chrono::milliseconds swap_timeout{600000};
 };
 
-/// Spawns the actor; feed it (sync_atom, std::shared_ptr<const weight_sync::inbound_sync>).
-caf::actor spawn_weight_sync_actor(caf::actor_system& sys, const weight_sync_actor_params& params);
+/// Spawns the actor; the sync socket feeds it (sync_atom, std::shared_ptr<const weight_sync::inbound_sync>).
+weight_sync_actor spawn_weight_sync_actor(caf::actor_system& sys, const weight_sync_actor_params& params);
 
 }  // namespace hart::actors

@@ -114,12 +114,12 @@ void worker_loop(caf::blocking_actor* self, std::shared_ptr<worker_state> st) {
     }
     self->receive(
         [&](step_atom, std::shared_ptr<const sched::step_plan> plan) {
-          self->send(caf::actor_cast<caf::actor>(self->current_sender()), step_done_atom::value,
+          self->send(caf::actor_cast<scheduler_actor>(self->current_sender()), step_done_atom::value,
                      st->run(*plan));
           stepped = true;
         },
         [&](swap_atom, std::shared_ptr<const swap_request> r) {
-          self->send(caf::actor_cast<caf::actor>(self->current_sender()), swapped_atom::value,
+          self->send(caf::actor_cast<scheduler_actor>(self->current_sender()), swapped_atom::value,
                      std::make_shared<const swap_outcome>(st->swap(*r)));
         },
         [&](caf::exit_msg& m) {
@@ -134,7 +134,7 @@ void worker_loop(caf::blocking_actor* self, std::shared_ptr<worker_state> st) {
 
 }  // namespace
 
-status_or<caf::actor> spawn_worker_actor(caf::actor_system& sys, const worker_actor_params& params) {
+status_or<worker_actor> spawn_worker_actor(caf::actor_system& sys, const worker_actor_params& params) {
   std::shared_ptr<sched::step_executor> executor;
   if (params.make_executor) {
     HART_ASSIGN_OR_RETURN(auto ex, params.make_executor());
@@ -149,7 +149,7 @@ status_or<caf::actor> spawn_worker_actor(caf::actor_system& sys, const worker_ac
   if (!st->weights && !params.make_executor) st->weights = engine_weight_target(*params.eng);
   st->executor = std::move(executor);
   st->no_swap_reason = params.no_swap_reason;
-  return sys.spawn<caf::detached>(worker_loop, std::move(st));
+  return typed_handle<worker_actor>(sys.spawn<caf::detached>(worker_loop, std::move(st)));
 }
 
 }  // namespace hart::actors

@@ -52,6 +52,6 @@ struct worker_actor_params {
 };
 
 /// Fails when the executor cannot be made (no memory for the pools, no worker process).
-status_or<caf::actor> spawn_worker_actor(caf::actor_system& sys, const worker_actor_params& params);
+status_or<worker_actor> spawn_worker_actor(caf::actor_system& sys, const worker_actor_params& params);
 
 }  // namespace hart::actors

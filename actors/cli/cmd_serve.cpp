@@ -128,7 +128,7 @@ int run_serve(const serve_options& o) {
   // The socket thread hands requests to the gateway, which exists only after the server.
   struct gateway_slot {
     std::mutex m;
-    caf::actor gateway;
+    actors::gateway_actor gateway;
   };
   auto slot = std::make_shared<gateway_slot>();
   transport::server_params tp;
@@ -143,7 +143,7 @@ int run_serve(const serve_options& o) {
   });
   if (!server.ok()) return fail(server.get_status());
   std::shared_ptr<transport::server> srv = std::move(server).value();
-  caf::actor gateway = actors::spawn_gateway_actor(
+  actors::gateway_actor gateway = actors::spawn_gateway_actor(
       sys, {srv, *scheduler, tok.get(), cfg.vocab_size, o.routing_ids_per_message});
   caf::anon_send(*scheduler, gateway);
   {
@@ -153,11 +153,11 @@ int run_serve(const serve_options& o) {
   // Weight sync: its own socket thread hands decoded messages to the weight-sync actor.
   struct sync_slot {
     std::mutex m;
-    caf::actor actor;
+    actors::weight_sync_actor actor;
   };
   auto wslot = std::make_shared<sync_slot>();
   std::shared_ptr<weight_sync::sync_server> sync_srv;
-  caf::actor sync_actor;
+  actors::weight_sync_actor sync_actor;
   if (!o.weight_sync_endpoint.empty()) {
     weight_sync::sync_server_params wp;
     wp.endpoint = o.weight_sync_endpoint;
@@ -190,11 +190,11 @@ int run_serve(const serve_options& o) {
   if (sync_srv) sync_srv->stop();
   {
     std::lock_guard<std::mutex> lock(slot->m);
-    slot->gateway = caf::actor{};
+    slot->gateway = actors::gateway_actor{};
   }
   {
     std::lock_guard<std::mutex> lock(wslot->m);
-    wslot->actor = caf::actor{};
+    wslot->actor = actors::weight_sync_actor{};
   }
   if (sync_actor) caf::anon_send_exit(sync_actor, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
