@@ -174,6 +174,19 @@ struct linear_fp8_params {
 /// version is later work (perf target G1).
 status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 
+/// linear_fp8_cuda's product on tensor cores (mma.sync m16n8k32 e4m3, fp32
+/// accumulation per 128-channel block, then the blocks' power-of-two scales):
+/// the same quantized x and W, the sums in the MMA's order (so within a few
+/// fp32 roundings per block of linear_cpu on fp8_qdq_rows(x) and the
+/// dequantized W, not bitwise linear_fp8_cuda). For many rows, where the
+/// CUDA-core dot is bound by its FMAs (G1, G2). Needs quantized inputs,
+/// in % 128 == 0, out % 128 == 0 and 16-byte aligned weights
+/// (linear_fp8_tc_supported); unimplemented otherwise.
+/// NOTE(linear): written 2026-11-29 without a device run; kernels/linear's GPU
+/// test checks it against the CPU on the next one.
+status linear_fp8_tc_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
+bool linear_fp8_tc_supported(const linear_fp8_params& p);
+
 /// linear_grouped_cpu's contract with device pointers (groups too). Each
 /// output is the warp dot product linear_fp8_cuda uses for codes (bitwise the
 /// same result for the same QDQ'd row), lane-strided fp32 FMAs for fp32

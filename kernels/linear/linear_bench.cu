@@ -1,4 +1,5 @@
-// Standalone benchmark for linear_fp8_cuda on V4-Flash decode shapes (target
+// Standalone benchmark for linear_fp8_cuda and linear_fp8_tc_cuda (tensor cores)
+// on V4-Flash decode shapes (target
 // G1: >= 80% of copy bandwidth for weights >= 16 MB). Built without CMake by
 // scripts/gpu/bench_linear.sh (the GPU image lacks GTest/OpenBLAS):
 //
@@ -8,7 +9,8 @@
 // 2. Per case: random e4m3 weights and e8m0 scales drawn on the device, random
 //    inputs; checks 64 sampled outputs of every row against a host double sum of
 //    the same exact products (the kernels/quant rule applied on the host), within
-//    (in/32 + 24)·2^-24·Σ|x'·w'|; a failed case prints FAIL and no time.
+//    (in/32 + 24)·2^-24·Σ|x'·w'| (CUDA cores) or 2^-12·Σ|x'·w'| (tensor cores);
+//    a failed case prints FAIL and no time.
 // 3. Times with CUDA events: median of 200 calls (activation QDQ + product), the
 //    weights rotated over copies totalling >= 192 MB (> 3x the 60 MB L2).
 // Weight GB/s = (e4m3 bytes + scale bytes) / time.
@@ -93,7 +95,7 @@ double copy_bandwidth() {
 
 // Host check of 64 sampled outputs per row; returns the worst error / bound ratio (<= 1 passes).
 double check(const shape& s, int64_t n_rows, const float* d_x, const uint8_t* d_w, const uint8_t* d_s,
-             const float* d_y) {
+             const float* d_y, double rtol) {
   const int64_t nb_i = (s.in + 127) / 128;
   std::vector<float> x(n_rows * s.in), y(n_rows * s.out);
   std::vector<uint8_t> w(s.in * s.out), sc(((s.out + 127) / 128) * nb_i);
@@ -107,7 +109,6 @@ double check(const shape& s, int64_t n_rows, const float* d_x, const uint8_t* d_
     }
   }
   double worst = 0;
-  const double rtol = (double(s.in) / 32.0 + 24.0) * std::ldexp(1.0, -24);
   for (int64_t j = 0; j < 64; ++j) {
     const int64_t o = j * (s.out - 1) / 63;
     for (int64_t r = 0; r < n_rows; ++r) {
@@ -142,7 +143,7 @@ int main() {
   CK(cudaEventCreate(&e1));
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  struct row { const shape* s; int64_t m; double us, gbs; bool ok; };
+  struct row { const shape* s; int64_t m; const char* path; double us, gbs; bool ok; };
   std::vector<row> table;
   for (const shape& s : k_shapes) {
     const int64_t w_bytes = s.in * s.out, s_bytes = ((s.out + 127) / 128) * ((s.in + 127) / 128);
@@ -159,14 +160,19 @@ int main() {
     CK(cudaMalloc(&d_y, size_t(64 * s.out) * 4));
     CK(cudaMemcpy(d_x, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
     for (int64_t m : k_rows) {
+     for (const bool tc : {false, true}) {
+      // CUDA cores: exact products, (in/32 + 24) fp32 roundings; tensor cores: 2^-12 (linear_cuda_test).
+      auto run = tc ? linear_fp8_tc_cuda : linear_fp8_cuda;
+      const double rtol = tc ? std::ldexp(1.0, -12) : (double(s.in) / 32.0 + 24.0) * std::ldexp(1.0, -24);
+      const char* path = tc ? "tensor cores" : "CUDA cores";
       linear_fp8_params p{d_x, d_w, d_s, d_y, m, s.in, s.out};
       CK(cudaMemset(d_y, 0xff, size_t(m * s.out) * 4));  // NaN poison
-      if (!linear_fp8_cuda(p, **ctx, nullptr).ok()) return 1;
+      if (!run(p, **ctx, nullptr).ok()) return 1;
       CK(cudaDeviceSynchronize());
-      const double worst = check(s, m, d_x, d_w, d_s, d_y);
+      const double worst = check(s, m, d_x, d_w, d_s, d_y, rtol);
       if (!(worst <= 1.0)) {
-        std::printf("FAIL %s m=%lld: error %.3g x the bound\n", s.name, (long long)m, worst);
-        table.push_back({&s, m, 0, 0, false});
+        std::printf("FAIL %s m=%lld %s: error %.3g x the bound\n", s.name, (long long)m, path, worst);
+        table.push_back({&s, m, path, 0, 0, false});
         continue;
       }
       std::vector<float> ms(200);
@@ -174,30 +180,31 @@ int main() {
         p.w = d_w + (i % n_sets) * w_bytes;
         p.w_scale = d_s + (i % n_sets) * s_bytes;
         CK(cudaEventRecord(e0));
-        if (!linear_fp8_cuda(p, **ctx, nullptr).ok()) return 1;
+        if (!run(p, **ctx, nullptr).ok()) return 1;
         CK(cudaEventRecord(e1));
         CK(cudaEventSynchronize(e1));
         if (i >= 10) CK(cudaEventElapsedTime(&ms[i - 10], e0, e1));
       }
       std::sort(ms.begin(), ms.end());
       const double us = ms[ms.size() / 2] * 1e3;
-      table.push_back({&s, m, us, double(w_bytes + s_bytes) / (us * 1e-6) / 1e9, true});
+      table.push_back({&s, m, path, us, double(w_bytes + s_bytes) / (us * 1e-6) / 1e9, true});
+     }
     }
     CK(cudaFree(d_w));
     CK(cudaFree(d_s));
     CK(cudaFree(d_x));
     CK(cudaFree(d_y));
   }
-  std::printf("\n| shape | weight MB | rows | us (median) | weight GB/s | %% of copy | G1 (>= 80%%, weights >= 16 MB) |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf("\n| shape | weight MB | rows | path | us (median) | weight GB/s | %% of copy | G1 (>= 80%%, weights >= 16 MB) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const row& r : table) {
     const double mb = double(r.s->in * r.s->out) / 1e6;
     if (!r.ok) {
-      std::printf("| %s | %.1f | %lld | FAIL | | | |\n", r.s->name, mb, (long long)r.m);
+      std::printf("| %s | %.1f | %lld | %s | FAIL | | | |\n", r.s->name, mb, (long long)r.m, r.path);
       continue;
     }
     const double pct = 100.0 * r.gbs * 1e9 / copy_bw;
-    std::printf("| %s | %.1f | %lld | %.2f | %.0f | %.1f | %s |\n", r.s->name, mb, (long long)r.m, r.us, r.gbs, pct,
+    std::printf("| %s | %.1f | %lld | %s | %.2f | %.0f | %.1f | %s |\n", r.s->name, mb, (long long)r.m, r.path, r.us, r.gbs, pct,
                 mb < 16 ? "n/a" : (pct >= 80 ? "met" : "missed"));
   }
   std::printf("\nreproduce: bash scripts/gpu/bench_linear.sh\n");

@@ -14,7 +14,9 @@
 //     W within 2e-5·Σ|x'·w'|; bitwise the same whichever number of output rows
 //     a warp takes (1, 2 or 4, chosen by shape); with unquantized inputs on
 //     row slices of one quantized matrix (wo_a's groups, slices starting
-//     mid scale block) against linear_cpu on the raw x within 2e-5·Σ|x·w|.
+//     mid scale block) against linear_cpu on the raw x within 2e-5·Σ|x·w|;
+//   - linear_fp8_tc_cuda (tensor cores): the exact sum of the same quantized
+//     products within 2^-12·Σ|x'·w'| (the worst ratio printed).
 #include "kernels/linear/linear.h"
 
 #ifdef HART_CUDA
@@ -24,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -437,6 +440,67 @@ TEST(linear_cuda, fp8_raw_input_on_row_slices_matches_cpu) {
           << "group " << g;
     }
   }
+}
+
+// The tensor-core product: the same QDQ'd inputs and dequantized weights as the
+// CUDA-core path, summed by the MMA per 128-channel block. Tolerance 2^-12 of
+// Σ|x'·w'| allows an MMA whose internal accumulation keeps fewer than fp32's
+// bits (as Hopper's FP8 wgmma does); the measured worst ratio is printed.
+TEST(linear_cuda, fp8_tensor_cores_match_the_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  const shape shapes[] = {{1, 128, 128}, {5, 256, 128}, {16, 4096, 1024}, {17, 512, 384},
+                          {32, 1024, 4096}, {64, 2048, 256}, {100, 128, 256}, {256, 384, 128}};
+  double worst = 0;
+  for (const shape& sh : shapes) {
+    for (const bool acc : {false, true}) {
+      SCOPED_TRACE(name(sh, sh.out + (acc ? 8 : 0), acc));
+      const int64_t xs = sh.in + (acc ? 4 : 0), ys = sh.out + (acc ? 8 : 0);
+      const auto x = scaled_inputs(rng, sh.n_rows, sh.in);
+      const fp8_weight w = random_fp8_weight(rng, sh.out, sh.in);
+      const auto y0 = normal_vec(rng, sh.n_rows * sh.out, 1.0f);
+      std::vector<float> xp(sh.n_rows * xs, k_sentinel);
+      for (int64_t r = 0; r < sh.n_rows; ++r) std::copy_n(x.data() + r * sh.in, sh.in, xp.data() + r * xs);
+      device_vec<float> d_x(xp), d_y(poisoned_y(sh, ys, y0, acc));
+      device_vec<uint8_t> d_w(w.q), d_s(w.scale);
+      linear_fp8_params p{d_x.get(), d_w.get(), d_s.get(), d_y.get() + k_guard, sh.n_rows, sh.in, sh.out, xs, ys, acc};
+      ASSERT_TRUE(linear_fp8_tc_supported(p));
+      const status st = linear_fp8_tc_cuda(p, *ctx, nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_TRUE(cuda_synced(nullptr));
+      const auto got = body(d_y.to_host(), sh, ys);
+      const auto xq = cpu_act_qdq(x, sh.n_rows, sh.in);
+      std::vector<double> want, mag;
+      exact(xq, w.deq, acc ? &y0 : nullptr, sh, want, mag);
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]) / std::max(mag[i], 1e-30));
+      EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, std::ldexp(1.0, -12), 0.0));
+    }
+  }
+  std::printf("linear_fp8_tc: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", worst, std::log2(std::max(worst, 1e-300)));
+}
+
+TEST(linear_cuda, fp8_tensor_cores_refuse_what_they_do_not_take) {
+  HART_SKIP_WITHOUT_CUDA();
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  device_vec<float> d(std::vector<float>(4096, 0.0f));
+  device_vec<uint8_t> q(std::vector<uint8_t>(65536, 0));
+  linear_fp8_params p{d.get(), q.get(), q.get(), d.get(), 2, 200, 128};  // in % 128 != 0
+  EXPECT_FALSE(linear_fp8_tc_supported(p));
+  EXPECT_EQ(linear_fp8_tc_cuda(p, *ctx, nullptr).code(), status_code::unimplemented);
+  p.in = 128;
+  p.out = 100;  // out % 128 != 0
+  EXPECT_EQ(linear_fp8_tc_cuda(p, *ctx, nullptr).code(), status_code::unimplemented);
+  p.out = 128;
+  p.quantize_input = false;
+  EXPECT_EQ(linear_fp8_tc_cuda(p, *ctx, nullptr).code(), status_code::unimplemented);
+  p.quantize_input = true;
+  p.n_rows = 1000;  // over the context's 256 rows
+  EXPECT_EQ(linear_fp8_tc_cuda(p, *ctx, nullptr).code(), status_code::resource_exhausted);
 }
 
 TEST(linear_cuda, fp8_rejects_bad_arguments) {

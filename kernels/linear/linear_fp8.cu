@@ -35,7 +35,11 @@ __device__ int scale_exponent(float amax) {
   return ea - eq + (ma > mq ? 1 : 0);
 }
 
-__global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* __restrict__ out, int64_t in,
+// CODES: writes the e4m3 codes (codes[r * in + k]) and each block's scale
+// (scales[r * n_blocks_k + kb]) instead of the dequantized values (out).
+template <bool CODES>
+__global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* __restrict__ out,
+                               uint8_t* __restrict__ codes, float* __restrict__ scales, int64_t in,
                                int64_t n_blocks_k, int64_t n_work) {
   const int64_t work = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -52,12 +56,17 @@ __global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* _
   }
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float s = ldexpf(1.0f, scale_exponent(amax));
-  float* yr = out + r * in + k0;
+  if (CODES && lane == 0) scales[r * n_blocks_k + k0 / k_block] = s;
   for (int j = 0; j < 4; ++j) {
     const int64_t i = lane * 4 + j;
     if (i >= len) continue;
     const float t = __fdiv_rn(v[j], s);  // NaN for NaN input and for ±inf / inf
-    yr[i] = e4m3_qdq(isnan(t) ? t : fminf(fmaxf(t, -e4m3_max), e4m3_max)) * s;  // fminf/fmaxf drop NaN
+    const float c = isnan(t) ? t : fminf(fmaxf(t, -e4m3_max), e4m3_max);  // fminf/fmaxf drop NaN
+    if (CODES) {
+      codes[r * in + k0 + i] = __nv_cvt_float_to_fp8(c, __NV_SATFINITE, __NV_E4M3);
+    } else {
+      out[r * in + k0 + i] = e4m3_qdq(c) * s;
+    }
   }
 }
 
@@ -127,7 +136,17 @@ cudaError_t linear_fp8_act_qdq_launch(const float* x, int64_t x_stride, float* o
   if (n_work == 0) return cudaSuccess;
   constexpr int threads = 256;  // 8 blocks of 128 channels per CUDA block
   const int64_t grid = (n_work * 32 + threads - 1) / threads;
-  act_qdq_kernel<<<unsigned(grid), threads, 0, stream>>>(x, x_stride, out, in, n_kb, n_work);
+  act_qdq_kernel<false><<<unsigned(grid), threads, 0, stream>>>(x, x_stride, out, nullptr, nullptr, in, n_kb, n_work);
+  return cudaGetLastError();
+}
+
+cudaError_t linear_fp8_act_quant_launch(const float* x, int64_t x_stride, uint8_t* codes, float* scales,
+                                        int64_t n_rows, int64_t in, cudaStream_t stream) {
+  const int64_t n_kb = (in + k_block - 1) / k_block, n_work = n_rows * n_kb;
+  if (n_work == 0) return cudaSuccess;
+  constexpr int threads = 256;
+  const int64_t grid = (n_work * 32 + threads - 1) / threads;
+  act_qdq_kernel<true><<<unsigned(grid), threads, 0, stream>>>(x, x_stride, nullptr, codes, scales, in, n_kb, n_work);
   return cudaGetLastError();
 }
 

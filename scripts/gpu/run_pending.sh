@@ -49,9 +49,10 @@ if [ "$phase" = tests ]; then
   step flash_compressor 60 ./build-gpu/kernels/flash_compressor/flash_compressor_test
   step check_ops 60 ./build-gpu/hart check-ops
 else
-  # Benches whose tables are pending in docs/perf-notes.md.
+  # Benches whose tables are pending in docs/perf-notes.md (linear_fp8_tc: G1 v2).
   [ -n "${fresh:-}" ] && step build 300 bash scripts/gpu/build.sh -R '^none$'
   step requant 60 ./build-gpu/runtime/gpu/weight_requant_bench 20
+  step linear_bench 120 env OUT="$LOG/linear" bash scripts/gpu/bench_linear.sh  # CUDA cores vs tensor cores
   step bench 180 ./build-gpu/hart bench --batch 1,32 --context 4K,256K
   step fc_bench 200 env FC_SANITIZE=0 FC_NCU=0 bash scripts/gpu/bench_flash_compressor.sh
   step sda 120 env SDA_NCU=0 bash scripts/gpu/bench_sparse_decode_attention.sh
