@@ -24,6 +24,7 @@ struct bench_options {
   int64_t prefill_max_tokens = 8192;  // prefill rows only where batch × chunk ≤ this
   int64_t prefill_reps = 3;
   uint64_t seed = 1;
+  bool fp8_tensor_cores = false;  // FP8 linears of >= 16 rows on tensor cores (not yet run on a device)
 };
 
 /// 0 when every point ran or was skipped with a note; 1 on error or no device.

@@ -44,6 +44,9 @@ bool gpu_device_available() {
 
 namespace gpu {
 
+// Rows from which gpu_engine_params::fp8_tensor_cores moves an FP8 linear to tensor cores (one m-tile).
+constexpr int64_t k_tensor_core_rows = 16;
+
 status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride,
                   int64_t y_stride) {
   return linear_run_rows(s, w, 0, w.out, x, n, y, x_stride, y_stride);
@@ -62,6 +65,9 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
                         x_stride, y_stride};
     p.quantize_input = !w.raw_input;
     p.w_scale_row_offset = row0 % 128;
+    if (s.params.fp8_tensor_cores && n >= k_tensor_core_rows && linear_fp8_tc_supported(p)) {
+      return linear_fp8_tc_cuda(p, *s.lin, s.stream);
+    }
     return linear_fp8_cuda(p, *s.lin, s.stream);
   }
   if (w.bf16) return linear_bf16w_cuda({x, w.bf16 + row0 * in, y, n, in, rows, x_stride, y_stride}, *s.lin, s.stream);

@@ -41,6 +41,9 @@ struct gpu_engine_params {
   int64_t max_context = 8192;     // positions per sequence
   int64_t full_pages = 0;         // KV pool pages; 0 = enough for 8 sequences of max_context
   int64_t swa_pages = 0;
+  /// FP8 linears of >= 16 rows on tensor cores (linear_fp8_tc_cuda) instead of
+  /// the CUDA-core dot. Off by default: not yet run on a device (perf-notes G1 v2).
+  bool fp8_tensor_cores = false;
 
   status validate() const;
 };
