@@ -47,6 +47,7 @@ if [ "$phase" = tests ]; then
   step gpu_executor 40 ./build-gpu/runtime/worker/gpu_executor_test
   step gpu_swap 40 ./build-gpu/runtime/gpu/gpu_weight_swap_test
   step flash_compressor 60 ./build-gpu/kernels/flash_compressor/flash_compressor_test
+  step linear_tc 120 ./build-gpu/kernels/linear/linear_test --gtest_filter='linear_cuda.fp8_tensor_cores*'
   step check_ops 60 ./build-gpu/hart check-ops
 else
   # Benches whose tables are pending in docs/perf-notes.md (linear_fp8_tc: G1 v2).
@@ -54,18 +55,19 @@ else
   step requant 60 ./build-gpu/runtime/gpu/weight_requant_bench 20
   step linear_bench 120 env OUT="$LOG/linear" bash scripts/gpu/bench_linear.sh  # CUDA cores vs tensor cores
   step bench 180 ./build-gpu/hart bench --batch 1,32 --context 4K,256K
+  step bench_tc 120 ./build-gpu/hart bench --batch 1,32 --context 4K --fp8-tensor-cores
   step fc_bench 200 env FC_SANITIZE=0 FC_NCU=0 bash scripts/gpu/bench_flash_compressor.sh
   step sda 120 env SDA_NCU=0 bash scripts/gpu/bench_sparse_decode_attention.sh
 fi
 
 echo "=== failures in the suite"
 grep -E "tests passed|\*\*\*Failed|Not Run" "$LOG/suite.log" | head -20
-for f in gpu_serve gpu_executor gpu_swap flash_compressor; do
-  [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error" "$LOG/$f.log" | head -6
+for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc; do
+  [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error|worst" "$LOG/$f.log" | head -6
 done
 echo "=== tables"
-for f in requant bench fc_bench sda; do
-  [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error" "$LOG/$f.log" | tail -16; }
+for f in requant bench bench_tc fc_bench sda; do
+  [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s" "$LOG/$f.log" | tail -16; }
 done
 echo "=== summary"
 printf '%s\n' "${summary[@]}"
