@@ -52,8 +52,11 @@ __global__ void copy_rows_kernel(float* dst, const int64_t* dst_off, const float
   }
 }
 
-__global__ void ring_rows_kernel(const float* a, const float* z, const float* ape, const int64_t* pos, int64_t rate,
-                                 int64_t width, float* out) {
+// __restrict__: the stores cannot alias the loads, so a thread's loads of every
+// trip are issued together (one block per token: the trips are its latency).
+__global__ void ring_rows_kernel(const float* __restrict__ a, const float* __restrict__ z,
+                                 const float* __restrict__ ape, const int64_t* __restrict__ pos, int64_t rate,
+                                 int64_t width, float* __restrict__ out) {
   const int64_t t = blockIdx.x;
   const float* bias = ape + (pos[t] % rate) * width;
   float* row = out + t * 2 * width;
