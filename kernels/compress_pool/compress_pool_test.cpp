@@ -356,6 +356,60 @@ TEST(compress_pool, cuda_matches_cpu) {
   }
 }
 
+// The batched form: several outputs with different candidate counts (and
+// dead channels) in one launch equal one compress_pool_cuda call each, bitwise.
+TEST(compress_pool, cuda_batch_equals_one_call_per_output) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const int64_t dim = 300, n_cand_max = 16;
+  const std::vector<int64_t> counts = {1, 8, 16, 3, 16, 5};
+  const int64_t n_out = int64_t(counts.size());
+  std::vector<float> rows;
+  std::vector<const float*> kv_slot(n_out * n_cand_max, nullptr), gate_slot(n_out * n_cand_max, nullptr);
+  std::vector<std::pair<int64_t, int64_t>> where;  // (kv row, gate row) per slot, resolved after upload
+  for (int64_t o = 0; o < n_out; ++o) {
+    auto c = random_candidates(rng, counts[size_t(o)], dim, 3.0f);
+    for (int64_t j = 0; j < counts[size_t(o)]; ++j) {
+      if (o == 1) c.gate[j][7] = k_ninf;  // one channel all dead: pools to 0
+      rows.insert(rows.end(), c.kv[j].begin(), c.kv[j].end());
+      rows.insert(rows.end(), c.gate[j].begin(), c.gate[j].end());
+      where.push_back({o * n_cand_max + j, int64_t(rows.size()) / dim - 2});
+    }
+  }
+  device_vec<float> d_rows(rows);
+  for (const auto& [slot, row] : where) {
+    kv_slot[size_t(slot)] = d_rows.get() + row * dim;
+    gate_slot[size_t(slot)] = d_rows.get() + (row + 1) * dim;
+  }
+  device_vec<const float*> d_kv(kv_slot), d_gate(gate_slot);
+  device_vec<int64_t> d_n(counts);
+  device_vec<float> d_batch(std::vector<float>(n_out * dim, k_nan)), d_one(std::vector<float>(n_out * dim, k_nan));
+  compress_pool_batch_params bp;
+  bp.kv = d_kv.get();
+  bp.gate = d_gate.get();
+  bp.n_cand = d_n.get();
+  bp.out = d_batch.get();
+  bp.n_out = n_out;
+  bp.n_cand_max = n_cand_max;
+  bp.dim = dim;
+  ASSERT_TRUE(compress_pool_batch_cuda(bp, nullptr).ok());
+  for (int64_t o = 0; o < n_out; ++o) {
+    compress_pool_params p;
+    p.kv = d_kv.get() + o * n_cand_max;
+    p.gate = d_gate.get() + o * n_cand_max;
+    p.out = d_one.get() + o * dim;
+    p.n_cand = counts[size_t(o)];
+    p.dim = dim;
+    ASSERT_TRUE(compress_pool_cuda(p, nullptr).ok());
+  }
+  ASSERT_TRUE(cuda_synced(nullptr));
+  const auto batch = d_batch.to_host(), one = d_one.to_host();
+  EXPECT_EQ(0, std::memcmp(batch.data(), one.data(), batch.size() * sizeof(float)));
+  EXPECT_EQ(batch[size_t(1 * dim + 7)], 0.0f) << "a channel with no live candidate pools to 0";
+}
+
 TEST(compress_pool, cuda_rejects_bad_arguments) {
   HART_SKIP_WITHOUT_CUDA();
   device_vec<float> d_row(std::vector<float>(4, 1.0f));

@@ -90,10 +90,10 @@ status compress(engine_state& s, const pass& p, int64_t il, const device_compres
     HART_RETURN_IF_ERROR(s.upload(A.ent_pos, ent_pos));
     HART_RETURN_IF_ERROR(s.upload(A.ent_dst, ent_dst));
     HART_RETURN_IF_ERROR(s.upload(A.ent_src, ent_src));
-    for (int64_t e = 0; e < n_emit; ++e) {
-      HART_RETURN_IF_ERROR(compress_pool_cuda({A.cand_kv + e * s.n_cand_max, A.cand_gate + e * s.n_cand_max,
-                                               A.ent_stage + e * dim, n_cand[e], dim}, s.stream));
-    }
+    HART_RETURN_IF_ERROR(s.upload(A.ent_ncand, n_cand));
+    // Every entry the pass completes, in one launch.
+    HART_RETURN_IF_ERROR(compress_pool_batch_cuda(
+        {A.cand_kv, A.cand_gate, A.ent_ncand, A.ent_stage, n_emit, s.n_cand_max, dim}, s.stream));
     const float eps = float(s.cfg.norm_eps);
     HART_RETURN_IF_ERROR(rms_norm_cuda({A.ent_stage, c.norm, A.ent_stage, n_emit, dim, 0, 0, eps}, s.stream));
     HART_RETURN_IF_ERROR(rope_cuda({A.ent_stage, A.ent_pos, inv_freq, n_emit, 1, dim, s.cfg.rope_dim}, s.stream));

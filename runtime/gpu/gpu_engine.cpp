@@ -165,6 +165,7 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   i64(&b->ent_pos, T);
   i64(&b->ent_dst, T);
   i64(&b->ent_src, T);
+  i64(&b->ent_ncand, T);
   i64(&b->row_dst, T);
   i64(&b->row_src, T);
   f(&b->keys, s.max_entries * dI);

@@ -35,6 +35,7 @@ struct arena_buffers {
   const float** cand_kv = nullptr;        // [n_cand_max, T] compress_pool row pointers
   const float** cand_gate = nullptr;
   int64_t *ent_pos = nullptr, *ent_dst = nullptr, *ent_src = nullptr;  // [T]
+  int64_t* ent_ncand = nullptr;           // [T] candidates of each entry (compress_pool_batch)
   int64_t *row_dst = nullptr, *row_src = nullptr;                      // [T] window and ring writes
   float* keys = nullptr;                  // [dI, C/m_csa] one sequence's indexer keys
   int64_t *key_src = nullptr, *key_dst = nullptr;  // [C/m_csa]
