@@ -170,8 +170,8 @@ struct linear_fp8_params {
 /// quantize_input = false the same product runs on x as given (FP8 weight
 /// values, unquantized inputs): linear_cpu on x and the dequantized W up to
 /// fp32 rounding.
-/// NOTE(linear): CUDA cores, dequantize in registers; the tensor-core (wgmma)
-/// version is later work (perf target G1).
+/// CUDA cores, dequantized in registers, exact products: the path for few rows
+/// (linear_fp8_tc_cuda below is the one for many).
 status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 
 /// linear_fp8_cuda's product on tensor cores (mma.sync m16n8k32 e4m3, fp32

@@ -1,6 +1,8 @@
 // File: kernels/linear/linear_fp8_device.cuh — internal to kernels/linear: the
 // per-warp dot products the FP8 linear and the grouped linear share, so both
-// compute every output with the same operations in the same order.
+// compute every output with the same operations in the same order; and what
+// the warp-per-output GEMVs (these two and linear_bf16w) share: the warp sum,
+// the predicated store, how many output rows a warp takes.
 #pragma once
 
 #include <cuda_fp8.h>

@@ -8,23 +8,14 @@ status weight_requant_scratch::reserve() {
   return cuda_status(cudaMemset(count_.get(), 0, 2 * sizeof(uint32_t)), "weight_requant: counters");
 }
 
-status weight_requant_scratch::check_finite(cudaStream_t stream) const {
+status weight_requant_scratch::check(cudaStream_t stream) const {
   if (!count()) return {};
-  uint32_t n = 0;
-  HART_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(&n, count() + 1, sizeof n, cudaMemcpyDeviceToHost, stream),
+  uint32_t n[2] = {0, 0};
+  HART_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(n, count(), sizeof n, cudaMemcpyDeviceToHost, stream),
                                    "weight_requant: download"));
   HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "weight_requant"));
-  if (n) return invalid_argument("weight update: %u weight values are not finite (NaN or infinity)", n);
-  return {};
-}
-
-status weight_requant_scratch::check_reproduced(cudaStream_t stream) const {
-  if (!count()) return {};
-  uint32_t n = 0;
-  HART_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(&n, count(), sizeof n, cudaMemcpyDeviceToHost, stream),
-                                   "weight_requant: download"));
-  HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "weight_requant"));
-  if (n) return internal_error("weight update: %u re-quantized values are not reproduced by their FP8 codes", n);
+  if (n[1]) return invalid_argument("weight update: %u weight values are not finite (NaN or infinity)", n[1]);
+  if (n[0]) return internal_error("weight update: %u re-quantized values are not reproduced by their FP8 codes", n[0]);
   return {};
 }
 

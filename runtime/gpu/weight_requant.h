@@ -24,19 +24,18 @@ namespace hart::gpu {
 
 /// The device counters of the re-quantizations: [0] values the codes do not
 /// reproduce (per weight_requant_fp8 call), [1] non-finite raw values (since
-/// reserve(): weight_qdq_fp8 adds to it without waiting; check_finite reads it).
+/// reserve(): weight_qdq_fp8 adds to it without waiting; check reads both).
 class weight_requant_scratch {
  public:
   /// Allocates and zeroes the counters once.
   status reserve();
   uint32_t* count() const { return static_cast<uint32_t*>(count_.get()); }
-  /// invalid_argument when a re-quantization since reserve() met a non-finite
-  /// value (as the host quantizer refuses them); waits for `stream`.
-  status check_finite(cudaStream_t stream) const;
-  /// internal_error when, since reserve(), weight_requant_fp8_async calls met
-  /// values their codes do not reproduce (counter [0], never reset by them;
-  /// weight_requant_fp8 resets it per call); waits for `stream`.
-  status check_reproduced(cudaStream_t stream) const;
+  /// Waits for `stream`, then reads both counters once: invalid_argument when
+  /// a re-quantization since reserve() met a non-finite value (as the host
+  /// quantizer refuses them), else internal_error when weight_requant_fp8_async
+  /// calls met values their codes do not reproduce (counter [0], never reset by
+  /// them; weight_requant_fp8 resets it per call).
+  status check(cudaStream_t stream) const;
 
  private:
   device_buffer count_;
