@@ -225,7 +225,7 @@ int run_device(const bench_options& o, const model_config& cfg, precision prec, 
   p.max_context = C_max;
   p.full_pages = n_full;
   p.swa_pages = n_swa;
-  p.fp8_tensor_cores = o.fp8_tensor_cores;
+  p.fp8_tensor_cores = !o.fp8_cuda_cores;
   auto eng = gpu_engine::load(p, cfg, std::move(*weights));
   if (!eng.ok()) return fail(eng.get_status());
   if (status st = (*eng)->kv_fill_random(o.seed); !st.ok()) return fail(st);

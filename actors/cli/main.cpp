@@ -229,8 +229,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   bh->add_option("--seed", bn.seed, "Weights, KV and token seed")->capture_default_str();
-  bh->add_flag("--fp8-tensor-cores", bn.fp8_tensor_cores,
-               "FP8 linears of 16 rows or more on tensor cores (mma.sync e4m3) instead of CUDA cores; experimental");
+  bh->add_flag("--fp8-cuda-cores", bn.fp8_cuda_cores,
+               "Every FP8 linear on CUDA cores (by default those of 2 rows or more run on tensor cores, mma.sync e4m3)");
 
   CLI11_PARSE(app, argc, argv);
   hart::log_level lv = hart::log_level::info;

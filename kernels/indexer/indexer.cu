@@ -9,6 +9,8 @@
 //   and l + 32, every k float4 a broadcast load shared by the lanes' 8 dot
 //   chains.
 //   otherwise: one warp per key, lane l heads l, l + 32, ... from global q.
+// indexer_score_paged_cuda runs the same kernels over (keys, tokens), each key
+// found through the token's page list (one launch for a pass).
 #include "kernels/indexer/indexer.h"
 
 #include <cuda_runtime.h>
@@ -32,25 +34,53 @@ __device__ __forceinline__ float add_products(float dot, float4 a, float4 b) {
 constexpr int k_keys_per_warp = 4;
 constexpr int64_t k_tiled_max_heads = 64;
 
-__device__ __forceinline__ float head_term(const indexer_score_params& p, float dot, int64_t h) {
-  return __fmul_rn(__fmul_rn(fmaxf(dot, 0.0f), p.softmax_scale), p.w[h]);
+// Where a launch's tokens and keys are: one token over a dense key array
+// (indexer_score_cuda) or a pass's tokens over the paged key store
+// (indexer_score_paged_cuda); blockIdx.y is the token.
+struct dense_source {
+  indexer_score_params p;
+  __device__ int64_t n_keys(int64_t) const { return p.n_keys; }
+  __device__ const float* q(int64_t) const { return p.q; }
+  __device__ const float* w(int64_t) const { return p.w; }
+  __device__ float* score(int64_t) const { return p.score; }
+  __device__ const float* key(int64_t, int64_t s) const { return p.keys + s * p.head_dim; }
+};
+
+struct paged_source {
+  indexer_score_paged_params p;
+  __device__ int64_t n_keys(int64_t t) const { return p.lengths[t]; }
+  __device__ const float* q(int64_t t) const { return p.q + t * p.n_heads * p.head_dim; }
+  __device__ const float* w(int64_t t) const { return p.w + t * p.n_heads; }
+  __device__ float* score(int64_t t) const { return p.score + t * p.score_stride; }
+  __device__ const float* key(int64_t t, int64_t s) const {
+    const int64_t pos = s * p.rate;
+    return p.keys + int64_t(p.pages[p.page_base[t] + pos / p.page_size]) * p.page_floats + p.key_off +
+           pos % p.page_size / p.rate * p.head_dim;
+  }
+};
+
+__device__ __forceinline__ float head_term(float dot, float scale, const float* w, int64_t h) {
+  return __fmul_rn(__fmul_rn(fmaxf(dot, 0.0f), scale), w[h]);
 }
 
 // shared memory: q [n_heads][head_dim + 1], then terms [k_warps][k_keys_per_warp][n_heads]
-__global__ void indexer_score_tiled_kernel(indexer_score_params p) {
+template <class Src>
+__global__ void indexer_score_tiled_kernel(Src src, int64_t H, int64_t hd, float scale) {
   extern __shared__ float sm[];
   constexpr int KPW = k_keys_per_warp;
-  const int64_t hd = p.head_dim, H = p.n_heads, ld = hd + 1;
+  const int64_t tok = blockIdx.y, n_keys = src.n_keys(tok), ld = hd + 1;
+  if (int64_t(blockIdx.x) * k_warps * KPW >= n_keys) return;  // the whole block: past this token's keys
+  const float* gq = src.q(tok);
   float* qs = sm;
-  for (int64_t i = threadIdx.x; i < H * hd; i += blockDim.x) qs[(i / hd) * ld + i % hd] = p.q[i];
+  for (int64_t i = threadIdx.x; i < H * hd; i += blockDim.x) qs[(i / hd) * ld + i % hd] = gq[i];
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t s0 = (int64_t(blockIdx.x) * k_warps + warp) * KPW;
-  if (s0 >= p.n_keys) return;  // whole warps exit together
-  const int nk = int(min(int64_t(KPW), p.n_keys - s0));
+  if (s0 >= n_keys) return;  // whole warps exit together
+  const int nk = int(min(int64_t(KPW), n_keys - s0));
   const float4* k[KPW];
 #pragma unroll
-  for (int j = 0; j < KPW; ++j) k[j] = reinterpret_cast<const float4*>(p.keys + (s0 + min(j, nk - 1)) * hd);
+  for (int j = 0; j < KPW; ++j) k[j] = reinterpret_cast<const float4*>(src.key(tok, s0 + min(j, nk - 1)));
   const float* q0 = qs + min(int64_t(lane), H - 1) * ld;
   const float* q1 = qs + min(int64_t(lane) + 32, H - 1) * ld;
   float dot[KPW][2];
@@ -68,49 +98,83 @@ __global__ void indexer_score_tiled_kernel(indexer_score_params p) {
       dot[j][1] = add_products(dot[j][1], b, kv[j]);
     }
   }
+  const float* w = src.w(tok);
   float* t = sm + H * ld + warp * KPW * H;
   for (int j = 0; j < nk; ++j) {
-    if (lane < H) t[j * H + lane] = head_term(p, dot[j][0], lane);
-    if (lane + 32 < H) t[j * H + lane + 32] = head_term(p, dot[j][1], lane + 32);
+    if (lane < H) t[j * H + lane] = head_term(dot[j][0], scale, w, lane);
+    if (lane + 32 < H) t[j * H + lane + 32] = head_term(dot[j][1], scale, w, lane + 32);
   }
   __syncwarp();
   if (lane < nk) {
     float acc = 0;
     for (int64_t h = 0; h < H; ++h) acc = __fadd_rn(acc, t[lane * H + h]);
-    p.score[s0 + lane] = acc;
+    src.score(tok)[s0 + lane] = acc;
   }
 }
 
 // shared memory: [k_warps][n_heads] head terms
-template <bool VEC>
-__global__ void indexer_score_kernel(indexer_score_params p) {
+template <bool VEC, class Src>
+__global__ void indexer_score_kernel(Src src, int64_t H, int64_t hd, float scale) {
   extern __shared__ float terms[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t s = blockIdx.x * int64_t(k_warps) + warp;
-  if (s >= p.n_keys) return;  // whole warps exit together
-  const float* k = p.keys + s * p.head_dim;
-  float* t = terms + warp * p.n_heads;
-  for (int64_t h = lane; h < p.n_heads; h += 32) {
-    const float* q = p.q + h * p.head_dim;
+  const int64_t tok = blockIdx.y, s = blockIdx.x * int64_t(k_warps) + warp;
+  if (s >= src.n_keys(tok)) return;  // whole warps exit together
+  const float* k = src.key(tok, s);
+  const float* gq = src.q(tok);
+  const float* w = src.w(tok);
+  float* t = terms + warp * H;
+  for (int64_t h = lane; h < H; h += 32) {
+    const float* q = gq + h * hd;
     float dot = 0;
     if (VEC) {
       const float4* q4 = reinterpret_cast<const float4*>(q);
       const float4* k4 = reinterpret_cast<const float4*>(k);
-      for (int64_t d = 0; d < p.head_dim / 4; ++d) dot = add_products(dot, __ldg(q4 + d), __ldg(k4 + d));
+      for (int64_t d = 0; d < hd / 4; ++d) dot = add_products(dot, __ldg(q4 + d), __ldg(k4 + d));
     } else {
-      for (int64_t d = 0; d < p.head_dim; ++d) dot = __fadd_rn(dot, __fmul_rn(q[d], k[d]));
+      for (int64_t d = 0; d < hd; ++d) dot = __fadd_rn(dot, __fmul_rn(q[d], k[d]));
     }
-    t[h] = head_term(p, dot, h);
+    t[h] = head_term(dot, scale, w, h);
   }
   __syncwarp();
   if (lane == 0) {
     float acc = 0;
-    for (int64_t h = 0; h < p.n_heads; ++h) acc = __fadd_rn(acc, t[h]);
-    p.score[s] = acc;
+    for (int64_t h = 0; h < H; ++h) acc = __fadd_rn(acc, t[h]);
+    src.score(tok)[s] = acc;
   }
 }
 
 bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
+
+// One launch over n_tokens x max_keys: the tiled kernel when the heads fit and
+// every key is 16-byte aligned (keys_aligned), else a warp per key.
+template <class Src>
+status launch_scores(const char* name, const Src& src, int64_t n_tokens, int64_t max_keys, int64_t H, int64_t hd,
+                     float scale, bool keys_aligned, bool q_aligned, CUstream_st* stream) {
+  const size_t tiled_smem = size_t(H * (hd + 1) + k_warps * k_keys_per_warp * H) * sizeof(float);
+  const bool tiled = H <= k_tiled_max_heads && hd % 4 == 0 && keys_aligned && tiled_smem <= 48 * 1024;
+  const int64_t keys_per_block = tiled ? int64_t(k_warps) * k_keys_per_warp : k_warps;
+  const int64_t n_blocks = (max_keys + keys_per_block - 1) / keys_per_block;
+  if (n_blocks > INT_MAX || n_tokens > 65535) {
+    return invalid_argument("%s: %lld keys x %lld tokens exceed the grid", name, (long long)max_keys,
+                            (long long)n_tokens);
+  }
+  if (max_keys == 0 || n_tokens == 0) return {};
+  const dim3 grid{unsigned(n_blocks), unsigned(n_tokens)};
+  if (tiled) {
+    indexer_score_tiled_kernel<<<grid, k_threads, tiled_smem, stream>>>(src, H, hd, scale);
+  } else {
+    const size_t smem = size_t(k_warps * H) * sizeof(float);
+    if (smem > 48 * 1024) return invalid_argument("%s: n_heads=%lld over the kernel's 1536", name, (long long)H);
+    if (hd % 4 == 0 && q_aligned && keys_aligned) {
+      indexer_score_kernel<true><<<grid, k_threads, smem, stream>>>(src, H, hd, scale);
+    } else {
+      indexer_score_kernel<false><<<grid, k_threads, smem, stream>>>(src, H, hd, scale);
+    }
+  }
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return internal_error("%s: launch failed: %s", name, cudaGetErrorString(err));
+  return {};
+}
 
 }  // namespace
 
@@ -120,29 +184,26 @@ status indexer_score_cuda(const indexer_score_params& p, CUstream_st* stream) {
     return invalid_argument("indexer_score_cuda: bad sizes (n_heads=%lld head_dim=%lld n_keys=%lld)",
                             (long long)p.n_heads, (long long)p.head_dim, (long long)p.n_keys);
   }
-  const int64_t n_blocks = (p.n_keys + k_warps - 1) / k_warps;
-  if (n_blocks > INT_MAX) return invalid_argument("indexer_score_cuda: n_keys=%lld exceeds the grid", (long long)p.n_keys);
-  if (p.n_keys == 0) return {};
-  const size_t tiled_smem =
-      size_t(p.n_heads * (p.head_dim + 1) + k_warps * k_keys_per_warp * p.n_heads) * sizeof(float);
-  if (p.n_heads <= k_tiled_max_heads && p.head_dim % 4 == 0 && aligned16(p.keys) && tiled_smem <= 48 * 1024) {
-    const int64_t keys_per_block = int64_t(k_warps) * k_keys_per_warp;
-    indexer_score_tiled_kernel<<<unsigned((p.n_keys + keys_per_block - 1) / keys_per_block), k_threads, tiled_smem,
-                                 stream>>>(p);
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return internal_error("indexer_score_cuda: launch failed: %s", cudaGetErrorString(err));
-    return {};
+  return launch_scores("indexer_score_cuda", dense_source{p}, 1, p.n_keys, p.n_heads, p.head_dim, p.softmax_scale,
+                       aligned16(p.keys), aligned16(p.q), stream);
+}
+
+status indexer_score_paged_cuda(const indexer_score_paged_params& p, CUstream_st* stream) {
+  if (!p.q || !p.w || !p.keys || !p.lengths || !p.page_base || !p.pages || !p.score) {
+    return invalid_argument("indexer_score_paged_cuda: null pointer");
   }
-  const size_t smem = size_t(k_warps * p.n_heads) * sizeof(float);
-  if (smem > 48 * 1024) return invalid_argument("indexer_score_cuda: n_heads=%lld over the kernel's 1536", (long long)p.n_heads);
-  if (p.head_dim % 4 == 0 && aligned16(p.q) && aligned16(p.keys)) {
-    indexer_score_kernel<true><<<unsigned(n_blocks), k_threads, smem, stream>>>(p);
-  } else {
-    indexer_score_kernel<false><<<unsigned(n_blocks), k_threads, smem, stream>>>(p);
+  if (p.n_tokens < 0 || p.n_heads <= 0 || p.head_dim <= 0 || p.max_keys < 0 || p.score_stride < p.max_keys ||
+      p.rate <= 0 || p.page_size <= 0 || p.page_size % p.rate != 0 || p.page_floats <= 0 || p.key_off < 0) {
+    return invalid_argument("indexer_score_paged_cuda: bad sizes (tokens=%lld heads=%lld head_dim=%lld max_keys=%lld "
+                            "score_stride=%lld rate=%lld page_size=%lld page_floats=%lld key_off=%lld)",
+                            (long long)p.n_tokens, (long long)p.n_heads, (long long)p.head_dim,
+                            (long long)p.max_keys, (long long)p.score_stride, (long long)p.rate,
+                            (long long)p.page_size, (long long)p.page_floats, (long long)p.key_off);
   }
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return internal_error("indexer_score_cuda: launch failed: %s", cudaGetErrorString(err));
-  return {};
+  const bool keys_aligned = aligned16(p.keys) && p.page_floats % 4 == 0 && p.key_off % 4 == 0 && p.head_dim % 4 == 0;
+  const bool q_aligned = aligned16(p.q) && p.head_dim % 4 == 0;
+  return launch_scores("indexer_score_paged_cuda", paged_source{p}, p.n_tokens, p.max_keys, p.n_heads, p.head_dim,
+                       p.softmax_scale, keys_aligned, q_aligned, stream);
 }
 
 }  // namespace hart

@@ -44,5 +44,27 @@ namespace hart {
 /// indexer_score_cpu's contract with device pointers; one warp per key, no
 /// allocation, no synchronisation. The top-k is lightning_topk_cuda.
 status indexer_score_cuda(const indexer_score_params& p, CUstream_st* stream);
+
+/// A pass's tokens scored in one launch straight from a paged key store (the
+/// engine's KV pool): token t scores its first lengths[t] keys, key i at
+/// keys + pages[page_base[t] + i·rate / page_size] · page_floats + key_off +
+/// (i·rate % page_size) / rate · head_dim (one key per `rate` positions,
+/// page_size positions per page), into score[t · score_stride + i]. Each
+/// score is bitwise indexer_score_cuda's (and the CPU's) on the same key.
+struct indexer_score_paged_params {
+  const float* q = nullptr;          // [n_tokens][n_heads][head_dim]
+  const float* w = nullptr;          // [n_tokens][n_heads]
+  const float* keys = nullptr;       // the key store's base
+  const int32_t* lengths = nullptr;  // [n_tokens] visible keys, each <= max_keys
+  const int32_t* page_base = nullptr;// [n_tokens] first entry of the token's page list in `pages`
+  const int32_t* pages = nullptr;
+  float* score = nullptr;            // [n_tokens][score_stride]
+  int64_t n_tokens = 0, n_heads = 0, head_dim = 0;
+  int64_t max_keys = 0;              // the grid's keys per token (>= every length)
+  int64_t score_stride = 0;
+  int64_t rate = 0, page_size = 0, page_floats = 0, key_off = 0;
+  float softmax_scale = 1.0f;
+};
+status indexer_score_paged_cuda(const indexer_score_paged_params& p, CUstream_st* stream);
 }  // namespace hart
 #endif

@@ -326,6 +326,82 @@ TEST(indexer, cuda_relu_zeros_are_exact) {
   }
 }
 
+// The paged form over a pass: tokens of different lengths reading keys
+// scattered over pages (rate 4, 16 positions per page, pages out of order)
+// score bitwise what indexer_score_cpu gives on each token's gathered keys;
+// scores past a token's length stay untouched.
+TEST(indexer, cuda_paged_scores_match_cpu_per_token) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const int64_t rate = 4, page_size = 16, per_page = page_size / rate;
+  for (int64_t n_heads : {16, 64, 70}) {
+    for (int64_t head_dim : {32, 33, 128}) {
+      SCOPED_TRACE("n_heads=" + std::to_string(n_heads) + " head_dim=" + std::to_string(head_dim));
+      const int64_t key_off = 8, page_floats = key_off + per_page * head_dim + 4, n_pages = 40;
+      const auto store = normal_vec(rng, n_pages * page_floats, 1.0f);
+      const std::vector<int32_t> lengths = {0, 1, 5, 37, 9, 40};
+      const int64_t T = int64_t(lengths.size()), max_keys = 40, stride = max_keys + 3;
+      std::vector<int32_t> pages, page_base;
+      std::vector<int32_t> order(n_pages);
+      for (int32_t i = 0; i < n_pages; ++i) order[i] = i;
+      for (int64_t t = 0; t < T; ++t) {
+        std::shuffle(order.begin(), order.end(), rng);
+        page_base.push_back(int32_t(pages.size()));
+        pages.insert(pages.end(), order.begin(), order.begin() + (lengths[t] + per_page - 1) / per_page);
+      }
+      const auto q = normal_vec(rng, T * n_heads * head_dim, 1.0f);
+      const auto w = normal_vec(rng, T * n_heads, 1.0f);
+      const float scale = 1.0f / std::sqrt(float(head_dim));
+      device_vec<float> d_q(q), d_w(w), d_store(store), d_score(std::vector<float>(T * stride, 4321.0f));
+      device_vec<int32_t> d_len(lengths), d_base(page_base), d_pages(pages);
+      indexer_score_paged_params p;
+      p.q = d_q.get();
+      p.w = d_w.get();
+      p.keys = d_store.get();
+      p.lengths = d_len.get();
+      p.page_base = d_base.get();
+      p.pages = d_pages.get();
+      p.score = d_score.get();
+      p.n_tokens = T;
+      p.n_heads = n_heads;
+      p.head_dim = head_dim;
+      p.max_keys = max_keys;
+      p.score_stride = stride;
+      p.rate = rate;
+      p.page_size = page_size;
+      p.page_floats = page_floats;
+      p.key_off = key_off;
+      p.softmax_scale = scale;
+      const status st = indexer_score_paged_cuda(p, nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_TRUE(cuda_synced(nullptr));
+      const auto got = d_score.to_host();
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<float> keys;
+        for (int64_t i = 0; i < lengths[t]; ++i) {
+          const int64_t pos = i * rate;
+          const float* k = store.data() + pages[page_base[t] + pos / page_size] * page_floats + key_off +
+                           pos % page_size / rate * head_dim;
+          keys.insert(keys.end(), k, k + head_dim);
+        }
+        const std::vector<float> qt(q.begin() + t * n_heads * head_dim, q.begin() + (t + 1) * n_heads * head_dim);
+        const std::vector<float> wt(w.begin() + t * n_heads, w.begin() + (t + 1) * n_heads);
+        const auto want = lengths[t] ? run_score(qt, wt, keys, n_heads, head_dim, lengths[t], scale) : std::vector<float>();
+        for (int64_t i = 0; i < stride; ++i) {
+          const float g = got[t * stride + i];
+          if (i < lengths[t]) {
+            EXPECT_EQ(std::memcmp(&g, &want[i], sizeof g), 0) << "token " << t << " key " << i << " got " << g << " want " << want[i];
+          } else {
+            EXPECT_EQ(g, 4321.0f) << "token " << t << " key " << i << " past its length was written";
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(indexer, cuda_score_no_keys_and_bad_arguments) {
   HART_SKIP_WITHOUT_CUDA();
   EXPECT_TRUE(run_score_cuda({1, 2}, {1}, {0}, 1, 2, 0, 1.0f).empty());

@@ -2,6 +2,7 @@
 // accumulation, and the context every CUDA linear shares.
 #include "kernels/linear/linear.h"
 
+#include "kernels/linear/linear_fp8_device.cuh"
 #include "kernels/linear/linear_impl.h"
 
 namespace hart {
@@ -101,6 +102,8 @@ linear_cuda_context::~linear_cuda_context() {
   cudaFree(impl_->lt_workspace);
   cudaFree(impl_->x_qdq);
   cudaFree(impl_->widen);
+  cudaFree(impl_->tc_partials);
+  cudaFree(impl_->tc_arrivals);
 }
 
 status_or<std::unique_ptr<linear_cuda_context>> linear_cuda_context::create(int64_t max_fp8_rows,
@@ -123,6 +126,15 @@ status_or<std::unique_ptr<linear_cuda_context>> linear_cuda_context::create(int6
   if (max_fp8_rows > 0 && max_fp8_in > 0) {
     e = cudaMalloc(&s.x_qdq, size_t(max_fp8_rows * max_fp8_in) * sizeof(float));
     if (e != cudaSuccess) return resource_exhausted("linear_cuda_context: fp8 input buffer: %s", cudaGetErrorString(e));
+    // linear_fp8_tc_cuda's split K: four 32-row CTAs' partials per SM, a counter per SM's worth of tiles.
+    const int64_t sms = linear_dev::sm_count();
+    e = cudaMalloc(&s.tc_partials, size_t(4 * sms * 4096) * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&s.tc_arrivals, size_t(sms) * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemset(s.tc_arrivals, 0, size_t(sms) * sizeof(int));
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();  // zeroed before any stream's first launch
+    if (e != cudaSuccess) return resource_exhausted("linear_cuda_context: split-K buffers: %s", cudaGetErrorString(e));
+    s.tc_partial_floats = 4 * sms * 4096;
+    s.tc_arrivals_count = sms;
   }
   s.max_fp8_rows = max_fp8_rows;
   s.max_fp8_in = max_fp8_in;

@@ -179,11 +179,12 @@ status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUs
 /// the same quantized x and W, the sums in the MMA's order (so within a few
 /// fp32 roundings per block of linear_cpu on fp8_qdq_rows(x) and the
 /// dequantized W, not bitwise linear_fp8_cuda). For many rows, where the
-/// CUDA-core dot is bound by its FMAs (G1, G2). Needs quantized inputs,
+/// CUDA-core dot is bound by its FMAs (G1, G2). Layers with few output tiles
+/// split K over CTAs, summed in a fixed order: repeatable, but the split
+/// depends on the row count, so not batch-invariant. Needs quantized inputs,
 /// in % 128 == 0, out % 128 == 0 and 16-byte aligned weights
-/// (linear_fp8_tc_supported); unimplemented otherwise.
-/// NOTE(linear): written 2026-11-29 without a device run; kernels/linear's GPU
-/// test checks it against the CPU on the next one.
+/// (linear_fp8_tc_supported); unimplemented otherwise. One stream per context
+/// at a time (its buffers hold the quantized rows and the split partials).
 status linear_fp8_tc_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 bool linear_fp8_tc_supported(const linear_fp8_params& p);
 

@@ -12,8 +12,12 @@
 // its two input rows (rows g and g + 8 of each m-tile): the MMA's k index is
 // permuted the same way for both operands (lane group t's bytes t·32 + 8s + j
 // are k-step s's channels 4t + j and 16 + 4t + j), which a dot product allows.
-// Full-width coalesced loads, no shared memory; the row tiles of one weight
-// block are adjacent in the grid, so the weights come from DRAM about once.
+// Full-width coalesced loads, no shared memory, the next block's weights in
+// flight while this one multiplies; the row tiles of one weight block are
+// adjacent in the grid, so the weights come from DRAM about once. Layers with
+// fewer output tiles than SMs split K over CTAs (plan_grid), the last CTA of a
+// tile adding the partials in a fixed order.
+#include <algorithm>
 #include <climits>
 
 #include "kernels/linear/linear.h"
@@ -43,20 +47,29 @@ __device__ __forceinline__ uint32_t word(const uint4 (&v)[2], int i) {
   return j == 0 ? h.x : j == 1 ? h.y : j == 2 ? h.z : h.w;
 }
 
+// The grid's order: for each 128-output block, its K splits, for each split
+// its row tiles (the CTAs that read the same weight bytes run side by side,
+// their repeats served by L2).
+struct tc_grid {
+  int64_t row_tiles, splits, kb_per_split;
+};
+
 template <int MT>
 __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params p, const uint8_t* __restrict__ xq,
-                                                               const float* __restrict__ xs, int64_t ys) {
+                                                               const float* __restrict__ xs, int64_t ys, tc_grid grid,
+                                                               float* __restrict__ partials, int* __restrict__ arrivals) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
-  // Block b: row tile b % row_tiles of output block b / row_tiles (the row tiles
-  // of one weight block run side by side: their repeated weight reads hit L2).
-  const int64_t row_tiles = (p.n_rows + 16 * MT - 1) / (16 * MT);
-  const int64_t n0 = int64_t(blockIdx.x) / row_tiles * 128 + warp * 32;  // this warp's 32 outputs
-  const int64_t r0 = int64_t(blockIdx.x) % row_tiles * 16 * MT;
+  const int64_t rt = int64_t(blockIdx.x) % grid.row_tiles;
+  const int64_t split = int64_t(blockIdx.x) / grid.row_tiles % grid.splits;
+  const int64_t ob = int64_t(blockIdx.x) / grid.row_tiles / grid.splits;
+  const int64_t n0 = ob * 128 + warp * 32;  // this warp's 32 outputs
+  const int64_t r0 = rt * 16 * MT;
   const int64_t in = p.in, nkb = in / k_block;
+  const int64_t kb0 = split * grid.kb_per_split, kb1 = min(nkb, kb0 + grid.kb_per_split);
   const uint8_t* wrow[4];
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt) wrow[nt] = p.w + (n0 + nt * 8 + g) * in;
+  for (int nt = 0; nt < 4; ++nt) wrow[nt] = p.w + (n0 + nt * 8 + g) * in + t * 32;
   const uint8_t* xrow[MT][2];
   int64_t row[MT][2];
 #pragma unroll
@@ -64,7 +77,7 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       row[mt][h] = r0 + mt * 16 + g + 8 * h;
-      xrow[mt][h] = xq + min(row[mt][h], p.n_rows - 1) * in;  // rows past the end read the last, dropped
+      xrow[mt][h] = xq + min(row[mt][h], p.n_rows - 1) * in + t * 32;  // rows past the end read the last, dropped
     }
   }
   const uint8_t* wscale = p.w_scale + (n0 / k_block) * nkb;
@@ -74,13 +87,21 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
   }
-  for (int64_t kb = 0; kb < nkb; ++kb) {
-    const int64_t k0 = kb * k_block + t * 32;
-    uint4 bw[4][2];
+  // Weights one block ahead: the next block's loads are in flight while this one multiplies.
+  uint4 bw[4][2];
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    bw[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kb0 * k_block));
+    bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kb0 * k_block + 16));
+  }
+  for (int64_t kb = kb0; kb < kb1; ++kb) {
+    const int64_t k0 = kb * k_block;
+    uint4 next[4][2];
+    const int64_t kn = (kb + 1 < kb1 ? kb + 1 : kb) * k_block;  // the last block reloads itself (an L1 hit)
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
-      bw[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + k0));
-      bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + k0 + 16));
+      next[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn));
+      next[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn + 16));
     }
     const float sw = linear_dev::e8m0_value(__ldg(wscale + kb));
 #pragma unroll
@@ -111,6 +132,49 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
         acc[mt][nt][3] = fmaf(part[nt][3], s_hi, acc[mt][nt][3]);
       }
     }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) bw[nt][0] = next[nt][0], bw[nt][1] = next[nt][1];
+  }
+  if (grid.splits > 1) {
+    // Split K: every CTA leaves its partial sums; the last of a tile's splits to
+    // arrive adds them all in split order (the same order whoever is last:
+    // deterministic) and resets the tile's counter for the next launch.
+    const int64_t tile = ob * grid.row_tiles + rt;
+    const int64_t per_cta = int64_t(k_warps) * MT * 4 * 32 * 4;
+    const int64_t at = (((int64_t(warp) * MT) * 4) * 32 + lane) * 4;
+    float* mine = partials + (tile * grid.splits + split) * per_cta + at;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        __stcg(reinterpret_cast<float4*>(mine + (mt * 4 + nt) * 32 * 4),
+               make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
+      }
+    }
+    __threadfence();
+    __syncthreads();
+    __shared__ int last;
+    if (threadIdx.x == 0) last = atomicAdd(arrivals + tile, 1) == grid.splits - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float* all = partials + tile * grid.splits * per_cta + at;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
+    }
+    for (int64_t sp = 0; sp < grid.splits; ++sp) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(all + sp * per_cta + (mt * 4 + nt) * 32 * 4));
+          acc[mt][nt][0] += v.x, acc[mt][nt][1] += v.y, acc[mt][nt][2] += v.z, acc[mt][nt][3] += v.w;
+        }
+      }
+    }
+    if (threadIdx.x == 0) arrivals[tile] = 0;
   }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -128,10 +192,28 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
   }
 }
 
+// Splits K when the output and row tiles alone leave SMs idle: enough CTAs for
+// two per SM, each at least two 128-channel blocks, within the context's
+// partials (sized for 4 CTAs per SM of 32-row tiles) and counters (one per SM).
+tc_grid plan_grid(const linear_fp8_params& p, int mt, const linear_cuda_context::impl& s) {
+  const int64_t row_tiles = (p.n_rows + 16 * mt - 1) / (16 * mt), tiles = p.out / 128 * row_tiles;
+  const int64_t nkb = p.in / k_block, sms = linear_dev::sm_count();
+  tc_grid g{row_tiles, 1, nkb};
+  if (tiles >= sms || tiles > s.tc_arrivals_count || nkb < 4) return g;
+  const int64_t per_cta = int64_t(k_warps) * mt * 4 * 32 * 4;
+  int64_t splits = std::min({(2 * sms + tiles - 1) / tiles, nkb / 2, s.tc_partial_floats / (tiles * per_cta)});
+  if (splits < 2) return g;
+  g.kb_per_split = (nkb + splits - 1) / splits;
+  g.splits = (nkb + g.kb_per_split - 1) / g.kb_per_split;  // no empty split
+  return g;
+}
+
 template <int MT>
-void launch(const linear_fp8_params& p, const uint8_t* xq, const float* xs, int64_t ys, cudaStream_t stream) {
-  const int64_t blocks = p.out / 128 * ((p.n_rows + 16 * MT - 1) / (16 * MT));
-  fp8_tc_kernel<MT><<<unsigned(blocks), k_warps * 32, 0, stream>>>(p, xq, xs, ys);
+void launch(const linear_fp8_params& p, const uint8_t* xq, const float* xs, int64_t ys,
+            const linear_cuda_context::impl& s, cudaStream_t stream) {
+  const tc_grid g = plan_grid(p, MT, s);
+  const int64_t blocks = p.out / 128 * g.splits * g.row_tiles;
+  fp8_tc_kernel<MT><<<unsigned(blocks), k_warps * 32, 0, stream>>>(p, xq, xs, ys, g, s.tc_partials, s.tc_arrivals);
 }
 
 }  // namespace
@@ -170,8 +252,8 @@ status linear_fp8_tc_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, 
   auto* scales = reinterpret_cast<float*>(codes + (p.n_rows * p.in + 15) / 16 * 16);
   cudaError_t e = linear_fp8_act_quant_launch(p.x, xs, codes, scales, p.n_rows, p.in, stream);
   if (e == cudaSuccess) {
-    if (p.n_rows <= 16) launch<1>(p, codes, scales, ys, stream);
-    else launch<2>(p, codes, scales, ys, stream);  // 32-row tiles (4 would spill registers)
+    if (p.n_rows <= 16) launch<1>(p, codes, scales, ys, s, stream);
+    else launch<2>(p, codes, scales, ys, s, stream);  // 32-row tiles (4 would spill registers)
     e = cudaGetLastError();
   }
   if (e != cudaSuccess) return internal_error("linear_fp8_tc_cuda: %s", cudaGetErrorString(e));

@@ -21,6 +21,10 @@ struct linear_cuda_context::impl {
   int64_t max_fp8_in = 0;
   float* widen = nullptr;        // [widen_floats] bf16 weights widened for cuBLASLt
   int64_t widen_floats = 0;
+  float* tc_partials = nullptr;  // [tc_partial_floats] split-K partial sums of linear_fp8_tc_cuda
+  int64_t tc_partial_floats = 0;
+  int* tc_arrivals = nullptr;    // [tc_arrivals_count] per output tile: splits done (0 between launches)
+  int64_t tc_arrivals_count = 0;
 };
 
 /// out[r][i] = e4m3 QDQ of x[r][i] with one power-of-two scale per 128

@@ -109,35 +109,41 @@ status compress(engine_state& s, const pass& p, int64_t il, const device_compres
   return copy_rows_cuda(base, A.row_dst, A.ring_stage, A.row_src, rw, int64_t(ring_dst.size()), false, s.stream);
 }
 
-// Indexer picks [k_top, T] for the pass: per sequence its keys gathered once,
-// one score launch per token, then the top-k (lowest-index ties on the device;
-// sequences in reference-tie mode re-pick on the host like the CPU engine).
+// Indexer picks [k_top, T] for the pass: every token's visible keys scored in
+// one launch straight from the pool's pages (A.page_base / A.full_pages, set by
+// the caller), then the top-k (lowest-index ties on the device; sequences in
+// reference-tie mode re-pick on the host like the CPU engine).
 status index_topk(engine_state& s, const pass& p, int64_t il) {
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
-  const int64_t m = c.csa_rate, nI = c.index_n_heads, dI = c.index_head_dim, K = c.index_topk, P = s.pool.page_size();
+  const int64_t m = c.csa_rate, nI = c.index_n_heads, dI = c.index_head_dim, K = c.index_topk;
   const int64_t T = p.n_tokens(), S = s.max_entries;
   std::vector<int32_t> lengths(T, 0);
+  int64_t max_keys = 0;
   for (const pass::span& sp : p.spans) {
-    const page_table& pt = *sp.seq->pages;
-    const int64_t n_entries = (sp.p0 + sp.n) / m;
-    std::vector<int64_t> src(n_entries), dst(n_entries);
-    for (int64_t i = 0; i < n_entries; ++i) {
-      src[i] = s.pool.index_key(il, pt.full[i * m / P], i * m % P);
-      dst[i] = i * dI;
-    }
-    HART_RETURN_IF_ERROR(s.upload(A.key_src, src));
-    HART_RETURN_IF_ERROR(s.upload(A.key_dst, dst));
-    HART_RETURN_IF_ERROR(copy_rows_cuda(A.keys, A.key_dst, s.pool.base(), A.key_src, dI, n_entries, false, s.stream));
-    for (int64_t j = 0; j < sp.n; ++j) {
-      const int64_t r = sp.row0 + j, n_vis = (sp.p0 + j + 1) / m;
-      lengths[r] = int32_t(n_vis);
-      if (n_vis == 0) continue;
-      HART_RETURN_IF_ERROR(indexer_score_cuda({A.index_q + r * nI * dI, A.index_w + r * nI, A.keys, A.scores + r * S,
-                                               nI, dI, n_vis, 1.0f / std::sqrt(float(dI))}, s.stream));
-    }
+    for (int64_t j = 0; j < sp.n; ++j) lengths[sp.row0 + j] = int32_t((sp.p0 + j + 1) / m);
+    max_keys = std::max(max_keys, (sp.p0 + sp.n) / m);
   }
   HART_RETURN_IF_ERROR(s.upload(A.lengths, lengths));
+  indexer_score_paged_params ip;
+  ip.q = A.index_q;
+  ip.w = A.index_w;
+  ip.keys = s.pool.base();
+  ip.lengths = A.lengths;
+  ip.page_base = A.page_base;
+  ip.pages = A.full_pages;
+  ip.score = A.scores;
+  ip.n_tokens = T;
+  ip.n_heads = nI;
+  ip.head_dim = dI;
+  ip.max_keys = max_keys;
+  ip.score_stride = S;
+  ip.rate = m;
+  ip.page_size = s.pool.page_size();
+  ip.key_off = s.pool.index_key(il, 0, 0);
+  ip.page_floats = s.pool.index_key(il, 1, 0) - ip.key_off;
+  ip.softmax_scale = 1.0f / std::sqrt(float(dI));
+  HART_RETURN_IF_ERROR(indexer_score_paged_cuda(ip, s.stream));
   HART_RETURN_IF_ERROR(lightning_topk_cuda({A.scores, A.lengths, nullptr, A.picks, T, S, K}, s.stream));
   for (const pass::span& sp : p.spans) {
     const int64_t ref_len = sp.seq->tie_reference_length;
@@ -214,16 +220,6 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
   HART_RETURN_IF_ERROR(s.upload(A.row_dst, win_dst));
   HART_RETURN_IF_ERROR(s.upload(A.row_src, win_src));
   HART_RETURN_IF_ERROR(copy_rows_cuda(s.pool.base(), A.row_dst, A.kv, A.row_src, hd, T, false, st));
-  // Compressors next: an entry whose block closes at token t is visible to t.
-  if (compressed) {
-    HART_RETURN_IF_ERROR(compress(s, p, il, w.compressor, A.comp_a, A.comp_z, false,
-                                  fp8 ? entry_quant::fp8_nope : entry_quant::none, inv_freq));
-  }
-  if (csa) {
-    HART_RETURN_IF_ERROR(compress(s, p, il, w.index_compressor, A.index_a, A.index_z, true,
-                                  fp8 ? entry_quant::hadamard_fp4 : entry_quant::none, inv_freq));
-    HART_RETURN_IF_ERROR(index_topk(s, p, il));
-  }
 
   // Index lists: window rows (oldest first), then CSA picks or every visible HCA entry.
   const int64_t m = compressed ? c.compress_rate(w.kind) : 0;
@@ -253,9 +249,19 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
     }
   }
   HART_RETURN_IF_ERROR(s.upload(A.idx, idx));
-  if (csa) {
+  if (csa) {  // the indexer reads its keys through these page lists too
     HART_RETURN_IF_ERROR(s.upload(A.page_base, page_base));
     HART_RETURN_IF_ERROR(s.upload(A.full_pages, full_pages));
+  }
+  // Compressors next: an entry whose block closes at token t is visible to t.
+  if (compressed) {
+    HART_RETURN_IF_ERROR(compress(s, p, il, w.compressor, A.comp_a, A.comp_z, false,
+                                  fp8 ? entry_quant::fp8_nope : entry_quant::none, inv_freq));
+  }
+  if (csa) {
+    HART_RETURN_IF_ERROR(compress(s, p, il, w.index_compressor, A.index_a, A.index_z, true,
+                                  fp8 ? entry_quant::hadamard_fp4 : entry_quant::none, inv_freq));
+    HART_RETURN_IF_ERROR(index_topk(s, p, il));
     picks_to_rows_params tr;
     tr.picks = A.picks;
     tr.page_base = A.page_base;

@@ -44,8 +44,9 @@ bool gpu_device_available() {
 
 namespace gpu {
 
-// Rows from which gpu_engine_params::fp8_tensor_cores moves an FP8 linear to tensor cores (one m-tile).
-constexpr int64_t k_tensor_core_rows = 16;
+// Rows from which gpu_engine_params::fp8_tensor_cores moves an FP8 linear to
+// tensor cores (linear_bench, G1 v3: at 1 row the CUDA-core dot is faster on the small shapes).
+constexpr int64_t k_tensor_core_rows = 2;
 
 status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride,
                   int64_t y_stride) {
@@ -168,9 +169,6 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   i64(&b->ent_ncand, T);
   i64(&b->row_dst, T);
   i64(&b->row_src, T);
-  f(&b->keys, s.max_entries * dI);
-  i64(&b->key_src, s.max_entries);
-  i64(&b->key_dst, s.max_entries);
   f(&b->scores, T * s.max_entries);
   i32(&b->lengths, T);
   i32(&b->picks, T * std::max<int64_t>(c.index_topk, 1));

@@ -37,8 +37,6 @@ struct arena_buffers {
   int64_t *ent_pos = nullptr, *ent_dst = nullptr, *ent_src = nullptr;  // [T]
   int64_t* ent_ncand = nullptr;           // [T] candidates of each entry (compress_pool_batch)
   int64_t *row_dst = nullptr, *row_src = nullptr;                      // [T] window and ring writes
-  float* keys = nullptr;                  // [dI, C/m_csa] one sequence's indexer keys
-  int64_t *key_src = nullptr, *key_dst = nullptr;  // [C/m_csa]
   float* scores = nullptr;                // [C/m_csa, T]
   int32_t *lengths = nullptr, *picks = nullptr;    // [T], [k_top, T]
   int32_t *page_base = nullptr, *full_pages = nullptr;  // [T], [pages per sequence, T]
