@@ -16,12 +16,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <random>
 #include <set>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "actors/cli/bench_floor.h"
 #include "actors/cli/cli_common.h"
@@ -38,29 +34,6 @@
 
 namespace hart::cli {
 namespace {
-
-// The Flash config with `layers` main layers: SWA, then CSA/HCA alternating
-// (4 layers: SWA, CSA, HCA, CSA), the first `hash_layers` hash-routed.
-status_or<model_config> bench_config(const bench_options& o) {
-  const std::string path = o.config_dir + "/config.json";
-  std::ifstream f(path);
-  if (!f) return not_found("bench: cannot read %s (run from the repository root, or pass --config DIR)", path.c_str());
-  std::stringstream text;
-  text << f.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return invalid_argument("bench: %s is not a JSON object", path.c_str());
-  if (o.layers < 1) return invalid_argument("bench: --layers %lld must be >= 1", (long long)o.layers);
-  if (o.hash_layers < 0 || o.hash_layers > o.layers) {
-    return invalid_argument("bench: --hash-layers %lld must be in [0, --layers]", (long long)o.hash_layers);
-  }
-  nlohmann::json ratios = nlohmann::json::array();
-  for (int64_t il = 0; il < o.layers; ++il) ratios.push_back(il == 0 ? 0 : (il % 2 ? 4 : 128));
-  for (int64_t k = 0; k < j.value("num_nextn_predict_layers", 0); ++k) ratios.push_back(0);  // MTP: SWA
-  j["num_hidden_layers"] = o.layers;
-  j["compress_ratios"] = ratios;
-  j["num_hash_layers"] = o.hash_layers;
-  return model_config_parse(j.dump(), path + " (bench: " + std::to_string(o.layers) + " layers)");
-}
 
 #ifdef HART_CUDA
 
@@ -291,8 +264,11 @@ int run_bench(const bench_options& o) {
   if (o.steps < 1 || o.warmup < 1 || o.prefill_reps < 1 || o.prefill_chunk < 0) {
     return fail(invalid_argument("bench: --steps, --warmup and --prefill-reps must be >= 1, --prefill-chunk >= 0"));
   }
-  auto cfg = bench_config(o);
-  if (!cfg.ok()) return fail(cfg.get_status());
+  auto cfg = model_config_load_layers(o.config_dir, o.layers, o.hash_layers);
+  if (!cfg.ok()) {
+    return fail(status(cfg.get_status().code(), "bench: " + cfg.get_status().message() +
+                                                    " (run from the repository root, or pass --config DIR)"));
+  }
 #ifdef HART_CUDA
   if (!gpu_device_available()) {
     return fail(status(status_code::unavailable, "bench --device cuda: no CUDA device available (run it on the GPU machine)"));

@@ -56,6 +56,11 @@ struct linear_grouped_params {
   int64_t n_rows = 0;                         // rows of x and y (bounds the tiles)
   int64_t in = 0;
   int64_t out = 0;
+  // linear_grouped_tc_cuda's x instead: e4m3 codes [in, n_rows] and one
+  // power-of-two scale per row per 128 channels [in / 128, n_rows]
+  // (fp8_act_quant_cuda: codes · scale is the QDQ'd row).
+  const uint8_t* x_codes = nullptr;
+  const float* x_scales = nullptr;
 };
 /// Host pointers; checks every tile against n_rows, n_groups and the tile size.
 status linear_grouped_cpu(const linear_grouped_params& p);
@@ -194,6 +199,21 @@ bool linear_fp8_tc_supported(const linear_fp8_params& p);
 /// weights. Bad tiles are not detected on the device (the plan that writes
 /// them is trusted); sizes are checked here.
 status linear_grouped_cuda(const linear_grouped_params& p, CUstream_st* stream);
+
+/// linear_grouped_cuda's product on tensor cores for e4m3 groups (every tile's
+/// group must have codes; x given as x_codes / x_scales): mma.sync m16n8k32
+/// with fp32 accumulation per 128-channel block, then the blocks' scales, so
+/// within a few fp32 roundings per block of the exact sum (not bitwise
+/// linear_grouped_cuda). Each row's result depends on its own codes only
+/// (batch-invariant). Needs in % 128 == 0, out % 128 == 0, 16-byte aligned
+/// groups; unimplemented otherwise.
+status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* stream);
+
+/// x [in, n_rows] (row stride x_stride) as e4m3 codes + one power-of-two scale
+/// per row per 128 channels (the last block shorter): codes · scale is the fp8
+/// mode's QDQ of x bitwise. The tensor-core linears' input form.
+status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, float* scales, int64_t n_rows, int64_t in,
+                          CUstream_st* stream);
 
 }  // namespace hart
 #endif

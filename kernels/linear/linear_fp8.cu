@@ -150,6 +150,18 @@ cudaError_t linear_fp8_act_quant_launch(const float* x, int64_t x_stride, uint8_
   return cudaGetLastError();
 }
 
+status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, float* scales, int64_t n_rows, int64_t in,
+                          CUstream_st* stream) {
+  if (!x || !codes || !scales) return invalid_argument("fp8_act_quant_cuda: null pointer");
+  if (n_rows < 0 || in <= 0 || x_stride < in) {
+    return invalid_argument("fp8_act_quant_cuda: bad sizes n_rows=%lld in=%lld x_stride=%lld", (long long)n_rows,
+                            (long long)in, (long long)x_stride);
+  }
+  const cudaError_t e = linear_fp8_act_quant_launch(x, x_stride, codes, scales, n_rows, in, stream);
+  if (e != cudaSuccess) return internal_error("fp8_act_quant_cuda: %s", cudaGetErrorString(e));
+  return {};
+}
+
 status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
   if (!p.x || !p.w || !p.w_scale || !p.y) return invalid_argument("linear_fp8_cuda: null pointer");
   if (p.n_rows < 0 || p.in <= 0 || p.out <= 0) {

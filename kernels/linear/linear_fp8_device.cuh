@@ -1,6 +1,7 @@
 // File: kernels/linear/linear_fp8_device.cuh — internal to kernels/linear: the
 // per-warp dot products the FP8 linear and the grouped linear share, so both
-// compute every output with the same operations in the same order; and what
+// compute every output with the same operations in the same order; the e4m3
+// MMA both tensor-core linears issue; and what
 // the warp-per-output GEMVs (these two and linear_bf16w) share: the warp sum,
 // the predicated store, how many output rows a warp takes.
 #pragma once
@@ -18,6 +19,26 @@ constexpr int k_block = 128;  // k_linear_fp8_block
 // 2^(c-127) for an e8m0 code (c = 255 is NaN).
 __device__ __forceinline__ float e8m0_value(uint8_t c) {
   return c == 255 ? __int_as_float(0x7fc00000) : ldexpf(1.0f, int(c) - 127);
+}
+
+// d += a · b for one m16n8k32 e4m3 tile, fp32 accumulation (a: 4 words of 4
+// codes, rows g and g + 8 of the tile; b: 2 words, output column g).
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Word i (0..7) of a lane's 32 bytes: the tensor-core linears load 32
+// contiguous codes per lane per 128-channel block, k-step s using words 2s and
+// 2s + 1 (the MMA's k index permuted identically for both operands).
+__device__ __forceinline__ uint32_t mma_word(const uint4 (&v)[2], int i) {
+  const uint4& h = v[i / 4];
+  const int j = i % 4;
+  return j == 0 ? h.x : j == 1 ? h.y : j == 2 ? h.z : h.w;
 }
 
 __device__ __forceinline__ void fp8x4_to_float(uint32_t u, float* f) {

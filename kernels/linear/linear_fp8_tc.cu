@@ -30,22 +30,8 @@ namespace {
 constexpr int k_warps = 4;
 constexpr int64_t k_block = k_linear_fp8_block;
 
-// d += a · b for one m16n8k32 e4m3 tile (a: 4 words of 4 codes, b: 2 words).
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// Word i (0..7) of a lane's 32 bytes.
-__device__ __forceinline__ uint32_t word(const uint4 (&v)[2], int i) {
-  const uint4& h = v[i / 4];
-  const int j = i % 4;
-  return j == 0 ? h.x : j == 1 ? h.y : j == 2 ? h.z : h.w;
-}
+using linear_dev::mma_e4m3;
+using linear_dev::mma_word;
 
 // The grid's order: for each 128-output block, its K splits, for each split
 // its row tiles (the CTAs that read the same weight bytes run side by side,
@@ -117,10 +103,10 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
       for (int nt = 0; nt < 4; ++nt) part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
-        const uint32_t a0 = word(ax[0], 2 * s), a1 = word(ax[1], 2 * s);
-        const uint32_t a2 = word(ax[0], 2 * s + 1), a3 = word(ax[1], 2 * s + 1);
+        const uint32_t a0 = mma_word(ax[0], 2 * s), a1 = mma_word(ax[1], 2 * s);
+        const uint32_t a2 = mma_word(ax[0], 2 * s + 1), a3 = mma_word(ax[1], 2 * s + 1);
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) mma_e4m3(part[nt], a0, a1, a2, a3, word(bw[nt], 2 * s), word(bw[nt], 2 * s + 1));
+        for (int nt = 0; nt < 4; ++nt) mma_e4m3(part[nt], a0, a1, a2, a3, mma_word(bw[nt], 2 * s), mma_word(bw[nt], 2 * s + 1));
       }
       const float s_lo = __ldg(xs + min(row[mt][0], p.n_rows - 1) * nkb + kb) * sw;
       const float s_hi = __ldg(xs + min(row[mt][1], p.n_rows - 1) * nkb + kb) * sw;

@@ -5,10 +5,14 @@
 //   - under HART_CUDA, linear_grouped_cuda: groups of e4m3 codes bitwise equal
 //     to linear_fp8_cuda on the same QDQ'd rows (one dot product for both),
 //     fp32 groups within 2e-5·Σ|x·w| of the CPU; tiles past *n_tiles and rows
-//     in no tile untouched; vector (in % 16 == 0) and scalar paths.
+//     in no tile untouched; vector (in % 16 == 0) and scalar paths;
+//     linear_grouped_tc_cuda (tensor cores) within 2^-12·Σ|x'·w'| of the exact
+//     sum of the QDQ'd rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -286,6 +290,88 @@ void run_cuda(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
       }
     }
   }
+}
+
+// The tensor-core form: every group e4m3, x quantized on the device
+// (fp8_act_quant_cuda), each covered row within 2^-12·Σ|x'·w'| of the exact
+// sum of its QDQ'd row (the MMA's per-block fp32 sums, as the dense
+// tensor-core linear); rows in no tile and tiles past *n_tiles untouched.
+double run_cuda_tc(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
+  SCOPED_TRACE("tensor cores in=" + std::to_string(in) + " out=" + std::to_string(out) + " n_rows=" + std::to_string(n_rows));
+  std::vector<group_weight> groups;
+  for (int g = 0; g < 5; ++g) groups.push_back(random_group(rng, out, in, true));
+  const tiling tiles = random_tiling(rng, n_rows, int64_t(groups.size()));
+  const std::vector<float> raw = normal_vec(rng, n_rows * in, 1.0f);
+  std::vector<std::unique_ptr<device_vec<uint8_t>>> dq, ds;
+  std::vector<linear_group_weight> g;
+  for (const group_weight& w : groups) {
+    dq.push_back(std::make_unique<device_vec<uint8_t>>(w.q));
+    ds.push_back(std::make_unique<device_vec<uint8_t>>(w.scale));
+    g.push_back({dq.back()->get(), ds.back()->get()});
+  }
+  const int32_t n_tiles = int32_t(tiles.group.size());
+  std::vector<int32_t> tg = tiles.group, tr = tiles.row0, tn = tiles.rows;
+  for (int i = 0; i < 3; ++i) tg.push_back(0), tr.push_back(0), tn.push_back(8);  // past *n_tiles: must do nothing
+  device_vec<linear_group_weight> d_g(g);
+  device_vec<int32_t> d_tg(tg), d_tr(tr), d_tn(tn), d_n(std::vector<int32_t>{n_tiles});
+  device_vec<float> d_raw(raw), d_y(std::vector<float>(size_t(n_rows * out), k_sentinel));
+  device_vec<float> d_scales(std::vector<float>(size_t(n_rows * in / 128), 0.0f));
+  device_vec<uint8_t> d_codes(std::vector<uint8_t>(size_t(n_rows * in), 0));
+  EXPECT_TRUE(fp8_act_quant_cuda(d_raw.get(), in, d_codes.get(), d_scales.get(), n_rows, in, nullptr).ok());
+  linear_grouped_params p{nullptr, d_y.get(), d_g.get(), int64_t(g.size()), d_tg.get(), d_tr.get(),
+                          d_tn.get(), d_n.get(), int64_t(tg.size()), n_rows, in, out};
+  p.x_codes = d_codes.get();
+  p.x_scales = d_scales.get();
+  const status st = linear_grouped_tc_cuda(p, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(cuda_synced(nullptr));
+  const std::vector<float> got = d_y.to_host();
+  std::vector<double> want, mag;
+  exact(qdq_rows(raw, n_rows, in), groups, tiles, in, out, &want, &mag);
+  double worst = 0;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      const size_t i = size_t(r * out + o);
+      if (tiles.group_of_row[size_t(r)] < 0) {
+        EXPECT_EQ(got[i], k_sentinel) << "row " << r << " is in no tile";
+        continue;
+      }
+      const double err = std::fabs(double(got[i]) - want[i]);
+      worst = std::max(worst, err / std::max(mag[i], 1e-30));
+      EXPECT_LE(err, std::ldexp(mag[i], -12)) << "row " << r << " out " << o << ": " << got[i] << " vs " << want[i];
+    }
+  }
+  return worst;
+}
+
+TEST(linear_grouped, cuda_tensor_cores_match_the_exact_sum) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  double worst = 0;
+  worst = std::max(worst, run_cuda_tc(rng, 256, 128, 40));
+  worst = std::max(worst, run_cuda_tc(rng, 4096, 256, 9));
+  worst = std::max(worst, run_cuda_tc(rng, 2048, 512, 1));
+  std::printf("linear_grouped_tc: worst |gpu - exact| / sum|x'w'| = %.3g\n", worst);
+}
+
+TEST(linear_grouped, cuda_tensor_cores_refuse_what_they_do_not_take) {
+  HART_SKIP_WITHOUT_CUDA();
+  device_vec<int32_t> d_i(std::vector<int32_t>(4, 0));
+  device_vec<float> d_f(std::vector<float>(256, 0.0f));
+  device_vec<uint8_t> d_c(std::vector<uint8_t>(256, 0));
+  device_vec<linear_group_weight> d_g(std::vector<linear_group_weight>{{d_c.get(), d_c.get()}});
+  linear_grouped_params p{nullptr, d_f.get(), d_g.get(), 1, d_i.get(), d_i.get(), d_i.get(), d_i.get(), 1, 1, 200, 128};
+  p.x_codes = d_c.get();
+  p.x_scales = d_f.get();
+  EXPECT_EQ(linear_grouped_tc_cuda(p, nullptr).code(), status_code::unimplemented);  // in % 128 != 0
+  p.in = 128;
+  p.out = 100;
+  EXPECT_EQ(linear_grouped_tc_cuda(p, nullptr).code(), status_code::unimplemented);  // out % 128 != 0
+  p.out = 128;
+  p.x_codes = nullptr;
+  EXPECT_EQ(linear_grouped_tc_cuda(p, nullptr).code(), status_code::invalid_argument);
 }
 
 TEST(linear_grouped, cuda_equals_the_fp8_linear_and_the_cpu) {

@@ -186,6 +186,9 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   f(&b->up, hidden_rows);
   f(&b->h, hidden_rows);
   f(&b->ye, R * D);
+  bytes += device_arena::bytes_for<uint8_t>(R * std::max(D, I));
+  b->moe_codes = ar.take<uint8_t>(R * std::max(D, I));
+  f(&b->moe_scales, R * ((std::max(D, I) + 127) / 128));
   i64(&b->moe_src, R);
   i64(&b->iota_d, R);
   f(&b->moe_w, R);

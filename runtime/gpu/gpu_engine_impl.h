@@ -46,6 +46,8 @@ struct arena_buffers {
   int32_t *experts = nullptr, *hash = nullptr;         // [K, T]
   // [R] routed rows of one MoE chunk (moe_rows), sorted by expert (moe_dispatch.h)
   float *xe = nullptr, *g = nullptr, *up = nullptr, *h = nullptr, *ye = nullptr;  // [D or I, R]
+  uint8_t* moe_codes = nullptr;                         // [max(D, I), R] e4m3 inputs of the tensor-core experts
+  float* moe_scales = nullptr;                          // [max(D, I) / 128, R] their scales
   int64_t *moe_src = nullptr, *iota_d = nullptr;       // [R]: token row offsets, i·D
   float* moe_w = nullptr;                               // [R]
   int32_t* moe_slot = nullptr;                          // [R] (t, k) → sorted row

@@ -17,9 +17,11 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 
+#include "runtime/gpu/bench_model.h"
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/gpu/gpu_engine_impl.h"
 #include "tests/golden/golden_fixture.h"
@@ -368,6 +370,81 @@ INSTANTIATE_TEST_SUITE_P(tiny, gpu_fp8, ::testing::ValuesIn(k_fp8), [](const aut
 });
 
 // Host only: a call's trace is its passes' captures concatenated along T.
+// The tensor-core paths (dense FP8 linears from 2 rows, the grouped experts)
+// at Flash's width, where every FP8 linear takes them (the goldens' dims are
+// not multiples of 128: they run CUDA cores, bitwise the CPU's fp8 sums). The
+// same random weights with and without tensor cores, a 300-token prefill of
+// two sequences, then 4 decode steps. The fp8 mode is chaotic (an fp32
+// rounding apart moves an activation's FP8 rounding by 1/16, and that grows
+// layer by layer: the CPU's own noise floor above reaches 0.09 mean), so the
+// residual stream after the first layer is held tight and the logits loosely;
+// a wrong tile, stride or scale is O(1) from the first layer on.
+TEST(gpu_engine, tensor_cores_agree_with_cuda_cores_at_flash_width) {
+  SKIP_WITHOUT_GPU();
+  const auto cfg = model_config_load_layers(std::string(HART_TEST_DATA) + "/../../configs/deepseek-v4-flash", 3, 1);
+  ASSERT_TRUE(cfg.ok()) << cfg.get_status().to_string();
+  struct result {
+    std::vector<float> logits;
+    std::vector<std::vector<float>> hidden;  // the prefill's residual streams
+  };
+  auto run = [&](bool tensor_cores) {
+    result r;
+    auto w = gpu::bench_weights_make(*cfg, precision::fp8, 7);
+    EXPECT_TRUE(w.ok()) << w.get_status().to_string();
+    if (!w.ok()) return r;
+    gpu_engine_params p;
+    p.base.model_dir = "random weights";
+    p.base.prec = precision::fp8;
+    p.max_batch_tokens = 600;
+    p.max_context = 1024;
+    p.full_pages = 8;
+    p.swa_pages = 8;
+    p.fp8_tensor_cores = tensor_cores;
+    auto e = gpu_engine::load(p, *cfg, std::move(*w));
+    EXPECT_TRUE(e.ok()) << e.get_status().to_string();
+    if (!e.ok()) return r;
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int32_t> tok(2, int32_t(cfg->vocab_size - 1));
+    auto tokens = [&](int64_t n) {
+      std::vector<int32_t> ids(static_cast<size_t>(n));
+      for (int32_t& v : ids) v = tok(rng);
+      return ids;
+    };
+    sequence_state a = (*e)->new_sequence(), b = (*e)->new_sequence();
+    std::vector<float> part;
+    for (int64_t step = 0; step < 5; ++step) {
+      const int64_t n = step == 0 ? 300 : 1;
+      std::vector<batch_item> items;
+      items.push_back({&a, tokens(n), logits_request::last});
+      items.push_back({&b, tokens(n), logits_request::last});
+      forward_trace tr;
+      tr.capture_hidden = step == 0;
+      const status st = (*e)->forward(items, &part, step == 0 ? &tr : nullptr);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      r.logits.insert(r.logits.end(), part.begin(), part.end());
+      if (step == 0) r.hidden = std::move(tr.hidden);
+    }
+    return r;
+  };
+  const result cuda_cores = run(false), tensor_cores = run(true);
+  ASSERT_EQ(cuda_cores.logits.size(), size_t(10 * cfg->vocab_size));
+  ASSERT_EQ(tensor_cores.hidden.size(), cuda_cores.hidden.size());
+  ASSERT_GE(cuda_cores.hidden.size(), 2u);
+  std::printf("flash width, tensor cores vs CUDA cores, residual after each layer:");
+  for (size_t l = 1; l < cuda_cores.hidden.size(); ++l) {
+    const std::vector<float>& x = tensor_cores.hidden[l];
+    const std::vector<float>& y = cuda_cores.hidden[l];
+    ASSERT_EQ(x.size(), y.size());
+    std::printf(" %.3g", rel_error(x.data(), y.data(), int64_t(y.size())));
+  }
+  const diff d = compare(tensor_cores.logits, cuda_cores.logits, cfg->vocab_size);
+  std::printf("; logits max rel %.3g mean rel %.3g top1 %.2f\n", d.max_rel, d.mean_rel, d.top1);
+  EXPECT_LT(rel_error(tensor_cores.hidden[1].data(), cuda_cores.hidden[1].data(), int64_t(cuda_cores.hidden[1].size())),
+            2e-2);
+  EXPECT_LT(d.mean_rel, 0.25);
+  EXPECT_GE(d.top1, 0.8);
+}
+
 TEST(gpu_engine, trace_append_concatenates_passes) {
   forward_trace whole, a, b;
   whole.capture_hidden = true;

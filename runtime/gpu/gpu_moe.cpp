@@ -26,14 +26,18 @@ status expert_run(engine_state& s, const device_expert& e, const float* x, int64
   return linear_run(s, e.w2, A.h, n, out);
 }
 
-// y [out, rows] = x [in, rows] through each sorted row's expert (the chunk's plan).
-status grouped_run(engine_state& s, const linear_group_weight* table, const float* x, int64_t rows, int64_t in,
-                   int64_t out, float* y) {
+// y [out, rows] = x [in, rows] through each sorted row's expert (the chunk's
+// plan); on tensor cores x is read as the codes the caller left in A.moe_codes.
+status grouped_run(engine_state& s, const linear_group_weight* table, const float* x, bool tensor_cores, int64_t rows,
+                   int64_t in, int64_t out, float* y) {
   const arena_buffers& A = s.a;
   const int64_t E = s.cfg.n_routed_experts;
-  return linear_grouped_cuda({x, y, table, E, A.tile_group, A.tile_row0, A.tile_rows, A.n_tiles,
-                              moe_plan_max_tiles(rows, E), rows, in, out},
-                             s.stream);
+  linear_grouped_params p{x, y, table, E, A.tile_group, A.tile_row0, A.tile_rows, A.n_tiles,
+                          moe_plan_max_tiles(rows, E), rows, in, out};
+  if (!tensor_cores) return linear_grouped_cuda(p, s.stream);
+  p.x_codes = A.moe_codes;
+  p.x_scales = A.moe_scales;
+  return linear_grouped_tc_cuda(p, s.stream);
 }
 
 }  // namespace
@@ -61,7 +65,9 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
   }
   // The fp8 mode's experts take FP8-QDQ'd inputs (codes, or fp32 values with
   // qdq_input): quantized once per chunk here, as linear_run would per expert.
+  // On tensor cores (every expert in codes) they are quantized to codes + scales instead.
   const bool qdq = s.params.base.prec == precision::fp8;
+  const bool tc = qdq && w.experts_fp8 && s.params.fp8_tensor_cores && D % 128 == 0 && I % 128 == 0;
   const int64_t chunk = moe_rows(s) / K;
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t nt = std::min(chunk, T - t0), rows = nt * K;
@@ -81,12 +87,20 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
     mp.n_tiles = A.n_tiles;
     HART_RETURN_IF_ERROR(moe_plan_cuda(mp, s.stream));
     HART_RETURN_IF_ERROR(copy_rows_cuda(A.xe, A.iota_d, x + t0 * D, A.moe_src, D, rows, false, s.stream));
-    if (qdq) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.xe, rows, D, 128, D, s.stream));
-    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w1, A.xe, rows, D, I, A.g));
-    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w3, A.xe, rows, D, I, A.up));
+    if (tc) {
+      HART_RETURN_IF_ERROR(fp8_act_quant_cuda(A.xe, D, A.moe_codes, A.moe_scales, rows, D, s.stream));
+    } else if (qdq) {
+      HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.xe, rows, D, 128, D, s.stream));
+    }
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w1, A.xe, tc, rows, D, I, A.g));
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w3, A.xe, tc, rows, D, I, A.up));
     HART_RETURN_IF_ERROR(swiglu_cuda({A.g, A.up, A.moe_w, A.h, rows, I, 0, float(c.swiglu_limit)}, s.stream));
-    if (qdq) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.h, rows, I, 128, I, s.stream));
-    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w2, A.h, rows, I, D, A.ye));
+    if (tc) {
+      HART_RETURN_IF_ERROR(fp8_act_quant_cuda(A.h, I, A.moe_codes, A.moe_scales, rows, I, s.stream));
+    } else if (qdq) {
+      HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.h, rows, I, 128, I, s.stream));
+    }
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w2, A.h, tc, rows, I, D, A.ye));
     HART_RETURN_IF_ERROR(moe_combine_cuda(y + t0 * D, A.ye, A.experts + t0 * K, A.moe_slot, nt, K, D, s.stream));
   }
   return {};

@@ -279,11 +279,13 @@ status_or<device_weights> upload_all(const model_weights& w, const model_config&
 status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2eid, device_weights* d) {
   const size_t E = layer->experts.size();
   std::vector<linear_group_weight> table(3 * E);
+  layer->experts_fp8 = E > 0;
   for (size_t e = 0; e < E; ++e) {
     const device_expert& x = layer->experts[e];
     size_t i = 0;
     for (const device_linear* l : {&x.w1, &x.w3, &x.w2}) {
       table[i++ * E + e] = l->codes ? linear_group_weight{l->codes, l->scales} : linear_group_weight{l->f32, nullptr};
+      layer->experts_fp8 = layer->experts_fp8 && l->codes;
     }
   }
   const size_t table_bytes = table.size() * sizeof(linear_group_weight), map_bytes = tid2eid.size() * sizeof(int32_t);

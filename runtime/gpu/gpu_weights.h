@@ -67,6 +67,7 @@ struct device_layer {
   // (device_layer_finish): [E] weights of w1, w3 and w2, and hash routing's
   // token → experts table [vocab][top_k] (hash layers only).
   const linear_group_weight *expert_w1 = nullptr, *expert_w3 = nullptr, *expert_w2 = nullptr;
+  bool experts_fp8 = false;  // every routed expert's w1/w3/w2 in e4m3 codes (the tensor-core grouped path)
   const int32_t* tid2eid = nullptr;
 };
 

@@ -321,15 +321,45 @@ status_or<model_config> model_config_parse(const std::string& text, const std::s
   return c;
 }
 
-status_or<model_config> model_config_load(const std::string& path) {
-  std::string file = path;
+namespace {
+
+status read_config_text(const std::string& path, std::string* file, std::string* text) {
+  *file = path;
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) file = path + "/config.json";
-  std::ifstream in(file);
-  if (!in) return not_found("cannot open model config '%s'", file.c_str());
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) *file = path + "/config.json";
+  std::ifstream in(*file);
+  if (!in) return not_found("cannot open model config '%s'", file->c_str());
   std::stringstream ss;
   ss << in.rdbuf();
-  return model_config_parse(ss.str(), file);
+  *text = ss.str();
+  return {};
+}
+
+}  // namespace
+
+status_or<model_config> model_config_load(const std::string& path) {
+  std::string file, text;
+  HART_RETURN_IF_ERROR(read_config_text(path, &file, &text));
+  return model_config_parse(text, file);
+}
+
+status_or<model_config> model_config_load_layers(const std::string& path, int64_t layers, int64_t hash_layers) {
+  std::string file, text;
+  HART_RETURN_IF_ERROR(read_config_text(path, &file, &text));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid_argument("%s is not a JSON object", file.c_str());
+  if (layers < 1) return invalid_argument("%s: %lld layers, need >= 1", file.c_str(), (long long)layers);
+  if (hash_layers < 0 || hash_layers > layers) {
+    return invalid_argument("%s: %lld hash-routed layers must be in [0, %lld]", file.c_str(), (long long)hash_layers,
+                            (long long)layers);
+  }
+  nlohmann::json ratios = nlohmann::json::array();
+  for (int64_t il = 0; il < layers; ++il) ratios.push_back(il == 0 ? 0 : (il % 2 ? 4 : 128));
+  for (int64_t k = 0; k < j.value("num_nextn_predict_layers", 0); ++k) ratios.push_back(0);  // MTP: SWA
+  j["num_hidden_layers"] = layers;
+  j["compress_ratios"] = ratios;
+  j["num_hash_layers"] = hash_layers;
+  return model_config_parse(j.dump(), file + " (" + std::to_string(layers) + " layers)");
 }
 
 }  // namespace hart

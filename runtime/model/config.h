@@ -78,5 +78,10 @@ struct model_config {
 status_or<model_config> model_config_parse(const std::string& json_text, const std::string& origin);
 /// Reads `path` (a config.json, or a directory containing one).
 status_or<model_config> model_config_load(const std::string& path);
+/// `path`'s config with `layers` main layers instead of its own: SWA first,
+/// then CSA and HCA alternating (4: SWA, CSA, HCA, CSA), the first
+/// `hash_layers` hash-routed, its MTP layers kept. The full-width shapes of a
+/// real model at a size one device holds (`hart bench`, wide-model tests).
+status_or<model_config> model_config_load_layers(const std::string& path, int64_t layers, int64_t hash_layers);
 
 }  // namespace hart

@@ -1,0 +1,127 @@
+// The grouped FP8 linear on tensor cores (MoE experts): each CTA takes 128
+// output rows of one tile's expert (one weight scale block), the tile's <= 8
+// input rows as the low half of an m16n8k32 e4m3 MMA (the high half is zero: a
+// tile never has more than 8 rows). Per 128-channel block the MMA accumulates
+// from zero and the block's partial is scaled by s_x · s_w into fp32, as in
+// linear_fp8_tc_cuda. Its 8 warps are 4 groups of 32 outputs times 2 phases
+// taking alternate blocks (twice the weight loads in flight of one phase: at
+// batch 1 a layer's experts are only ~100 CTAs), each with its next block's
+// weights loading while it multiplies; phase 0 adds phase 1's sums. A row's sums involve only its own codes, so the
+// result does not depend on which rows share a tile (batch-invariant).
+#include <climits>
+
+#include "kernels/linear/linear.h"
+#include "kernels/linear/linear_fp8_device.cuh"
+
+namespace hart {
+namespace {
+
+constexpr int k_phases = 2;                  // warps splitting K: block kb goes to phase kb % k_phases
+constexpr int k_warps = 4 * k_phases;        // 4 warps of 32 outputs per phase
+constexpr int64_t k_block = k_linear_fp8_block;
+static_assert(linear_grouped_tile_rows <= 8, "a tile fills the low half of the MMA's 16 rows");
+
+using linear_dev::mma_e4m3;
+using linear_dev::mma_word;
+
+__global__ void __launch_bounds__(k_warps * 32) grouped_tc_kernel(linear_grouped_params p) {
+  __shared__ float2 spill[k_phases - 1][4][4][32];  // later phases' sums, added by phase 0 in phase order
+  const int tile = blockIdx.y;
+  if (tile >= *p.n_tiles) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ng = warp % 4, phase = warp / 4;
+  const int g = lane >> 2, t = lane & 3;
+  const linear_group_weight gw = p.groups[p.tile_group[tile]];
+  const int64_t r0 = p.tile_row0[tile];
+  const int mt = p.tile_rows[tile];
+  const int64_t n0 = int64_t(blockIdx.x) * 128 + ng * 32;  // this warp's 32 outputs
+  const int64_t in = p.in, nkb = in / k_block;
+  const int64_t row = r0 + min(g, mt - 1);  // lanes past the tile's rows repeat its last, dropped
+  const uint8_t* xrow = p.x_codes + row * in + t * 32;
+  const float* xs = p.x_scales + row * nkb;
+  const uint8_t* wrow[4];
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) wrow[nt] = static_cast<const uint8_t*>(gw.w) + (n0 + nt * 8 + g) * in + t * 32;
+  const uint8_t* wscale = gw.w_scale + (n0 / k_block) * nkb;
+  float acc[4][2] = {};
+  // This phase's blocks, the next one's weights in flight while one multiplies
+  // (a phase with no block reloads block 0, harmlessly, and adds nothing).
+  uint4 bw[4][2];
+  const int64_t first = min(int64_t(phase), nkb - 1) * k_block;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    bw[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + first));
+    bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + first + 16));
+  }
+  for (int64_t kb = phase; kb < nkb; kb += k_phases) {
+    const int64_t k0 = kb * k_block, kn = (kb + k_phases < nkb ? kb + k_phases : kb) * k_block;
+    uint4 next[4][2];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      next[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn));
+      next[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn + 16));
+    }
+    uint4 ax[2];
+    ax[0] = __ldg(reinterpret_cast<const uint4*>(xrow + k0));
+    ax[1] = __ldg(reinterpret_cast<const uint4*>(xrow + k0 + 16));
+    float part[4][4] = {};
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const uint32_t a0 = mma_word(ax, 2 * s), a2 = mma_word(ax, 2 * s + 1);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        mma_e4m3(part[nt], a0, 0u, a2, 0u, mma_word(bw[nt], 2 * s), mma_word(bw[nt], 2 * s + 1));
+      }
+    }
+    const float sc = __ldg(xs + kb) * linear_dev::e8m0_value(__ldg(wscale + kb));
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      acc[nt][0] = fmaf(part[nt][0], sc, acc[nt][0]);
+      acc[nt][1] = fmaf(part[nt][1], sc, acc[nt][1]);
+      bw[nt][0] = next[nt][0];
+      bw[nt][1] = next[nt][1];
+    }
+  }
+  if (phase > 0) {
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) spill[phase - 1][ng][nt][lane] = make_float2(acc[nt][0], acc[nt][1]);
+  }
+  __syncthreads();
+  if (phase > 0 || g >= mt) return;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+    for (int ph = 1; ph < k_phases; ++ph) {
+      const float2 v = spill[ph - 1][ng][nt][lane];
+      acc[nt][0] += v.x;
+      acc[nt][1] += v.y;
+    }
+    *reinterpret_cast<float2*>(p.y + (r0 + g) * p.out + n0 + nt * 8 + 2 * t) = make_float2(acc[nt][0], acc[nt][1]);
+  }
+}
+
+}  // namespace
+
+status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* stream) {
+  if (!p.x_codes || !p.x_scales || !p.y || !p.groups || !p.tile_group || !p.tile_row0 || !p.tile_rows || !p.n_tiles) {
+    return invalid_argument("linear_grouped_tc_cuda: null pointer");
+  }
+  if (p.in <= 0 || p.out <= 0 || p.n_rows < 0 || p.n_groups < 0 || p.max_tiles < 0) {
+    return invalid_argument("linear_grouped_tc_cuda: bad sizes in=%lld out=%lld n_rows=%lld", (long long)p.in,
+                            (long long)p.out, (long long)p.n_rows);
+  }
+  if (p.in % k_block != 0 || p.out % 128 != 0) {
+    return unimplemented("linear_grouped_tc_cuda: needs in %% 128 == 0 and out %% 128 == 0 (in=%lld out=%lld)",
+                         (long long)p.in, (long long)p.out);
+  }
+  if (p.out / 128 > INT_MAX || p.max_tiles > 65535) {
+    return invalid_argument("linear_grouped_tc_cuda: out=%lld / max_tiles=%lld exceed the grid", (long long)p.out,
+                            (long long)p.max_tiles);
+  }
+  if (p.max_tiles == 0) return {};
+  grouped_tc_kernel<<<dim3{unsigned(p.out / 128), unsigned(p.max_tiles)}, k_warps * 32, 0, stream>>>(p);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return internal_error("linear_grouped_tc_cuda: %s", cudaGetErrorString(e));
+  return {};
+}
+
+}  // namespace hart
