@@ -3,10 +3,14 @@
 // fp32 accumulation and output, the weights widened exactly.
 //   <= k_gemv_max_rows rows (decode): one warp per R output rows streams the
 //   weights once; the row tiles of one weight block are adjacent in the grid,
-//   so their repeated weight reads come from L2.
+//   so their repeated weight reads come from L2. From 2 rows, layers with a
+//   CTA per SM or more (the LM head) run on tensor cores instead: x split
+//   exactly into three bf16 terms, bf16 MMAs with fp32 accumulation.
 //   more rows (prefill): chunks of output rows widened to fp32 into the
 //   context's buffer and multiplied by cuBLASLt (fp32 compute), where a GEMV
 //   would be bound by its input loads.
+#include <cuda_bf16.h>
+
 #include <climits>
 
 #include "kernels/linear/linear.h"
@@ -123,6 +127,119 @@ void gemv(const linear_bf16w_params& p, int64_t xs, int64_t ys, cudaStream_t str
   }
 }
 
+// d += a · b for one m16n8k16 bf16 tile, fp32 accumulation.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The 8 channel pairs of 16 fp32 inputs as three bf16 terms each, hi + mid + lo
+// = x exactly (each term takes the next 8 significant bits of the remainder).
+__device__ __forceinline__ void split3(const float4 (&v)[4], uint32_t (&hi)[8], uint32_t (&mid)[8], uint32_t (&lo)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float4& q = v[j / 2];
+    const float a = j % 2 ? q.z : q.x, b = j % 2 ? q.w : q.y;
+    const __nv_bfloat16 ah = __float2bfloat16_rn(a), bh = __float2bfloat16_rn(b);
+    const float ar = a - __bfloat162float(ah), br = b - __bfloat162float(bh);
+    const __nv_bfloat16 am = __float2bfloat16_rn(ar), bm = __float2bfloat16_rn(br);
+    hi[j] = bf16x2(__bfloat162float(ah), __bfloat162float(bh));
+    mid[j] = bf16x2(__bfloat162float(am), __bfloat162float(bm));
+    lo[j] = bf16x2(ar - __bfloat162float(am), br - __bfloat162float(bm));
+  }
+}
+
+// Tensor cores for 2..k_gemv_max_rows rows when the layer has enough output
+// blocks (the LM head): a CTA of 4 warps takes 128 outputs and 16 input rows,
+// each warp 32 outputs; per 64 channels a lane loads 16 contiguous bf16 of its
+// weight row and 16 fp32 of its two input rows, split into bf16 hi / mid / lo
+// terms, and issues three m16n8k16 MMAs per k-step (the k index permuted the
+// same way for both operands, as in linear_fp8_tc). Every product is exact;
+// the sums are the MMA's fp32 accumulation, the next chunk's weights loading
+// while one multiplies.
+constexpr int k_tc_warps = 4;
+
+__global__ void __launch_bounds__(k_tc_warps * 32) bf16w_tc_kernel(linear_bf16w_params p, int64_t xs, int64_t ys,
+                                                                    int64_t row_tiles) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t n0 = int64_t(blockIdx.x) / row_tiles * 128 + warp * 32;
+  if (n0 >= p.out) return;  // out % 32 == 0: whole warps
+  const int64_t r0 = int64_t(blockIdx.x) % row_tiles * 16, in = p.in, n_chunks = in / 64;
+  const uint16_t* wrow[4];
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) wrow[nt] = p.w + (n0 + nt * 8 + g) * in + t * 16;
+  const float* xrow[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) xrow[h] = p.x + min(r0 + g + 8 * h, p.n_rows - 1) * xs + t * 16;
+  float acc[4][4] = {};
+  uint4 bw[4][2];
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    bw[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt]));
+    bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + 8));
+  }
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t kn = (c + 1 < n_chunks ? c + 1 : c) * 64;
+    uint4 next[4][2];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      next[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn));
+      next[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn + 8));
+    }
+    uint32_t xt[3][2][8];  // [term][row half][channel pair]
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float4 v[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] = __ldg(reinterpret_cast<const float4*>(xrow[h] + c * 64) + i);
+      split3(v, xt[0][h], xt[1][h], xt[2][h]);
+    }
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+#pragma unroll
+      for (int term = 2; term >= 0; --term) {  // smallest terms first
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          mma_bf16(acc[nt], xt[term][0][2 * s], xt[term][1][2 * s], xt[term][0][2 * s + 1], xt[term][1][2 * s + 1],
+                   linear_dev::mma_word(bw[nt], 2 * s), linear_dev::mma_word(bw[nt], 2 * s + 1));
+        }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) bw[nt][0] = next[nt][0], bw[nt][1] = next[nt][1];
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t r = r0 + g + 8 * h;
+    if (r >= p.n_rows) continue;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      float* y = p.y + r * ys + n0 + nt * 8 + 2 * t;
+      y[0] = p.accumulate ? y[0] + acc[nt][2 * h] : acc[nt][2 * h];
+      y[1] = p.accumulate ? y[1] + acc[nt][2 * h + 1] : acc[nt][2 * h + 1];
+    }
+  }
+}
+
+// The tensor-core path needs whole warps of outputs, 64-channel chunks, 16-byte
+// aligned rows, and at least one CTA per SM (smaller layers stay on the GEMV).
+bool tc_fits(const linear_bf16w_params& p, int64_t xs) {
+  const int64_t ctas = (p.out + 127) / 128 * ((p.n_rows + 15) / 16);
+  return p.n_rows >= 2 && p.out % 32 == 0 && p.in % 64 == 0 && xs % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+         ctas >= linear_dev::sm_count() && ctas <= INT_MAX;
+}
+
 __global__ void widen_kernel(const uint16_t* __restrict__ w, float* __restrict__ out, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = __uint_as_float(uint32_t(w[i]) << 16);
@@ -140,6 +257,13 @@ status linear_bf16w_cuda(const linear_bf16w_params& p, linear_cuda_context& ctx,
   const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
   if (xs < p.in || ys < p.out) return invalid_argument("linear_bf16w_cuda: row strides smaller than the rows");
   if (p.n_rows == 0) return {};
+  if (p.n_rows <= k_gemv_max_rows && tc_fits(p, xs)) {
+    const int64_t row_tiles = (p.n_rows + 15) / 16;
+    bf16w_tc_kernel<<<unsigned((p.out + 127) / 128 * row_tiles), k_tc_warps * 32, 0, stream>>>(p, xs, ys, row_tiles);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return internal_error("linear_bf16w_cuda: %s", cudaGetErrorString(e));
+    return {};
+  }
   if (p.n_rows <= k_gemv_max_rows) {
     if ((p.out + k_warps - 1) / k_warps * ((p.n_rows + 7) / 8) > INT_MAX) {
       return invalid_argument("linear_bf16w_cuda: out=%lld too large", (long long)p.out);

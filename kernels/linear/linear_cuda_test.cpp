@@ -212,6 +212,21 @@ TEST(linear_cuda, bf16_weights_match_cpu) {
   }
 }
 
+// Layers wide enough for the tensor-core path (2-64 rows, a CTA per SM: the
+// LM head's shape class), with plain and padded strides and accumulation.
+TEST(linear_cuda, bf16_weights_on_tensor_cores_match_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  for (const shape& s : {shape{2, 256, 17408}, shape{17, 512, 16896}, shape{64, 128, 16896}, shape{5, 4096, 16928}}) {
+    run_dense(rng, *ctx, s, dense::bf16_weights, false, s.out, s.in);
+    run_dense(rng, *ctx, s, dense::bf16_weights, true, s.out + 3, s.in + 4);
+  }
+}
+
 TEST(linear_cuda, row_invariant_is_refused_not_ignored) {
   HART_SKIP_WITHOUT_CUDA();
   auto ctx = make_context();
