@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bh->add_option("--seed", bn.seed, "Weights, KV and token seed")->capture_default_str();
   bh->add_flag("--fp8-cuda-cores", bn.fp8_cuda_cores,
-               "Every FP8 linear on CUDA cores (by default those of 2 rows or more run on tensor cores, mma.sync e4m3)");
+               "Every FP8 linear on CUDA cores, bitwise the CPU's fp8 sums (by default those of 2 rows or more and the routed experts run on tensor cores, mma.sync e4m3)");
 
   CLI11_PARSE(app, argc, argv);
   hart::log_level lv = hart::log_level::info;

@@ -41,9 +41,10 @@ struct gpu_engine_params {
   int64_t max_context = 8192;     // positions per sequence
   int64_t full_pages = 0;         // KV pool pages; 0 = enough for 8 sequences of max_context
   int64_t swa_pages = 0;
-  /// FP8 linears of >= 2 rows on tensor cores (linear_fp8_tc_cuda; from 2 rows
-  /// it beats the CUDA-core dot on every V4 shape, perf-notes G1 v3); false
-  /// keeps every FP8 linear on CUDA cores (bitwise the CPU's fp8 sums).
+  /// FP8 linears of >= 2 rows (linear_fp8_tc_cuda; from 2 rows it beats the
+  /// CUDA-core dot on every V4 shape, perf-notes G1 v3) and the routed experts
+  /// (linear_grouped_tc_cuda) on tensor cores; false keeps every FP8 linear on
+  /// CUDA cores (bitwise the CPU's fp8 sums).
   bool fp8_tensor_cores = true;
 
   status validate() const;

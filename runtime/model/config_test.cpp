@@ -354,6 +354,28 @@ void expect_inv_freq_matches_golden(const std::string& model) {
   }
 }
 
+// The repository's Flash config cut to a few layers (hart bench, the
+// Flash-width GPU tests): Flash's dims, SWA then CSA / HCA alternating, the
+// first layers hash-routed, the MTP layer kept; bad counts and paths refused.
+TEST(model_config, flash_with_fewer_layers) {
+  const std::string flash = std::string(HART_TEST_DATA) + "/../../configs/deepseek-v4-flash";
+  auto full = model_config_load(flash);
+  ASSERT_TRUE(full.ok()) << full.get_status().to_string();
+  auto c = model_config_load_layers(flash, 4, 1);
+  ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+  EXPECT_EQ(c->n_layers, 4);
+  EXPECT_EQ(c->layer_kinds, (std::vector<attention_kind>{attention_kind::sliding, attention_kind::csa,
+                                                          attention_kind::hca, attention_kind::csa}));
+  EXPECT_EQ(c->layer_hash_moe, (std::vector<bool>{true, false, false, false}));
+  EXPECT_EQ(c->n_mtp_layers, full->n_mtp_layers);
+  EXPECT_EQ(c->hidden_size, full->hidden_size);
+  EXPECT_EQ(c->n_routed_experts, full->n_routed_experts);
+  EXPECT_EQ(c->vocab_size, full->vocab_size);
+  EXPECT_EQ(model_config_load_layers(flash, 0, 0).get_status().code(), status_code::invalid_argument);
+  EXPECT_EQ(model_config_load_layers(flash, 2, 3).get_status().code(), status_code::invalid_argument);
+  EXPECT_EQ(model_config_load_layers(flash + "/missing", 2, 0).get_status().code(), status_code::not_found);
+}
+
 TEST(rope_inv_freq, tiny_a_matches_golden) { expect_inv_freq_matches_golden("tiny-a"); }
 TEST(rope_inv_freq, tiny_b_matches_golden) { expect_inv_freq_matches_golden("tiny-b"); }
 

@@ -47,15 +47,15 @@ if [ "$phase" = tests ]; then
   step gpu_executor 40 ./build-gpu/runtime/worker/gpu_executor_test
   step gpu_swap 40 ./build-gpu/runtime/gpu/gpu_weight_swap_test
   step flash_compressor 60 ./build-gpu/kernels/flash_compressor/flash_compressor_test
-  step linear_tc 120 ./build-gpu/kernels/linear/linear_test --gtest_filter='linear_cuda.fp8_tensor_cores*'
+  step linear_tc 120 ./build-gpu/kernels/linear/linear_test --gtest_filter='linear_cuda.*tensor_cores*:linear_grouped.*'
   step check_ops 60 ./build-gpu/hart check-ops
 else
-  # Benches whose tables are pending in docs/perf-notes.md (linear_fp8_tc: G1 v2).
+  # The benches behind docs/perf-notes.md's tables (G1, W1, D1/D2, C1, A1).
   [ -n "${fresh:-}" ] && step build 300 bash scripts/gpu/build.sh -R '^none$'
   step requant 60 ./build-gpu/runtime/gpu/weight_requant_bench 20
   step linear_bench 120 env OUT="$LOG/linear" bash scripts/gpu/bench_linear.sh  # CUDA cores vs tensor cores
   step bench 180 ./build-gpu/hart bench --batch 1,32 --context 4K,256K
-  step bench_tc 120 ./build-gpu/hart bench --batch 1,32 --context 4K --fp8-tensor-cores
+  step bench_cc 120 ./build-gpu/hart bench --batch 1,32 --context 4K --fp8-cuda-cores  # tensor cores off
   step fc_bench 200 env FC_SANITIZE=0 FC_NCU=0 bash scripts/gpu/bench_flash_compressor.sh
   step sda 120 env SDA_NCU=0 bash scripts/gpu/bench_sparse_decode_attention.sh
 fi
@@ -66,7 +66,7 @@ for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc; do
   [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error|worst" "$LOG/$f.log" | head -6
 done
 echo "=== tables"
-for f in requant bench bench_tc fc_bench sda; do
+for f in requant bench bench_cc fc_bench sda; do
   [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s" "$LOG/$f.log" | tail -16; }
 done
 echo "=== summary"
