@@ -264,6 +264,10 @@ int run_bench(const bench_options& o) {
   if (o.steps < 1 || o.warmup < 1 || o.prefill_reps < 1 || o.prefill_chunk < 0) {
     return fail(invalid_argument("bench: --steps, --warmup and --prefill-reps must be >= 1, --prefill-chunk >= 0"));
   }
+  if (o.layers < 1) return fail(invalid_argument("bench: --layers %lld must be >= 1", (long long)o.layers));
+  if (o.hash_layers < 0 || o.hash_layers > o.layers) {
+    return fail(invalid_argument("bench: --hash-layers %lld must be in [0, --layers]", (long long)o.hash_layers));
+  }
   auto cfg = model_config_load_layers(o.config_dir, o.layers, o.hash_layers);
   if (!cfg.ok()) {
     return fail(status(cfg.get_status().code(), "bench: " + cfg.get_status().message() +

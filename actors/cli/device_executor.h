@@ -26,9 +26,9 @@ status device_usable(const std::string& device);
 /// (its activation arena and index lists grow with the context).
 int64_t gpu_max_context(const model_config& cfg, int64_t requested);
 
-/// Loads the GPU engine (o.model_dir, precision, --deterministic refused as
-/// unimplemented) with a KV pool of exactly `cache`'s pages; the errors of
-/// gpu_engine::load, failed_precondition in a build without CUDA. With
+/// Loads the GPU engine (o.model_dir, precision, --deterministic) with a KV
+/// pool of exactly `cache`'s pages; the errors of gpu_engine::load,
+/// failed_precondition in a build without CUDA. With
 /// `weights`, also sets it to the engine's weight target (weight sync into
 /// `hart serve --device cuda`: build on any thread, swap on the worker's).
 status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_options& o,

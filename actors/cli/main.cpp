@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   v->set_config("--config", "", "TOML file with any of these options (e.g. configs/serve.toml)");
   add_common(v, &sv.common);
   v->add_option("--device", sv.common.device,
-                "Run the model on: cpu, or cuda (the GPU engine; exact or fp8, not --deterministic)")
+                "Run the model on: cpu, or cuda (the GPU engine; exact or fp8)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   v->add_option("--bind", sv.bind, "Endpoint to bind; loopback unless --curve-secret-key is given")->capture_default_str();

@@ -2,6 +2,8 @@
 // accumulation, and the context every CUDA linear shares.
 #include "kernels/linear/linear.h"
 
+#include <climits>
+
 #include "kernels/linear/linear_fp8_device.cuh"
 #include "kernels/linear/linear_impl.h"
 
@@ -91,6 +93,37 @@ status lt_matmul(const char* op, linear_cuda_context::impl& s, cudaDataType_t ab
   return result;
 }
 
+// row_invariant: a warp per output and input row, the lane-strided fp32 dot
+// product the grouped linear uses for fp32 weights, then a butterfly sum: the
+// same operations for a row whatever else shares the call. Block b: input row
+// b % n_rows of 8 outputs (b / n_rows), so a weight block's rows run side by side.
+constexpr int k_gemv_warps = 8;
+
+template <bool VEC>
+__global__ void __launch_bounds__(k_gemv_warps * 32) f32_gemv_kernel(linear_params p, int64_t xs, int64_t ys) {
+  const int64_t r = blockIdx.x % p.n_rows, o = blockIdx.x / p.n_rows * k_gemv_warps + threadIdx.x / 32;
+  if (o >= p.out) return;
+  float acc[1][1];
+  linear_dev::f32_dot_rows<1, 1, VEC>(p.w + o * p.in, 1, p.x + r * xs, p.in, 1, threadIdx.x % 32, acc);
+  linear_dev::warp_sum(acc);
+  if (threadIdx.x % 32 == 0) linear_dev::store_rows(acc, p.y, ys, r, o, 1, 1, p.accumulate);
+}
+
+status f32_gemv(const linear_params& p, int64_t xs, int64_t ys, cudaStream_t stream) {
+  const int64_t blocks = (p.out + k_gemv_warps - 1) / k_gemv_warps * p.n_rows;
+  if (blocks > INT_MAX) return invalid_argument("linear_cuda: row_invariant out=%lld x n_rows=%lld over the grid", (long long)p.out, (long long)p.n_rows);
+  const bool vec = p.in % 16 == 0 && xs % 4 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
+  if (vec) {
+    f32_gemv_kernel<true><<<unsigned(blocks), k_gemv_warps * 32, 0, stream>>>(p, xs, ys);
+  } else {
+    f32_gemv_kernel<false><<<unsigned(blocks), k_gemv_warps * 32, 0, stream>>>(p, xs, ys);
+  }
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return internal_error("linear_cuda: %s", cudaGetErrorString(e));
+  return {};
+}
+
 }  // namespace
 
 // -- context ---------------------------------------------------------------------
@@ -149,8 +182,8 @@ status_or<std::unique_ptr<linear_cuda_context>> linear_cuda_context::create(int6
 status linear_cuda(const linear_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
   const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
   HART_RETURN_IF_ERROR(check_dense("linear_cuda", p.x, p.w, p.y, p.n_rows, p.in, p.out, xs, ys));
-  if (p.row_invariant) return unimplemented("linear_cuda: row_invariant (batch-invariant) GEMM not available on CUDA");
   if (p.n_rows == 0) return {};
+  if (p.row_invariant) return f32_gemv(p, xs, ys, stream);
   return lt_matmul("linear_cuda", ctx.state(), CUDA_R_32F, p.x, p.w, p.y, p.n_rows, p.in, p.out, xs, ys, p.accumulate,
                    stream);
 }

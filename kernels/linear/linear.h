@@ -102,8 +102,9 @@ class linear_cuda_context {
 };
 
 /// Same contract as linear_cpu with device pointers: fp32 in, fp32 out, fp32
-/// accumulation (cuBLASLt, CUBLAS_COMPUTE_32F, no TF32). row_invariant is not
-/// supported (cuBLASLt picks its kernel by shape): unimplemented.
+/// accumulation (cuBLASLt, CUBLAS_COMPUTE_32F, no TF32). row_invariant: a
+/// warp-per-output GEMV instead (cuBLASLt picks its kernel by shape), so a
+/// row's result does not depend on the others in the call; slower for many rows.
 status linear_cuda(const linear_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 
 struct linear_bf16_params {
@@ -132,6 +133,9 @@ struct linear_bf16w_params {
   int64_t x_stride = 0;         // elements; 0 = in
   int64_t y_stride = 0;         // elements; 0 = out
   bool accumulate = false;      // y += x W^T
+  /// The GEMV at every row count (no tensor cores, no cuBLASLt): a row's
+  /// result does not depend on the others in the call (batch-invariant mode).
+  bool row_invariant = false;
 };
 
 /// fp32 x times bf16 W (widened exactly), fp32 accumulation and output: equals

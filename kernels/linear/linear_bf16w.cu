@@ -257,14 +257,14 @@ status linear_bf16w_cuda(const linear_bf16w_params& p, linear_cuda_context& ctx,
   const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
   if (xs < p.in || ys < p.out) return invalid_argument("linear_bf16w_cuda: row strides smaller than the rows");
   if (p.n_rows == 0) return {};
-  if (p.n_rows <= k_gemv_max_rows && tc_fits(p, xs)) {
+  if (p.n_rows <= k_gemv_max_rows && !p.row_invariant && tc_fits(p, xs)) {
     const int64_t row_tiles = (p.n_rows + 15) / 16;
     bf16w_tc_kernel<<<unsigned((p.out + 127) / 128 * row_tiles), k_tc_warps * 32, 0, stream>>>(p, xs, ys, row_tiles);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return internal_error("linear_bf16w_cuda: %s", cudaGetErrorString(e));
     return {};
   }
-  if (p.n_rows <= k_gemv_max_rows) {
+  if (p.n_rows <= k_gemv_max_rows || p.row_invariant) {
     if ((p.out + k_warps - 1) / k_warps * ((p.n_rows + 7) / 8) > INT_MAX) {
       return invalid_argument("linear_bf16w_cuda: out=%lld too large", (long long)p.out);
     }

@@ -227,13 +227,53 @@ TEST(linear_cuda, bf16_weights_on_tensor_cores_match_cpu) {
   }
 }
 
-TEST(linear_cuda, row_invariant_is_refused_not_ignored) {
+// row_invariant (the engine's --deterministic): a row's outputs are the same
+// bits computed alone as among others, for fp32 weights (a GEMV instead of
+// cuBLASLt) and bf16 weights (the GEMV at every row count, where the tensor
+// cores or cuBLASLt would run), and within 2e-5·Σ|x·w| of the exact sum.
+TEST(linear_cuda, row_invariant_rows_do_not_depend_on_the_batch) {
   HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
-  device_vec<float> d(std::vector<float>(4, 0.0f));
-  const status st = linear_cuda({d.get(), d.get(), d.get(), 1, 2, 2, 0, 0, false, true}, *ctx, nullptr);
-  EXPECT_EQ(st.code(), status_code::unimplemented) << st.to_string();
+  for (const bool bf16 : {false, true}) {
+    for (const shape& s : {shape{100, 256, 300}, shape{3, 200, 129}, shape{70, 512, 16896}, shape{40, 256, 16896}}) {
+      SCOPED_TRACE(name(s, s.out, false) + (bf16 ? " bf16 weights" : " fp32"));
+      const auto x = normal_vec(rng, s.n_rows * s.in, 1.0f);
+      auto w = normal_vec(rng, s.out * s.in, 1.0f);
+      std::vector<uint16_t> wb(w.size());
+      f32_to_bf16(w.data(), wb.data(), int64_t(w.size()));
+      if (bf16) bf16_to_f32(wb.data(), w.data(), int64_t(w.size()));
+      device_vec<float> d_x(x), d_w(w), d_y(std::vector<float>(s.n_rows * s.out, k_sentinel));
+      device_vec<uint16_t> d_wb(wb);
+      auto run = [&](int64_t r0, int64_t n) {
+        float* y = d_y.get() + r0 * s.out;
+        const float* xr = d_x.get() + r0 * s.in;
+        status st;
+        if (bf16) {
+          linear_bf16w_params p{xr, d_wb.get(), y, n, s.in, s.out};
+          p.row_invariant = true;
+          st = linear_bf16w_cuda(p, *ctx, nullptr);
+        } else {
+          st = linear_cuda({xr, d_w.get(), y, n, s.in, s.out, 0, 0, false, true}, *ctx, nullptr);
+        }
+        EXPECT_TRUE(st.ok()) << st.to_string();
+        EXPECT_TRUE(cuda_synced(nullptr));
+        return d_y.to_host();
+      };
+      const std::vector<float> all = run(0, s.n_rows);
+      std::vector<double> want, mag;
+      exact(x, w, nullptr, s, want, mag);
+      EXPECT_TRUE(all_close(all.data(), all.size(), want, mag, 2e-5, 0.0));
+      for (const int64_t r : {int64_t(0), s.n_rows / 2, s.n_rows - 1}) {
+        const std::vector<float> alone = run(r, 1);
+        EXPECT_EQ(std::memcmp(all.data() + r * s.out, alone.data() + r * s.out, size_t(s.out) * sizeof(float)), 0)
+            << "row " << r << " alone differs from the batched call";
+      }
+    }
+  }
 }
 
 // -- fp8 ---------------------------------------------------------------------------

@@ -21,9 +21,6 @@ using gpu::pass;
 
 status gpu_engine_params::validate() const {
   if (base.model_dir.empty()) return invalid_argument("gpu engine: model_dir is empty");
-  if (base.deterministic) {
-    return unimplemented("gpu engine: --deterministic is not implemented on CUDA yet (cuBLASLt picks kernels by shape)");
-  }
   if (max_batch_tokens <= 0 || max_batch_tokens > 65535 || max_context <= 0) {
     // Per-token kernels put tokens on the grid's y axis (at most 65535).
     return invalid_argument("gpu engine: max_batch_tokens %lld must be in [1, 65535] and max_context %lld > 0",
@@ -66,12 +63,18 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
                         x_stride, y_stride};
     p.quantize_input = !w.raw_input;
     p.w_scale_row_offset = row0 % 128;
-    if (s.params.fp8_tensor_cores && n >= k_tensor_core_rows && linear_fp8_tc_supported(p)) {
+    // Deterministic: the CUDA-core dot at every row count (the tensor cores split K by row count).
+    if (s.params.fp8_tensor_cores && !s.params.base.deterministic && n >= k_tensor_core_rows &&
+        linear_fp8_tc_supported(p)) {
       return linear_fp8_tc_cuda(p, *s.lin, s.stream);
     }
     return linear_fp8_cuda(p, *s.lin, s.stream);
   }
-  if (w.bf16) return linear_bf16w_cuda({x, w.bf16 + row0 * in, y, n, in, rows, x_stride, y_stride}, *s.lin, s.stream);
+  if (w.bf16) {
+    linear_bf16w_params p{x, w.bf16 + row0 * in, y, n, in, rows, x_stride, y_stride};
+    p.row_invariant = s.params.base.deterministic;
+    return linear_bf16w_cuda(p, *s.lin, s.stream);
+  }
   if (w.qdq_input) {
     const int64_t xs = x_stride ? x_stride : in;
     HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy2DAsync(s.a.qdq, in * sizeof(float), x, xs * sizeof(float),
@@ -81,7 +84,8 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
     x = s.a.qdq;
     x_stride = 0;
   }
-  return linear_cuda({x, w.f32 + row0 * in, y, n, in, rows, x_stride, y_stride}, *s.lin, s.stream);
+  return linear_cuda({x, w.f32 + row0 * in, y, n, in, rows, x_stride, y_stride, false, s.params.base.deterministic},
+                     *s.lin, s.stream);
 }
 
 status linear_run_groups(engine_state& s, const device_linear& w, int64_t groups, const float* x, int64_t n,

@@ -35,7 +35,7 @@ struct device_weights;
 }  // namespace gpu
 
 struct gpu_engine_params {
-  engine_params base;             // model_dir, prec, page_size (deterministic: unimplemented on CUDA)
+  engine_params base;             // model_dir, prec, page_size, deterministic (row-invariant linears)
   int device = 0;
   int64_t max_batch_tokens = 1024;// tokens per device pass (the arena's size)
   int64_t max_context = 8192;     // positions per sequence

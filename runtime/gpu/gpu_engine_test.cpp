@@ -445,6 +445,58 @@ TEST(gpu_engine, tensor_cores_agree_with_cuda_cores_at_flash_width) {
   EXPECT_GE(d.top1, 0.8);
 }
 
+// --deterministic on the device: a token's logits are the same bits however
+// it is chunked or batched (row-invariant linears: the CUDA-core FP8 dot, the
+// bf16 and fp32 GEMVs at every row count). Golden row 0 whole, in chunks of 3
+// and of 1, then its first half alone and batched with a longer row in one
+// mixed prefill, then 8 decode steps alone and batched; every logit compared
+// bitwise.
+TEST(gpu_engine, deterministic_logits_do_not_depend_on_chunks_or_batch) {
+  SKIP_WITHOUT_GPU();
+  for (const char* model : {"tiny-a", "tiny-b"}) {
+    for (const precision prec : {precision::exact, precision::fp8}) {
+      SCOPED_TRACE(std::string(model) + (prec == precision::fp8 ? " fp8" : " exact"));
+      gpu_engine_params p;
+      p.base.model_dir = std::string(HART_TEST_DATA) + "/" + model;
+      p.base.prec = prec;
+      p.base.deterministic = true;
+      p.max_context = 4096;
+      auto e = gpu_engine::load(p);
+      ASSERT_TRUE(e.ok()) << e.get_status().to_string();
+      std::unique_ptr<golden_set> g = golden_load(model);
+      const std::vector<int32_t>& ids = g->input_ids[0];
+      std::vector<int32_t> other(ids.rbegin(), ids.rend());  // a second, longer row: the prompt reversed twice
+      other.insert(other.end(), ids.begin(), ids.end());
+      const int64_t V = g->vocab;
+      const std::vector<float> whole = gpu_run(**e, ids, int64_t(ids.size()), 0);
+      ASSERT_EQ(whole.size(), ids.size() * size_t(V));
+      EXPECT_EQ(gpu_run(**e, ids, 3, 0), whole) << "chunks of 3";
+      EXPECT_EQ(gpu_run(**e, ids, 1, 0), whole) << "chunks of 1";
+      // Batched: row 0's first half alone vs in one pass with all of row 1.
+      const size_t half = ids.size() / 2;
+      const std::vector<int32_t> head(ids.begin(), ids.begin() + half);
+      sequence_state alone = (*e)->new_sequence(), mixed = (*e)->new_sequence(), peer = (*e)->new_sequence();
+      std::vector<float> a, m;
+      ASSERT_TRUE((*e)->forward({{&alone, head, logits_request::all}}, &a).ok());
+      std::vector<batch_item> items;
+      items.push_back({&peer, other, logits_request::all});
+      items.push_back({&mixed, head, logits_request::all});
+      ASSERT_TRUE((*e)->forward(items, &m).ok());
+      ASSERT_EQ(m.size(), (other.size() + half) * size_t(V));
+      EXPECT_TRUE(std::equal(a.begin(), a.end(), m.begin() + other.size() * V)) << "prefill batched with another row";
+      for (size_t i = half; i < half + 8 && i < ids.size(); ++i) {
+        const std::vector<int32_t> t = {ids[i]};
+        ASSERT_TRUE((*e)->forward({{&alone, t, logits_request::last}}, &a).ok());
+        std::vector<batch_item> step;
+        step.push_back({&mixed, t, logits_request::last});
+        step.push_back({&peer, {int32_t(7 + i)}, logits_request::last});
+        ASSERT_TRUE((*e)->forward(step, &m).ok());
+        EXPECT_TRUE(std::equal(a.begin(), a.end(), m.begin())) << "decode step " << i << " batched with another row";
+      }
+    }
+  }
+}
+
 TEST(gpu_engine, trace_append_concatenates_passes) {
   forward_trace whole, a, b;
   whole.capture_hidden = true;

@@ -271,13 +271,34 @@ TEST(serve_device_gpu, pushed_weights_serve_what_a_fresh_gpu_server_on_them_serv
   fs::remove_all(dir);
 }
 
-TEST(serve_device_gpu, deterministic_is_refused_at_startup) {
+// --deterministic on the device: the concurrent workload (prompts batched
+// together, prefix-cache repeats, a second turn) answers every prompt with the
+// same tokens and bitwise the same log-probs as one request at a time.
+TEST(serve_device_gpu, deterministic_answers_do_not_depend_on_batching) {
   if (!device_present()) GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
-  const run_result r = run("serve -m " + tiny_a() + " --device cuda --deterministic --bind tcp://127.0.0.1:*");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find("hart: error: unimplemented: gpu engine: --deterministic is not implemented on CUDA"),
-            std::string::npos)
-      << r.out;
+  for (const char* prec : {"exact", "fp8"}) {
+    SCOPED_TRACE(prec);
+    std::vector<answer> batched, alone;
+    {
+      server_process srv(tiny_a(), with(k_pool, {"--device", "cuda", "--deterministic", "--precision", prec}), false);
+      ASSERT_FALSE(srv.endpoint().empty()) << "the deterministic GPU server did not start";
+      batched = workload(srv.endpoint());
+    }
+    {
+      server_process srv(tiny_a(), with(k_pool, {"--device", "cuda", "--deterministic", "--precision", prec}), false);
+      ASSERT_FALSE(srv.endpoint().empty()) << "the deterministic GPU server did not start";
+      for (int i = 0; i < k_concurrent; ++i) alone.push_back(ask(srv.endpoint(), 700 + i, prompt_of(i), k_new));
+    }
+    for (int i = 0; i < k_concurrent; ++i) {
+      ASSERT_EQ(batched[i].error, "") << "request " << i;
+      ASSERT_EQ(alone[i].error, "") << "request " << i;
+      EXPECT_EQ(batched[i].tokens, alone[i].tokens) << "prompt " << i;
+      EXPECT_EQ(batched[i].logprobs, alone[i].logprobs) << "prompt " << i << ": log-probs differ batched vs alone";
+    }
+    for (int i = 0; i < 4; ++i) {  // the repeats, served from the prefix cache
+      EXPECT_EQ(batched[k_concurrent + i].logprobs, alone[i].logprobs) << "prefix-cache repeat of prompt " << i;
+    }
+  }
 }
 
 }  // namespace
