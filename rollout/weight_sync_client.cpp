@@ -6,7 +6,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "runtime/weight_sync/crc32c.h"
+#include "runtime/weight_sync/crc_pool.h"
 #include "runtime/weight_sync/sync_codec.h"
 
 namespace hart {
@@ -20,6 +20,7 @@ status weight_sync_client_params::validate() const {
     return invalid_argument("weight_sync_client: bucket_bytes %llu, expected 1..%llu", (unsigned long long)bucket_bytes,
                             (unsigned long long)k_max_chunk_bytes);
   }
+  if (crc_threads < 0) return invalid_argument("weight_sync_client: crc_threads %d must be >= 0", crc_threads);
   if (frame_bytes == 0 || frame_bytes > k_max_chunk_bytes) {
     return invalid_argument("weight_sync_client: frame_bytes %llu, expected 1..%llu", (unsigned long long)frame_bytes,
                             (unsigned long long)k_max_chunk_bytes);
@@ -31,6 +32,7 @@ struct weight_sync_client::impl {
   weight_sync_client_params params;
   zmq::context_t ctx{1};
   std::unique_ptr<zmq::socket_t> sock;
+  std::unique_ptr<crc_pool> crc;  // checksums the frames
   /// Data frames ZeroMQ still holds (it reads the caller's bytes in place).
   std::shared_ptr<std::atomic<int64_t>> frames_held = std::make_shared<std::atomic<int64_t>>(0);
 
@@ -155,7 +157,7 @@ struct weight_sync_client::impl {
         const auto* p = static_cast<const uint8_t*>(t.data) + off;
         bucket.chunks.push_back({t.name, t.type, t.shape, off, n});
         frames.emplace_back(p, size_t(n));
-        rep.crc32c = crc32c_extend(rep.crc32c, p, n);
+        rep.crc32c = crc->extend(rep.crc32c, p, n);
         off += n;
         in_bucket += n;
         if (in_bucket == params.bucket_bytes || bucket.chunks.size() == k_max_chunks_per_bucket) s = flush();
@@ -187,6 +189,7 @@ status_or<std::unique_ptr<weight_sync_client>> weight_sync_client::connect(const
   HART_RETURN_IF_ERROR(params.validate());
   auto p = std::make_unique<impl>();
   p->params = params;
+  p->crc = std::make_unique<crc_pool>(params.crc_threads > 0 ? params.crc_threads : crc_pool_default_threads());
   HART_RETURN_IF_ERROR(p->open());
   return std::unique_ptr<weight_sync_client>(new weight_sync_client(std::move(p)));
 }

@@ -35,6 +35,9 @@ struct weight_sync_client_params {
   uint64_t frame_bytes = uint64_t(4) << 20;
   /// Longest wait for one reply (the end reply includes building and swapping the weights).
   std::chrono::milliseconds reply_timeout{600000};
+  /// Threads checksumming each frame before it is sent (the caller's
+  /// included); 0 = a quarter of the cores, 1 to 4.
+  int crc_threads = 0;
 
   status validate() const;
 };

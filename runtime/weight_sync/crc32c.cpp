@@ -157,7 +157,46 @@ bool have_sse42() {
 #endif
 }
 
+// -- combining -----------------------------------------------------------------
+//
+// In the reflected representation bit 31 is x^0. crc(a ‖ b) = crc(a) · x^(8·|b|)
+// ⊕ crc(b) (mod the polynomial): the conditioning cancels, since the register
+// update is linear in its start value.
+
+/// a · b mod the polynomial.
+uint32_t mult_mod(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t m = 1u << 31; m; m >>= 1) {
+    if (a & m) {
+      product ^= b;
+      if ((a & (m - 1)) == 0) break;
+    }
+    b = (b >> 1) ^ (k_poly & (0u - (b & 1u)));  // b · x
+  }
+  return product;
+}
+
+/// x^(2^k) mod the polynomial, k < 64.
+const std::array<uint32_t, 64>& x_pow2() {
+  static const std::array<uint32_t, 64> t = [] {
+    std::array<uint32_t, 64> r{};
+    r[0] = 1u << 30;  // x^1
+    for (size_t k = 1; k < r.size(); ++k) r[k] = mult_mod(r[k - 1], r[k - 1]);
+    return r;
+  }();
+  return t;
+}
+
 }  // namespace
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  uint32_t shift = 1u << 31;  // x^0
+  const std::array<uint32_t, 64>& t = x_pow2();
+  for (size_t k = 3; len_b; len_b >>= 1, ++k) {  // x^(8·len_b): bit j of len_b is x^(2^(j+3))
+    if (len_b & 1) shift = mult_mod(t[k], shift);
+  }
+  return mult_mod(shift, crc_a) ^ crc_b;
+}
 
 uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);

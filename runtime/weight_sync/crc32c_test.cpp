@@ -58,5 +58,25 @@ TEST(crc32c, interleaved_chains_equal_the_definition_at_every_block_boundary) {
   }
 }
 
+// Pieces checksummed from zero and combined give the whole's value, for
+// empty, short and long second pieces (the length's bits all exercised).
+TEST(crc32c, combining_pieces_equals_the_whole) {
+  std::vector<uint8_t> b(300000);
+  uint64_t x = 0x2545F4914F6CDD1Dull;
+  for (auto& v : b) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v = uint8_t(x);
+  }
+  const uint32_t whole = crc32c_extend(0, b.data(), b.size());
+  for (size_t cut : {size_t(0), size_t(1), size_t(3), size_t(4096), size_t(131071), b.size() - 1, b.size()}) {
+    const uint32_t a = crc32c_extend(0, b.data(), cut), c = crc32c_extend(0, b.data() + cut, b.size() - cut);
+    EXPECT_EQ(crc32c_combine(a, c, b.size() - cut), whole) << cut;
+  }
+  // Three pieces, combined left to right.
+  const uint32_t p0 = crc32c_extend(0, b.data(), 1000), p1 = crc32c_extend(0, b.data() + 1000, 77777),
+                 p2 = crc32c_extend(0, b.data() + 78777, b.size() - 78777);
+  EXPECT_EQ(crc32c_combine(crc32c_combine(p0, p1, 77777), p2, b.size() - 78777), whole);
+}
+
 }  // namespace
 }  // namespace hart::weight_sync

@@ -1,7 +1,5 @@
 #include "runtime/weight_sync/staging.h"
 
-#include "runtime/weight_sync/crc32c.h"
-
 namespace hart::weight_sync {
 
 status update_staging::fail(status s) {
@@ -106,7 +104,7 @@ status update_staging::add(uint64_t version, const chunk_desc& c, const void* by
     return fail(invalid_argument("tensor '%s' brings the update past the announced %llu bytes", c.name.c_str(),
                                  (unsigned long long)announced_.total_bytes));
   }
-  crc_ = crc32c_copy(crc_, t.buffer->data() + t.received, bytes, c.n_bytes);  // one read of the frame
+  crc_ = copier_.copy(crc_, t.buffer->data() + t.received, bytes, c.n_bytes);  // one read of the frame
   t.received += c.n_bytes;
   bytes_ += c.n_bytes;
   return {};

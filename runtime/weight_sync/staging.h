@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "runtime/model/tensor_source.h"
+#include "runtime/weight_sync/crc_pool.h"
 #include "runtime/weight_sync/staged_source.h"
 #include "runtime/weight_sync/sync_messages.h"
 
@@ -31,11 +32,13 @@ namespace hart::weight_sync {
 struct staging_limits {
   uint64_t max_total_bytes = uint64_t(1) << 40;  ///< an update larger than this is refused at begin
   uint64_t max_tensors = uint64_t(1) << 20;
+  int copy_threads = 0;  ///< threads staging a frame (CRC + copy); 0 = crc_pool_default_threads()
 };
 
 class update_staging {
  public:
-  explicit update_staging(staging_limits limits = {}) : limits_(limits) {}
+  explicit update_staging(staging_limits limits = {})
+      : limits_(limits), copier_(limits.copy_threads > 0 ? limits.copy_threads : crc_pool_default_threads()) {}
 
   /// Opens update `m.version`, discarding one already staged (its buffers are
   /// kept for reuse). failed_precondition unless m.version > serving_version;
@@ -85,6 +88,7 @@ class update_staging {
   uint32_t crc_ = 0;
   std::map<std::string, pending_tensor> tensors_;
   std::map<std::string, std::shared_ptr<staged_buffer>> kept_;  // by tensor name, from earlier updates
+  crc_pool copier_;  // stages each frame: CRC + copy split over threads
 };
 
 }  // namespace hart::weight_sync
