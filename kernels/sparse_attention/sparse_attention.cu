@@ -1,13 +1,15 @@
 // CUDA sparse attention, the simple form: one block per (query, head); logits
 // of the gathered rows in shared memory, then max, weights, weighted sum, all
-// fp32. The rows' loads are batched (k_batch in flight per thread) ahead of
-// the sums, which keep their order: a decode query's block waits on memory
-// latency, not on one load per row. The fast split decode kernel over FP8
+// fp32. Both passes give each warp k_rows whole rows at a time, every load of
+// them in flight before the sums (a decode query's block waits on memory
+// latency: ~640 rows per CSA query); the weighted sum's per-warp partials are
+// added in warp order. The fast split decode kernel over FP8
 // entries is kernels/sparse_decode_attention.
 #include "kernels/sparse_attention/sparse_attention.h"
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace hart {
@@ -15,7 +17,8 @@ namespace {
 
 constexpr int k_threads = 256;
 constexpr int k_warps = k_threads / 32;
-constexpr int k_batch = 8;  // rows whose values a thread loads before summing them
+constexpr int k_rows = 4;      // gathered rows a warp has in flight
+constexpr int k_lane_ch = 16;  // channels per lane per pass (a warp covers 512 of a row)
 constexpr int64_t k_max_smem_bytes = 227 * 1024;  // sm_90 opt-in limit per block
 
 __device__ float block_reduce(float v, bool is_max, float* scratch) {
@@ -31,14 +34,16 @@ __device__ float block_reduce(float v, bool is_max, float* scratch) {
   return r;
 }
 
-// shared: q [head_dim] | weight [n_idx] | row [n_idx] (-1 = empty)
+// shared: q [head_dim] | weight [n_idx] | row [n_idx] (-1 = empty) | partial outputs [k_warps][head_dim]
 __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_attention_gather_params p, int64_t kvs) {
   extern __shared__ float smem[];
   __shared__ float scratch[k_warps];
+  __shared__ int32_t n_valid;
   const int64_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads, D = p.head_dim;
   float* q = smem;
   float* wgt = smem + D;
   int32_t* row = reinterpret_cast<int32_t*>(wgt + p.n_idx);
+  float* part = reinterpret_cast<float*>(row + p.n_idx);
   const float* qg = p.q + (t * p.n_heads + h) * D;
   for (int64_t d = threadIdx.x; d < D; d += k_threads) q[d] = qg[d];
   for (int64_t j = threadIdx.x; j < p.n_idx; j += k_threads) {
@@ -46,23 +51,41 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
     row[j] = (e >= 0 && e < p.n_entries) ? e : -1;
   }
   __syncthreads();
-  // logits, one warp per gathered row; the row's values loaded k_batch per lane ahead of the fmaf chain
-  const int lane = threadIdx.x % 32;
-  for (int64_t j = threadIdx.x / 32; j < p.n_idx; j += k_warps) {
-    if (row[j] < 0) continue;
-    const float* kv = p.kv + int64_t(row[j]) * kvs;
-    float dot = 0.0f;
-    int64_t d = lane;
-    for (; d + 32 * (k_batch - 1) < D; d += 32 * k_batch) {
-      float v[k_batch];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Logits: a warp takes k_rows rows at once (rows warp, warp + k_warps, ...),
+  // every lane loading its channels of all of them before the sums.
+  for (int64_t j0 = warp; j0 < p.n_idx; j0 += int64_t(k_warps) * k_rows) {
+    float dot[k_rows];
 #pragma unroll
-      for (int i = 0; i < k_batch; ++i) v[i] = __ldg(kv + d + 32 * i);
+    for (int r = 0; r < k_rows; ++r) dot[r] = 0.0f;
+    for (int64_t c0 = 0; c0 < D; c0 += 32 * k_lane_ch) {
+      float v[k_rows][k_lane_ch];
 #pragma unroll
-      for (int i = 0; i < k_batch; ++i) dot = fmaf(q[d + 32 * i], v[i], dot);
+      for (int r = 0; r < k_rows; ++r) {
+        const int64_t j = j0 + int64_t(r) * k_warps;
+        const int32_t e = j < p.n_idx ? row[j] : -1;
+        const float* kv = p.kv + int64_t(max(e, 0)) * kvs;
+#pragma unroll
+        for (int i = 0; i < k_lane_ch; ++i) {
+          const int64_t d = c0 + lane + 32 * i;
+          v[r][i] = (e >= 0 && d < D) ? __ldg(kv + d) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < k_rows; ++r) {
+#pragma unroll
+        for (int i = 0; i < k_lane_ch; ++i) {
+          const int64_t d = c0 + lane + 32 * i;
+          if (d < D) dot[r] = fmaf(q[d], v[r][i], dot[r]);
+        }
+      }
     }
-    for (; d < D; d += 32) dot = fmaf(q[d], __ldg(kv + d), dot);
-    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    if (lane == 0) wgt[j] = dot * p.scale;
+#pragma unroll
+    for (int r = 0; r < k_rows; ++r) {
+      for (int o = 16; o > 0; o >>= 1) dot[r] += __shfl_xor_sync(0xffffffffu, dot[r], o);
+      const int64_t j = j0 + int64_t(r) * k_warps;
+      if (lane == 0 && j < p.n_idx && row[j] >= 0) wgt[j] = dot[r] * p.scale;
+    }
   }
   __syncthreads();
   const float sink = p.sink[h];
@@ -84,7 +107,6 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
   for (int64_t j = threadIdx.x; j < p.n_idx; j += k_threads) wgt[j] = wgt[j] / denom;
   __syncthreads();
   // compact the valid rows to the front, in index order (one warp: a ballot scan)
-  __shared__ int32_t n_valid;
   if (threadIdx.x < 32) {
     int32_t base = 0;
     for (int64_t j0 = 0; j0 < p.n_idx; j0 += 32) {
@@ -105,28 +127,56 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
     if (lane == 0) n_valid = base;
   }
   __syncthreads();
+  // Weighted sum: warp w adds the valid rows w, w + k_warps, ... (k_rows in
+  // flight), each lane its channels; the warps' partials are added in warp order.
   const int64_t nv = n_valid;
+  for (int64_t c0 = 0; c0 < D; c0 += 32 * k_lane_ch) {
+    float o[k_lane_ch];
+#pragma unroll
+    for (int i = 0; i < k_lane_ch; ++i) o[i] = 0.0f;
+    for (int64_t j0 = warp; j0 < nv; j0 += int64_t(k_warps) * k_rows) {
+      float v[k_rows][k_lane_ch], w[k_rows];
+#pragma unroll
+      for (int r = 0; r < k_rows; ++r) {
+        const int64_t j = j0 + int64_t(r) * k_warps;
+        const bool ok = j < nv;
+        w[r] = ok ? wgt[j] : 0.0f;
+        const float* kv = p.kv + int64_t(ok ? row[j] : 0) * kvs;
+#pragma unroll
+        for (int i = 0; i < k_lane_ch; ++i) {
+          const int64_t d = c0 + lane + 32 * i;
+          v[r][i] = (ok && d < D) ? __ldg(kv + d) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < k_rows; ++r) {
+#pragma unroll
+        for (int i = 0; i < k_lane_ch; ++i) o[i] = fmaf(w[r], v[r][i], o[i]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < k_lane_ch; ++i) {
+      const int64_t d = c0 + lane + 32 * i;
+      if (d < D) part[warp * D + d] = o[i];
+    }
+  }
+  __syncthreads();
   float* out = p.out + (t * p.n_heads + h) * D;
   for (int64_t d = threadIdx.x; d < D; d += k_threads) {
     float o = 0.0f;
-    int64_t j = 0;
-    for (; j + k_batch <= nv; j += k_batch) {
-      float v[k_batch];
 #pragma unroll
-      for (int i = 0; i < k_batch; ++i) v[i] = __ldg(p.kv + int64_t(row[j + i]) * kvs + d);
-#pragma unroll
-      for (int i = 0; i < k_batch; ++i) o = fmaf(wgt[j + i], v[i], o);
-    }
-    for (; j < nv; ++j) o = fmaf(wgt[j], __ldg(p.kv + int64_t(row[j]) * kvs + d), o);
+    for (int w = 0; w < k_warps; ++w) o += part[w * D + d];
     out[d] = o;
   }
 }
 
-int64_t smem_bytes(int64_t head_dim, int64_t n_idx) { return (head_dim + 2 * n_idx) * 4; }
+int64_t smem_bytes(int64_t head_dim, int64_t n_idx) { return ((1 + k_warps) * head_dim + 2 * n_idx) * 4; }
 
 }  // namespace
 
-int64_t sparse_attention_cuda_max_idx(int64_t head_dim) { return (k_max_smem_bytes / 4 - head_dim) / 2; }
+int64_t sparse_attention_cuda_max_idx(int64_t head_dim) {
+  return std::max<int64_t>(0, (k_max_smem_bytes / 4 - (1 + k_warps) * head_dim) / 2);
+}
 
 status sparse_attention_cuda(const sparse_attention_gather_params& p, CUstream_st* stream) {
   if (!p.q || !p.sink || !p.out || (p.n_idx && (!p.idx || !p.kv))) {

@@ -199,7 +199,7 @@ TEST(sparse_attention_cuda, matches_cpu_on_random_index_sets) {
   std::mt19937 rng(seed);
   for (int64_t n_queries : {1, 5}) {
     for (int64_t n_heads : {1, 3, 16}) {
-      for (int64_t head_dim : {1, 19, 64, 512}) {
+      for (int64_t head_dim : {1, 19, 64, 512, 600}) {  // 600: a second 512-channel pass
         for (int64_t n_idx : {0, 1, 7, 128, 640}) {
           SCOPED_TRACE("n_queries=" + std::to_string(n_queries) + " n_heads=" + std::to_string(n_heads) +
                        " head_dim=" + std::to_string(head_dim) + " n_idx=" + std::to_string(n_idx));
