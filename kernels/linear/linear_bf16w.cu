@@ -32,15 +32,67 @@ __device__ __forceinline__ void bf16x8_to_float(uint4 u, float* f) {
   }
 }
 
+// The 16 weights at k of each of the R rows times the mt <= MT input rows at
+// x, added into acc[r][m]: the step bf16_dot_rows repeats along k.
+template <int MT, int R>
+__device__ __forceinline__ void bf16_fma_step(const float (&wf)[R][16], const float* __restrict__ x, int64_t xs,
+                                              int64_t k, int mt, float (&acc)[R][MT]) {
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    if (m >= mt) break;
+    const float4* xr = reinterpret_cast<const float4*>(x + m * xs + k);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float4 xv = __ldg(xr + j);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        acc[r][m] = fmaf(wf[r][4 * j + 0], xv.x, acc[r][m]);
+        acc[r][m] = fmaf(wf[r][4 * j + 1], xv.y, acc[r][m]);
+        acc[r][m] = fmaf(wf[r][4 * j + 2], xv.z, acc[r][m]);
+        acc[r][m] = fmaf(wf[r][4 * j + 3], xv.w, acc[r][m]);
+      }
+    }
+  }
+}
+
 // One warp's partial sums of the R weight rows `row` against the mt <= MT
 // input rows at x (row stride xs). VEC: in % 16 == 0, rows 16-byte aligned,
 // x 16-byte aligned with xs % 4 == 0 (each lane takes 16 channels per step).
+// With few accumulators the weight loads of P steps are issued before the
+// first is used (one row's 8 KB took 16 dependent loads per lane: ~8 µs for
+// a compressor at batch 1); the sums keep their order.
 template <int MT, int R, bool VEC>
 __device__ __forceinline__ void bf16_dot_rows(const uint16_t* const* row, const float* __restrict__ x, int64_t xs,
                                               int64_t in, int mt, int lane, float (&acc)[R][MT]) {
   if (VEC) {
     constexpr int64_t step = 32 * 16;
-    for (int64_t k = int64_t(lane) * 16; k < in; k += step) {
+    constexpr int P = R == 1 ? 4 : (R == 2 && MT <= 2) ? 2 : 1;  // more spills registers
+    int64_t k = int64_t(lane) * 16;
+    if constexpr (P > 1) {
+      for (; k + (P - 1) * step < in; k += P * step) {
+        uint4 raw[P][R][2];
+#pragma unroll
+        for (int u = 0; u < P; ++u) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const uint4* wr = reinterpret_cast<const uint4*>(row[r] + k + u * step);
+            raw[u][r][0] = __ldg(wr);
+            raw[u][r][1] = __ldg(wr + 1);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < P; ++u) {
+          float wf[R][16];
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            bf16x8_to_float(raw[u][r][0], wf[r]);
+            bf16x8_to_float(raw[u][r][1], wf[r] + 8);
+          }
+          bf16_fma_step<MT, R>(wf, x, xs, k + u * step, mt, acc);
+        }
+      }
+    }
+    for (; k < in; k += step) {
       float wf[R][16];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
@@ -48,22 +100,7 @@ __device__ __forceinline__ void bf16_dot_rows(const uint16_t* const* row, const 
         bf16x8_to_float(__ldg(wr), wf[r]);
         bf16x8_to_float(__ldg(wr + 1), wf[r] + 8);
       }
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m >= mt) break;
-        const float4* xr = reinterpret_cast<const float4*>(x + m * xs + k);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float4 xv = __ldg(xr + j);
-#pragma unroll
-          for (int r = 0; r < R; ++r) {
-            acc[r][m] = fmaf(wf[r][4 * j + 0], xv.x, acc[r][m]);
-            acc[r][m] = fmaf(wf[r][4 * j + 1], xv.y, acc[r][m]);
-            acc[r][m] = fmaf(wf[r][4 * j + 2], xv.z, acc[r][m]);
-            acc[r][m] = fmaf(wf[r][4 * j + 3], xv.w, acc[r][m]);
-          }
-        }
-      }
+      bf16_fma_step<MT, R>(wf, x, xs, k, mt, acc);
     }
   } else {
     for (int64_t k = lane; k < in; k += 32) {
