@@ -10,7 +10,8 @@
 # Device: two calls with carry [".gpu-deps"] (each fits the 10-minute limit; the
 #         second reuses the first's build while the machine is still warm):
 #           bash .gpu-deps/run_pending.sh tests     # build + suite + GPU tests (~7 min)
-#           bash .gpu-deps/run_pending.sh benches   # requant, hart bench, C1, A1 (~9 min)
+#           bash .gpu-deps/run_pending.sh benches   # requant, G1, hart bench, C1, A1, W1 (skip some:
+#                                                   # the limits add up past 10 minutes)
 #         It builds from the archive of HEAD, so other engineers' uncommitted work in
 #         the carried tree cannot break it; tests/data comes from the carried tree.
 # Logs land in $OUT. HART_PENDING_SKIP="bench sda" skips steps by name.
@@ -58,6 +59,13 @@ else
   step bench_cc 120 ./build-gpu/hart bench --batch 1,32 --context 4K --fp8-cuda-cores  # tensor cores off
   step fc_bench 200 env FC_SANITIZE=0 FC_NCU=0 bash scripts/gpu/bench_flash_compressor.sh
   step sda 120 env SDA_NCU=0 bash scripts/gpu/bench_sparse_decode_attention.sh
+  # W1 on this host's cores: four 1.96 GB pushes into a fresh server (the first faults its staging in).
+  ./build-gpu/hart serve -m tests/data/tiny-a --bind tcp://127.0.0.1:5557 --weight-sync-endpoint tcp://127.0.0.1:5558 \
+    > "$LOG/serve_w1.log" 2>&1 &
+  w1_pid=$!
+  sleep 5
+  step w1 150 ./build-gpu/rollout/weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a 2 512 4 4096 1000
+  kill $w1_pid; wait $w1_pid 2>/dev/null
 fi
 
 echo "=== failures in the suite"
@@ -66,8 +74,8 @@ for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc; do
   [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error|worst" "$LOG/$f.log" | head -6
 done
 echo "=== tables"
-for f in requant bench bench_cc fc_bench sda; do
-  [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s" "$LOG/$f.log" | tail -16; }
+for f in requant bench bench_cc fc_bench sda w1; do
+  [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s|GB/s" "$LOG/$f.log" | tail -16; }
 done
 echo "=== summary"
 printf '%s\n' "${summary[@]}"
