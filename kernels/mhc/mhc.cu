@@ -8,6 +8,9 @@
 //   rows one token is a cluster of 8 blocks: each sums a slice of x's float4s
 //   (every fn load independent), every block reads all the slices' sums and
 //   collapses its share of the channels, block 0 also makes post and comb.
+//   With a workspace and at most 8 tokens the sums come from up to 64 blocks
+//   per token first (hc_mix_partial_kernel): at batch 1 a cluster's 8 SMs
+//   took ~29 µs over the fp64 work.
 //   Otherwise one block per token, one warp per dot product.
 //   hc_post: elementwise over (stream, channel), blocks spread over both; the
 //   same fp32 operations in the same order as hc_post_cpu, so it is bit-identical.
@@ -59,23 +62,26 @@ __device__ void hc_mix(const float* x, const float* fn, int64_t n_out, int64_t w
   __syncthreads();
 }
 
-// hc_mix for NO outputs across the k_cluster blocks of a cluster (one token),
-// when width % 4 == 0 and x, fn are 16-byte aligned: each block sums a slice
-// of the float4s, every thread keeping NO + 1 fp64 sums, reduced warp by warp;
-// every block then adds the blocks' sums in rank order (fixed, so all get the
-// same mix) through distributed shared memory, and goes on with mix and r_out.
+// Threads o <= NO hold the token's fp64 sums (o < NO: x · fn[o]; o = NO: Σ x²):
+// r_out and mix[o] = float(sum) · r, visible to the block on return.
 template <int NO>
-__device__ void hc_mix_cluster(const float* x, const float* fn, int64_t width, float eps, float* mix, float* r_out) {
-  cg::cluster_group cluster = cg::this_cluster();
-  const unsigned rank = cluster.block_rank(), n_blocks = cluster.num_blocks();
+__device__ void hc_mix_finish(double sum, int64_t width, float eps, float* mix, float* r_out) {
+  if (threadIdx.x == NO) *r_out = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(float(sum / double(width)), eps)));
+  __syncthreads();
+  if (threadIdx.x < NO) mix[threadIdx.x] = __fmul_rn(float(sum), *r_out);
+  __syncthreads();
+}
+
+// The NO + 1 fp64 sums of the float4s [i0, i1) of x against fn, every thread
+// keeping its own, reduced warp by warp; threads o <= NO of the block get the
+// block's totals (in warp order).
+template <int NO>
+__device__ double hc_mix_slice(const float* x, const float* fn, int64_t width, int64_t i0, int64_t i1) {
   __shared__ double part[k_warps][NO + 1];
-  __shared__ double total[NO + 1];
   double acc[NO + 1];
 #pragma unroll
   for (int o = 0; o <= NO; ++o) acc[o] = 0;
-  const int64_t n4 = width / 4, per = (n4 + n_blocks - 1) / n_blocks;
-  const int64_t end4 = n4 < (rank + 1) * per ? n4 : (rank + 1) * per;
-  for (int64_t i4 = rank * per + threadIdx.x; i4 < end4; i4 += blockDim.x) {
+  for (int64_t i4 = i0 + threadIdx.x; i4 < i1; i4 += blockDim.x) {
     const float4 xv = __ldg(reinterpret_cast<const float4*>(x) + i4);
     const double x0 = xv.x, x1 = xv.y, x2 = xv.z, x3 = xv.w;
     acc[NO] += x0 * x0 + x1 * x1 + x2 * x2 + x3 * x3;
@@ -92,21 +98,45 @@ __device__ void hc_mix_cluster(const float* x, const float* fn, int64_t width, f
     if (lane == 0) part[warp][o] = acc[o];
   }
   __syncthreads();
+  double sum = 0;
   if (threadIdx.x <= NO) {
-    double sum = 0;
     for (int w = 0; w < k_warps; ++w) sum += part[w][threadIdx.x];
-    total[threadIdx.x] = sum;
   }
+  return sum;
+}
+
+// hc_mix for NO outputs across the k_cluster blocks of a cluster (one token),
+// when width % 4 == 0 and x, fn are 16-byte aligned: each block sums a slice
+// of the float4s; every block then adds the blocks' sums in rank order (fixed,
+// so all get the same mix) through distributed shared memory, and goes on with
+// mix and r_out.
+template <int NO>
+__device__ void hc_mix_cluster(const float* x, const float* fn, int64_t width, float eps, float* mix, float* r_out) {
+  cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank(), n_blocks = cluster.num_blocks();
+  __shared__ double total[NO + 1];
+  const int64_t n4 = width / 4, per = (n4 + n_blocks - 1) / n_blocks;
+  const int64_t end4 = n4 < (rank + 1) * per ? n4 : (rank + 1) * per;
+  const double mine = hc_mix_slice<NO>(x, fn, width, rank * per, end4);
+  if (threadIdx.x <= NO) total[threadIdx.x] = mine;
   cluster.sync();  // every block's totals are written
   double sum = 0;
   if (threadIdx.x <= NO) {
     for (unsigned b = 0; b < n_blocks; ++b) sum += cluster.map_shared_rank(total, b)[threadIdx.x];
   }
   cluster.sync();  // every block has read them: a block may exit after this
-  if (threadIdx.x == NO) *r_out = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(float(sum / double(width)), eps)));
-  __syncthreads();
-  if (threadIdx.x < NO) mix[threadIdx.x] = __fmul_rn(float(sum), *r_out);
-  __syncthreads();
+  hc_mix_finish<NO>(sum, width, eps, mix, r_out);
+}
+
+// Few tokens: each token's float4s split over `splits` blocks (grid (splits,
+// tokens)), so the fp64 work (~400 K conversions and FMAs per token) is not
+// left to one cluster's 8 SMs; partial[(t · splits + s) · (NO + 1) + o].
+template <int NO>
+__global__ void hc_mix_partial_kernel(const float* x, const float* fn, int64_t width, int64_t splits,
+                                      double* partial) {
+  const int64_t t = blockIdx.y, s = blockIdx.x, n4 = width / 4, per = (n4 + splits - 1) / splits;
+  const double sum = hc_mix_slice<NO>(x + t * width, fn, width, min(n4, s * per), min(n4, (s + 1) * per));
+  if (threadIdx.x <= NO) partial[(t * splits + s) * (NO + 1) + threadIdx.x] = sum;
 }
 
 // out[d] = Σ_i g[i] * x[i*dim + d] for d in [d0, d1), accumulated in stream order from 0
@@ -207,7 +237,10 @@ __global__ void hc_pre_kernel(hc_pre_params p) {
 // n_hc = 4, one cluster per token, shared memory as hc_pre_kernel's: every
 // block has the mix and collapses its share of the channels; block 0 also
 // writes post and comb.
-__global__ void __cluster_dims__(k_cluster, 1, 1) hc_pre_cluster_kernel(hc_pre_params p) {
+// With `partial` (hc_mix_partial_kernel's), the mix adds the token's `splits`
+// partial sums in split order instead of summing x in the cluster.
+__global__ void __cluster_dims__(k_cluster, 1, 1) hc_pre_cluster_kernel(hc_pre_params p, const double* partial,
+                                                                         int64_t splits) {
   extern __shared__ float sm[];
   constexpr int64_t n = 4, n_mix = (2 + n) * n;
   const int64_t width = n * p.dim;
@@ -218,7 +251,15 @@ __global__ void __cluster_dims__(k_cluster, 1, 1) hc_pre_cluster_kernel(hc_pre_p
   const int64_t t = blockIdx.x / k_cluster;
   const unsigned rank = blockIdx.x % k_cluster;
   const float* x = p.x + t * width;
-  hc_mix_cluster<n_mix>(x, p.fn, width, p.norm_eps, mix, r);
+  if (partial) {
+    double sum = 0;
+    if (threadIdx.x <= n_mix) {
+      for (int64_t s = 0; s < splits; ++s) sum += partial[(t * splits + s) * (n_mix + 1) + threadIdx.x];
+    }
+    hc_mix_finish<n_mix>(sum, width, p.norm_eps, mix, r);
+  } else {
+    hc_mix_cluster<n_mix>(x, p.fn, width, p.norm_eps, mix, r);
+  }
   hc_pre_gates(p, mix, pre);
   if (rank == 0) hc_pre_comb(p, t, mix, c, c + n * n);
   collapse_share(x, pre, n, p.dim, p.collapsed + t * p.dim, rank, k_cluster);
@@ -281,7 +322,18 @@ status check_tokens(const char* op, int64_t n_tokens) {
   return {};
 }
 
+// Blocks per token for the split mix (hc_mix_partial_kernel): at most 8 tokens
+// (more fill the GPU with clusters alone), slices of >= 64 float4s, <= 64 blocks.
+int64_t hc_pre_splits(int64_t n_tokens, int64_t n_hc, int64_t dim) {
+  if (n_hc != 4 || n_tokens < 1 || n_tokens > 8 || dim % 4 != 0) return 0;
+  return std::min<int64_t>(64, std::max<int64_t>(1, n_hc * dim / 4 / 64));
+}
+
 }  // namespace
+
+size_t hc_pre_workspace_bytes(int64_t n_tokens, int64_t n_hc, int64_t dim) {
+  return size_t(n_tokens * hc_pre_splits(n_tokens, n_hc, dim) * ((2 + n_hc) * n_hc + 1)) * sizeof(double);
+}
 
 status hc_pre_cuda(const hc_pre_params& p, CUstream_st* stream) {
   if (!p.x || !p.fn || !p.base || !p.scale || !p.collapsed || !p.post || !p.comb) {
@@ -296,7 +348,13 @@ status hc_pre_cuda(const hc_pre_params& p, CUstream_st* stream) {
   // mix[(2+n)*n], pre[n], r, c[n*n], b[n*n]: n_hc <= 64 keeps it under 50 KB
   const size_t smem = size_t((2 + p.n_hc) * p.n_hc + p.n_hc + 1 + 2 * p.n_hc * p.n_hc) * sizeof(float);
   if (p.n_hc == 4 && aligned16(p.x) && aligned16(p.fn) && p.n_tokens <= INT_MAX / k_cluster) {
-    hc_pre_cluster_kernel<<<unsigned(p.n_tokens * k_cluster), k_threads, smem, stream>>>(p);
+    const int64_t splits = hc_pre_splits(p.n_tokens, p.n_hc, p.dim);
+    double* partial = splits > 0 ? p.workspace : nullptr;
+    if (partial) {
+      hc_mix_partial_kernel<24><<<dim3{unsigned(splits), unsigned(p.n_tokens)}, k_threads, 0, stream>>>(
+          p.x, p.fn, p.n_hc * p.dim, splits, partial);
+    }
+    hc_pre_cluster_kernel<<<unsigned(p.n_tokens * k_cluster), k_threads, smem, stream>>>(p, partial, splits);
   } else {
     hc_pre_kernel<<<unsigned(p.n_tokens), k_threads, smem, stream>>>(p);
   }

@@ -7,6 +7,7 @@
 // hc_head is the final sigmoid-weighted collapse.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "runtime/core/status.h"
@@ -27,6 +28,9 @@ struct hc_pre_params {
   int64_t sinkhorn_iters = 20;
   float norm_eps = 1e-6f;        // rsqrt(mean(x^2) + norm_eps) over all n_hc*dim values
   float hc_eps = 1e-6f;
+  /// CUDA only, optional: hc_pre_workspace_bytes(n_tokens, n_hc, dim) of device
+  /// scratch, which lets a few tokens' dot products spread over many blocks.
+  double* workspace = nullptr;
 };
 
 struct hc_post_params {
@@ -66,6 +70,8 @@ namespace hart {
 /// token, no allocation, no synchronisation; n_hc <= 64 for pre and head.
 /// hc_post is bit-identical to hc_post_cpu; pre/head differ only in the fp64
 /// summation order of the dot products and in expf's last bits.
+/// Device scratch hc_pre_cuda can use for these sizes (0: none helps).
+size_t hc_pre_workspace_bytes(int64_t n_tokens, int64_t n_hc, int64_t dim);
 status hc_pre_cuda(const hc_pre_params& p, CUstream_st* stream);
 status hc_post_cuda(const hc_post_params& p, CUstream_st* stream);
 status hc_head_cuda(const hc_head_params& p, CUstream_st* stream);

@@ -40,7 +40,7 @@ constexpr double k_cuda_comb_atol = 2e-6;
 constexpr size_t k_guard = 16;
 
 const shape k_cuda_shapes[] = {{1, 4, 1},   {3, 4, 3},    {19, 4, 19},  {2, 4, 111}, {5, 4, 4096}, {1, 4, 7168},
-                               {300, 4, 33}, {3, 1, 19},  {2, 3, 111}, {5, 2, 7},   {1, 7, 300}};
+                               {300, 4, 33}, {3, 1, 19},  {2, 3, 111}, {5, 2, 7},   {1, 7, 300}, {8, 4, 64}};
 
 std::vector<double> as_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
@@ -58,8 +58,9 @@ TEST(mhc, cuda_hc_pre_matches_cpu) {
   std::mt19937 rng(seed);
   for (const shape& s : k_cuda_shapes) {
     for (int64_t iters : {1, 2, 20}) {
-      for (bool tiny : {false, true}) {
-        SCOPED_TRACE(describe(s) + " iters=" + std::to_string(iters) + " tiny=" + std::to_string(tiny));
+      for (const auto& [tiny, split] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+        SCOPED_TRACE(describe(s) + " iters=" + std::to_string(iters) + " tiny=" + std::to_string(tiny) +
+                     " split=" + std::to_string(split));
         const int64_t n = s.n_hc;
         auto in = make_pre_inputs(rng, s.n_tokens, n, s.dim, (2 + n) * n);
         if (tiny) {
@@ -82,6 +83,11 @@ TEST(mhc, cuda_hc_pre_matches_cpu) {
         p.n_hc = n;
         p.dim = s.dim;
         p.sinkhorn_iters = iters;
+        // With a workspace, up to 8 tokens' sums are split over many blocks first.
+        const size_t ws_bytes = split ? hc_pre_workspace_bytes(s.n_tokens, n, s.dim) : 0;
+        if (split && ws_bytes == 0) continue;
+        device_vec<double> d_ws(std::vector<double>(std::max<size_t>(ws_bytes / sizeof(double), 1), NAN));
+        if (split) p.workspace = d_ws.get();
         const status st = hc_pre_cuda(p, nullptr);
         ASSERT_TRUE(st.ok()) << st.to_string();
         ASSERT_TRUE(cuda_synced(nullptr));

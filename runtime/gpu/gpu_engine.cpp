@@ -152,6 +152,11 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   f(&b->out, T * D);
   f(&b->post, T * n);
   f(&b->comb, T * n * n);
+  // hc_pre's split mix for up to 8 tokens (hc_pre_workspace_bytes is 0 above that).
+  const int64_t hc_doubles =
+      std::max<int64_t>(1, int64_t(hc_pre_workspace_bytes(std::min<int64_t>(T, 8), n, D) / sizeof(double)));
+  bytes += device_arena::bytes_for<double>(hc_doubles);
+  b->hc_workspace = ar.take<double>(hc_doubles);
   f(&b->qr, T * c.q_lora_rank);
   f(&b->q, T * H * hd);
   f(&b->kv, T * hd);
@@ -216,8 +221,9 @@ status run_site(engine_state& s, int64_t T, const float* fn, const float* base, 
   const model_config& c = s.cfg;
   const int64_t n = c.hc_mult, D = c.hidden_size;
   const float eps = float(c.norm_eps), hc_eps = float(c.hc_eps);
-  HART_RETURN_IF_ERROR(hc_pre_cuda({A.x, fn, base, scale, A.collapsed, A.post, A.comb, T, n, D, c.hc_sinkhorn_iters,
-                                    eps, hc_eps}, s.stream));
+  hc_pre_params pre{A.x, fn, base, scale, A.collapsed, A.post, A.comb, T, n, D, c.hc_sinkhorn_iters, eps, hc_eps};
+  pre.workspace = A.hc_workspace;  // sized for the few-token case it serves
+  HART_RETURN_IF_ERROR(hc_pre_cuda(pre, s.stream));
   HART_RETURN_IF_ERROR(rms_norm_cuda({A.collapsed, norm, A.normed, T, D, 0, 0, eps}, s.stream));
   HART_RETURN_IF_ERROR(sublayer(A.normed, A.out));
   HART_RETURN_IF_ERROR(hc_post_cuda({A.x, A.out, A.post, A.comb, A.xn, T, n, D}, s.stream));

@@ -37,6 +37,7 @@ struct arena_buffers {
   int64_t *ent_pos = nullptr, *ent_dst = nullptr, *ent_src = nullptr;  // [T]
   int64_t* ent_ncand = nullptr;           // [T] candidates of each entry (compress_pool_batch)
   int64_t *row_dst = nullptr, *row_src = nullptr;                      // [T] window and ring writes
+  double* hc_workspace = nullptr;         // hc_pre's split mix (few tokens)
   float* scores = nullptr;                // [C/m_csa, T]
   int32_t *lengths = nullptr, *picks = nullptr;    // [T], [k_top, T]
   int32_t *page_base = nullptr, *full_pages = nullptr;  // [T], [pages per sequence, T]
