@@ -222,7 +222,9 @@ status run_site(engine_state& s, int64_t T, const float* fn, const float* base, 
   const int64_t n = c.hc_mult, D = c.hidden_size;
   const float eps = float(c.norm_eps), hc_eps = float(c.hc_eps);
   hc_pre_params pre{A.x, fn, base, scale, A.collapsed, A.post, A.comb, T, n, D, c.hc_sinkhorn_iters, eps, hc_eps};
-  pre.workspace = A.hc_workspace;  // sized for the few-token case it serves
+  // The split mix serves passes of <= 8 tokens: its fp64 order differs from the cluster's,
+  // so --deterministic (logits independent of the batch) keeps every pass on the cluster path.
+  pre.workspace = s.params.base.deterministic ? nullptr : A.hc_workspace;
   HART_RETURN_IF_ERROR(hc_pre_cuda(pre, s.stream));
   HART_RETURN_IF_ERROR(rms_norm_cuda({A.collapsed, norm, A.normed, T, D, 0, 0, eps}, s.stream));
   HART_RETURN_IF_ERROR(sublayer(A.normed, A.out));
