@@ -32,6 +32,18 @@ worker_message recv(zmq::socket_t& s) {
   return decode(msg.data(), msg.size()).value();
 }
 
+// A fake worker's DEALER socket on `ep`, its hello (pid, model) already sent.
+zmq::socket_t fake_worker(zmq::context_t& ctx, const std::string& ep, int64_t pid, const model_summary& model) {
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(ep);
+  worker_hello h;
+  h.pid = pid;
+  h.model = model;
+  send(s, h);
+  return s;
+}
+
 // A fake worker thread: hello, configure, `n_steps` plans answered, then silence.
 TEST(remote_worker, steps_then_timeout) {
   remote_worker_params p;
@@ -44,13 +56,7 @@ TEST(remote_worker, steps_then_timeout) {
   const std::string ep = (*rw)->endpoint();
   std::thread fake([ep] {
     zmq::context_t ctx;
-    zmq::socket_t s(ctx, zmq::socket_type::dealer);
-    s.set(zmq::sockopt::linger, 0);
-    s.connect(ep);
-    worker_hello h;
-    h.pid = 77;
-    h.model = summary();
-    send(s, h);
+    zmq::socket_t s = fake_worker(ctx, ep, 77, summary());
     auto c = recv(s);
     EXPECT_EQ(std::get<worker_configure>(c).n_full_pages, 16);
     auto m = recv(s);
@@ -90,13 +96,7 @@ TEST(remote_worker, heartbeats_tell_a_slow_step_from_a_frozen_worker) {
   const std::string ep = (*rw)->endpoint();
   std::thread fake([ep] {
     zmq::context_t ctx;
-    zmq::socket_t s(ctx, zmq::socket_type::dealer);
-    s.set(zmq::sockopt::linger, 0);
-    s.connect(ep);
-    worker_hello h;
-    h.pid = 78;
-    h.model = summary();
-    send(s, h);
+    zmq::socket_t s = fake_worker(ctx, ep, 78, summary());
     const auto c = std::get<worker_configure>(recv(s));
     EXPECT_EQ(c.heartbeat_ms, 50) << "a quarter of the heartbeat timeout";
     const auto first = std::get<sched::step_plan>(recv(s));
@@ -137,13 +137,7 @@ TEST(remote_worker, idle_check_reports_a_worker_that_left) {
   ASSERT_TRUE(rw.ok()) << rw.get_status().to_string();
   EXPECT_GT((*rw)->idle_check_ms(), 0);
   zmq::context_t ctx;
-  zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::linger, 0);
-  s.connect((*rw)->endpoint());
-  worker_hello h;
-  h.pid = 78;
-  h.model = summary();
-  send(s, h);
+  zmq::socket_t s = fake_worker(ctx, (*rw)->endpoint(), 78, summary());
   ASSERT_TRUE((*rw)->ensure_worker().ok());
   (void)recv(s);  // configure
   std::string why;
@@ -182,13 +176,9 @@ TEST(remote_worker, wrong_model_is_refused) {
   const std::string ep = (*rw)->endpoint();
   std::thread fake([ep] {
     zmq::context_t ctx;
-    zmq::socket_t s(ctx, zmq::socket_type::dealer);
-    s.set(zmq::sockopt::linger, 0);
-    s.connect(ep);
-    worker_hello h;
-    h.model = summary();
-    h.model.vocab_size = 101;
-    send(s, h);
+    model_summary other = summary();
+    other.vocab_size = 101;
+    zmq::socket_t s = fake_worker(ctx, ep, 0, other);
     EXPECT_TRUE(std::holds_alternative<worker_bye>(recv(s)));
   });
   status st = (*rw)->ensure_worker();
