@@ -3,11 +3,12 @@
 // input rows as the low half of an m16n8k32 e4m3 MMA (the high half is zero: a
 // tile never has more than 8 rows). Per 128-channel block the MMA accumulates
 // from zero and the block's partial is scaled by s_x · s_w into fp32, as in
-// linear_fp8_tc_cuda. Its 8 warps are 4 groups of 32 outputs times 2 phases
-// taking alternate blocks (twice the weight loads in flight of one phase: at
-// batch 1 a layer's experts are only ~100 CTAs), each with its next block's
-// weights loading while it multiplies; phase 0 adds phase 1's sums. A row's sums involve only its own codes, so the
-// result does not depend on which rows share a tile (batch-invariant).
+// linear_fp8_tc_cuda. Its 16 warps are 4 groups of 32 outputs times 4 phases
+// taking every fourth block (four times the weight loads in flight of one
+// phase: at batch 1 a layer's experts are only ~100 CTAs, one per SM), each
+// with its next block's weights loading while it multiplies; phase 0 adds the
+// other phases' sums in phase order. A row's sums involve only its own codes,
+// so the result does not depend on which rows share a tile (batch-invariant).
 #include <climits>
 
 #include "kernels/linear/linear.h"
@@ -16,7 +17,7 @@
 namespace hart {
 namespace {
 
-constexpr int k_phases = 2;                  // warps splitting K: block kb goes to phase kb % k_phases
+constexpr int k_phases = 4;                  // warps splitting K: block kb goes to phase kb % k_phases
 constexpr int k_warps = 4 * k_phases;        // 4 warps of 32 outputs per phase
 constexpr int64_t k_block = k_linear_fp8_block;
 static_assert(linear_grouped_tile_rows <= 8, "a tile fills the low half of the MMA's 16 rows");
