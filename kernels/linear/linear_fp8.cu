@@ -140,16 +140,6 @@ cudaError_t linear_fp8_act_qdq_launch(const float* x, int64_t x_stride, float* o
   return cudaGetLastError();
 }
 
-cudaError_t linear_fp8_act_quant_launch(const float* x, int64_t x_stride, uint8_t* codes, float* scales,
-                                        int64_t n_rows, int64_t in, cudaStream_t stream) {
-  const int64_t n_kb = (in + k_block - 1) / k_block, n_work = n_rows * n_kb;
-  if (n_work == 0) return cudaSuccess;
-  constexpr int threads = 256;
-  const int64_t grid = (n_work * 32 + threads - 1) / threads;
-  act_qdq_kernel<true><<<unsigned(grid), threads, 0, stream>>>(x, x_stride, nullptr, codes, scales, in, n_kb, n_work);
-  return cudaGetLastError();
-}
-
 status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, float* scales, int64_t n_rows, int64_t in,
                           CUstream_st* stream) {
   if (!x || !codes || !scales) return invalid_argument("fp8_act_quant_cuda: null pointer");
@@ -157,7 +147,12 @@ status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, floa
     return invalid_argument("fp8_act_quant_cuda: bad sizes n_rows=%lld in=%lld x_stride=%lld", (long long)n_rows,
                             (long long)in, (long long)x_stride);
   }
-  const cudaError_t e = linear_fp8_act_quant_launch(x, x_stride, codes, scales, n_rows, in, stream);
+  const int64_t n_kb = (in + k_block - 1) / k_block, n_work = n_rows * n_kb;
+  if (n_work == 0) return {};
+  constexpr int threads = 256;
+  const int64_t grid = (n_work * 32 + threads - 1) / threads;
+  act_qdq_kernel<true><<<unsigned(grid), threads, 0, stream>>>(x, x_stride, nullptr, codes, scales, in, n_kb, n_work);
+  const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error("fp8_act_quant_cuda: %s", cudaGetErrorString(e));
   return {};
 }

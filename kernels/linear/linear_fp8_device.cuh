@@ -41,6 +41,32 @@ __device__ __forceinline__ uint32_t mma_word(const uint4 (&v)[2], int i) {
   return j == 0 ? h.x : j == 1 ? h.y : j == 2 ? h.z : h.w;
 }
 
+// A lane's 32 codes of each of its warp's 4 n-tiles' weight rows at channel k.
+__device__ __forceinline__ void mma_load_weights(uint4 (&bw)[4][2], const uint8_t* const (&wrow)[4], int64_t k) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    bw[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + k));
+    bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + k + 16));
+  }
+}
+
+// One 128-channel block of a warp's 4 n-tiles (32 outputs): part[nt] = the
+// block's sums from zero for input rows g (codes lo) and g + 8 (codes hi; HI =
+// false: the tile has no such rows, the MMA's high half is zero).
+template <bool HI>
+__device__ __forceinline__ void mma_block(float (&part)[4][4], const uint4 (&lo)[2], const uint4 (&hi)[2],
+                                          const uint4 (&bw)[4][2]) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const uint32_t a0 = mma_word(lo, 2 * s), a2 = mma_word(lo, 2 * s + 1);
+    const uint32_t a1 = HI ? mma_word(hi, 2 * s) : 0u, a3 = HI ? mma_word(hi, 2 * s + 1) : 0u;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) mma_e4m3(part[nt], a0, a1, a2, a3, mma_word(bw[nt], 2 * s), mma_word(bw[nt], 2 * s + 1));
+  }
+}
+
 __device__ __forceinline__ void fp8x4_to_float(uint32_t u, float* f) {
   const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(u & 0xffff), __NV_E4M3);
   const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(u >> 16), __NV_E4M3);

@@ -30,9 +30,6 @@ namespace {
 constexpr int k_warps = 4;
 constexpr int64_t k_block = k_linear_fp8_block;
 
-using linear_dev::mma_e4m3;
-using linear_dev::mma_word;
-
 // The grid's order: for each 128-output block, its K splits, for each split
 // its row tiles (the CTAs that read the same weight bytes run side by side,
 // their repeats served by L2).
@@ -75,20 +72,11 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
   }
   // Weights one block ahead: the next block's loads are in flight while this one multiplies.
   uint4 bw[4][2];
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt) {
-    bw[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kb0 * k_block));
-    bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kb0 * k_block + 16));
-  }
+  linear_dev::mma_load_weights(bw, wrow, kb0 * k_block);
   for (int64_t kb = kb0; kb < kb1; ++kb) {
     const int64_t k0 = kb * k_block;
     uint4 next[4][2];
-    const int64_t kn = (kb + 1 < kb1 ? kb + 1 : kb) * k_block;  // the last block reloads itself (an L1 hit)
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      next[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn));
-      next[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn + 16));
-    }
+    linear_dev::mma_load_weights(next, wrow, (kb + 1 < kb1 ? kb + 1 : kb) * k_block);  // the last reloads itself
     const float sw = linear_dev::e8m0_value(__ldg(wscale + kb));
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {  // one m-tile at a time: its inputs and partials only
@@ -99,15 +87,7 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
         ax[h][1] = __ldg(reinterpret_cast<const uint4*>(xrow[mt][h] + k0 + 16));
       }
       float part[4][4];
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const uint32_t a0 = mma_word(ax[0], 2 * s), a1 = mma_word(ax[1], 2 * s);
-        const uint32_t a2 = mma_word(ax[0], 2 * s + 1), a3 = mma_word(ax[1], 2 * s + 1);
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) mma_e4m3(part[nt], a0, a1, a2, a3, mma_word(bw[nt], 2 * s), mma_word(bw[nt], 2 * s + 1));
-      }
+      linear_dev::mma_block<true>(part, ax[0], ax[1], bw);
       const float s_lo = __ldg(xs + min(row[mt][0], p.n_rows - 1) * nkb + kb) * sw;
       const float s_hi = __ldg(xs + min(row[mt][1], p.n_rows - 1) * nkb + kb) * sw;
 #pragma unroll
@@ -236,12 +216,10 @@ status linear_fp8_tc_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, 
   // aligned after them, the per-block scales: 4 bytes per element cover both.
   auto* codes = reinterpret_cast<uint8_t*>(s.x_qdq);
   auto* scales = reinterpret_cast<float*>(codes + (p.n_rows * p.in + 15) / 16 * 16);
-  cudaError_t e = linear_fp8_act_quant_launch(p.x, xs, codes, scales, p.n_rows, p.in, stream);
-  if (e == cudaSuccess) {
-    if (p.n_rows <= 16) launch<1>(p, codes, scales, ys, s, stream);
-    else launch<2>(p, codes, scales, ys, s, stream);  // 32-row tiles (4 would spill registers)
-    e = cudaGetLastError();
-  }
+  HART_RETURN_IF_ERROR(fp8_act_quant_cuda(p.x, xs, codes, scales, p.n_rows, p.in, stream));
+  if (p.n_rows <= 16) launch<1>(p, codes, scales, ys, s, stream);
+  else launch<2>(p, codes, scales, ys, s, stream);  // 32-row tiles (4 would spill registers)
+  const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error("linear_fp8_tc_cuda: %s", cudaGetErrorString(e));
   return {};
 }

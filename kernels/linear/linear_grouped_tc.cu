@@ -22,9 +22,6 @@ constexpr int k_warps = 4 * k_phases;        // 4 warps of 32 outputs per phase
 constexpr int64_t k_block = k_linear_fp8_block;
 static_assert(linear_grouped_tile_rows <= 8, "a tile fills the low half of the MMA's 16 rows");
 
-using linear_dev::mma_e4m3;
-using linear_dev::mma_word;
-
 __global__ void __launch_bounds__(k_warps * 32) grouped_tc_kernel(linear_grouped_params p) {
   __shared__ float2 spill[k_phases - 1][4][4][32];  // later phases' sums, added by phase 0 in phase order
   const int tile = blockIdx.y;
@@ -47,32 +44,16 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_tc_kernel(linear_grouped
   // This phase's blocks, the next one's weights in flight while one multiplies
   // (a phase with no block reloads block 0, harmlessly, and adds nothing).
   uint4 bw[4][2];
-  const int64_t first = min(int64_t(phase), nkb - 1) * k_block;
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt) {
-    bw[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + first));
-    bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + first + 16));
-  }
+  linear_dev::mma_load_weights(bw, wrow, min(int64_t(phase), nkb - 1) * k_block);
   for (int64_t kb = phase; kb < nkb; kb += k_phases) {
-    const int64_t k0 = kb * k_block, kn = (kb + k_phases < nkb ? kb + k_phases : kb) * k_block;
+    const int64_t k0 = kb * k_block;
     uint4 next[4][2];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      next[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn));
-      next[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn + 16));
-    }
+    linear_dev::mma_load_weights(next, wrow, (kb + k_phases < nkb ? kb + k_phases : kb) * k_block);
     uint4 ax[2];
     ax[0] = __ldg(reinterpret_cast<const uint4*>(xrow + k0));
     ax[1] = __ldg(reinterpret_cast<const uint4*>(xrow + k0 + 16));
-    float part[4][4] = {};
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const uint32_t a0 = mma_word(ax, 2 * s), a2 = mma_word(ax, 2 * s + 1);
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        mma_e4m3(part[nt], a0, 0u, a2, 0u, mma_word(bw[nt], 2 * s), mma_word(bw[nt], 2 * s + 1));
-      }
-    }
+    float part[4][4];
+    linear_dev::mma_block<false>(part, ax, ax, bw);
     const float sc = __ldg(xs + kb) * linear_dev::e8m0_value(__ldg(wscale + kb));
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {

@@ -32,9 +32,5 @@ struct linear_cuda_context::impl {
 /// x: [in, n_rows] row stride x_stride; out: [in, n_rows] dense.
 cudaError_t linear_fp8_act_qdq_launch(const float* x, int64_t x_stride, float* out, int64_t n_rows, int64_t in,
                                       cudaStream_t stream);
-/// The same quantization as codes: codes[r][i] = e4m3(x[r][i] / s), scales[r][kb] = s
-/// (power of two) per 128-channel block, so codes · s is act_qdq's output bitwise.
-cudaError_t linear_fp8_act_quant_launch(const float* x, int64_t x_stride, uint8_t* codes, float* scales,
-                                        int64_t n_rows, int64_t in, cudaStream_t stream);
 
 }  // namespace hart

@@ -29,6 +29,47 @@ uint32_t extend_portable(uint32_t c, const uint8_t* p, size_t n) {
   return c;
 }
 
+// -- combining -----------------------------------------------------------------
+//
+// In the reflected representation bit 31 is x^0. crc(a ‖ b) = crc(a) · x^(8·|b|)
+// ⊕ crc(b) (mod the polynomial): the conditioning cancels, since the register
+// update is linear in its start value.
+
+/// a · b mod the polynomial.
+uint32_t mult_mod(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t m = 1u << 31; m; m >>= 1) {
+    if (a & m) {
+      product ^= b;
+      if ((a & (m - 1)) == 0) break;
+    }
+    b = (b >> 1) ^ (k_poly & (0u - (b & 1u)));  // b · x
+  }
+  return product;
+}
+
+/// x^(2^k) mod the polynomial, k < 64.
+const std::array<uint32_t, 64>& x_pow2() {
+  static const std::array<uint32_t, 64> t = [] {
+    std::array<uint32_t, 64> r{};
+    r[0] = 1u << 30;  // x^1
+    for (size_t k = 1; k < r.size(); ++k) r[k] = mult_mod(r[k - 1], r[k - 1]);
+    return r;
+  }();
+  return t;
+}
+
+/// x^(8·n_bytes) mod the polynomial: multiplying a register by it is the
+/// effect of n_bytes zero bytes.
+uint32_t zeros_shift(uint64_t n_bytes) {
+  uint32_t shift = 1u << 31;  // x^0
+  const std::array<uint32_t, 64>& t = x_pow2();
+  for (size_t k = 3; n_bytes; n_bytes >>= 1, ++k) {  // bit j of n_bytes is x^(2^(j+3))
+    if (n_bytes & 1) shift = mult_mod(t[k], shift);
+  }
+  return shift;
+}
+
 #if defined(__x86_64__)
 // -- three interleaved chains -------------------------------------------------
 //
@@ -39,52 +80,15 @@ uint32_t extend_portable(uint32_t c, const uint8_t* p, size_t n) {
 // shift(c, L) is the (linear) effect of L zero bytes on the register, applied
 // as four table lookups (Mark Adler's crc32c.c construction).
 
-/// 32×32 GF(2) matrix (column i = image of bit i) times vector.
-uint32_t gf2_times(const uint32_t* mat, uint32_t vec) {
-  uint32_t sum = 0;
-  for (int i = 0; vec; ++i, vec >>= 1) {
-    if (vec & 1) sum ^= mat[i];
-  }
-  return sum;
-}
-
-void gf2_square(uint32_t* square, const uint32_t* mat) {
-  for (int i = 0; i < 32; ++i) square[i] = gf2_times(mat, mat[i]);
-}
-
 /// Tables applying `n_bytes` zero bytes to a register: zeros[k][b] is the
-/// image of byte b in byte position k.
+/// image of byte b in byte position k (the shift is linear in the register).
 struct zeros_op {
   uint32_t t[4][256];
 
   explicit zeros_op(size_t n_bytes) {
-    uint32_t op[32], sq[32];
-    // One zero bit: the register shifts right, xoring the polynomial out of bit 0.
-    op[0] = k_poly;
-    for (int i = 1; i < 32; ++i) op[i] = 1u << (i - 1);
-    gf2_square(sq, op);  // two bits
-    gf2_square(op, sq);  // four bits
-    // op = one zero *byte* after one more squaring; then binary exponentiation over n_bytes.
-    uint32_t acc[32];
-    bool have = false;
-    gf2_square(sq, op);  // eight bits = one byte
-    std::memcpy(op, sq, sizeof op);
-    for (size_t n = n_bytes; n; n >>= 1) {
-      if (n & 1) {
-        if (!have) {
-          std::memcpy(acc, op, sizeof acc);
-          have = true;
-        } else {
-          uint32_t next[32];
-          for (int i = 0; i < 32; ++i) next[i] = gf2_times(op, acc[i]);
-          std::memcpy(acc, next, sizeof acc);
-        }
-      }
-      gf2_square(sq, op);
-      std::memcpy(op, sq, sizeof op);
-    }
+    const uint32_t shift = zeros_shift(n_bytes);
     for (int k = 0; k < 4; ++k) {
-      for (uint32_t b = 0; b < 256; ++b) t[k][b] = gf2_times(acc, b << (8 * k));
+      for (uint32_t b = 0; b < 256; ++b) t[k][b] = mult_mod(shift, b << (8 * k));
     }
   }
 
@@ -157,45 +161,10 @@ bool have_sse42() {
 #endif
 }
 
-// -- combining -----------------------------------------------------------------
-//
-// In the reflected representation bit 31 is x^0. crc(a ‖ b) = crc(a) · x^(8·|b|)
-// ⊕ crc(b) (mod the polynomial): the conditioning cancels, since the register
-// update is linear in its start value.
-
-/// a · b mod the polynomial.
-uint32_t mult_mod(uint32_t a, uint32_t b) {
-  uint32_t product = 0;
-  for (uint32_t m = 1u << 31; m; m >>= 1) {
-    if (a & m) {
-      product ^= b;
-      if ((a & (m - 1)) == 0) break;
-    }
-    b = (b >> 1) ^ (k_poly & (0u - (b & 1u)));  // b · x
-  }
-  return product;
-}
-
-/// x^(2^k) mod the polynomial, k < 64.
-const std::array<uint32_t, 64>& x_pow2() {
-  static const std::array<uint32_t, 64> t = [] {
-    std::array<uint32_t, 64> r{};
-    r[0] = 1u << 30;  // x^1
-    for (size_t k = 1; k < r.size(); ++k) r[k] = mult_mod(r[k - 1], r[k - 1]);
-    return r;
-  }();
-  return t;
-}
-
 }  // namespace
 
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
-  uint32_t shift = 1u << 31;  // x^0
-  const std::array<uint32_t, 64>& t = x_pow2();
-  for (size_t k = 3; len_b; len_b >>= 1, ++k) {  // x^(8·len_b): bit j of len_b is x^(2^(j+3))
-    if (len_b & 1) shift = mult_mod(t[k], shift);
-  }
-  return mult_mod(shift, crc_a) ^ crc_b;
+  return mult_mod(zeros_shift(len_b), crc_a) ^ crc_b;
 }
 
 uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n) {
