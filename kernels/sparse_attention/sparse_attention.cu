@@ -1,10 +1,15 @@
-// CUDA sparse attention, the simple form: one block per (query, head); logits
-// of the gathered rows in shared memory, then max, weights, weighted sum, all
-// fp32. Both passes give each warp k_rows whole rows at a time, every load of
-// them in flight before the sums (a decode query's block waits on memory
-// latency: ~640 rows per CSA query); the weighted sum's per-warp partials are
-// added in warp order. The fast split decode kernel over FP8
-// entries is kernels/sparse_decode_attention.
+// CUDA sparse attention over gathered fp32 rows. A block takes one query, a
+// group of G heads and a slice of its index list, so every row it loads serves
+// G heads (V4 decode: 64 heads read the same ~640 rows; a block per head read
+// each row 64 times). The slice is walked in tiles of k_tile rows with an
+// online softmax: logits (each warp 4 rows × G heads, a lane 4 of every 128
+// channels, the 4G dots reduced across the warp in 5 shuffle steps), the
+// tile's max and weights per head, then the weighted sum with a thread per
+// channel. With one slice the block finishes the output with the sink; with
+// several (few queries: more blocks than query × head groups would give) each
+// writes (max, sum, unnormalised output) to the workspace and a second kernel
+// merges the slices in slice order. The fast decode kernel over FP8 entries
+// is kernels/sparse_decode_attention.
 #include "kernels/sparse_attention/sparse_attention.h"
 
 #include <cuda_runtime.h>
@@ -17,9 +22,201 @@ namespace {
 
 constexpr int k_threads = 256;
 constexpr int k_warps = k_threads / 32;
-constexpr int k_rows = 4;      // gathered rows a warp has in flight
-constexpr int k_lane_ch = 16;  // channels per lane per pass (a warp covers 512 of a row)
-constexpr int64_t k_max_smem_bytes = 227 * 1024;  // sm_90 opt-in limit per block
+constexpr int k_warp_rows = 4;                     // rows a warp's logits step takes
+constexpr int k_tile = k_warps * k_warp_rows;      // rows per tile
+static_assert(sparse_attention_cuda_max_head_dim <= 4 * k_threads, "a thread holds at most 4 output channels");
+constexpr int64_t k_min_slice_rows = 32;           // a slice below this costs more to merge than it saves
+
+// Per (query, head, slice) partials in the workspace: max, sum, then head_dim outputs.
+__host__ __device__ inline int64_t partial_floats(int64_t head_dim) { return head_dim + 2; }
+
+// Sums each of NV values over the warp; lane L ends with value L % NV in v[0].
+// Offsets >= NV add whole vectors; below, each step halves the values a lane keeps.
+template <int NV>
+__device__ inline float warp_sum_transposed(float (&v)[NV], int lane) {
+#pragma unroll
+  for (int o = 16; o >= NV; o >>= 1) {
+#pragma unroll
+    for (int i = 0; i < NV; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
+  }
+#pragma unroll
+  for (int o = NV / 2; o >= 1; o >>= 1) {
+    const bool upper = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < o; ++i) {
+      const float send = upper ? v[i] : v[i + o];
+      const float keep = upper ? v[i + o] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+  return v[0];
+}
+
+struct slice_plan {
+  int64_t n_slices = 1, slice_rows = 0;
+};
+
+// shared: p [k_tile][G] (16-byte aligned: read as float4) | q [G][D] | rows [k_tile] | m, l, factor [G]
+template <int G, int NCH>
+__global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_attention_gather_params p, int64_t kvs,
+                                                                     slice_plan plan, float* partials) {
+  extern __shared__ float4 smem4[];
+  const int64_t D = p.head_dim;
+  float* prob = reinterpret_cast<float*>(smem4);
+  float* q = prob + k_tile * G;
+  int32_t* row = reinterpret_cast<int32_t*>(q + G * D);
+  float* m = reinterpret_cast<float*>(row + k_tile);
+  float* l = m + G;
+  float* factor = l + G;
+  const int64_t t = blockIdx.x, h0 = int64_t(blockIdx.y) * G, s = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t i = threadIdx.x; i < G * D; i += k_threads) q[i] = p.q[(t * p.n_heads + h0) * D + i];
+  if (threadIdx.x < G) {
+    m[threadIdx.x] = -INFINITY;
+    l[threadIdx.x] = 0.0f;
+  }
+  float acc[NCH][G];
+#pragma unroll
+  for (int c = 0; c < NCH; ++c) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) acc[c][g] = 0.0f;
+  }
+  const int64_t j_begin = s * plan.slice_rows, j_end = min(p.n_idx, j_begin + plan.slice_rows);
+  const int32_t* idx = p.idx + t * p.n_idx;
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += k_tile) {
+    __syncthreads();  // q loaded; the previous tile's rows and weights consumed
+    if (threadIdx.x < k_tile) {
+      const int64_t j = j0 + threadIdx.x;
+      const int32_t e = j < j_end ? idx[j] : -1;
+      row[threadIdx.x] = (e >= 0 && e < p.n_entries) ? e : -1;
+    }
+    __syncthreads();
+    // Logits: warp w has tile rows 4w..4w+3, every load of them in flight before the sums.
+    {
+      float dot[k_warp_rows * G];
+#pragma unroll
+      for (int i = 0; i < k_warp_rows * G; ++i) dot[i] = 0.0f;
+      int32_t e[k_warp_rows];
+#pragma unroll
+      for (int r = 0; r < k_warp_rows; ++r) e[r] = row[warp * k_warp_rows + r];
+      for (int64_t c0 = 0; c0 < D; c0 += 128) {
+        float v[k_warp_rows][4];
+#pragma unroll
+        for (int r = 0; r < k_warp_rows; ++r) {
+          const float* kv = p.kv + int64_t(max(e[r], 0)) * kvs;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int64_t d = c0 + lane + 32 * i;
+            v[r][i] = (e[r] >= 0 && d < D) ? __ldg(kv + d) : 0.0f;
+          }
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int64_t d = c0 + lane + 32 * i;
+            const float qv = d < D ? q[g * D + d] : 0.0f;
+#pragma unroll
+            for (int r = 0; r < k_warp_rows; ++r) dot[r * G + g] = fmaf(qv, v[r][i], dot[r * G + g]);
+          }
+        }
+      }
+      const float sum = warp_sum_transposed<k_warp_rows * G>(dot, lane);
+      if (lane < k_warp_rows * G) {  // lane = r·G + g holds row r's dot with head g
+        const int j = warp * k_warp_rows + lane / G;
+        prob[j * G + lane % G] = row[j] >= 0 ? sum * p.scale : -INFINITY;
+      }
+    }
+    __syncthreads();
+    // Online softmax: warp g updates head g's max and sum over the tile's 32 rows.
+    if (warp < G) {
+      const int g = warp;
+      const float lg = prob[lane * G + g];
+      float tmax = lg;
+      for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+      const float m_old = m[g], m_new = fmaxf(m_old, tmax);
+      const float w = m_new == -INFINITY ? 0.0f : expf(lg - m_new);
+      float tsum = w;
+      for (int o = 16; o > 0; o >>= 1) tsum += __shfl_xor_sync(0xffffffffu, tsum, o);
+      prob[lane * G + g] = w;
+      if (lane == 0) {
+        const float f = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+        factor[g] = f;
+        l[g] = l[g] * f + tsum;
+        m[g] = m_new;
+      }
+    }
+    __syncthreads();
+    // Weighted sum: a thread per channel (tid, tid + 256, ...), rows in tile order.
+    float f[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) f[g] = factor[g];
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) acc[c][g] *= f[g];
+    }
+#pragma unroll 8
+    for (int r = 0; r < k_tile; ++r) {
+      const int32_t e = row[r];
+      if (e < 0) continue;
+      const float* kv = p.kv + int64_t(e) * kvs;
+      float v[NCH];
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int64_t d = threadIdx.x + int64_t(c) * k_threads;
+        v[c] = d < D ? __ldg(kv + d) : 0.0f;
+      }
+      float w[G];  // the row's weights: one broadcast load per 4 heads
+      if constexpr (G % 4 == 0) {
+#pragma unroll
+        for (int g = 0; g < G; g += 4) {
+          const float4 w4 = reinterpret_cast<const float4*>(prob + r * G)[g / 4];
+          w[g] = w4.x, w[g + 1] = w4.y, w[g + 2] = w4.z, w[g + 3] = w4.w;
+        }
+      } else {
+#pragma unroll
+        for (int g = 0; g < G; ++g) w[g] = prob[r * G + g];
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int c = 0; c < NCH; ++c) acc[c][g] = fmaf(w[g], v[c], acc[c][g]);
+      }
+    }
+  }
+  __syncthreads();
+  if (plan.n_slices == 1) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float sink = p.sink[h0 + g], mg = m[g];
+      const float M = fmaxf(mg, sink);
+      const float fm = mg == -INFINITY ? 0.0f : expf(mg - M);
+      const float denom = l[g] * fm + (sink == -INFINITY ? 0.0f : expf(sink - M));
+      const float scale = denom > 0.0f ? fm / denom : 0.0f;
+      float* out = p.out + (t * p.n_heads + h0 + g) * D;
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int64_t d = threadIdx.x + int64_t(c) * k_threads;
+        if (d < D) out[d] = acc[c][g] * scale;
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float* part = partials + ((t * p.n_heads + h0 + g) * plan.n_slices + s) * partial_floats(D);
+    if (threadIdx.x == 0) {
+      part[0] = m[g];
+      part[1] = l[g];
+    }
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int64_t d = threadIdx.x + int64_t(c) * k_threads;
+      if (d < D) part[2 + d] = acc[c][g];
+    }
+  }
+}
 
 __device__ float block_reduce(float v, bool is_max, float* scratch) {
   for (int o = 16; o > 0; o >>= 1) {
@@ -34,148 +231,94 @@ __device__ float block_reduce(float v, bool is_max, float* scratch) {
   return r;
 }
 
-// shared: q [head_dim] | weight [n_idx] | row [n_idx] (-1 = empty) | partial outputs [k_warps][head_dim]
-__global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_attention_gather_params p, int64_t kvs) {
-  extern __shared__ float smem[];
+// One block per (query, head): the slices' partials combined in slice order,
+// with the sink. shared: each slice's weight e^{m_s − M} / denominator.
+__global__ void __launch_bounds__(k_threads) merge_kernel(sparse_attention_gather_params p, int64_t n_slices,
+                                                          const float* partials) {
+  extern __shared__ float wgt[];
   __shared__ float scratch[k_warps];
-  __shared__ int32_t n_valid;
-  const int64_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads, D = p.head_dim;
-  float* q = smem;
-  float* wgt = smem + D;
-  int32_t* row = reinterpret_cast<int32_t*>(wgt + p.n_idx);
-  float* part = reinterpret_cast<float*>(row + p.n_idx);
-  const float* qg = p.q + (t * p.n_heads + h) * D;
-  for (int64_t d = threadIdx.x; d < D; d += k_threads) q[d] = qg[d];
-  for (int64_t j = threadIdx.x; j < p.n_idx; j += k_threads) {
-    const int32_t e = p.idx[t * p.n_idx + j];
-    row[j] = (e >= 0 && e < p.n_entries) ? e : -1;
-  }
-  __syncthreads();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // Logits: a warp takes k_rows rows at once (rows warp, warp + k_warps, ...),
-  // every lane loading its channels of all of them before the sums.
-  for (int64_t j0 = warp; j0 < p.n_idx; j0 += int64_t(k_warps) * k_rows) {
-    float dot[k_rows];
-#pragma unroll
-    for (int r = 0; r < k_rows; ++r) dot[r] = 0.0f;
-    for (int64_t c0 = 0; c0 < D; c0 += 32 * k_lane_ch) {
-      float v[k_rows][k_lane_ch];
-#pragma unroll
-      for (int r = 0; r < k_rows; ++r) {
-        const int64_t j = j0 + int64_t(r) * k_warps;
-        const int32_t e = j < p.n_idx ? row[j] : -1;
-        const float* kv = p.kv + int64_t(max(e, 0)) * kvs;
-#pragma unroll
-        for (int i = 0; i < k_lane_ch; ++i) {
-          const int64_t d = c0 + lane + 32 * i;
-          v[r][i] = (e >= 0 && d < D) ? __ldg(kv + d) : 0.0f;
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < k_rows; ++r) {
-#pragma unroll
-        for (int i = 0; i < k_lane_ch; ++i) {
-          const int64_t d = c0 + lane + 32 * i;
-          if (d < D) dot[r] = fmaf(q[d], v[r][i], dot[r]);
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < k_rows; ++r) {
-      for (int o = 16; o > 0; o >>= 1) dot[r] += __shfl_xor_sync(0xffffffffu, dot[r], o);
-      const int64_t j = j0 + int64_t(r) * k_warps;
-      if (lane == 0 && j < p.n_idx && row[j] >= 0) wgt[j] = dot[r] * p.scale;
-    }
-  }
-  __syncthreads();
-  const float sink = p.sink[h];
-  float mx = sink;
-  for (int64_t j = threadIdx.x; j < p.n_idx; j += k_threads) {
-    if (row[j] >= 0) mx = fmaxf(mx, wgt[j]);
-  }
-  mx = block_reduce(mx, true, scratch);
+  const int64_t th = blockIdx.x, D = p.head_dim, pf = partial_floats(D);
+  const float* part = partials + th * n_slices * pf;
+  const float sink = p.sink[th % p.n_heads];
+  float M = sink;
+  for (int64_t s = threadIdx.x; s < n_slices; s += k_threads) M = fmaxf(M, part[s * pf]);
+  M = block_reduce(M, true, scratch);
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < p.n_idx; j += k_threads) {
-    const float e = row[j] >= 0 ? expf(wgt[j] - mx) : 0.0f;
-    wgt[j] = e;
-    sum += e;
+  for (int64_t s = threadIdx.x; s < n_slices; s += k_threads) {
+    const float ms = part[s * pf];
+    wgt[s] = ms == -INFINITY ? 0.0f : expf(ms - M);
+    sum += wgt[s] * part[s * pf + 1];
   }
-  const float denom = block_reduce(sum, false, scratch) + expf(sink - mx);
-  // every thread's wgt[] writes are visible after block_reduce's barriers; the
-  // probabilities are computed once here (the same division the sum used to do per channel)
-  __syncthreads();
-  for (int64_t j = threadIdx.x; j < p.n_idx; j += k_threads) wgt[j] = wgt[j] / denom;
-  __syncthreads();
-  // compact the valid rows to the front, in index order (one warp: a ballot scan)
-  if (threadIdx.x < 32) {
-    int32_t base = 0;
-    for (int64_t j0 = 0; j0 < p.n_idx; j0 += 32) {
-      const int64_t j = j0 + lane;
-      const bool ok = j < p.n_idx && row[j] >= 0;
-      const int32_t r = ok ? row[j] : -1;
-      const float w = ok ? wgt[j] : 0.0f;
-      const unsigned ballot = __ballot_sync(0xffffffffu, ok);
-      __syncwarp();
-      if (ok) {
-        const int32_t at = base + __popc(ballot & ((1u << lane) - 1));
-        row[at] = r;  // at <= j: entries not yet read by this warp are never overwritten
-        wgt[at] = w;
-      }
-      base += __popc(ballot);
-      __syncwarp();
-    }
-    if (lane == 0) n_valid = base;
-  }
-  __syncthreads();
-  // Weighted sum: warp w adds the valid rows w, w + k_warps, ... (k_rows in
-  // flight), each lane its channels; the warps' partials are added in warp order.
-  const int64_t nv = n_valid;
-  for (int64_t c0 = 0; c0 < D; c0 += 32 * k_lane_ch) {
-    float o[k_lane_ch];
-#pragma unroll
-    for (int i = 0; i < k_lane_ch; ++i) o[i] = 0.0f;
-    for (int64_t j0 = warp; j0 < nv; j0 += int64_t(k_warps) * k_rows) {
-      float v[k_rows][k_lane_ch], w[k_rows];
-#pragma unroll
-      for (int r = 0; r < k_rows; ++r) {
-        const int64_t j = j0 + int64_t(r) * k_warps;
-        const bool ok = j < nv;
-        w[r] = ok ? wgt[j] : 0.0f;
-        const float* kv = p.kv + int64_t(ok ? row[j] : 0) * kvs;
-#pragma unroll
-        for (int i = 0; i < k_lane_ch; ++i) {
-          const int64_t d = c0 + lane + 32 * i;
-          v[r][i] = (ok && d < D) ? __ldg(kv + d) : 0.0f;
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < k_rows; ++r) {
-#pragma unroll
-        for (int i = 0; i < k_lane_ch; ++i) o[i] = fmaf(w[r], v[r][i], o[i]);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < k_lane_ch; ++i) {
-      const int64_t d = c0 + lane + 32 * i;
-      if (d < D) part[warp * D + d] = o[i];
-    }
-  }
-  __syncthreads();
-  float* out = p.out + (t * p.n_heads + h) * D;
+  // the block sum has a fixed order, so reruns agree bit for bit
+  const float denom = block_reduce(sum, false, scratch) + ((sink == -INFINITY || M == -INFINITY) ? 0.0f : expf(sink - M));
+  float* out = p.out + th * D;
   for (int64_t d = threadIdx.x; d < D; d += k_threads) {
     float o = 0.0f;
-#pragma unroll
-    for (int w = 0; w < k_warps; ++w) o += part[w * D + d];
-    out[d] = o;
+    for (int64_t s = 0; s < n_slices; ++s) o = fmaf(wgt[s], part[s * pf + 2 + d], o);
+    out[d] = denom > 0.0f ? o / denom : 0.0f;
   }
 }
 
-int64_t smem_bytes(int64_t head_dim, int64_t n_idx) { return ((1 + k_warps) * head_dim + 2 * n_idx) * 4; }
+int heads_per_block(int64_t n_heads) {
+  for (int g : {8, 4, 2}) {
+    if (n_heads % g == 0) return g;
+  }
+  return 1;
+}
+
+int64_t smem_bytes(int G, int64_t head_dim) { return (G * head_dim + k_tile * G + k_tile + 3 * G) * 4; }
+
+// Blocks the device holds at once, about: fewer (query, head group) pairs than
+// this and the index list is sliced until there are this many blocks.
+int64_t target_blocks() {
+  static const int64_t n = [] {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      sms = 132;
+    }
+    return int64_t(2 * sms);
+  }();
+  return n;
+}
+
+slice_plan plan_slices(const sparse_attention_gather_params& p, int G) {
+  slice_plan plan;
+  const int64_t pairs = p.n_queries * (p.n_heads / G);
+  int64_t n = std::min(target_blocks() / std::max<int64_t>(pairs, 1), p.n_idx / k_min_slice_rows);
+  const int64_t per_slice = p.n_queries * p.n_heads * partial_floats(p.head_dim) * int64_t(sizeof(float));
+  if (!p.workspace) n = 1;
+  n = std::min<int64_t>(n, int64_t(p.workspace_bytes) / per_slice);
+  plan.n_slices = std::max<int64_t>(n, 1);
+  // Slices of whole tiles, the last one shorter.
+  const int64_t tiles = (p.n_idx + k_tile - 1) / k_tile;
+  plan.slice_rows = std::max<int64_t>(1, (tiles + plan.n_slices - 1) / plan.n_slices) * k_tile;
+  plan.n_slices = std::max<int64_t>(1, (p.n_idx + plan.slice_rows - 1) / plan.slice_rows);
+  return plan;
+}
+
+template <int G, int NCH>
+cudaError_t launch(const sparse_attention_gather_params& p, int64_t kvs, const slice_plan& plan, CUstream_st* stream) {
+  const dim3 grid(unsigned(p.n_queries), unsigned(p.n_heads / G), unsigned(plan.n_slices));
+  // At most 8 heads × 1024 channels of q: under the 48 KB a block gets without opting in.
+  sparse_attention_kernel<G, NCH><<<grid, k_threads, size_t(smem_bytes(G, p.head_dim)), stream>>>(
+      p, kvs, plan, static_cast<float*>(p.workspace));
+  return cudaGetLastError();
+}
+
+template <int G>
+cudaError_t launch_g(const sparse_attention_gather_params& p, int64_t kvs, const slice_plan& plan, CUstream_st* st) {
+  if (p.head_dim <= k_threads) return launch<G, 1>(p, kvs, plan, st);
+  if (p.head_dim <= 2 * k_threads) return launch<G, 2>(p, kvs, plan, st);
+  return launch<G, 4>(p, kvs, plan, st);
+}
 
 }  // namespace
 
-int64_t sparse_attention_cuda_max_idx(int64_t head_dim) {
-  return std::max<int64_t>(0, (k_max_smem_bytes / 4 - (1 + k_warps) * head_dim) / 2);
+size_t sparse_attention_cuda_workspace_bytes(int64_t n_heads, int64_t head_dim) {
+  // plan_slices keeps queries × (heads / G) × slices <= target_blocks().
+  if (n_heads <= 0 || head_dim <= 0) return 0;
+  return size_t(target_blocks() * heads_per_block(n_heads) * partial_floats(head_dim)) * sizeof(float);
 }
 
 status sparse_attention_cuda(const sparse_attention_gather_params& p, CUstream_st* stream) {
@@ -186,22 +329,27 @@ status sparse_attention_cuda(const sparse_attention_gather_params& p, CUstream_s
     return invalid_argument("sparse_attention_cuda: bad sizes n_queries=%lld n_heads=%lld head_dim=%lld n_idx=%lld",
                             (long long)p.n_queries, (long long)p.n_heads, (long long)p.head_dim, (long long)p.n_idx);
   }
+  if (p.head_dim > sparse_attention_cuda_max_head_dim) {
+    return invalid_argument("sparse_attention_cuda: head_dim=%lld over the %lld a block holds", (long long)p.head_dim,
+                            (long long)sparse_attention_cuda_max_head_dim);
+  }
   const int64_t kvs = p.kv_stride ? p.kv_stride : p.head_dim;
   if (kvs < p.head_dim) return invalid_argument("sparse_attention_cuda: kv_stride=%lld < head_dim", (long long)kvs);
   if (p.n_entries > INT32_MAX) return invalid_argument("sparse_attention_cuda: n_entries over int32 indices");
-  if (p.n_idx > sparse_attention_cuda_max_idx(p.head_dim)) {
-    return invalid_argument("sparse_attention_cuda: n_idx=%lld over the %lld that fit in shared memory",
-                            (long long)p.n_idx, (long long)sparse_attention_cuda_max_idx(p.head_dim));
-  }
-  if (p.n_queries * p.n_heads > INT32_MAX) return invalid_argument("sparse_attention_cuda: too many (query, head) pairs");
+  if (p.n_queries > INT32_MAX) return invalid_argument("sparse_attention_cuda: too many queries");
   if (p.n_queries == 0) return {};
-  const int64_t smem = smem_bytes(p.head_dim, p.n_idx);
+  const int G = heads_per_block(p.n_heads);
+  const slice_plan plan = plan_slices(p, G);
   cudaError_t e = cudaSuccess;
-  if (smem > 48 * 1024) {  // above the default limit a kernel must opt in
-    e = cudaFuncSetAttribute(sparse_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  switch (G) {
+    case 8: e = launch_g<8>(p, kvs, plan, stream); break;
+    case 4: e = launch_g<4>(p, kvs, plan, stream); break;
+    case 2: e = launch_g<2>(p, kvs, plan, stream); break;
+    default: e = launch_g<1>(p, kvs, plan, stream); break;
   }
-  if (e == cudaSuccess) {
-    sparse_attention_kernel<<<unsigned(p.n_queries * p.n_heads), k_threads, size_t(smem), stream>>>(p, kvs);
+  if (e == cudaSuccess && plan.n_slices > 1) {
+    merge_kernel<<<unsigned(p.n_queries * p.n_heads), k_threads, size_t(plan.n_slices) * sizeof(float), stream>>>(
+        p, plan.n_slices, static_cast<const float*>(p.workspace));
     e = cudaGetLastError();
   }
   if (e != cudaSuccess) return internal_error("sparse_attention_cuda: %s", cudaGetErrorString(e));

@@ -41,6 +41,11 @@ struct sparse_attention_gather_params {
   int64_t n_entries = 0;         // rows in kv; valid indices are in [0, n_entries)
   int64_t kv_stride = 0;         // elements; 0 = head_dim
   float scale = 1.0f;            // head_dim^-0.5
+  // CUDA path only: scratch for slicing long index lists over more blocks when
+  // there are few queries (sparse_attention_cuda_workspace_bytes). Null: one
+  // slice per query, so a query's output does not depend on the batch around it.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
 /// The reference for the gathered form: sparse_attention_cpu per query over its
@@ -52,11 +57,14 @@ status sparse_attention_gather_cpu(const sparse_attention_gather_params& p);
 #ifdef HART_CUDA
 struct CUstream_st;
 namespace hart {
-/// Same contract as sparse_attention_gather_cpu with device pointers; fp32,
-/// one block per (query, head). Indices are read on the device, so a bad one
+/// Same contract as sparse_attention_gather_cpu with device pointers; fp32, a
+/// block per (query, group of up to 8 heads, slice of the index list), any
+/// n_idx, head_dim <= 1024. Indices are read on the device, so a bad one
 /// cannot be reported: any index outside [0, n_entries) counts as empty.
-/// Refuses n_idx above sparse_attention_cuda_max_idx(head_dim) (shared memory).
 status sparse_attention_cuda(const sparse_attention_gather_params& p, CUstream_st* stream);
-int64_t sparse_attention_cuda_max_idx(int64_t head_dim);
+/// The workspace that lets any batch of `n_heads` × `head_dim` queries be sliced
+/// as finely as sparse_attention_cuda would (a bound over every n_queries and n_idx).
+size_t sparse_attention_cuda_workspace_bytes(int64_t n_heads, int64_t head_dim);
+constexpr int64_t sparse_attention_cuda_max_head_dim = 1024;
 }  // namespace hart
 #endif

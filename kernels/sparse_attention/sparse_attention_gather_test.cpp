@@ -174,15 +174,26 @@ using testing::device_vec;
 
 constexpr int64_t k_guard = 8;
 
-void check_cuda(const problem& pr) {
+// Workspace bytes for a run: none (one slice per query), the full bound (as
+// many slices as the kernel wants), or too few for that (fewer slices).
+enum class slicing { none, full, short_workspace };
+
+void check_cuda(const problem& pr, slicing sl) {
   const int64_t n_out = pr.n_queries * pr.n_heads * pr.head_dim;
   device_vec<float> d_q(pr.q), d_kv(pr.kv), d_sink(pr.sink);
   device_vec<int32_t> d_idx(pr.idx.empty() ? std::vector<int32_t>{0} : pr.idx);
   std::vector<float> poison(n_out + 2 * k_guard, k_sentinel);
   std::fill(poison.begin() + k_guard, poison.end() - k_guard, k_nan);
   device_vec<float> d_out(poison);
-  const status st = sparse_attention_cuda(
-      params_of(pr, d_q.get(), d_kv.get(), d_idx.get(), d_sink.get(), d_out.get() + k_guard), nullptr);
+  auto p = params_of(pr, d_q.get(), d_kv.get(), d_idx.get(), d_sink.get(), d_out.get() + k_guard);
+  size_t ws_bytes = sl == slicing::none ? 0 : sparse_attention_cuda_workspace_bytes(pr.n_heads, pr.head_dim);
+  if (sl == slicing::short_workspace) ws_bytes = size_t(3 * n_out) * sizeof(float);  // ~2 slices
+  device_vec<float> ws(std::vector<float>(std::max<size_t>(ws_bytes / sizeof(float), 1), k_nan));
+  if (sl != slicing::none) {
+    p.workspace = ws.get();
+    p.workspace_bytes = ws_bytes;
+  }
+  const status st = sparse_attention_cuda(p, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_TRUE(cuda_synced(nullptr));
   const auto all = d_out.to_host();
@@ -192,15 +203,22 @@ void check_cuda(const problem& pr) {
   EXPECT_TRUE(all_close(got.data(), got.size(), std::vector<double>(cpu.begin(), cpu.end()), tolerance(pr), 1.0, 0.0));
 }
 
+void check_cuda(const problem& pr) {
+  for (slicing sl : {slicing::none, slicing::full, slicing::short_workspace}) {
+    SCOPED_TRACE("slicing " + std::to_string(int(sl)));
+    check_cuda(pr, sl);
+  }
+}
+
 TEST(sparse_attention_cuda, matches_cpu_on_random_index_sets) {
   HART_SKIP_WITHOUT_CUDA();
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
   for (int64_t n_queries : {1, 5}) {
-    for (int64_t n_heads : {1, 3, 16}) {
+    for (int64_t n_heads : {1, 3, 16, 12}) {  // head groups of 1, 1, 8 and 4
       for (int64_t head_dim : {1, 19, 64, 512, 600}) {  // 600: a second 512-channel pass
-        for (int64_t n_idx : {0, 1, 7, 128, 640}) {
+        for (int64_t n_idx : {0, 1, 7, 128, 640}) {  // 640: 20 slices of one tile at one query
           SCOPED_TRACE("n_queries=" + std::to_string(n_queries) + " n_heads=" + std::to_string(n_heads) +
                        " head_dim=" + std::to_string(head_dim) + " n_idx=" + std::to_string(n_idx));
           check_cuda(random_problem(rng, n_queries, n_heads, head_dim, n_idx, true, 1.5f));
@@ -211,14 +229,15 @@ TEST(sparse_attention_cuda, matches_cpu_on_random_index_sets) {
 }
 
 // V4 decode shape (64 heads x 512, window 128 + top-512) and a long HCA-style list
-// past the 48 KB default shared-memory limit.
+// (1M-token context: window + 8192 entries).
 TEST(sparse_attention_cuda, v4_shapes_and_long_lists) {
   HART_SKIP_WITHOUT_CUDA();
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
   check_cuda(random_problem(rng, 3, 64, 512, 640, false, 1.0f));
-  check_cuda(random_problem(rng, 2, 4, 512, 20000, true, 1.0f));
+  check_cuda(random_problem(rng, 2, 4, 512, 8320, true, 1.0f));
+  check_cuda(random_problem(rng, 1, 64, 1024, 300, false, 1.0f));  // the widest head a block holds
 }
 
 // Logits of several hundred (max shift), sinks at ±300 and -inf.
@@ -247,7 +266,8 @@ TEST(sparse_attention_cuda, bad_arguments_and_limits) {
   q.kv_stride = 4;
   EXPECT_EQ(sparse_attention_cuda(q, nullptr).code(), status_code::invalid_argument);
   q = p;
-  q.n_idx = sparse_attention_cuda_max_idx(q.head_dim) + 1;
+  q.head_dim = sparse_attention_cuda_max_head_dim + 1;
+  q.kv_stride = q.head_dim;
   EXPECT_EQ(sparse_attention_cuda(q, nullptr).code(), status_code::invalid_argument);
   ASSERT_TRUE(cuda_synced(nullptr));
 }

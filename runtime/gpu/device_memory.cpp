@@ -2,6 +2,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstring>
+
 namespace hart::gpu {
 
 status cuda_status(int e, const char* what) {
@@ -67,6 +70,68 @@ void* pinned_staging::take(size_t bytes) {
   void* p = base_ + used_;
   used_ += b;
   return p;
+}
+
+status_or<pinned_readback> pinned_readback::create(size_t chunk_bytes) {
+  pinned_readback r;
+  void* base = nullptr;
+  cudaError_t e = cudaHostAlloc(&base, 2 * chunk_bytes, cudaHostAllocDefault);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return resource_exhausted("gpu engine: cudaHostAlloc of %zu bytes failed: %s", 2 * chunk_bytes,
+                              cudaGetErrorString(e));
+  }
+  r.base_ = static_cast<char*>(base);
+  r.chunk_ = chunk_bytes;
+  for (CUevent_st*& ev : r.done_) {
+    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess) return cuda_status(e, "gpu engine: readback event");
+  }
+  return r;
+}
+
+void pinned_readback::release() {
+  for (CUevent_st*& ev : done_) {
+    if (ev) cudaEventDestroy(ev);
+    ev = nullptr;
+  }
+  if (base_) cudaFreeHost(base_);
+  base_ = nullptr;
+}
+
+pinned_readback::~pinned_readback() { release(); }
+
+pinned_readback& pinned_readback::operator=(pinned_readback&& o) noexcept {
+  if (this != &o) {
+    release();
+    base_ = std::exchange(o.base_, nullptr);
+    chunk_ = std::exchange(o.chunk_, 0);
+    for (int i = 0; i < 2; ++i) done_[i] = std::exchange(o.done_[i], nullptr);
+  }
+  return *this;
+}
+
+status pinned_readback::copy(void* dst, const void* src, size_t bytes, CUstream_st* stream) {
+  if (!base_) return failed_precondition("gpu engine: readback used before create");
+  char* out = static_cast<char*>(dst);
+  const char* in = static_cast<const char*>(src);
+  const size_t n_chunks = (bytes + chunk_ - 1) / chunk_;
+  auto chunk_len = [&](size_t i) { return std::min(chunk_, bytes - i * chunk_); };
+  // Chunk i's DMA is queued before the host drains chunk i-1 (its buffer was drained at i-2's turn).
+  for (size_t i = 0; i <= n_chunks; ++i) {
+    if (i < n_chunks) {
+      char* buf = base_ + (i % 2) * chunk_;
+      HART_RETURN_IF_ERROR(cuda_status(
+          cudaMemcpyAsync(buf, in + i * chunk_, chunk_len(i), cudaMemcpyDeviceToHost, stream), "gpu engine: readback"));
+      HART_RETURN_IF_ERROR(cuda_status(cudaEventRecord(done_[i % 2], stream), "gpu engine: readback"));
+    }
+    if (i > 0) {
+      const size_t j = i - 1;
+      HART_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(done_[j % 2]), "gpu engine: readback"));
+      std::memcpy(out + j * chunk_, base_ + (j % 2) * chunk_, chunk_len(j));
+    }
+  }
+  return {};
 }
 
 }  // namespace hart::gpu

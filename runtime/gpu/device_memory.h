@@ -14,6 +14,9 @@
 
 #include "runtime/core/status.h"
 
+struct CUstream_st;
+struct CUevent_st;
+
 namespace hart::gpu {
 
 class device_buffer {
@@ -89,6 +92,31 @@ class pinned_staging {
   char* base_ = nullptr;
   size_t bytes_ = 0;
   size_t used_ = 0;
+};
+
+/// Device → pageable host copies through two pinned chunks: the DMA of chunk
+/// i+1 overlaps the host's memcpy of chunk i out of the pinned memory. A
+/// pageable cudaMemcpy stages through the driver's buffers at a fraction of the
+/// link's speed; the logits of a batch-32 step are 16.5 MB.
+class pinned_readback {
+ public:
+  pinned_readback() = default;
+  static status_or<pinned_readback> create(size_t chunk_bytes);
+  ~pinned_readback();
+  pinned_readback(pinned_readback&& o) noexcept { *this = std::move(o); }
+  pinned_readback& operator=(pinned_readback&& o) noexcept;
+  pinned_readback(const pinned_readback&) = delete;
+  pinned_readback& operator=(const pinned_readback&) = delete;
+
+  /// Copies `bytes` from device `src` to host `dst` after the stream's earlier
+  /// work, and returns when they are in `dst`.
+  status copy(void* dst, const void* src, size_t bytes, CUstream_st* stream);
+
+ private:
+  void release();
+  char* base_ = nullptr;  // two chunks of chunk_ bytes
+  size_t chunk_ = 0;
+  CUevent_st* done_[2] = {nullptr, nullptr};
 };
 
 /// cudaError_t → status naming `what`.

@@ -278,8 +278,14 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
     HART_RETURN_IF_ERROR(picks_to_rows_cuda(tr, st));
     if (topk) HART_RETURN_IF_ERROR(s.download(topk, A.picks, T * c.index_topk));
   }
-  HART_RETURN_IF_ERROR(sparse_attention_cuda({A.q, s.pool.base(), A.idx, w.attn_sink, A.o, T, H, hd, n_idx,
-                                              s.pool.n_rows(), hd, 1.0f / std::sqrt(float(hd))}, st));
+  sparse_attention_gather_params ap{A.q, s.pool.base(), A.idx, w.attn_sink, A.o, T, H, hd, n_idx,
+                                    s.pool.n_rows(), hd, 1.0f / std::sqrt(float(hd))};
+  // Sliced index lists (few tokens) make a token's output depend on the batch: not under --deterministic.
+  if (!s.params.base.deterministic) {
+    ap.workspace = A.attn_workspace;
+    ap.workspace_bytes = sparse_attention_cuda_workspace_bytes(H, hd);
+  }
+  HART_RETURN_IF_ERROR(sparse_attention_cuda(ap, st));
 
   // Undo the values' rotation at the query position, then the grouped output projection.
   HART_RETURN_IF_ERROR(rope_cuda({A.o, A.pos, inv_freq, T, H, hd, rd, 0, 1.0f, true}, st));

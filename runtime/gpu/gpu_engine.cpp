@@ -157,6 +157,8 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
       std::max<int64_t>(1, int64_t(hc_pre_workspace_bytes(std::min<int64_t>(T, 8), n, D) / sizeof(double)));
   bytes += device_arena::bytes_for<double>(hc_doubles);
   b->hc_workspace = ar.take<double>(hc_doubles);
+  bytes += device_arena::bytes_for<char>(int64_t(sparse_attention_cuda_workspace_bytes(H, hd)));
+  b->attn_workspace = ar.take<char>(int64_t(sparse_attention_cuda_workspace_bytes(H, hd)));
   f(&b->qr, T * c.q_lora_rank);
   f(&b->q, T * H * hd);
   f(&b->kv, T * hd);
@@ -233,8 +235,8 @@ status run_site(engine_state& s, int64_t T, const float* fn, const float* base, 
   return {};
 }
 
-// One device pass over `p`; logits rows [V, |logit_rows|] appended to `logits`.
-status run_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logit_rows, std::vector<float>* logits,
+// One device pass over `p`; logits rows [V, |logit_rows|] written to `logits`.
+status run_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logit_rows, float* logits,
                 forward_trace* trace) {
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
@@ -273,9 +275,7 @@ status run_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logi
     HART_RETURN_IF_ERROR(s.upload(A.row_src, src));
     HART_RETURN_IF_ERROR(gpu::copy_rows_cuda(A.rows, A.iota_d, A.normed, A.row_src, D, R, false, s.stream));
     HART_RETURN_IF_ERROR(gpu::linear_run(s, s.w.head, A.rows, R, A.logits));
-    std::vector<float> out;
-    HART_RETURN_IF_ERROR(s.download(&out, A.logits, R * V));
-    logits->insert(logits->end(), out.begin(), out.end());
+    return s.readback.copy(logits, A.logits, size_t(R * V) * sizeof(float), s.stream);  // waits for the stream
   }
   return cuda_status(cudaStreamSynchronize(s.stream), "gpu engine: forward");
 }
@@ -301,6 +301,8 @@ namespace {
 // Pinned staging of step metadata: a decode step's fits many times over; a
 // long prefill's that does not waits for the stream once per overflow.
 constexpr size_t k_staging_bytes = size_t(16) << 20;
+// Logits come back in chunks of this (two pinned): 8 rows of a 129K vocabulary.
+constexpr size_t k_readback_chunk_bytes = size_t(4) << 20;
 
 // load's body: the config and weights come from params.base.model_dir unless given.
 status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params& params, const model_config* cfg,
@@ -340,10 +342,9 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
   for (attention_kind k : c.layer_kinds) any_hca |= k == attention_kind::hca;
   s->n_cand_max = std::max<int64_t>({2 * c.csa_rate, any_hca ? c.hca_rate : 0, 1});
   s->n_idx_max = c.window + std::max<int64_t>(c.index_topk, any_hca ? params.max_context / c.hca_rate : 0);
-  if (s->n_idx_max > sparse_attention_cuda_max_idx(c.head_dim)) {
-    return invalid_argument("gpu engine: max_context %lld needs %lld keys per query, over the %lld the device attention holds",
-                            (long long)params.max_context, (long long)s->n_idx_max,
-                            (long long)sparse_attention_cuda_max_idx(c.head_dim));
+  if (c.head_dim > sparse_attention_cuda_max_head_dim) {
+    return invalid_argument("gpu engine: head_dim %lld is over the %lld the device attention holds",
+                            (long long)c.head_dim, (long long)sparse_attention_cuda_max_head_dim);
   }
   const int64_t n_full = params.full_pages ? params.full_pages : 8 * s->pages_per_seq;
   const int64_t n_swa = params.swa_pages ? params.swa_pages : 8 * s->pages_per_seq;
@@ -359,6 +360,7 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
   }
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "gpu engine: stream"));
   HART_ASSIGN_OR_RETURN(s->staging, gpu::pinned_staging::create(k_staging_bytes));
+  HART_ASSIGN_OR_RETURN(s->readback, gpu::pinned_readback::create(k_readback_chunk_bytes));
   {
     const int64_t n_rows = gpu::moe_rows(*s);
     std::vector<int64_t> iota(n_rows);
@@ -540,19 +542,30 @@ status gpu_engine::forward(const std::vector<batch_item>& batch, std::vector<flo
   const int64_t cap = s.params.max_batch_tokens;
   HART_RETURN_IF_ERROR(prepare_pages(s, batch));
   s.pages_from = page_owner_of(*batch[0].seq);
-  if (logits) logits->clear();
+  if (logits) {
+    // Sized once (a caller reusing its vector across steps keeps its pages: no
+    // fill, no page faults), then every pass writes its rows in place.
+    int64_t n_rows = 0;
+    for (const batch_item& it : batch) {
+      n_rows += it.logits == logits_request::all ? int64_t(it.tokens.size()) : it.logits == logits_request::last;
+    }
+    logits->resize(size_t(n_rows * s.cfg.vocab_size));
+  }
   if (trace) gpu::trace_reset(trace);
 
   // Passes of at most `cap` tokens, items cut in position order; a trace is
   // captured per pass and appended (token rows in call order, as one pass).
   pass p;
   std::vector<int64_t> rows;
+  size_t logits_at = 0;
   auto flush = [&]() -> status {
     if (p.ids.empty()) return {};
     forward_trace part;
     if (trace) part.capture_hidden = trace->capture_hidden;
-    HART_RETURN_IF_ERROR(gpu::run_pass(s, p, rows, logits, trace ? &part : nullptr));
+    float* out = logits ? logits->data() + logits_at : nullptr;
+    HART_RETURN_IF_ERROR(gpu::run_pass(s, p, rows, out, trace ? &part : nullptr));
     if (trace) gpu::trace_append(trace, std::move(part));
+    logits_at += rows.size() * size_t(s.cfg.vocab_size);
     p = pass();
     rows.clear();
     return {};

@@ -38,6 +38,7 @@ struct arena_buffers {
   int64_t* ent_ncand = nullptr;           // [T] candidates of each entry (compress_pool_batch)
   int64_t *row_dst = nullptr, *row_src = nullptr;                      // [T] window and ring writes
   double* hc_workspace = nullptr;         // hc_pre's split mix (few tokens)
+  char* attn_workspace = nullptr;         // sparse attention's slices (few tokens)
   float* scores = nullptr;                // [C/m_csa, T]
   int32_t *lengths = nullptr, *picks = nullptr;    // [T], [k_top, T]
   int32_t *page_base = nullptr, *full_pages = nullptr;  // [T], [pages per sequence, T]
@@ -91,6 +92,7 @@ struct engine_state {
   int64_t pages_per_seq = 0;
 
   pinned_staging staging;                 // host side of upload(); reset when a pass starts
+  pinned_readback readback;               // logits back to the host
 
   /// Copies `v` to dst in stream order through the pinned staging (the host
   /// does not wait); when the staging is full, waits for the stream and starts over.
