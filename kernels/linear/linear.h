@@ -197,6 +197,17 @@ status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUs
 status linear_fp8_tc_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 bool linear_fp8_tc_supported(const linear_fp8_params& p);
 
+/// linear_fp8_cuda's quantize_input = false product (FP8 weight values on fp32
+/// inputs as they are: wo_a, grouped or not) on tensor cores: the codes widened
+/// to bf16 and each input split into three bf16 terms, both exactly, so every
+/// product is exact; fp32 sums per 128-channel block in the MMA's order, then
+/// the block's scale (within a few fp32 roundings per block of linear_cpu on x
+/// and the dequantized W). Rows are independent: batch-invariant. Needs in %
+/// 128 == 0, out % 128 == 0, groups of a multiple of 128 rows, 16-byte aligned
+/// rows, no scale row offset (linear_fp8_raw_tc_supported); unimplemented otherwise.
+status linear_fp8_raw_tc_cuda(const linear_fp8_params& p, CUstream_st* stream);
+bool linear_fp8_raw_tc_supported(const linear_fp8_params& p);
+
 /// linear_grouped_cpu's contract with device pointers (groups too). Each
 /// output is the warp dot product linear_fp8_cuda uses for codes (bitwise the
 /// same result for the same QDQ'd row), lane-strided fp32 FMAs for fp32

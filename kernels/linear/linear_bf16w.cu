@@ -3,9 +3,9 @@
 // fp32 accumulation and output, the weights widened exactly.
 //   <= k_gemv_max_rows rows (decode): one warp per R output rows streams the
 //   weights once; the row tiles of one weight block are adjacent in the grid,
-//   so their repeated weight reads come from L2. From 2 rows, layers with a
-//   CTA per SM or more (the LM head) run on tensor cores instead: x split
-//   exactly into three bf16 terms, bf16 MMAs with fp32 accumulation.
+//   so their repeated weight reads come from L2. From 2 rows they run on
+//   tensor cores instead: x split exactly into three bf16 terms, bf16 MMAs
+//   with fp32 accumulation, K split over CTAs for layers with few outputs.
 //   more rows (prefill): chunks of output rows widened to fp32 into the
 //   context's buffer and multiplied by cuBLASLt (fp32 compute), where a GEMV
 //   would be bound by its input loads.
@@ -164,69 +164,49 @@ void gemv(const linear_bf16w_params& p, int64_t xs, int64_t ys, cudaStream_t str
   }
 }
 
-// d += a · b for one m16n8k16 bf16 tile, fp32 accumulation.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// The 8 channel pairs of 16 fp32 inputs as three bf16 terms each, hi + mid + lo
-// = x exactly (each term takes the next 8 significant bits of the remainder).
-__device__ __forceinline__ void split3(const float4 (&v)[4], uint32_t (&hi)[8], uint32_t (&mid)[8], uint32_t (&lo)[8]) {
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float4& q = v[j / 2];
-    const float a = j % 2 ? q.z : q.x, b = j % 2 ? q.w : q.y;
-    const __nv_bfloat16 ah = __float2bfloat16_rn(a), bh = __float2bfloat16_rn(b);
-    const float ar = a - __bfloat162float(ah), br = b - __bfloat162float(bh);
-    const __nv_bfloat16 am = __float2bfloat16_rn(ar), bm = __float2bfloat16_rn(br);
-    hi[j] = bf16x2(__bfloat162float(ah), __bfloat162float(bh));
-    mid[j] = bf16x2(__bfloat162float(am), __bfloat162float(bm));
-    lo[j] = bf16x2(ar - __bfloat162float(am), br - __bfloat162float(bm));
-  }
-}
-
-// Tensor cores for 2..k_gemv_max_rows rows when the layer has enough output
-// blocks (the LM head): a CTA of 4 warps takes 128 outputs and 16 input rows,
-// each warp 32 outputs; per 64 channels a lane loads 16 contiguous bf16 of its
-// weight row and 16 fp32 of its two input rows, split into bf16 hi / mid / lo
-// terms, and issues three m16n8k16 MMAs per k-step (the k index permuted the
-// same way for both operands, as in linear_fp8_tc). Every product is exact;
-// the sums are the MMA's fp32 accumulation, the next chunk's weights loading
-// while one multiplies.
+// Tensor cores for 2..k_gemv_max_rows rows: a CTA of 4 warps takes 128
+// outputs and 16 input rows, each warp 32 outputs; per 64 channels a lane loads
+// 16 contiguous bf16 of its weight row and 16 fp32 of its two input rows, split
+// into bf16 hi / mid / lo terms, and issues three m16n8k16 MMAs per k-step (the
+// k index permuted the same way for both operands, as in linear_fp8_tc). Every
+// product is exact; the sums are the MMA's fp32 accumulation, the next chunk's
+// weights loading while one multiplies. Layers with fewer output tiles than
+// SMs (compressors, router) split K over CTAs as linear_fp8_tc does.
 constexpr int k_tc_warps = 4;
+constexpr int64_t k_tc_chunk = 64;
+
+// The grid's order: for each 128-output block, its K splits, for each split its row tiles.
+struct tc_grid {
+  int64_t row_tiles, splits, chunks_per_split;
+};
 
 __global__ void __launch_bounds__(k_tc_warps * 32) bf16w_tc_kernel(linear_bf16w_params p, int64_t xs, int64_t ys,
-                                                                    int64_t row_tiles) {
+                                                                    tc_grid grid, float* __restrict__ partials,
+                                                                    int* __restrict__ arrivals) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t n0 = int64_t(blockIdx.x) / row_tiles * 128 + warp * 32;
-  if (n0 >= p.out) return;  // out % 32 == 0: whole warps
-  const int64_t r0 = int64_t(blockIdx.x) % row_tiles * 16, in = p.in, n_chunks = in / 64;
+  const int64_t rt = int64_t(blockIdx.x) % grid.row_tiles;
+  const int64_t split = int64_t(blockIdx.x) / grid.row_tiles % grid.splits;
+  const int64_t ob = int64_t(blockIdx.x) / grid.row_tiles / grid.splits;
+  const int64_t n0 = ob * 128 + warp * 32;
+  const bool live = n0 < p.out;  // out % 32 == 0: whole warps; the others only join the split's barriers
+  const int64_t r0 = rt * 16, in = p.in, n_chunks = in / k_tc_chunk;
+  const int64_t c0 = split * grid.chunks_per_split, c1 = min(n_chunks, c0 + grid.chunks_per_split);
   const uint16_t* wrow[4];
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt) wrow[nt] = p.w + (n0 + nt * 8 + g) * in + t * 16;
+  for (int nt = 0; nt < 4; ++nt) wrow[nt] = p.w + ((live ? n0 : 0) + nt * 8 + g) * in + t * 16;
   const float* xrow[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) xrow[h] = p.x + min(r0 + g + 8 * h, p.n_rows - 1) * xs + t * 16;
-  float acc[4][4] = {};
+  float acc[1][4][4] = {};
   uint4 bw[4][2];
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) {
-    bw[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt]));
-    bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + 8));
+    bw[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + c0 * k_tc_chunk));
+    bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + c0 * k_tc_chunk + 8));
   }
-  for (int64_t c = 0; c < n_chunks; ++c) {
-    const int64_t kn = (c + 1 < n_chunks ? c + 1 : c) * 64;
+  for (int64_t c = c0; c < c1; ++c) {
+    const int64_t kn = (c + 1 < c1 ? c + 1 : c) * k_tc_chunk;
     uint4 next[4][2];
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
@@ -238,8 +218,8 @@ __global__ void __launch_bounds__(k_tc_warps * 32) bf16w_tc_kernel(linear_bf16w_
     for (int h = 0; h < 2; ++h) {
       float4 v[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = __ldg(reinterpret_cast<const float4*>(xrow[h] + c * 64) + i);
-      split3(v, xt[0][h], xt[1][h], xt[2][h]);
+      for (int i = 0; i < 4; ++i) v[i] = __ldg(reinterpret_cast<const float4*>(xrow[h] + c * k_tc_chunk) + i);
+      linear_dev::split3(v, xt[0][h], xt[1][h], xt[2][h]);
     }
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
@@ -247,14 +227,20 @@ __global__ void __launch_bounds__(k_tc_warps * 32) bf16w_tc_kernel(linear_bf16w_
       for (int term = 2; term >= 0; --term) {  // smallest terms first
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
-          mma_bf16(acc[nt], xt[term][0][2 * s], xt[term][1][2 * s], xt[term][0][2 * s + 1], xt[term][1][2 * s + 1],
-                   linear_dev::mma_word(bw[nt], 2 * s), linear_dev::mma_word(bw[nt], 2 * s + 1));
+          linear_dev::mma_bf16(acc[0][nt], xt[term][0][2 * s], xt[term][1][2 * s], xt[term][0][2 * s + 1],
+                               xt[term][1][2 * s + 1], linear_dev::mma_word(bw[nt], 2 * s),
+                               linear_dev::mma_word(bw[nt], 2 * s + 1));
         }
       }
     }
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) bw[nt][0] = next[nt][0], bw[nt][1] = next[nt][1];
   }
+  if (grid.splits > 1 &&
+      !linear_dev::split_k_gather(acc, partials, arrivals, ob * grid.row_tiles + rt, grid.splits, split)) {
+    return;
+  }
+  if (!live) return;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t r = r0 + g + 8 * h;
@@ -262,19 +248,30 @@ __global__ void __launch_bounds__(k_tc_warps * 32) bf16w_tc_kernel(linear_bf16w_
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       float* y = p.y + r * ys + n0 + nt * 8 + 2 * t;
-      y[0] = p.accumulate ? y[0] + acc[nt][2 * h] : acc[nt][2 * h];
-      y[1] = p.accumulate ? y[1] + acc[nt][2 * h + 1] : acc[nt][2 * h + 1];
+      y[0] = p.accumulate ? y[0] + acc[0][nt][2 * h] : acc[0][nt][2 * h];
+      y[1] = p.accumulate ? y[1] + acc[0][nt][2 * h + 1] : acc[0][nt][2 * h + 1];
     }
   }
 }
 
-// The tensor-core path needs whole warps of outputs, 64-channel chunks, 16-byte
-// aligned rows, and at least one CTA per SM (smaller layers stay on the GEMV).
+// The tensor-core path needs whole warps of outputs, 64-channel chunks and
+// 16-byte aligned rows; layers with fewer output tiles than SMs split K.
 bool tc_fits(const linear_bf16w_params& p, int64_t xs) {
   const int64_t ctas = (p.out + 127) / 128 * ((p.n_rows + 15) / 16);
-  return p.n_rows >= 2 && p.out % 32 == 0 && p.in % 64 == 0 && xs % 4 == 0 &&
+  return p.n_rows >= 2 && p.out % 32 == 0 && p.in % k_tc_chunk == 0 && xs % 4 == 0 &&
          reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
-         ctas >= linear_dev::sm_count() && ctas <= INT_MAX;
+         ctas <= INT_MAX / 64;
+}
+
+tc_grid plan_grid(const linear_bf16w_params& p, const linear_cuda_context::impl& s) {
+  const int64_t row_tiles = (p.n_rows + 15) / 16, n_chunks = p.in / k_tc_chunk;
+  tc_grid g{row_tiles, 1, n_chunks};
+  const int64_t splits =
+      linear_dev::split_k_count((p.out + 127) / 128 * row_tiles, n_chunks, 1, s.tc_partial_floats, s.tc_arrivals_count);
+  if (splits < 2) return g;
+  g.chunks_per_split = (n_chunks + splits - 1) / splits;
+  g.splits = (n_chunks + g.chunks_per_split - 1) / g.chunks_per_split;  // no empty split
+  return g;
 }
 
 __global__ void widen_kernel(const uint16_t* __restrict__ w, float* __restrict__ out, int64_t n) {
@@ -295,8 +292,10 @@ status linear_bf16w_cuda(const linear_bf16w_params& p, linear_cuda_context& ctx,
   if (xs < p.in || ys < p.out) return invalid_argument("linear_bf16w_cuda: row strides smaller than the rows");
   if (p.n_rows == 0) return {};
   if (p.n_rows <= k_gemv_max_rows && !p.row_invariant && tc_fits(p, xs)) {
-    const int64_t row_tiles = (p.n_rows + 15) / 16;
-    bf16w_tc_kernel<<<unsigned((p.out + 127) / 128 * row_tiles), k_tc_warps * 32, 0, stream>>>(p, xs, ys, row_tiles);
+    const linear_cuda_context::impl& s = ctx.state();
+    const tc_grid g = plan_grid(p, s);
+    const int64_t blocks = (p.out + 127) / 128 * g.splits * g.row_tiles;
+    bf16w_tc_kernel<<<unsigned(blocks), k_tc_warps * 32, 0, stream>>>(p, xs, ys, g, s.tc_partials, s.tc_arrivals);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return internal_error("linear_bf16w_cuda: %s", cudaGetErrorString(e));
     return {};

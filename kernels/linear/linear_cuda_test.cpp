@@ -212,8 +212,10 @@ TEST(linear_cuda, bf16_weights_match_cpu) {
   }
 }
 
-// Layers wide enough for the tensor-core path (2-64 rows, a CTA per SM: the
-// LM head's shape class), with plain and padded strides and accumulation.
+// The tensor-core path (2-64 rows): layers with a CTA per SM (the LM head's
+// shape class) and, splitting K over CTAs, the small ones (a compressor's 1024
+// outputs, the index compressor's 256, weights_proj's 64: half a CTA's warps
+// idle), with plain and padded strides and accumulation.
 TEST(linear_cuda, bf16_weights_on_tensor_cores_match_cpu) {
   HART_SKIP_WITHOUT_CUDA();
   const uint32_t seed = test_seed();
@@ -221,7 +223,8 @@ TEST(linear_cuda, bf16_weights_on_tensor_cores_match_cpu) {
   std::mt19937 rng(seed);
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
-  for (const shape& s : {shape{2, 256, 17408}, shape{17, 512, 16896}, shape{64, 128, 16896}, shape{5, 4096, 16928}}) {
+  for (const shape& s : {shape{2, 256, 17408}, shape{17, 512, 16896}, shape{64, 128, 16896}, shape{5, 4096, 16928},
+                         shape{2, 4096, 1024}, shape{32, 4096, 256}, shape{8, 4096, 64}, shape{3, 1024, 512}}) {
     run_dense(rng, *ctx, s, dense::bf16_weights, false, s.out, s.in);
     run_dense(rng, *ctx, s, dense::bf16_weights, true, s.out + 3, s.in + 4);
   }
@@ -543,6 +546,69 @@ TEST(linear_cuda, fp8_tensor_cores_match_the_cpu) {
     }
   }
   std::printf("linear_fp8_tc: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", worst, std::log2(std::max(worst, 1e-300)));
+}
+
+// FP8 weights on unquantized inputs (wo_a) on tensor cores: exact products
+// (codes widened to bf16, x split into three bf16 terms), fp32 sums per
+// 128-channel block; checked against the exact sum within 2^-16 of Σ|x·w'|
+// (fp32 summation's worst case over a block; a wrong tile or scale is O(1)),
+// grouped as the engine calls it and not.
+TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  struct raw_case { int64_t groups, rows, in, n_rows; bool acc; };
+  double worst = 0;
+  for (const raw_case c : {raw_case{1, 128, 128, 1, false}, raw_case{1, 384, 512, 17, true}, raw_case{8, 1024, 4096, 2, false},
+                           raw_case{8, 1024, 4096, 32, false}, raw_case{2, 256, 256, 40, true}}) {
+    SCOPED_TRACE("groups=" + std::to_string(c.groups) + " rows=" + std::to_string(c.rows) + " in=" +
+                 std::to_string(c.in) + " n_rows=" + std::to_string(c.n_rows) + " acc=" + std::to_string(c.acc));
+    const int64_t out = c.groups * c.rows, xs = c.groups * c.in + 4, ys = out + 8;
+    const fp8_weight w = random_fp8_weight(rng, out, c.in);
+    const auto x = normal_vec(rng, c.n_rows * xs, 1.0f);
+    const auto y0 = normal_vec(rng, c.n_rows * ys, 1.0f);
+    device_vec<float> d_x(x), d_y(y0);
+    device_vec<uint8_t> d_w(w.q), d_s(w.scale);
+    linear_fp8_params p{d_x.get(), d_w.get(), d_s.get(), d_y.get(), c.n_rows, c.in, out, xs, ys, c.acc};
+    p.quantize_input = false;
+    if (c.groups > 1) {
+      p.x_group_rows = c.rows;
+      p.x_group_stride = c.in;
+    }
+    ASSERT_TRUE(linear_fp8_raw_tc_supported(p));
+    const status st = linear_fp8_raw_tc_cuda(p, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_TRUE(cuda_synced(nullptr));
+    const auto got = d_y.to_host();
+    for (int64_t g = 0; g < c.groups; ++g) {
+      const shape sh{c.n_rows, c.in, c.rows};
+      std::vector<float> xg(c.n_rows * c.in), wg(w.deq.begin() + g * c.rows * c.in, w.deq.begin() + (g + 1) * c.rows * c.in);
+      std::vector<float> y0g(c.n_rows * c.rows), gg(c.n_rows * c.rows);
+      for (int64_t r = 0; r < c.n_rows; ++r) {
+        std::copy_n(x.data() + r * xs + g * c.in, c.in, xg.data() + r * c.in);
+        std::copy_n(y0.data() + r * ys + g * c.rows, c.rows, y0g.data() + r * c.rows);
+        std::copy_n(got.data() + r * ys + g * c.rows, c.rows, gg.data() + r * c.rows);
+      }
+      std::vector<double> want, mag;
+      exact(xg, wg, c.acc ? &y0g : nullptr, sh, want, mag);
+      for (size_t i = 0; i < gg.size(); ++i) worst = std::max(worst, std::fabs(gg[i] - want[i]) / std::max(mag[i], 1e-30));
+      EXPECT_TRUE(all_close(gg.data(), gg.size(), want, mag, std::ldexp(1.0, -16), 0.0)) << "group " << g;
+    }
+    for (int64_t r = 0; r < c.n_rows; ++r) {  // the row padding is untouched
+      for (int64_t i = out; i < ys; ++i) ASSERT_EQ(got[r * ys + i], y0[r * ys + i]);
+    }
+  }
+  std::printf("linear_fp8_raw_tc: worst |gpu - exact| / sum|x w'| = %.3g (2^%.1f)\n", worst,
+              std::log2(std::max(worst, 1e-300)));
+  device_vec<float> d(std::vector<float>(4096, 0.0f));
+  device_vec<uint8_t> q(std::vector<uint8_t>(65536, 0));
+  linear_fp8_params bad{d.get(), q.get(), q.get(), d.get(), 2, 128, 128};
+  EXPECT_EQ(linear_fp8_raw_tc_cuda(bad, nullptr).code(), status_code::unimplemented);  // quantized inputs
+  bad.quantize_input = false;
+  bad.x_group_rows = 64;  // a 128-row scale block across two groups
+  bad.x_group_stride = 128;
+  EXPECT_EQ(linear_fp8_raw_tc_cuda(bad, nullptr).code(), status_code::unimplemented);
 }
 
 TEST(linear_cuda, fp8_tensor_cores_refuse_what_they_do_not_take) {

@@ -1,14 +1,17 @@
 // File: kernels/linear/linear_fp8_device.cuh — internal to kernels/linear: the
 // per-warp dot products the FP8 linear and the grouped linear share, so both
 // compute every output with the same operations in the same order; the e4m3
-// MMA both tensor-core linears issue; and what
+// MMA both tensor-core linears issue; the bf16 MMA and exact three-term bf16
+// split of fp32 inputs (linear_bf16w, linear_fp8_raw_tc); and what
 // the warp-per-output GEMVs (these two and linear_bf16w) share: the warp sum,
 // the predicated store, how many output rows a warp takes.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -30,6 +33,37 @@ __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// d += a · b for one m16n8k16 bf16 tile, fp32 accumulation.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The 8 channel pairs of 16 fp32 inputs as three bf16 terms each, hi + mid + lo
+// = x exactly (each term takes the next 8 significant bits of the remainder).
+__device__ __forceinline__ void split3(const float4 (&v)[4], uint32_t (&hi)[8], uint32_t (&mid)[8], uint32_t (&lo)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float4& q = v[j / 2];
+    const float a = j % 2 ? q.z : q.x, b = j % 2 ? q.w : q.y;
+    const __nv_bfloat16 ah = __float2bfloat16_rn(a), bh = __float2bfloat16_rn(b);
+    const float ar = a - __bfloat162float(ah), br = b - __bfloat162float(bh);
+    const __nv_bfloat16 am = __float2bfloat16_rn(ar), bm = __float2bfloat16_rn(br);
+    hi[j] = bf16x2(__bfloat162float(ah), __bfloat162float(bh));
+    mid[j] = bf16x2(__bfloat162float(am), __bfloat162float(bm));
+    lo[j] = bf16x2(ar - __bfloat162float(am), br - __bfloat162float(bm));
+  }
 }
 
 // Word i (0..7) of a lane's 32 bytes: the tensor-core linears load 32
@@ -253,6 +287,53 @@ __device__ __forceinline__ void store_rows(const float (&acc)[R][MT], float* y, 
   }
 }
 
+// Split K for the 4-warp tensor-core CTAs (acc: MT m-tiles x 4 n-tiles x 4
+// per lane): every CTA of a tile leaves its partial sums in `partials`; the
+// last of the tile's `splits` CTAs to arrive adds them all in split order (the
+// same order whoever is last: repeatable) and resets the tile's counter for the
+// next launch. Returns whether this CTA holds the sums and stores the tile.
+// Every thread of the CTA must call it (it synchronizes the block).
+template <int MT>
+__device__ __forceinline__ bool split_k_gather(float (&acc)[MT][4][4], float* __restrict__ partials,
+                                               int* __restrict__ arrivals, int64_t tile, int64_t splits, int64_t split) {
+  constexpr int64_t per_cta = 4 * MT * 4 * 32 * 4;  // 4 warps
+  const int64_t at = (int64_t(threadIdx.x / 32) * MT * 4 * 32 + threadIdx.x % 32) * 4;
+  float* mine = partials + (tile * splits + split) * per_cta + at;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      __stcg(reinterpret_cast<float4*>(mine + (mt * 4 + nt) * 32 * 4),
+             make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  __shared__ int last;
+  if (threadIdx.x == 0) last = atomicAdd(arrivals + tile, 1) == splits - 1;
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();
+  const float* all = partials + tile * splits * per_cta + at;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
+  }
+  for (int64_t sp = 0; sp < splits; ++sp) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(all + sp * per_cta + (mt * 4 + nt) * 32 * 4));
+        acc[mt][nt][0] += v.x, acc[mt][nt][1] += v.y, acc[mt][nt][2] += v.z, acc[mt][nt][3] += v.w;
+      }
+    }
+  }
+  if (threadIdx.x == 0) arrivals[tile] = 0;
+  return true;
+}
+
 // Streaming multiprocessors of the current device (cached per device).
 inline int64_t sm_count() {
   static std::atomic<int> cached[64];
@@ -264,6 +345,17 @@ inline int64_t sm_count() {
     cached[dev].store(n, std::memory_order_relaxed);
   }
   return n;
+}
+
+// K splits for `tiles` output tiles of 4-warp CTAs over `k_units` steps along
+// K: none when the tiles alone fill the SMs, else enough for two CTAs per SM,
+// each at least two steps, within the context's partials and tile counters.
+inline int64_t split_k_count(int64_t tiles, int64_t k_units, int mt, int64_t partial_floats, int64_t arrivals_count) {
+  const int64_t sms = sm_count();
+  if (tiles >= sms || tiles > arrivals_count || k_units < 4) return 1;
+  const int64_t per_cta = int64_t(4) * mt * 4 * 32 * 4;
+  const int64_t splits = std::min({(2 * sms + tiles - 1) / tiles, k_units / 2, partial_floats / (tiles * per_cta)});
+  return splits < 2 ? 1 : splits;
 }
 
 // How many output rows a warp takes (1, 2 or 4; every R gives the same

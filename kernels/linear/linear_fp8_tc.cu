@@ -101,46 +101,9 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) bw[nt][0] = next[nt][0], bw[nt][1] = next[nt][1];
   }
-  if (grid.splits > 1) {
-    // Split K: every CTA leaves its partial sums; the last of a tile's splits to
-    // arrive adds them all in split order (the same order whoever is last:
-    // deterministic) and resets the tile's counter for the next launch.
-    const int64_t tile = ob * grid.row_tiles + rt;
-    const int64_t per_cta = int64_t(k_warps) * MT * 4 * 32 * 4;
-    const int64_t at = (((int64_t(warp) * MT) * 4) * 32 + lane) * 4;
-    float* mine = partials + (tile * grid.splits + split) * per_cta + at;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        __stcg(reinterpret_cast<float4*>(mine + (mt * 4 + nt) * 32 * 4),
-               make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
-      }
-    }
-    __threadfence();
-    __syncthreads();
-    __shared__ int last;
-    if (threadIdx.x == 0) last = atomicAdd(arrivals + tile, 1) == grid.splits - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const float* all = partials + tile * grid.splits * per_cta + at;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
-    }
-    for (int64_t sp = 0; sp < grid.splits; ++sp) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          const float4 v = __ldcg(reinterpret_cast<const float4*>(all + sp * per_cta + (mt * 4 + nt) * 32 * 4));
-          acc[mt][nt][0] += v.x, acc[mt][nt][1] += v.y, acc[mt][nt][2] += v.z, acc[mt][nt][3] += v.w;
-        }
-      }
-    }
-    if (threadIdx.x == 0) arrivals[tile] = 0;
+  if (grid.splits > 1 &&
+      !linear_dev::split_k_gather(acc, partials, arrivals, ob * grid.row_tiles + rt, grid.splits, split)) {
+    return;
   }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -158,16 +121,11 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
   }
 }
 
-// Splits K when the output and row tiles alone leave SMs idle: enough CTAs for
-// two per SM, each at least two 128-channel blocks, within the context's
-// partials (sized for 4 CTAs per SM of 32-row tiles) and counters (one per SM).
+// Splits K when the output and row tiles alone leave SMs idle (linear_dev::split_k_count).
 tc_grid plan_grid(const linear_fp8_params& p, int mt, const linear_cuda_context::impl& s) {
-  const int64_t row_tiles = (p.n_rows + 16 * mt - 1) / (16 * mt), tiles = p.out / 128 * row_tiles;
-  const int64_t nkb = p.in / k_block, sms = linear_dev::sm_count();
+  const int64_t row_tiles = (p.n_rows + 16 * mt - 1) / (16 * mt), nkb = p.in / k_block;
   tc_grid g{row_tiles, 1, nkb};
-  if (tiles >= sms || tiles > s.tc_arrivals_count || nkb < 4) return g;
-  const int64_t per_cta = int64_t(k_warps) * mt * 4 * 32 * 4;
-  int64_t splits = std::min({(2 * sms + tiles - 1) / tiles, nkb / 2, s.tc_partial_floats / (tiles * per_cta)});
+  const int64_t splits = linear_dev::split_k_count(p.out / 128 * row_tiles, nkb, mt, s.tc_partial_floats, s.tc_arrivals_count);
   if (splits < 2) return g;
   g.kb_per_split = (nkb + splits - 1) / splits;
   g.splits = (nkb + g.kb_per_split - 1) / g.kb_per_split;  // no empty split

@@ -70,6 +70,8 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
   float* factor = l + G;
   const int64_t t = blockIdx.x, h0 = int64_t(blockIdx.y) * G, s = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Unrolled so a thread's loads are in flight together (a decode block waits on this first).
+#pragma unroll 8
   for (int64_t i = threadIdx.x; i < G * D; i += k_threads) q[i] = p.q[(t * p.n_heads + h0) * D + i];
   if (threadIdx.x < G) {
     m[threadIdx.x] = -INFINITY;
@@ -254,7 +256,8 @@ __global__ void __launch_bounds__(k_threads) merge_kernel(sparse_attention_gathe
   float* out = p.out + th * D;
   for (int64_t d = threadIdx.x; d < D; d += k_threads) {
     float o = 0.0f;
-    for (int64_t s = 0; s < n_slices; ++s) o = fmaf(wgt[s], part[s * pf + 2 + d], o);
+#pragma unroll 8
+    for (int64_t s = 0; s < n_slices; ++s) o = fmaf(wgt[s], part[s * pf + 2 + d], o);  // loads in flight together
     out[d] = denom > 0.0f ? o / denom : 0.0f;
   }
 }

@@ -45,6 +45,16 @@ namespace gpu {
 // tensor cores (linear_bench, G1 v3: at 1 row the CUDA-core dot is faster on the small shapes).
 constexpr int64_t k_tensor_core_rows = 2;
 
+namespace {
+
+// Deterministic: the CUDA-core dot at every row count (the tensor-core paths start
+// at k_tensor_core_rows, and linear_fp8_tc splits K by row count).
+bool fp8_on_tensor_cores(const engine_state& s, int64_t n) {
+  return s.params.fp8_tensor_cores && !s.params.base.deterministic && n >= k_tensor_core_rows;
+}
+
+}  // namespace
+
 status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride,
                   int64_t y_stride) {
   return linear_run_rows(s, w, 0, w.out, x, n, y, x_stride, y_stride);
@@ -63,10 +73,9 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
                         x_stride, y_stride};
     p.quantize_input = !w.raw_input;
     p.w_scale_row_offset = row0 % 128;
-    // Deterministic: the CUDA-core dot at every row count (the tensor cores split K by row count).
-    if (s.params.fp8_tensor_cores && !s.params.base.deterministic && n >= k_tensor_core_rows &&
-        linear_fp8_tc_supported(p)) {
-      return linear_fp8_tc_cuda(p, *s.lin, s.stream);
+    if (fp8_on_tensor_cores(s, n)) {
+      if (linear_fp8_tc_supported(p)) return linear_fp8_tc_cuda(p, *s.lin, s.stream);
+      if (linear_fp8_raw_tc_supported(p)) return linear_fp8_raw_tc_cuda(p, s.stream);
     }
     return linear_fp8_cuda(p, *s.lin, s.stream);
   }
@@ -96,6 +105,7 @@ status linear_run_groups(engine_state& s, const device_linear& w, int64_t groups
     p.quantize_input = false;
     p.x_group_rows = rows;
     p.x_group_stride = gin;
+    if (fp8_on_tensor_cores(s, n) && linear_fp8_raw_tc_supported(p)) return linear_fp8_raw_tc_cuda(p, s.stream);
     return linear_fp8_cuda(p, *s.lin, s.stream);
   }
   for (int64_t g = 0; g < groups; ++g) {
