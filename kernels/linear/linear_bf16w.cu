@@ -240,18 +240,7 @@ __global__ void __launch_bounds__(k_tc_warps * 32) bf16w_tc_kernel(linear_bf16w_
       !linear_dev::split_k_gather(acc, partials, arrivals, ob * grid.row_tiles + rt, grid.splits, split)) {
     return;
   }
-  if (!live) return;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t r = r0 + g + 8 * h;
-    if (r >= p.n_rows) continue;
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      float* y = p.y + r * ys + n0 + nt * 8 + 2 * t;
-      y[0] = p.accumulate ? y[0] + acc[0][nt][2 * h] : acc[0][nt][2 * h];
-      y[1] = p.accumulate ? y[1] + acc[0][nt][2 * h + 1] : acc[0][nt][2 * h + 1];
-    }
-  }
+  if (live) linear_dev::store_mma_tile(acc[0], p.y, ys, r0, n0, p.n_rows, p.accumulate);
 }
 
 // The tensor-core path needs whole warps of outputs, 64-channel chunks and

@@ -287,6 +287,24 @@ __device__ __forceinline__ void store_rows(const float (&acc)[R][MT], float* y, 
   }
 }
 
+// Stores a warp's 16-row × 32-output MMA tile: acc[nt][2h + i] is row r0 + g + 8h,
+// output n0 + 8nt + 2t + i (lane = 4g + t); rows from n_rows on are dropped.
+__device__ __forceinline__ void store_mma_tile(const float (&acc)[4][4], float* y, int64_t ys, int64_t r0, int64_t n0,
+                                               int64_t n_rows, bool accumulate) {
+  const int g = (threadIdx.x % 32) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t r = r0 + g + 8 * h;
+    if (r >= n_rows) continue;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      float* yr = y + r * ys + n0 + nt * 8 + 2 * t;
+      yr[0] = accumulate ? yr[0] + acc[nt][2 * h] : acc[nt][2 * h];
+      yr[1] = accumulate ? yr[1] + acc[nt][2 * h + 1] : acc[nt][2 * h + 1];
+    }
+  }
+}
+
 // Split K for the 4-warp tensor-core CTAs (acc: MT m-tiles x 4 n-tiles x 4
 // per lane): every CTA of a tile leaves its partial sums in `partials`; the
 // last of the tile's `splits` CTAs to arrive adds them all in split order (the

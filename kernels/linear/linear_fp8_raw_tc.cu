@@ -99,17 +99,7 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_raw_tc_kernel(linear_fp8_par
       cur[nt][1] = next[nt][1];
     }
   }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t r = r0 + g + 8 * h;
-    if (r >= p.n_rows) continue;
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      float* y = p.y + r * ys + n0 + nt * 8 + 2 * t;
-      y[0] = p.accumulate ? y[0] + acc[nt][2 * h] : acc[nt][2 * h];
-      y[1] = p.accumulate ? y[1] + acc[nt][2 * h + 1] : acc[nt][2 * h + 1];
-    }
-  }
+  linear_dev::store_mma_tile(acc, p.y, ys, r0, n0, p.n_rows, p.accumulate);
 }
 
 }  // namespace

@@ -106,19 +106,7 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
     return;
   }
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (row[mt][h] >= p.n_rows) continue;
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        float* y = p.y + row[mt][h] * ys + n0 + nt * 8 + 2 * t;
-        const float v0 = acc[mt][nt][2 * h], v1 = acc[mt][nt][2 * h + 1];
-        y[0] = p.accumulate ? y[0] + v0 : v0;
-        y[1] = p.accumulate ? y[1] + v1 : v1;
-      }
-    }
-  }
+  for (int mt = 0; mt < MT; ++mt) linear_dev::store_mma_tile(acc[mt], p.y, ys, r0 + mt * 16, n0, p.n_rows, p.accumulate);
 }
 
 // Splits K when the output and row tiles alone leave SMs idle (linear_dev::split_k_count).
