@@ -14,10 +14,15 @@
 #include "actors/weight_sync_actor.h"
 #include "actors/worker_actor.h"
 #include "runtime/core/log.h"
+#include "runtime/core/malloc_tuning.h"
 #include "runtime/worker/serving_loop.h"
 #include "runtime/worker_link/remote_worker.h"
 
 namespace hart::cli {
+
+// Freed memory the process keeps mapped with a weight-sync endpoint (runtime/core/malloc_tuning.h):
+// about a bucket's frames in flight.
+constexpr size_t k_weight_sync_keep_bytes = size_t(1) << 30;
 
 worker_link::model_summary model_summary_of(const model_config& cfg, const common_options& o);  // cmd_worker.cpp
 
@@ -27,6 +32,12 @@ int run_serve(const serve_options& o) {
   }
   if (status st = device_usable(o.common.device); !st.ok()) return fail(st);
   const bool gpu = o.common.device == "cuda";
+  if (!o.weight_sync_endpoint.empty()) {
+    // Before any thread starts: the received frames' pages stay mapped between updates.
+    if (status st = malloc_keep_freed_memory(k_weight_sync_keep_bytes); !st.ok()) {
+      HART_LOG_WARN("weight sync: %s (every update faults its frames' pages in afresh)", st.to_string().c_str());
+    }
+  }
   // Every thread started from here on inherits the blocked mask; main waits for the signals.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
