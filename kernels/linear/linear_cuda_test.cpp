@@ -560,8 +560,9 @@ TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
   std::mt19937 rng(seed);
   struct raw_case { int64_t groups, rows, in, n_rows; bool acc; };
   double worst = 0;
-  for (const raw_case c : {raw_case{1, 128, 128, 1, false}, raw_case{1, 384, 512, 17, true}, raw_case{8, 1024, 4096, 2, false},
-                           raw_case{8, 1024, 4096, 32, false}, raw_case{2, 256, 256, 40, true}}) {
+  for (const raw_case c : {raw_case{1, 128, 128, 1, false}, raw_case{1, 384, 512, 17, true},
+                           raw_case{8, 1024, 4096, 2, false}, raw_case{8, 1024, 4096, 32, false},
+                           raw_case{2, 256, 256, 40, true}}) {
     SCOPED_TRACE("groups=" + std::to_string(c.groups) + " rows=" + std::to_string(c.rows) + " in=" +
                  std::to_string(c.in) + " n_rows=" + std::to_string(c.n_rows) + " acc=" + std::to_string(c.acc));
     const int64_t out = c.groups * c.rows, xs = c.groups * c.in + 4, ys = out + 8;
@@ -583,7 +584,8 @@ TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
     const auto got = d_y.to_host();
     for (int64_t g = 0; g < c.groups; ++g) {
       const shape sh{c.n_rows, c.in, c.rows};
-      std::vector<float> xg(c.n_rows * c.in), wg(w.deq.begin() + g * c.rows * c.in, w.deq.begin() + (g + 1) * c.rows * c.in);
+      std::vector<float> xg(c.n_rows * c.in);
+      std::vector<float> wg(w.deq.begin() + g * c.rows * c.in, w.deq.begin() + (g + 1) * c.rows * c.in);
       std::vector<float> y0g(c.n_rows * c.rows), gg(c.n_rows * c.rows);
       for (int64_t r = 0; r < c.n_rows; ++r) {
         std::copy_n(x.data() + r * xs + g * c.in, c.in, xg.data() + r * c.in);
@@ -592,7 +594,9 @@ TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
       }
       std::vector<double> want, mag;
       exact(xg, wg, c.acc ? &y0g : nullptr, sh, want, mag);
-      for (size_t i = 0; i < gg.size(); ++i) worst = std::max(worst, std::fabs(gg[i] - want[i]) / std::max(mag[i], 1e-30));
+      for (size_t i = 0; i < gg.size(); ++i) {
+        worst = std::max(worst, std::fabs(gg[i] - want[i]) / std::max(mag[i], 1e-30));
+      }
       EXPECT_TRUE(all_close(gg.data(), gg.size(), want, mag, std::ldexp(1.0, -16), 0.0)) << "group " << g;
     }
     for (int64_t r = 0; r < c.n_rows; ++r) {  // the row padding is untouched

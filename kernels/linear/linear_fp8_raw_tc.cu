@@ -71,8 +71,9 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_raw_tc_kernel(linear_fp8_par
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float4 v[4];
+        const float4* xv = reinterpret_cast<const float4*>(xrow[h] + kb * k_block + half * 64);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) v[i] = __ldg(reinterpret_cast<const float4*>(xrow[h] + kb * k_block + half * 64) + i);
+        for (int i = 0; i < 4; ++i) v[i] = __ldg(xv + i);
         linear_dev::split3(v, xt[0][h], xt[1][h], xt[2][h]);
       }
       uint32_t bw[4][8];

@@ -106,14 +106,17 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
     return;
   }
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) linear_dev::store_mma_tile(acc[mt], p.y, ys, r0 + mt * 16, n0, p.n_rows, p.accumulate);
+  for (int mt = 0; mt < MT; ++mt) {
+    linear_dev::store_mma_tile(acc[mt], p.y, ys, r0 + mt * 16, n0, p.n_rows, p.accumulate);
+  }
 }
 
 // Splits K when the output and row tiles alone leave SMs idle (linear_dev::split_k_count).
 tc_grid plan_grid(const linear_fp8_params& p, int mt, const linear_cuda_context::impl& s) {
   const int64_t row_tiles = (p.n_rows + 16 * mt - 1) / (16 * mt), nkb = p.in / k_block;
   tc_grid g{row_tiles, 1, nkb};
-  const int64_t splits = linear_dev::split_k_count(p.out / 128 * row_tiles, nkb, mt, s.tc_partial_floats, s.tc_arrivals_count);
+  const int64_t splits =
+      linear_dev::split_k_count(p.out / 128 * row_tiles, nkb, mt, s.tc_partial_floats, s.tc_arrivals_count);
   if (splits < 2) return g;
   g.kb_per_split = (nkb + splits - 1) / splits;
   g.splits = (nkb + g.kb_per_split - 1) / g.kb_per_split;  // no empty split

@@ -252,7 +252,8 @@ __global__ void __launch_bounds__(k_threads) merge_kernel(sparse_attention_gathe
     sum += wgt[s] * part[s * pf + 1];
   }
   // the block sum has a fixed order, so reruns agree bit for bit
-  const float denom = block_reduce(sum, false, scratch) + ((sink == -INFINITY || M == -INFINITY) ? 0.0f : expf(sink - M));
+  const float sink_w = (sink == -INFINITY || M == -INFINITY) ? 0.0f : expf(sink - M);
+  const float denom = block_reduce(sum, false, scratch) + sink_w;
   float* out = p.out + th * D;
   for (int64_t d = threadIdx.x; d < D; d += k_threads) {
     float o = 0.0f;
@@ -276,7 +277,8 @@ int64_t smem_bytes(int G, int64_t head_dim) { return (G * head_dim + k_tile * G 
 int64_t target_blocks() {
   static const int64_t n = [] {
     int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
       (void)cudaGetLastError();
       sms = 132;
     }
