@@ -338,6 +338,7 @@ __device__ __forceinline__ bool split_k_gather(float (&acc)[MT][4][4], float* __
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
   }
+#pragma unroll 4  // the splits' loads in flight together; the adds keep split order
   for (int64_t sp = 0; sp < splits; ++sp) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {

@@ -143,7 +143,8 @@ __global__ void hc_mix_partial_kernel(const float* x, const float* fn, int64_t w
 __device__ void collapse(const float* x, const float* g, int64_t n, int64_t dim, float* out, int64_t d0, int64_t d1) {
   for (int64_t d = d0 + threadIdx.x; d < d1; d += blockDim.x) {
     float acc = 0;
-    for (int64_t i = 0; i < n; ++i) acc = __fadd_rn(acc, __fmul_rn(g[i], x[i * dim + d]));
+#pragma unroll 4
+    for (int64_t i = 0; i < n; ++i) acc = __fadd_rn(acc, __fmul_rn(g[i], x[i * dim + d]));  // loads together
     out[d] = acc;
   }
 }
@@ -254,6 +255,8 @@ __global__ void __cluster_dims__(k_cluster, 1, 1) hc_pre_cluster_kernel(hc_pre_p
   if (partial) {
     double sum = 0;
     if (threadIdx.x <= n_mix) {
+      // Unrolled: the loads of up to 64 splits in flight together (the adds keep split order).
+#pragma unroll 8
       for (int64_t s = 0; s < splits; ++s) sum += partial[(t * splits + s) * (n_mix + 1) + threadIdx.x];
     }
     hc_mix_finish<n_mix>(sum, width, p.norm_eps, mix, r);
@@ -304,7 +307,8 @@ __global__ void hc_post_kernel(hc_post_params p) {
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n * p.dim; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t k = e / p.dim, d = e % p.dim;
     float acc = __fmul_rn(p.post[t * n + k], y[d]);
-    for (int64_t j = 0; j < n; ++j) acc = __fadd_rn(acc, __fmul_rn(c[j * n + k], x[j * p.dim + d]));
+#pragma unroll 4
+    for (int64_t j = 0; j < n; ++j) acc = __fadd_rn(acc, __fmul_rn(c[j * n + k], x[j * p.dim + d]));  // loads together
     o[e] = acc;
   }
 }
