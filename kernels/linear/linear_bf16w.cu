@@ -200,19 +200,11 @@ __global__ void __launch_bounds__(k_tc_warps * 32) bf16w_tc_kernel(linear_bf16w_
   for (int h = 0; h < 2; ++h) xrow[h] = p.x + min(r0 + g + 8 * h, p.n_rows - 1) * xs + t * 16;
   float acc[1][4][4] = {};
   uint4 bw[4][2];
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt) {
-    bw[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + c0 * k_tc_chunk));
-    bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + c0 * k_tc_chunk + 8));
-  }
+  linear_dev::mma_load_weights(bw, wrow, c0 * k_tc_chunk, 8);
   for (int64_t c = c0; c < c1; ++c) {
     const int64_t kn = (c + 1 < c1 ? c + 1 : c) * k_tc_chunk;
     uint4 next[4][2];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      next[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn));
-      next[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn + 8));
-    }
+    linear_dev::mma_load_weights(next, wrow, kn, 8);
     uint32_t xt[3][2][8];  // [term][row half][channel pair]
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

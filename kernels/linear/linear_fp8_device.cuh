@@ -75,12 +75,16 @@ __device__ __forceinline__ uint32_t mma_word(const uint4 (&v)[2], int i) {
   return j == 0 ? h.x : j == 1 ? h.y : j == 2 ? h.z : h.w;
 }
 
-// A lane's 32 codes of each of its warp's 4 n-tiles' weight rows at channel k.
-__device__ __forceinline__ void mma_load_weights(uint4 (&bw)[4][2], const uint8_t* const (&wrow)[4], int64_t k) {
+// Two 16-byte loads from each of a warp's 4 n-tiles' weight rows: at element k
+// and k + `second` (e4m3 codes: 32 contiguous at k, second = 16; bf16: 16 at k,
+// second = 8; e4m3 widened per 64-channel half: 16 at k and 16 at k + 64).
+template <class T>
+__device__ __forceinline__ void mma_load_weights(uint4 (&bw)[4][2], const T* const (&wrow)[4], int64_t k,
+                                                 int64_t second) {
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) {
     bw[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + k));
-    bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + k + 16));
+    bw[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + k + second));
   }
 }
 

@@ -51,19 +51,11 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_raw_tc_kernel(linear_fp8_par
   const uint8_t* wscale = p.w_scale + ob * nkb;
   float acc[4][4] = {};
   uint4 cur[4][2];  // [n-tile][64-channel half of the block]
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt) {
-    cur[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt]));
-    cur[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + 64));
-  }
+  linear_dev::mma_load_weights(cur, wrow, 0, 64);
   for (int64_t kb = 0; kb < nkb; ++kb) {
     const int64_t kn = (kb + 1 < nkb ? kb + 1 : kb) * k_block;
     uint4 next[4][2];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      next[nt][0] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn));
-      next[nt][1] = __ldg(reinterpret_cast<const uint4*>(wrow[nt] + kn + 64));
-    }
+    linear_dev::mma_load_weights(next, wrow, kn, 64);
     float part[4][4] = {};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {

@@ -72,11 +72,11 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
   }
   // Weights one block ahead: the next block's loads are in flight while this one multiplies.
   uint4 bw[4][2];
-  linear_dev::mma_load_weights(bw, wrow, kb0 * k_block);
+  linear_dev::mma_load_weights(bw, wrow, kb0 * k_block, 16);
   for (int64_t kb = kb0; kb < kb1; ++kb) {
     const int64_t k0 = kb * k_block;
     uint4 next[4][2];
-    linear_dev::mma_load_weights(next, wrow, (kb + 1 < kb1 ? kb + 1 : kb) * k_block);  // the last reloads itself
+    linear_dev::mma_load_weights(next, wrow, (kb + 1 < kb1 ? kb + 1 : kb) * k_block, 16);  // the last reloads itself
     const float sw = linear_dev::e8m0_value(__ldg(wscale + kb));
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {  // one m-tile at a time: its inputs and partials only

@@ -44,11 +44,11 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_tc_kernel(linear_grouped
   // This phase's blocks, the next one's weights in flight while one multiplies
   // (a phase with no block reloads block 0, harmlessly, and adds nothing).
   uint4 bw[4][2];
-  linear_dev::mma_load_weights(bw, wrow, min(int64_t(phase), nkb - 1) * k_block);
+  linear_dev::mma_load_weights(bw, wrow, min(int64_t(phase), nkb - 1) * k_block, 16);
   for (int64_t kb = phase; kb < nkb; kb += k_phases) {
     const int64_t k0 = kb * k_block;
     uint4 next[4][2];
-    linear_dev::mma_load_weights(next, wrow, (kb + k_phases < nkb ? kb + k_phases : kb) * k_block);
+    linear_dev::mma_load_weights(next, wrow, (kb + k_phases < nkb ? kb + k_phases : kb) * k_block, 16);
     uint4 ax[2];
     ax[0] = __ldg(reinterpret_cast<const uint4*>(xrow + k0));
     ax[1] = __ldg(reinterpret_cast<const uint4*>(xrow + k0 + 16));
