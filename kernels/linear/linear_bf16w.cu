@@ -205,26 +205,13 @@ __global__ void __launch_bounds__(k_tc_warps * 32) bf16w_tc_kernel(linear_bf16w_
     const int64_t kn = (c + 1 < c1 ? c + 1 : c) * k_tc_chunk;
     uint4 next[4][2];
     linear_dev::mma_load_weights(next, wrow, kn, 8);
-    uint32_t xt[3][2][8];  // [term][row half][channel pair]
+    uint32_t w[4][8];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float4 v[4];
+    for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = __ldg(reinterpret_cast<const float4*>(xrow[h] + c * k_tc_chunk) + i);
-      linear_dev::split3(v, xt[0][h], xt[1][h], xt[2][h]);
+      for (int i = 0; i < 8; ++i) w[nt][i] = linear_dev::mma_word(bw[nt], i);
     }
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-#pragma unroll
-      for (int term = 2; term >= 0; --term) {  // smallest terms first
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          linear_dev::mma_bf16(acc[0][nt], xt[term][0][2 * s], xt[term][1][2 * s], xt[term][0][2 * s + 1],
-                               xt[term][1][2 * s + 1], linear_dev::mma_word(bw[nt], 2 * s),
-                               linear_dev::mma_word(bw[nt], 2 * s + 1));
-        }
-      }
-    }
+    linear_dev::mma_bf16x3_chunk(acc[0], xrow[0] + c * k_tc_chunk, xrow[1] + c * k_tc_chunk, w);
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) bw[nt][0] = next[nt][0], bw[nt][1] = next[nt][1];
   }

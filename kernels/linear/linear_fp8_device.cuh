@@ -66,6 +66,34 @@ __device__ __forceinline__ void split3(const float4 (&v)[4], uint32_t (&hi)[8], 
   }
 }
 
+// One 64-channel chunk on bf16 tensor cores, every product exact: the lane's
+// 16 fp32 inputs of rows g and g + 8 (at x_lo, x_hi; 16-byte aligned) split
+// into three bf16 terms, times its 16 weights of each of 4 n-tiles as 8 bf16
+// pairs (w[nt][i]: channels 2i, 2i + 1), added into acc in the MMA's fp32.
+__device__ __forceinline__ void mma_bf16x3_chunk(float (&acc)[4][4], const float* x_lo, const float* x_hi,
+                                                 const uint32_t (&w)[4][8]) {
+  uint32_t xt[3][2][8];  // [term][row half][channel pair]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float4* xv = reinterpret_cast<const float4*>(h ? x_hi : x_lo);
+    float4 v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = __ldg(xv + i);
+    split3(v, xt[0][h], xt[1][h], xt[2][h]);
+  }
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+#pragma unroll
+    for (int term = 2; term >= 0; --term) {  // smallest terms first
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        mma_bf16(acc[nt], xt[term][0][2 * s], xt[term][1][2 * s], xt[term][0][2 * s + 1], xt[term][1][2 * s + 1],
+                 w[nt][2 * s], w[nt][2 * s + 1]);
+      }
+    }
+  }
+}
+
 // Word i (0..7) of a lane's 32 bytes: the tensor-core linears load 32
 // contiguous codes per lane per 128-channel block, k-step s using words 2s and
 // 2s + 1 (the MMA's k index permuted identically for both operands).

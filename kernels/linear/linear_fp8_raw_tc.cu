@@ -59,29 +59,11 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_raw_tc_kernel(linear_fp8_par
     float part[4][4] = {};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      uint32_t xt[3][2][8];  // [term][row half][channel pair]
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float4 v[4];
-        const float4* xv = reinterpret_cast<const float4*>(xrow[h] + kb * k_block + half * 64);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) v[i] = __ldg(xv + i);
-        linear_dev::split3(v, xt[0][h], xt[1][h], xt[2][h]);
-      }
       uint32_t bw[4][8];
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) widen16(cur[nt][half], bw[nt]);
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-#pragma unroll
-        for (int term = 2; term >= 0; --term) {  // smallest terms first
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt) {
-            linear_dev::mma_bf16(part[nt], xt[term][0][2 * s], xt[term][1][2 * s], xt[term][0][2 * s + 1],
-                                 xt[term][1][2 * s + 1], bw[nt][2 * s], bw[nt][2 * s + 1]);
-          }
-        }
-      }
+      const int64_t k = kb * k_block + half * 64;
+      linear_dev::mma_bf16x3_chunk(part, xrow[0] + k, xrow[1] + k, bw);
     }
     const float sw = linear_dev::e8m0_value(__ldg(wscale + kb));
 #pragma unroll
