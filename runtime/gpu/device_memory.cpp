@@ -72,8 +72,9 @@ void* pinned_staging::take(size_t bytes) {
   return p;
 }
 
-status_or<pinned_readback> pinned_readback::create(size_t chunk_bytes) {
+status_or<pinned_readback> pinned_readback::create(size_t chunk_bytes, int copy_threads) {
   pinned_readback r;
+  r.copiers_ = std::make_unique<piece_pool>(copy_threads);
   void* base = nullptr;
   cudaError_t e = cudaHostAlloc(&base, 2 * chunk_bytes, cudaHostAllocDefault);
   if (e != cudaSuccess) {
@@ -107,6 +108,7 @@ pinned_readback& pinned_readback::operator=(pinned_readback&& o) noexcept {
     base_ = std::exchange(o.base_, nullptr);
     chunk_ = std::exchange(o.chunk_, 0);
     for (int i = 0; i < 2; ++i) done_[i] = std::exchange(o.done_[i], nullptr);
+    copiers_ = std::move(o.copiers_);
   }
   return *this;
 }
@@ -126,9 +128,16 @@ status pinned_readback::copy(void* dst, const void* src, size_t bytes, CUstream_
       HART_RETURN_IF_ERROR(cuda_status(cudaEventRecord(done_[i % 2], stream), "gpu engine: readback"));
     }
     if (i > 0) {
-      const size_t j = i - 1;
+      const size_t j = i - 1, len = chunk_len(j);
       HART_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(done_[j % 2]), "gpu engine: readback"));
-      std::memcpy(out + j * chunk_, base_ + (j % 2) * chunk_, chunk_len(j));
+      char* to = out + j * chunk_;
+      const char* from = base_ + (j % 2) * chunk_;
+      // Pieces of >= 1 MiB: below that a thread hand-off (~10 us) is not small against the copy.
+      const size_t k = std::clamp<size_t>(len >> 20, 1, size_t(copiers_->threads())), piece = (len + k - 1) / k;
+      copiers_->run(k, [&](size_t p) {
+        const size_t at = std::min(len, p * piece);
+        std::memcpy(to + at, from + at, std::min(piece, len - at));
+      });
     }
   }
   return {};

@@ -10,8 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
+#include "runtime/core/piece_pool.h"
 #include "runtime/core/status.h"
 
 struct CUstream_st;
@@ -95,13 +97,14 @@ class pinned_staging {
 };
 
 /// Device → pageable host copies through two pinned chunks: the DMA of chunk
-/// i+1 overlaps the host's memcpy of chunk i out of the pinned memory. A
+/// i+1 overlaps the host's copy of chunk i out of the pinned memory, that copy
+/// split over `copy_threads` (one core's memcpy, ~10 GB/s, was the bound). A
 /// pageable cudaMemcpy stages through the driver's buffers at a fraction of the
 /// link's speed; the logits of a batch-32 step are 16.5 MB.
 class pinned_readback {
  public:
   pinned_readback() = default;
-  static status_or<pinned_readback> create(size_t chunk_bytes);
+  static status_or<pinned_readback> create(size_t chunk_bytes, int copy_threads);
   ~pinned_readback();
   pinned_readback(pinned_readback&& o) noexcept { *this = std::move(o); }
   pinned_readback& operator=(pinned_readback&& o) noexcept;
@@ -117,6 +120,7 @@ class pinned_readback {
   char* base_ = nullptr;  // two chunks of chunk_ bytes
   size_t chunk_ = 0;
   CUevent_st* done_[2] = {nullptr, nullptr};
+  std::unique_ptr<piece_pool> copiers_;
 };
 
 /// cudaError_t → status naming `what`.

@@ -370,7 +370,7 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
   }
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "gpu engine: stream"));
   HART_ASSIGN_OR_RETURN(s->staging, gpu::pinned_staging::create(k_staging_bytes));
-  HART_ASSIGN_OR_RETURN(s->readback, gpu::pinned_readback::create(k_readback_chunk_bytes));
+  HART_ASSIGN_OR_RETURN(s->readback, gpu::pinned_readback::create(k_readback_chunk_bytes, piece_pool_default_threads()));
   {
     const int64_t n_rows = gpu::moe_rows(*s);
     std::vector<int64_t> iota(n_rows);

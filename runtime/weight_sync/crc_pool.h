@@ -10,48 +10,29 @@
 //   crc = pool.extend(crc, src, n);                // == crc32c_extend(crc, src, n)
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <thread>
-#include <vector>
+
+#include "runtime/core/piece_pool.h"
 
 namespace hart::weight_sync {
 
-/// Threads for a crc_pool when none are asked for: a quarter of the cores,
-/// 1 to 4 (the I/O and actor threads keep theirs).
-int crc_pool_default_threads();
+/// Threads for a crc_pool when none are asked for (piece_pool_default_threads).
+inline int crc_pool_default_threads() { return piece_pool_default_threads(); }
 
 class crc_pool {
  public:
   /// `threads` in all, the caller's included; <= 1 runs everything on the caller.
-  explicit crc_pool(int threads);
-  ~crc_pool();
-  crc_pool(const crc_pool&) = delete;
-  crc_pool& operator=(const crc_pool&) = delete;
+  explicit crc_pool(int threads) : pool_(threads) {}
 
   uint32_t copy(uint32_t crc, void* dst, const void* src, size_t n);
   uint32_t extend(uint32_t crc, const void* src, size_t n);
-  int threads() const { return int(workers_.size()) + 1; }
+  int threads() const { return pool_.threads(); }
 
  private:
-  struct piece {
-    uint8_t* dst = nullptr;  // null: checksum only
-    const uint8_t* src = nullptr;
-    size_t n = 0;
-    uint32_t crc = 0;
-  };
   uint32_t run(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n);
-  void work(size_t index);
 
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable start_, done_;
-  std::vector<piece> pieces_;  // [0] is the caller's
-  uint64_t generation_ = 0;
-  size_t pending_ = 0;
-  bool stop_ = false;
+  piece_pool pool_;
 };
 
 }  // namespace hart::weight_sync
