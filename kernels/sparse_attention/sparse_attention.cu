@@ -85,12 +85,17 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
   }
   const int64_t j_begin = s * plan.slice_rows, j_end = min(p.n_idx, j_begin + plan.slice_rows);
   const int32_t* idx = p.idx + t * p.n_idx;
+  // Thread i < k_tile holds row i of the next tile's index list, loaded a tile ahead.
+  auto index_at = [&](int64_t j) -> int32_t {
+    const int32_t e = j < j_end ? idx[j] : -1;
+    return (e >= 0 && e < p.n_entries) ? e : -1;
+  };
+  int32_t next_row = threadIdx.x < k_tile ? index_at(j_begin + threadIdx.x) : -1;
   for (int64_t j0 = j_begin; j0 < j_end; j0 += k_tile) {
     __syncthreads();  // q loaded; the previous tile's rows and weights consumed
     if (threadIdx.x < k_tile) {
-      const int64_t j = j0 + threadIdx.x;
-      const int32_t e = j < j_end ? idx[j] : -1;
-      row[threadIdx.x] = (e >= 0 && e < p.n_entries) ? e : -1;
+      row[threadIdx.x] = next_row;
+      next_row = index_at(j0 + k_tile + threadIdx.x);
     }
     __syncthreads();
     // Logits: warp w has tile rows 4w..4w+3, every load of them in flight before the sums.
@@ -158,16 +163,17 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
 #pragma unroll
       for (int g = 0; g < G; ++g) acc[c][g] *= f[g];
     }
+    // Predicated, not branched: the unrolled rows' loads go out together. An empty
+    // row adds 0 · 0 (its weight is 0 too; its memory is never read).
 #pragma unroll 8
     for (int r = 0; r < k_tile; ++r) {
       const int32_t e = row[r];
-      if (e < 0) continue;
-      const float* kv = p.kv + int64_t(e) * kvs;
+      const float* kv = p.kv + int64_t(max(e, 0)) * kvs;
       float v[NCH];
 #pragma unroll
       for (int c = 0; c < NCH; ++c) {
         const int64_t d = threadIdx.x + int64_t(c) * k_threads;
-        v[c] = d < D ? __ldg(kv + d) : 0.0f;
+        v[c] = (e >= 0 && d < D) ? __ldg(kv + d) : 0.0f;
       }
       float w[G];  // the row's weights: one broadcast load per 4 heads
       if constexpr (G % 4 == 0) {
