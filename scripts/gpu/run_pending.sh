@@ -12,6 +12,8 @@
 #           bash .gpu-deps/run_pending.sh tests     # build + suite + GPU tests (~7 min)
 #           bash .gpu-deps/run_pending.sh benches   # requant, G1, hart bench, C1, A1, W1 (skip some:
 #                                                   # the limits add up past 10 minutes)
+#           bash .gpu-deps/run_pending.sh ncu       # per-kernel time per decode step (ncu, ~4 min):
+#                                                   # b=1/4K, b=32/4K, b=32/256K
 #         It builds from the archive of HEAD, so other engineers' uncommitted work in
 #         the carried tree cannot break it; tests/data comes from the carried tree.
 # Logs land in $OUT. HART_PENDING_SKIP="bench sda" skips steps by name.
@@ -50,6 +52,14 @@ if [ "$phase" = tests ]; then
   step flash_compressor 60 ./build-gpu/kernels/flash_compressor/flash_compressor_test
   step linear_tc 120 ./build-gpu/kernels/linear/linear_test --gtest_filter='linear_cuda.*tensor_cores*:linear_grouped.*'
   step check_ops 60 ./build-gpu/hart check-ops
+elif [ "$phase" = ncu ]; then
+  # Where a decode step's time goes, kernel by kernel (scripts/gpu/ncu_summary.py).
+  [ -n "${fresh:-}" ] && step build 300 bash scripts/gpu/build.sh -R '^none$'
+  for point in "1 4K" "32 4K" "32 256K"; do
+    set -- $point
+    step "ncu_b$1_$2" 150 ncu --clock-control none --csv --metrics gpu__time_duration.sum \
+      ./build-gpu/hart bench --batch "$1" --context "$2" --steps 1 --warmup 1 --prefill-chunk 0
+  done
 else
   # The benches behind docs/perf-notes.md's tables (G1, W1, D1/D2, C1, A1).
   [ -n "${fresh:-}" ] && step build 300 bash scripts/gpu/build.sh -R '^none$'
@@ -76,6 +86,9 @@ done
 echo "=== tables"
 for f in requant bench bench_cc fc_bench sda w1; do
   [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s|GB/s" "$LOG/$f.log" | tail -16; }
+done
+for f in "$LOG"/ncu_b*.log; do
+  [ -f "$f" ] && { echo "--- $(basename "$f" .log) (per step)"; python3 scripts/gpu/ncu_summary.py "$f" 2 25; }
 done
 echo "=== summary"
 printf '%s\n' "${summary[@]}"
