@@ -202,10 +202,13 @@ bool linear_fp8_tc_supported(const linear_fp8_params& p);
 /// to bf16 and each input split into three bf16 terms, both exactly, so every
 /// product is exact; fp32 sums per 128-channel block in the MMA's order, then
 /// the block's scale (within a few fp32 roundings per block of linear_cpu on x
-/// and the dequantized W). Rows are independent: batch-invariant. Needs in %
-/// 128 == 0, out % 128 == 0, groups of a multiple of 128 rows, 16-byte aligned
-/// rows, no scale row offset (linear_fp8_raw_tc_supported); unimplemented otherwise.
-status linear_fp8_raw_tc_cuda(const linear_fp8_params& p, CUstream_st* stream);
+/// and the dequantized W). Layers with few output tiles split K as
+/// linear_fp8_tc_cuda does (repeatable; the split depends on the row count, so
+/// not batch-invariant). Needs in % 128 == 0, out % 128 == 0, groups of a
+/// multiple of 128 rows, 16-byte aligned rows, no scale row offset
+/// (linear_fp8_raw_tc_supported); unimplemented otherwise. One stream per
+/// context at a time (its split partials).
+status linear_fp8_raw_tc_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 bool linear_fp8_raw_tc_supported(const linear_fp8_params& p);
 
 /// linear_grouped_cpu's contract with device pointers (groups too). Each

@@ -552,12 +552,14 @@ TEST(linear_cuda, fp8_tensor_cores_match_the_cpu) {
 // (codes widened to bf16, x split into three bf16 terms), fp32 sums per
 // 128-channel block; checked against the exact sum within 2^-16 of Σ|x·w'|
 // (fp32 summation's worst case over a block; a wrong tile or scale is O(1)),
-// grouped as the engine calls it and not.
+// grouped as the engine calls it and not, wo_a's shapes splitting K.
 TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
   HART_SKIP_WITHOUT_CUDA();
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
   struct raw_case { int64_t groups, rows, in, n_rows; bool acc; };
   double worst = 0;
   for (const raw_case c : {raw_case{1, 128, 128, 1, false}, raw_case{1, 384, 512, 17, true},
@@ -578,10 +580,15 @@ TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
       p.x_group_stride = c.in;
     }
     ASSERT_TRUE(linear_fp8_raw_tc_supported(p));
-    const status st = linear_fp8_raw_tc_cuda(p, nullptr);
+    const status st = linear_fp8_raw_tc_cuda(p, *ctx, nullptr);
     ASSERT_TRUE(st.ok()) << st.to_string();
     ASSERT_TRUE(cuda_synced(nullptr));
     const auto got = d_y.to_host();
+    if (!c.acc) {  // split K (wo_a's shapes: 64 output tiles) sums in a fixed order: the same bits again
+      ASSERT_TRUE(linear_fp8_raw_tc_cuda(p, *ctx, nullptr).ok());
+      ASSERT_TRUE(cuda_synced(nullptr));
+      EXPECT_EQ(d_y.to_host(), got);
+    }
     for (int64_t g = 0; g < c.groups; ++g) {
       const shape sh{c.n_rows, c.in, c.rows};
       std::vector<float> xg(c.n_rows * c.in);
@@ -608,11 +615,11 @@ TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
   device_vec<float> d(std::vector<float>(4096, 0.0f));
   device_vec<uint8_t> q(std::vector<uint8_t>(65536, 0));
   linear_fp8_params bad{d.get(), q.get(), q.get(), d.get(), 2, 128, 128};
-  EXPECT_EQ(linear_fp8_raw_tc_cuda(bad, nullptr).code(), status_code::unimplemented);  // quantized inputs
+  EXPECT_EQ(linear_fp8_raw_tc_cuda(bad, *ctx, nullptr).code(), status_code::unimplemented);  // quantized inputs
   bad.quantize_input = false;
   bad.x_group_rows = 64;  // a 128-row scale block across two groups
   bad.x_group_stride = 128;
-  EXPECT_EQ(linear_fp8_raw_tc_cuda(bad, nullptr).code(), status_code::unimplemented);
+  EXPECT_EQ(linear_fp8_raw_tc_cuda(bad, *ctx, nullptr).code(), status_code::unimplemented);
 }
 
 TEST(linear_cuda, fp8_tensor_cores_refuse_what_they_do_not_take) {

@@ -12,10 +12,13 @@
 // multiplies 16 contiguous channels of its weight rows and input rows (the k
 // index permuted identically for both operands). The next block's weights load
 // while one multiplies. Grouped rows (x_group_rows) read their group's slice of x.
+// Layers with fewer output tiles than SMs (wo_a below 48 rows) split K as
+// linear_fp8_tc does.
 #include <climits>
 
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_fp8_device.cuh"
+#include "kernels/linear/linear_impl.h"
 
 namespace hart {
 namespace {
@@ -35,12 +38,21 @@ __device__ __forceinline__ void widen16(uint4 c, uint32_t (&w)[8]) {
   }
 }
 
+// The grid's order: for each 128-output block, its K splits, for each split its row tiles.
+struct raw_grid {
+  int64_t row_tiles, splits, kb_per_split;
+};
+
 __global__ void __launch_bounds__(k_warps * 32) fp8_raw_tc_kernel(linear_fp8_params p, int64_t xs, int64_t ys,
-                                                                   int64_t row_tiles) {
+                                                                   raw_grid grid, float* __restrict__ partials,
+                                                                   int* __restrict__ arrivals) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t ob = int64_t(blockIdx.x) / row_tiles, r0 = int64_t(blockIdx.x) % row_tiles * 16;
+  const int64_t rt = int64_t(blockIdx.x) % grid.row_tiles;
+  const int64_t split = int64_t(blockIdx.x) / grid.row_tiles % grid.splits;
+  const int64_t ob = int64_t(blockIdx.x) / grid.row_tiles / grid.splits, r0 = rt * 16;
   const int64_t n0 = ob * 128 + warp * 32, in = p.in, nkb = in / k_block;
+  const int64_t kb0 = split * grid.kb_per_split, kb1 = min(nkb, kb0 + grid.kb_per_split);
   const float* x = p.x + (p.x_group_rows ? ob * 128 / p.x_group_rows * p.x_group_stride : 0);
   const uint8_t* wrow[4];
 #pragma unroll
@@ -49,11 +61,11 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_raw_tc_kernel(linear_fp8_par
 #pragma unroll
   for (int h = 0; h < 2; ++h) xrow[h] = x + min(r0 + g + 8 * h, p.n_rows - 1) * xs + t * 16;
   const uint8_t* wscale = p.w_scale + ob * nkb;
-  float acc[4][4] = {};
+  float acc[1][4][4] = {};
   uint4 cur[4][2];  // [n-tile][64-channel half of the block]
-  linear_dev::mma_load_weights(cur, wrow, 0, 64);
-  for (int64_t kb = 0; kb < nkb; ++kb) {
-    const int64_t kn = (kb + 1 < nkb ? kb + 1 : kb) * k_block;
+  linear_dev::mma_load_weights(cur, wrow, kb0 * k_block, 64);
+  for (int64_t kb = kb0; kb < kb1; ++kb) {
+    const int64_t kn = (kb + 1 < kb1 ? kb + 1 : kb) * k_block;
     uint4 next[4][2];
     linear_dev::mma_load_weights(next, wrow, kn, 64);
     float part[4][4] = {};
@@ -69,12 +81,28 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_raw_tc_kernel(linear_fp8_par
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[nt][i] = fmaf(part[nt][i], sw, acc[nt][i]);
+      for (int i = 0; i < 4; ++i) acc[0][nt][i] = fmaf(part[nt][i], sw, acc[0][nt][i]);
       cur[nt][0] = next[nt][0];
       cur[nt][1] = next[nt][1];
     }
   }
-  linear_dev::store_mma_tile(acc, p.y, ys, r0, n0, p.n_rows, p.accumulate);
+  if (grid.splits > 1 &&
+      !linear_dev::split_k_gather(acc, partials, arrivals, ob * grid.row_tiles + rt, grid.splits, split)) {
+    return;
+  }
+  linear_dev::store_mma_tile(acc[0], p.y, ys, r0, n0, p.n_rows, p.accumulate);
+}
+
+// Splits K when the output and row tiles alone leave SMs idle (linear_dev::split_k_count).
+raw_grid plan_grid(const linear_fp8_params& p, const linear_cuda_context::impl& s) {
+  const int64_t row_tiles = (p.n_rows + 15) / 16, nkb = p.in / k_block;
+  raw_grid g{row_tiles, 1, nkb};
+  const int64_t splits =
+      linear_dev::split_k_count(p.out / 128 * row_tiles, nkb, 1, s.tc_partial_floats, s.tc_arrivals_count);
+  if (splits < 2) return g;
+  g.kb_per_split = (nkb + splits - 1) / splits;
+  g.splits = (nkb + g.kb_per_split - 1) / g.kb_per_split;  // no empty split
+  return g;
 }
 
 }  // namespace
@@ -86,7 +114,7 @@ bool linear_fp8_raw_tc_supported(const linear_fp8_params& p) {
          reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
 }
 
-status linear_fp8_raw_tc_cuda(const linear_fp8_params& p, CUstream_st* stream) {
+status linear_fp8_raw_tc_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
   if (!p.x || !p.w || !p.w_scale || !p.y) return invalid_argument("linear_fp8_raw_tc_cuda: null pointer");
   if (p.n_rows < 0 || p.in <= 0 || p.out <= 0) {
     return invalid_argument("linear_fp8_raw_tc_cuda: bad sizes n_rows=%lld in=%lld out=%lld", (long long)p.n_rows,
@@ -99,12 +127,14 @@ status linear_fp8_raw_tc_cuda(const linear_fp8_params& p, CUstream_st* stream) {
   const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
   if (xs < p.in || ys < p.out) return invalid_argument("linear_fp8_raw_tc_cuda: row strides smaller than the rows");
   if (p.n_rows == 0) return {};
-  const int64_t row_tiles = (p.n_rows + 15) / 16;
-  if (p.out / 128 * row_tiles > INT_MAX) {
+  if (p.out / 128 * ((p.n_rows + 15) / 16) > INT_MAX / 64) {
     return invalid_argument("linear_fp8_raw_tc_cuda: out=%lld x n_rows=%lld over the grid", (long long)p.out,
                             (long long)p.n_rows);
   }
-  fp8_raw_tc_kernel<<<unsigned(p.out / 128 * row_tiles), k_warps * 32, 0, stream>>>(p, xs, ys, row_tiles);
+  const linear_cuda_context::impl& s = ctx.state();
+  const raw_grid g = plan_grid(p, s);
+  fp8_raw_tc_kernel<<<unsigned(p.out / 128 * g.splits * g.row_tiles), k_warps * 32, 0, stream>>>(
+      p, xs, ys, g, s.tc_partials, s.tc_arrivals);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error("linear_fp8_raw_tc_cuda: %s", cudaGetErrorString(e));
   return {};

@@ -75,7 +75,7 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
     p.w_scale_row_offset = row0 % 128;
     if (fp8_on_tensor_cores(s, n)) {
       if (linear_fp8_tc_supported(p)) return linear_fp8_tc_cuda(p, *s.lin, s.stream);
-      if (linear_fp8_raw_tc_supported(p)) return linear_fp8_raw_tc_cuda(p, s.stream);
+      if (linear_fp8_raw_tc_supported(p)) return linear_fp8_raw_tc_cuda(p, *s.lin, s.stream);
     }
     return linear_fp8_cuda(p, *s.lin, s.stream);
   }
@@ -105,7 +105,7 @@ status linear_run_groups(engine_state& s, const device_linear& w, int64_t groups
     p.quantize_input = false;
     p.x_group_rows = rows;
     p.x_group_stride = gin;
-    if (fp8_on_tensor_cores(s, n) && linear_fp8_raw_tc_supported(p)) return linear_fp8_raw_tc_cuda(p, s.stream);
+    if (fp8_on_tensor_cores(s, n) && linear_fp8_raw_tc_supported(p)) return linear_fp8_raw_tc_cuda(p, *s.lin, s.stream);
     return linear_fp8_cuda(p, *s.lin, s.stream);
   }
   for (int64_t g = 0; g < groups; ++g) {
