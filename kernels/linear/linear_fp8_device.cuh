@@ -185,6 +185,20 @@ __device__ __forceinline__ void fp8_step(const uint4 (&wv)[R], float sw, const f
 template <int R>
 constexpr int k_prefetch = R == 1 ? 4 : 2;
 
+// P steps' weight loads (a step: a lane's 16 codes of each of R rows, 512
+// channels apart) and their block scales, from channel k.
+template <int P, int R>
+__device__ __forceinline__ void fp8_load_batch(uint4 (&wv)[P][R], uint8_t (&sc)[P], const uint8_t* const (&row)[R],
+                                               const uint8_t* __restrict__ ws, int64_t k) {
+  constexpr int64_t step = 32 * 16;
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) wv[u][r] = __ldg(reinterpret_cast<const uint4*>(row[r] + k + u * step));
+    sc[u] = __ldg(ws + (k + u * step) / k_block);
+  }
+}
+
 // One warp's partial sums of the R output rows at w, w + in, ... (e4m3 codes,
 // all in one 128-row scale block: scale row `ws`) against the mt <= MT input
 // rows at x (row stride xs); rows past nr <= R repeat row nr - 1 (the caller
@@ -193,7 +207,8 @@ constexpr int k_prefetch = R == 1 ? 4 : 2;
 // one 128-channel block). Each lane sums 16 exact products in fp32, scales by the
 // block's 2^k and accumulates: the order depends only on `in`, so results are
 // batch-invariant, and equal for every R. The weight loads of k_prefetch
-// steps are issued together (the order of the sums is unchanged).
+// steps are issued together, for one input row a batch ahead (the order of the
+// sums is unchanged).
 template <int MT, int R, bool VEC>
 __device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int nr, const uint8_t* __restrict__ ws,
                                              const float* __restrict__ x, int64_t xs, int64_t in, int mt, int lane,
@@ -210,17 +225,39 @@ __device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int 
     constexpr int64_t step = 32 * 16;
     constexpr int P = k_prefetch<R>;
     int64_t k = int64_t(lane) * 16;
-    for (; k + (P - 1) * step < in; k += P * step) {
+    if constexpr (MT == 1) {
+      // Decode: the next batch's loads are issued before this one's sums, so a
+      // warp keeps its loads in flight along a long row (a batch at a time, each
+      // warp waited a full memory latency per batch).
       uint4 wv[P][R];
       uint8_t sc[P];
+      if (k + (P - 1) * step < in) fp8_load_batch<P, R>(wv, sc, row, ws, k);
+      for (; k + (P - 1) * step < in; k += P * step) {
+        uint4 nw[P][R];
+        uint8_t ns[P];
+        if (k + (2 * P - 1) * step < in) fp8_load_batch<P, R>(nw, ns, row, ws, k + P * step);
 #pragma unroll
-      for (int u = 0; u < P; ++u) {
+        for (int u = 0; u < P; ++u) fp8_step<MT, R>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
 #pragma unroll
-        for (int r = 0; r < R; ++r) wv[u][r] = __ldg(reinterpret_cast<const uint4*>(row[r] + k + u * step));
-        sc[u] = __ldg(ws + (k + u * step) / k_block);
+        for (int u = 0; u < P; ++u) {
+          sc[u] = ns[u];
+#pragma unroll
+          for (int r = 0; r < R; ++r) wv[u][r] = nw[u][r];
+        }
       }
+    } else {
+      for (; k + (P - 1) * step < in; k += P * step) {
+        uint4 wv[P][R];
+        uint8_t sc[P];
 #pragma unroll
-      for (int u = 0; u < P; ++u) fp8_step<MT, R>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
+        for (int u = 0; u < P; ++u) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) wv[u][r] = __ldg(reinterpret_cast<const uint4*>(row[r] + k + u * step));
+          sc[u] = __ldg(ws + (k + u * step) / k_block);
+        }
+#pragma unroll
+        for (int u = 0; u < P; ++u) fp8_step<MT, R>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
+      }
     }
     for (; k < in; k += step) {
       uint4 wv[R];
