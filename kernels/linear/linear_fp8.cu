@@ -35,18 +35,13 @@ __device__ int scale_exponent(float amax) {
   return ea - eq + (ma > mq ? 1 : 0);
 }
 
-// CODES: writes the e4m3 codes (codes[r * in + k]) and each block's scale
-// (scales[r * n_blocks_k + kb]) instead of the dequantized values (out).
+// One warp's QDQ of one 128-channel block of a row (xr: its first channel, len
+// <= 128 channels, 4 per lane): the kernels/quant rule. The dequantized values
+// go to out[i] (global or shared memory), or with CODES the e4m3 codes to
+// codes[i] and the block's scale to *scale.
 template <bool CODES>
-__global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* __restrict__ out,
-                               uint8_t* __restrict__ codes, float* __restrict__ scales, int64_t in,
-                               int64_t n_blocks_k, int64_t n_work) {
-  const int64_t work = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (work >= n_work) return;  // whole warps exit together
-  const int64_t r = work / n_blocks_k, k0 = (work % n_blocks_k) * k_block;
-  const int64_t len = min(int64_t(k_block), in - k0);
-  const float* xr = x + r * xs + k0;
+__device__ __forceinline__ void act_qdq_block(const float* __restrict__ xr, int64_t len, int lane, float* out,
+                                              uint8_t* codes, float* scale) {
   float v[4];
   float amax = fp8_amax_floor;  // fmaxf drops NaN like block_amax; inf is kept
   for (int j = 0; j < 4; ++j) {
@@ -56,18 +51,32 @@ __global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* _
   }
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float s = ldexpf(1.0f, scale_exponent(amax));
-  if (CODES && lane == 0) scales[r * n_blocks_k + k0 / k_block] = s;
+  if (CODES && lane == 0) *scale = s;
   for (int j = 0; j < 4; ++j) {
     const int64_t i = lane * 4 + j;
     if (i >= len) continue;
     const float t = __fdiv_rn(v[j], s);  // NaN for NaN input and for ±inf / inf
     const float c = isnan(t) ? t : fminf(fmaxf(t, -e4m3_max), e4m3_max);  // fminf/fmaxf drop NaN
     if (CODES) {
-      codes[r * in + k0 + i] = __nv_cvt_float_to_fp8(c, __NV_SATFINITE, __NV_E4M3);
+      codes[i] = __nv_cvt_float_to_fp8(c, __NV_SATFINITE, __NV_E4M3);
     } else {
-      out[r * in + k0 + i] = e4m3_qdq(c) * s;
+      out[i] = e4m3_qdq(c) * s;
     }
   }
+}
+
+// CODES: writes the e4m3 codes (codes[r * in + k]) and each block's scale
+// (scales[r * n_blocks_k + kb]) instead of the dequantized values (out).
+template <bool CODES>
+__global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* __restrict__ out,
+                               uint8_t* __restrict__ codes, float* __restrict__ scales, int64_t in,
+                               int64_t n_blocks_k, int64_t n_work) {
+  const int64_t work = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (work >= n_work) return;  // whole warps exit together
+  const int64_t r = work / n_blocks_k, kb = work % n_blocks_k, k0 = kb * k_block;
+  act_qdq_block<CODES>(x + r * xs + k0, min(int64_t(k_block), in - k0), lane, CODES ? nullptr : out + r * in + k0,
+                       CODES ? codes + r * in + k0 : nullptr, CODES ? scales + r * n_blocks_k + kb : nullptr);
 }
 
 // -- product: one warp per R output features, MT input rows at a time ---------------
@@ -77,6 +86,28 @@ constexpr int k_warps = 8;  // 256 threads: 8R output features per block
 // VEC: in % 16 == 0, w and x 16-byte aligned, xs % 4 == 0, so every lane's 16
 // weights are one aligned uint4 inside one 128-channel block. Otherwise one
 // channel per lane per step. x: the QDQ'd inputs (or the raw ones), row stride xs.
+// One input row quantized in the kernel (decode): every block QDQs the row into
+// shared memory first, the same values act_qdq_kernel writes, so the product is
+// bitwise the two-launch one without the launch between them.
+template <int R>
+__global__ void __launch_bounds__(k_warps * 32) fp8_linear_row_kernel(linear_fp8_params p, int64_t ys, int64_t n_kb) {
+  extern __shared__ float xq[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t kb = warp; kb < n_kb; kb += k_warps) {
+    act_qdq_block<false>(p.x + kb * k_block, min(int64_t(k_block), p.in - kb * k_block), lane, xq + kb * k_block,
+                         nullptr, nullptr);
+  }
+  __syncthreads();
+  const int64_t o0 = (int64_t(blockIdx.x) * k_warps + warp) * R;
+  if (o0 >= p.out) return;
+  const int nr = int(min(int64_t(R), p.out - o0));
+  float acc[R][1];
+  linear_dev::fp8_dot_rows<1, R, true, true>(p.w + o0 * p.in, nr, p.w_scale + ((p.w_scale_row_offset + o0) / k_block) * n_kb,
+                                             xq, p.in, p.in, 1, lane, acc);
+  linear_dev::warp_sum(acc);
+  if (lane == 0) linear_dev::store_rows(acc, p.y, ys, 0, o0, nr, 1, p.accumulate);
+}
+
 template <int MT, int R, bool VEC>
 __global__ void __launch_bounds__(k_warps * 32) fp8_linear_kernel(linear_fp8_params p, const float* __restrict__ x,
                                                                    int64_t xs, int64_t ys, int64_t n_kb) {
@@ -124,6 +155,29 @@ cudaError_t launch_product(const linear_fp8_params& p, const float* x, int64_t x
     }
   } else {
     launch_kernel<MT, 1, false>(p, x, xs, ys, n_kb, stream);
+  }
+  return cudaGetLastError();
+}
+
+// The fused 1-row path: a quantized input, whole 16-channel steps, aligned
+// weights, an input row that fits the default shared memory.
+constexpr int64_t k_row_kernel_max_in = 48 * 1024 / 4;
+
+bool row_kernel_fits(const linear_fp8_params& p) {
+  return p.quantize_input && p.n_rows == 1 && p.x_group_rows == 0 && p.in % 16 == 0 &&
+         p.in <= k_row_kernel_max_in && reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
+}
+
+cudaError_t launch_row(const linear_fp8_params& p, int64_t ys, cudaStream_t stream) {
+  const int64_t n_kb = (p.in + k_block - 1) / k_block;
+  const size_t smem = size_t(p.in) * sizeof(float);
+  auto launch = [&](auto kernel, int64_t r) {
+    kernel<<<unsigned((p.out + k_warps * r - 1) / (k_warps * r)), k_warps * 32, smem, stream>>>(p, ys, n_kb);
+  };
+  switch (linear_dev::rows_per_warp(p.out, 1, 1, k_warps, linear_dev::sm_count(), p.w_scale_row_offset)) {
+    case 4: launch(fp8_linear_row_kernel<4>, 4); break;
+    case 2: launch(fp8_linear_row_kernel<2>, 2); break;
+    default: launch(fp8_linear_row_kernel<1>, 1); break;
   }
   return cudaGetLastError();
 }
@@ -183,6 +237,11 @@ status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUs
   }
   if (p.n_rows == 0) return {};
   cudaError_t e = cudaSuccess;
+  if (row_kernel_fits(p)) {  // decode: the row's QDQ inside the product's launch
+    e = launch_row(p, ys, stream);
+    if (e != cudaSuccess) return internal_error("linear_fp8_cuda: %s", cudaGetErrorString(e));
+    return {};
+  }
   const float* x = p.x;
   int64_t x_rows = xs;
   if (p.quantize_input) {

@@ -147,7 +147,8 @@ __device__ __forceinline__ void fp8x4_to_float(uint32_t u, float* f) {
 // at x (row stride xs), added into acc[r][m]: the step fp8_dot_rows repeats
 // along k. Each input float4 is loaded once for all R rows (the L1 traffic per
 // output falls R-fold); each output's operations are the same for every R.
-template <int MT, int R>
+// XS: x is in shared memory (plain loads; __ldg is for global memory only).
+template <int MT, int R, bool XS = false>
 __device__ __forceinline__ void fp8_step(const uint4 (&wv)[R], float sw, const float* __restrict__ x, int64_t xs,
                                          int64_t k, int mt, float (&acc)[R][MT]) {
   float wf[R][16];
@@ -164,7 +165,7 @@ __device__ __forceinline__ void fp8_step(const uint4 (&wv)[R], float sw, const f
     const float4* xr = reinterpret_cast<const float4*>(x + m * xs + k);
     float4 xv[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) xv[j] = __ldg(xr + j);
+    for (int j = 0; j < 4; ++j) xv[j] = XS ? xr[j] : __ldg(xr + j);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       float part = 0.0f;
@@ -209,7 +210,7 @@ __device__ __forceinline__ void fp8_load_batch(uint4 (&wv)[P][R], uint8_t (&sc)[
 // batch-invariant, and equal for every R. The weight loads of k_prefetch
 // steps are issued together, for one input row a batch ahead (the order of the
 // sums is unchanged).
-template <int MT, int R, bool VEC>
+template <int MT, int R, bool VEC, bool XS = false>
 __device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int nr, const uint8_t* __restrict__ ws,
                                              const float* __restrict__ x, int64_t xs, int64_t in, int mt, int lane,
                                              float (&acc)[R][MT]) {
@@ -237,7 +238,7 @@ __device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int 
         uint8_t ns[P];
         if (k + (2 * P - 1) * step < in) fp8_load_batch<P, R>(nw, ns, row, ws, k + P * step);
 #pragma unroll
-        for (int u = 0; u < P; ++u) fp8_step<MT, R>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
+        for (int u = 0; u < P; ++u) fp8_step<MT, R, XS>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
 #pragma unroll
         for (int u = 0; u < P; ++u) {
           sc[u] = ns[u];
@@ -256,14 +257,14 @@ __device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int 
           sc[u] = __ldg(ws + (k + u * step) / k_block);
         }
 #pragma unroll
-        for (int u = 0; u < P; ++u) fp8_step<MT, R>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
+        for (int u = 0; u < P; ++u) fp8_step<MT, R, XS>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
       }
     }
     for (; k < in; k += step) {
       uint4 wv[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) wv[r] = __ldg(reinterpret_cast<const uint4*>(row[r] + k));
-      fp8_step<MT, R>(wv, e8m0_value(__ldg(ws + k / k_block)), x, xs, k, mt, acc);
+      fp8_step<MT, R, XS>(wv, e8m0_value(__ldg(ws + k / k_block)), x, xs, k, mt, acc);
     }
   } else {
     for (int64_t k = lane; k < in; k += 32) {
