@@ -175,23 +175,17 @@ void gemv(const linear_bf16w_params& p, int64_t xs, int64_t ys, cudaStream_t str
 constexpr int k_tc_warps = 4;
 constexpr int64_t k_tc_chunk = 64;
 
-// The grid's order: for each 128-output block, its K splits, for each split its row tiles.
-struct tc_grid {
-  int64_t row_tiles, splits, chunks_per_split;
-};
-
 __global__ void __launch_bounds__(k_tc_warps * 32) bf16w_tc_kernel(linear_bf16w_params p, int64_t xs, int64_t ys,
-                                                                    tc_grid grid, float* __restrict__ partials,
+                                                                    linear_dev::split_grid grid, float* __restrict__ partials,
                                                                     int* __restrict__ arrivals) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t rt = int64_t(blockIdx.x) % grid.row_tiles;
-  const int64_t split = int64_t(blockIdx.x) / grid.row_tiles % grid.splits;
-  const int64_t ob = int64_t(blockIdx.x) / grid.row_tiles / grid.splits;
+  int64_t ob, split, rt;
+  grid.locate(ob, split, rt);
   const int64_t n0 = ob * 128 + warp * 32;
   const bool live = n0 < p.out;  // out % 32 == 0: whole warps; the others only join the split's barriers
   const int64_t r0 = rt * 16, in = p.in, n_chunks = in / k_tc_chunk;
-  const int64_t c0 = split * grid.chunks_per_split, c1 = min(n_chunks, c0 + grid.chunks_per_split);
+  const int64_t c0 = split * grid.units_per_split, c1 = min(n_chunks, c0 + grid.units_per_split);
   const uint16_t* wrow[4];
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) wrow[nt] = p.w + ((live ? n0 : 0) + nt * 8 + g) * in + t * 16;
@@ -231,17 +225,6 @@ bool tc_fits(const linear_bf16w_params& p, int64_t xs) {
          ctas <= INT_MAX / 64;
 }
 
-tc_grid plan_grid(const linear_bf16w_params& p, const linear_cuda_context::impl& s) {
-  const int64_t row_tiles = (p.n_rows + 15) / 16, n_chunks = p.in / k_tc_chunk;
-  tc_grid g{row_tiles, 1, n_chunks};
-  const int64_t splits = linear_dev::split_k_count((p.out + 127) / 128 * row_tiles, n_chunks, 1,
-                                                   s.tc_partial_floats, s.tc_arrivals_count);
-  if (splits < 2) return g;
-  g.chunks_per_split = (n_chunks + splits - 1) / splits;
-  g.splits = (n_chunks + g.chunks_per_split - 1) / g.chunks_per_split;  // no empty split
-  return g;
-}
-
 __global__ void widen_kernel(const uint16_t* __restrict__ w, float* __restrict__ out, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = __uint_as_float(uint32_t(w[i]) << 16);
@@ -263,9 +246,9 @@ status linear_bf16w_cuda(const linear_bf16w_params& p, linear_cuda_context& ctx,
   // One row stays on the GEMV: split-K tensor cores measured 175 us against its 123 for a b=1
   // step's 16 small layers (ncu, H200).
   if (p.n_rows <= k_gemv_max_rows && !p.row_invariant && tc_fits(p, xs)) {
-    const tc_grid g = plan_grid(p, s);
-    const int64_t blocks = (p.out + 127) / 128 * g.splits * g.row_tiles;
-    bf16w_tc_kernel<<<unsigned(blocks), k_tc_warps * 32, 0, stream>>>(p, xs, ys, g, s.tc_partials, s.tc_arrivals);
+    const linear_dev::split_grid g = linear_dev::plan_split_grid(
+        (p.out + 127) / 128, (p.n_rows + 15) / 16, p.in / k_tc_chunk, 1, s.tc_partial_floats, s.tc_arrivals_count);
+    bf16w_tc_kernel<<<unsigned(g.ctas()), k_tc_warps * 32, 0, stream>>>(p, xs, ys, g, s.tc_partials, s.tc_arrivals);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return internal_error("linear_bf16w_cuda: %s", cudaGetErrorString(e));
     return {};

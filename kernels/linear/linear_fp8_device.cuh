@@ -447,6 +447,32 @@ inline int64_t split_k_count(int64_t tiles, int64_t k_units, int mt, int64_t par
   return splits < 2 ? 1 : splits;
 }
 
+// A tensor-core launch's grid: for each 128-output block its K splits, for each
+// split its row tiles (the CTAs that read the same weight bytes run side by
+// side, their repeats served by L2). K is `units_per_split` steps per split.
+struct split_grid {
+  int64_t out_blocks, row_tiles, splits, units_per_split;
+  int64_t ctas() const { return out_blocks * splits * row_tiles; }
+  // This CTA's output block, K split and row tile.
+  __device__ void locate(int64_t& ob, int64_t& split, int64_t& rt) const {
+    rt = int64_t(blockIdx.x) % row_tiles;
+    split = int64_t(blockIdx.x) / row_tiles % splits;
+    ob = int64_t(blockIdx.x) / row_tiles / splits;
+  }
+};
+
+// The grid for `out_blocks` × `row_tiles` tiles of `mt` m-tiles over `k_units`
+// K steps, split when the tiles alone leave SMs idle (split_k_count), no split empty.
+inline split_grid plan_split_grid(int64_t out_blocks, int64_t row_tiles, int64_t k_units, int mt,
+                                  int64_t partial_floats, int64_t arrivals_count) {
+  split_grid g{out_blocks, row_tiles, 1, k_units};
+  const int64_t splits = split_k_count(out_blocks * row_tiles, k_units, mt, partial_floats, arrivals_count);
+  if (splits < 2) return g;
+  g.units_per_split = (k_units + splits - 1) / splits;
+  g.splits = (k_units + g.units_per_split - 1) / g.units_per_split;
+  return g;
+}
+
 // How many output rows a warp takes (1, 2 or 4; every R gives the same
 // results): the most that still leaves `min_blocks` CTAs of k_warps warps,
 // so small layers keep every SM streaming, at most 2 for MT = 8 rows

@@ -38,21 +38,16 @@ __device__ __forceinline__ void widen16(uint4 c, uint32_t (&w)[8]) {
   }
 }
 
-// The grid's order: for each 128-output block, its K splits, for each split its row tiles.
-struct raw_grid {
-  int64_t row_tiles, splits, kb_per_split;
-};
-
 __global__ void __launch_bounds__(k_warps * 32) fp8_raw_tc_kernel(linear_fp8_params p, int64_t xs, int64_t ys,
-                                                                   raw_grid grid, float* __restrict__ partials,
+                                                                   linear_dev::split_grid grid, float* __restrict__ partials,
                                                                    int* __restrict__ arrivals) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t rt = int64_t(blockIdx.x) % grid.row_tiles;
-  const int64_t split = int64_t(blockIdx.x) / grid.row_tiles % grid.splits;
-  const int64_t ob = int64_t(blockIdx.x) / grid.row_tiles / grid.splits, r0 = rt * 16;
+  int64_t ob, split, rt;
+  grid.locate(ob, split, rt);
+  const int64_t r0 = rt * 16;
   const int64_t n0 = ob * 128 + warp * 32, in = p.in, nkb = in / k_block;
-  const int64_t kb0 = split * grid.kb_per_split, kb1 = min(nkb, kb0 + grid.kb_per_split);
+  const int64_t kb0 = split * grid.units_per_split, kb1 = min(nkb, kb0 + grid.units_per_split);
   const float* x = p.x + (p.x_group_rows ? ob * 128 / p.x_group_rows * p.x_group_stride : 0);
   const uint8_t* wrow[4];
 #pragma unroll
@@ -93,18 +88,6 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_raw_tc_kernel(linear_fp8_par
   linear_dev::store_mma_tile(acc[0], p.y, ys, r0, n0, p.n_rows, p.accumulate);
 }
 
-// Splits K when the output and row tiles alone leave SMs idle (linear_dev::split_k_count).
-raw_grid plan_grid(const linear_fp8_params& p, const linear_cuda_context::impl& s) {
-  const int64_t row_tiles = (p.n_rows + 15) / 16, nkb = p.in / k_block;
-  raw_grid g{row_tiles, 1, nkb};
-  const int64_t splits =
-      linear_dev::split_k_count(p.out / 128 * row_tiles, nkb, 1, s.tc_partial_floats, s.tc_arrivals_count);
-  if (splits < 2) return g;
-  g.kb_per_split = (nkb + splits - 1) / splits;
-  g.splits = (nkb + g.kb_per_split - 1) / g.kb_per_split;  // no empty split
-  return g;
-}
-
 }  // namespace
 
 bool linear_fp8_raw_tc_supported(const linear_fp8_params& p) {
@@ -132,9 +115,9 @@ status linear_fp8_raw_tc_cuda(const linear_fp8_params& p, linear_cuda_context& c
                             (long long)p.n_rows);
   }
   const linear_cuda_context::impl& s = ctx.state();
-  const raw_grid g = plan_grid(p, s);
-  fp8_raw_tc_kernel<<<unsigned(p.out / 128 * g.splits * g.row_tiles), k_warps * 32, 0, stream>>>(
-      p, xs, ys, g, s.tc_partials, s.tc_arrivals);
+  const linear_dev::split_grid g = linear_dev::plan_split_grid(p.out / 128, (p.n_rows + 15) / 16, p.in / k_block, 1,
+                                                               s.tc_partial_floats, s.tc_arrivals_count);
+  fp8_raw_tc_kernel<<<unsigned(g.ctas()), k_warps * 32, 0, stream>>>(p, xs, ys, g, s.tc_partials, s.tc_arrivals);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error("linear_fp8_raw_tc_cuda: %s", cudaGetErrorString(e));
   return {};

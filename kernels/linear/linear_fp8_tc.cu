@@ -15,7 +15,7 @@
 // Full-width coalesced loads, no shared memory, the next block's weights in
 // flight while this one multiplies; the row tiles of one weight block are
 // adjacent in the grid, so the weights come from DRAM about once. Layers with
-// fewer output tiles than SMs split K over CTAs (plan_grid), the last CTA of a
+// fewer output tiles than SMs split K over CTAs (plan_split_grid), the last CTA of a
 // tile adding the partials in a fixed order.
 #include <algorithm>
 #include <climits>
@@ -30,26 +30,18 @@ namespace {
 constexpr int k_warps = 4;
 constexpr int64_t k_block = k_linear_fp8_block;
 
-// The grid's order: for each 128-output block, its K splits, for each split
-// its row tiles (the CTAs that read the same weight bytes run side by side,
-// their repeats served by L2).
-struct tc_grid {
-  int64_t row_tiles, splits, kb_per_split;
-};
-
 template <int MT>
 __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params p, const uint8_t* __restrict__ xq,
-                                                               const float* __restrict__ xs, int64_t ys, tc_grid grid,
+                                                               const float* __restrict__ xs, int64_t ys, linear_dev::split_grid grid,
                                                                float* __restrict__ partials, int* __restrict__ arrivals) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t rt = int64_t(blockIdx.x) % grid.row_tiles;
-  const int64_t split = int64_t(blockIdx.x) / grid.row_tiles % grid.splits;
-  const int64_t ob = int64_t(blockIdx.x) / grid.row_tiles / grid.splits;
+  int64_t ob, split, rt;
+  grid.locate(ob, split, rt);
   const int64_t n0 = ob * 128 + warp * 32;  // this warp's 32 outputs
   const int64_t r0 = rt * 16 * MT;
   const int64_t in = p.in, nkb = in / k_block;
-  const int64_t kb0 = split * grid.kb_per_split, kb1 = min(nkb, kb0 + grid.kb_per_split);
+  const int64_t kb0 = split * grid.units_per_split, kb1 = min(nkb, kb0 + grid.units_per_split);
   const uint8_t* wrow[4];
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) wrow[nt] = p.w + (n0 + nt * 8 + g) * in + t * 32;
@@ -111,24 +103,13 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
   }
 }
 
-// Splits K when the output and row tiles alone leave SMs idle (linear_dev::split_k_count).
-tc_grid plan_grid(const linear_fp8_params& p, int mt, const linear_cuda_context::impl& s) {
-  const int64_t row_tiles = (p.n_rows + 16 * mt - 1) / (16 * mt), nkb = p.in / k_block;
-  tc_grid g{row_tiles, 1, nkb};
-  const int64_t splits =
-      linear_dev::split_k_count(p.out / 128 * row_tiles, nkb, mt, s.tc_partial_floats, s.tc_arrivals_count);
-  if (splits < 2) return g;
-  g.kb_per_split = (nkb + splits - 1) / splits;
-  g.splits = (nkb + g.kb_per_split - 1) / g.kb_per_split;  // no empty split
-  return g;
-}
-
 template <int MT>
 void launch(const linear_fp8_params& p, const uint8_t* xq, const float* xs, int64_t ys,
             const linear_cuda_context::impl& s, cudaStream_t stream) {
-  const tc_grid g = plan_grid(p, MT, s);
-  const int64_t blocks = p.out / 128 * g.splits * g.row_tiles;
-  fp8_tc_kernel<MT><<<unsigned(blocks), k_warps * 32, 0, stream>>>(p, xq, xs, ys, g, s.tc_partials, s.tc_arrivals);
+  const linear_dev::split_grid g = linear_dev::plan_split_grid(p.out / 128, (p.n_rows + 16 * MT - 1) / (16 * MT),
+                                                               p.in / k_block, MT, s.tc_partial_floats,
+                                                               s.tc_arrivals_count);
+  fp8_tc_kernel<MT><<<unsigned(g.ctas()), k_warps * 32, 0, stream>>>(p, xq, xs, ys, g, s.tc_partials, s.tc_arrivals);
 }
 
 }  // namespace
