@@ -3,6 +3,8 @@
 // kept in registers for the scaling (a decode row is one block: its loads must
 // be in flight together, not one per loop trip); the fp32 sum of squares is
 // reduced over warps by shuffles. Other rows take the strided scalar loop.
+// With rope_pos, each output row's trailing channels rotate before the store
+// (scalar path: after it), with rope_kernel's operations.
 #include "kernels/rms_norm/rms_norm.h"
 
 #include <cuda_runtime.h>
@@ -25,6 +27,16 @@ __device__ float block_sum(float v) {
   float total = 0.f;
   for (int w = 0; w < k_warps; ++w) total += partial[w];
   return total;
+}
+
+// rope_kernel's rotation of one pair, the same roundings (rope.cu).
+__device__ __forceinline__ void rope_pair(float& a, float& b, float pos, float inv_freq, float factor) {
+  const float angle = __fmul_rn(pos, inv_freq);
+  const float c = __fmul_rn(cosf(angle), factor);
+  const float s = __fmul_rn(__fmul_rn(sinf(angle), factor), 1.0f);
+  const float a0 = a, b0 = b;
+  a = __fsub_rn(__fmul_rn(a0, c), __fmul_rn(b0, s));
+  b = __fadd_rn(__fmul_rn(b0, c), __fmul_rn(a0, s));
 }
 
 __global__ void rms_norm_vec_kernel(rms_norm_params p, int64_t xs, int64_t ys) {
@@ -51,6 +63,12 @@ __global__ void rms_norm_vec_kernel(rms_norm_params p, int64_t xs, int64_t ys) {
       const float4 g = __ldg(w + i);
       o = make_float4(g.x * o.x, g.y * o.y, g.z * o.z, g.w * o.w);
     }
+    if (p.rope_pos) {  // pairs start at even channels: a float4 holds two whole ones
+      const int64_t r0 = p.dim - p.rope_dim, c = 4 * i;
+      const float pos = float(p.rope_pos[row / p.rope_rows_per_pos]);
+      if (c >= r0) rope_pair(o.x, o.y, pos, p.rope_inv_freq[(c - r0) / 2], p.rope_attention_factor);
+      if (c + 2 >= r0) rope_pair(o.z, o.w, pos, p.rope_inv_freq[(c + 2 - r0) / 2], p.rope_attention_factor);
+    }
     y[i] = o;
   }
 }
@@ -66,6 +84,13 @@ __global__ void rms_norm_kernel(rms_norm_params p, int64_t xs, int64_t ys) {
     const float v = x[i] * inv;
     y[i] = p.w ? p.w[i] * v : v;
   }
+  if (!p.rope_pos) return;
+  __syncthreads();  // the row's outputs are written
+  const int64_t r0 = p.dim - p.rope_dim;
+  const float pos = float(p.rope_pos[row / p.rope_rows_per_pos]);
+  for (int64_t e = threadIdx.x; e < p.rope_dim / 2; e += blockDim.x) {
+    rope_pair(y[r0 + 2 * e], y[r0 + 2 * e + 1], pos, p.rope_inv_freq[e], p.rope_attention_factor);
+  }
 }
 
 bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
@@ -75,6 +100,7 @@ bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0;
 status rms_norm_cuda(const rms_norm_params& p, CUstream_st* stream) {
   if (!p.x || !p.y) return invalid_argument("rms_norm_cuda: null pointer");
   if (p.dim <= 0 || p.n_rows < 0) return invalid_argument("rms_norm_cuda: bad dim %lld", (long long)p.dim);
+  HART_RETURN_IF_ERROR(rms_norm_rope_check(p));
   if (p.n_rows == 0) return {};
   const int64_t xs = p.x_stride ? p.x_stride : p.dim;
   const int64_t ys = p.y_stride ? p.y_stride : p.dim;

@@ -1,4 +1,6 @@
-// File: kernels/rms_norm/rms_norm.h — y = x * rsqrt(mean(x^2) + eps) [* w], row-wise.
+// File: kernels/rms_norm/rms_norm.h — y = x * rsqrt(mean(x^2) + eps) [* w], row-wise;
+// optionally followed by V4's partial RoPE on each output row (kernels/rope's
+// rotation, fused so the GPU engine's q, kv and compressed entries take one launch).
 #pragma once
 
 #include <cstdint>
@@ -16,9 +18,19 @@ struct rms_norm_params {
   int64_t x_stride = 0;      // elements; 0 = dim
   int64_t y_stride = 0;      // elements; 0 = dim
   float eps = 1e-6f;
+  // Then, with rope_pos set: output row r's trailing rope_dim channels rotate as
+  // rope_cpu rotates a head, at position rope_pos[r / rope_rows_per_pos] (rows of
+  // one token's heads share it), by rope_inv_freq [rope_dim / 2].
+  const int64_t* rope_pos = nullptr;
+  const float* rope_inv_freq = nullptr;
+  int64_t rope_dim = 0;      // even, <= dim
+  int64_t rope_rows_per_pos = 1;
+  float rope_attention_factor = 1.0f;
 };
 
 status rms_norm_cpu(const rms_norm_params& p);
+/// The rotation's arguments (both backends check them the same way).
+status rms_norm_rope_check(const rms_norm_params& p);
 
 }  // namespace hart
 
@@ -26,6 +38,7 @@ status rms_norm_cpu(const rms_norm_params& p);
 struct CUstream_st;
 namespace hart {
 /// Same contract as rms_norm_cpu with device pointers; fp32, one block per row.
+/// The rotation is rope_cuda's, bit for bit.
 status rms_norm_cuda(const rms_norm_params& p, CUstream_st* stream);
 }  // namespace hart
 #endif

@@ -3,6 +3,7 @@
 // larger than dim (the gaps must stay untouched). Under HART_CUDA, rms_norm_cuda
 // is checked against rms_norm_cpu on the same inputs.
 #include "kernels/rms_norm/rms_norm.h"
+#include "kernels/rope/rope.h"
 
 #include "kernels/testing/op_test_util.h"
 
@@ -196,6 +197,56 @@ TEST(rms_norm, zero_rows_and_bad_arguments) {
   EXPECT_FALSE(rms_norm_cpu(q).ok());
 }
 
+// -- fused RoPE ------------------------------------------------------------------
+
+struct rope_case {
+  int64_t n_rows, dim, rope_dim, rows_per_pos;
+};
+
+// Positions (one per rows_per_pos rows) and inverse frequencies as V4's.
+void rope_inputs(std::mt19937& rng, const rope_case& c, std::vector<int64_t>& pos, std::vector<float>& inv_freq) {
+  std::uniform_int_distribution<int64_t> at(0, 1 << 20);
+  pos.resize(size_t((c.n_rows + c.rows_per_pos - 1) / c.rows_per_pos));
+  for (int64_t& v : pos) v = at(rng);
+  inv_freq.resize(size_t(c.rope_dim / 2));
+  for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * float(i) / float(c.rope_dim));
+}
+
+// The CPU's fused call is rms_norm_cpu, then rope_cpu on every row, bit for bit.
+TEST(rms_norm, fused_rope_is_norm_then_rope) {
+  std::mt19937 rng(test_seed());
+  for (const rope_case c : {rope_case{3, 64, 16, 1}, rope_case{8, 512, 64, 4}, rope_case{5, 19 + 1, 20, 5}}) {
+    SCOPED_TRACE("dim=" + std::to_string(c.dim) + " rope_dim=" + std::to_string(c.rope_dim));
+    const auto x = random_rows(rng, c.n_rows, c.dim, c.dim, 2.0f);
+    const auto w = random_rows(rng, 1, c.dim, c.dim, 1.0f);
+    std::vector<int64_t> pos;
+    std::vector<float> inv_freq;
+    rope_inputs(rng, c, pos, inv_freq);
+    std::vector<float> fused(x.size()), apart(x.size());
+    rms_norm_params p{x.data(), w.data(), fused.data(), c.n_rows, c.dim};
+    p.rope_pos = pos.data();
+    p.rope_inv_freq = inv_freq.data();
+    p.rope_dim = c.rope_dim;
+    p.rope_rows_per_pos = c.rows_per_pos;
+    ASSERT_TRUE(rms_norm_cpu(p).ok());
+    ASSERT_TRUE(rms_norm_cpu({x.data(), w.data(), apart.data(), c.n_rows, c.dim}).ok());
+    ASSERT_TRUE(rope_cpu({apart.data(), pos.data(), inv_freq.data(), int64_t(pos.size()), c.rows_per_pos, c.dim,
+                          c.rope_dim}).ok());
+    EXPECT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)));
+  }
+  rms_norm_params bad{nullptr, nullptr, nullptr, 1, 8};
+  float v[8] = {};
+  int64_t at = 0;
+  bad.x = bad.y = v;
+  bad.rope_pos = &at;
+  EXPECT_EQ(rms_norm_cpu(bad).code(), status_code::invalid_argument);  // no inv_freq
+  bad.rope_inv_freq = v;
+  bad.rope_dim = 3;
+  EXPECT_EQ(rms_norm_cpu(bad).code(), status_code::invalid_argument);  // odd
+  bad.rope_dim = 10;
+  EXPECT_EQ(rms_norm_cpu(bad).code(), status_code::invalid_argument);  // past dim
+}
+
 // -- CUDA parity -------------------------------------------------------------------
 
 #ifdef HART_CUDA
@@ -283,6 +334,52 @@ TEST(rms_norm, cuda_matches_cpu) {
     }
   }
   CUDA_OK(cudaStreamDestroy(stream));
+}
+
+// The device's fused call equals rms_norm_cuda then rope_cuda bit for bit, on
+// the vector path (dim % 4 == 0) and the scalar one, rotations starting inside a float4.
+TEST(rms_norm, cuda_fused_rope_is_norm_then_rope) {
+  int n_dev = 0;
+  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+    (void)cudaGetLastError();
+    GTEST_SKIP() << "no CUDA device";
+  }
+  std::mt19937 rng(test_seed());
+  for (const rope_case c : {rope_case{6, 512, 64, 3}, rope_case{4, 512, 510, 1}, rope_case{3, 22, 20, 1},
+                            rope_case{7, 4096, 64, 7}}) {
+    SCOPED_TRACE("dim=" + std::to_string(c.dim) + " rope_dim=" + std::to_string(c.rope_dim));
+    const auto x = random_rows(rng, c.n_rows, c.dim, c.dim, 2.0f);
+    const auto w = random_rows(rng, 1, c.dim, c.dim, 1.0f);
+    std::vector<int64_t> pos;
+    std::vector<float> inv_freq;
+    rope_inputs(rng, c, pos, inv_freq);
+    float *d_x = nullptr, *d_w = nullptr, *d_f = nullptr, *d_a = nullptr, *d_inv = nullptr;
+    int64_t* d_pos = nullptr;
+    CUDA_OK(cudaMalloc(&d_x, x.size() * sizeof(float)));
+    CUDA_OK(cudaMalloc(&d_w, w.size() * sizeof(float)));
+    CUDA_OK(cudaMalloc(&d_f, x.size() * sizeof(float)));
+    CUDA_OK(cudaMalloc(&d_a, x.size() * sizeof(float)));
+    CUDA_OK(cudaMalloc(&d_inv, inv_freq.size() * sizeof(float)));
+    CUDA_OK(cudaMalloc(&d_pos, pos.size() * sizeof(int64_t)));
+    CUDA_OK(cudaMemcpy(d_x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_w, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_inv, inv_freq.data(), inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_pos, pos.data(), pos.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
+    rms_norm_params p{d_x, d_w, d_f, c.n_rows, c.dim};
+    p.rope_pos = d_pos;
+    p.rope_inv_freq = d_inv;
+    p.rope_dim = c.rope_dim;
+    p.rope_rows_per_pos = c.rows_per_pos;
+    EXPECT_TRUE(rms_norm_cuda(p, nullptr).ok());
+    EXPECT_TRUE(rms_norm_cuda({d_x, d_w, d_a, c.n_rows, c.dim}, nullptr).ok());
+    EXPECT_TRUE(rope_cuda({d_a, d_pos, d_inv, int64_t(pos.size()), c.rows_per_pos, c.dim, c.rope_dim}, nullptr).ok());
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> fused(x.size()), apart(x.size());
+    CUDA_OK(cudaMemcpy(fused.data(), d_f, fused.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(apart.data(), d_a, apart.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)));
+    for (void* q : {(void*)d_x, (void*)d_w, (void*)d_f, (void*)d_a, (void*)d_inv, (void*)d_pos}) cudaFree(q);
+  }
 }
 
 #undef CUDA_OK

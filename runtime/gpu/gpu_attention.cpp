@@ -23,6 +23,16 @@ constexpr int64_t k_kv_qdq_block = 64;  // the reference's block on window / com
 
 enum class entry_quant { none, fp8_nope, hadamard_fp4 };
 
+// An RMS norm whose output rows then take RoPE at pos[row / rows_per_pos] (one launch).
+rms_norm_params norm_rope(rms_norm_params p, const int64_t* pos, const float* inv_freq, int64_t rope_dim,
+                          int64_t rows_per_pos) {
+  p.rope_pos = pos;
+  p.rope_inv_freq = inv_freq;
+  p.rope_dim = rope_dim;
+  p.rope_rows_per_pos = rows_per_pos;
+  return p;
+}
+
 status hadamard_fp4(float* x, int64_t n_rows, int64_t dim, cudaStream_t st) {
   HART_RETURN_IF_ERROR(hadamard_transform_cuda(x, n_rows, dim, 1.0f / std::sqrt(float(dim)), st));
   return fp4_act_qdq_cuda(x, n_rows * dim, std::min<int64_t>(32, dim), st);
@@ -95,8 +105,8 @@ status compress(engine_state& s, const pass& p, int64_t il, const device_compres
     HART_RETURN_IF_ERROR(compress_pool_batch_cuda(
         {A.cand_kv, A.cand_gate, A.ent_ncand, A.ent_stage, n_emit, s.n_cand_max, dim}, s.stream));
     const float eps = float(s.cfg.norm_eps);
-    HART_RETURN_IF_ERROR(rms_norm_cuda({A.ent_stage, c.norm, A.ent_stage, n_emit, dim, 0, 0, eps}, s.stream));
-    HART_RETURN_IF_ERROR(rope_cuda({A.ent_stage, A.ent_pos, inv_freq, n_emit, 1, dim, s.cfg.rope_dim}, s.stream));
+    HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.ent_stage, c.norm, A.ent_stage, n_emit, dim, 0, 0, eps}, A.ent_pos,
+                                                 inv_freq, s.cfg.rope_dim, 1), s.stream));
     if (quant == entry_quant::fp8_nope) {
       HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.ent_stage, n_emit, dim - s.cfg.rope_dim, k_kv_qdq_block, dim, s.stream));
     } else if (quant == entry_quant::hadamard_fp4) {
@@ -187,11 +197,9 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
   HART_RETURN_IF_ERROR(linear_run(s, w.wq_a, x, T, A.qr));
   HART_RETURN_IF_ERROR(rms_norm_cuda({A.qr, w.q_norm, A.qr, T, c.q_lora_rank, 0, 0, eps}, st));
   HART_RETURN_IF_ERROR(linear_run(s, w.wq_b, A.qr, T, A.q));
-  HART_RETURN_IF_ERROR(rms_norm_cuda({A.q, nullptr, A.q, T * H, hd, 0, 0, eps}, st));
-  HART_RETURN_IF_ERROR(rope_cuda({A.q, A.pos, inv_freq, T, H, hd, rd}, st));
+  HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.q, nullptr, A.q, T * H, hd, 0, 0, eps}, A.pos, inv_freq, rd, H), st));
   HART_RETURN_IF_ERROR(linear_run(s, w.wkv, x, T, A.kv));
-  HART_RETURN_IF_ERROR(rms_norm_cuda({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, st));
-  HART_RETURN_IF_ERROR(rope_cuda({A.kv, A.pos, inv_freq, T, 1, hd, rd}, st));
+  HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, A.pos, inv_freq, rd, 1), st));
   if (fp8) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.kv, T, hd - rd, k_kv_qdq_block, hd, st));
   if (compressed) {
     HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wkv, x, T, A.comp_a));
