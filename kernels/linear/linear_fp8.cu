@@ -83,9 +83,6 @@ __global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* _
 
 constexpr int k_warps = 8;  // 256 threads: 8R output features per block
 
-// VEC: in % 16 == 0, w and x 16-byte aligned, xs % 4 == 0, so every lane's 16
-// weights are one aligned uint4 inside one 128-channel block. Otherwise one
-// channel per lane per step. x: the QDQ'd inputs (or the raw ones), row stride xs.
 // One input row quantized in the kernel (decode): every block QDQs the row into
 // shared memory first, the same values act_qdq_kernel writes, so the product is
 // bitwise the two-launch one without the launch between them.
@@ -102,12 +99,15 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_linear_row_kernel(linear_fp8
   if (o0 >= p.out) return;
   const int nr = int(min(int64_t(R), p.out - o0));
   float acc[R][1];
-  linear_dev::fp8_dot_rows<1, R, true, true>(p.w + o0 * p.in, nr, p.w_scale + ((p.w_scale_row_offset + o0) / k_block) * n_kb,
-                                             xq, p.in, p.in, 1, lane, acc);
+  const uint8_t* ws = p.w_scale + ((p.w_scale_row_offset + o0) / k_block) * n_kb;
+  linear_dev::fp8_dot_rows<1, R, true, true>(p.w + o0 * p.in, nr, ws, xq, p.in, p.in, 1, lane, acc);
   linear_dev::warp_sum(acc);
   if (lane == 0) linear_dev::store_rows(acc, p.y, ys, 0, o0, nr, 1, p.accumulate);
 }
 
+// VEC: in % 16 == 0, w and x 16-byte aligned, xs % 4 == 0, so every lane's 16
+// weights are one aligned uint4 inside one 128-channel block. Otherwise one
+// channel per lane per step. x: the QDQ'd inputs (or the raw ones), row stride xs.
 template <int MT, int R, bool VEC>
 __global__ void __launch_bounds__(k_warps * 32) fp8_linear_kernel(linear_fp8_params p, const float* __restrict__ x,
                                                                    int64_t xs, int64_t ys, int64_t n_kb) {
