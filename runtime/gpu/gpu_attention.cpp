@@ -2,7 +2,8 @@
 // compressor.cpp are the reference): projections, window KV into SWA pages,
 // compressor rings and emitted entries into the pool, indexer scores + top-k,
 // gathered sparse attention, inverse RoPE and the grouped output projection.
-// Offsets and index lists are built on the host per layer (v1).
+// Offsets and index lists are built on the host per layer and reach the device
+// in one copy (meta_batch) before the layer's first kernel.
 #include <algorithm>
 #include <cmath>
 
@@ -38,25 +39,34 @@ status hadamard_fp4(float* x, int64_t n_rows, int64_t dim, cudaStream_t st) {
   return fp4_act_qdq_cuda(x, n_rows * dim, std::min<int64_t>(32, dim), st);
 }
 
-// Compressor of one layer over the pass (compressor_push for every token):
-// ring rows of the chunk, entries of every block that closes in it (candidates
-// from the chunk's rows or, before the chunk, from the pool's rings), then the
-// rings the next pass reads.
-status compress(engine_state& s, const pass& p, int64_t il, const device_compressor& c, const float* a,
-                const float* z, bool indexer, entry_quant quant, const float* inv_freq) {
-  arena_buffers& A = s.a;
+// Where a compressor's pass writes (compressor_push for every token): ring rows
+// of the chunk, entries of every block that closes in it (candidates from the
+// chunk's rows or, before the chunk, from the pool's rings), then the rings the
+// next pass reads. Host-built (only addresses), then packed with the layer's metadata.
+struct compress_plan {
+  std::vector<const float*> kvp, gp;  // each emission owns n_cand_max consecutive pointer slots
+  std::vector<int64_t> n_cand, ent_pos, ent_dst, ent_src, ring_dst, ring_src;
+};
+
+// The plan's arrays at their device addresses (meta_batch::add).
+struct compress_meta {
+  const float** kvp = nullptr;
+  const float** gp = nullptr;
+  int64_t *n_cand = nullptr, *ent_pos = nullptr, *ent_dst = nullptr, *ent_src = nullptr;
+  int64_t *ring_dst = nullptr, *ring_src = nullptr;
+  int64_t n_emit = 0, ring_rows = 0;
+};
+
+compress_plan plan_compress(const engine_state& s, const pass& p, int64_t il, const device_compressor& c,
+                            bool indexer) {
   const kv_pool& pool = s.pool;
   const int64_t m = c.rate, dim = c.dim, width = c.overlap ? 2 * dim : dim, rw = 2 * width, P = pool.page_size();
-  const int64_t T = p.n_tokens();
-  HART_RETURN_IF_ERROR(ring_rows_cuda(a, z, c.ape, A.pos, m, width, A.ring_stage, T, s.stream));
-
   float* const base = pool.base();
-  std::vector<const float*> kvp, gp;
-  std::vector<int64_t> n_cand, ent_pos, ent_dst, ent_src, ring_dst, ring_src;
+  compress_plan cp;
   for (const pass::span& sp : p.spans) {
     const page_table& pt = *sp.seq->pages;
     auto row = [&](int64_t q) -> const float* {
-      if (q >= sp.p0) return A.ring_stage + (sp.row0 + q - sp.p0) * rw;
+      if (q >= sp.p0) return s.a.ring_stage + (sp.row0 + q - sp.p0) * rw;
       const int32_t page = pt.swa[q / P];
       return base + (indexer ? pool.index_ring(il, page, q) : pool.ring(il, page, q));
     };
@@ -66,82 +76,104 @@ status compress(engine_state& s, const pass& p, int64_t il, const device_compres
         const int64_t blk = q / m, first = blk * m;
         int64_t nc = 0;
         auto add = [&](const float* r, int64_t half) {
-          kvp.push_back(r + half);
-          gp.push_back(r + width + half);
+          cp.kvp.push_back(r + half);
+          cp.gp.push_back(r + width + half);
           ++nc;
         };
         if (c.overlap && blk > 0) {
           for (int64_t jj = 0; jj < m; ++jj) add(row(first - m + jj), 0);
         }
         for (int64_t jj = 0; jj < m; ++jj) add(row(first + jj), c.overlap ? dim : 0);
-        // each emission owns n_cand_max consecutive pointer slots
-        kvp.resize(size_t(ent_pos.size() + 1) * s.n_cand_max, nullptr);
-        gp.resize(kvp.size(), nullptr);
-        n_cand.push_back(nc);
-        ent_pos.push_back(first);
+        cp.kvp.resize(size_t(cp.ent_pos.size() + 1) * s.n_cand_max, nullptr);
+        cp.gp.resize(cp.kvp.size(), nullptr);
+        cp.n_cand.push_back(nc);
+        cp.ent_pos.push_back(first);
         const int32_t fp = pt.full[first / P];
-        ent_dst.push_back(indexer ? pool.index_key(il, fp, first % P) : pool.entry(il, fp, first % P));
-        ent_src.push_back(int64_t(ent_src.size()) * dim);
+        cp.ent_dst.push_back(indexer ? pool.index_key(il, fp, first % P) : pool.entry(il, fp, first % P));
+        cp.ent_src.push_back(int64_t(cp.ent_src.size()) * dim);
       }
       // The ring keeps the last `ring` positions the chunk wrote into each page.
       const int64_t ring = indexer ? 2 * s.cfg.csa_rate : (c.overlap ? 2 * m : m);
       const int64_t last = std::min(sp.p0 + sp.n, (q / P + 1) * P) - 1;
       if (q > last - ring) {
         const int32_t page = pt.swa[q / P];
-        ring_dst.push_back(indexer ? pool.index_ring(il, page, q) : pool.ring(il, page, q));
-        ring_src.push_back((sp.row0 + j) * rw);
+        cp.ring_dst.push_back(indexer ? pool.index_ring(il, page, q) : pool.ring(il, page, q));
+        cp.ring_src.push_back((sp.row0 + j) * rw);
       }
     }
   }
-  const int64_t n_emit = int64_t(ent_pos.size());
-  if (n_emit > 0) {
-    HART_RETURN_IF_ERROR(s.upload(A.cand_kv, kvp));
-    HART_RETURN_IF_ERROR(s.upload(A.cand_gate, gp));
-    HART_RETURN_IF_ERROR(s.upload(A.ent_pos, ent_pos));
-    HART_RETURN_IF_ERROR(s.upload(A.ent_dst, ent_dst));
-    HART_RETURN_IF_ERROR(s.upload(A.ent_src, ent_src));
-    HART_RETURN_IF_ERROR(s.upload(A.ent_ncand, n_cand));
+  return cp;
+}
+
+compress_meta add_compress_plan(meta_batch& mb, const compress_plan& cp) {
+  compress_meta cm;
+  cm.kvp = mb.add(cp.kvp);
+  cm.gp = mb.add(cp.gp);
+  cm.n_cand = mb.add(cp.n_cand);
+  cm.ent_pos = mb.add(cp.ent_pos);
+  cm.ent_dst = mb.add(cp.ent_dst);
+  cm.ent_src = mb.add(cp.ent_src);
+  cm.ring_dst = mb.add(cp.ring_dst);
+  cm.ring_src = mb.add(cp.ring_src);
+  cm.n_emit = int64_t(cp.ent_pos.size());
+  cm.ring_rows = int64_t(cp.ring_dst.size());
+  return cm;
+}
+
+// The compressor's kernels over the pass, on its planned metadata.
+status compress(engine_state& s, const pass& p, const device_compressor& c, const compress_meta& cm, const float* a,
+                const float* z, entry_quant quant, const float* inv_freq) {
+  arena_buffers& A = s.a;
+  const int64_t m = c.rate, dim = c.dim, width = c.overlap ? 2 * dim : dim, rw = 2 * width;
+  const int64_t T = p.n_tokens();
+  float* const base = s.pool.base();
+  HART_RETURN_IF_ERROR(ring_rows_cuda(a, z, c.ape, A.pos, m, width, A.ring_stage, T, s.stream));
+  if (cm.n_emit > 0) {
     // Every entry the pass completes, in one launch.
     HART_RETURN_IF_ERROR(compress_pool_batch_cuda(
-        {A.cand_kv, A.cand_gate, A.ent_ncand, A.ent_stage, n_emit, s.n_cand_max, dim}, s.stream));
+        {cm.kvp, cm.gp, cm.n_cand, A.ent_stage, cm.n_emit, s.n_cand_max, dim}, s.stream));
     const float eps = float(s.cfg.norm_eps);
-    HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.ent_stage, c.norm, A.ent_stage, n_emit, dim, 0, 0, eps}, A.ent_pos,
-                                                 inv_freq, s.cfg.rope_dim, 1), s.stream));
+    HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.ent_stage, c.norm, A.ent_stage, cm.n_emit, dim, 0, 0, eps},
+                                                 cm.ent_pos, inv_freq, s.cfg.rope_dim, 1), s.stream));
     if (quant == entry_quant::fp8_nope) {
-      HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.ent_stage, n_emit, dim - s.cfg.rope_dim, k_kv_qdq_block, dim, s.stream));
+      HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.ent_stage, cm.n_emit, dim - s.cfg.rope_dim, k_kv_qdq_block, dim, s.stream));
     } else if (quant == entry_quant::hadamard_fp4) {
-      HART_RETURN_IF_ERROR(hadamard_fp4(A.ent_stage, n_emit, dim, s.stream));
+      HART_RETURN_IF_ERROR(hadamard_fp4(A.ent_stage, cm.n_emit, dim, s.stream));
     }
-    HART_RETURN_IF_ERROR(copy_rows_cuda(base, A.ent_dst, A.ent_stage, A.ent_src, dim, n_emit, false, s.stream));
+    HART_RETURN_IF_ERROR(copy_rows_cuda(base, cm.ent_dst, A.ent_stage, cm.ent_src, dim, cm.n_emit, false, s.stream));
   }
-  HART_RETURN_IF_ERROR(s.upload(A.row_dst, ring_dst));
-  HART_RETURN_IF_ERROR(s.upload(A.row_src, ring_src));
-  return copy_rows_cuda(base, A.row_dst, A.ring_stage, A.row_src, rw, int64_t(ring_dst.size()), false, s.stream);
+  return copy_rows_cuda(base, cm.ring_dst, A.ring_stage, cm.ring_src, rw, cm.ring_rows, false, s.stream);
+}
+
+// Every CSA token's visible indexer keys: (t + 1) / m, and the longest.
+std::vector<int32_t> indexer_lengths(const pass& p, int64_t m, int64_t* max_keys) {
+  std::vector<int32_t> lengths(p.n_tokens(), 0);
+  *max_keys = 0;
+  for (const pass::span& sp : p.spans) {
+    for (int64_t j = 0; j < sp.n; ++j) lengths[sp.row0 + j] = int32_t((sp.p0 + j + 1) / m);
+    *max_keys = std::max(*max_keys, (sp.p0 + sp.n) / m);
+  }
+  return lengths;
 }
 
 // Indexer picks [k_top, T] for the pass: every token's visible keys scored in
-// one launch straight from the pool's pages (A.page_base / A.full_pages, set by
-// the caller), then the top-k (lowest-index ties on the device; sequences in
-// reference-tie mode re-pick on the host like the CPU engine).
-status index_topk(engine_state& s, const pass& p, int64_t il) {
+// one launch straight from the pool's pages (through the page lists), then the
+// top-k (lowest-index ties on the device; sequences in reference-tie mode
+// re-pick on the host like the CPU engine).
+status index_topk(engine_state& s, const pass& p, int64_t il, const int32_t* lengths,
+                  const std::vector<int32_t>& host_lengths, int64_t max_keys, const int32_t* page_base,
+                  const int32_t* full_pages) {
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
   const int64_t m = c.csa_rate, nI = c.index_n_heads, dI = c.index_head_dim, K = c.index_topk;
   const int64_t T = p.n_tokens(), S = s.max_entries;
-  std::vector<int32_t> lengths(T, 0);
-  int64_t max_keys = 0;
-  for (const pass::span& sp : p.spans) {
-    for (int64_t j = 0; j < sp.n; ++j) lengths[sp.row0 + j] = int32_t((sp.p0 + j + 1) / m);
-    max_keys = std::max(max_keys, (sp.p0 + sp.n) / m);
-  }
-  HART_RETURN_IF_ERROR(s.upload(A.lengths, lengths));
   indexer_score_paged_params ip;
   ip.q = A.index_q;
   ip.w = A.index_w;
   ip.keys = s.pool.base();
-  ip.lengths = A.lengths;
-  ip.page_base = A.page_base;
-  ip.pages = A.full_pages;
+  ip.lengths = lengths;
+  ip.page_base = page_base;
+  ip.pages = full_pages;
   ip.score = A.scores;
   ip.n_tokens = T;
   ip.n_heads = nI;
@@ -154,7 +186,7 @@ status index_topk(engine_state& s, const pass& p, int64_t il) {
   ip.page_floats = s.pool.index_key(il, 1, 0) - ip.key_off;
   ip.softmax_scale = 1.0f / std::sqrt(float(dI));
   HART_RETURN_IF_ERROR(indexer_score_paged_cuda(ip, s.stream));
-  HART_RETURN_IF_ERROR(lightning_topk_cuda({A.scores, A.lengths, nullptr, A.picks, T, S, K}, s.stream));
+  HART_RETURN_IF_ERROR(lightning_topk_cuda({A.scores, lengths, nullptr, A.picks, T, S, K}, s.stream));
   for (const pass::span& sp : p.spans) {
     const int64_t ref_len = sp.seq->tie_reference_length;
     if (ref_len <= 0) continue;
@@ -163,7 +195,7 @@ status index_topk(engine_state& s, const pass& p, int64_t il) {
     HART_RETURN_IF_ERROR(s.download(&sc, A.scores + sp.row0 * S, sp.n * S));
     std::vector<int32_t> picks(sp.n * K, -1);
     for (int64_t j = 0; j < sp.n; ++j) {
-      const int64_t n_vis = lengths[sp.row0 + j];
+      const int64_t n_vis = host_lengths[sp.row0 + j];
       if (n_vis == 0) continue;
       const int64_t n_row = std::max(n_vis, ref_len / m);
       std::vector<float> row(n_row, -INFINITY);
@@ -193,29 +225,8 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
   const float* inv_freq = w.kind == attention_kind::sliding ? s.w.inv_freq_main : s.w.inv_freq_compress;
   cudaStream_t st = s.stream;
 
-  // Projections (attention.cpp project()).
-  HART_RETURN_IF_ERROR(linear_run(s, w.wq_a, x, T, A.qr));
-  HART_RETURN_IF_ERROR(rms_norm_cuda({A.qr, w.q_norm, A.qr, T, c.q_lora_rank, 0, 0, eps}, st));
-  HART_RETURN_IF_ERROR(linear_run(s, w.wq_b, A.qr, T, A.q));
-  HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.q, nullptr, A.q, T * H, hd, 0, 0, eps}, A.pos, inv_freq, rd, H), st));
-  HART_RETURN_IF_ERROR(linear_run(s, w.wkv, x, T, A.kv));
-  HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, A.pos, inv_freq, rd, 1), st));
-  if (fp8) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.kv, T, hd - rd, k_kv_qdq_block, hd, st));
-  if (compressed) {
-    HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wkv, x, T, A.comp_a));
-    HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wgate, x, T, A.comp_z));
-  }
-  if (csa) {
-    const int64_t nI = c.index_n_heads, dI = c.index_head_dim;
-    HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wkv, x, T, A.index_a));
-    HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wgate, x, T, A.index_z));
-    HART_RETURN_IF_ERROR(linear_run(s, w.index_wq_b, A.qr, T, A.index_q));
-    HART_RETURN_IF_ERROR(rope_cuda({A.index_q, A.pos, inv_freq, T, nI, dI, rd}, st));
-    if (fp8) HART_RETURN_IF_ERROR(hadamard_fp4(A.index_q, T * nI, dI, st));
-    HART_RETURN_IF_ERROR(linear_run(s, w.index_weights_proj, x, T, A.index_w));
-    HART_RETURN_IF_ERROR(scale_cuda(A.index_w, T * nI, 1.0f / std::sqrt(float(nI)), st));
-  }
-
+  // The layer's metadata, built on the host from positions and page tables
+  // only, then one copy before its first kernel.
   // This pass's window KV into its SWA pages: every position has its own row.
   std::vector<int64_t> win_dst(T), win_src(T);
   for (const pass::span& sp : p.spans) {
@@ -225,10 +236,6 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
       win_src[sp.row0 + j] = (sp.row0 + j) * hd;
     }
   }
-  HART_RETURN_IF_ERROR(s.upload(A.row_dst, win_dst));
-  HART_RETURN_IF_ERROR(s.upload(A.row_src, win_src));
-  HART_RETURN_IF_ERROR(copy_rows_cuda(s.pool.base(), A.row_dst, A.kv, A.row_src, hd, T, false, st));
-
   // Index lists: window rows (oldest first), then CSA picks or every visible HCA entry.
   const int64_t m = compressed ? c.compress_rate(w.kind) : 0;
   int64_t n_extra = 0;
@@ -256,25 +263,58 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
       if (csa) page_base[r] = fbase;
     }
   }
-  HART_RETURN_IF_ERROR(s.upload(A.idx, idx));
-  if (csa) {  // the indexer reads its keys through these page lists too
-    HART_RETURN_IF_ERROR(s.upload(A.page_base, page_base));
-    HART_RETURN_IF_ERROR(s.upload(A.full_pages, full_pages));
+  int64_t max_keys = 0;
+  const std::vector<int32_t> lengths = csa ? indexer_lengths(p, c.csa_rate, &max_keys) : std::vector<int32_t>();
+  meta_batch mb(s);
+  const int64_t* d_win_dst = mb.add(win_dst);
+  const int64_t* d_win_src = mb.add(win_src);
+  int32_t* d_idx = mb.add(idx);
+  const int32_t* d_page_base = mb.add(page_base);  // the indexer reads its keys through the page lists too
+  const int32_t* d_full_pages = mb.add(full_pages);
+  const int32_t* d_lengths = mb.add(lengths);
+  const compress_meta main_meta =
+      compressed ? add_compress_plan(mb, plan_compress(s, p, il, w.compressor, false)) : compress_meta();
+  const compress_meta index_meta =
+      csa ? add_compress_plan(mb, plan_compress(s, p, il, w.index_compressor, true)) : compress_meta();
+  HART_RETURN_IF_ERROR(mb.flush());
+
+  // Projections (attention.cpp project()).
+  HART_RETURN_IF_ERROR(linear_run(s, w.wq_a, x, T, A.qr));
+  HART_RETURN_IF_ERROR(rms_norm_cuda({A.qr, w.q_norm, A.qr, T, c.q_lora_rank, 0, 0, eps}, st));
+  HART_RETURN_IF_ERROR(linear_run(s, w.wq_b, A.qr, T, A.q));
+  HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.q, nullptr, A.q, T * H, hd, 0, 0, eps}, A.pos, inv_freq, rd, H), st));
+  HART_RETURN_IF_ERROR(linear_run(s, w.wkv, x, T, A.kv));
+  HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, A.pos, inv_freq, rd, 1), st));
+  if (fp8) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.kv, T, hd - rd, k_kv_qdq_block, hd, st));
+  if (compressed) {
+    HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wkv, x, T, A.comp_a));
+    HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wgate, x, T, A.comp_z));
   }
+  if (csa) {
+    const int64_t nI = c.index_n_heads, dI = c.index_head_dim;
+    HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wkv, x, T, A.index_a));
+    HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wgate, x, T, A.index_z));
+    HART_RETURN_IF_ERROR(linear_run(s, w.index_wq_b, A.qr, T, A.index_q));
+    HART_RETURN_IF_ERROR(rope_cuda({A.index_q, A.pos, inv_freq, T, nI, dI, rd}, st));
+    if (fp8) HART_RETURN_IF_ERROR(hadamard_fp4(A.index_q, T * nI, dI, st));
+    HART_RETURN_IF_ERROR(linear_run(s, w.index_weights_proj, x, T, A.index_w));
+    HART_RETURN_IF_ERROR(scale_cuda(A.index_w, T * nI, 1.0f / std::sqrt(float(nI)), st));
+  }
+  HART_RETURN_IF_ERROR(copy_rows_cuda(s.pool.base(), d_win_dst, A.kv, d_win_src, hd, T, false, st));
   // Compressors next: an entry whose block closes at token t is visible to t.
   if (compressed) {
-    HART_RETURN_IF_ERROR(compress(s, p, il, w.compressor, A.comp_a, A.comp_z, false,
+    HART_RETURN_IF_ERROR(compress(s, p, w.compressor, main_meta, A.comp_a, A.comp_z,
                                   fp8 ? entry_quant::fp8_nope : entry_quant::none, inv_freq));
   }
   if (csa) {
-    HART_RETURN_IF_ERROR(compress(s, p, il, w.index_compressor, A.index_a, A.index_z, true,
+    HART_RETURN_IF_ERROR(compress(s, p, w.index_compressor, index_meta, A.index_a, A.index_z,
                                   fp8 ? entry_quant::hadamard_fp4 : entry_quant::none, inv_freq));
-    HART_RETURN_IF_ERROR(index_topk(s, p, il));
+    HART_RETURN_IF_ERROR(index_topk(s, p, il, d_lengths, lengths, max_keys, d_page_base, d_full_pages));
     picks_to_rows_params tr;
     tr.picks = A.picks;
-    tr.page_base = A.page_base;
-    tr.full_pages = A.full_pages;
-    tr.idx = A.idx;
+    tr.page_base = d_page_base;
+    tr.full_pages = d_full_pages;
+    tr.idx = d_idx;
     tr.n_tokens = T;
     tr.k = c.index_topk;
     tr.n_idx = n_idx;
@@ -286,7 +326,7 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
     HART_RETURN_IF_ERROR(picks_to_rows_cuda(tr, st));
     if (topk) HART_RETURN_IF_ERROR(s.download(topk, A.picks, T * c.index_topk));
   }
-  sparse_attention_gather_params ap{A.q, s.pool.base(), A.idx, w.attn_sink, A.o, T, H, hd, n_idx,
+  sparse_attention_gather_params ap{A.q, s.pool.base(), d_idx, w.attn_sink, A.o, T, H, hd, n_idx,
                                     s.pool.n_rows(), hd, 1.0f / std::sqrt(float(hd))};
   // Sliced index lists (few tokens) make a token's output depend on the batch: not under --deterministic.
   if (!s.params.base.deterministic) {

@@ -137,6 +137,65 @@ void trace_append(forward_trace* t, forward_trace&& part) {
   for (auto& [il, v] : part.experts) cat(t->experts[il], v);
 }
 
+void* meta_batch::add_bytes(const void* src, size_t n) {
+  const size_t padded = (n + 15) / 16 * 16;
+  if (dev_used_ + padded > s_.a.meta_bytes) {
+    st_ = internal_error("gpu engine: a layer's metadata (%zu bytes) is over the arena's %zu", dev_used_ + padded,
+                         s_.a.meta_bytes);
+    return nullptr;
+  }
+  char* dev = s_.a.meta + dev_used_;
+  void* h = s_.staging.take(padded);
+  if (h && host_ && static_cast<char*>(h) != host_ + host_used_) {  // not contiguous: a new segment
+    st_ = flush();
+  }
+  if (!h && padded <= s_.staging.capacity()) {  // the staging is full: copy, wait, start over
+    st_ = flush();
+    if (st_.ok()) st_ = cuda_status(cudaStreamSynchronize(s_.stream), "gpu engine: metadata");
+    s_.staging.reset();
+    h = s_.staging.take(padded);
+  }
+  if (!st_.ok()) return nullptr;
+  if (!h) {  // larger than the staging: its own copy from pageable memory
+    st_ = flush();
+    if (st_.ok()) st_ = cuda_status(cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s_.stream), "gpu engine: metadata");
+    dev_used_ += padded;
+    return st_.ok() ? dev : nullptr;
+  }
+  if (!host_) {
+    host_ = static_cast<char*>(h);
+    host_used_ = 0;
+    dev_start_ = dev_used_;
+  }
+  std::memcpy(h, src, n);
+  host_used_ += padded;
+  dev_used_ += padded;
+  return dev;
+}
+
+status meta_batch::flush() {
+  if (!st_.ok()) return st_;
+  if (host_used_ > 0) {
+    st_ = cuda_status(cudaMemcpyAsync(s_.a.meta + dev_start_, host_, host_used_, cudaMemcpyHostToDevice, s_.stream),
+                      "gpu engine: metadata");
+  }
+  host_ = nullptr;
+  host_used_ = 0;
+  return st_;
+}
+
+size_t meta_layout_bytes(const engine_state& s, int64_t T) {
+  auto padded = [](int64_t n, size_t elem) { return (size_t(std::max<int64_t>(n, 0)) * elem + 15) / 16 * 16; };
+  // Per compressor: candidate row pointers (kv, gate), entry count/position/destination/source, ring writes.
+  const size_t compressor = 2 * padded(T * s.n_cand_max, sizeof(void*)) + 4 * padded(T, 8) + 2 * padded(T, 8);
+  return 2 * padded(T, 8)                          // window writes
+         + padded(T * s.n_idx_max, 4)              // index lists
+         + padded(T, 4) + padded(T * s.pages_per_seq, 4)  // page lists
+         + 2 * compressor                          // the main and the indexer's compressor
+         + padded(T, 4)                            // indexer lengths
+         + padded(T, 8);                           // logits rows (the head)
+}
+
 namespace {
 
 // The arena's buffers for T tokens per pass; `a` with a null base only counts bytes.
@@ -149,10 +208,6 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   auto f = [&](float** p, int64_t cnt) { bytes += device_arena::bytes_for<float>(cnt); *p = ar.take<float>(cnt); };
   auto i32 = [&](int32_t** p, int64_t cnt) { bytes += device_arena::bytes_for<int32_t>(cnt); *p = ar.take<int32_t>(cnt); };
   auto i64 = [&](int64_t** p, int64_t cnt) { bytes += device_arena::bytes_for<int64_t>(cnt); *p = ar.take<int64_t>(cnt); };
-  auto ptrs = [&](const float*** p, int64_t cnt) {
-    bytes += device_arena::bytes_for<const float*>(cnt);
-    *p = ar.take<const float*>(cnt);
-  };
   i32(&b->ids, T);
   i64(&b->pos, T);
   f(&b->x, T * n * D);
@@ -182,20 +237,11 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   f(&b->index_w, T * nI);
   f(&b->ring_stage, T * 4 * wide);
   f(&b->ent_stage, T * wide);
-  ptrs(&b->cand_kv, T * s.n_cand_max);
-  ptrs(&b->cand_gate, T * s.n_cand_max);
-  i64(&b->ent_pos, T);
-  i64(&b->ent_dst, T);
-  i64(&b->ent_src, T);
-  i64(&b->ent_ncand, T);
-  i64(&b->row_dst, T);
-  i64(&b->row_src, T);
+  b->meta_bytes = meta_layout_bytes(s, T);
+  bytes += device_arena::bytes_for<char>(int64_t(b->meta_bytes));
+  b->meta = ar.take<char>(int64_t(b->meta_bytes));
   f(&b->scores, T * s.max_entries);
-  i32(&b->lengths, T);
   i32(&b->picks, T * std::max<int64_t>(c.index_topk, 1));
-  i32(&b->page_base, T);
-  i32(&b->full_pages, T * s.pages_per_seq);
-  i32(&b->idx, T * s.n_idx_max);
   f(&b->route_logits, T * E);
   f(&b->route_w, T * K);
   i32(&b->experts, T * K);
@@ -282,8 +328,10 @@ status run_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logi
   if (logits && R > 0) {
     std::vector<int64_t> src(R);
     for (int64_t i = 0; i < R; ++i) src[i] = logit_rows[i] * D;
-    HART_RETURN_IF_ERROR(s.upload(A.row_src, src));
-    HART_RETURN_IF_ERROR(gpu::copy_rows_cuda(A.rows, A.iota_d, A.normed, A.row_src, D, R, false, s.stream));
+    gpu::meta_batch mb(s);
+    const int64_t* d_src = mb.add(src);
+    HART_RETURN_IF_ERROR(mb.flush());
+    HART_RETURN_IF_ERROR(gpu::copy_rows_cuda(A.rows, A.iota_d, A.normed, d_src, D, R, false, s.stream));
     HART_RETURN_IF_ERROR(gpu::linear_run(s, s.w.head, A.rows, R, A.logits));
     return s.readback.copy(logits, A.logits, size_t(R * V) * sizeof(float), s.stream);  // waits for the stream
   }

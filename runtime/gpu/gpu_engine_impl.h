@@ -32,17 +32,14 @@ struct arena_buffers {
   float *index_q = nullptr, *index_w = nullptr;
   float* ring_stage = nullptr;            // [2·width, T] ring rows of the chunk
   float* ent_stage = nullptr;             // [c, T] entries emitted this pass
-  const float** cand_kv = nullptr;        // [n_cand_max, T] compress_pool row pointers
-  const float** cand_gate = nullptr;
-  int64_t *ent_pos = nullptr, *ent_dst = nullptr, *ent_src = nullptr;  // [T]
-  int64_t* ent_ncand = nullptr;           // [T] candidates of each entry (compress_pool_batch)
-  int64_t *row_dst = nullptr, *row_src = nullptr;                      // [T] window and ring writes
   double* hc_workspace = nullptr;         // hc_pre's split mix (few tokens)
   char* attn_workspace = nullptr;         // sparse attention's slices (few tokens)
   float* scores = nullptr;                // [C/m_csa, T]
-  int32_t *lengths = nullptr, *picks = nullptr;    // [T], [k_top, T]
-  int32_t *page_base = nullptr, *full_pages = nullptr;  // [T], [pages per sequence, T]
-  int32_t* idx = nullptr;                 // [n_idx_max, T]
+  int32_t* picks = nullptr;               // [k_top, T]
+  // A layer's host-built metadata (window and ring writes, index and page lists,
+  // compressor plans, indexer lengths), packed by meta_batch: meta_layout_bytes.
+  char* meta = nullptr;
+  size_t meta_bytes = 0;
   // MoE
   float *route_logits = nullptr, *route_w = nullptr;  // [E, T], [K, T]
   int32_t *experts = nullptr, *hash = nullptr;         // [K, T]
@@ -120,6 +117,35 @@ struct engine_state {
     return cuda_status(cudaStreamSynchronize(stream), "gpu engine: step");
   }
 };
+
+/// One layer's host-built metadata on its way to the device: each add() packs a
+/// vector at the next 16-byte offset of the pinned staging and returns the
+/// address it will have at the same offset of the arena's `meta` region;
+/// flush() copies the lot with one cudaMemcpyAsync (was one per vector: each
+/// small copy sat on the stream's critical path). The stream orders the copy
+/// after the previous layer's kernels, the region's last readers. A vector past
+/// the staging goes on its own (pageable) copy.
+class meta_batch {
+ public:
+  explicit meta_batch(engine_state& s) : s_(s) {}
+  /// Device address of v's copy (null for an empty v); errors surface in flush().
+  template <class T>
+  T* add(const std::vector<T>& v) {
+    if (v.empty() || !st_.ok()) return nullptr;
+    return static_cast<T*>(add_bytes(v.data(), v.size() * sizeof(T)));
+  }
+  status flush();
+
+ private:
+  void* add_bytes(const void* src, size_t n);
+  engine_state& s_;
+  status st_;
+  char* host_ = nullptr;  // the pending segment in the staging
+  size_t host_used_ = 0, dev_start_ = 0, dev_used_ = 0;
+};
+
+/// The `meta` region a layer's metadata needs at T tokens (one meta_batch's worth).
+size_t meta_layout_bytes(const engine_state& s, int64_t T);
 
 /// Routed rows one MoE chunk holds: the arena's T tokens' worth, at least one
 /// token's K, at most what one device plan sorts.
