@@ -44,6 +44,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "kernels/cuda_device.h"
+
 namespace hart {
 namespace {
 
@@ -808,16 +810,6 @@ kernel_fn pick(bool res, bool vec) {
   return vec ? lightning_topk_kernel<C, false, true> : lightning_topk_kernel<C, false, false>;
 }
 
-int num_sms() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      v = 132;
-    return v;
-  }();
-  return n;
-}
-
 // Whether a 16-CTA cluster of the largest configuration (resident, ~200 KB of shared
 // memory per CTA) can be resident on this GPU; asked once (host-side, no stream work).
 bool cluster16_ok() {
@@ -879,7 +871,7 @@ status lightning_topk_cuda(const lightning_topk_params& p, CUstream_st* stream) 
   int C = n <= 8192 ? 1 : n <= 16384 ? 2 : n <= 32768 ? 4 : 8;
   // 16-CTA clusters only while the grid stays within ~2 waves of them (few rows): at
   // batch 64, n = 256K they ran 1.6x slower than 8-CTA clusters (fewer co-resident).
-  if (LT_MAX_CLUSTER >= 16 && n > 131072 && p.batch * 16 <= 2 * num_sms() && cluster16_ok()) C = 16;
+  if (LT_MAX_CLUSTER >= 16 && n > 131072 && p.batch * 16 <= 2 * cuda_sm_count() && cluster16_ok()) C = 16;
   const int64_t chunk = ((n + C - 1) / C + 3) & ~int64_t(3);
   const bool res = chunk <= k_res_cap;
   const bool vec = (reinterpret_cast<uintptr_t>(p.scores) % 16 == 0) && (p.row_stride % 4 == 0);

@@ -160,7 +160,7 @@ status_or<std::unique_ptr<linear_cuda_context>> linear_cuda_context::create(int6
     e = cudaMalloc(&s.x_qdq, size_t(max_fp8_rows * max_fp8_in) * sizeof(float));
     if (e != cudaSuccess) return resource_exhausted("linear_cuda_context: fp8 input buffer: %s", cudaGetErrorString(e));
     // linear_fp8_tc_cuda's split K: four 32-row CTAs' partials per SM, a counter per SM's worth of tiles.
-    const int64_t sms = linear_dev::sm_count();
+    const int64_t sms = cuda_sm_count();
     e = cudaMalloc(&s.tc_partials, size_t(4 * sms * 4096) * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(&s.tc_arrivals, size_t(sms) * sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(s.tc_arrivals, 0, size_t(sms) * sizeof(int));

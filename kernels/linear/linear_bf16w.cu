@@ -157,7 +157,7 @@ void gemv(const linear_bf16w_params& p, int64_t xs, int64_t ys, cudaStream_t str
   // Four output rows per warp at every MT (no prefetch arrays here, so 8 rows
   // of accumulators fit): each x float4 then feeds 4 rows' FMAs, which keeps
   // the L1 from bounding the larger row tiles.
-  switch (linear_dev::rows_per_warp(p.out, row_tiles, 4, k_warps, 2 * linear_dev::sm_count())) {
+  switch (linear_dev::rows_per_warp(p.out, row_tiles, 4, k_warps, 2 * cuda_sm_count())) {
     case 4: return launch_gemv<MT, 4, true>(p, xs, ys, stream);
     case 2: return launch_gemv<MT, 2, true>(p, xs, ys, stream);
     default: return launch_gemv<MT, 1, true>(p, xs, ys, stream);

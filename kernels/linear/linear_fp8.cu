@@ -143,7 +143,7 @@ cudaError_t launch_product(const linear_fp8_params& p, const float* x, int64_t x
       xs % 4 == 0 && p.x_group_stride % 4 == 0) {
     const int64_t row_tiles = (p.n_rows + MT - 1) / MT;
     const int64_t align = p.w_scale_row_offset | p.x_group_rows;  // a warp's rows share a scale block and a group
-    switch (linear_dev::rows_per_warp(p.out, row_tiles, MT, k_warps, linear_dev::sm_count(), align)) {
+    switch (linear_dev::rows_per_warp(p.out, row_tiles, MT, k_warps, cuda_sm_count(), align)) {
       case 4:
         if constexpr (MT <= 4) {
           launch_kernel<MT, 4, true>(p, x, xs, ys, n_kb, stream);
@@ -174,7 +174,7 @@ cudaError_t launch_row(const linear_fp8_params& p, int64_t ys, cudaStream_t stre
   auto launch = [&](auto kernel, int64_t r) {
     kernel<<<unsigned((p.out + k_warps * r - 1) / (k_warps * r)), k_warps * 32, smem, stream>>>(p, ys, n_kb);
   };
-  switch (linear_dev::rows_per_warp(p.out, 1, 1, k_warps, linear_dev::sm_count(), p.w_scale_row_offset)) {
+  switch (linear_dev::rows_per_warp(p.out, 1, 1, k_warps, cuda_sm_count(), p.w_scale_row_offset)) {
     case 4: launch(fp8_linear_row_kernel<4>, 4); break;
     case 2: launch(fp8_linear_row_kernel<2>, 2); break;
     default: launch(fp8_linear_row_kernel<1>, 1); break;

@@ -12,8 +12,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
+
+#include "kernels/cuda_device.h"
 
 namespace hart::linear_dev {
 
@@ -250,6 +251,7 @@ __device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int 
       for (; k + (P - 1) * step < in; k += P * step) {
         uint4 wv[P][R];
         uint8_t sc[P];
+        // fp8_load_batch's loads written out: through the call ptxas spills <4, 1> (64 registers, 24-byte stack)
 #pragma unroll
         for (int u = 0; u < P; ++u) {
 #pragma unroll
@@ -423,24 +425,12 @@ __device__ __forceinline__ bool split_k_gather(float (&acc)[MT][4][4], float* __
   return true;
 }
 
-// Streaming multiprocessors of the current device (cached per device).
-inline int64_t sm_count() {
-  static std::atomic<int> cached[64];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-  int n = cached[dev].load(std::memory_order_relaxed);
-  if (n <= 0) {
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
-    cached[dev].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
 
 // K splits for `tiles` output tiles of 4-warp CTAs over `k_units` steps along
 // K: none when the tiles alone fill the SMs, else enough for two CTAs per SM,
 // each at least two steps, within the context's partials and tile counters.
 inline int64_t split_k_count(int64_t tiles, int64_t k_units, int mt, int64_t partial_floats, int64_t arrivals_count) {
-  const int64_t sms = sm_count();
+  const int64_t sms = cuda_sm_count();
   if (tiles >= sms || tiles > arrivals_count || k_units < 4) return 1;
   const int64_t per_cta = int64_t(4) * mt * 4 * 32 * 4;
   const int64_t splits = std::min({(2 * sms + tiles - 1) / tiles, k_units / 2, partial_floats / (tiles * per_cta)});

@@ -67,7 +67,7 @@ status linear_grouped_cuda(const linear_grouped_params& p, CUstream_st* stream) 
   // Two output rows per warp once one tile's CTAs cover half the SMs (the
   // tiles in use are known only on the device, and MoE has top-k >= 2 of
   // them per token; every R gives the same result).
-  if (linear_dev::rows_per_warp(p.out, 1, MT, k_warps, linear_dev::sm_count() / 2) >= 2) {
+  if (linear_dev::rows_per_warp(p.out, 1, MT, k_warps, cuda_sm_count() / 2) >= 2) {
     launch<2>(p, stream);
   } else {
     launch<1>(p, stream);

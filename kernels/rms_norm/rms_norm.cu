@@ -4,12 +4,14 @@
 // be in flight together, not one per loop trip); the fp32 sum of squares is
 // reduced over warps by shuffles. Other rows take the strided scalar loop.
 // With rope_pos, each output row's trailing channels rotate before the store
-// (scalar path: after it), with rope_kernel's operations.
+// (scalar path: after it), with rope_kernel's own rotation (rope_device.cuh).
 #include "kernels/rms_norm/rms_norm.h"
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "kernels/rope/rope_device.cuh"
 
 namespace hart {
 namespace {
@@ -29,15 +31,6 @@ __device__ float block_sum(float v) {
   return total;
 }
 
-// rope_kernel's rotation of one pair, the same roundings (rope.cu).
-__device__ __forceinline__ void rope_pair(float& a, float& b, float pos, float inv_freq, float factor) {
-  const float angle = __fmul_rn(pos, inv_freq);
-  const float c = __fmul_rn(cosf(angle), factor);
-  const float s = __fmul_rn(__fmul_rn(sinf(angle), factor), 1.0f);
-  const float a0 = a, b0 = b;
-  a = __fsub_rn(__fmul_rn(a0, c), __fmul_rn(b0, s));
-  b = __fadd_rn(__fmul_rn(b0, c), __fmul_rn(a0, s));
-}
 
 __global__ void rms_norm_vec_kernel(rms_norm_params p, int64_t xs, int64_t ys) {
   const int64_t row = blockIdx.x, n4 = p.dim / 4;
@@ -66,8 +59,9 @@ __global__ void rms_norm_vec_kernel(rms_norm_params p, int64_t xs, int64_t ys) {
     if (p.rope_pos) {  // pairs start at even channels: a float4 holds two whole ones
       const int64_t r0 = p.dim - p.rope_dim, c = 4 * i;
       const float pos = float(p.rope_pos[row / p.rope_rows_per_pos]);
-      if (c >= r0) rope_pair(o.x, o.y, pos, p.rope_inv_freq[(c - r0) / 2], p.rope_attention_factor);
-      if (c + 2 >= r0) rope_pair(o.z, o.w, pos, p.rope_inv_freq[(c + 2 - r0) / 2], p.rope_attention_factor);
+      const float f = p.rope_attention_factor;
+      if (c >= r0) rope_rotate_pair(o.x, o.y, pos, p.rope_inv_freq[(c - r0) / 2], f, false);
+      if (c + 2 >= r0) rope_rotate_pair(o.z, o.w, pos, p.rope_inv_freq[(c + 2 - r0) / 2], f, false);
     }
     y[i] = o;
   }
@@ -89,7 +83,7 @@ __global__ void rms_norm_kernel(rms_norm_params p, int64_t xs, int64_t ys) {
   const int64_t r0 = p.dim - p.rope_dim;
   const float pos = float(p.rope_pos[row / p.rope_rows_per_pos]);
   for (int64_t e = threadIdx.x; e < p.rope_dim / 2; e += blockDim.x) {
-    rope_pair(y[r0 + 2 * e], y[r0 + 2 * e + 1], pos, p.rope_inv_freq[e], p.rope_attention_factor);
+    rope_rotate_pair(y[r0 + 2 * e], y[r0 + 2 * e + 1], pos, p.rope_inv_freq[e], p.rope_attention_factor, false);
   }
 }
 

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "kernels/rope/rope_device.cuh"
+
 namespace hart {
 namespace {
 
@@ -23,14 +25,8 @@ __global__ void rope_kernel(rope_params p, int64_t stride) {
   for (int64_t e = int64_t(blockIdx.y) * blockDim.x + threadIdx.x; e < p.n_heads * half;
        e += int64_t(gridDim.y) * blockDim.x) {
     const int64_t h = e / half, i = e % half;
-    const float angle = __fmul_rn(pos, p.inv_freq[i]);
-    const float c = __fmul_rn(cosf(angle), p.attention_factor);
-    const float s = __fmul_rn(__fmul_rn(sinf(angle), p.attention_factor), p.inverse ? -1.0f : 1.0f);
     float* v = row + h * p.head_dim + 2 * i;
-    const float a = v[0], b = v[1];
-    // explicit roundings: the CPU computes a*c - b*s without FMA
-    v[0] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-    v[1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+    rope_rotate_pair(v[0], v[1], pos, p.inv_freq[i], p.attention_factor, p.inverse);
   }
 }
 

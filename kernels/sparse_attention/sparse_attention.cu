@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda_device.h"
+
 namespace hart {
 namespace {
 
@@ -280,18 +282,7 @@ int64_t smem_bytes(int G, int64_t head_dim) { return (G * head_dim + k_tile * G 
 
 // Blocks the device holds at once, about: fewer (query, head group) pairs than
 // this and the index list is sliced until there are this many blocks.
-int64_t target_blocks() {
-  static const int64_t n = [] {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      sms = 132;
-    }
-    return int64_t(2 * sms);
-  }();
-  return n;
-}
+int64_t target_blocks() { return 2 * cuda_sm_count(); }
 
 slice_plan plan_slices(const sparse_attention_gather_params& p, int G) {
   slice_plan plan;

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda_device.h"
 #include "kernels/sparse_decode_attention/sparse_decode_attention_split.h"
 
 namespace hart {
@@ -354,13 +355,6 @@ __global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict_
       make_uint2(pack_bf16(o.x * inv, o.y * inv), pack_bf16(o.z * inv, o.w * inv));
 }
 
-int sm_count() {
-  int dev = 0, v = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
-  return v > 0 ? v : 1;
-}
-
 template <int HB>
 status launch_partial(const sparse_decode_attention_params& p, int n_splits, int chunks_per_block, float* ws_o,
                       float* ws_ml, cudaStream_t stream) {
@@ -394,7 +388,7 @@ status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUs
   // the GPU (entries decoded once per query); else 16, aiming at two blocks per
   // SM by splitting the entry list. At most k_max_chunks chunks per block.
   const int64_t n_chunks = sda_n_splits(p.n_idx0 + p.n_idx1);
-  const int sms = sm_count();
+  const int sms = int(cuda_sm_count());
   const bool wide = p.n_heads % 64 == 0 && p.n_queries * (p.n_heads / 64) >= sms;
   const int64_t groups = p.n_heads / (wide ? 64 : 16);
   const int64_t target = (wide ? 1 : 2) * int64_t(sms);
