@@ -20,6 +20,7 @@ struct common_options {
   std::string precision_name = "exact";
   int threads = 0;
   bool deterministic = false;
+  bool enforce_eager = false;  // --device cuda: decode without CUDA graphs (gpu_engine_params::decode_launch)
   std::string device = "cpu";  // generate / score / serve / worker: cpu or cuda (device_engine.h, device_executor.h)
 };
 

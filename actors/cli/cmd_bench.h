@@ -24,6 +24,7 @@ struct bench_options {
   int64_t prefill_max_tokens = 8192;  // prefill rows only where batch × chunk ≤ this
   int64_t prefill_reps = 3;
   uint64_t seed = 1;
+  bool enforce_eager = false;   // decode kernel by kernel (the default replays CUDA graphs)
   bool fp8_cuda_cores = false;  // every FP8 linear on CUDA cores (the default puts >= 2 rows on tensor cores)
 };
 

@@ -103,6 +103,7 @@ int run_serve(const serve_options& o) {
                      "--threads", std::to_string(o.common.threads), "--device", o.common.device};
     if (gpu) wp.spawn_argv.insert(wp.spawn_argv.end(), {"--max-context", std::to_string(sp.sched.max_context)});
     if (o.common.deterministic) wp.spawn_argv.push_back("--deterministic");
+    if (o.common.enforce_eager) wp.spawn_argv.push_back("--enforce-eager");
     wp.on_spawn = [](int64_t pid) {
       std::printf("hart: worker pid %lld\n", (long long)pid);
       std::fflush(stdout);

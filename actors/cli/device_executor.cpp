@@ -45,6 +45,7 @@ status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_
   gpu_engine_params p;
   p.base.model_dir = o.model_dir;
   p.base.deterministic = o.deterministic;
+  if (o.enforce_eager) p.decode = gpu_engine_params::decode_launch::eager;
   if (!precision_parse(o.precision_name, &p.base.prec)) {
     return invalid_argument("unknown precision '%s' (exact or fp8)", o.precision_name.c_str());
   }

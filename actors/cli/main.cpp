@@ -21,6 +21,9 @@ void add_common(CLI::App* cmd, hart::cli::common_options* o) {
   cmd->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--deterministic", o->deterministic,
                 "Batch-invariant arithmetic: logits bitwise independent of batching and chunking (slower)");
+  cmd->add_flag("--enforce-eager", o->enforce_eager,
+                "--device cuda: launch decode steps kernel by kernel instead of replaying CUDA graphs "
+                "(same logits; for debugging and profiling)");
 }
 
 }  // namespace
@@ -216,7 +219,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp8", "exact"}))
       ->capture_default_str();
   bh->add_option("--steps", bn.steps, "Timed decode steps per point (median)")->check(CLI::PositiveNumber)->capture_default_str();
-  bh->add_option("--warmup", bn.warmup, "Untimed decode steps first; their routing traces count the touched experts")
+  bh->add_option("--warmup", bn.warmup, "Untimed decode steps first: their routing traces count the touched experts, the last of 2+ captures the CUDA graph")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   bh->add_option("--prefill-chunk", bn.prefill_chunk, "Tokens per sequence of the timed prefill call (0 = no prefill rows)")
@@ -229,6 +232,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   bh->add_option("--seed", bn.seed, "Weights, KV and token seed")->capture_default_str();
+  bh->add_flag("--enforce-eager", bn.enforce_eager,
+               "Decode steps launched kernel by kernel (by default each shape is captured once as a CUDA graph and replayed)");
   bh->add_flag("--fp8-cuda-cores", bn.fp8_cuda_cores,
                "Every FP8 linear on CUDA cores, bitwise the CPU's fp8 sums (by default those of 2 rows or more and the routed experts run on tensor cores, mma.sync e4m3)");
 

@@ -36,6 +36,7 @@ __global__ void copy_rows_kernel(float* dst, const int64_t* dst_off, const float
                                  int64_t width, int64_t n, bool add) {
   const int64_t c0 = int64_t(blockIdx.y) * blockDim.x * k_copy_unroll + threadIdx.x;
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    if (dst_off[i] < 0) continue;
     float* d = dst + dst_off[i];
     const float* s = src + src_off[i];
     float v[k_copy_unroll];

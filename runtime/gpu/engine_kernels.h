@@ -19,7 +19,8 @@ namespace hart::gpu {
 status embed_rows_cuda(const float* table, const int32_t* ids, int64_t n_tokens, int64_t n_hc, int64_t dim,
                        float* x, CUstream_st* stream);
 
-/// For i < n: dst[dst_off[i] .. + width) (+)= src[src_off[i] .. + width); offsets in floats.
+/// For i < n: dst[dst_off[i] .. + width) (+)= src[src_off[i] .. + width); offsets in floats,
+/// a negative dst_off[i] skips row i (a decode plan's token that closes no entry).
 /// Rows written by one call must not overlap when `add`.
 status copy_rows_cuda(float* dst, const int64_t* dst_off, const float* src, const int64_t* src_off, int64_t width,
                       int64_t n, bool add, CUstream_st* stream);

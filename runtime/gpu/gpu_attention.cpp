@@ -2,8 +2,8 @@
 // compressor.cpp are the reference): projections, window KV into SWA pages,
 // compressor rings and emitted entries into the pool, indexer scores + top-k,
 // gathered sparse attention, inverse RoPE and the grouped output projection.
-// Offsets and index lists are built on the host per layer and reach the device
-// in one copy (meta_batch) before the layer's first kernel.
+// Offsets and index lists are built per layer on the host (one copy, meta_batch)
+// or, for a decode pass, on the device (decode_meta.h).
 #include <algorithm>
 #include <cmath>
 
@@ -14,6 +14,7 @@
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/rope/rope.h"
 #include "kernels/sparse_attention/sparse_attention.h"
+#include "runtime/gpu/decode_meta.h"
 #include "runtime/gpu/engine_kernels.h"
 #include "runtime/gpu/gpu_engine_impl.h"
 
@@ -156,13 +157,136 @@ std::vector<int32_t> indexer_lengths(const pass& p, int64_t m, int64_t* max_keys
   return lengths;
 }
 
+// A layer's metadata at its device addresses, from either builder below.
+struct layer_meta {
+  const int64_t *win_dst = nullptr, *win_src = nullptr;  // window KV rows
+  int32_t* idx = nullptr;                                // [n_idx, T] attention rows
+  const int32_t *page_base = nullptr, *full_pages = nullptr, *lengths = nullptr;  // CSA indexer
+  int64_t n_idx = 0, max_keys = 0;
+  std::vector<int32_t> host_lengths;                     // host builder only (reference-tie re-picks)
+  compress_meta main, index;
+};
+
+// Built on the host from positions and page tables only, then one copy (any pass).
+status host_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta* lm) {
+  const model_config& c = s.cfg;
+  const device_layer& w = s.w.layers[il];
+  const int64_t T = p.n_tokens(), hd = c.head_dim, W = c.window, P = s.pool.page_size();
+  const bool csa = w.kind == attention_kind::csa, compressed = w.kind != attention_kind::sliding;
+  // This pass's window KV into its SWA pages: every position has its own row.
+  std::vector<int64_t> win_dst(T), win_src(T);
+  for (const pass::span& sp : p.spans) {
+    for (int64_t j = 0; j < sp.n; ++j) {
+      const int64_t q = sp.p0 + j;
+      win_dst[sp.row0 + j] = s.pool.window(il, sp.seq->pages->swa[q / P], q % P);
+      win_src[sp.row0 + j] = (sp.row0 + j) * hd;
+    }
+  }
+  // Index lists: window rows (oldest first), then CSA picks or every visible HCA entry.
+  const int64_t m = compressed ? c.compress_rate(w.kind) : 0;
+  int64_t n_extra = 0;
+  if (csa) n_extra = c.index_topk;
+  if (w.kind == attention_kind::hca) {
+    for (const pass::span& sp : p.spans) n_extra = std::max(n_extra, (sp.p0 + sp.n) / m);
+  }
+  const int64_t n_idx = W + n_extra;
+  std::vector<int32_t> idx(T * n_idx, -1), page_base(csa ? T : 0), full_pages;
+  for (const pass::span& sp : p.spans) {
+    const page_table& pt = *sp.seq->pages;
+    const int32_t fbase = int32_t(full_pages.size());
+    // Only the pages up to the span's end: a cache may have reserved more (the arena holds max_context's).
+    const int64_t n_pg = (sp.p0 + sp.n + P - 1) / P;
+    if (csa) full_pages.insert(full_pages.end(), pt.full.begin(), pt.full.begin() + n_pg);
+    for (int64_t j = 0; j < sp.n; ++j) {
+      const int64_t r = sp.row0 + j, t = sp.p0 + j;
+      int32_t* row = idx.data() + r * n_idx;
+      for (int64_t q = std::max<int64_t>(0, t - W + 1); q <= t; ++q) {
+        row[q - (t - W + 1)] = int32_t(s.pool.window(il, pt.swa[q / P], q % P) / hd);
+      }
+      if (w.kind == attention_kind::hca) {
+        for (int64_t i = 0; i < (t + 1) / m; ++i) row[W + i] = int32_t(s.pool.entry(il, pt.full[i * m / P], i * m % P) / hd);
+      }
+      if (csa) page_base[r] = fbase;
+    }
+  }
+  if (csa) lm->host_lengths = indexer_lengths(p, c.csa_rate, &lm->max_keys);
+  meta_batch mb(s);
+  lm->win_dst = mb.add(win_dst);
+  lm->win_src = mb.add(win_src);
+  lm->idx = mb.add(idx);
+  lm->page_base = mb.add(page_base);  // the indexer reads its keys through the page lists too
+  lm->full_pages = mb.add(full_pages);
+  lm->lengths = mb.add(lm->host_lengths);
+  lm->n_idx = n_idx;
+  if (compressed) lm->main = add_compress_plan(mb, plan_compress(s, p, il, w.compressor, false));
+  if (csa) lm->index = add_compress_plan(mb, plan_compress(s, p, il, w.index_compressor, true));
+  return mb.flush();
+}
+
+// Built on the device (decode_meta.h) from the positions and page tables
+// run_pass uploaded: a decode pass, capturable as a graph. Every token owns
+// one entry slot per compressor (no entry this step: skipped by its copy).
+status device_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta* lm) {
+  const model_config& c = s.cfg;
+  const device_layer& w = s.w.layers[il];
+  const int64_t T = p.n_tokens();
+  const bool csa = w.kind == attention_kind::csa, hca = w.kind == attention_kind::hca;
+  const int64_t len = std::min(p.len_bucket, s.params.max_context);
+  lm->n_idx = c.window + (csa ? c.index_topk : hca ? len / c.hca_rate : 0);
+  lm->max_keys = csa ? len / c.csa_rate : 0;
+  meta_batch mb(s);
+  decode_meta_params dp;
+  dp.layer = s.pool.layer(il);
+  dp.pool = s.pool.base();
+  dp.ring_stage = s.a.ring_stage;
+  dp.pos = s.a.pos;
+  dp.swa_pages = s.a.dec_swa;
+  dp.full_pages = s.a.dec_full;
+  dp.stride = p.page_stride;
+  dp.n_tokens = T;
+  dp.window = c.window;
+  dp.n_idx = lm->n_idx;
+  dp.hca = hca;
+  dp.n_cand_max = s.n_cand_max;
+  dp.win_dst = mb.reserve<int64_t>(T);
+  dp.win_src = mb.reserve<int64_t>(T);
+  dp.idx = mb.reserve<int32_t>(T * lm->n_idx);
+  if (csa) {
+    dp.page_base = mb.reserve<int32_t>(T);
+    dp.lengths = mb.reserve<int32_t>(T);
+  }
+  auto plan = [&](const device_compressor& dc, bool indexer, decode_compressor_plan* cp, compress_meta* cm) {
+    cp->kvp = mb.reserve<const float*>(T * s.n_cand_max);
+    cp->gp = mb.reserve<const float*>(T * s.n_cand_max);
+    cp->n_cand = mb.reserve<int64_t>(T);
+    cp->ent_pos = mb.reserve<int64_t>(T);
+    cp->ent_dst = mb.reserve<int64_t>(T);
+    cp->ent_src = mb.reserve<int64_t>(T);
+    cp->ring_dst = mb.reserve<int64_t>(T);
+    cp->ring_src = mb.reserve<int64_t>(T);
+    cp->rate = dc.rate;
+    cp->dim = dc.dim;
+    cp->overlap = dc.overlap;
+    cp->indexer = indexer;
+    *cm = {cp->kvp, cp->gp, cp->n_cand, cp->ent_pos, cp->ent_dst, cp->ent_src, cp->ring_dst, cp->ring_src, T, T};
+  };
+  if (w.kind != attention_kind::sliding) plan(w.compressor, false, &dp.comp, &lm->main);
+  if (csa) plan(w.index_compressor, true, &dp.index_comp, &lm->index);
+  HART_RETURN_IF_ERROR(mb.flush());  // reservation errors
+  lm->win_dst = dp.win_dst;
+  lm->win_src = dp.win_src;
+  lm->idx = dp.idx;
+  lm->page_base = dp.page_base;
+  lm->full_pages = s.a.dec_full;
+  lm->lengths = dp.lengths;
+  return decode_meta_cuda(dp, s.stream);
+}
+
 // Indexer picks [k_top, T] for the pass: every token's visible keys scored in
 // one launch straight from the pool's pages (through the page lists), then the
 // top-k (lowest-index ties on the device; sequences in reference-tie mode
 // re-pick on the host like the CPU engine).
-status index_topk(engine_state& s, const pass& p, int64_t il, const int32_t* lengths,
-                  const std::vector<int32_t>& host_lengths, int64_t max_keys, const int32_t* page_base,
-                  const int32_t* full_pages) {
+status index_topk(engine_state& s, const pass& p, int64_t il, const layer_meta& lm) {
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
   const int64_t m = c.csa_rate, nI = c.index_n_heads, dI = c.index_head_dim, K = c.index_topk;
@@ -171,14 +295,14 @@ status index_topk(engine_state& s, const pass& p, int64_t il, const int32_t* len
   ip.q = A.index_q;
   ip.w = A.index_w;
   ip.keys = s.pool.base();
-  ip.lengths = lengths;
-  ip.page_base = page_base;
-  ip.pages = full_pages;
+  ip.lengths = lm.lengths;
+  ip.page_base = lm.page_base;
+  ip.pages = lm.full_pages;
   ip.score = A.scores;
   ip.n_tokens = T;
   ip.n_heads = nI;
   ip.head_dim = dI;
-  ip.max_keys = max_keys;
+  ip.max_keys = lm.max_keys;
   ip.score_stride = S;
   ip.rate = m;
   ip.page_size = s.pool.page_size();
@@ -186,7 +310,7 @@ status index_topk(engine_state& s, const pass& p, int64_t il, const int32_t* len
   ip.page_floats = s.pool.index_key(il, 1, 0) - ip.key_off;
   ip.softmax_scale = 1.0f / std::sqrt(float(dI));
   HART_RETURN_IF_ERROR(indexer_score_paged_cuda(ip, s.stream));
-  HART_RETURN_IF_ERROR(lightning_topk_cuda({A.scores, lengths, nullptr, A.picks, T, S, K}, s.stream));
+  HART_RETURN_IF_ERROR(lightning_topk_cuda({A.scores, lm.lengths, nullptr, A.picks, T, S, K}, s.stream));
   for (const pass::span& sp : p.spans) {
     const int64_t ref_len = sp.seq->tie_reference_length;
     if (ref_len <= 0) continue;
@@ -195,7 +319,7 @@ status index_topk(engine_state& s, const pass& p, int64_t il, const int32_t* len
     HART_RETURN_IF_ERROR(s.download(&sc, A.scores + sp.row0 * S, sp.n * S));
     std::vector<int32_t> picks(sp.n * K, -1);
     for (int64_t j = 0; j < sp.n; ++j) {
-      const int64_t n_vis = host_lengths[sp.row0 + j];
+      const int64_t n_vis = lm.host_lengths[sp.row0 + j];
       if (n_vis == 0) continue;
       const int64_t n_row = std::max(n_vis, ref_len / m);
       std::vector<float> row(n_row, -INFINITY);
@@ -247,74 +371,26 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
     HART_RETURN_IF_ERROR(linear_run(s, w.index_weights_proj, x, T, A.index_w));
     HART_RETURN_IF_ERROR(scale_cuda(A.index_w, T * nI, 1.0f / std::sqrt(float(nI)), st));
   }
-  // The layer's metadata, built on the host from positions and page tables
-  // only (while the device runs the projections), then one copy.
-  // This pass's window KV into its SWA pages: every position has its own row.
-  std::vector<int64_t> win_dst(T), win_src(T);
-  for (const pass::span& sp : p.spans) {
-    for (int64_t j = 0; j < sp.n; ++j) {
-      const int64_t q = sp.p0 + j;
-      win_dst[sp.row0 + j] = s.pool.window(il, sp.seq->pages->swa[q / P], q % P);
-      win_src[sp.row0 + j] = (sp.row0 + j) * hd;
-    }
-  }
-  // Index lists: window rows (oldest first), then CSA picks or every visible HCA entry.
-  const int64_t m = compressed ? c.compress_rate(w.kind) : 0;
-  int64_t n_extra = 0;
-  if (csa) n_extra = c.index_topk;
-  if (w.kind == attention_kind::hca) {
-    for (const pass::span& sp : p.spans) n_extra = std::max(n_extra, (sp.p0 + sp.n) / m);
-  }
-  const int64_t n_idx = W + n_extra;
-  std::vector<int32_t> idx(T * n_idx, -1), page_base(csa ? T : 0), full_pages;
-  for (const pass::span& sp : p.spans) {
-    const page_table& pt = *sp.seq->pages;
-    const int32_t fbase = int32_t(full_pages.size());
-    // Only the pages up to the span's end: a cache may have reserved more (the arena holds max_context's).
-    const int64_t n_pg = (sp.p0 + sp.n + P - 1) / P;
-    if (csa) full_pages.insert(full_pages.end(), pt.full.begin(), pt.full.begin() + n_pg);
-    for (int64_t j = 0; j < sp.n; ++j) {
-      const int64_t r = sp.row0 + j, t = sp.p0 + j;
-      int32_t* row = idx.data() + r * n_idx;
-      for (int64_t q = std::max<int64_t>(0, t - W + 1); q <= t; ++q) {
-        row[q - (t - W + 1)] = int32_t(s.pool.window(il, pt.swa[q / P], q % P) / hd);
-      }
-      if (w.kind == attention_kind::hca) {
-        for (int64_t i = 0; i < (t + 1) / m; ++i) row[W + i] = int32_t(s.pool.entry(il, pt.full[i * m / P], i * m % P) / hd);
-      }
-      if (csa) page_base[r] = fbase;
-    }
-  }
-  int64_t max_keys = 0;
-  const std::vector<int32_t> lengths = csa ? indexer_lengths(p, c.csa_rate, &max_keys) : std::vector<int32_t>();
-  meta_batch mb(s);
-  const int64_t* d_win_dst = mb.add(win_dst);
-  const int64_t* d_win_src = mb.add(win_src);
-  int32_t* d_idx = mb.add(idx);
-  const int32_t* d_page_base = mb.add(page_base);  // the indexer reads its keys through the page lists too
-  const int32_t* d_full_pages = mb.add(full_pages);
-  const int32_t* d_lengths = mb.add(lengths);
-  const compress_meta main_meta =
-      compressed ? add_compress_plan(mb, plan_compress(s, p, il, w.compressor, false)) : compress_meta();
-  const compress_meta index_meta =
-      csa ? add_compress_plan(mb, plan_compress(s, p, il, w.index_compressor, true)) : compress_meta();
-  HART_RETURN_IF_ERROR(mb.flush());
+  // The layer's metadata (built while the device runs the projections), then its KV writes.
+  layer_meta lm;
+  HART_RETURN_IF_ERROR(p.device_meta ? device_layer_meta(s, p, il, &lm) : host_layer_meta(s, p, il, &lm));
+  const int64_t n_idx = lm.n_idx, m = compressed ? c.compress_rate(w.kind) : 0;
 
-  HART_RETURN_IF_ERROR(copy_rows_cuda(s.pool.base(), d_win_dst, A.kv, d_win_src, hd, T, false, st));
+  HART_RETURN_IF_ERROR(copy_rows_cuda(s.pool.base(), lm.win_dst, A.kv, lm.win_src, hd, T, false, st));
   // Compressors next: an entry whose block closes at token t is visible to t.
   if (compressed) {
-    HART_RETURN_IF_ERROR(compress(s, p, w.compressor, main_meta, A.comp_a, A.comp_z,
+    HART_RETURN_IF_ERROR(compress(s, p, w.compressor, lm.main, A.comp_a, A.comp_z,
                                   fp8 ? entry_quant::fp8_nope : entry_quant::none, inv_freq));
   }
   if (csa) {
-    HART_RETURN_IF_ERROR(compress(s, p, w.index_compressor, index_meta, A.index_a, A.index_z,
+    HART_RETURN_IF_ERROR(compress(s, p, w.index_compressor, lm.index, A.index_a, A.index_z,
                                   fp8 ? entry_quant::hadamard_fp4 : entry_quant::none, inv_freq));
-    HART_RETURN_IF_ERROR(index_topk(s, p, il, d_lengths, lengths, max_keys, d_page_base, d_full_pages));
+    HART_RETURN_IF_ERROR(index_topk(s, p, il, lm));
     picks_to_rows_params tr;
     tr.picks = A.picks;
-    tr.page_base = d_page_base;
-    tr.full_pages = d_full_pages;
-    tr.idx = d_idx;
+    tr.page_base = lm.page_base;
+    tr.full_pages = lm.full_pages;
+    tr.idx = lm.idx;
     tr.n_tokens = T;
     tr.k = c.index_topk;
     tr.n_idx = n_idx;
@@ -326,7 +402,7 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
     HART_RETURN_IF_ERROR(picks_to_rows_cuda(tr, st));
     if (topk) HART_RETURN_IF_ERROR(s.download(topk, A.picks, T * c.index_topk));
   }
-  sparse_attention_gather_params ap{A.q, s.pool.base(), d_idx, w.attn_sink, A.o, T, H, hd, n_idx,
+  sparse_attention_gather_params ap{A.q, s.pool.base(), lm.idx, w.attn_sink, A.o, T, H, hd, n_idx,
                                     s.pool.n_rows(), hd, 1.0f / std::sqrt(float(hd))};
   // Sliced index lists (few tokens) make a token's output depend on the batch: not under --deterministic.
   if (!s.params.base.deterministic) {

@@ -173,6 +173,19 @@ void* meta_batch::add_bytes(const void* src, size_t n) {
   return dev;
 }
 
+void* meta_batch::reserve_bytes(size_t n) {
+  const size_t padded = (n + 15) / 16 * 16;
+  st_ = flush();  // a pending segment's device range must stay contiguous
+  if (st_.ok() && dev_used_ + padded > s_.a.meta_bytes) {
+    st_ = internal_error("gpu engine: a layer's metadata (%zu bytes) is over the arena's %zu", dev_used_ + padded,
+                         s_.a.meta_bytes);
+  }
+  if (!st_.ok()) return nullptr;
+  char* dev = s_.a.meta + dev_used_;
+  dev_used_ += padded;
+  return dev;
+}
+
 status meta_batch::flush() {
   if (!st_.ok()) return st_;
   if (host_used_ > 0) {
@@ -240,6 +253,8 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   b->meta_bytes = meta_layout_bytes(s, T);
   bytes += device_arena::bytes_for<char>(int64_t(b->meta_bytes));
   b->meta = ar.take<char>(int64_t(b->meta_bytes));
+  i32(&b->dec_swa, T * s.pages_per_seq);
+  i32(&b->dec_full, T * s.pages_per_seq);
   f(&b->scores, T * s.max_entries);
   i32(&b->picks, T * std::max<int64_t>(c.index_topk, 1));
   f(&b->route_logits, T * E);
@@ -291,15 +306,12 @@ status run_site(engine_state& s, int64_t T, const float* fn, const float* base, 
   return {};
 }
 
-// One device pass over `p`; logits rows [V, |logit_rows|] written to `logits`.
-status run_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logit_rows, float* logits,
-                forward_trace* trace) {
+// The pass's kernels from the embedding to the head: logits of `logit_rows`
+// (R rows) in A.logits. Stream work only unless a trace downloads.
+status enqueue_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logit_rows, forward_trace* trace) {
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
-  const int64_t T = p.n_tokens(), D = c.hidden_size, n = c.hc_mult, V = c.vocab_size;
-  s.staging.reset();  // the last pass ended with a stream sync: its copies are done
-  HART_RETURN_IF_ERROR(s.upload(A.ids, p.ids));
-  HART_RETURN_IF_ERROR(s.upload(A.pos, p.pos));
+  const int64_t T = p.n_tokens(), D = c.hidden_size, n = c.hc_mult;
   HART_RETURN_IF_ERROR(gpu::embed_rows_cuda(s.w.embed, A.ids, T, n, D, A.x, s.stream));
   const bool hidden = trace && trace->capture_hidden;
   if (hidden) {
@@ -325,17 +337,87 @@ status run_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logi
   HART_RETURN_IF_ERROR(rms_norm_cuda({A.collapsed, s.w.norm, A.normed, T, D, 0, 0, eps}, s.stream));
   if (hidden) HART_RETURN_IF_ERROR(s.download(&trace->final_hidden, A.normed, T * D));
   const int64_t R = int64_t(logit_rows.size());
-  if (logits && R > 0) {
+  if (R == 0) return {};
+  bool every_row = R == T;
+  for (int64_t i = 0; every_row && i < R; ++i) every_row = logit_rows[i] == i;
+  const float* rows = A.normed;
+  if (!every_row) {  // gather the rows that want logits
     std::vector<int64_t> src(R);
     for (int64_t i = 0; i < R; ++i) src[i] = logit_rows[i] * D;
     gpu::meta_batch mb(s);
     const int64_t* d_src = mb.add(src);
     HART_RETURN_IF_ERROR(mb.flush());
     HART_RETURN_IF_ERROR(gpu::copy_rows_cuda(A.rows, A.iota_d, A.normed, d_src, D, R, false, s.stream));
-    HART_RETURN_IF_ERROR(gpu::linear_run(s, s.w.head, A.rows, R, A.logits));
-    return s.readback.copy(logits, A.logits, size_t(R * V) * sizeof(float), s.stream);  // waits for the stream
+    rows = A.rows;
+  }
+  return gpu::linear_run(s, s.w.head, rows, R, A.logits);
+}
+
+// A decode pass's page tables into the arena, [T, page_stride], −1 past a sequence's pages.
+status upload_page_tables(engine_state& s, const pass& p) {
+  const int64_t T = p.n_tokens(), stride = p.page_stride;
+  std::vector<int32_t> swa(size_t(T * stride), -1), full(size_t(T * stride), -1);
+  for (const pass::span& sp : p.spans) {
+    const page_table& pt = *sp.seq->pages;
+    const int64_t n = std::min<int64_t>({stride, int64_t(pt.full.size()), int64_t(pt.swa.size())});
+    std::copy_n(pt.swa.begin(), n, swa.begin() + sp.row0 * stride);
+    std::copy_n(pt.full.begin(), n, full.begin() + sp.row0 * stride);
+  }
+  HART_RETURN_IF_ERROR(s.upload(s.a.dec_swa, swa));
+  return s.upload(s.a.dec_full, full);
+}
+
+// One device pass over `p`; logits rows [V, |logit_rows|] written to `logits`.
+status run_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logit_rows, float* logits,
+                forward_trace* trace) {
+  arena_buffers& A = s.a;
+  s.staging.reset();  // the last pass ended with a stream sync: its copies are done
+  HART_RETURN_IF_ERROR(s.upload(A.ids, p.ids));
+  HART_RETURN_IF_ERROR(s.upload(A.pos, p.pos));
+  if (p.device_meta) HART_RETURN_IF_ERROR(upload_page_tables(s, p));
+  static const std::vector<int64_t> no_rows;
+  const std::vector<int64_t>& rows = logits ? logit_rows : no_rows;
+  if (p.device_meta && s.params.decode == gpu_engine_params::decode_launch::graphs) {
+    const uint64_t key = uint64_t(p.n_tokens()) << 40 | uint64_t(p.len_bucket);
+    HART_RETURN_IF_ERROR(s.graphs.run(s.stream, key, [&] { return enqueue_pass(s, p, rows, nullptr); }));
+  } else {
+    HART_RETURN_IF_ERROR(enqueue_pass(s, p, rows, trace));
+  }
+  if (!rows.empty()) {
+    const size_t bytes = rows.size() * size_t(s.cfg.vocab_size) * sizeof(float);
+    return s.readback.copy(logits, A.logits, bytes, s.stream);  // waits for the stream
   }
   return cuda_status(cudaStreamSynchronize(s.stream), "gpu engine: forward");
+}
+
+// Positions a decode pass's kernels are sized for: its longest sequence rounded
+// up to a quarter of its power of two (at least a page, at most max_context),
+// so graphs are few and their index lists at most 25% longer than needed.
+int64_t decode_len_bucket(int64_t longest, int64_t page_size, int64_t max_context) {
+  const int64_t x = std::max(longest, page_size);
+  int64_t pow2 = 1;
+  while (pow2 * 2 <= x) pow2 *= 2;
+  const int64_t step = std::max<int64_t>(pow2 / 4, 1);
+  return std::min((x + step - 1) / step * step, max_context);
+}
+
+// Whether `p` runs on device-built metadata (gpu_engine_params::decode_launch).
+void mark_decode_pass(const engine_state& s, pass* p, size_t n_logit_rows, bool traced) {
+  p->device_meta = false;
+  if (s.params.decode == gpu_engine_params::decode_launch::host_metadata || traced ||
+      n_logit_rows != size_t(p->n_tokens())) {
+    return;
+  }
+  int64_t longest = 0;
+  for (const pass::span& sp : p->spans) {
+    // Reference-tie sequences re-pick their top-k on the host (index_topk).
+    if (sp.n != 1 || sp.seq->tie_reference_length > 0) return;
+    longest = std::max(longest, sp.p0 + 1);
+  }
+  const int64_t P = s.pool.page_size();
+  p->device_meta = true;
+  p->len_bucket = decode_len_bucket(longest, P, s.params.max_context);
+  p->page_stride = (p->len_bucket + P - 1) / P;
 }
 
 }  // namespace
@@ -353,6 +435,8 @@ gpu_engine::~gpu_engine() {
 const model_config& gpu_engine::config() const { return s_->cfg; }
 const gpu_engine_params& gpu_engine::params() const { return s_->params; }
 size_t gpu_engine::device_bytes() const { return s_->w.bytes + s_->pool.bytes() + s_->arena_mem.bytes(); }
+size_t gpu_engine::decode_graphs() const { return s_->graphs.size(); }
+uint64_t gpu_engine::decode_graph_replays() const { return s_->graphs.replays(); }
 
 namespace {
 
@@ -621,6 +705,7 @@ status gpu_engine::forward(const std::vector<batch_item>& batch, std::vector<flo
     forward_trace part;
     if (trace) part.capture_hidden = trace->capture_hidden;
     float* out = logits ? logits->data() + logits_at : nullptr;
+    gpu::mark_decode_pass(s, &p, logits ? rows.size() : 0, trace != nullptr);
     HART_RETURN_IF_ERROR(gpu::run_pass(s, p, rows, out, trace ? &part : nullptr));
     if (trace) gpu::trace_append(trace, std::move(part));
     logits_at += rows.size() * size_t(s.cfg.vocab_size);

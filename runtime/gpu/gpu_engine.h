@@ -46,6 +46,15 @@ struct gpu_engine_params {
   /// (linear_grouped_tc_cuda) on tensor cores; false keeps every FP8 linear on
   /// CUDA cores (bitwise the CPU's fp8 sums).
   bool fp8_tensor_cores = true;
+  /// How decode passes run (one token per sequence, every row's logits; prefill
+  /// passes and traced calls always take host_metadata):
+  ///   graphs        metadata built on the device, the pass captured as a CUDA graph
+  ///                 once per (tokens, context bucket) and replayed after;
+  ///   eager         the same device metadata, kernels launched one by one (--enforce-eager);
+  ///   host_metadata metadata built on the host per layer, as prefill passes.
+  /// graphs and eager enqueue the same kernels (bitwise the same logits).
+  enum class decode_launch { graphs, eager, host_metadata };
+  decode_launch decode = decode_launch::graphs;
 
   status validate() const;
 };
@@ -86,6 +95,9 @@ class gpu_engine final : public forward_engine {
                  forward_trace* trace = nullptr) const override;
   /// Device bytes held by weights, KV pool and arena.
   size_t device_bytes() const;
+  /// Decode graphs captured so far, and how many passes replayed one.
+  size_t decode_graphs() const;
+  uint64_t decode_graph_replays() const;
   /// Overwrites the whole KV pool (entries, indexer keys, window KV, compressor
   /// rings) with random values in [-1, 1): `hart bench` binds sequences at long
   /// lengths without computing their KV (gpu_engine_bench.cpp).

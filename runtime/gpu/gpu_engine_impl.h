@@ -14,6 +14,7 @@
 #include "runtime/gpu/device_memory.h"
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/gpu/gpu_weights.h"
+#include "runtime/gpu/graph_cache.h"
 #include "runtime/gpu/kv_pool.h"
 #include "runtime/model/kv_store.h"
 
@@ -40,6 +41,8 @@ struct arena_buffers {
   // compressor plans, indexer lengths), packed by meta_batch: meta_layout_bytes.
   char* meta = nullptr;
   size_t meta_bytes = 0;
+  // A decode pass's page tables, [T, pass::page_stride] (decode_meta.h builds the metadata from them).
+  int32_t *dec_swa = nullptr, *dec_full = nullptr;
   // MoE
   float *route_logits = nullptr, *route_w = nullptr;  // [E, T], [K, T]
   int32_t *experts = nullptr, *hash = nullptr;         // [K, T]
@@ -66,6 +69,12 @@ struct pass {
   std::vector<int32_t> ids;
   std::vector<int64_t> pos;
   std::vector<span> spans;
+  /// A decode pass (one token per span, every row's logits) whose metadata the
+  /// device builds from the arena's page tables (decode_meta.h). Its kernels are
+  /// sized for `len_bucket` positions, not the pass's own lengths, so one captured
+  /// graph serves every pass of the same (tokens, len_bucket).
+  bool device_meta = false;
+  int64_t len_bucket = 0, page_stride = 0;
   int64_t n_tokens() const { return int64_t(ids.size()); }
 };
 
@@ -90,6 +99,7 @@ struct engine_state {
 
   pinned_staging staging;                 // host side of upload(); reset when a pass starts
   pinned_readback readback;               // logits back to the host
+  graph_cache graphs;                     // decode passes (gpu_engine_params::decode_launch::graphs)
 
   /// Copies `v` to dst in stream order through the pinned staging (the host
   /// does not wait); when the staging is full, waits for the stream and starts over.
@@ -134,10 +144,17 @@ class meta_batch {
     if (v.empty() || !st_.ok()) return nullptr;
     return static_cast<T*>(add_bytes(v.data(), v.size() * sizeof(T)));
   }
+  /// Device space for n values that a kernel fills (decode_meta.h): no copy.
+  template <class T>
+  T* reserve(int64_t n) {
+    if (n <= 0 || !st_.ok()) return nullptr;
+    return static_cast<T*>(reserve_bytes(size_t(n) * sizeof(T)));
+  }
   status flush();
 
  private:
   void* add_bytes(const void* src, size_t n);
+  void* reserve_bytes(size_t n);
   engine_state& s_;
   status st_;
   char* host_ = nullptr;  // the pending segment in the staging

@@ -511,6 +511,69 @@ TEST(gpu_engine, deterministic_logits_do_not_depend_on_chunks_or_batch) {
   }
 }
 
+// Decode passes three ways (gpu_engine_params::decode_launch): CUDA graphs
+// replayed, the same device-built metadata launched eagerly, and the host's
+// metadata. Three sequences of different lengths decode 48 steps (past three
+// HCA entries of tiny-a at rate 16 and its window of 32) in batches whose
+// size and context bucket change, so several graphs are captured and replayed.
+// graphs == eager bitwise (the same kernels); exact: host metadata within the
+// vs-CPU bound (only the HCA index lists' length differs, padded with −1).
+TEST(gpu_engine, decode_graphs_replay_equal_eager_and_host_metadata) {
+  SKIP_WITHOUT_GPU();
+  using launch = gpu_engine_params::decode_launch;
+  for (const precision prec : {precision::exact, precision::fp8}) {
+    SCOPED_TRACE(prec == precision::fp8 ? "fp8" : "exact");
+    std::vector<std::unique_ptr<gpu_engine>> engines;
+    for (const launch l : {launch::graphs, launch::eager, launch::host_metadata}) {
+      gpu_engine_params p;
+      p.base.model_dir = std::string(HART_TEST_DATA) + "/tiny-a";
+      p.base.prec = prec;
+      p.max_context = 4096;
+      p.decode = l;
+      auto e = gpu_engine::load(p);
+      ASSERT_TRUE(e.ok()) << e.get_status().to_string();
+      engines.push_back(std::move(*e));
+    }
+    const int64_t V = engines[0]->config().vocab_size, n_steps = 48;
+    std::vector<std::vector<sequence_state>> seqs(engines.size());
+    const int64_t prompt_len[3] = {3, 45, 90};
+    std::vector<std::vector<float>> out(engines.size());
+    for (size_t k = 0; k < engines.size(); ++k) {
+      std::vector<batch_item> items;
+      for (int64_t r = 0; r < 3; ++r) seqs[k].push_back(engines[k]->new_sequence());
+      for (int64_t r = 0; r < 3; ++r) {
+        std::vector<int32_t> t(size_t(prompt_len[r]));
+        for (size_t i = 0; i < t.size(); ++i) t[i] = int32_t((i * 31 + r * 7 + 3) % V);
+        items.push_back({&seqs[k][r], t, logits_request::last});
+      }
+      ASSERT_TRUE(engines[k]->forward(items, &out[k]).ok());
+    }
+    double worst_host = 0;
+    for (int64_t i = 0; i < n_steps; ++i) {
+      // Steps alternate between all three rows and the first two (other graphs, other buckets).
+      const int64_t rows = i % 3 == 2 ? 2 : 3;
+      for (size_t k = 0; k < engines.size(); ++k) {
+        std::vector<batch_item> items;
+        for (int64_t r = 0; r < rows; ++r) items.push_back({&seqs[k][r], {int32_t((i * 13 + r) % V)}, logits_request::last});
+        const status st = engines[k]->forward(items, &out[k]);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+      }
+      ASSERT_EQ(out[0].size(), size_t(rows * V));
+      ASSERT_TRUE(out[0] == out[1]) << "graph replay differs from eager at step " << i;
+      worst_host = std::max(worst_host, compare(out[0], out[2], V).max_rel);
+    }
+    std::printf("decode graphs: %zu captured, %llu replays; vs host metadata max rel %.3g\n", engines[0]->decode_graphs(),
+                (unsigned long long)engines[0]->decode_graph_replays(), worst_host);
+    EXPECT_GE(engines[0]->decode_graphs(), 2u);
+    EXPECT_GT(engines[0]->decode_graph_replays(), uint64_t(n_steps / 2));
+    EXPECT_EQ(engines[1]->decode_graphs(), 0u);
+    EXPECT_EQ(engines[2]->decode_graphs(), 0u);
+    if (prec == precision::exact) {
+      EXPECT_LE(worst_host, k_vs_cpu_exact);
+    }
+  }
+}
+
 TEST(gpu_engine, trace_append_concatenates_passes) {
   forward_trace whole, a, b;
   whole.capture_hidden = true;

@@ -44,6 +44,7 @@ status gpu_engine::swap_weights(std::unique_ptr<gpu_built_weights> w, uint64_t v
   // The last forward's kernels may still read the old weights.
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamSynchronize(s.stream), "swap_weights"));
   s.w = std::move(w->w);  // frees the old set
+  s.graphs.clear();       // they captured the old set's addresses
   s.w.version = version;
   return {};
 }

@@ -122,6 +122,7 @@ TEST_P(gpu_weight_swap, a_swapped_engine_computes_bitwise_what_a_fresh_load_of_t
   auto built = served->build_weights(*source_of(update));
   ASSERT_TRUE(built.ok()) << built.get_status().to_string();
   EXPECT_TRUE(bitwise_equal(logits_of(*served), before)) << "building does not touch the serving weights";
+  EXPECT_GT(served->decode_graphs(), 0u) << "decode ran as CUDA graphs, which the swap must drop";
   ASSERT_TRUE(served->swap_weights(std::move(*built), 1).ok());
   EXPECT_EQ(served->weight_version(), 1u);
   EXPECT_EQ(served->device_bytes(), fresh->device_bytes()) << "same buffers: codes where the load keeps codes";

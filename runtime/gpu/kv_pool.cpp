@@ -11,37 +11,46 @@ status_or<kv_pool> kv_pool::create(const model_config& cfg, int64_t P, int64_t n
   kv_pool k;
   k.page_size_ = P;
   k.hd_ = cfg.head_dim;
-  k.dI_ = cfg.index_head_dim;
-  k.csa_rate_ = cfg.csa_rate;
   k.n_full_ = n_full;
   k.n_swa_ = n_swa;
-  const int64_t hd = k.hd_;
+  const int64_t hd = k.hd_, dI = cfg.index_head_dim;
   auto rows = [hd](int64_t floats) { return (floats + hd - 1) / hd * hd; };  // sections start on a row
+  int64_t full_floats = 0, swa_floats = 0;
   k.layers_.resize(cfg.n_layers);
   for (int64_t il = 0; il < cfg.n_layers; ++il) {
-    layer_layout& l = k.layers_[il];
+    kv_layer_addr& l = k.layers_[il];
     const attention_kind kind = cfg.layer_kinds[il];
-    l.window_off = k.swa_floats_;
-    k.swa_floats_ += P * hd;
+    l.window_off = swa_floats;
+    swa_floats += P * hd;
     if (kind == attention_kind::sliding) continue;
     const bool csa = kind == attention_kind::csa;
     l.rate = cfg.compress_rate(kind);
     l.ring = csa ? 2 * l.rate : l.rate;
     l.ring_width = 2 * (csa ? 2 : 1) * hd;
-    l.ring_off = k.swa_floats_;
-    k.swa_floats_ += rows(l.ring * l.ring_width);
-    l.entry_off = k.full_floats_;
-    k.full_floats_ += P / l.rate * hd;
+    l.ring_off = swa_floats;
+    swa_floats += rows(l.ring * l.ring_width);
+    l.entry_off = full_floats;
+    full_floats += P / l.rate * hd;
     if (csa) {
-      l.index_ring_off = k.swa_floats_;
-      k.swa_floats_ += rows(2 * cfg.csa_rate * 4 * k.dI_);
-      l.index_off = k.full_floats_;
-      k.full_floats_ += rows(P / cfg.csa_rate * k.dI_);
+      l.index_ring_off = swa_floats;
+      swa_floats += rows(2 * cfg.csa_rate * 4 * dI);
+      l.index_off = full_floats;
+      full_floats += rows(P / cfg.csa_rate * dI);
     }
   }
-  if (k.full_floats_ == 0) k.full_floats_ = hd;  // all-SWA models still get addressable pages
-  k.swa0_ = n_full * k.full_floats_;
-  const int64_t total = k.swa0_ + n_swa * k.swa_floats_;
+  if (full_floats == 0) full_floats = hd;  // all-SWA models still get addressable pages
+  k.full_floats_ = full_floats;
+  const int64_t swa0 = n_full * full_floats;
+  for (kv_layer_addr& l : k.layers_) {  // the pool's geometry, in every layer's copy
+    l.page_size = P;
+    l.hd = hd;
+    l.dI = dI;
+    l.csa_rate = cfg.csa_rate;
+    l.full_floats = full_floats;
+    l.swa_floats = swa_floats;
+    l.swa0 = swa0;
+  }
+  const int64_t total = swa0 + n_swa * swa_floats;
   k.n_rows_ = total / hd;
   if (k.n_rows_ > INT_MAX) {
     return invalid_argument("gpu engine: KV pool of %lld rows does not fit int32 row indices; use fewer pages",

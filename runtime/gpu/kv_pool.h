@@ -15,6 +15,7 @@
 
 #include "runtime/core/status.h"
 #include "runtime/gpu/device_memory.h"
+#include "runtime/gpu/kv_layer_addr.h"
 #include "runtime/model/config.h"
 
 namespace hart::gpu {
@@ -33,36 +34,22 @@ class kv_pool {
   int64_t full_page_rows() const { return full_floats_ / hd_; }
   size_t bytes() const { return buf_.bytes(); }
 
+  /// Layer il's addresses (float offsets from base()); the device kernels take it by value.
+  const kv_layer_addr& layer(int64_t il) const { return layers_[il]; }
   // Float offsets from base(); `off` is p % P, `pos` the absolute position.
-  int64_t window(int64_t il, int32_t swa_page, int64_t off) const {
-    return swa0_ + swa_page * swa_floats_ + layers_[il].window_off + off * hd_;
-  }
-  int64_t entry(int64_t il, int32_t full_page, int64_t off) const {
-    return full_page * full_floats_ + layers_[il].entry_off + off / layers_[il].rate * hd_;
-  }
-  int64_t index_key(int64_t il, int32_t full_page, int64_t off) const {
-    return full_page * full_floats_ + layers_[il].index_off + off / csa_rate_ * dI_;
-  }
-  int64_t ring(int64_t il, int32_t swa_page, int64_t pos) const {
-    const layer_layout& l = layers_[il];
-    return swa0_ + swa_page * swa_floats_ + l.ring_off + pos % l.ring * l.ring_width;
-  }
-  int64_t index_ring(int64_t il, int32_t swa_page, int64_t pos) const {
-    return swa0_ + swa_page * swa_floats_ + layers_[il].index_ring_off + pos % (2 * csa_rate_) * 4 * dI_;
-  }
+  int64_t window(int64_t il, int32_t swa_page, int64_t off) const { return layers_[il].window(swa_page, off); }
+  int64_t entry(int64_t il, int32_t full_page, int64_t off) const { return layers_[il].entry(full_page, off); }
+  int64_t index_key(int64_t il, int32_t full_page, int64_t off) const { return layers_[il].index_key(full_page, off); }
+  int64_t ring(int64_t il, int32_t swa_page, int64_t pos) const { return layers_[il].ring_row(swa_page, pos); }
+  int64_t index_ring(int64_t il, int32_t swa_page, int64_t pos) const { return layers_[il].index_ring(swa_page, pos); }
   /// The layer's first entry row inside a full page (entry(il, p, 0) / head_dim − p · full_page_rows).
   int64_t entry_row0(int64_t il) const { return layers_[il].entry_off / hd_; }
 
  private:
-  struct layer_layout {
-    int64_t rate = 0, ring = 0, ring_width = 0;
-    int64_t window_off = 0, ring_off = 0, index_ring_off = 0;  // inside an SWA page
-    int64_t entry_off = 0, index_off = 0;                      // inside a full page
-  };
-  int64_t page_size_ = 0, hd_ = 0, dI_ = 0, csa_rate_ = 4;
+  int64_t page_size_ = 0, hd_ = 0;
   int64_t n_full_ = 0, n_swa_ = 0, n_rows_ = 0;
-  int64_t full_floats_ = 0, swa_floats_ = 0, swa0_ = 0;
-  std::vector<layer_layout> layers_;
+  int64_t full_floats_ = 0;
+  std::vector<kv_layer_addr> layers_;
   device_buffer buf_;
 };
 

@@ -1,0 +1,85 @@
+#include "runtime/gpu/decode_meta.h"
+
+#include <cuda_runtime.h>
+
+namespace hart::gpu {
+namespace {
+
+// Token r's slot of one compressor: as plan_compress (gpu_attention.cpp) for a span of one token at t.
+__device__ void plan_compressor(const decode_meta_params& p, const decode_compressor_plan& c, int64_t r, int64_t t,
+                                const int32_t* swa, const int32_t* full) {
+  const kv_layer_addr& L = p.layer;
+  const int64_t m = c.rate, P = L.page_size, width = c.overlap ? 2 * c.dim : c.dim, rw = 2 * width;
+  const bool emit = (t + 1) % m == 0;
+  const int64_t first = t / m * m;
+  const bool prev = c.overlap && first > 0;  // the previous block's rows come first
+  const int64_t n_cand = emit ? (prev ? 2 * m : m) : 0;
+  for (int64_t j = threadIdx.x; j < p.n_cand_max; j += blockDim.x) {
+    const float *kv = nullptr, *g = nullptr;
+    if (j < n_cand) {
+      const bool old = prev && j < m;
+      const int64_t q = old ? first - m + j : first + (prev ? j - m : j), half = !old && c.overlap ? c.dim : 0;
+      const float* row = q >= t ? p.ring_stage + r * rw
+                                : p.pool + (c.indexer ? L.index_ring(swa[q / P], q) : L.ring_row(swa[q / P], q));
+      kv = row + half;
+      g = row + width + half;
+    }
+    c.kvp[r * p.n_cand_max + j] = kv;
+    c.gp[r * p.n_cand_max + j] = g;
+  }
+  if (threadIdx.x == 0) {
+    c.n_cand[r] = n_cand;
+    c.ent_pos[r] = emit ? first : t;
+    c.ent_dst[r] = !emit ? -1 : c.indexer ? L.index_key(full[first / P], first % P) : L.entry(full[first / P], first % P);
+    c.ent_src[r] = r * c.dim;
+    c.ring_dst[r] = c.indexer ? L.index_ring(swa[t / P], t) : L.ring_row(swa[t / P], t);
+    c.ring_src[r] = r * rw;
+  }
+}
+
+__global__ void decode_meta_kernel(const decode_meta_params p) {
+  const kv_layer_addr& L = p.layer;
+  const int64_t r = blockIdx.x, t = p.pos[r], P = L.page_size, W = p.window;
+  const int32_t* swa = p.swa_pages + r * p.stride;
+  const int32_t* full = p.full_pages + r * p.stride;
+  // Index list: window rows oldest first (column i holds position t − W + 1 + i), then HCA entries.
+  const int64_t n_entries = p.hca ? (t + 1) / L.rate : 0;
+  for (int64_t i = threadIdx.x; i < p.n_idx; i += blockDim.x) {
+    int32_t row = -1;
+    if (i < W) {
+      const int64_t q = t - W + 1 + i;
+      if (q >= 0) row = int32_t(L.window(swa[q / P], q % P) / L.hd);
+    } else if (i - W < n_entries) {
+      const int64_t e = (i - W) * L.rate;
+      row = int32_t(L.entry(full[e / P], e % P) / L.hd);
+    }
+    p.idx[r * p.n_idx + i] = row;
+  }
+  if (threadIdx.x == 0) {
+    p.win_dst[r] = L.window(swa[t / P], t % P);
+    p.win_src[r] = r * L.hd;
+    if (p.page_base) p.page_base[r] = int32_t(r * p.stride);
+    if (p.lengths) p.lengths[r] = int32_t((t + 1) / L.csa_rate);
+  }
+  if (p.comp.kvp) plan_compressor(p, p.comp, r, t, swa, full);
+  if (p.index_comp.kvp) plan_compressor(p, p.index_comp, r, t, swa, full);
+}
+
+}  // namespace
+
+status decode_meta_cuda(const decode_meta_params& p, CUstream_st* stream) {
+  if (!p.pos || !p.swa_pages || !p.full_pages || !p.win_dst || !p.win_src || !p.idx) {
+    return invalid_argument("decode_meta_cuda: null pointer");
+  }
+  if (p.n_tokens < 0 || p.n_tokens > 2147483647 || p.stride <= 0 || p.n_idx < p.window || (p.hca && p.layer.rate <= 0)) {
+    return invalid_argument("decode_meta_cuda: bad sizes (tokens %lld, stride %lld, n_idx %lld, window %lld)",
+                            (long long)p.n_tokens, (long long)p.stride, (long long)p.n_idx, (long long)p.window);
+  }
+  if (p.n_tokens == 0) return {};
+  decode_meta_kernel<<<unsigned(p.n_tokens), 128, 0, stream>>>(p);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return internal_error("decode_meta_cuda: launch failed: %s", cudaGetErrorString(e));
+  return {};
+}
+
+}  // namespace hart::gpu
