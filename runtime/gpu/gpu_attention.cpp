@@ -349,32 +349,40 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
   const float* inv_freq = w.kind == attention_kind::sliding ? s.w.inv_freq_main : s.w.inv_freq_compress;
   cudaStream_t st = s.stream;
 
-  // Projections (attention.cpp project()).
+  // Projections (attention.cpp project()): the KV's, the compressors' and the
+  // indexer's key side on the side stream (small passes), the query's here.
+  HART_RETURN_IF_ERROR(branch_run(s, T, [&]() -> status {
+    HART_RETURN_IF_ERROR(linear_run(s, w.wkv, x, T, A.kv));
+    HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, A.pos, inv_freq, rd, 1), s.stream));
+    if (fp8) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.kv, T, hd - rd, k_kv_qdq_block, hd, s.stream));
+    if (compressed) {
+      HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wkv, x, T, A.comp_a));
+      HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wgate, x, T, A.comp_z));
+    }
+    if (csa) {
+      const int64_t nI = c.index_n_heads;
+      HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wkv, x, T, A.index_a));
+      HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wgate, x, T, A.index_z));
+      HART_RETURN_IF_ERROR(linear_run(s, w.index_weights_proj, x, T, A.index_w));
+      HART_RETURN_IF_ERROR(scale_cuda(A.index_w, T * nI, 1.0f / std::sqrt(float(nI)), s.stream));
+    }
+    return {};
+  }));
   HART_RETURN_IF_ERROR(linear_run(s, w.wq_a, x, T, A.qr));
   HART_RETURN_IF_ERROR(rms_norm_cuda({A.qr, w.q_norm, A.qr, T, c.q_lora_rank, 0, 0, eps}, st));
   HART_RETURN_IF_ERROR(linear_run(s, w.wq_b, A.qr, T, A.q));
   HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.q, nullptr, A.q, T * H, hd, 0, 0, eps}, A.pos, inv_freq, rd, H), st));
-  HART_RETURN_IF_ERROR(linear_run(s, w.wkv, x, T, A.kv));
-  HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, A.pos, inv_freq, rd, 1), st));
-  if (fp8) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.kv, T, hd - rd, k_kv_qdq_block, hd, st));
-  if (compressed) {
-    HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wkv, x, T, A.comp_a));
-    HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wgate, x, T, A.comp_z));
-  }
   if (csa) {
     const int64_t nI = c.index_n_heads, dI = c.index_head_dim;
-    HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wkv, x, T, A.index_a));
-    HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wgate, x, T, A.index_z));
     HART_RETURN_IF_ERROR(linear_run(s, w.index_wq_b, A.qr, T, A.index_q));
     HART_RETURN_IF_ERROR(rope_cuda({A.index_q, A.pos, inv_freq, T, nI, dI, rd}, st));
     if (fp8) HART_RETURN_IF_ERROR(hadamard_fp4(A.index_q, T * nI, dI, st));
-    HART_RETURN_IF_ERROR(linear_run(s, w.index_weights_proj, x, T, A.index_w));
-    HART_RETURN_IF_ERROR(scale_cuda(A.index_w, T * nI, 1.0f / std::sqrt(float(nI)), st));
   }
   // The layer's metadata (built while the device runs the projections), then its KV writes.
   layer_meta lm;
   HART_RETURN_IF_ERROR(p.device_meta ? device_layer_meta(s, p, il, &lm) : host_layer_meta(s, p, il, &lm));
   const int64_t n_idx = lm.n_idx, m = compressed ? c.compress_rate(w.kind) : 0;
+  HART_RETURN_IF_ERROR(branch_join(s));
 
   HART_RETURN_IF_ERROR(copy_rows_cuda(s.pool.base(), lm.win_dst, A.kv, lm.win_src, hd, T, false, st));
   // Compressors next: an entry whose block closes at token t is visible to t.

@@ -283,6 +283,11 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   f(&b->rows, T * D);
   f(&b->logits, T * c.vocab_size);
   f(&b->qdq, T * s.w.max_linear_in);
+  const int64_t TB = std::min(T, k_branch_tokens);
+  f(&b->side_qdq, TB * s.w.max_linear_in);
+  f(&b->shared_g, TB * I * std::max<int64_t>(c.n_shared_experts, 1));
+  f(&b->shared_up, TB * I * std::max<int64_t>(c.n_shared_experts, 1));
+  f(&b->shared_h, TB * I * std::max<int64_t>(c.n_shared_experts, 1));
   return bytes;
 }
 
@@ -331,6 +336,7 @@ status enqueue_pass(engine_state& s, const pass& p, const std::vector<int64_t>& 
       HART_RETURN_IF_ERROR(s.download(&trace->hidden.back(), A.x, T * n * D));
     }
   }
+  HART_RETURN_IF_ERROR(gpu::branch_join(s));  // every branch joined (a capture must end so)
   const float eps = float(c.norm_eps), hc_eps = float(c.hc_eps);
   HART_RETURN_IF_ERROR(hc_head_cuda({A.x, s.w.hc_head_fn, s.w.hc_head_base, s.w.hc_head_scale, A.collapsed, T, n, D,
                                      eps, hc_eps}, s.stream));
@@ -425,10 +431,16 @@ void mark_decode_pass(const engine_state& s, pass* p, size_t n_logit_rows, bool 
 
 gpu_engine::gpu_engine(std::unique_ptr<state> s) : s_(std::move(s)) {}
 
-gpu_engine::~gpu_engine() {
-  if (s_ && s_->stream) {
-    cudaStreamSynchronize(s_->stream);
-    cudaStreamDestroy(s_->stream);
+gpu_engine::~gpu_engine() = default;
+
+gpu::engine_state::~engine_state() {
+  for (cudaStream_t st : {stream, side}) {
+    if (!st) continue;
+    cudaStreamSynchronize(st);
+    cudaStreamDestroy(st);
+  }
+  for (cudaEvent_t ev : {fork_event, join_event}) {
+    if (ev) cudaEventDestroy(ev);
   }
 }
 
@@ -501,6 +513,11 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
     gpu::arena_layout(*s, ar, &s->a);
   }
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "gpu engine: stream"));
+  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), "gpu engine: stream"));
+  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaEventCreateWithFlags(&s->fork_event, cudaEventDisableTiming), "gpu engine: event"));
+  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaEventCreateWithFlags(&s->join_event, cudaEventDisableTiming), "gpu engine: event"));
+  HART_ASSIGN_OR_RETURN(s->side_lin, linear_cuda_context::create(std::min(params.max_batch_tokens, gpu::k_branch_tokens),
+                                                                 std::max<int64_t>(s->w.max_linear_in, 1)));
   HART_ASSIGN_OR_RETURN(s->staging, gpu::pinned_staging::create(k_staging_bytes));
   HART_ASSIGN_OR_RETURN(s->readback, gpu::pinned_readback::create(k_readback_chunk_bytes, piece_pool_default_threads()));
   {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -58,7 +59,15 @@ struct arena_buffers {
   float* rows = nullptr;                  // [D, T]
   float* logits = nullptr;                // [V, T]
   float* qdq = nullptr;                   // [max_linear_in, T] inputs of QDQ-input linears
+  // The side stream's own scratch (branch_run): QDQ inputs and the shared expert's hidden rows.
+  float* side_qdq = nullptr;              // [max_linear_in, k_branch_tokens]
+  float *shared_g = nullptr, *shared_up = nullptr, *shared_h = nullptr;  // [I · n_shared, k_branch_tokens]
 };
+
+/// Passes of at most this many tokens run independent chains (KV, compressor
+/// and indexer projections beside the query's; the shared expert beside the
+/// routed ones) on a side stream: each kernel alone leaves most of the GPU idle.
+constexpr int64_t k_branch_tokens = 64;
 
 /// One device pass: the host's view of its tokens.
 struct pass {
@@ -79,6 +88,7 @@ struct pass {
 };
 
 struct engine_state {
+  ~engine_state();  // waits for and destroys the streams and events
   gpu_engine_params params;
   model_config cfg;
   uint64_t id = 0;
@@ -100,6 +110,11 @@ struct engine_state {
   pinned_staging staging;                 // host side of upload(); reset when a pass starts
   pinned_readback readback;               // logits back to the host
   graph_cache graphs;                     // decode passes (gpu_engine_params::decode_launch::graphs)
+  // The side stream (branch_run): its own linear context, and the events that order it with `stream`.
+  cudaStream_t side = nullptr;
+  std::unique_ptr<linear_cuda_context> side_lin;
+  cudaEvent_t fork_event = nullptr, join_event = nullptr;
+  bool side_pending = false;              // branch work the main stream has not joined yet
 
   /// Copies `v` to dst in stream order through the pinned staging (the host
   /// does not wait); when the staging is full, waits for the stream and starts over.
@@ -160,6 +175,15 @@ class meta_batch {
   char* host_ = nullptr;  // the pending segment in the staging
   size_t host_used_ = 0, dev_start_ = 0, dev_used_ = 0;
 };
+
+/// Runs `fn`'s work on the side stream when the pass has at most k_branch_tokens
+/// tokens (else on the main stream, in order): it starts after everything the
+/// main stream holds so far and overlaps what the main stream gets next, until
+/// branch_join. Inside fn, s.stream, s.lin and the arena's qdq are the side's.
+/// Captured into a decode graph as a parallel branch.
+status branch_run(engine_state& s, int64_t T, const std::function<status()>& fn);
+/// The main stream waits for the side's work so far (nothing when none is pending).
+status branch_join(engine_state& s);
 
 /// The `meta` region a layer's metadata needs at T tokens (one meta_batch's worth).
 size_t meta_layout_bytes(const engine_state& s, int64_t T);

@@ -16,14 +16,13 @@
 namespace hart::gpu {
 namespace {
 
-// out [D, n] = w2(swiglu(w1 x, w3 x) · row_weight).
+// out [D, n] = w2(swiglu(w1 x, w3 x) · row_weight), through hidden rows g, up, h.
 status expert_run(engine_state& s, const device_expert& e, const float* x, int64_t n, const float* row_weight,
-                  float* out) {
-  arena_buffers& A = s.a;
-  HART_RETURN_IF_ERROR(linear_run(s, e.w1, x, n, A.g));
-  HART_RETURN_IF_ERROR(linear_run(s, e.w3, x, n, A.up));
-  HART_RETURN_IF_ERROR(swiglu_cuda({A.g, A.up, row_weight, A.h, n, e.w1.out, 0, float(s.cfg.swiglu_limit)}, s.stream));
-  return linear_run(s, e.w2, A.h, n, out);
+                  float* g, float* up, float* h, float* out) {
+  HART_RETURN_IF_ERROR(linear_run(s, e.w1, x, n, g));
+  HART_RETURN_IF_ERROR(linear_run(s, e.w3, x, n, up));
+  HART_RETURN_IF_ERROR(swiglu_cuda({g, up, row_weight, h, n, e.w1.out, 0, float(s.cfg.swiglu_limit)}, s.stream));
+  return linear_run(s, e.w2, h, n, out);
 }
 
 // y [out, rows] = x [in, rows] through each sorted row's expert (the chunk's
@@ -59,7 +58,12 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
                                        A.route_w, T, E, K, float(c.route_scale)}, s.stream));
   if (experts_out) HART_RETURN_IF_ERROR(s.download(experts_out, A.experts, T * K));  // traces only: waits
   if (c.n_shared_experts > 0) {
-    HART_RETURN_IF_ERROR(expert_run(s, w.shared, x, T, nullptr, y));
+    // Beside the routed experts on small passes (own hidden rows); they add into y after it.
+    const bool side = T <= k_branch_tokens;
+    HART_RETURN_IF_ERROR(branch_run(s, T, [&] {
+      return expert_run(s, w.shared, x, T, nullptr, side ? A.shared_g : A.g, side ? A.shared_up : A.up,
+                        side ? A.shared_h : A.h, y);
+    }));
   } else {
     HART_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(y, 0, size_t(T * D) * sizeof(float), s.stream), "gpu engine: moe"));
   }
@@ -101,6 +105,7 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
       HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.h, rows, I, 128, I, s.stream));
     }
     HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w2, A.h, tc, rows, I, D, A.ye));
+    if (t0 == 0) HART_RETURN_IF_ERROR(branch_join(s));  // y holds the shared expert
     HART_RETURN_IF_ERROR(moe_combine_cuda(y + t0 * D, A.ye, A.experts + t0 * K, A.moe_slot, nt, K, D, s.stream));
   }
   return {};
