@@ -1,5 +1,7 @@
 #include "actors/weight_sync_actor.h"
 
+#include <optional>
+
 #include "runtime/core/log.h"
 
 namespace hart::actors {
@@ -17,6 +19,8 @@ struct weight_sync_state {
   std::string owner;
   /// The version serving now; only this actor changes it (through the scheduler actor).
   uint64_t serving_version = 0;
+  /// An end that overtook some of its buckets (sent on other connections): runs once they are in.
+  std::optional<std::pair<std::string, weight_sync::end_msg>> parked_end;
 
   explicit weight_sync_state(const weight_sync_actor_params& p) : params(p), staging(p.limits) {}
 
@@ -46,22 +50,35 @@ struct weight_sync_state {
                                                                   std::to_string(m.version) + ")")));
       }
     }
+    parked_end.reset();
     const status s = staging.begin(m, serving_version);
     owner = client;
     answer(client, reply_of(m.version, sync_phase::begin, s));
   }
 
-  void on_bucket(const weight_sync::inbound_sync& in, const weight_sync::bucket_msg& b) {
-    for (size_t i = 0; i < b.chunks.size(); ++i) {
-      const status s = staging.add(b.version, b.chunks[i], in.data[i].data);
-      if (!s.ok()) {
-        answer(in.client, reply_of(b.version, sync_phase::bucket, s, b.seq));
-        return;
+  void on_bucket(caf::blocking_actor* self, const weight_sync::inbound_sync& in, const weight_sync::bucket_msg& b) {
+    status s = staging.begin_bucket(b.version, b.seq);
+    for (size_t i = 0; i < b.chunks.size() && s.ok(); ++i) s = staging.add(b.version, b.chunks[i], in.data[i].data);
+    if (!s.ok()) {
+      answer(in.client, reply_of(b.version, sync_phase::bucket, s, b.seq));
+      if (parked_end) {  // its sender may listen on another connection
+        answer(parked_end->first, reply_of(parked_end->second.version, sync_phase::end, s));
+        parked_end.reset();
       }
+      return;
+    }
+    if (parked_end && staging.buckets_received() >= parked_end->second.n_buckets) {
+      auto [client, m] = std::move(*parked_end);
+      parked_end.reset();
+      on_end(self, client, m);
     }
   }
 
   void on_end(caf::blocking_actor* self, const std::string& client, const weight_sync::end_msg& m) {
+    if (staging.active() && m.version == staging.version() && m.n_buckets > staging.buckets_received()) {
+      parked_end.emplace(client, m);  // the rest of its buckets are still on their way
+      return;
+    }
     const uint64_t bytes = staging.bytes_received();
     auto src = staging.finish(m);
     if (!src.ok()) {
@@ -100,7 +117,7 @@ struct weight_sync_state {
     if (const auto* m = std::get_if<weight_sync::begin_msg>(&in.request)) {
       on_begin(in.client, *m);
     } else if (const auto* m = std::get_if<weight_sync::bucket_msg>(&in.request)) {
-      on_bucket(in, *m);
+      on_bucket(self, in, *m);
     } else if (const auto* m = std::get_if<weight_sync::end_msg>(&in.request)) {
       on_end(self, in.client, *m);
     } else {
@@ -108,6 +125,7 @@ struct weight_sync_state {
       status s;
       if (staging.active() && staging.version() == a.version) {
         staging.discard();
+        parked_end.reset();
       } else {
         s = failed_precondition("no update %llu is staged", (unsigned long long)a.version);
       }
@@ -128,6 +146,15 @@ void weight_sync_loop(caf::blocking_actor* self, std::shared_ptr<weight_sync_sta
           if (!st->staging.active()) return;
           HART_LOG_WARN("weight sync: update %llu idle for %lld ms, dropped", (unsigned long long)st->staging.version(),
                         (long long)st->params.idle_timeout.count());
+          if (st->parked_end) {
+            st->answer(st->parked_end->first,
+                       st->reply_of(st->parked_end->second.version, sync_phase::end,
+                                    status(status_code::unavailable,
+                                           "update dropped: " + std::to_string(st->staging.buckets_received()) + " of " +
+                                               std::to_string(st->parked_end->second.n_buckets) +
+                                               " buckets arrived before the idle timeout")));
+            st->parked_end.reset();
+          }
           st->staging.discard();
         });
   }

@@ -21,6 +21,7 @@ status weight_sync_client_params::validate() const {
                             (unsigned long long)k_max_chunk_bytes);
   }
   if (crc_threads < 0) return invalid_argument("weight_sync_client: crc_threads %d must be >= 0", crc_threads);
+  if (lanes < 0 || lanes > 64) return invalid_argument("weight_sync_client: lanes %d, expected 0..64", lanes);
   if (frame_bytes == 0 || frame_bytes > k_max_chunk_bytes) {
     return invalid_argument("weight_sync_client: frame_bytes %llu, expected 1..%llu", (unsigned long long)frame_bytes,
                             (unsigned long long)k_max_chunk_bytes);
@@ -31,17 +32,21 @@ status weight_sync_client_params::validate() const {
 struct weight_sync_client::impl {
   weight_sync_client_params params;
   zmq::context_t ctx{1};
-  std::unique_ptr<zmq::socket_t> sock;
+  std::vector<std::unique_ptr<zmq::socket_t>> socks;  // lane 0 carries begin and end
   std::unique_ptr<crc_pool> crc;  // checksums the frames
   /// Data frames ZeroMQ still holds (it reads the caller's bytes in place).
   std::shared_ptr<std::atomic<int64_t>> frames_held = std::make_shared<std::atomic<int64_t>>(0);
 
   status open() {
     try {
-      sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
-      sock->set(zmq::sockopt::linger, 0);
-      sock->set(zmq::sockopt::sndhwm, 0);  // buckets reference caller memory; no copy to bound
-      sock->connect(params.endpoint);
+      socks.clear();
+      for (int i = 0; i < n_lanes(); ++i) {
+        auto sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+        sock->set(zmq::sockopt::linger, 0);
+        sock->set(zmq::sockopt::sndhwm, 0);  // buckets reference caller memory; no copy to bound
+        sock->connect(params.endpoint);
+        socks.push_back(std::move(sock));
+      }
     } catch (const zmq::error_t& e) {
       return status(status_code::unavailable, "weight sync connect " + params.endpoint + ": " + e.what());
     }
@@ -50,8 +55,10 @@ struct weight_sync_client::impl {
 
   // After a failure ZeroMQ may still hold frames that point into the caller's
   // tensors: drop the socket and wait until it let go of every one.
+  int n_lanes() const { return params.lanes > 0 ? params.lanes : crc_pool_default_threads(); }
+
   void release() {
-    sock.reset();
+    socks.clear();
     while (frames_held->load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   void reset() {
@@ -59,9 +66,11 @@ struct weight_sync_client::impl {
     (void)open();
   }
 
-  status send_message(const sync_request& r, const std::vector<std::pair<const void*, size_t>>& data = {}) {
+  status send_message(const sync_request& r, const std::vector<std::pair<const void*, size_t>>& data = {},
+                      size_t lane = 0) {
     HART_ASSIGN_OR_RETURN(std::vector<uint8_t> payload, encode_request(r));
     const auto h = request_header();
+    zmq::socket_t* sock = socks[lane].get();
     try {
       (void)sock->send(zmq::buffer(h), zmq::send_flags::sndmore);
       (void)sock->send(zmq::buffer(payload), data.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
@@ -83,16 +92,20 @@ struct weight_sync_client::impl {
     return {};
   }
 
-  /// The next reply; with timeout 0, only one already waiting (unavailable if none).
+  /// The next reply on any lane; with timeout 0, only one already waiting (unavailable if none).
   status_or<sync_reply> receive(std::chrono::milliseconds timeout) {
-    zmq_pollitem_t item{sock->handle(), 0, ZMQ_POLLIN, 0};
+    std::vector<zmq_pollitem_t> items;
+    for (const auto& s : socks) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
     try {
-      if (zmq::poll(&item, 1, timeout) == 0) {
+      if (zmq::poll(items.data(), items.size(), timeout) == 0) {
         return status(status_code::unavailable, "weight sync: no reply from " + params.endpoint + " within " +
                                                     std::to_string(timeout.count()) + " ms");
       }
+      size_t lane = 0;
+      while (!(items[lane].revents & ZMQ_POLLIN)) ++lane;
       std::vector<zmq::message_t> frames;
-      if (!zmq::recv_multipart(*sock, std::back_inserter(frames), zmq::recv_flags::dontwait) || frames.size() != 2) {
+      if (!zmq::recv_multipart(*socks[lane], std::back_inserter(frames), zmq::recv_flags::dontwait) ||
+          frames.size() != 2) {
         return invalid_argument("weight sync: malformed reply (%zu frames)", frames.size());
       }
       return decode_reply({frames[0].data(), frames[0].size()}, {frames[1].data(), frames[1].size()});
@@ -139,7 +152,7 @@ struct weight_sync_client::impl {
     uint64_t in_bucket = 0;
     auto flush = [&]() -> status {
       if (bucket.chunks.empty()) return {};
-      HART_RETURN_IF_ERROR(send_message(bucket, frames));
+      HART_RETURN_IF_ERROR(send_message(bucket, frames, size_t(bucket.seq % socks.size())));
       ++rep.n_buckets;
       ++bucket.seq;
       bucket.chunks.clear();
@@ -164,7 +177,8 @@ struct weight_sync_client::impl {
       }
     }
     if (s.ok()) s = flush();
-    if (s.ok()) s = send_message(end_msg{version, rep.crc32c});
+    // The count lets the server wait for buckets still in flight on other lanes.
+    if (s.ok()) s = send_message(end_msg{version, rep.crc32c, uint64_t(rep.n_buckets)});
     status_or<sync_reply> ended = s.ok() ? await(sync_phase::end, version) : status_or<sync_reply>(s);
     if (!ended.ok()) {
       reset();
@@ -190,6 +204,11 @@ status_or<std::unique_ptr<weight_sync_client>> weight_sync_client::connect(const
   auto p = std::make_unique<impl>();
   p->params = params;
   p->crc = std::make_unique<crc_pool>(params.crc_threads > 0 ? params.crc_threads : crc_pool_default_threads());
+  try {
+    p->ctx.set(zmq::ctxopt::io_threads, p->n_lanes());  // each lane's send copy on its own thread
+  } catch (const zmq::error_t& e) {
+    return internal_error("weight sync: %s", e.what());
+  }
   HART_RETURN_IF_ERROR(p->open());
   return std::unique_ptr<weight_sync_client>(new weight_sync_client(std::move(p)));
 }

@@ -3,8 +3,8 @@
 // named tensors — raw bytes, dtype (BF16, F16, F32; I32/I64 tables), shape —
 // into a running `hart serve --weight-sync-endpoint EP` as weight version N.
 // Tensors are packed into buckets of about `bucket_bytes` (a larger tensor is
-// split across buckets), sent without copying the caller's bytes, and
-// checksummed (CRC-32C); push returns once the server has swapped the new
+// split across buckets), sent without copying the caller's bytes over one or
+// more connections, and checksummed (CRC-32C); push returns once the server has swapped the new
 // weights in, or with the server's typed error (the old version keeps serving).
 // No LibTorch here: pass `tensor.data_ptr()` and `tensor.nbytes()` of
 // contiguous tensors.
@@ -38,6 +38,10 @@ struct weight_sync_client_params {
   /// Threads checksumming each frame before it is sent (the caller's
   /// included); 0 = a quarter of the cores, 1 to 4.
   int crc_threads = 0;
+  /// Connections the buckets go over, round robin (the server receives each
+  /// on its own thread: one connection's receive copy bounds a push at ~3
+  /// GB/s); 0 = a quarter of the cores, 1 to 4.
+  int lanes = 0;
 
   status validate() const;
 };

@@ -7,7 +7,7 @@
 // and ZeroMQ threads) spent on it: on a shared box the CPU cost per GB is what
 // the load does not change. Usage:
 //   hart serve -m tests/data/tiny-a --weight-sync-endpoint tcp://127.0.0.1:5558 &
-//   weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a PAD_GB [BUCKET_MB] [RUNS] [FRAME_KB] [FIRST_VERSION]
+//   weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a PAD_GB [BUCKET_MB] [RUNS] [FRAME_KB] [FIRST_VERSION] [LANES]
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -19,7 +19,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s ENDPOINT CHECKPOINT_DIR PAD_GB [BUCKET_MB=512] [RUNS=3] [FRAME_KB=4096] [FIRST_VERSION=1000]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s ENDPOINT CHECKPOINT_DIR PAD_GB [BUCKET_MB=512] [RUNS=3] [FRAME_KB=4096] [FIRST_VERSION=1000] [LANES=0: a quarter of the cores]\n", argv[0]);
     return 2;
   }
   const double pad_gb = std::atof(argv[3]);
@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   const uint64_t frame_kb = argc > 6 ? std::strtoull(argv[6], nullptr, 10) : 4096;
   // Versions must rise across invocations against one server (a warm-up run, then measured ones).
   const uint64_t first_version = argc > 7 ? std::strtoull(argv[7], nullptr, 10) : 1000;
+  const int lanes = argc > 8 ? std::atoi(argv[8]) : 0;
   auto ckpt = hart::checkpoint_tensors_open(argv[2]);
   if (!ckpt.ok()) return std::fprintf(stderr, "%s\n", ckpt.get_status().to_string().c_str()), 1;
   // 64 MiB padding tensors [4096, 8192] BF16, random bits (nothing compresses or dedups them).
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   p.endpoint = argv[1];
   p.bucket_bytes = bucket_mb << 20;
   p.frame_bytes = frame_kb << 10;
+  p.lanes = lanes;
   auto client = hart::weight_sync_client::connect(p);
   if (!client.ok()) return std::fprintf(stderr, "%s\n", client.get_status().to_string().c_str()), 1;
   auto cpu_s = [] {
@@ -57,8 +59,8 @@ int main(int argc, char** argv) {
     const double cpu0 = cpu_s();
     auto rep = (*client)->push(first_version + uint64_t(r), ts);
     if (!rep.ok()) return std::fprintf(stderr, "%s\n", rep.get_status().to_string().c_str()), 1;
-    std::printf("weight_sync_bench bytes=%.3fGB buckets=%lld bucket=%lluMB frame=%lluKB transfer_s=%.3f gb_per_s=%.2f build_s=%.3f swap_s=%.3f total_s=%.3f client_cpu_s=%.3f\n",
-                double(rep->n_bytes) * 1e-9, (long long)rep->n_buckets, (unsigned long long)bucket_mb, (unsigned long long)frame_kb, rep->transfer_s,
+    std::printf("weight_sync_bench lanes=%d bytes=%.3fGB buckets=%lld bucket=%lluMB frame=%lluKB transfer_s=%.3f gb_per_s=%.2f build_s=%.3f swap_s=%.3f total_s=%.3f client_cpu_s=%.3f\n",
+                lanes, double(rep->n_bytes) * 1e-9, (long long)rep->n_buckets, (unsigned long long)bucket_mb, (unsigned long long)frame_kb, rep->transfer_s,
                 rep->gb_per_s, rep->build_s, rep->swap_s, rep->total_s, cpu_s() - cpu0);
   }
   return 0;

@@ -87,6 +87,7 @@ struct push_weights_options {
   uint64_t version = 0;
   std::string bucket = "512MiB";
   int64_t timeout_ms = 600000;
+  int lanes = 0;          // connections; 0 = a quarter of the cores, 1 to 4
 };
 
 struct worker_options {

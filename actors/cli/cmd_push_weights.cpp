@@ -18,6 +18,7 @@ int run_push_weights(const push_weights_options& o) {
   p.endpoint = o.endpoint;
   p.bucket_bytes = uint64_t(*bucket);
   p.reply_timeout = std::chrono::milliseconds(o.timeout_ms);
+  p.lanes = o.lanes;
   auto client = weight_sync_client::connect(p);
   if (!client.ok()) return fail(client.get_status());
   auto r = (*client)->push(o.version, ckpt->tensors);

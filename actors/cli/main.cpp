@@ -182,6 +182,9 @@ int main(int argc, char** argv) {
   pu->add_option("--version", pw.version, "Weight version; above the serving one")->required();
   pu->add_option("--bucket", pw.bucket, "Tensor bytes per bucket (at most 1GiB)")->capture_default_str();
   pu->add_option("--timeout-ms", pw.timeout_ms, "Longest wait for one reply")->capture_default_str();
+  pu->add_option("--lanes", pw.lanes, "Connections the buckets go over, received in parallel (0 = a quarter of the cores, 1 to 4)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
 
   hart::cli::check_ops_options co;
   CLI::App* ck = app.add_subcommand(

@@ -1,5 +1,9 @@
 #include "runtime/weight_sync/staging.h"
 
+#include <iterator>
+
+#include "runtime/weight_sync/crc32c.h"
+
 namespace hart::weight_sync {
 
 status update_staging::fail(status s) {
@@ -15,7 +19,8 @@ void update_staging::reset() {
   tensors_.clear();
   bytes_ = 0;
   allocated_ = 0;
-  crc_ = 0;
+  buckets_.clear();
+  open_ = nullptr;
 }
 
 void update_staging::discard() {
@@ -61,11 +66,23 @@ status update_staging::begin(const begin_msg& m, uint64_t serving_version) {
   return {};
 }
 
+status update_staging::begin_bucket(uint64_t version, uint64_t seq) {
+  if (!active_ || version != version_) {
+    return failed_precondition("no update %llu is staged (staged: %s)", (unsigned long long)version,
+                               active_ ? std::to_string(version_).c_str() : "none");
+  }
+  auto [it, fresh] = buckets_.try_emplace(seq);
+  if (!fresh) return fail(invalid_argument("bucket %llu arrived twice", (unsigned long long)seq));
+  open_ = &it->second;
+  return {};
+}
+
 status update_staging::add(uint64_t version, const chunk_desc& c, const void* bytes) {
   if (!active_ || version != version_) {
     return failed_precondition("no update %llu is staged (staged: %s)", (unsigned long long)version,
                                active_ ? std::to_string(version_).c_str() : "none");
   }
+  if (!open_) return failed_precondition("a chunk of tensor '%s' outside a bucket", c.name.c_str());
   auto it = tensors_.find(c.name);
   if (it == tensors_.end()) {
     if (tensors_.size() >= announced_.n_tensors) {
@@ -93,18 +110,35 @@ status update_staging::add(uint64_t version, const chunk_desc& c, const void* by
   if (t.type != c.type || t.shape != c.shape) {
     return fail(invalid_argument("chunk of tensor '%s' disagrees with its first chunk on dtype or shape", c.name.c_str()));
   }
-  if (c.byte_offset != t.received) {
-    return fail(invalid_argument("chunk of tensor '%s' starts at byte %llu, expected %llu (chunks arrive in order)",
-                                 c.name.c_str(), (unsigned long long)c.byte_offset, (unsigned long long)t.received));
-  }
-  if (c.n_bytes > t.buffer->n_bytes() - t.received) {
+  if (c.byte_offset > t.buffer->n_bytes() || c.n_bytes > t.buffer->n_bytes() - c.byte_offset) {
     return fail(invalid_argument("chunk of tensor '%s' runs past its %zu bytes", c.name.c_str(), t.buffer->n_bytes()));
+  }
+  // Chunks may come in any order (buckets over several connections) but never twice.
+  const uint64_t lo = c.byte_offset, hi = c.byte_offset + c.n_bytes;
+  auto next = t.ranges.lower_bound(lo);
+  auto prev = next == t.ranges.begin() ? t.ranges.end() : std::prev(next);
+  if ((next != t.ranges.end() && next->first < hi) || (prev != t.ranges.end() && prev->first + prev->second > lo)) {
+    return fail(invalid_argument("chunk of tensor '%s' at bytes [%llu, %llu) overlaps one already received",
+                                 c.name.c_str(), (unsigned long long)lo, (unsigned long long)hi));
   }
   if (bytes_ + c.n_bytes > announced_.total_bytes) {
     return fail(invalid_argument("tensor '%s' brings the update past the announced %llu bytes", c.name.c_str(),
                                  (unsigned long long)announced_.total_bytes));
   }
-  crc_ = copier_.copy(crc_, t.buffer->data() + t.received, bytes, c.n_bytes);  // one read of the frame
+  open_->crc = copier_.copy(open_->crc, t.buffer->data() + lo, bytes, c.n_bytes);  // one read of the frame
+  open_->bytes += c.n_bytes;
+  // Record [lo, hi), merged with its neighbours (in-order chunks keep one range).
+  uint64_t start = lo, len = c.n_bytes;
+  if (prev != t.ranges.end() && prev->first + prev->second == lo) {
+    start = prev->first;
+    len += prev->second;
+    t.ranges.erase(prev);
+  }
+  if (next != t.ranges.end() && next->first == hi) {
+    len += next->second;
+    t.ranges.erase(next);
+  }
+  t.ranges[start] = len;
   t.received += c.n_bytes;
   bytes_ += c.n_bytes;
   return {};
@@ -114,8 +148,17 @@ status_or<std::unique_ptr<tensor_source>> update_staging::finish(const end_msg& 
   if (!active_ || m.version != version_) {
     return failed_precondition("no update %llu is staged", (unsigned long long)m.version);
   }
-  if (m.crc32c != crc_) {
-    return fail(data_loss("checksum mismatch: CRC-32C of the received bytes is %08x, end says %08x", crc_, m.crc32c));
+  // Buckets 0..n-1, each once (begin_bucket), then their CRCs in seq order.
+  const uint64_t n = buckets_.size();
+  if ((m.n_buckets != 0 && m.n_buckets != n) || (n > 0 && buckets_.rbegin()->first != n - 1)) {
+    return fail(invalid_argument("received %llu buckets (last seq %llu), end announced %llu; seqs run 0..n-1",
+                                 (unsigned long long)n, (unsigned long long)(n ? buckets_.rbegin()->first : 0),
+                                 (unsigned long long)m.n_buckets));
+  }
+  uint32_t crc = 0;
+  for (const auto& [seq, b] : buckets_) crc = crc32c_combine(crc, b.crc, b.bytes);
+  if (m.crc32c != crc) {
+    return fail(data_loss("checksum mismatch: CRC-32C of the received bytes is %08x, end says %08x", crc, m.crc32c));
   }
   if (tensors_.size() != announced_.n_tensors || bytes_ != announced_.total_bytes) {
     return fail(invalid_argument("received %zu tensors / %llu bytes, begin announced %llu / %llu", tensors_.size(),

@@ -1,8 +1,10 @@
 // File: runtime/weight_sync/staging.h
-// One weight update being received: begin → chunks → finish. It checks what
-// arrives against what begin announced (tensor count, total bytes), that each
-// tensor's chunks come in order and agree on dtype and shape, and the CRC-32C
-// over every chunk's bytes in arrival order. Any error discards the whole
+// One weight update being received: begin → buckets of chunks → finish. It
+// checks what arrives against what begin announced (tensor count, total
+// bytes), that a tensor's chunks agree on dtype and shape and neither overlap
+// nor leave a gap (they may arrive in any order: a client sends buckets over
+// several connections), that buckets 0..n-1 each came once, and the CRC-32C
+// over every chunk's bytes in bucket order (each bucket's CRC combined). Any error discards the whole
 // update (staging freed); finish hands over a tensor_source for the engine to
 // build from. The buffers of a finished update are kept: the next update's
 // tensors of the same name and size are received into them in place (no
@@ -12,7 +14,8 @@
 //
 //   update_staging st(limits);
 //   HART_RETURN_IF_ERROR(st.begin(b, serving_version));
-//   HART_RETURN_IF_ERROR(st.add(version, chunk, bytes));   // per chunk
+//   HART_RETURN_IF_ERROR(st.begin_bucket(version, seq));  // per bucket, then
+//   HART_RETURN_IF_ERROR(st.add(version, chunk, bytes));   // per chunk of it, in list order
 //   HART_ASSIGN_OR_RETURN(auto src, st.finish(end));
 #pragma once
 
@@ -45,14 +48,18 @@ class update_staging {
   /// invalid_argument / resource_exhausted for counts over the limits. On
   /// error nothing is staged.
   status begin(const begin_msg& m, uint64_t serving_version);
-  /// Stages one chunk's bytes. failed_precondition when `version` is not the
-  /// staged update; invalid_argument for a chunk that disagrees with the
-  /// tensor's earlier chunks, arrives out of order, or exceeds the announced
-  /// size (then the update is discarded).
+  /// Opens bucket `seq` of the staged update (its chunks follow through add).
+  /// failed_precondition when `version` is not staged; invalid_argument (the
+  /// update discarded) for a seq already received.
+  status begin_bucket(uint64_t version, uint64_t seq);
+  /// Stages one chunk's bytes into the open bucket. failed_precondition when
+  /// `version` is not the staged update or no bucket is open; invalid_argument
+  /// for a chunk that disagrees with the tensor's earlier chunks, overlaps one,
+  /// or exceeds the announced size (then the update is discarded).
   status add(uint64_t version, const chunk_desc& c, const void* bytes);
   /// Ends the update (always: no update is staged afterwards). data_loss for a
-  /// checksum mismatch; invalid_argument for missing bytes or tensors (then
-  /// the staging memory is freed). On success the source shares the buffers
+  /// checksum mismatch; invalid_argument for missing bytes, tensors or buckets
+  /// (m.n_buckets when stated; buckets 0..n-1 always) (then the staging memory is freed). On success the source shares the buffers
   /// the staging keeps for the next update.
   status_or<std::unique_ptr<tensor_source>> finish(const end_msg& m);
   /// Drops the staged update, if any, and frees every staging buffer.
@@ -64,6 +71,7 @@ class update_staging {
   bool active() const { return active_; }
   uint64_t version() const { return version_; }
   uint64_t bytes_received() const { return bytes_; }
+  uint64_t buckets_received() const { return buckets_.size(); }
 
  private:
   struct pending_tensor {
@@ -71,6 +79,11 @@ class update_staging {
     std::vector<int64_t> shape;
     std::shared_ptr<staged_buffer> buffer;  // sized on the first chunk
     uint64_t received = 0;
+    std::map<uint64_t, uint64_t> ranges;    // received [offset, offset + length), adjacent ones merged
+  };
+  struct bucket_sum {
+    uint32_t crc = 0;  // of the bucket's chunks in list order
+    uint64_t bytes = 0;
   };
 
   status fail(status s);
@@ -85,7 +98,8 @@ class update_staging {
   begin_msg announced_;
   uint64_t bytes_ = 0;      // received
   uint64_t allocated_ = 0;  // sum of the sizes of the tensors seen so far
-  uint32_t crc_ = 0;
+  std::map<uint64_t, bucket_sum> buckets_;  // by seq
+  bucket_sum* open_ = nullptr;              // the bucket add() stages into
   std::map<std::string, pending_tensor> tensors_;
   std::map<std::string, std::shared_ptr<staged_buffer>> kept_;  // by tensor name, from earlier updates
   crc_pool copier_;  // stages each frame: CRC + copy split over threads

@@ -9,11 +9,12 @@
 namespace hart::weight_sync {
 namespace {
 
-// Two tensors, the second split in two chunks.
+// Two tensors, the second split in two chunks; one bucket.
 struct update {
   std::vector<uint8_t> a = std::vector<uint8_t>(8, 1), b = std::vector<uint8_t>(12, 2);
   uint32_t crc() const { return crc32c_extend(crc32c_extend(0, a.data(), 8), b.data(), 12); }
   void send(update_staging& st, uint64_t v) const {
+    ASSERT_TRUE(st.begin_bucket(v, 0).ok());
     ASSERT_TRUE(st.add(v, {"a", dtype::f32, {2}, 0, 8}, a.data()).ok());
     ASSERT_TRUE(st.add(v, {"b", dtype::bf16, {2, 3}, 0, 4}, b.data()).ok());
     ASSERT_TRUE(st.add(v, {"b", dtype::bf16, {2, 3}, 4, 8}, b.data() + 4).ok());
@@ -49,29 +50,71 @@ TEST(update_staging, a_broken_update_is_discarded_with_a_typed_error) {
   EXPECT_EQ(st.bytes_received(), 0u);
 
   ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  ASSERT_TRUE(st.begin_bucket(5, 0).ok());
   ASSERT_TRUE(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).ok());
   EXPECT_EQ(st.finish({5, crc32c_extend(0, u.a.data(), 8)}).get_status().code(), status_code::invalid_argument)
       << "a missing tensor";
 
   ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
-  EXPECT_EQ(st.add(5, {"b", dtype::bf16, {2, 3}, 4, 8}, u.b.data()).code(), status_code::invalid_argument)
-      << "out of order";
+  EXPECT_EQ(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).code(), status_code::failed_precondition)
+      << "a chunk outside a bucket";
+  ASSERT_TRUE(st.begin_bucket(5, 0).ok());
+  ASSERT_TRUE(st.add(5, {"b", dtype::bf16, {2, 3}, 4, 8}, u.b.data() + 4).ok()) << "chunks may come in any order";
+  EXPECT_EQ(st.add(5, {"b", dtype::bf16, {2, 3}, 2, 4}, u.b.data()).code(), status_code::invalid_argument)
+      << "overlapping chunks";
   EXPECT_FALSE(st.active());
   EXPECT_EQ(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).code(), status_code::failed_precondition)
       << "chunks of a dropped update";
 
   ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  ASSERT_TRUE(st.begin_bucket(5, 0).ok());
   ASSERT_TRUE(st.add(5, {"b", dtype::bf16, {2, 3}, 0, 4}, u.b.data()).ok());
   EXPECT_FALSE(st.add(5, {"b", dtype::f16, {2, 3}, 4, 8}, u.b.data()).ok()) << "dtype changed mid-tensor";
 
   ASSERT_TRUE(st.begin({5, 1, 8}, 4).ok());
+  ASSERT_TRUE(st.begin_bucket(5, 0).ok());
   EXPECT_FALSE(st.add(5, {"b", dtype::bf16, {2, 3}, 0, 4}, u.b.data()).ok()) << "bigger than announced";
+
+  ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  ASSERT_TRUE(st.begin_bucket(5, 0).ok());
+  EXPECT_EQ(st.begin_bucket(5, 0).code(), status_code::invalid_argument) << "a bucket seq twice";
+  EXPECT_FALSE(st.active());
+
+  ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  ASSERT_TRUE(st.begin_bucket(5, 1).ok());
+  ASSERT_TRUE(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).ok());
+  ASSERT_TRUE(st.add(5, {"b", dtype::bf16, {2, 3}, 0, 12}, u.b.data()).ok());
+  EXPECT_EQ(st.finish({5, u.crc()}).get_status().code(), status_code::invalid_argument) << "bucket 0 never came";
+
+  ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  u.send(st, 5);
+  EXPECT_EQ(st.finish({5, u.crc(), 2}).get_status().code(), status_code::invalid_argument)
+      << "end announced a bucket that never came";
+}
+
+// Buckets over several connections arrive in any order, a tensor's chunks
+// with them: the CRC is each bucket's, combined in seq order.
+TEST(update_staging, buckets_and_chunks_in_any_order) {
+  update u;
+  update_staging st;
+  ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
+  ASSERT_TRUE(st.begin_bucket(5, 2).ok());
+  ASSERT_TRUE(st.add(5, {"b", dtype::bf16, {2, 3}, 4, 8}, u.b.data() + 4).ok());
+  ASSERT_TRUE(st.begin_bucket(5, 0).ok());
+  ASSERT_TRUE(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).ok());
+  ASSERT_TRUE(st.begin_bucket(5, 1).ok());
+  ASSERT_TRUE(st.add(5, {"b", dtype::bf16, {2, 3}, 0, 4}, u.b.data()).ok());
+  EXPECT_EQ(st.buckets_received(), 3u);
+  auto src = st.finish({5, u.crc(), 3});  // = the CRC of a, b[0..4), b[4..12) in seq order
+  ASSERT_TRUE(src.ok()) << src.get_status().to_string();
+  EXPECT_EQ(std::memcmp((*src)->tensors()[1]->data, u.b.data(), 12), 0);
 }
 
 TEST(update_staging, a_new_begin_replaces_a_staged_update) {
   update u;
   update_staging st;
   ASSERT_TRUE(st.begin({5, 2, 20}, 0).ok());
+  ASSERT_TRUE(st.begin_bucket(5, 0).ok());
   ASSERT_TRUE(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).ok());  // the sender dies here
   ASSERT_TRUE(st.begin({6, 2, 20}, 0).ok());
   EXPECT_EQ(st.version(), 6u);
@@ -112,6 +155,7 @@ TEST(update_staging, the_next_update_is_received_into_the_kept_buffers_once_the_
 
   third->reset();
   ASSERT_TRUE(st.begin({8, 1, 8}, 7).ok());
+  ASSERT_TRUE(st.begin_bucket(8, 0).ok());
   ASSERT_TRUE(st.add(8, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).ok());
   ASSERT_TRUE(st.finish({8, crc32c_extend(0, u.a.data(), 8)}).ok());
   EXPECT_EQ(st.staged_bytes(), 8u) << "b's buffer, unused by update 8, is freed";

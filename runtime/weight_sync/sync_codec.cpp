@@ -160,6 +160,7 @@ status_or<std::vector<uint8_t>> encode_request(const sync_request& r) {
       auto o = b.initEnd();
       o.setVersion(m->version);
       o.setCrc32c(m->crc32c);
+      o.setBucketCount(m->n_buckets);
     } else {
       b.initAbort().setVersion(std::get<abort_msg>(r).version);
     }
@@ -216,7 +217,10 @@ status_or<sync_request> decode_request(frame_view header, frame_view payload, co
         }
         return sync_request{std::move(m)};
       }
-      case w::SyncRequest::END: return sync_request{end_msg{r.getEnd().getVersion(), r.getEnd().getCrc32c()}};
+      case w::SyncRequest::END: {
+        const auto e = r.getEnd();
+        return sync_request{end_msg{e.getVersion(), e.getCrc32c(), e.getBucketCount()}};
+      }
       case w::SyncRequest::ABORT: return sync_request{abort_msg{r.getAbort().getVersion()}};
     }
     return invalid_argument("request: unknown kind %u", unsigned(r.which()));

@@ -36,6 +36,10 @@ TEST(sync_codec, every_message_round_trips) {
   EXPECT_EQ(m.chunks[1].type, dtype::i64);
   EXPECT_EQ(m.chunks[1].shape, (std::vector<int64_t>{2, 1}));
   EXPECT_EQ(m.chunks[1].byte_offset, 8u);
+  auto e = decode_request(view(request_header()), view(*encode_request(end_msg{3, 0xdeadbeef, 7})), {});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(std::get<end_msg>(*e).crc32c, 0xdeadbeefu);
+  EXPECT_EQ(std::get<end_msg>(*e).n_buckets, 7u);
 
   sync_reply r;
   r.version = 3;

@@ -49,6 +49,7 @@ struct bucket_msg {
 struct end_msg {
   uint64_t version = 0;
   uint32_t crc32c = 0;
+  uint64_t n_buckets = 0;  ///< buckets the update carried; 0 = not stated (all sent before end on one connection)
 };
 
 struct abort_msg {

@@ -13,6 +13,7 @@
 
 #include "runtime/core/log.h"
 #include "runtime/transport/server.h"
+#include "runtime/weight_sync/crc_pool.h"
 
 namespace hart::weight_sync {
 
@@ -29,7 +30,9 @@ status sync_server_params::validate() const {
 struct sync_server::impl {
   sync_server_params params;
   sync_handler on_message;
-  zmq::context_t ctx{1};
+  // One receive thread per client connection, up to a quarter of the cores (a
+  // client's lanes are received in parallel; the kernel's copy is the cost).
+  zmq::context_t ctx{crc_pool_default_threads()};
   zmq::socket_t sock{ctx, zmq::socket_type::router};
   int wake_fd = -1;
   std::string endpoint;

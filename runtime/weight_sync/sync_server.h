@@ -1,6 +1,7 @@
 // File: runtime/weight_sync/sync_server.h
 // The server end of the weight-sync wire: one thread owns a ZeroMQ ROUTER
-// socket. Inbound messages are decoded (sync_codec.h) and handed to the
+// socket, whose context receives up to a quarter of the cores' connections
+// in parallel (a client may push over several). Inbound messages are decoded (sync_codec.h) and handed to the
 // handler with their data frames still in the received ZeroMQ buffers (no
 // copy); a message that does not decode is answered with an error reply by
 // the thread itself. Replies go through send() from any thread. While more

@@ -31,8 +31,9 @@ struct Begin {
   totalBytes @2 :UInt64;   # sum of every tensor's bytes (numel x dtype size)
 }
 
-# One piece of one tensor. A tensor's chunks arrive in order: the first has byteOffset 0,
-# each next one starts where the previous ended, and every chunk repeats name, dtype, shape.
+# One piece of one tensor; every chunk repeats name, dtype and shape. A tensor's chunks may
+# arrive in any order (a client may send buckets over several connections) but must not
+# overlap, and together must cover the tensor.
 struct Chunk {
   name @0 :Text;           # official or Hugging Face spelling (README: Checkpoints)
   dtype @1 :DType;
@@ -43,15 +44,18 @@ struct Chunk {
 
 struct Bucket {
   version @0 :UInt64;
-  seq @1 :UInt64;          # 0, 1, 2, ... per update
+  seq @1 :UInt64;          # 0, 1, 2, ... per update; each once, in any order across connections
   chunks @2 :List(Chunk);  # 1..65536; one data frame each follows this message
 }
 
 # Closes the update: the server checks counts, sizes and the checksum, builds the weights
-# and swaps them in; the reply comes after the swap (or the error).
+# and swaps them in; the reply comes after the swap (or the error). With bucketCount set, an
+# End that arrives before some of its buckets (sent on other connections) waits for them.
 struct End {
   version @0 :UInt64;
-  crc32c @1 :UInt32;       # CRC-32C (Castagnoli) over every data frame, concatenated in send order
+  crc32c @1 :UInt32;       # CRC-32C (Castagnoli) over every data frame, concatenated in bucket
+                           # seq order (frames in list order): send order on one connection
+  bucketCount @2 :UInt64;  # buckets sent (seqs 0..n-1); 0 = not stated: all came before End
 }
 
 # Drops a staged update (the client gives up).

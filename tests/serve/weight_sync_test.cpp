@@ -126,12 +126,13 @@ class weight_sync_serve : public ::testing::TestWithParam<precision> {
   }
   uint64_t serving_version() { return std::get<protocol::weight_version_reply>(control(protocol::control_verb::weight_version)).version; }
 
-  status_or<push_report> push(const std::string& dir, uint64_t version, uint64_t bucket_bytes = 1 << 20) {
+  status_or<push_report> push(const std::string& dir, uint64_t version, uint64_t bucket_bytes = 1 << 20, int lanes = 1) {
     auto ts = checkpoint_tensors_open(dir);
     if (!ts.ok()) return ts.get_status();
     weight_sync_client_params p;
     p.endpoint = srv_->weight_sync_endpoint();
     p.bucket_bytes = bucket_bytes;  // small: many buckets, tensors split across them
+    p.lanes = lanes;
     p.reply_timeout = 60s;
     HART_ASSIGN_OR_RETURN(auto c, weight_sync_client::connect(p));
     return c->push(version, ts->tensors);
@@ -152,7 +153,8 @@ TEST_P(weight_sync_serve, pushed_weights_serve_what_a_fresh_load_computes_and_to
   EXPECT_EQ(before.logprobs, old_ref.second);
   EXPECT_EQ(before.final_version, 0u);
 
-  auto r = push(dir, 1);
+  // Over three connections: buckets (and a tensor's chunks) arrive interleaved, the end may overtake them.
+  auto r = push(dir, 1, 1 << 20, 3);
   ASSERT_TRUE(r.ok()) << r.get_status().to_string();
   EXPECT_GT(r->n_buckets, 3);
   EXPECT_EQ(serving_version(), 1u);
