@@ -28,7 +28,7 @@ namespace hart {
 
 struct weight_sync_client_params {
   std::string endpoint = "tcp://127.0.0.1:5558";
-  uint64_t bucket_bytes = uint64_t(512) << 20;  ///< tensor bytes per bucket, 1 .. 1 GiB
+  uint64_t bucket_bytes = uint64_t(128) << 20;  ///< tensor bytes per bucket, 1 .. 1 GiB (several per lane keep the lanes busy)
   /// Largest data frame (a tensor is cut into chunks of at most this). Frames
   /// the server's allocator can recycle (below glibc's 32 MiB mmap ceiling)
   /// arrive without page faults; docs/perf-notes.md W1 v2.

@@ -85,7 +85,7 @@ struct push_weights_options {
   std::string model_dir;  // checkpoint whose tensors are pushed
   std::string endpoint;   // the server's --weight-sync-endpoint
   uint64_t version = 0;
-  std::string bucket = "512MiB";
+  std::string bucket = "128MiB";  // several per lane, so the lanes overlap
   int64_t timeout_ms = 600000;
   int lanes = 0;          // connections; 0 = a quarter of the cores, 1 to 4
 };
