@@ -30,6 +30,7 @@ using swapped_atom = caf::atom_constant<caf::atom("swapped")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;          // scheduler -> worker: run a step_plan
 using step_done_atom = caf::atom_constant<caf::atom("stepdone")>; // worker -> scheduler: its step_outcome
 using retry_atom = caf::atom_constant<caf::atom("retry")>;        // scheduler -> itself: plan again (memory was short)
+using catch_atom = caf::atom_constant<caf::atom("catch")>;        // scheduler -> itself: a decode step ends soon, spin for it
 // scheduler -> cache shard (runtime/cache/shard_protocol.h): a step's slot_request (answered with
 // slot_grants), cache ops (no answer), metrics and the invariant check
 using shard_plan_atom = caf::atom_constant<caf::atom("shardplan")>;
@@ -69,7 +70,8 @@ using scheduler_actor = caf::typed_actor<caf::reacts_to<gateway_actor>,
                                          caf::reacts_to<swap_atom, std::shared_ptr<const swap_request>>,
                                          caf::reacts_to<swapped_atom, std::shared_ptr<const swap_outcome>>,
                                          caf::reacts_to<step_done_atom, std::shared_ptr<const step_outcome>>,
-                                         caf::reacts_to<retry_atom>>;
+                                         caf::reacts_to<retry_atom>,
+                                         caf::reacts_to<catch_atom, uint64_t>>;
 
 /// A blocking actor (worker, weight sync) behind its interface: CAF 0.17 spawns
 /// blocking actors untyped and cannot check their receive loops, so this cast

@@ -12,7 +12,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_version, uint64_t tag) {
+// A decode step shorter than this plus half the catch window is not worth a timer.
+constexpr double k_min_catch_delay_us = 50;
+
+protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_version, uint64_t caught, uint64_t tag) {
   protocol::stats_reply r;
   r.tag = tag;
   r.entries = {{"queue_depth", double(s.waiting)},
@@ -35,6 +38,7 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_
                {"decode_gap_us_mean", s.decode_gap_us_mean},
                {"decode_gap_us_p50", s.decode_gap_us_p50},
                {"decode_gap_us_p99", s.decode_gap_us_p99},
+               {"decode_outcomes_caught", double(caught)},
                {"cache_hit_rate", s.cache_hit_rate},
                {"cache_full_pages_used", double(s.cache.full_pages_used)},
                {"cache_full_pages_total", double(s.cache.full_pages_total)},
@@ -73,6 +77,10 @@ struct scheduler_state {
   uint64_t weight_version = 0;
   /// A retry is scheduled (a plan came back empty while requests wait for memory).
   bool retry_pending = false;
+  /// Decode steps' execution time, smoothed, and which dispatch the pending catch timer is for.
+  double decode_exec_us = 0;
+  uint64_t catch_gen = 0;
+  uint64_t caught = 0;  // catches that ended with a message waiting (the outcome, nearly always)
 
   void publish(scheduler_self self, sched::event_batch ev) {
     if (ev.empty()) return;
@@ -160,6 +168,26 @@ struct scheduler_state {
                  std::shared_ptr<const sched::step_plan> plan) {
     in_flight.emplace_back(plan, t);
     self->send(params.worker, step_atom::value, std::move(plan));
+    arm_catch(self);
+  }
+
+  // NOTE(hart): the timer's own wake-up comes before the step ends, where its
+  // latency costs nothing; from then the thread is awake when the outcome lands.
+  void arm_catch(scheduler_self self) {
+    const double lead_us = double(params.catch_step.count()) / 2;
+    if (lead_us <= 0 || in_flight.size() != 1 || !core->last_step_decode_only()) return;
+    const double delay_us = decode_exec_us - lead_us;
+    if (delay_us < k_min_catch_delay_us) return;
+    self->delayed_send(self, std::chrono::microseconds(int64_t(delay_us)), catch_atom::value, ++catch_gen);
+  }
+
+  /// Spins until any message arrives (the outcome, usually) or the window ends.
+  void on_catch(scheduler_self self, uint64_t gen) {
+    if (gen != catch_gen || in_flight.empty()) return;
+    const auto until = std::chrono::steady_clock::now() + params.catch_step;
+    while (self->mailbox().empty() && std::chrono::steady_clock::now() < until) {
+    }
+    caught += !self->mailbox().empty();
   }
 
   /// With --overlap-schedule and one step in flight: the step after it, so
@@ -178,6 +206,7 @@ struct scheduler_state {
     in_flight.pop_front();
     timing.exec_start_us = o.exec_start_us;
     timing.exec_end_us = o.exec_end_us;
+    ++catch_gen;  // the pending catch timer, if any, is for this step
     if (o.not_run && !o.pages_lost) {  // planned ahead of a step that failed: its sequences ended with it
       step_events = core->discard_unrun(*plan);
     } else if (o.not_run) {
@@ -185,6 +214,10 @@ struct scheduler_state {
       step_events = core->lose_pages_unrun(*plan);
     } else {
       step_events = core->finish_step(*plan, o.result, o.pages_lost, timing);
+      if (core->last_step_decode_only()) {
+        const double us = double(o.exec_end_us - o.exec_start_us);
+        decode_exec_us = decode_exec_us > 0 ? 0.75 * decode_exec_us + 0.25 * us : us;
+      }
     }
     // The next step goes to the worker before these events go to the gateway
     // (start_step sends them; here if the plan waits for the shard or none is due).
@@ -256,7 +289,7 @@ struct scheduler_state {
         const uint64_t tag = ctl.tag;
         self->request(shard(0), caf::infinite, shard_metrics_atom::value)
             .then([=](std::shared_ptr<const cache::cache_metrics> m) {
-              reply(self, client, make_stats(core->stats(*m), weight_version, tag));
+              reply(self, client, make_stats(core->stats(*m), weight_version, caught, tag));
             });
         break;
       }
@@ -309,6 +342,7 @@ scheduler_actor::behavior_type scheduler_impl(scheduler_self self,
         self->state.retry_pending = false;
         self->state.advance(self);
       },
+      [=](catch_atom, uint64_t gen) { self->state.on_catch(self, gen); },
   };
 }
 

@@ -46,6 +46,10 @@ struct scheduler_actor_params {
   /// Plan each decode step's successor before it runs (sched::scheduler::schedule_ahead),
   /// so the worker starts it without waiting for the scheduler (--overlap-schedule).
   bool overlap = false;
+  /// Spin for a decode step's outcome this long, centred on its expected end,
+  /// instead of sleeping until the outcome wakes the scheduler's thread (a
+  /// futex wake-up per step, tens to hundreds of µs on a VM: S1). 0 = off.
+  std::chrono::microseconds catch_step{0};
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 

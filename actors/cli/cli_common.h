@@ -77,6 +77,7 @@ struct serve_options {
   int64_t routing_ids_per_message = 1 << 20;    // longer routings go in RoutingPart replies
   int64_t worker_restarts = -1;        // dead worker processes replaced at most this often; -1 = always
   bool overlap_schedule = false;       // plan each decode step's successor before it runs
+  int64_t catch_step_us = -1;          // scheduler spins this long around a decode step's end; -1 = by core count
   std::string weight_sync_endpoint;    // empty: no weight sync; loopback unless curve_secret_key
   int64_t weight_sync_idle_ms = 60000; // a staged update silent this long is dropped
 };

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <mutex>
+#include <thread>
 #include <pthread.h>
 
 #include "actors/cli/cli_common.h"
@@ -23,6 +24,8 @@ namespace hart::cli {
 // Freed memory the process keeps mapped with a weight-sync endpoint (runtime/core/malloc_tuning.h):
 // about a bucket's frames in flight.
 constexpr size_t k_weight_sync_keep_bytes = size_t(1) << 30;
+// --catch-step-us -1 on 8+ hardware threads: covers a VM's timer jitter around a step's end.
+constexpr int64_t k_auto_catch_step_us = 300;
 
 worker_link::model_summary model_summary_of(const model_config& cfg, const common_options& o);  // cmd_worker.cpp
 
@@ -131,6 +134,8 @@ int run_serve(const serve_options& o) {
   sap.weight_version = wap.weights ? wap.weights->version() : 0;
   sap.started = started;
   sap.overlap = o.overlap_schedule;
+  sap.catch_step = std::chrono::microseconds(
+      o.catch_step_us >= 0 ? o.catch_step_us : std::thread::hardware_concurrency() >= 8 ? k_auto_catch_step_us : 0);
   auto scheduler = actors::spawn_scheduler_actor(sys, sap);
   if (!scheduler.ok()) {
     caf::anon_send_exit(*worker, caf::exit_reason::user_shutdown);

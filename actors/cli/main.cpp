@@ -130,6 +130,12 @@ int main(int argc, char** argv) {
   v->add_flag("--overlap-schedule", sv.overlap_schedule,
               "Plan each decode step's successor before it runs, so the worker starts it without waiting for the "
               "scheduler (one wasted token per sequence that ends; outputs unchanged)");
+  v->add_option("--catch-step-us", sv.catch_step_us,
+                "The scheduler spins this long around each decode step's expected end to take its result without "
+                "a thread wake-up (S1: the gap between steps); 0 = sleep until woken; -1 = 300 on 8 or more "
+                "hardware threads, else 0 (on few cores the spin takes the model's)")
+      ->check(CLI::Range(int64_t(-1), int64_t(100000)))
+      ->capture_default_str();
   v->add_option("--weight-sync-endpoint", sv.weight_sync_endpoint,
                 "Accept weight updates here (docs/protocol.md §8), e.g. tcp://127.0.0.1:5558; off by default");
   v->add_option("--weight-sync-idle-ms", sv.weight_sync_idle_ms, "Drop a staged weight update silent this long")

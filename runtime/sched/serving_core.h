@@ -116,6 +116,8 @@ class serving_core {
   event_batch discard_unrun(const step_plan& plan) { return synced(sched_->discard(plan)); }
 
   bool idle() const { return sched_->idle(); }
+  /// The last applied step fed one token per sequence (a decode step).
+  bool last_step_decode_only() const { return last_decode_only_; }
   bool paused() const { return sched_->paused(); }
   bool in_flight() const { return sched_->in_flight(); }
   int64_t now_us() const { return sched_->now_us(); }

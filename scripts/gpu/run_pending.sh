@@ -69,13 +69,24 @@ else
   step bench_cc 120 ./build-gpu/hart bench --batch 1,32 --context 4K --fp8-cuda-cores  # tensor cores off
   step fc_bench 200 env FC_SANITIZE=0 FC_NCU=0 bash scripts/gpu/bench_flash_compressor.sh
   step sda 120 env SDA_NCU=0 bash scripts/gpu/bench_sparse_decode_attention.sh
-  # W1 on this host's cores: four 1.96 GB pushes into a fresh server (the first faults its staging in).
+  # W1 on this host's cores: 1.96 GB pushes into a fresh server (the first faults its staging in),
+  # over 4 lanes (the default here) in 128 MiB buckets.
   ./build-gpu/hart serve -m tests/data/tiny-a --bind tcp://127.0.0.1:5557 --weight-sync-endpoint tcp://127.0.0.1:5558 \
     > "$LOG/serve_w1.log" 2>&1 &
   w1_pid=$!
   sleep 5
-  step w1 150 ./build-gpu/rollout/weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a 2 512 4 4096 1000
+  step w1 150 ./build-gpu/rollout/weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a 2 128 5 4096 1000 4
   kill $w1_pid; wait $w1_pid 2>/dev/null
+  # S1: the gap between decode steps with the scheduler's spin off and at its default (perf-notes S1 v11).
+  for c in 0 -1 0 -1; do
+    OMP_NUM_THREADS=4 ./build-gpu/hart serve -m tests/data/tiny-a --bind tcp://127.0.0.1:5557 --catch-step-us $c \
+      > /dev/null 2>&1 &
+    s1_pid=$!
+    sleep 3
+    timeout 60 ./build-gpu/hart bench-serve --connect tcp://127.0.0.1:5557 --concurrency 1 4 --input-len 64 \
+      --output-len 64 --requests-per-user 4 2>&1 | grep -E "^[14] " | sed "s/^/catch=$c /" >> "$LOG/s1.log"
+    kill $s1_pid; wait $s1_pid 2>/dev/null
+  done
 fi
 
 echo "=== failures in the suite"
@@ -84,8 +95,8 @@ for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc; do
   [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error|worst" "$LOG/$f.log" | head -6
 done
 echo "=== tables"
-for f in requant bench bench_cc fc_bench sda w1; do
-  [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s|GB/s" "$LOG/$f.log" | tail -16; }
+for f in requant bench bench_cc fc_bench sda w1 s1; do
+  [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s|GB/s|^catch=" "$LOG/$f.log" | tail -16; }
 done
 for f in "$LOG"/ncu_b*.log; do
   [ -f "$f" ] && { echo "--- $(basename "$f" .log) (per step)"; python3 scripts/gpu/ncu_summary.py "$f" 2 25; }

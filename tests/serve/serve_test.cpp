@@ -22,7 +22,9 @@ class serve : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     model_ = std::string(HART_TEST_DATA) + "/tiny-a";
-    srv_ = new server_process(model_, {"--full-pages", "64", "--swa-pages", "24"});
+    // --catch-step-us: the scheduler's spin for a step's outcome is on (its default is off on few
+    // cores), its window wide enough to be met on a loaded box.
+    srv_ = new server_process(model_, {"--full-pages", "64", "--swa-pages", "24", "--catch-step-us", "1000"});
     engine_params p;
     p.model_dir = model_;
     p.deterministic = true;
@@ -140,6 +142,22 @@ TEST_F(serve, concurrent_streaming_clients_get_what_the_engine_computes_alone) {
   }
   for (auto& t : threads) t.join();
   for (int i = 0; i < k_clients; ++i) EXPECT_EQ(failures[i], "") << "client " << i;
+
+  // A request alone decodes back-to-back steps: some outcomes are taken by the scheduler's spin
+  // (--catch-step-us), and its tokens are still the engine's.
+  auto c = connect();
+  auto alone = c->generate(greedy_request(200, prompt_of(0), 32), 120s);
+  ASSERT_TRUE(alone.ok()) << alone.get_status().to_string();
+  std::vector<float> lp;
+  const std::vector<int32_t> want_alone = greedy_alone(prompt_of(0), 32, &lp);
+  EXPECT_EQ(std::vector<int32_t>(alone->samples[0].token_ids.begin(), alone->samples[0].token_ids.end()), want_alone);
+  auto st = control(*c, protocol::control_verb::stats, 12);
+  ASSERT_TRUE(std::holds_alternative<protocol::stats_reply>(st));
+  double caught = -1;
+  for (const auto& [k, v] : std::get<protocol::stats_reply>(st).entries) {
+    if (k == "decode_outcomes_caught") caught = v;
+  }
+  EXPECT_GT(caught, 0);
 }
 
 TEST_F(serve, seeded_samples_replay) {
