@@ -18,15 +18,21 @@ struct CUstream_st;
 
 namespace hart::gpu {
 
-/// One compressor's plan (compress_pool_batch_cuda, copy_rows_cuda), one slot per
-/// token: token r's entry (when its block closes at r) pools its n_cand[r] candidates
-/// kvp / gp[r·n_cand_max ..] into ent_stage row r and lands at ent_dst[r] (−1: no
-/// entry this step); its ring row goes from ring_stage row r to ring_dst[r].
-struct decode_compressor_plan {
+/// A compressor's plan at device addresses, as compress_pool_batch_cuda and
+/// copy_rows_cuda read it: entry o pools n_cand[o] candidates (kvp / gp[o ·
+/// n_cand_max ..]) into the staging at ent_src[o], takes RoPE at ent_pos[o] and
+/// lands at ent_dst[o] (−1: none); ring row i goes from ring_src[i] to ring_dst[i].
+/// The host builder (gpu_attention.cpp) and decode_meta_cuda fill the same arrays.
+struct compress_plan_arrays {
   const float** kvp = nullptr;
   const float** gp = nullptr;
   int64_t *n_cand = nullptr, *ent_pos = nullptr, *ent_dst = nullptr, *ent_src = nullptr;
   int64_t *ring_dst = nullptr, *ring_src = nullptr;
+};
+
+/// A decode pass's plan: one slot per token. Token r's entry (when its block
+/// closes at r) pools into staging row r; its ring row is staging row r.
+struct decode_compressor_plan : compress_plan_arrays {
   int64_t rate = 0, dim = 0;
   bool overlap = false;   // the CSA compressors pool the previous block's rows too
   bool indexer = false;   // the indexer's compressor: its rings and keys

@@ -49,12 +49,8 @@ struct compress_plan {
   std::vector<int64_t> n_cand, ent_pos, ent_dst, ent_src, ring_dst, ring_src;
 };
 
-// The plan's arrays at their device addresses (meta_batch::add).
-struct compress_meta {
-  const float** kvp = nullptr;
-  const float** gp = nullptr;
-  int64_t *n_cand = nullptr, *ent_pos = nullptr, *ent_dst = nullptr, *ent_src = nullptr;
-  int64_t *ring_dst = nullptr, *ring_src = nullptr;
+// The plan's arrays at their device addresses, and how many entries and ring rows it writes.
+struct compress_meta : compress_plan_arrays {
   int64_t n_emit = 0, ring_rows = 0;
 };
 
@@ -268,7 +264,9 @@ status device_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta*
     cp->dim = dc.dim;
     cp->overlap = dc.overlap;
     cp->indexer = indexer;
-    *cm = {cp->kvp, cp->gp, cp->n_cand, cp->ent_pos, cp->ent_dst, cp->ent_src, cp->ring_dst, cp->ring_src, T, T};
+    static_cast<compress_plan_arrays&>(*cm) = *cp;
+    cm->n_emit = T;
+    cm->ring_rows = T;
   };
   if (w.kind != attention_kind::sliding) plan(w.compressor, false, &dp.comp, &lm->main);
   if (csa) plan(w.index_compressor, true, &dp.index_comp, &lm->index);
