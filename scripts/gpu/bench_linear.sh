@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# FP8 linear (issue 5, target G1) on the GPU machine, in one go: builds the bench
-# with nvcc directly (the GPU image has no GTest/OpenBLAS, so no CMake), runs it
-# (checks against a host reference first, then times). The table is printed last.
+# FP8 linear (issue 5, targets G1 and G2) on the GPU machine, in one go: builds
+# the two benches with nvcc directly (the GPU image has no GTest/OpenBLAS, so no
+# CMake), runs them (checks against a host reference first, then times): decode
+# shapes (linear_bench, G1), then prefill shapes against cuBLASLt's block-scaled
+# FP8 GEMM (linear_prefill_bench, G2). The tables are printed last.
 #
 #   scripts/gpu/bench_linear.sh
 set -uo pipefail
@@ -14,4 +16,7 @@ NVCC="nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -DHART_CUDA=
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader || true
 $NVCC $SRCS -o /tmp/linear_bench -lcublasLt 2>&1 | tee "$LOG/build.log" || { echo "build failed"; exit 1; }
 [ -x /tmp/linear_bench ] || { echo "build failed"; exit 1; }
+$NVCC kernels/linear/linear_prefill_bench.cu ${SRCS#kernels/linear/linear_bench.cu } -o /tmp/linear_prefill_bench -lcublasLt \
+  2>&1 | tee "$LOG/build_prefill.log"
 timeout 300 /tmp/linear_bench 2>&1 | tee "$LOG/bench.log"
+[ -x /tmp/linear_prefill_bench ] && timeout 300 /tmp/linear_prefill_bench 2>&1 | tee "$LOG/bench_prefill.log"

@@ -64,7 +64,7 @@ else
   # The benches behind docs/perf-notes.md's tables (G1, W1, D1/D2, C1, A1).
   [ -n "${fresh:-}" ] && step build 300 bash scripts/gpu/build.sh -R '^none$'
   step requant 60 ./build-gpu/runtime/gpu/weight_requant_bench 20
-  step linear_bench 120 env OUT="$LOG/linear" bash scripts/gpu/bench_linear.sh  # CUDA cores vs tensor cores
+  step linear_bench 300 env OUT="$LOG/linear" bash scripts/gpu/bench_linear.sh  # G1: CUDA vs tensor cores; G2: ours vs cuBLASLt
   step bench 180 ./build-gpu/hart bench --batch 1,32 --context 4K,256K
   step bench_cc 120 ./build-gpu/hart bench --batch 1,32 --context 4K --fp8-cuda-cores  # tensor cores off
   step fc_bench 200 env FC_SANITIZE=0 FC_NCU=0 bash scripts/gpu/bench_flash_compressor.sh
