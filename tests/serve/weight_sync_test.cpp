@@ -229,6 +229,23 @@ TEST_P(weight_sync_faults, broken_updates_get_typed_errors_and_the_old_weights_k
   e = raw.receive();
   EXPECT_EQ(e.code, status_code::not_found) << e.message;
   EXPECT_NE(e.message.find("lacks tensor"), std::string::npos) << e.message;
+  // Two connections: the end (bucketCount 2) overtakes bucket 1, sent later on the other
+  // connection with the tensor's first half: it waits for it, and the checksum is the
+  // buckets' in seq order. The loader's not_found (not a count or checksum error) shows it.
+  {
+    raw_sync lane(srv_->weight_sync_endpoint());
+    const std::vector<uint8_t> halves = {1, 2, 3, 4, 5, 6, 7, 8};
+    raw.send(weight_sync::begin_msg{3, 1, 8});
+    EXPECT_TRUE(raw.receive().ok());
+    raw.send(weight_sync::bucket_msg{3, 0, {{"norm.weight", dtype::f32, {2}, 4, 4}}}, {{5, 6, 7, 8}});
+    // Bucket 0's bytes, then bucket 1's.
+    const uint32_t crc = weight_sync::crc32c_extend(weight_sync::crc32c_extend(0, halves.data() + 4, 4), halves.data(), 4);
+    raw.send(weight_sync::end_msg{3, crc, 2});
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    lane.send(weight_sync::bucket_msg{3, 1, {{"norm.weight", dtype::f32, {2}, 0, 4}}}, {{1, 2, 3, 4}});
+    e = raw.receive();
+    EXPECT_EQ(e.code, status_code::not_found) << e.message;
+  }
   // Malformed frames: each gets a typed error and changes nothing.
   raw.send({{1, 3}, std::vector<uint8_t>(64, 0xff)});
   EXPECT_EQ(raw.receive().code, status_code::invalid_argument);
