@@ -21,6 +21,8 @@ struct weight_sync_state {
   uint64_t serving_version = 0;
   /// An end that overtook some of its buckets (sent on other connections): runs once they are in.
   std::optional<std::pair<std::string, weight_sync::end_msg>> parked_end;
+  /// The sender's CUDA allocations opened for this update's chunks in CUDA memory; closed when it ends.
+  weight_sync::cuda_ipc_reader ipc;
 
   explicit weight_sync_state(const weight_sync_actor_params& p) : params(p), staging(p.limits) {}
 
@@ -51,6 +53,7 @@ struct weight_sync_state {
       }
     }
     parked_end.reset();
+    ipc.close();
     const status s = staging.begin(m, serving_version);
     owner = client;
     answer(client, reply_of(m.version, sync_phase::begin, s));
@@ -58,7 +61,11 @@ struct weight_sync_state {
 
   void on_bucket(caf::blocking_actor* self, const weight_sync::inbound_sync& in, const weight_sync::bucket_msg& b) {
     status s = staging.begin_bucket(b.version, b.seq);
-    for (size_t i = 0; i < b.chunks.size() && s.ok(); ++i) s = staging.add(b.version, b.chunks[i], in.data[i].data);
+    size_t frame = 0;  // chunks in CUDA memory have no data frame (the codec checked the count)
+    for (const weight_sync::chunk_desc& c : b.chunks) {
+      if (!s.ok()) break;
+      s = c.in_cuda_memory() ? staging.add_from_cuda(b.version, c, ipc) : staging.add(b.version, c, in.data[frame++].data);
+    }
     if (!s.ok()) {
       answer(in.client, reply_of(b.version, sync_phase::bucket, s, b.seq));
       if (parked_end) {  // its sender may listen on another connection
@@ -81,6 +88,7 @@ struct weight_sync_state {
     }
     const uint64_t bytes = staging.bytes_received();
     auto src = staging.finish(m);
+    ipc.close();  // every chunk is staged (or the update is gone): the trainer may free its memory
     if (!src.ok()) {
       answer(client, reply_of(m.version, sync_phase::end, src.get_status()));
       return;
@@ -126,6 +134,7 @@ struct weight_sync_state {
       if (staging.active() && staging.version() == a.version) {
         staging.discard();
         parked_end.reset();
+        ipc.close();
       } else {
         s = failed_precondition("no update %llu is staged", (unsigned long long)a.version);
       }
@@ -156,6 +165,7 @@ void weight_sync_loop(caf::blocking_actor* self, std::shared_ptr<weight_sync_sta
             st->parked_end.reset();
           }
           st->staging.discard();
+          st->ipc.close();
         });
   }
 }

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <thread>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
 #include "runtime/weight_sync/crc_pool.h"
+#include "runtime/weight_sync/cuda_ipc.h"
 #include "runtime/weight_sync/sync_codec.h"
 
 namespace hart {
@@ -170,6 +172,22 @@ struct weight_sync_client::impl {
       }
       rep.n_bytes += t.n_bytes;
     }
+    // Tensors in CUDA memory go as IPC references, one handle per allocation.
+    std::vector<weight_sync::cuda_ipc_ref> ipc(tensors.size());
+    std::map<uintptr_t, std::vector<uint8_t>> handles;  // allocation base → its handle
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const tensor_ref& t = tensors[i];
+      if (!t.device) continue;
+      auto ref = weight_sync::cuda_ipc_export(t.data);
+      if (!ref.ok()) return status(ref.get_status().code(), "push: tensor '" + t.name + "': " + ref.get_status().message());
+      if (ref->offset + t.n_bytes > ref->allocation_bytes) {
+        return invalid_argument("push: tensor '%s': %zu bytes run past its CUDA allocation", t.name.c_str(), t.n_bytes);
+      }
+      const uintptr_t base = reinterpret_cast<uintptr_t>(t.data) - ref->offset;
+      auto [it, fresh] = handles.emplace(base, ref->handle);
+      if (!fresh) ref->handle = it->second;  // the server opens an allocation once
+      ipc[i] = std::move(*ref);
+    }
     const auto t0 = steady::now();
     HART_RETURN_IF_ERROR(send_message(begin_msg{version, uint64_t(tensors.size()), rep.n_bytes}));
     status_or<sync_reply> begun = await(sync_phase::begin, version);
@@ -193,13 +211,22 @@ struct weight_sync_client::impl {
       return {};
     };
     status s;
-    for (const tensor_ref& t : tensors) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const tensor_ref& t = tensors[i];
       for (uint64_t off = 0; off < t.n_bytes && s.ok();) {
-        const uint64_t n = std::min({t.n_bytes - off, params.bucket_bytes - in_bucket, params.frame_bytes});
-        const auto* p = static_cast<const uint8_t*>(t.data) + off;
-        bucket.chunks.push_back({t.name, t.type, t.shape, off, n});
-        frames.emplace_back(p, size_t(n));
-        rep.crc32c = crc->extend(rep.crc32c, p, n);
+        // A chunk in CUDA memory has no frame (and is outside the CRC); it still fills its bucket.
+        const uint64_t n = std::min({t.n_bytes - off, params.bucket_bytes - in_bucket,
+                                     t.device ? k_max_chunk_bytes : params.frame_bytes});
+        weight_sync::chunk_desc c{t.name, t.type, t.shape, off, n};
+        if (t.device) {
+          c.ipc_handle = ipc[i].handle;
+          c.ipc_offset = ipc[i].offset + off;
+        } else {
+          const auto* p = static_cast<const uint8_t*>(t.data) + off;
+          frames.emplace_back(p, size_t(n));
+          rep.crc32c = crc->extend(rep.crc32c, p, n);
+        }
+        bucket.chunks.push_back(std::move(c));
         off += n;
         in_bucket += n;
         if (in_bucket == params.bucket_bytes || bucket.chunks.size() == k_max_chunks_per_bucket) s = flush();

@@ -53,6 +53,11 @@ struct tensor_ref {
   std::vector<int64_t> shape;
   const void* data = nullptr;
   size_t n_bytes = 0;  ///< numel × dtype size
+  /// `data` is CUDA device memory of this process (cudaMalloc'd, e.g. a LibTorch
+  /// CUDA tensor's data_ptr()): the server, on the same host, copies it out
+  /// through CUDA IPC instead of receiving it over the socket (no checksum: the
+  /// bytes cross no transport). Needs a CUDA build on both sides.
+  bool device = false;
 };
 
 struct push_report {

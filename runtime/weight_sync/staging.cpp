@@ -77,7 +77,7 @@ status update_staging::begin_bucket(uint64_t version, uint64_t seq) {
   return {};
 }
 
-status update_staging::add(uint64_t version, const chunk_desc& c, const void* bytes) {
+status_or<uint8_t*> update_staging::place(uint64_t version, const chunk_desc& c) {
   if (!active_ || version != version_) {
     return failed_precondition("no update %llu is staged (staged: %s)", (unsigned long long)version,
                                active_ ? std::to_string(version_).c_str() : "none");
@@ -125,8 +125,6 @@ status update_staging::add(uint64_t version, const chunk_desc& c, const void* by
     return fail(invalid_argument("tensor '%s' brings the update past the announced %llu bytes", c.name.c_str(),
                                  (unsigned long long)announced_.total_bytes));
   }
-  open_->crc = copier_.copy(open_->crc, t.buffer->data() + lo, bytes, c.n_bytes);  // one read of the frame
-  open_->bytes += c.n_bytes;
   // Record [lo, hi), merged with its neighbours (in-order chunks keep one range).
   uint64_t start = lo, len = c.n_bytes;
   if (prev != t.ranges.end() && prev->first + prev->second == lo) {
@@ -141,7 +139,20 @@ status update_staging::add(uint64_t version, const chunk_desc& c, const void* by
   t.ranges[start] = len;
   t.received += c.n_bytes;
   bytes_ += c.n_bytes;
+  return t.buffer->data() + lo;
+}
+
+status update_staging::add(uint64_t version, const chunk_desc& c, const void* bytes) {
+  HART_ASSIGN_OR_RETURN(uint8_t* dst, place(version, c));
+  open_->crc = copier_.copy(open_->crc, dst, bytes, c.n_bytes);  // one read of the frame
+  open_->bytes += c.n_bytes;
   return {};
+}
+
+status update_staging::add_from_cuda(uint64_t version, const chunk_desc& c, cuda_ipc_reader& ipc) {
+  HART_ASSIGN_OR_RETURN(uint8_t* dst, place(version, c));
+  const status s = ipc.read(c.ipc_handle, c.ipc_offset, dst, c.n_bytes);  // outside the CRC: no transport crossed
+  return s.ok() ? s : fail(s);
 }
 
 status_or<std::unique_ptr<tensor_source>> update_staging::finish(const end_msg& m) {

@@ -27,6 +27,7 @@
 
 #include "runtime/model/tensor_source.h"
 #include "runtime/weight_sync/crc_pool.h"
+#include "runtime/weight_sync/cuda_ipc.h"
 #include "runtime/weight_sync/staged_source.h"
 #include "runtime/weight_sync/sync_messages.h"
 
@@ -57,6 +58,9 @@ class update_staging {
   /// for a chunk that disagrees with the tensor's earlier chunks, overlaps one,
   /// or exceeds the announced size (then the update is discarded).
   status add(uint64_t version, const chunk_desc& c, const void* bytes);
+  /// As add, for a chunk in the sender's CUDA memory (c.in_cuda_memory()):
+  /// copied out through `ipc`, not checksummed. Its errors discard the update.
+  status add_from_cuda(uint64_t version, const chunk_desc& c, cuda_ipc_reader& ipc);
   /// Ends the update (always: no update is staged afterwards). data_loss for a
   /// checksum mismatch; invalid_argument for missing bytes, tensors or buckets
   /// (m.n_buckets when stated; buckets 0..n-1 always) (then the staging memory is freed). On success the source shares the buffers
@@ -87,6 +91,9 @@ class update_staging {
   };
 
   status fail(status s);
+  /// Checks chunk c against the update and its tensor, records its range, and
+  /// returns where its bytes go (the errors of add).
+  status_or<uint8_t*> place(uint64_t version, const chunk_desc& c);
   /// Ends the update's bookkeeping; keeps the buffers in `kept_`.
   void reset();
   /// A buffer of n bytes for `name`: the kept one when its size matches and no source still reads it.

@@ -168,5 +168,20 @@ TEST(update_staging, the_next_update_is_received_into_the_kept_buffers_once_the_
   EXPECT_EQ(st.staged_bytes(), 0u) << "a failed update frees its staging";
 }
 
+// A chunk in CUDA memory whose allocation does not open here (a made-up
+// handle; or a build without CUDA) discards the update, staging freed.
+TEST(update_staging, a_chunk_in_cuda_memory_that_does_not_open_discards_the_update) {
+  update_staging st;
+  cuda_ipc_reader ipc;
+  ASSERT_TRUE(st.begin({5, 1, 8}, 4).ok());
+  ASSERT_TRUE(st.begin_bucket(5, 0).ok());
+  chunk_desc c{"a", dtype::f32, {2}, 0, 8};
+  c.ipc_handle.assign(k_ipc_handle_bytes, 0x5a);
+  const status s = st.add_from_cuda(5, c, ipc);
+  EXPECT_TRUE(s.code() == status_code::unavailable || s.code() == status_code::unimplemented) << s.to_string();
+  EXPECT_FALSE(st.active());
+  EXPECT_EQ(st.staged_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace hart::weight_sync

@@ -119,6 +119,15 @@ status_or<chunk_desc> read_chunk(w::Chunk::Reader c, size_t i) {
                             (unsigned long long)d.byte_offset, (unsigned long long)d.n_bytes,
                             (unsigned long long)tensor_bytes);
   }
+  if (c.hasIpcHandle()) {
+    const auto h = c.getIpcHandle();
+    if (h.size() != k_ipc_handle_bytes) {
+      return invalid_argument("chunk '%s': CUDA IPC handle of %zu bytes, expected %zu", d.name.c_str(), size_t(h.size()),
+                              k_ipc_handle_bytes);
+    }
+    d.ipc_handle.assign(h.begin(), h.end());
+    d.ipc_offset = c.getIpcOffset();
+  }
   return d;
 }
 
@@ -155,6 +164,14 @@ status_or<std::vector<uint8_t>> encode_request(const sync_request& r) {
         for (size_t k = 0; k < d.shape.size(); ++k) sh.set(unsigned(k), d.shape[k]);
         c.setByteOffset(d.byte_offset);
         c.setLength(d.n_bytes);
+        if (d.in_cuda_memory()) {
+          if (d.ipc_handle.size() != k_ipc_handle_bytes) {
+            return invalid_argument("chunk '%s': CUDA IPC handle of %zu bytes, expected %zu", d.name.c_str(),
+                                    d.ipc_handle.size(), k_ipc_handle_bytes);
+          }
+          c.setIpcHandle(capnp::Data::Reader(d.ipc_handle.data(), d.ipc_handle.size()));
+          c.setIpcOffset(d.ipc_offset);
+        }
       }
     } else if (const auto* m = std::get_if<end_msg>(&r)) {
       auto o = b.initEnd();
@@ -204,16 +221,26 @@ status_or<sync_request> decode_request(frame_view header, frame_view payload, co
         if (cs.size() == 0 || cs.size() > k_max_chunks_per_bucket) {
           return invalid_argument("bucket %llu: %u chunks, expected 1..%zu", (unsigned long long)m.seq, cs.size(), k_max_chunks_per_bucket);
         }
-        if (data.size() != cs.size()) {
-          return invalid_argument("bucket %llu: %u chunks but %zu data frames", (unsigned long long)m.seq, cs.size(), data.size());
-        }
+        size_t frame = 0;  // chunks in CUDA memory have none
         for (unsigned i = 0; i < cs.size(); ++i) {
           HART_ASSIGN_OR_RETURN(chunk_desc d, read_chunk(cs[i], i));
-          if (data[i].size != d.n_bytes) {
-            return invalid_argument("bucket %llu chunk '%s': length %llu but its data frame has %zu bytes",
-                                    (unsigned long long)m.seq, d.name.c_str(), (unsigned long long)d.n_bytes, data[i].size);
+          if (!d.in_cuda_memory()) {
+            if (frame >= data.size()) {
+              return invalid_argument("bucket %llu: more chunks without an IPC handle than the %zu data frames",
+                                      (unsigned long long)m.seq, data.size());
+            }
+            if (data[frame].size != d.n_bytes) {
+              return invalid_argument("bucket %llu chunk '%s': length %llu but its data frame has %zu bytes",
+                                      (unsigned long long)m.seq, d.name.c_str(), (unsigned long long)d.n_bytes,
+                                      data[frame].size);
+            }
+            ++frame;
           }
           m.chunks.push_back(std::move(d));
+        }
+        if (frame != data.size()) {
+          return invalid_argument("bucket %llu: %zu chunks carry data frames but %zu frames came",
+                                  (unsigned long long)m.seq, frame, data.size());
         }
         return sync_request{std::move(m)};
       }

@@ -31,7 +31,8 @@ std::array<uint8_t, 2> reply_header();
 status_or<std::vector<uint8_t>> encode_request(const sync_request& r);
 status_or<std::vector<uint8_t>> encode_reply(const sync_reply& r);
 
-/// `data` are the frames after the payload (bucket: exactly one per chunk, sizes matching).
+/// `data` are the frames after the payload (bucket: one per chunk not in CUDA
+/// memory, in chunk order, sizes matching).
 status_or<sync_request> decode_request(frame_view header, frame_view payload, const std::vector<frame_view>& data);
 status_or<sync_reply> decode_reply(frame_view header, frame_view payload);
 

@@ -81,5 +81,28 @@ TEST(sync_codec, bad_frames_are_invalid_argument_naming_the_problem) {
   expect_bad(decode_request(view(request_header()), view(*encode_request(past)), {view(d0), view(d1)}), "outside");
 }
 
+// A chunk in CUDA memory (Chunk.ipcHandle) carries no data frame: frames match
+// the other chunks, in order; a handle of another size is refused.
+TEST(sync_codec, chunks_in_cuda_memory_carry_no_data_frame) {
+  bucket_msg b = two_chunk_bucket();
+  b.chunks[0].ipc_handle.assign(k_ipc_handle_bytes, 0xab);
+  b.chunks[0].ipc_offset = 4096;
+  auto p = encode_request(b);
+  ASSERT_TRUE(p.ok()) << p.get_status().to_string();
+  std::vector<uint8_t> d1(8);
+  auto back = decode_request(view(request_header()), view(*p), {view(d1)});
+  ASSERT_TRUE(back.ok()) << back.get_status().to_string();
+  const bucket_msg& m = std::get<bucket_msg>(*back);
+  ASSERT_TRUE(m.chunks[0].in_cuda_memory());
+  EXPECT_EQ(m.chunks[0].ipc_handle, std::vector<uint8_t>(k_ipc_handle_bytes, 0xab));
+  EXPECT_EQ(m.chunks[0].ipc_offset, 4096u);
+  EXPECT_FALSE(m.chunks[1].in_cuda_memory());
+  std::vector<uint8_t> d0(16);
+  auto two = decode_request(view(request_header()), view(*p), {view(d0), view(d1)});
+  EXPECT_EQ(two.get_status().code(), status_code::invalid_argument) << "a frame for the chunk in CUDA memory";
+  b.chunks[0].ipc_handle.resize(12);
+  EXPECT_EQ(encode_request(b).get_status().code(), status_code::invalid_argument) << "a handle of 12 bytes";
+}
+
 }  // namespace
 }  // namespace hart::weight_sync

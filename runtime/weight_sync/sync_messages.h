@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -32,12 +33,25 @@ struct begin_msg {
   uint64_t total_bytes = 0;
 };
 
+/// Bytes of a cudaIpcMemHandle_t (Chunk.ipcHandle).
+inline constexpr size_t k_ipc_handle_bytes = 64;
+
 struct chunk_desc {
+  chunk_desc() = default;
+  /// A chunk whose bytes come in a data frame.
+  chunk_desc(std::string name_, dtype type_, std::vector<int64_t> shape_, uint64_t byte_offset_, uint64_t n_bytes_)
+      : name(std::move(name_)), type(type_), shape(std::move(shape_)), byte_offset(byte_offset_), n_bytes(n_bytes_) {}
+
   std::string name;
   dtype type = dtype::bf16;
   std::vector<int64_t> shape;
   uint64_t byte_offset = 0;
   uint64_t n_bytes = 0;
+  /// Set: the bytes are in the sender's CUDA allocation this handle names, at
+  /// ipc_offset, instead of a data frame (a trainer on the server's host).
+  std::vector<uint8_t> ipc_handle;
+  uint64_t ipc_offset = 0;
+  bool in_cuda_memory() const { return !ipc_handle.empty(); }
 };
 
 struct bucket_msg {

@@ -40,12 +40,19 @@ struct Chunk {
   shape @2 :List(Int64);   # outermost first, as safetensors
   byteOffset @3 :UInt64;   # where this chunk's bytes start inside the tensor
   length @4 :UInt64;       # bytes in this chunk's data frame (> 0)
+  # A trainer on the server's host may leave a chunk in CUDA memory instead of a data frame:
+  # ipcHandle (64 bytes: the cudaIpcMemHandle_t of its allocation) and ipcOffset (the chunk's
+  # first byte inside it). No data frame follows such a chunk, and it is outside crc32c (its
+  # bytes cross no transport). The allocation must stay valid until End is answered.
+  ipcHandle @5 :Data;
+  ipcOffset @6 :UInt64;
 }
 
 struct Bucket {
   version @0 :UInt64;
   seq @1 :UInt64;          # 0, 1, 2, ... per update; each once, in any order across connections
-  chunks @2 :List(Chunk);  # 1..65536; one data frame each follows this message
+  chunks @2 :List(Chunk);  # 1..65536; one data frame each follows this message (in list order),
+                           # except for chunks in CUDA memory (ipcHandle set)
 }
 
 # Closes the update: the server checks counts, sizes and the checksum, builds the weights

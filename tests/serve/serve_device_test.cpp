@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +23,8 @@
 #ifdef HART_CUDA
 #include "kernels/testing/cuda_test_util.h"
 #endif
+#include "rollout/checkpoint_tensors.h"
+#include "rollout/weight_sync_client.h"
 #include "runtime/core/codecs.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/transport/client.h"
@@ -235,9 +238,12 @@ std::vector<answer> sequential_workload(const std::string& endpoint) {
   return out;
 }
 
-TEST(serve_device_gpu, pushed_weights_serve_what_a_fresh_gpu_server_on_them_serves) {
-  if (!device_present()) GTEST_SKIP() << "no CUDA device: weight sync into hart serve --device cuda not checked here";
-  const std::string dir = testing::write_perturbed_checkpoint(tiny_a(), 1.25f, "gpu_wsync");
+// A perturbed tiny-a pushed by `push(weight sync endpoint, checkpoint dir)`
+// into hart serve --device cuda after a workload on the old weights serves
+// what a fresh GPU server on the perturbed checkpoint serves, bit for bit.
+void expect_pushed_weights_serve_a_fresh_load(const std::string& tag,
+                                              const std::function<void(const std::string&, const std::string&)>& push) {
+  const std::string dir = testing::write_perturbed_checkpoint(tiny_a(), 1.25f, tag);
   std::vector<answer> before, pushed, fresh;
   {
     server_process srv(tiny_a(),
@@ -245,9 +251,8 @@ TEST(serve_device_gpu, pushed_weights_serve_what_a_fresh_gpu_server_on_them_serv
     ASSERT_FALSE(srv.endpoint().empty()) << "the GPU server did not start";
     ASSERT_FALSE(srv.weight_sync_endpoint().empty()) << "no weight sync endpoint printed";
     before = sequential_workload(srv.endpoint());  // fills the prefix cache with the old weights' KV
-    const std::string cmd = std::string(HART_BINARY) + " --log warn push-weights -m " + dir + " --endpoint " +
-                            srv.weight_sync_endpoint() + " --version 3 --bucket 256KiB";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    push(srv.weight_sync_endpoint(), dir);
+    if (::testing::Test::HasFatalFailure()) return;
     pushed = sequential_workload(srv.endpoint());
   }
   {
@@ -270,6 +275,52 @@ TEST(serve_device_gpu, pushed_weights_serve_what_a_fresh_gpu_server_on_them_serv
   EXPECT_TRUE(changed) << "the perturbation must change the output";
   fs::remove_all(dir);
 }
+
+TEST(serve_device_gpu, pushed_weights_serve_what_a_fresh_gpu_server_on_them_serves) {
+  if (!device_present()) GTEST_SKIP() << "no CUDA device: weight sync into hart serve --device cuda not checked here";
+  expect_pushed_weights_serve_a_fresh_load("gpu_wsync", [](const std::string& endpoint, const std::string& dir) {
+    const std::string cmd = std::string(HART_BINARY) + " --log warn push-weights -m " + dir + " --endpoint " + endpoint +
+                            " --version 3 --bucket 256KiB";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  });
+}
+
+#ifdef HART_CUDA
+// The same update from this process's CUDA memory (a colocated trainer): every
+// tensor in one cudaMalloc'd buffer at 256-byte offsets, pushed as IPC
+// references in 64 KiB buckets; the server copies them out of it.
+TEST(serve_device_gpu, weights_pushed_from_cuda_memory_serve_what_a_fresh_gpu_server_on_them_serves) {
+  if (!device_present()) GTEST_SKIP() << "no CUDA device: weight sync from CUDA memory not checked here";
+  expect_pushed_weights_serve_a_fresh_load("gpu_wsync_ipc", [](const std::string& endpoint, const std::string& dir) {
+    auto host = checkpoint_tensors_open(dir);
+    ASSERT_TRUE(host.ok()) << host.get_status().to_string();
+    size_t total = 0;
+    for (const tensor_ref& t : host->tensors) total += (t.n_bytes + 255) / 256 * 256;
+    void* buf = nullptr;
+    ASSERT_EQ(cudaMalloc(&buf, total + 256), cudaSuccess);
+    std::vector<tensor_ref> on_device;
+    size_t off = 256;  // no tensor at the allocation's start: offsets are exercised
+    for (const tensor_ref& t : host->tensors) {
+      ASSERT_EQ(cudaMemcpy(static_cast<char*>(buf) + off, t.data, t.n_bytes, cudaMemcpyHostToDevice), cudaSuccess);
+      tensor_ref d = t;
+      d.data = static_cast<char*>(buf) + off;
+      d.device = true;
+      on_device.push_back(d);
+      off += (t.n_bytes + 255) / 256 * 256;
+    }
+    weight_sync_client_params p;
+    p.endpoint = endpoint;
+    p.bucket_bytes = 64 << 10;
+    p.lanes = 1;
+    auto c = weight_sync_client::connect(p);
+    ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+    auto r = (*c)->push(3, on_device);
+    cudaFree(buf);
+    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+    EXPECT_GT(r->n_buckets, 1);
+  });
+}
+#endif
 
 // --deterministic on the device: the concurrent workload (prompts batched
 // together, prefix-cache repeats, a second turn) answers every prompt with the

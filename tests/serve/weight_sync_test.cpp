@@ -260,6 +260,23 @@ TEST_P(weight_sync_faults, broken_updates_get_typed_errors_and_the_old_weights_k
   raw.send(weight_sync::bucket_msg{9, 0, {{"norm.weight", dtype::f32, {2}, 0, 8}}}, {std::vector<uint8_t>(4)});
   EXPECT_EQ(raw.receive().code, status_code::invalid_argument) << "data frame shorter than its chunk";
 
+  // A tensor said to be in CUDA memory that is not (host memory; or no CUDA here) is refused
+  // before anything is sent.
+  {
+    weight_sync_client_params p;
+    p.endpoint = srv_->weight_sync_endpoint();
+    p.lanes = 1;
+    auto c = weight_sync_client::connect(p);
+    ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+    std::vector<float> host(2, 1.0f);
+    tensor_ref t{"norm.weight", dtype::f32, {2}, host.data(), 8};
+    t.device = true;
+    auto r = (*c)->push(9, {t});
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(r.get_status().code() == status_code::invalid_argument ||
+                r.get_status().code() == status_code::unimplemented) << r.get_status().to_string();
+  }
+
   EXPECT_EQ(serving_version(), 0u);
   EXPECT_TRUE(std::get<protocol::health_reply>(control(protocol::control_verb::health)).ok);
   const served after = generate(2, 5);
