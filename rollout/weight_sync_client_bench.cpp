@@ -7,19 +7,25 @@
 // and ZeroMQ threads) spent on it: on a shared box the CPU cost per GB is what
 // the load does not change. Usage:
 //   hart serve -m tests/data/tiny-a --weight-sync-endpoint tcp://127.0.0.1:5558 &
-//   weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a PAD_GB [BUCKET_MB] [RUNS] [FRAME_KB] [FIRST_VERSION] [LANES]
+//   weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a PAD_GB [BUCKET_MB] [RUNS] [FRAME_KB] [FIRST_VERSION] [LANES] [FROM]
+// FROM=cuda puts every tensor in device memory first and pushes it by CUDA IPC.
 #include <sys/resource.h>
+
+#ifdef HART_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 
 #include "rollout/checkpoint_tensors.h"
 #include "rollout/weight_sync_client.h"
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s ENDPOINT CHECKPOINT_DIR PAD_GB [BUCKET_MB=512] [RUNS=3] [FRAME_KB=4096] [FIRST_VERSION=1000] [LANES=0: a quarter of the cores]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s ENDPOINT CHECKPOINT_DIR PAD_GB [BUCKET_MB=512] [RUNS=3] [FRAME_KB=4096] [FIRST_VERSION=1000] [LANES=0: a quarter of the cores] [FROM=host|cuda]\n", argv[0]);
     return 2;
   }
   const double pad_gb = std::atof(argv[3]);
@@ -29,6 +35,8 @@ int main(int argc, char** argv) {
   // Versions must rise across invocations against one server (a warm-up run, then measured ones).
   const uint64_t first_version = argc > 7 ? std::strtoull(argv[7], nullptr, 10) : 1000;
   const int lanes = argc > 8 ? std::atoi(argv[8]) : 0;
+  const std::string from = argc > 9 ? argv[9] : "host";
+  if (from != "host" && from != "cuda") return std::fprintf(stderr, "FROM must be host or cuda\n"), 2;
   auto ckpt = hart::checkpoint_tensors_open(argv[2]);
   if (!ckpt.ok()) return std::fprintf(stderr, "%s\n", ckpt.get_status().to_string().c_str()), 1;
   // 64 MiB padding tensors [4096, 8192] BF16, random bits (nothing compresses or dedups them).
@@ -43,6 +51,25 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < n_pad; ++i) {
     ts.push_back({"mtp.bench." + std::to_string(i) + ".weight", hart::dtype::bf16, {rows, cols}, pad[i].data(), size_t(bytes)});
   }
+#ifdef HART_CUDA
+  // FROM=cuda: every tensor in one device buffer, pushed by CUDA IPC (a colocated trainer).
+  void* device_copy = nullptr;
+  if (from == "cuda") {
+    size_t total = 0;
+    for (const hart::tensor_ref& t : ts) total += (t.n_bytes + 255) / 256 * 256;
+    if (cudaMalloc(&device_copy, total) != cudaSuccess) return std::fprintf(stderr, "cudaMalloc of %zu bytes failed\n", total), 1;
+    size_t off = 0;
+    for (hart::tensor_ref& t : ts) {
+      char* d = static_cast<char*>(device_copy) + off;
+      if (cudaMemcpy(d, t.data, t.n_bytes, cudaMemcpyHostToDevice) != cudaSuccess) return std::fprintf(stderr, "upload failed\n"), 1;
+      t.data = d;
+      t.device = true;
+      off += (t.n_bytes + 255) / 256 * 256;
+    }
+  }
+#else
+  if (from == "cuda") return std::fprintf(stderr, "FROM=cuda needs a build with CUDA\n"), 2;
+#endif
   hart::weight_sync_client_params p;
   p.endpoint = argv[1];
   p.bucket_bytes = bucket_mb << 20;
@@ -59,8 +86,8 @@ int main(int argc, char** argv) {
     const double cpu0 = cpu_s();
     auto rep = (*client)->push(first_version + uint64_t(r), ts);
     if (!rep.ok()) return std::fprintf(stderr, "%s\n", rep.get_status().to_string().c_str()), 1;
-    std::printf("weight_sync_bench lanes=%d bytes=%.3fGB buckets=%lld bucket=%lluMB frame=%lluKB transfer_s=%.3f gb_per_s=%.2f build_s=%.3f swap_s=%.3f total_s=%.3f client_cpu_s=%.3f\n",
-                lanes, double(rep->n_bytes) * 1e-9, (long long)rep->n_buckets, (unsigned long long)bucket_mb, (unsigned long long)frame_kb, rep->transfer_s,
+    std::printf("weight_sync_bench from=%s lanes=%d bytes=%.3fGB buckets=%lld bucket=%lluMB frame=%lluKB transfer_s=%.3f gb_per_s=%.2f build_s=%.3f swap_s=%.3f total_s=%.3f client_cpu_s=%.3f\n",
+                from.c_str(), lanes, double(rep->n_bytes) * 1e-9, (long long)rep->n_buckets, (unsigned long long)bucket_mb, (unsigned long long)frame_kb, rep->transfer_s,
                 rep->gb_per_s, rep->build_s, rep->swap_s, rep->total_s, cpu_s() - cpu0);
   }
   return 0;

@@ -76,6 +76,8 @@ else
   w1_pid=$!
   sleep 5
   step w1 150 ./build-gpu/rollout/weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a 2 128 5 4096 1000 4
+  # The same tensors from device memory of this process, by CUDA IPC (a colocated trainer).
+  step w1_ipc 150 ./build-gpu/rollout/weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a 2 128 5 4096 2000 1 cuda
   kill $w1_pid; wait $w1_pid 2>/dev/null
   # S1: the gap between decode steps with the scheduler's spin off and at its default (perf-notes S1 v11).
   for c in 0 -1 0 -1; do
@@ -95,7 +97,7 @@ for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc; do
   [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error|worst" "$LOG/$f.log" | head -6
 done
 echo "=== tables"
-for f in requant bench bench_cc fc_bench sda w1 s1; do
+for f in requant bench bench_cc fc_bench sda w1 w1_ipc s1; do
   [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s|GB/s|^catch=" "$LOG/$f.log" | tail -16; }
 done
 for f in "$LOG"/ncu_b*.log; do
