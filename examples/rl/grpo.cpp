@@ -158,7 +158,8 @@ std::vector<tensor_ref> grpo_trainer::push_tensors() {
     const bool fp = t.is_floating_point();
     torch::Tensor c = (fp ? t.detach().to(torch::kBFloat16) : t.detach().to(torch::kInt64)).contiguous();
     push_copies_.push_back(c);
-    refs.push_back({name, fp ? dtype::bf16 : dtype::i64, c.sizes().vec(), c.data_ptr(), size_t(c.nbytes())});
+    // A trainer on a GPU of the server's host hands its tensors over by CUDA IPC (protocol §8).
+    refs.push_back({name, fp ? dtype::bf16 : dtype::i64, c.sizes().vec(), c.data_ptr(), size_t(c.nbytes()), c.is_cuda()});
   }
   return refs;
 }
