@@ -29,18 +29,10 @@
 
 #include "kernels/flash_compressor/flash_compressor.h"
 #include "kernels/flash_compressor/flash_compressor_cases.h"
+#include "kernels/testing/cuda_bench_check.h"
 
 using namespace hart;
 using namespace hart::fc_testing;
-
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 namespace {
 

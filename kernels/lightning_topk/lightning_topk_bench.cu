@@ -27,17 +27,9 @@
 
 #include "kernels/lightning_topk/lightning_topk.h"
 #include "kernels/lightning_topk/lightning_topk_cases.h"
+#include "kernels/testing/cuda_bench_check.h"
 
 using namespace hart;
-
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 namespace {
 

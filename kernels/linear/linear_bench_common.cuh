@@ -14,17 +14,8 @@
 #include <vector>
 
 #include "kernels/quant/quant.h"
+#include "kernels/testing/cuda_bench_check.h"
 #include "runtime/core/codecs.h"
-
-// Exits with the failing call and CUDA's message.
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 namespace hart::bench {
 

@@ -25,18 +25,10 @@
 #include <vector>
 
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
+#include "kernels/testing/cuda_bench_check.h"
 #include "runtime/core/codecs.h"
 
 using namespace hart;
-
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 namespace {
 
