@@ -244,7 +244,12 @@ int run_device(const bench_options& o, const model_config& cfg, precision prec, 
     std::printf("prefill rows: %lld tokens per sequence in one call, batch x chunk <= %lld; median of %lld calls.\n",
                 (long long)o.prefill_chunk, (long long)o.prefill_max_tokens, (long long)o.prefill_reps);
   }
-  std::printf("decode rows: median of %lld steps after %lld warm-up steps.\n", (long long)o.steps, (long long)o.warmup);
+  std::printf("decode rows: median of %lld steps after %lld warm-up steps; %s.\n", (long long)o.steps,
+              (long long)o.warmup,
+              o.enforce_eager ? "kernels launched one by one (--enforce-eager)"
+                              : ("replayed CUDA graphs, " + std::to_string((*eng)->decode_graphs()) +
+                                 " captured (one per batch and context bucket, in the last warm-up step)")
+                                    .c_str());
   for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
   return 0;
 }
