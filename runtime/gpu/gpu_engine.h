@@ -7,8 +7,11 @@
 // KV pool (kv_pool.h) and one activation arena sized for `max_batch_tokens`
 // tokens per pass and `max_context` positions per sequence; a forward call
 // with more tokens runs as consecutive passes (same logits: chunking does not
-// change results). Per-step metadata (page offsets, index lists, MoE row
-// groups) is computed on the host and uploaded each pass (v1: not graph-ready).
+// change results). A prefill pass's metadata (page offsets, index lists,
+// compressor plans) is built on the host and copied once per layer; a decode
+// pass's is built on the device from its positions and page tables, and the
+// pass runs as a CUDA graph captured once per (tokens, context bucket)
+// (decode_launch below).
 // docs/gpu-engine.md has the memory layout and what runs where.
 //
 //   gpu_engine_params p;
