@@ -4,10 +4,12 @@
 // into a running `hart serve --weight-sync-endpoint EP` as weight version N.
 // Tensors are packed into buckets of about `bucket_bytes` (a larger tensor is
 // split across buckets), sent without copying the caller's bytes over one or
-// more connections, and checksummed (CRC-32C); push returns once the server has swapped the new
+// more connections (`lanes`), and checksummed (CRC-32C); tensors in CUDA
+// memory (`tensor_ref::device`) go by CUDA IPC instead, the server on the same
+// host copying them out. push returns once the server has swapped the new
 // weights in, or with the server's typed error (the old version keeps serving).
-// No LibTorch here: pass `tensor.data_ptr()` and `tensor.nbytes()` of
-// contiguous tensors.
+// No LibTorch here: pass `tensor.data_ptr()`, `tensor.nbytes()` and
+// `tensor.is_cuda()` of contiguous tensors.
 //
 //   auto c = weight_sync_client::connect({"tcp://127.0.0.1:5558"});
 //   std::vector<tensor_ref> ts = {{"model.embed_tokens.weight", dtype::bf16, {V, D}, ptr, V * D * 2}, ...};
