@@ -29,7 +29,7 @@
 
 #include "kernels/flash_compressor/flash_compressor.h"
 #include "kernels/flash_compressor/flash_compressor_cases.h"
-#include "kernels/testing/cuda_bench_check.h"
+#include "kernels/testing/cuda_bench_util.h"
 
 using namespace hart;
 using namespace hart::fc_testing;

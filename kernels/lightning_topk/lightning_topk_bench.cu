@@ -27,7 +27,7 @@
 
 #include "kernels/lightning_topk/lightning_topk.h"
 #include "kernels/lightning_topk/lightning_topk_cases.h"
-#include "kernels/testing/cuda_bench_check.h"
+#include "kernels/testing/cuda_bench_util.h"
 
 using namespace hart;
 
@@ -35,14 +35,7 @@ namespace {
 
 constexpr double k_copy_bw = 4.15e12;  // measured D2D copy bandwidth (perf-targets.md)
 
-__device__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return uint32_t(x);
-}
+using hart::bench::hash32;
 
 // Normal(0,1) scores by Box-Muller from a counter hash: fresh inputs per (seed, i).
 __global__ void fill_normal(float* x, int64_t n, uint64_t seed) {

@@ -14,19 +14,10 @@
 #include <vector>
 
 #include "kernels/quant/quant.h"
-#include "kernels/testing/cuda_bench_check.h"
+#include "kernels/testing/cuda_bench_util.h"
 #include "runtime/core/codecs.h"
 
 namespace hart::bench {
-
-__device__ __forceinline__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return uint32_t(x);
-}
 
 // Finite e4m3 codes (0x7f / 0xff are NaN) and e8m0 codes in [120, 134).
 __global__ void fill_codes(uint8_t* w, int64_t n, uint64_t seed, int scale_codes) {

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
-#include "kernels/testing/cuda_bench_check.h"
+#include "kernels/testing/cuda_bench_util.h"
 #include "runtime/core/codecs.h"
 
 using namespace hart;
