@@ -245,6 +245,10 @@ int main(int argc, char** argv) {
                "Decode steps launched kernel by kernel (by default each shape is captured once as a CUDA graph and replayed)");
   bh->add_flag("--fp8-cuda-cores", bn.fp8_cuda_cores,
                "Every FP8 linear on CUDA cores, bitwise the CPU's fp8 sums (by default those of 2 rows or more and the routed experts run on tensor cores, mma.sync e4m3)");
+  bh->add_option("--fp8-cublaslt-rows", bn.fp8_cublaslt_rows,
+                 "FP8 linears of at least this many rows (prefill chunks) run cuBLASLt's block-scaled FP8 GEMM instead of mma.sync; 0 = never")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
   hart::log_level lv = hart::log_level::info;

@@ -13,6 +13,9 @@ namespace {
 // cuBLASLt scratch: 32 MiB lets the heuristic pick split-K kernels for the
 // decode shapes (n_rows small, in large) that need it.
 constexpr int64_t k_lt_workspace_bytes = int64_t(32) << 20;
+// linear_fp8_lt_cuda's widened weight scales: 2^18 blocks of 128x128 cover any
+// V4 weight (the LM head has 1010 x 32).
+constexpr int64_t k_lt_w_scale_floats = int64_t(1) << 18;
 
 #define LT_RETURN_IF_ERROR(op, expr)                                                          \
   do {                                                                                        \
@@ -44,11 +47,13 @@ uint32_t alignment(const void* p) {
   return al;
 }
 
+}  // namespace
+
 // Row-major y[n_rows][out] = x[n_rows][in] · W^T is, column-major, Y (out x n_rows) = op(W)·X with W
 // seen as an (in x out) column-major matrix, transposed.
 status lt_matmul(const char* op, linear_cuda_context::impl& s, cudaDataType_t ab_type, const void* x, const void* w,
                  float* y, int64_t n_rows, int64_t in, int64_t out, int64_t xs, int64_t ys, bool accumulate,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const lt_block_scales* scales) {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
@@ -57,6 +62,15 @@ status lt_matmul(const char* op, linear_cuda_context::impl& s, cudaDataType_t ab
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
     LT_RETURN_IF_ERROR(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
     LT_RETURN_IF_ERROR(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+    if (scales) {  // W: one fp32 scale per 128x128 block; x: one per row per 128 channels
+      const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+      LT_RETURN_IF_ERROR(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
+      LT_RETURN_IF_ERROR(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode));
+      LT_RETURN_IF_ERROR(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales->w,
+                                                            sizeof scales->w));
+      LT_RETURN_IF_ERROR(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales->x,
+                                                            sizeof scales->x));
+    }
     LT_RETURN_IF_ERROR(op, cublasLtMatrixLayoutCreate(&a, ab_type, uint64_t(in), uint64_t(out), in));
     LT_RETURN_IF_ERROR(op, cublasLtMatrixLayoutCreate(&b, ab_type, uint64_t(in), uint64_t(n_rows), xs));
     LT_RETURN_IF_ERROR(op, cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, uint64_t(out), uint64_t(n_rows), ys));
@@ -92,6 +106,8 @@ status lt_matmul(const char* op, linear_cuda_context::impl& s, cudaDataType_t ab
   if (desc) cublasLtMatmulDescDestroy(desc);
   return result;
 }
+
+namespace {
 
 // row_invariant: a warp per output and input row, the lane-strided fp32 dot
 // product the grouped linear uses for fp32 weights, then a butterfly sum: the
@@ -137,6 +153,7 @@ linear_cuda_context::~linear_cuda_context() {
   cudaFree(impl_->widen);
   cudaFree(impl_->tc_partials);
   cudaFree(impl_->tc_arrivals);
+  cudaFree(impl_->lt_w_scales);
 }
 
 status_or<std::unique_ptr<linear_cuda_context>> linear_cuda_context::create(int64_t max_fp8_rows,
@@ -168,6 +185,9 @@ status_or<std::unique_ptr<linear_cuda_context>> linear_cuda_context::create(int6
     if (e != cudaSuccess) return resource_exhausted("linear_cuda_context: split-K buffers: %s", cudaGetErrorString(e));
     s.tc_partial_floats = 4 * sms * 4096;
     s.tc_arrivals_count = sms;
+    e = cudaMalloc(&s.lt_w_scales, size_t(k_lt_w_scale_floats) * sizeof(float));
+    if (e != cudaSuccess) return resource_exhausted("linear_cuda_context: fp8 scale buffer: %s", cudaGetErrorString(e));
+    s.lt_w_scale_floats = k_lt_w_scale_floats;
   }
   s.max_fp8_rows = max_fp8_rows;
   s.max_fp8_in = max_fp8_in;

@@ -210,6 +210,16 @@ bool linear_fp8_tc_supported(const linear_fp8_params& p);
 /// context at a time (its split partials).
 status linear_fp8_raw_tc_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 bool linear_fp8_raw_tc_supported(const linear_fp8_params& p);
+/// linear_fp8_tc_cuda's contract through cuBLASLt's block-scaled FP8 GEMM
+/// (the input's codes and block-major scales, the weight's scales widened to
+/// fp32, then one cublasLtMatmul): 6-9x linear_fp8_tc_cuda at prefill's row
+/// counts (G2 v1). Hopper's FP8 MMA keeps fewer accumulator bits than fp32,
+/// so within 2^-10 · Σ|x'·w'| of the exact sum, not a few roundings (measured
+/// 2^-12); the kernel cuBLASLt picks depends on the row count: not
+/// batch-invariant. Same support rule as linear_fp8_tc (linear_fp8_lt_supported)
+/// plus a 16-byte aligned y row stride; the context's buffers bound n_rows.
+status linear_fp8_lt_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
+bool linear_fp8_lt_supported(const linear_fp8_params& p);
 
 /// linear_grouped_cpu's contract with device pointers (groups too). Each
 /// output is the warp dot product linear_fp8_cuda uses for codes (bitwise the
@@ -229,9 +239,11 @@ status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* strea
 
 /// x [in, n_rows] (row stride x_stride) as e4m3 codes + one power-of-two scale
 /// per row per 128 channels (the last block shorter): codes · scale is the fp8
-/// mode's QDQ of x bitwise. The tensor-core linears' input form.
+/// mode's QDQ of x bitwise. The tensor-core linears' input form. Scales are
+/// [in/128, n_rows] (a row's blocks together), or [n_rows, in/128] with
+/// block_major_scales (a block's rows together: cuBLASLt's order).
 status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, float* scales, int64_t n_rows, int64_t in,
-                          CUstream_st* stream);
+                          CUstream_st* stream, bool block_major_scales = false);
 
 }  // namespace hart
 #endif

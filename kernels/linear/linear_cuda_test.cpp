@@ -622,6 +622,58 @@ TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
   EXPECT_EQ(linear_fp8_raw_tc_cuda(bad, *ctx, nullptr).code(), status_code::unimplemented);
 }
 
+// The prefill path through cuBLASLt's block-scaled FP8 GEMM: the same QDQ'd
+// inputs and dequantized weights, within 2^-10 of Σ|x'·w'| (Hopper's FP8 MMA
+// accumulates with fewer bits than fp32; G2 v1 measured 2^-12 at Flash
+// shapes; a wrong scale order is 10^2-10^4 times the bound). Row strides,
+// accumulation and odd row counts as prefill chunks give them.
+TEST(linear_cuda, fp8_cublaslt_matches_the_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  auto ctx = linear_cuda_context::create(1024, 4096);
+  ASSERT_TRUE(ctx.ok()) << ctx.get_status().to_string();
+  const shape shapes[] = {{5, 256, 128}, {64, 4096, 256}, {517, 1024, 512}, {1000, 512, 384}};
+  double worst = 0;
+  for (const shape& sh : shapes) {
+    for (const bool acc : {false, true}) {
+      SCOPED_TRACE(name(sh, sh.out + (acc ? 8 : 0), acc));
+      const int64_t xs = sh.in + (acc ? 4 : 0), ys = sh.out + (acc ? 8 : 0);
+      const auto x = scaled_inputs(rng, sh.n_rows, sh.in);
+      const fp8_weight w = random_fp8_weight(rng, sh.out, sh.in);
+      const auto y0 = normal_vec(rng, sh.n_rows * sh.out, 1.0f);
+      std::vector<float> xp(sh.n_rows * xs, k_sentinel);
+      for (int64_t r = 0; r < sh.n_rows; ++r) std::copy_n(x.data() + r * sh.in, sh.in, xp.data() + r * xs);
+      device_vec<float> d_x(xp), d_y(poisoned_y(sh, ys, y0, acc));
+      device_vec<uint8_t> d_w(w.q), d_s(w.scale);
+      linear_fp8_params p{d_x.get(), d_w.get(), d_s.get(), d_y.get() + k_guard, sh.n_rows, sh.in, sh.out, xs, ys, acc};
+      ASSERT_TRUE(linear_fp8_lt_supported(p));
+      const status st = linear_fp8_lt_cuda(p, **ctx, nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_TRUE(cuda_synced(nullptr));
+      const auto got = body(d_y.to_host(), sh, ys);
+      const auto xq = cpu_act_qdq(x, sh.n_rows, sh.in);
+      std::vector<double> want, mag;
+      exact(xq, w.deq, acc ? &y0 : nullptr, sh, want, mag);
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]) / std::max(mag[i], 1e-30));
+      EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, std::ldexp(1.0, -10), 0.0));
+    }
+  }
+  std::printf("linear_fp8_lt: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", worst, std::log2(std::max(worst, 1e-300)));
+  device_vec<float> d(std::vector<float>(4096, 0.0f));
+  device_vec<uint8_t> q(std::vector<uint8_t>(65536, 0));
+  linear_fp8_params bad{d.get(), q.get(), q.get(), d.get(), 2, 200, 128};  // in % 128 != 0
+  EXPECT_FALSE(linear_fp8_lt_supported(bad));
+  EXPECT_EQ(linear_fp8_lt_cuda(bad, **ctx, nullptr).code(), status_code::unimplemented);
+  bad.in = 128;
+  bad.y_stride = 130;  // rows of y not 16-byte aligned
+  EXPECT_EQ(linear_fp8_lt_cuda(bad, **ctx, nullptr).code(), status_code::unimplemented);
+  bad.y_stride = 0;
+  bad.n_rows = 2000;  // over the context's 1024 rows
+  EXPECT_EQ(linear_fp8_lt_cuda(bad, **ctx, nullptr).code(), status_code::resource_exhausted);
+}
+
 TEST(linear_cuda, fp8_tensor_cores_refuse_what_they_do_not_take) {
   HART_SKIP_WITHOUT_CUDA();
   auto ctx = make_context();

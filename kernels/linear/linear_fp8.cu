@@ -66,17 +66,19 @@ __device__ __forceinline__ void act_qdq_block(const float* __restrict__ xr, int6
 }
 
 // CODES: writes the e4m3 codes (codes[r * in + k]) and each block's scale
-// (scales[r * n_blocks_k + kb]) instead of the dequantized values (out).
+// (scales[r * n_blocks_k + kb], or scales[kb * n_rows + r] when block_major)
+// instead of the dequantized values (out).
 template <bool CODES>
 __global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* __restrict__ out,
                                uint8_t* __restrict__ codes, float* __restrict__ scales, int64_t in,
-                               int64_t n_blocks_k, int64_t n_work) {
+                               int64_t n_blocks_k, int64_t n_work, bool block_major) {
   const int64_t work = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (work >= n_work) return;  // whole warps exit together
   const int64_t r = work / n_blocks_k, kb = work % n_blocks_k, k0 = kb * k_block;
+  const int64_t si = block_major ? kb * (n_work / n_blocks_k) + r : work;
   act_qdq_block<CODES>(x + r * xs + k0, min(int64_t(k_block), in - k0), lane, CODES ? nullptr : out + r * in + k0,
-                       CODES ? codes + r * in + k0 : nullptr, CODES ? scales + r * n_blocks_k + kb : nullptr);
+                       CODES ? codes + r * in + k0 : nullptr, CODES ? scales + si : nullptr);
 }
 
 // -- product: one warp per R output features, MT input rows at a time ---------------
@@ -190,12 +192,13 @@ cudaError_t linear_fp8_act_qdq_launch(const float* x, int64_t x_stride, float* o
   if (n_work == 0) return cudaSuccess;
   constexpr int threads = 256;  // 8 blocks of 128 channels per CUDA block
   const int64_t grid = (n_work * 32 + threads - 1) / threads;
-  act_qdq_kernel<false><<<unsigned(grid), threads, 0, stream>>>(x, x_stride, out, nullptr, nullptr, in, n_kb, n_work);
+  act_qdq_kernel<false><<<unsigned(grid), threads, 0, stream>>>(x, x_stride, out, nullptr, nullptr, in, n_kb, n_work,
+                                                                 false);
   return cudaGetLastError();
 }
 
 status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, float* scales, int64_t n_rows, int64_t in,
-                          CUstream_st* stream) {
+                          CUstream_st* stream, bool block_major_scales) {
   if (!x || !codes || !scales) return invalid_argument("fp8_act_quant_cuda: null pointer");
   if (n_rows < 0 || in <= 0 || x_stride < in) {
     return invalid_argument("fp8_act_quant_cuda: bad sizes n_rows=%lld in=%lld x_stride=%lld", (long long)n_rows,
@@ -205,7 +208,8 @@ status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, floa
   if (n_work == 0) return {};
   constexpr int threads = 256;
   const int64_t grid = (n_work * 32 + threads - 1) / threads;
-  act_qdq_kernel<true><<<unsigned(grid), threads, 0, stream>>>(x, x_stride, nullptr, codes, scales, in, n_kb, n_work);
+  act_qdq_kernel<true><<<unsigned(grid), threads, 0, stream>>>(x, x_stride, nullptr, codes, scales, in, n_kb, n_work,
+                                                                block_major_scales);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error("fp8_act_quant_cuda: %s", cudaGetErrorString(e));
   return {};

@@ -25,7 +25,24 @@ struct linear_cuda_context::impl {
   int64_t tc_partial_floats = 0;
   int* tc_arrivals = nullptr;    // [tc_arrivals_count] per output tile: splits done (0 between launches)
   int64_t tc_arrivals_count = 0;
+  float* lt_w_scales = nullptr;  // [lt_w_scale_floats] an FP8 weight's block scales widened for cuBLASLt
+  int64_t lt_w_scale_floats = 0;
 };
+
+/// Block scales of an FP8 cuBLASLt GEMM (CUDA >= 12.9): W one fp32 per
+/// 128x128 block [out/128][in/128]; x one fp32 per row per 128 channels,
+/// block-major [in/128][n_rows] (cuBLASLt's VEC128 order; measured, G2 v1).
+struct lt_block_scales {
+  const float* w = nullptr;
+  const float* x = nullptr;
+};
+
+/// Row-major y[n_rows][out] (+)= x[n_rows][in] · W^T through cuBLASLt, fp32
+/// accumulation and output; `scales` set: x and W are e4m3 codes scaled per
+/// block. x, w in `ab_type`; row strides xs, ys in elements.
+status lt_matmul(const char* op, linear_cuda_context::impl& s, cudaDataType_t ab_type, const void* x, const void* w,
+                 float* y, int64_t n_rows, int64_t in, int64_t out, int64_t xs, int64_t ys, bool accumulate,
+                 cudaStream_t stream, const lt_block_scales* scales = nullptr);
 
 /// out[r][i] = e4m3 QDQ of x[r][i] with one power-of-two scale per 128
 /// channels (last block shorter): bitwise act_quant_fp8_qdq per block.

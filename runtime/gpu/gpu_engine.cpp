@@ -27,6 +27,7 @@ status gpu_engine_params::validate() const {
                             (long long)max_batch_tokens, (long long)max_context);
   }
   if (full_pages < 0 || swa_pages < 0) return invalid_argument("gpu engine: page counts must be >= 0");
+  if (fp8_cublaslt_rows < 0) return invalid_argument("gpu engine: fp8_cublaslt_rows %lld must be >= 0", (long long)fp8_cublaslt_rows);
   return {};
 }
 
@@ -74,6 +75,9 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
     p.quantize_input = !w.raw_input;
     p.w_scale_row_offset = row0 % 128;
     if (fp8_on_tensor_cores(s, n)) {
+      if (s.params.fp8_cublaslt_rows > 0 && n >= s.params.fp8_cublaslt_rows && linear_fp8_lt_supported(p)) {
+        return linear_fp8_lt_cuda(p, *s.lin, s.stream);
+      }
       if (linear_fp8_tc_supported(p)) return linear_fp8_tc_cuda(p, *s.lin, s.stream);
       if (linear_fp8_raw_tc_supported(p)) return linear_fp8_raw_tc_cuda(p, *s.lin, s.stream);
     }

@@ -49,6 +49,11 @@ struct gpu_engine_params {
   /// (linear_grouped_tc_cuda) on tensor cores; false keeps every FP8 linear on
   /// CUDA cores (bitwise the CPU's fp8 sums).
   bool fp8_tensor_cores = true;
+  /// With fp8_tensor_cores, FP8 linears of at least this many rows (prefill
+  /// chunks) go through cuBLASLt's block-scaled FP8 GEMM (linear_fp8_lt_cuda:
+  /// 6-9x the mma.sync kernel there, perf-notes G2 v1); 0 = never. Off under
+  /// base.deterministic, like every tensor-core path.
+  int64_t fp8_cublaslt_rows = 512;
   /// How decode passes run (one token per sequence, every row's logits; prefill
   /// passes and traced calls always take host_metadata):
   ///   graphs        metadata built on the device, the pass captured as a CUDA graph

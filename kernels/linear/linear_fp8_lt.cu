@@ -1,0 +1,66 @@
+// CUDA FP8 linear at prefill's row counts: the fp8 mode's product through
+// cuBLASLt's block-scaled FP8 GEMM (CUDA >= 12.9 on sm_90). The input is
+// quantized to e4m3 codes with its per-row per-128 scales block-major (the
+// order cuBLASLt reads, G2 v1), the weight's e8m0 block scales widened to fp32
+// in the context, then one cublasLtMatmul writes y in fp32.
+#include "kernels/linear/linear.h"
+
+#include <climits>
+
+#include "kernels/linear/linear_impl.h"
+
+namespace hart {
+namespace {
+
+constexpr int64_t k_block = k_linear_fp8_block;
+
+__global__ void widen_scales_kernel(const uint8_t* __restrict__ codes, float* __restrict__ out, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = ldexpf(1.0f, int(codes[i]) - 127);
+}
+
+}  // namespace
+
+bool linear_fp8_lt_supported(const linear_fp8_params& p) {
+  const int64_t ys = p.y_stride ? p.y_stride : p.out;
+  return linear_fp8_tc_supported(p) && ys % 4 == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
+}
+
+status linear_fp8_lt_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
+  if (!p.x || !p.w || !p.w_scale || !p.y) return invalid_argument("linear_fp8_lt_cuda: null pointer");
+  if (p.n_rows < 0 || p.in <= 0 || p.out <= 0 || p.n_rows > INT32_MAX || p.out > INT32_MAX) {
+    return invalid_argument("linear_fp8_lt_cuda: bad sizes n_rows=%lld in=%lld out=%lld", (long long)p.n_rows,
+                            (long long)p.in, (long long)p.out);
+  }
+  if (!linear_fp8_lt_supported(p)) {
+    return unimplemented("linear_fp8_lt_cuda: needs quantized inputs, in %% 128 == 0, out %% 128 == 0, aligned "
+                         "rows (in=%lld out=%lld)", (long long)p.in, (long long)p.out);
+  }
+  const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
+  if (xs < p.in || ys < p.out) return invalid_argument("linear_fp8_lt_cuda: row strides smaller than the rows");
+  linear_cuda_context::impl& s = ctx.state();
+  if (p.n_rows > s.max_fp8_rows || p.in > s.max_fp8_in) {
+    return resource_exhausted("linear_fp8_lt_cuda: n_rows=%lld in=%lld over the context's %lld x %lld fp8 buffer",
+                              (long long)p.n_rows, (long long)p.in, (long long)s.max_fp8_rows,
+                              (long long)s.max_fp8_in);
+  }
+  const int64_t w_blocks = p.out / k_block * (p.in / k_block);
+  if (w_blocks > s.lt_w_scale_floats) {
+    return resource_exhausted("linear_fp8_lt_cuda: %lld weight blocks over the context's %lld", (long long)w_blocks,
+                              (long long)s.lt_w_scale_floats);
+  }
+  if (p.n_rows == 0) return {};
+  // The context's fp32 input buffer holds the codes (1 byte each) and, 16-byte
+  // aligned after them, the block-major scales: 4 bytes per element cover both.
+  auto* codes = reinterpret_cast<uint8_t*>(s.x_qdq);
+  auto* x_scales = reinterpret_cast<float*>(codes + (p.n_rows * p.in + 15) / 16 * 16);
+  HART_RETURN_IF_ERROR(fp8_act_quant_cuda(p.x, xs, codes, x_scales, p.n_rows, p.in, stream, /*block_major=*/true));
+  widen_scales_kernel<<<unsigned((w_blocks + 255) / 256), 256, 0, stream>>>(p.w_scale, s.lt_w_scales, w_blocks);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return internal_error("linear_fp8_lt_cuda: %s", cudaGetErrorString(e));
+  const lt_block_scales scales{s.lt_w_scales, x_scales};
+  return lt_matmul("linear_fp8_lt_cuda", s, CUDA_R_8F_E4M3, codes, p.w, p.y, p.n_rows, p.in, p.out, p.in, ys,
+                   p.accumulate, stream, &scales);
+}
+
+}  // namespace hart
