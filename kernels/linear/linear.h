@@ -216,8 +216,10 @@ bool linear_fp8_raw_tc_supported(const linear_fp8_params& p);
 /// counts (G2 v1). Hopper's FP8 MMA keeps fewer accumulator bits than fp32,
 /// so within 2^-10 · Σ|x'·w'| of the exact sum, not a few roundings (measured
 /// 2^-12); the kernel cuBLASLt picks depends on the row count: not
-/// batch-invariant. Same support rule as linear_fp8_tc (linear_fp8_lt_supported)
-/// plus a 16-byte aligned y row stride; the context's buffers bound n_rows.
+/// batch-invariant. Rows past the last multiple of 4 go to linear_fp8_tc_cuda
+/// (cuBLASLt wants the scales' leading dimension 16-byte aligned). Same
+/// support rule as linear_fp8_tc (linear_fp8_lt_supported) plus a 16-byte
+/// aligned y row stride; the context's buffers bound n_rows.
 status linear_fp8_lt_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 bool linear_fp8_lt_supported(const linear_fp8_params& p);
 

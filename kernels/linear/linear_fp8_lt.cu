@@ -49,18 +49,30 @@ status linear_fp8_lt_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, 
     return resource_exhausted("linear_fp8_lt_cuda: %lld weight blocks over the context's %lld", (long long)w_blocks,
                               (long long)s.lt_w_scale_floats);
   }
-  if (p.n_rows == 0) return {};
-  // The context's fp32 input buffer holds the codes (1 byte each) and, 16-byte
-  // aligned after them, the block-major scales: 4 bytes per element cover both.
-  auto* codes = reinterpret_cast<uint8_t*>(s.x_qdq);
-  auto* x_scales = reinterpret_cast<float*>(codes + (p.n_rows * p.in + 15) / 16 * 16);
-  HART_RETURN_IF_ERROR(fp8_act_quant_cuda(p.x, xs, codes, x_scales, p.n_rows, p.in, stream, /*block_major=*/true));
-  widen_scales_kernel<<<unsigned((w_blocks + 255) / 256), 256, 0, stream>>>(p.w_scale, s.lt_w_scales, w_blocks);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return internal_error("linear_fp8_lt_cuda: %s", cudaGetErrorString(e));
-  const lt_block_scales scales{s.lt_w_scales, x_scales};
-  return lt_matmul("linear_fp8_lt_cuda", s, CUDA_R_8F_E4M3, codes, p.w, p.y, p.n_rows, p.in, p.out, p.in, ys,
-                   p.accumulate, stream, &scales);
+  // cuBLASLt reads the block-major scales with a leading dimension of the row
+  // count, which it needs 16-byte aligned: a multiple of 4 rows goes to it, the
+  // last 1-3 rows to linear_fp8_tc_cuda (after it on the stream: they share
+  // the context's input buffer).
+  const int64_t lt_rows = p.n_rows / 4 * 4;
+  if (lt_rows > 0) {
+    // The context's fp32 input buffer holds the codes (1 byte each) and, 16-byte
+    // aligned after them, the block-major scales: 4 bytes per element cover both.
+    auto* codes = reinterpret_cast<uint8_t*>(s.x_qdq);
+    auto* x_scales = reinterpret_cast<float*>(codes + (lt_rows * p.in + 15) / 16 * 16);
+    HART_RETURN_IF_ERROR(fp8_act_quant_cuda(p.x, xs, codes, x_scales, lt_rows, p.in, stream, /*block_major=*/true));
+    widen_scales_kernel<<<unsigned((w_blocks + 255) / 256), 256, 0, stream>>>(p.w_scale, s.lt_w_scales, w_blocks);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return internal_error("linear_fp8_lt_cuda: %s", cudaGetErrorString(e));
+    const lt_block_scales scales{s.lt_w_scales, x_scales};
+    HART_RETURN_IF_ERROR(lt_matmul("linear_fp8_lt_cuda", s, CUDA_R_8F_E4M3, codes, p.w, p.y, lt_rows, p.in, p.out,
+                                   p.in, ys, p.accumulate, stream, &scales));
+  }
+  if (lt_rows == p.n_rows) return {};
+  linear_fp8_params tail = p;
+  tail.x = p.x + lt_rows * xs;
+  tail.y = p.y + lt_rows * ys;
+  tail.n_rows = p.n_rows - lt_rows;
+  return linear_fp8_tc_cuda(tail, ctx, stream);
 }
 
 }  // namespace hart

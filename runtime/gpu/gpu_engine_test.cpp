@@ -431,7 +431,7 @@ TEST(gpu_engine, tensor_cores_agree_with_cuda_cores_at_flash_width) {
   const result cuda_cores = run(false, 0);
   ASSERT_EQ(cuda_cores.logits.size(), size_t(10 * cfg->vocab_size));
   ASSERT_GE(cuda_cores.hidden.size(), 2u);
-  auto expect_agree = [&](const result& tensor_cores, const char* what) {
+  auto expect_agree = [&](const result& tensor_cores, const char* what, double first_layer_tol) {
     ASSERT_EQ(tensor_cores.hidden.size(), cuda_cores.hidden.size());
     std::printf("flash width, %s vs CUDA cores, residual after each layer:", what);
     for (size_t l = 1; l < cuda_cores.hidden.size(); ++l) {
@@ -443,7 +443,7 @@ TEST(gpu_engine, tensor_cores_agree_with_cuda_cores_at_flash_width) {
     const diff d = compare(tensor_cores.logits, cuda_cores.logits, cfg->vocab_size);
     std::printf("; logits max rel %.3g mean rel %.3g top1 %.2f\n", d.max_rel, d.mean_rel, d.top1);
     EXPECT_LT(rel_error(tensor_cores.hidden[1].data(), cuda_cores.hidden[1].data(), int64_t(cuda_cores.hidden[1].size())),
-              2e-2);
+              first_layer_tol);
     EXPECT_LT(d.mean_rel, 0.25);
     // Random-weight logits are near ties, so fp8's chaos flips some argmaxes (top-1
     // agreement 0.7-0.9 over these 10 rows, the pick ranked up to ~10th); a wrong
@@ -463,11 +463,13 @@ TEST(gpu_engine, tensor_cores_agree_with_cuda_cores_at_flash_width) {
   };
   {
     SCOPED_TRACE("mma.sync at every row count");
-    expect_agree(run(true, 0), "mma.sync");
+    expect_agree(run(true, 0), "mma.sync", 2e-2);  // measured 0.0031
   }
   {
+    // cuBLASLt's FP8 MMA sums keep ~2^-12 of Σ|x'w'| (mma.sync's fp32 blocks
+    // ~2^-23), so more of the next QDQ's roundings flip: measured 0.029.
     SCOPED_TRACE("the 600-row prefill through cuBLASLt");
-    expect_agree(run(true, 512), "cuBLASLt prefill");
+    expect_agree(run(true, 512), "cuBLASLt prefill", 5e-2);
   }
 }
 
