@@ -43,6 +43,9 @@ struct linear_group_weight {
 /// x must already be what the weights expect (FP8 QDQ'd for the fp8 mode's
 /// weights): the op does not quantize. Every group's w is 16-byte aligned.
 inline constexpr int64_t linear_grouped_tile_rows = 8;
+/// linear_grouped_tc_cuda's wide tiles (max_tile_rows above 8, up to this):
+/// prefill's experts, whose weights are then read once per 64 rows, not per 8.
+inline constexpr int64_t linear_grouped_wide_tile_rows = 64;
 struct linear_grouped_params {
   const float* x = nullptr;                   // [in, n_rows] dense
   float* y = nullptr;                         // [out, n_rows] dense
@@ -56,6 +59,9 @@ struct linear_grouped_params {
   int64_t n_rows = 0;                         // rows of x and y (bounds the tiles)
   int64_t in = 0;
   int64_t out = 0;
+  /// Every tile has at most this many rows: linear_grouped_tile_rows, or up to
+  /// linear_grouped_wide_tile_rows for linear_grouped_tc_cuda (and the CPU).
+  int64_t max_tile_rows = linear_grouped_tile_rows;
   // linear_grouped_tc_cuda's x instead: e4m3 codes [in, n_rows] and one
   // power-of-two scale per row per 128 channels [in / 128, n_rows]
   // (fp8_act_quant_cuda: codes · scale is the QDQ'd row).
@@ -235,8 +241,10 @@ status linear_grouped_cuda(const linear_grouped_params& p, CUstream_st* stream);
 /// with fp32 accumulation per 128-channel block, then the blocks' scales, so
 /// within a few fp32 roundings per block of the exact sum (not bitwise
 /// linear_grouped_cuda). Each row's result depends on its own codes only
-/// (batch-invariant). Needs in % 128 == 0, out % 128 == 0, 16-byte aligned
-/// groups; unimplemented otherwise.
+/// (batch-invariant) at a given max_tile_rows; wide tiles (> 8) sum the blocks
+/// in another order than narrow ones, so a row's bits differ between the two.
+/// Needs in % 128 == 0, out % 128 == 0, 16-byte aligned groups; unimplemented
+/// otherwise.
 status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* stream);
 
 /// x [in, n_rows] (row stride x_stride) as e4m3 codes + one power-of-two scale

@@ -17,6 +17,10 @@ status linear_grouped_cpu(const linear_grouped_params& p) {
     return invalid_argument("linear_grouped_cpu: bad sizes in=%lld out=%lld n_rows=%lld", (long long)p.in,
                             (long long)p.out, (long long)p.n_rows);
   }
+  if (p.max_tile_rows < 1 || p.max_tile_rows > linear_grouped_wide_tile_rows) {
+    return invalid_argument("linear_grouped_cpu: max_tile_rows=%lld outside [1, %lld]", (long long)p.max_tile_rows,
+                            (long long)linear_grouped_wide_tile_rows);
+  }
   const int64_t n_tiles = *p.n_tiles;
   if (n_tiles < 0 || n_tiles > p.max_tiles) {
     return invalid_argument("linear_grouped_cpu: n_tiles=%lld outside [0, %lld]", (long long)n_tiles,
@@ -25,7 +29,7 @@ status linear_grouped_cpu(const linear_grouped_params& p) {
   for (int64_t i = 0; i < n_tiles; ++i) {
     const int64_t g = p.tile_group[i], r0 = p.tile_row0[i], n = p.tile_rows[i];
     if (g < 0 || g >= p.n_groups || !p.groups[g].w || reinterpret_cast<uintptr_t>(p.groups[g].w) % 16 || n < 1 ||
-        n > linear_grouped_tile_rows || r0 < 0 || r0 + n > p.n_rows) {
+        n > p.max_tile_rows || r0 < 0 || r0 + n > p.n_rows) {
       return invalid_argument("linear_grouped_cpu: tile %lld (group %lld, rows %lld+%lld) outside %lld groups x %lld rows, or its weight null or not 16-byte aligned",
                               (long long)i, (long long)g, (long long)r0, (long long)n, (long long)p.n_groups,
                               (long long)p.n_rows);

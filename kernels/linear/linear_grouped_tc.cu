@@ -9,6 +9,9 @@
 // with its next block's weights loading while it multiplies; phase 0 adds the
 // other phases' sums in phase order. A row's sums involve only its own codes,
 // so the result does not depend on which rows share a tile (batch-invariant).
+// Wide tiles (prefill, up to 64 rows of one expert) run grouped_tc_wide_kernel:
+// every 16 of the tile's rows fill one whole MMA per block of weights, so an
+// expert's weights are read once per 64 rows instead of once per 8.
 #include <climits>
 
 #include "kernels/linear/linear.h"
@@ -81,6 +84,75 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_tc_kernel(linear_grouped
   }
 }
 
+// Wide tiles: 4 warps of 32 outputs (128 per CTA, one weight scale block),
+// one K phase (prefill has CTAs enough), the tile's rows in m-groups of 16
+// (rows g and g + 8 of each), the blocks summed in order. Rows past the tile
+// repeat its last and are dropped.
+constexpr int k_wide_warps = 4;
+constexpr int k_wide_groups = int(linear_grouped_wide_tile_rows / 16);
+
+__global__ void __launch_bounds__(k_wide_warps * 32) grouped_tc_wide_kernel(linear_grouped_params p) {
+  const int tile = blockIdx.y;
+  if (tile >= *p.n_tiles) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, t = lane & 3;
+  const linear_group_weight gw = p.groups[p.tile_group[tile]];
+  const int64_t r0 = p.tile_row0[tile];
+  const int mt = p.tile_rows[tile], n_mg = (mt + 15) / 16;
+  const int64_t n0 = int64_t(blockIdx.x) * 128 + warp * 32;  // this warp's 32 outputs
+  const int64_t in = p.in, nkb = in / k_block;
+  const uint8_t* wrow[4];
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) wrow[nt] = static_cast<const uint8_t*>(gw.w) + (n0 + nt * 8 + g) * in + t * 32;
+  const uint8_t* wscale = gw.w_scale + (n0 / k_block) * nkb;
+  float acc[k_wide_groups][4][4] = {};
+  uint4 bw[4][2];
+  linear_dev::mma_load_weights(bw, wrow, 0, 16);
+  for (int64_t kb = 0; kb < nkb; ++kb) {
+    const int64_t k0 = kb * k_block;
+    uint4 next[4][2];
+    linear_dev::mma_load_weights(next, wrow, (kb + 1 < nkb ? kb + 1 : kb) * k_block, 16);
+    const float ws = linear_dev::e8m0_value(__ldg(wscale + kb));
+#pragma unroll
+    for (int j = 0; j < k_wide_groups; ++j) {
+      if (j >= n_mg) break;
+      const int64_t lo = r0 + min(16 * j + g, mt - 1), hi = r0 + min(16 * j + 8 + g, mt - 1);
+      const uint8_t* xlo = p.x_codes + lo * in + t * 32 + k0;
+      const uint8_t* xhi = p.x_codes + hi * in + t * 32 + k0;
+      const uint4 alo[2] = {__ldg(reinterpret_cast<const uint4*>(xlo)), __ldg(reinterpret_cast<const uint4*>(xlo + 16))};
+      const uint4 ahi[2] = {__ldg(reinterpret_cast<const uint4*>(xhi)), __ldg(reinterpret_cast<const uint4*>(xhi + 16))};
+      float part[4][4];
+      linear_dev::mma_block<true>(part, alo, ahi, bw);
+      const float slo = __ldg(p.x_scales + lo * nkb + kb) * ws, shi = __ldg(p.x_scales + hi * nkb + kb) * ws;
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        acc[j][nt][0] = fmaf(part[nt][0], slo, acc[j][nt][0]);
+        acc[j][nt][1] = fmaf(part[nt][1], slo, acc[j][nt][1]);
+        acc[j][nt][2] = fmaf(part[nt][2], shi, acc[j][nt][2]);
+        acc[j][nt][3] = fmaf(part[nt][3], shi, acc[j][nt][3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      bw[nt][0] = next[nt][0];
+      bw[nt][1] = next[nt][1];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < k_wide_groups; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = 16 * j + 8 * h + g;
+      if (row >= mt) continue;
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        *reinterpret_cast<float2*>(p.y + (r0 + row) * p.out + n0 + nt * 8 + 2 * t) =
+            make_float2(acc[j][nt][2 * h], acc[j][nt][2 * h + 1]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* stream) {
@@ -99,8 +171,17 @@ status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* strea
     return invalid_argument("linear_grouped_tc_cuda: out=%lld / max_tiles=%lld exceed the grid", (long long)p.out,
                             (long long)p.max_tiles);
   }
+  if (p.max_tile_rows < 1 || p.max_tile_rows > linear_grouped_wide_tile_rows) {
+    return invalid_argument("linear_grouped_tc_cuda: max_tile_rows=%lld outside [1, %lld]", (long long)p.max_tile_rows,
+                            (long long)linear_grouped_wide_tile_rows);
+  }
   if (p.max_tiles == 0) return {};
-  grouped_tc_kernel<<<dim3{unsigned(p.out / 128), unsigned(p.max_tiles)}, k_warps * 32, 0, stream>>>(p);
+  const dim3 grid{unsigned(p.out / 128), unsigned(p.max_tiles)};
+  if (p.max_tile_rows > linear_grouped_tile_rows) {
+    grouped_tc_wide_kernel<<<grid, k_wide_warps * 32, 0, stream>>>(p);
+  } else {
+    grouped_tc_kernel<<<grid, k_warps * 32, 0, stream>>>(p);
+  }
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error("linear_grouped_tc_cuda: %s", cudaGetErrorString(e));
   return {};

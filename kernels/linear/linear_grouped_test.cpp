@@ -65,8 +65,8 @@ struct tiling {
   std::vector<int32_t> group_of_row;  // -1: the row is in no tile
 };
 
-void fill_tiling(std::mt19937& rng, int64_t n_rows, int64_t n_groups, tiling& t) {
-  std::uniform_int_distribution<int> len(0, 19), g(0, int(n_groups - 1)), skip(0, 5);
+void fill_tiling(std::mt19937& rng, int64_t n_rows, int64_t n_groups, tiling& t, int32_t tile_max) {
+  std::uniform_int_distribution<int> len(0, 2 * tile_max + 3), g(0, int(n_groups - 1)), skip(0, 5);
   int32_t r = 0;
   while (r < n_rows) {
     if (skip(rng) == 0) {  // a row no tile covers
@@ -75,7 +75,7 @@ void fill_tiling(std::mt19937& rng, int64_t n_rows, int64_t n_groups, tiling& t)
     }
     const int32_t grp = g(rng), n = std::min<int32_t>(int32_t(n_rows) - r, len(rng) + 1);
     for (int32_t done = 0; done < n;) {
-      const int32_t k = std::min<int32_t>(n - done, int32_t(linear_grouped_tile_rows));
+      const int32_t k = std::min<int32_t>(n - done, tile_max);
       t.group.push_back(grp);
       t.row0.push_back(r + done);
       t.rows.push_back(k);
@@ -88,12 +88,13 @@ void fill_tiling(std::mt19937& rng, int64_t n_rows, int64_t n_groups, tiling& t)
 
 // At least one tile when n_rows > 0 (an empty tile table has null data(),
 // which the ops rightly refuse).
-tiling random_tiling(std::mt19937& rng, int64_t n_rows, int64_t n_groups) {
+tiling random_tiling(std::mt19937& rng, int64_t n_rows, int64_t n_groups,
+                     int32_t tile_max = int32_t(linear_grouped_tile_rows)) {
   tiling t;
   do {
     t = tiling{};
     t.group_of_row.assign(size_t(n_rows), -1);
-    fill_tiling(rng, n_rows, n_groups, t);
+    fill_tiling(rng, n_rows, n_groups, t, tile_max);
   } while (n_rows > 0 && t.group.empty());
   return t;
 }
@@ -296,11 +297,13 @@ void run_cuda(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
 // (fp8_act_quant_cuda), each covered row within 2^-12·Σ|x'·w'| of the exact
 // sum of its QDQ'd row (the MMA's per-block fp32 sums, as the dense
 // tensor-core linear); rows in no tile and tiles past *n_tiles untouched.
-double run_cuda_tc(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
-  SCOPED_TRACE("tensor cores in=" + std::to_string(in) + " out=" + std::to_string(out) + " n_rows=" + std::to_string(n_rows));
+double run_cuda_tc(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows,
+                   int32_t tile_max = int32_t(linear_grouped_tile_rows)) {
+  SCOPED_TRACE("tensor cores in=" + std::to_string(in) + " out=" + std::to_string(out) + " n_rows=" +
+               std::to_string(n_rows) + " tiles of up to " + std::to_string(tile_max));
   std::vector<group_weight> groups;
   for (int g = 0; g < 5; ++g) groups.push_back(random_group(rng, out, in, true));
-  const tiling tiles = random_tiling(rng, n_rows, int64_t(groups.size()));
+  const tiling tiles = random_tiling(rng, n_rows, int64_t(groups.size()), tile_max);
   const std::vector<float> raw = normal_vec(rng, n_rows * in, 1.0f);
   std::vector<std::unique_ptr<device_vec<uint8_t>>> dq, ds;
   std::vector<linear_group_weight> g;
@@ -322,6 +325,7 @@ double run_cuda_tc(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
                           d_tn.get(), d_n.get(), int64_t(tg.size()), n_rows, in, out};
   p.x_codes = d_codes.get();
   p.x_scales = d_scales.get();
+  p.max_tile_rows = tile_max;
   const status st = linear_grouped_tc_cuda(p, nullptr);
   EXPECT_TRUE(st.ok()) << st.to_string();
   EXPECT_TRUE(cuda_synced(nullptr));
@@ -356,6 +360,22 @@ TEST(linear_grouped, cuda_tensor_cores_match_the_exact_sum) {
   std::printf("linear_grouped_tc: worst |gpu - exact| / sum|x'w'| = %.3g\n", worst);
 }
 
+// Wide tiles (prefill): up to 64 rows of one group per tile, every 16 in one
+// MMA; runs of 1-131 rows per group, so tiles of 1, 16, 17 and 64 rows occur.
+TEST(linear_grouped, cuda_tensor_cores_wide_tiles_match_the_exact_sum) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const int32_t wide = int32_t(linear_grouped_wide_tile_rows);
+  double worst = 0;
+  worst = std::max(worst, run_cuda_tc(rng, 256, 128, 300, wide));
+  worst = std::max(worst, run_cuda_tc(rng, 4096, 256, 200, wide));
+  worst = std::max(worst, run_cuda_tc(rng, 2048, 512, 1, wide));
+  worst = std::max(worst, run_cuda_tc(rng, 512, 384, 100, 16));
+  std::printf("linear_grouped_tc wide: worst |gpu - exact| / sum|x'w'| = %.3g\n", worst);
+}
+
 TEST(linear_grouped, cuda_tensor_cores_refuse_what_they_do_not_take) {
   HART_SKIP_WITHOUT_CUDA();
   device_vec<int32_t> d_i(std::vector<int32_t>(4, 0));
@@ -370,6 +390,9 @@ TEST(linear_grouped, cuda_tensor_cores_refuse_what_they_do_not_take) {
   p.out = 100;
   EXPECT_EQ(linear_grouped_tc_cuda(p, nullptr).code(), status_code::unimplemented);  // out % 128 != 0
   p.out = 128;
+  p.max_tile_rows = 65;  // over the wide tiles
+  EXPECT_EQ(linear_grouped_tc_cuda(p, nullptr).code(), status_code::invalid_argument);
+  p.max_tile_rows = 8;
   p.x_codes = nullptr;
   EXPECT_EQ(linear_grouped_tc_cuda(p, nullptr).code(), status_code::invalid_argument);
 }

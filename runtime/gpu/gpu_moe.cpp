@@ -26,13 +26,15 @@ status expert_run(engine_state& s, const device_expert& e, const float* x, int64
 }
 
 // y [out, rows] = x [in, rows] through each sorted row's expert (the chunk's
-// plan); on tensor cores x is read as the codes the caller left in A.moe_codes.
-status grouped_run(engine_state& s, const linear_group_weight* table, const float* x, bool tensor_cores, int64_t rows,
-                   int64_t in, int64_t out, float* y) {
+// plan, tiles of up to tile_rows); on tensor cores x is read as the codes the
+// caller left in A.moe_codes.
+status grouped_run(engine_state& s, const linear_group_weight* table, const float* x, bool tensor_cores,
+                   int64_t tile_rows, int64_t rows, int64_t in, int64_t out, float* y) {
   const arena_buffers& A = s.a;
   const int64_t E = s.cfg.n_routed_experts;
   linear_grouped_params p{x, y, table, E, A.tile_group, A.tile_row0, A.tile_rows, A.n_tiles,
-                          moe_plan_max_tiles(rows, E), rows, in, out};
+                          moe_plan_max_tiles(rows, E, tile_rows), rows, in, out};
+  p.max_tile_rows = tile_rows;
   if (!tensor_cores) return linear_grouped_cuda(p, s.stream);
   p.x_codes = A.moe_codes;
   p.x_scales = A.moe_scales;
@@ -72,9 +74,18 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
   // On tensor cores (every expert in codes) they are quantized to codes + scales instead.
   const bool qdq = s.params.base.prec == precision::fp8;
   const bool tc = qdq && w.experts_fp8 && s.params.fp8_tensor_cores && D % 128 == 0 && I % 128 == 0;
+  // Wide tiles read an expert's weights once per 64 of its rows, narrow ones
+  // once per 8 but with 4x the loads in flight per CTA (decode's few rows per
+  // expert). Wide from 4 rows per expert on average (prefill chunks of >= ~171
+  // tokens at top-6 of 256); they sum in another order than narrow ones, so
+  // --deterministic keeps every row on the narrow kernel.
+  auto tile_rows_for = [&](int64_t rows) {
+    return tc && !s.params.base.deterministic && rows >= 4 * E ? linear_grouped_wide_tile_rows
+                                                               : linear_grouped_tile_rows;
+  };
   const int64_t chunk = moe_rows(s) / K;
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
-    const int64_t nt = std::min(chunk, T - t0), rows = nt * K;
+    const int64_t nt = std::min(chunk, T - t0), rows = nt * K, tile_rows = tile_rows_for(rows);
     moe_plan_params mp;
     mp.experts = A.experts + t0 * K;
     mp.weights = A.route_w + t0 * K;
@@ -89,6 +100,7 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
     mp.tile_row0 = A.tile_row0;
     mp.tile_rows = A.tile_rows;
     mp.n_tiles = A.n_tiles;
+    mp.max_tile_rows = int32_t(tile_rows);
     HART_RETURN_IF_ERROR(moe_plan_cuda(mp, s.stream));
     HART_RETURN_IF_ERROR(copy_rows_cuda(A.xe, A.iota_d, x + t0 * D, A.moe_src, D, rows, false, s.stream));
     if (tc) {
@@ -96,15 +108,15 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
     } else if (qdq) {
       HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.xe, rows, D, 128, D, s.stream));
     }
-    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w1, A.xe, tc, rows, D, I, A.g));
-    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w3, A.xe, tc, rows, D, I, A.up));
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w1, A.xe, tc, tile_rows, rows, D, I, A.g));
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w3, A.xe, tc, tile_rows, rows, D, I, A.up));
     HART_RETURN_IF_ERROR(swiglu_cuda({A.g, A.up, A.moe_w, A.h, rows, I, 0, float(c.swiglu_limit)}, s.stream));
     if (tc) {
       HART_RETURN_IF_ERROR(fp8_act_quant_cuda(A.h, I, A.moe_codes, A.moe_scales, rows, I, s.stream));
     } else if (qdq) {
       HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.h, rows, I, 128, I, s.stream));
     }
-    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w2, A.h, tc, rows, I, D, A.ye));
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w2, A.h, tc, tile_rows, rows, I, D, A.ye));
     if (t0 == 0) HART_RETURN_IF_ERROR(branch_join(s));  // y holds the shared expert
     HART_RETURN_IF_ERROR(moe_combine_cuda(y + t0 * D, A.ye, A.experts + t0 * K, A.moe_slot, nt, K, D, s.stream));
   }

@@ -8,7 +8,6 @@ namespace hart::gpu {
 namespace {
 
 constexpr int k_plan_threads = 1024;
-constexpr int k_tile = int(linear_grouped_tile_rows);
 constexpr int k_max_k = 16;  // routed experts per token the combine sorts in registers
 
 status launched(const char* op) {
@@ -25,7 +24,8 @@ __global__ void hash_kernel(const int32_t* ids, const int32_t* tid2eid, int64_t 
 // offset[e] = Σ_{e' < e} count[e'], tile0[e] = Σ_{e' < e} ceil(count[e'] / k_tile)
 // over the CTA (each thread a contiguous run of experts, warp shuffles, then
 // the warps' totals); *n_tiles (when set) = all tiles. Visible to the CTA on return.
-__device__ void exclusive_scan(const int32_t* count, int32_t* offset, int32_t* tile0, int E, int32_t* n_tiles) {
+__device__ void exclusive_scan(const int32_t* count, int32_t* offset, int32_t* tile0, int E, int k_tile,
+                               int32_t* n_tiles) {
   __shared__ int32_t warp_rows[k_plan_threads / 32], warp_tiles[k_plan_threads / 32];
   const int per = (E + blockDim.x - 1) / blockDim.x, e0 = min(E, int(threadIdx.x) * per), e1 = min(E, e0 + per);
   int32_t rows = 0, tiles = 0;
@@ -73,7 +73,8 @@ __global__ void __launch_bounds__(k_plan_threads) plan_kernel(moe_plan_params p)
     if (e >= 0 && e < E) atomicAdd(&count[e], 1);  // an id outside [0, E) routes nowhere
   }
   __syncthreads();
-  exclusive_scan(count, offset, tile0, E, p.n_tiles);
+  const int k_tile = p.max_tile_rows;
+  exclusive_scan(count, offset, tile0, E, k_tile, p.n_tiles);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
   for (int e = warp; e < E; e += n_warps) {
     int32_t rank = 0;
@@ -129,16 +130,18 @@ status moe_hash_cuda(const int32_t* ids, const int32_t* tid2eid, int64_t n_token
   return launched("moe_hash_cuda");
 }
 
-int64_t moe_plan_max_tiles(int64_t n_rows, int64_t n_experts) {
-  // Σ_e ceil(c_e / 8) <= Σ_e (c_e / 8 + 1) over the non-empty experts.
-  return (n_rows + k_tile - 1) / k_tile + (n_rows < n_experts ? n_rows : n_experts);
+int64_t moe_plan_max_tiles(int64_t n_rows, int64_t n_experts, int64_t tile_rows) {
+  // Σ_e ceil(c_e / tile) <= Σ_e (c_e / tile + 1) over the non-empty experts.
+  return (n_rows + tile_rows - 1) / tile_rows + (n_rows < n_experts ? n_rows : n_experts);
 }
 
 status moe_plan_cuda(const moe_plan_params& p, CUstream_st* stream) {
   const int64_t n = p.n_tokens * p.k;
-  if (n > moe_plan_max_rows || p.n_experts <= 0 || p.k > k_max_k) {
-    return invalid_argument("moe_plan_cuda: %lld rows (max %lld), %lld experts, top-%lld (max %d)", (long long)n,
-                            (long long)moe_plan_max_rows, (long long)p.n_experts, (long long)p.k, k_max_k);
+  if (n > moe_plan_max_rows || p.n_experts <= 0 || p.k > k_max_k || p.max_tile_rows < 1 ||
+      p.max_tile_rows > linear_grouped_wide_tile_rows) {
+    return invalid_argument("moe_plan_cuda: %lld rows (max %lld), %lld experts, top-%lld (max %d), tiles of %d rows",
+                            (long long)n, (long long)moe_plan_max_rows, (long long)p.n_experts, (long long)p.k, k_max_k,
+                            p.max_tile_rows);
   }
   if (n == 0) return {};
   // Every slot gets a row: the combine reads slot for every (t, k). Ids outside

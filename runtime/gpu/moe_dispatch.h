@@ -5,13 +5,14 @@
 //   moe_plan_cuda      rows sorted by expert (tokens ascending inside one,
 //                      moe.cpp's order), their gather offsets and weights,
 //                      each (token, k)'s row, and tiles of <= 8 rows for
-//                      linear_grouped_cuda
+//                      linear_grouped_cuda (<= 64 for the tensor cores' wide tiles)
 //   moe_combine_cuda   y[t] += the token's expert rows in ascending expert
 //                      order: the CPU's summation order
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/linear/linear.h"
 #include "runtime/core/status.h"
 
 struct CUstream_st;
@@ -32,11 +33,14 @@ struct moe_plan_params {
   int32_t* slot = nullptr;           // [T·K] (t, k) → its sorted row
   int32_t* tile_group = nullptr;     // [moe_plan_max_tiles] per tile: expert,
   int32_t* tile_row0 = nullptr;      //   first sorted row,
-  int32_t* tile_rows = nullptr;      //   rows (1..8)
+  int32_t* tile_rows = nullptr;      //   rows (1..max_tile_rows)
   int32_t* n_tiles = nullptr;        // tiles written
+  /// An expert's rows are cut into tiles of this many (the last shorter):
+  /// linear_grouped_tile_rows, or up to linear_grouped_wide_tile_rows.
+  int32_t max_tile_rows = int32_t(linear_grouped_tile_rows);
 };
 /// Upper bound of moe_plan's tile count for n_rows = T·K routed rows.
-int64_t moe_plan_max_tiles(int64_t n_rows, int64_t n_experts);
+int64_t moe_plan_max_tiles(int64_t n_rows, int64_t n_experts, int64_t tile_rows = linear_grouped_tile_rows);
 /// Largest T·K one plan takes (its sort runs in one CTA's shared memory).
 inline constexpr int64_t moe_plan_max_rows = 8192;
 status moe_plan_cuda(const moe_plan_params& p, CUstream_st* stream);

@@ -31,7 +31,7 @@ struct plan {
 };
 
 plan host_plan(const std::vector<int32_t>& experts, const std::vector<float>& weights, int64_t k, int64_t E,
-               int64_t row_width) {
+               int64_t row_width, int32_t tile) {
   plan h;
   h.slot.assign(experts.size(), -1);
   for (int32_t e = 0; e < E; ++e) {
@@ -42,17 +42,18 @@ plan host_plan(const std::vector<int32_t>& experts, const std::vector<float>& we
       h.src.push_back(int64_t(i) / k * row_width);
       h.row_weight.push_back(weights[i]);
     }
-    for (int32_t r = first; r < int32_t(h.src.size()); r += 8) {
+    for (int32_t r = first; r < int32_t(h.src.size()); r += tile) {
       h.tile_group.push_back(e);
       h.tile_row0.push_back(r);
-      h.tile_rows.push_back(std::min<int32_t>(8, int32_t(h.src.size()) - r));
+      h.tile_rows.push_back(std::min<int32_t>(tile, int32_t(h.src.size()) - r));
     }
   }
   return h;
 }
 
-void run_case(std::mt19937& rng, int64_t T, int64_t k, int64_t E, bool stray_ids) {
-  SCOPED_TRACE("tokens=" + std::to_string(T) + " k=" + std::to_string(k) + " experts=" + std::to_string(E));
+void run_case(std::mt19937& rng, int64_t T, int64_t k, int64_t E, bool stray_ids, int32_t tile = 8) {
+  SCOPED_TRACE("tokens=" + std::to_string(T) + " k=" + std::to_string(k) + " experts=" + std::to_string(E) +
+               " tiles of " + std::to_string(tile));
   const int64_t n = T * k, row_width = 4096;
   std::vector<int32_t> experts(static_cast<size_t>(n)), all(static_cast<size_t>(E));
   std::vector<float> weights(static_cast<size_t>(n));
@@ -64,9 +65,9 @@ void run_case(std::mt19937& rng, int64_t T, int64_t k, int64_t E, bool stray_ids
     for (int64_t j = 0; j < k; ++j) experts[size_t(t * k + j)] = all[size_t(j)], weights[size_t(t * k + j)] = u(rng);
   }
   if (stray_ids) experts[0] = -1, experts[size_t(n - 1)] = int32_t(E);
-  const plan want = host_plan(experts, weights, k, E, row_width);
+  const plan want = host_plan(experts, weights, k, E, row_width, tile);
 
-  const int64_t max_tiles = moe_plan_max_tiles(n, E);
+  const int64_t max_tiles = moe_plan_max_tiles(n, E, tile);
   ASSERT_GE(max_tiles, int64_t(want.tile_group.size()));
   device_vec<int32_t> d_e(experts), d_slot(std::vector<int32_t>(size_t(n), 7)), d_n(std::vector<int32_t>{-1});
   device_vec<float> d_w(weights), d_rw(std::vector<float>(size_t(n), -1.f));
@@ -87,6 +88,7 @@ void run_case(std::mt19937& rng, int64_t T, int64_t k, int64_t E, bool stray_ids
   p.tile_row0 = d_tr.get();
   p.tile_rows = d_tn.get();
   p.n_tiles = d_n.get();
+  p.max_tile_rows = tile;
   const status st = moe_plan_cuda(p, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_TRUE(cuda_synced(nullptr));
@@ -114,6 +116,8 @@ TEST(moe_dispatch, plan_equals_the_host_plan) {
   run_case(rng, 300, 8, 64, true);
   run_case(rng, 5, 2, 3000, true);   // more experts than the CTA's threads
   run_case(rng, 1024, 8, 256, false);  // the plan's row limit
+  run_case(rng, 300, 8, 64, true, 64);  // wide tiles (prefill on tensor cores)
+  run_case(rng, 512, 6, 256, false, 64);
 }
 
 }  // namespace
