@@ -43,9 +43,12 @@ status grouped_run(engine_state& s, const linear_group_weight* table, const floa
 
 }  // namespace
 
+// Every routed row of a pass in one chunk up to the plan's limit: each chunk
+// reads the weights of every expert it touches (a 512-token prefill cut into
+// six chunks read them six times).
 int64_t moe_rows(const engine_state& s) {
   const int64_t K = std::max<int64_t>(s.cfg.n_activated_experts, 1);
-  return std::min(std::max(s.params.max_batch_tokens, K), std::max(moe_plan_max_rows / K * K, K));
+  return std::min(s.params.max_batch_tokens * K, std::max(moe_plan_max_rows / K * K, K));
 }
 
 status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* experts_out) {
