@@ -23,6 +23,11 @@ struct weight_sync_state {
   std::optional<std::pair<std::string, weight_sync::end_msg>> parked_end;
   /// The sender's CUDA allocations opened for this update's chunks in CUDA memory; closed when it ends.
   weight_sync::cuda_ipc_reader ipc;
+  /// The NCCL group a trainer broadcasts chunks through (Begin.ncclUniqueId). Kept after a
+  /// successful update for the trainer's next one (forming it costs an NCCL init).
+  weight_sync::nccl_group nccl;
+  /// The staged update receives through `nccl`.
+  bool nccl_update = false;
 
   explicit weight_sync_state(const weight_sync_actor_params& p) : params(p), staging(p.limits) {}
 
@@ -30,6 +35,23 @@ struct weight_sync_state {
     r.serving_version = serving_version;
     status s = params.server->send(client, r);
     if (!s.ok()) HART_LOG_WARN("weight sync reply dropped: %s", s.to_string().c_str());
+  }
+
+  // The staged update's NCCL group goes with a failed or dropped update: the
+  // trainer gives its side up then too, and a broadcast may still be in flight.
+  void drop_nccl() {
+    if (nccl_update) nccl.close();
+    nccl_update = false;
+  }
+
+  // Joins the trainer's NCCL group for the update `m` begins, or reuses the one it formed earlier.
+  status open_nccl(const weight_sync::begin_msg& m) {
+    if (!m.nccl_reuse) return nccl.join(m.nccl_id, 1, 2, params.cuda_device, params.idle_timeout);
+    if (!nccl.joined(m.nccl_id, params.cuda_device)) {
+      return not_found("no NCCL group with this id is open here (closed by a failed update, another trainer's "
+                       "group, or a restart): begin with a fresh id");
+    }
+    return {};
   }
 
   static sync_reply reply_of(uint64_t version, sync_phase phase, const status& s, uint64_t seq = 0) {
@@ -51,22 +73,45 @@ struct weight_sync_state {
                                status(status_code::cancelled, "replaced by a new begin (update " +
                                                                   std::to_string(m.version) + ")")));
       }
+      drop_nccl();
     }
     parked_end.reset();
     ipc.close();
-    const status s = staging.begin(m, serving_version);
+    status s = staging.begin(m, serving_version);
+    if (s.ok() && !m.nccl_id.empty()) {
+      s = open_nccl(m);
+      if (s.ok()) {
+        nccl_update = true;  // a new group forms as the trainer joins after this ack; the first chunk waits for it
+      } else {
+        staging.discard();
+      }
+    }
     owner = client;
     answer(client, reply_of(m.version, sync_phase::begin, s));
   }
 
   void on_bucket(caf::blocking_actor* self, const weight_sync::inbound_sync& in, const weight_sync::bucket_msg& b) {
     status s = staging.begin_bucket(b.version, b.seq);
+    if (s.ok() && nccl_update && b.seq + 1 != staging.buckets_received()) {
+      // Both ranks must call NCCL in one order: the trainer's, buckets in seq order on one connection.
+      s = invalid_argument("bucket %llu arrived before bucket %llu: an update by NCCL sends its buckets in seq "
+                           "order on one connection",
+                           (unsigned long long)b.seq, (unsigned long long)(staging.buckets_received() - 1));
+      staging.discard();
+    }
     size_t frame = 0;  // chunks in CUDA memory have no data frame (the codec checked the count)
     for (const weight_sync::chunk_desc& c : b.chunks) {
       if (!s.ok()) break;
-      s = c.in_cuda_memory() ? staging.add_from_cuda(b.version, c, ipc) : staging.add(b.version, c, in.data[frame++].data);
+      if (c.nccl) {
+        s = staging.add_by_nccl(b.version, c, nccl_update ? &nccl : nullptr);
+      } else if (c.in_cuda_memory()) {
+        s = staging.add_from_cuda(b.version, c, ipc);
+      } else {
+        s = staging.add(b.version, c, in.data[frame++].data);
+      }
     }
     if (!s.ok()) {
+      if (!staging.active()) drop_nccl();  // not for a stray bucket of another update
       answer(in.client, reply_of(b.version, sync_phase::bucket, s, b.seq));
       if (parked_end) {  // its sender may listen on another connection
         answer(parked_end->first, reply_of(parked_end->second.version, sync_phase::end, s));
@@ -90,14 +135,20 @@ struct weight_sync_state {
     auto src = staging.finish(m);
     ipc.close();  // every chunk is staged (or the update is gone): the trainer may free its memory
     if (!src.ok()) {
+      if (!staging.active()) drop_nccl();
       answer(client, reply_of(m.version, sync_phase::end, src.get_status()));
       return;
     }
+    // Every broadcast is in (each chunk was received before the next message was read): the
+    // group is idle, kept for the trainer's next update unless this one fails below.
+    const bool by_nccl = nccl_update;
+    nccl_update = false;
     const auto t0 = steady::now();
     auto built = params.target->build(**src);
     src->reset();  // the raw bytes are not needed once built
     const auto t1 = steady::now();
     if (!built.ok()) {
+      if (by_nccl) nccl.close();
       answer(client, reply_of(m.version, sync_phase::end, built.get_status()));
       return;
     }
@@ -117,6 +168,8 @@ struct weight_sync_state {
     if (swapped.ok()) {
       HART_LOG_INFO("weight version %llu serving (%llu bytes; build %.3f s, swap %.3f s)",
                     (unsigned long long)m.version, (unsigned long long)bytes, r.build_us * 1e-6, r.swap_us * 1e-6);
+    } else if (by_nccl) {
+      nccl.close();  // the trainer closes its side on any error
     }
     answer(client, r);
   }
@@ -135,6 +188,7 @@ struct weight_sync_state {
         staging.discard();
         parked_end.reset();
         ipc.close();
+        drop_nccl();
       } else {
         s = failed_precondition("no update %llu is staged", (unsigned long long)a.version);
       }
@@ -166,6 +220,7 @@ void weight_sync_loop(caf::blocking_actor* self, std::shared_ptr<weight_sync_sta
           }
           st->staging.discard();
           st->ipc.close();
+          st->drop_nccl();
         });
   }
 }

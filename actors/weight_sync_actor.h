@@ -5,7 +5,10 @@
 // serving path, asks the scheduler actor to swap them in at a step boundary, and
 // answers the trainer. A broken update (bad chunk, checksum mismatch, missing
 // tensor, a new begin, no message for `idle_timeout`) is dropped and its
-// staging freed; the serving weights never change then.
+// staging freed; the serving weights never change then. Chunks broadcast by
+// NCCL are received in the actor (each wait bounded by `idle_timeout`); the
+// NCCL group outlives a successful update for the trainer's next one and is
+// aborted with a failed one.
 #pragma once
 
 #include <chrono>
@@ -29,6 +32,9 @@ struct weight_sync_actor_params {
   std::chrono::milliseconds idle_timeout{60000};
   /// Longest wait for the scheduler to reach a step boundary and swap.
   std::chrono::milliseconds swap_timeout{600000};
+  /// Where chunks broadcast by NCCL are received (then copied to the host staging): the GPU
+  /// engine's device (gpu_engine_params::device). The trainer must be on another GPU.
+  int cuda_device = 0;
 };
 
 /// Spawns the actor; the sync socket feeds it (sync_atom, std::shared_ptr<const weight_sync::inbound_sync>).

@@ -9,6 +9,7 @@
 
 #include "runtime/weight_sync/crc_pool.h"
 #include "runtime/weight_sync/cuda_ipc.h"
+#include "runtime/weight_sync/nccl_group.h"
 #include "runtime/weight_sync/sync_codec.h"
 
 namespace hart {
@@ -40,6 +41,10 @@ struct weight_sync_client::impl {
   std::unique_ptr<crc_pool> crc;  // checksums the frames
   /// Data frames ZeroMQ still holds (it reads the caller's bytes in place).
   std::shared_ptr<std::atomic<int64_t>> frames_held = std::make_shared<std::atomic<int64_t>>(0);
+  /// The NCCL group tensors in CUDA memory are broadcast through (device_via nccl), kept
+  /// between pushes while they succeed, and the id it was formed from.
+  nccl_group nccl;
+  std::vector<uint8_t> nccl_id;
 
   status open() {
     try {
@@ -154,6 +159,41 @@ struct weight_sync_client::impl {
     }
   }
 
+  // The next error reply for `version`, if one is waiting (a failed bucket is answered at once).
+  status early_error(uint64_t version) {
+    status_or<sync_reply> r = receive(std::chrono::milliseconds(0));
+    if (r.ok() && !r->ok() && (r->version == version || r->version == 0)) return r->to_status();
+    return {};
+  }
+
+  // Begins update `begin`, by NCCL in the group `nccl` holds or a new one.
+  status begin_update(begin_msg begin, int nccl_device, push_report& rep) {
+    const bool by_nccl = nccl_device >= 0;
+    begin.nccl_reuse = by_nccl && nccl.joined(nccl_id, nccl_device);
+    for (;;) {
+      if (by_nccl && !begin.nccl_reuse) {
+        nccl.close();
+        HART_ASSIGN_OR_RETURN(nccl_id, nccl_group::new_id());
+      }
+      if (by_nccl) begin.nccl_id = nccl_id;
+      HART_RETURN_IF_ERROR(send_message(begin));
+      status_or<sync_reply> begun = await(sync_phase::begin, begin.version);
+      if (!begun.ok() && begin.nccl_reuse && begun.get_status().code() == status_code::not_found) {
+        begin.nccl_reuse = false;  // the server closed the group since (a restart, another trainer's): form a new one
+        continue;
+      }
+      // Any other refusal leaves a reused group open on both sides.
+      if (!begun.ok()) return begun.get_status();
+      break;
+    }
+    if (by_nccl && !begin.nccl_reuse) {
+      // The server started joining before its ack; the group forms as both wait in their first broadcast.
+      HART_RETURN_IF_ERROR(nccl.join(nccl_id, 0, 2, nccl_device, params.reply_timeout));
+      rep.nccl_group_formed = true;
+    }
+    return {};
+  }
+
   status_or<push_report> push(uint64_t version, const std::vector<tensor_ref>& tensors) {
     push_report rep;
     rep.version = version;
@@ -172,12 +212,24 @@ struct weight_sync_client::impl {
       }
       rep.n_bytes += t.n_bytes;
     }
-    // Tensors in CUDA memory go as IPC references, one handle per allocation.
+    // Tensors in CUDA memory go as IPC references, one handle per allocation, or by NCCL from their one device.
+    const bool nccl_asked = params.device_via == device_transport::nccl;
+    int nccl_device = -1;
     std::vector<weight_sync::cuda_ipc_ref> ipc(tensors.size());
     std::map<uintptr_t, std::vector<uint8_t>> handles;  // allocation base → its handle
     for (size_t i = 0; i < tensors.size(); ++i) {
       const tensor_ref& t = tensors[i];
       if (!t.device) continue;
+      if (nccl_asked) {
+        auto d = nccl_group::device_of(t.data);
+        if (!d.ok()) return status(d.get_status().code(), "push: tensor '" + t.name + "': " + d.get_status().message());
+        if (nccl_device >= 0 && *d != nccl_device) {
+          return invalid_argument("push: tensor '%s' is on CUDA device %d, others on %d: NCCL sends from one",
+                                  t.name.c_str(), *d, nccl_device);
+        }
+        nccl_device = *d;
+        continue;
+      }
       auto ref = weight_sync::cuda_ipc_export(t.data);
       if (!ref.ok()) return status(ref.get_status().code(), "push: tensor '" + t.name + "': " + ref.get_status().message());
       if (ref->offset + t.n_bytes > ref->allocation_bytes) {
@@ -188,27 +240,29 @@ struct weight_sync_client::impl {
       if (!fresh) ref->handle = it->second;  // the server opens an allocation once
       ipc[i] = std::move(*ref);
     }
+    const bool by_nccl = nccl_device >= 0;
     const auto t0 = steady::now();
-    HART_RETURN_IF_ERROR(send_message(begin_msg{version, uint64_t(tensors.size()), rep.n_bytes}));
-    status_or<sync_reply> begun = await(sync_phase::begin, version);
-    if (!begun.ok()) return begun.get_status();
+    HART_RETURN_IF_ERROR(begin_update(begin_msg{version, uint64_t(tensors.size()), rep.n_bytes}, nccl_device, rep));
+    const auto check = [this, version] { return early_error(version); };
 
     bucket_msg bucket;
     bucket.version = version;
     std::vector<std::pair<const void*, size_t>> frames;
+    std::vector<std::pair<const void*, size_t>> broadcasts;  // the bucket's chunks by NCCL, in list order
     uint64_t in_bucket = 0;
     auto flush = [&]() -> status {
       if (bucket.chunks.empty()) return {};
-      HART_RETURN_IF_ERROR(send_message(bucket, frames, size_t(bucket.seq % socks.size())));
+      // By NCCL, all on lane 0: the server posts its receives in the order the buckets arrive.
+      HART_RETURN_IF_ERROR(send_message(bucket, frames, by_nccl ? 0 : size_t(bucket.seq % socks.size())));
+      for (const auto& [p, n] : broadcasts) HART_RETURN_IF_ERROR(nccl.broadcast(p, n, check));
       ++rep.n_buckets;
       ++bucket.seq;
       bucket.chunks.clear();
       frames.clear();
+      broadcasts.clear();
       in_bucket = 0;
       // A failed bucket is answered at once: stop sending instead of streaming into a dropped update.
-      status_or<sync_reply> early = receive(std::chrono::milliseconds(0));
-      if (early.ok() && !early->ok()) return early->to_status();
-      return {};
+      return early_error(version);
     };
     status s;
     for (size_t i = 0; i < tensors.size(); ++i) {
@@ -218,11 +272,14 @@ struct weight_sync_client::impl {
         const uint64_t n = std::min({t.n_bytes - off, params.bucket_bytes - in_bucket,
                                      t.device ? k_max_chunk_bytes : params.frame_bytes});
         weight_sync::chunk_desc c{t.name, t.type, t.shape, off, n};
-        if (t.device) {
+        const auto* p = static_cast<const uint8_t*>(t.data) + off;
+        if (t.device && by_nccl) {
+          c.nccl = true;
+          broadcasts.emplace_back(p, size_t(n));  // from the tensor's own memory, in place
+        } else if (t.device) {
           c.ipc_handle = ipc[i].handle;
           c.ipc_offset = ipc[i].offset + off;
         } else {
-          const auto* p = static_cast<const uint8_t*>(t.data) + off;
           frames.emplace_back(p, size_t(n));
           rep.crc32c = crc->extend(rep.crc32c, p, n);
         }
@@ -233,10 +290,13 @@ struct weight_sync_client::impl {
       }
     }
     if (s.ok()) s = flush();
+    // Every broadcast has landed: the server has staged each chunk before reading the end.
+    if (s.ok() && by_nccl) s = nccl.drain(check);
     // The count lets the server wait for buckets still in flight on other lanes.
     if (s.ok()) s = send_message(end_msg{version, rep.crc32c, uint64_t(rep.n_buckets)});
     status_or<sync_reply> ended = s.ok() ? await(sync_phase::end, version) : status_or<sync_reply>(s);
     if (!ended.ok()) {
+      if (by_nccl) nccl.close();  // the server closes its side too; nothing reads the tensors any more
       reset();
       return ended.get_status();
     }

@@ -4,11 +4,17 @@
 // into a running `hart serve --weight-sync-endpoint EP` as weight version N.
 // Tensors are packed into buckets of about `bucket_bytes` (a larger tensor is
 // split across buckets), sent without copying the caller's bytes over one or
-// more connections (`lanes`), and checksummed (CRC-32C); tensors in CUDA
-// memory (`tensor_ref::device`) go by CUDA IPC instead, the server on the same
-// host copying them out. push returns once the server has swapped the new
-// weights in, or with the server's typed error (the old version keeps serving).
-// No LibTorch here: pass `tensor.data_ptr()`, `tensor.nbytes()` and
+// more connections (`lanes`), and checksummed (CRC-32C). Tensors in CUDA
+// memory (`tensor_ref::device`) go another way (`device_via`): by CUDA IPC,
+// the server on the same host copying them out of this process's allocation,
+// or by NCCL broadcast from this GPU to the server's (another GPU of this
+// host, or of another host): the client forms a two-rank NCCL group with the
+// server on its first such push and reuses it while pushes succeed (any error
+// closes it on both sides; the next push forms a new one), sends every bucket
+// over one connection and broadcasts each chunk right after its bucket,
+// straight from the tensor's memory. push returns once the server has swapped
+// the new weights in, or with the server's typed error (the old version keeps
+// serving). No LibTorch here: pass `tensor.data_ptr()`, `tensor.nbytes()` and
 // `tensor.is_cuda()` of contiguous tensors.
 //
 //   auto c = weight_sync_client::connect({"tcp://127.0.0.1:5558"});
@@ -28,6 +34,12 @@
 
 namespace hart {
 
+/// How tensors in CUDA memory (tensor_ref::device) reach the server.
+enum class device_transport {
+  cuda_ipc,  ///< the server, on this host, copies them out of this process's allocations
+  nccl,      ///< broadcast from their GPU to the server's (another GPU; NCCL on both sides)
+};
+
 struct weight_sync_client_params {
   std::string endpoint = "tcp://127.0.0.1:5558";
   uint64_t bucket_bytes = uint64_t(128) << 20;  ///< tensor bytes per bucket, 1 .. 1 GiB (several per lane keep the lanes busy)
@@ -42,8 +54,13 @@ struct weight_sync_client_params {
   int crc_threads = 0;
   /// Connections the buckets go over, round robin (the server receives each
   /// on its own thread: one connection's receive copy bounds a push at ~3
-  /// GB/s); 0 = a quarter of the cores, 1 to 4.
+  /// GB/s); 0 = a quarter of the cores, 1 to 4. A push by NCCL uses one: both
+  /// sides must see the buckets in one order.
   int lanes = 0;
+  /// For tensors in CUDA memory. NCCL: they must all be on one device, other
+  /// than the server's, and `reply_timeout` also bounds each wait on the group
+  /// (its forming, a broadcast the server does not take).
+  device_transport device_via = device_transport::cuda_ipc;
 
   status validate() const;
 };
@@ -56,9 +73,11 @@ struct tensor_ref {
   const void* data = nullptr;
   size_t n_bytes = 0;  ///< numel × dtype size
   /// `data` is CUDA device memory of this process (cudaMalloc'd, e.g. a LibTorch
-  /// CUDA tensor's data_ptr()): the server, on the same host, copies it out
-  /// through CUDA IPC instead of receiving it over the socket (no checksum: the
-  /// bytes cross no transport). Needs a CUDA build on both sides.
+  /// CUDA tensor's data_ptr()): it goes by CUDA IPC or NCCL (`device_via`)
+  /// instead of over the socket (no checksum: the bytes cross no socket).
+  /// Needs a CUDA build on both sides (with NCCL for NCCL). Its bytes must be
+  /// final: NCCL reads them after the legacy default stream's earlier work
+  /// (LibTorch's default stream), work on other streams must be synchronized.
   bool device = false;
 };
 
@@ -73,6 +92,7 @@ struct push_report {
   double build_s = 0;     ///< server: re-quantizing / building the weights
   double swap_s = 0;      ///< server: waiting for a step boundary and swapping
   double gb_per_s = 0;    ///< n_bytes / transfer_s, 1e9 bytes
+  bool nccl_group_formed = false;  ///< this push formed the NCCL group (a later one reuses it)
 };
 
 class weight_sync_client {

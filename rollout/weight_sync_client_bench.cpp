@@ -8,7 +8,9 @@
 // the load does not change. Usage:
 //   hart serve -m tests/data/tiny-a --weight-sync-endpoint tcp://127.0.0.1:5558 &
 //   weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a PAD_GB [BUCKET_MB] [RUNS] [FRAME_KB] [FIRST_VERSION] [LANES] [FROM]
-// FROM=cuda puts every tensor in device memory first and pushes it by CUDA IPC.
+// FROM=cuda puts every tensor in device memory first and pushes it by CUDA IPC;
+// FROM=nccl[:GPU] puts them on GPU (default 1; the server serves on 0) and
+// broadcasts them by NCCL (one lane; the first run forms the group, later runs reuse it).
 #include <sys/resource.h>
 
 #ifdef HART_CUDA
@@ -25,7 +27,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s ENDPOINT CHECKPOINT_DIR PAD_GB [BUCKET_MB=512] [RUNS=3] [FRAME_KB=4096] [FIRST_VERSION=1000] [LANES=0: a quarter of the cores] [FROM=host|cuda]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s ENDPOINT CHECKPOINT_DIR PAD_GB [BUCKET_MB=512] [RUNS=3] [FRAME_KB=4096] [FIRST_VERSION=1000] [LANES=0: a quarter of the cores] [FROM=host|cuda|nccl[:GPU=1]]\n", argv[0]);
     return 2;
   }
   const double pad_gb = std::atof(argv[3]);
@@ -36,7 +38,10 @@ int main(int argc, char** argv) {
   const uint64_t first_version = argc > 7 ? std::strtoull(argv[7], nullptr, 10) : 1000;
   const int lanes = argc > 8 ? std::atoi(argv[8]) : 0;
   const std::string from = argc > 9 ? argv[9] : "host";
-  if (from != "host" && from != "cuda") return std::fprintf(stderr, "FROM must be host or cuda\n"), 2;
+  const bool nccl = from == "nccl" || from.rfind("nccl:", 0) == 0;
+  if (from != "host" && from != "cuda" && !nccl) {
+    return std::fprintf(stderr, "FROM must be host, cuda or nccl[:GPU]\n"), 2;
+  }
   auto ckpt = hart::checkpoint_tensors_open(argv[2]);
   if (!ckpt.ok()) return std::fprintf(stderr, "%s\n", ckpt.get_status().to_string().c_str()), 1;
   // 64 MiB padding tensors [4096, 8192] BF16, random bits (nothing compresses or dedups them).
@@ -52,9 +57,12 @@ int main(int argc, char** argv) {
     ts.push_back({"mtp.bench." + std::to_string(i) + ".weight", hart::dtype::bf16, {rows, cols}, pad[i].data(), size_t(bytes)});
   }
 #ifdef HART_CUDA
-  // FROM=cuda: every tensor in one device buffer, pushed by CUDA IPC (a colocated trainer).
+  // FROM=cuda: every tensor in one device buffer, pushed by CUDA IPC (a colocated trainer);
+  // FROM=nccl: the same on another GPU, broadcast by NCCL.
   void* device_copy = nullptr;
-  if (from == "cuda") {
+  if (from != "host") {
+    const int gpu = from.size() > 5 ? std::atoi(from.c_str() + 5) : 1;
+    if (nccl && cudaSetDevice(gpu) != cudaSuccess) return std::fprintf(stderr, "no CUDA device %d\n", gpu), 1;
     size_t total = 0;
     for (const hart::tensor_ref& t : ts) total += (t.n_bytes + 255) / 256 * 256;
     if (cudaMalloc(&device_copy, total) != cudaSuccess) return std::fprintf(stderr, "cudaMalloc of %zu bytes failed\n", total), 1;
@@ -68,13 +76,14 @@ int main(int argc, char** argv) {
     }
   }
 #else
-  if (from == "cuda") return std::fprintf(stderr, "FROM=cuda needs a build with CUDA\n"), 2;
+  if (from != "host") return std::fprintf(stderr, "FROM=%s needs a build with CUDA\n", from.c_str()), 2;
 #endif
   hart::weight_sync_client_params p;
   p.endpoint = argv[1];
   p.bucket_bytes = bucket_mb << 20;
   p.frame_bytes = frame_kb << 10;
   p.lanes = lanes;
+  if (nccl) p.device_via = hart::device_transport::nccl;
   auto client = hart::weight_sync_client::connect(p);
   if (!client.ok()) return std::fprintf(stderr, "%s\n", client.get_status().to_string().c_str()), 1;
   auto cpu_s = [] {
@@ -86,9 +95,10 @@ int main(int argc, char** argv) {
     const double cpu0 = cpu_s();
     auto rep = (*client)->push(first_version + uint64_t(r), ts);
     if (!rep.ok()) return std::fprintf(stderr, "%s\n", rep.get_status().to_string().c_str()), 1;
-    std::printf("weight_sync_bench from=%s lanes=%d bytes=%.3fGB buckets=%lld bucket=%lluMB frame=%lluKB transfer_s=%.3f gb_per_s=%.2f build_s=%.3f swap_s=%.3f total_s=%.3f client_cpu_s=%.3f\n",
+    std::printf("weight_sync_bench from=%s lanes=%d bytes=%.3fGB buckets=%lld bucket=%lluMB frame=%lluKB transfer_s=%.3f gb_per_s=%.2f build_s=%.3f swap_s=%.3f total_s=%.3f client_cpu_s=%.3f%s\n",
                 from.c_str(), lanes, double(rep->n_bytes) * 1e-9, (long long)rep->n_buckets, (unsigned long long)bucket_mb, (unsigned long long)frame_kb, rep->transfer_s,
-                rep->gb_per_s, rep->build_s, rep->swap_s, rep->total_s, cpu_s() - cpu0);
+                rep->gb_per_s, rep->build_s, rep->swap_s, rep->total_s, cpu_s() - cpu0,
+                rep->nccl_group_formed ? " nccl_group=formed" : "");
   }
   return 0;
 }

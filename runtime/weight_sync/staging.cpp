@@ -155,6 +155,16 @@ status update_staging::add_from_cuda(uint64_t version, const chunk_desc& c, cuda
   return s.ok() ? s : fail(s);
 }
 
+status update_staging::add_by_nccl(uint64_t version, const chunk_desc& c, nccl_group* group) {
+  HART_ASSIGN_OR_RETURN(uint8_t* dst, place(version, c));
+  if (!group) {
+    return fail(failed_precondition("chunk '%s' comes by NCCL, but update %llu opened no NCCL group "
+                                    "(Begin.ncclUniqueId)", c.name.c_str(), (unsigned long long)version));
+  }
+  const status s = group->receive(dst, c.n_bytes);  // outside the CRC, as IPC chunks
+  return s.ok() ? s : fail(s);
+}
+
 status_or<std::unique_ptr<tensor_source>> update_staging::finish(const end_msg& m) {
   if (!active_ || m.version != version_) {
     return failed_precondition("no update %llu is staged", (unsigned long long)m.version);

@@ -28,6 +28,7 @@
 #include "runtime/model/tensor_source.h"
 #include "runtime/weight_sync/crc_pool.h"
 #include "runtime/weight_sync/cuda_ipc.h"
+#include "runtime/weight_sync/nccl_group.h"
 #include "runtime/weight_sync/staged_source.h"
 #include "runtime/weight_sync/sync_messages.h"
 
@@ -58,9 +59,13 @@ class update_staging {
   /// for a chunk that disagrees with the tensor's earlier chunks, overlaps one,
   /// or exceeds the announced size (then the update is discarded).
   status add(uint64_t version, const chunk_desc& c, const void* bytes);
-  /// As add, for a chunk in the sender's CUDA memory (c.in_cuda_memory()):
+  /// As add, for a chunk in the sender's CUDA memory (c.ipc_handle set):
   /// copied out through `ipc`, not checksummed. Its errors discard the update.
   status add_from_cuda(uint64_t version, const chunk_desc& c, cuda_ipc_reader& ipc);
+  /// As add, for a chunk broadcast by NCCL (c.nccl): received through `group`,
+  /// the update's (failed_precondition when it opened none: null), not
+  /// checksummed. Its errors discard the update.
+  status add_by_nccl(uint64_t version, const chunk_desc& c, nccl_group* group);
   /// Ends the update (always: no update is staged afterwards). data_loss for a
   /// checksum mismatch; invalid_argument for missing bytes, tensors or buckets
   /// (m.n_buckets when stated; buckets 0..n-1 always) (then the staging memory is freed). On success the source shares the buffers

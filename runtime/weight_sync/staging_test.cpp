@@ -183,5 +183,26 @@ TEST(update_staging, a_chunk_in_cuda_memory_that_does_not_open_discards_the_upda
   EXPECT_EQ(st.staged_bytes(), 0u);
 }
 
+// A chunk by NCCL in an update that opened no group discards the update, staging freed.
+TEST(update_staging, a_chunk_by_nccl_without_a_group_discards_the_update) {
+  update_staging st;
+  ASSERT_TRUE(st.begin({5, 1, 8}, 4).ok());
+  ASSERT_TRUE(st.begin_bucket(5, 0).ok());
+  chunk_desc c{"a", dtype::f32, {2}, 0, 8};
+  c.nccl = true;
+  const status s = st.add_by_nccl(5, c, nullptr);
+  EXPECT_EQ(s.code(), status_code::failed_precondition) << s.to_string();
+  EXPECT_NE(s.message().find("opened no NCCL group"), std::string::npos) << s.to_string();
+  EXPECT_FALSE(st.active());
+  EXPECT_EQ(st.staged_bytes(), 0u);
+  // With a group that never formed (not joined): the same, the group's error.
+  nccl_group g;
+  ASSERT_TRUE(st.begin({6, 1, 8}, 4).ok());
+  ASSERT_TRUE(st.begin_bucket(6, 0).ok());
+  const status t = st.add_by_nccl(6, c, &g);
+  EXPECT_FALSE(t.ok());
+  EXPECT_FALSE(st.active());
+}
+
 }  // namespace
 }  // namespace hart::weight_sync

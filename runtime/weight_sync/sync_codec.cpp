@@ -128,7 +128,19 @@ status_or<chunk_desc> read_chunk(w::Chunk::Reader c, size_t i) {
     d.ipc_handle.assign(h.begin(), h.end());
     d.ipc_offset = c.getIpcOffset();
   }
+  d.nccl = c.getNccl();
+  if (d.nccl && c.hasIpcHandle()) {
+    return invalid_argument("chunk '%s': both a CUDA IPC handle and nccl", d.name.c_str());
+  }
   return d;
+}
+
+status check_nccl_id(const std::vector<uint8_t>& id, bool reuse) {
+  if (!id.empty() && id.size() != k_nccl_id_bytes) {
+    return invalid_argument("begin: NCCL unique id of %zu bytes, expected %zu", id.size(), k_nccl_id_bytes);
+  }
+  if (reuse && id.empty()) return invalid_argument("begin: ncclReuse without an ncclUniqueId");
+  return {};
 }
 
 }  // namespace
@@ -148,6 +160,9 @@ status_or<std::vector<uint8_t>> encode_request(const sync_request& r) {
       o.setVersion(m->version);
       o.setTensorCount(m->n_tensors);
       o.setTotalBytes(m->total_bytes);
+      HART_RETURN_IF_ERROR(check_nccl_id(m->nccl_id, m->nccl_reuse));
+      if (!m->nccl_id.empty()) o.setNcclUniqueId(capnp::Data::Reader(m->nccl_id.data(), m->nccl_id.size()));
+      o.setNcclReuse(m->nccl_reuse);
     } else if (const auto* m = std::get_if<bucket_msg>(&r)) {
       auto o = b.initBucket();
       o.setVersion(m->version);
@@ -164,7 +179,11 @@ status_or<std::vector<uint8_t>> encode_request(const sync_request& r) {
         for (size_t k = 0; k < d.shape.size(); ++k) sh.set(unsigned(k), d.shape[k]);
         c.setByteOffset(d.byte_offset);
         c.setLength(d.n_bytes);
-        if (d.in_cuda_memory()) {
+        if (d.nccl && !d.ipc_handle.empty()) {
+          return invalid_argument("chunk '%s': both a CUDA IPC handle and nccl", d.name.c_str());
+        }
+        c.setNccl(d.nccl);
+        if (!d.ipc_handle.empty()) {
           if (d.ipc_handle.size() != k_ipc_handle_bytes) {
             return invalid_argument("chunk '%s': CUDA IPC handle of %zu bytes, expected %zu", d.name.c_str(),
                                     d.ipc_handle.size(), k_ipc_handle_bytes);
@@ -210,6 +229,9 @@ status_or<sync_request> decode_request(frame_view header, frame_view payload, co
         auto b = r.getBegin();
         begin_msg m{b.getVersion(), b.getTensorCount(), b.getTotalBytes()};
         if (m.n_tensors == 0) return invalid_argument("begin: tensorCount is 0");
+        if (b.hasNcclUniqueId()) m.nccl_id.assign(b.getNcclUniqueId().begin(), b.getNcclUniqueId().end());
+        m.nccl_reuse = b.getNcclReuse();
+        HART_RETURN_IF_ERROR(check_nccl_id(m.nccl_id, m.nccl_reuse));
         return sync_request{m};
       }
       case w::SyncRequest::BUCKET: {
@@ -226,7 +248,7 @@ status_or<sync_request> decode_request(frame_view header, frame_view payload, co
           HART_ASSIGN_OR_RETURN(chunk_desc d, read_chunk(cs[i], i));
           if (!d.in_cuda_memory()) {
             if (frame >= data.size()) {
-              return invalid_argument("bucket %llu: more chunks without an IPC handle than the %zu data frames",
+              return invalid_argument("bucket %llu: more chunks outside CUDA memory than the %zu data frames",
                                       (unsigned long long)m.seq, data.size());
             }
             if (data[frame].size != d.n_bytes) {

@@ -27,14 +27,24 @@ inline constexpr size_t k_max_chunks_per_bucket = 65536;
 inline constexpr size_t k_max_name_bytes = 1024;
 inline constexpr size_t k_max_rank = 8;
 
+/// Bytes of a cudaIpcMemHandle_t (Chunk.ipcHandle).
+inline constexpr size_t k_ipc_handle_bytes = 64;
+/// Bytes of an ncclUniqueId (Begin.ncclUniqueId).
+inline constexpr size_t k_nccl_id_bytes = 128;
+
 struct begin_msg {
+  begin_msg() = default;
+  /// An update whose tensors all come in data frames (or by CUDA IPC).
+  begin_msg(uint64_t version_, uint64_t n_tensors_, uint64_t total_bytes_)
+      : version(version_), n_tensors(n_tensors_), total_bytes(total_bytes_) {}
+
   uint64_t version = 0;
   uint64_t n_tensors = 0;
   uint64_t total_bytes = 0;
+  /// Set: chunks marked nccl come by broadcast in the NCCL group of this id (the server is rank 1 of 2).
+  std::vector<uint8_t> nccl_id;
+  bool nccl_reuse = false;  ///< the group is open from an earlier update
 };
-
-/// Bytes of a cudaIpcMemHandle_t (Chunk.ipcHandle).
-inline constexpr size_t k_ipc_handle_bytes = 64;
 
 struct chunk_desc {
   chunk_desc() = default;
@@ -51,7 +61,10 @@ struct chunk_desc {
   /// ipc_offset, instead of a data frame (a trainer on the server's host).
   std::vector<uint8_t> ipc_handle;
   uint64_t ipc_offset = 0;
-  bool in_cuda_memory() const { return !ipc_handle.empty(); }
+  /// Set: the bytes come by ncclBroadcast from rank 0 of the update's NCCL group.
+  bool nccl = false;
+  /// The bytes stay in the sender's CUDA memory (IPC or NCCL): no data frame.
+  bool in_cuda_memory() const { return !ipc_handle.empty() || nccl; }
 };
 
 struct bucket_msg {

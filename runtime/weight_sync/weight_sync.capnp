@@ -29,6 +29,12 @@ struct Begin {
   version @0 :UInt64;      # must be above the serving version
   tensorCount @1 :UInt64;  # tensors the update will carry, >= 1
   totalBytes @2 :UInt64;   # sum of every tensor's bytes (numel x dtype size)
+  # Chunks marked `nccl` come by NCCL broadcast: the trainer (rank 0, on another GPU of this host
+  # or another host) and the server (rank 1) form a 2-rank communicator from this id (128 bytes of
+  # ncclGetUniqueId). The server keeps it after a successful update: a later Begin with the same
+  # id and ncclReuse set broadcasts through it again without forming it anew.
+  ncclUniqueId @3 :Data;
+  ncclReuse @4 :Bool;      # the group of ncclUniqueId is open from an earlier update (notFound if not)
 }
 
 # One piece of one tensor; every chunk repeats name, dtype and shape. A tensor's chunks may
@@ -46,13 +52,19 @@ struct Chunk {
   # bytes cross no transport). The allocation must stay valid until End is answered.
   ipcHandle @5 :Data;
   ipcOffset @6 :UInt64;
+  # Set in an update whose Begin carried ncclUniqueId: the chunk's bytes are one ncclBroadcast of
+  # `length` bytes from rank 0, issued right after the bucket was sent, in list order, buckets in
+  # seq order on one connection (both ranks must call NCCL in the same order). No data frame, and
+  # outside crc32c like IPC chunks.
+  nccl @7 :Bool;
 }
 
 struct Bucket {
   version @0 :UInt64;
   seq @1 :UInt64;          # 0, 1, 2, ... per update; each once, in any order across connections
+                           # (in seq order on one connection for an update by NCCL)
   chunks @2 :List(Chunk);  # 1..65536; one data frame each follows this message (in list order),
-                           # except for chunks in CUDA memory (ipcHandle set)
+                           # except for chunks in CUDA memory (ipcHandle or nccl set)
 }
 
 # Closes the update: the server checks counts, sizes and the checksum, builds the weights

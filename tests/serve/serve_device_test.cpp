@@ -4,7 +4,8 @@
 // requests, repeated prompts served from the prefix cache and a follow-up
 // turn that extends an earlier one, in process and with --worker-process; and
 // weights pushed into `hart serve --device cuda --weight-sync-endpoint` serve
-// what a fresh `hart serve --device cuda` on the pushed checkpoint serves.
+// what a fresh `hart serve --device cuda` on the pushed checkpoint serves (over
+// the socket, by CUDA IPC, and by NCCL broadcast from a second GPU).
 // Without a device (or without CUDA) `--device cuda` fails at startup with a
 // clear error and exit code 1; an unknown device is refused as usage.
 #include <gtest/gtest.h>
@@ -28,6 +29,7 @@
 #include "runtime/core/codecs.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/transport/client.h"
+#include "runtime/weight_sync/nccl_group.h"
 #include "tests/serve/perturbed_checkpoint.h"
 #include "tests/serve/server_process.h"
 
@@ -286,28 +288,37 @@ TEST(serve_device_gpu, pushed_weights_serve_what_a_fresh_gpu_server_on_them_serv
 }
 
 #ifdef HART_CUDA
-// The same update from this process's CUDA memory (a colocated trainer): every
-// tensor in one cudaMalloc'd buffer at 256-byte offsets, pushed as IPC
-// references in 64 KiB buckets; the server copies them out of it.
+// The checkpoint in `dir` copied into one cudaMalloc'd buffer of the current
+// device (*buf) at 256-byte offsets, none at its start (offsets are
+// exercised); empty if CUDA fails.
+std::vector<tensor_ref> checkpoint_on_device(const std::string& dir, void** buf) {
+  auto host = checkpoint_tensors_open(dir);
+  EXPECT_TRUE(host.ok()) << host.get_status().to_string();
+  if (!host.ok()) return {};
+  size_t total = 256;
+  for (const tensor_ref& t : host->tensors) total += (t.n_bytes + 255) / 256 * 256;
+  if (cudaMalloc(buf, total) != cudaSuccess) return {};
+  std::vector<tensor_ref> on_device;
+  size_t off = 256;
+  for (const tensor_ref& t : host->tensors) {
+    if (cudaMemcpy(static_cast<char*>(*buf) + off, t.data, t.n_bytes, cudaMemcpyHostToDevice) != cudaSuccess) return {};
+    tensor_ref d = t;
+    d.data = static_cast<char*>(*buf) + off;
+    d.device = true;
+    on_device.push_back(d);
+    off += (t.n_bytes + 255) / 256 * 256;
+  }
+  return on_device;
+}
+
+// The same update from this process's CUDA memory (a colocated trainer),
+// pushed as IPC references in 64 KiB buckets; the server copies them out of it.
 TEST(serve_device_gpu, weights_pushed_from_cuda_memory_serve_what_a_fresh_gpu_server_on_them_serves) {
   if (!device_present()) GTEST_SKIP() << "no CUDA device: weight sync from CUDA memory not checked here";
   expect_pushed_weights_serve_a_fresh_load("gpu_wsync_ipc", [](const std::string& endpoint, const std::string& dir) {
-    auto host = checkpoint_tensors_open(dir);
-    ASSERT_TRUE(host.ok()) << host.get_status().to_string();
-    size_t total = 0;
-    for (const tensor_ref& t : host->tensors) total += (t.n_bytes + 255) / 256 * 256;
     void* buf = nullptr;
-    ASSERT_EQ(cudaMalloc(&buf, total + 256), cudaSuccess);
-    std::vector<tensor_ref> on_device;
-    size_t off = 256;  // no tensor at the allocation's start: offsets are exercised
-    for (const tensor_ref& t : host->tensors) {
-      ASSERT_EQ(cudaMemcpy(static_cast<char*>(buf) + off, t.data, t.n_bytes, cudaMemcpyHostToDevice), cudaSuccess);
-      tensor_ref d = t;
-      d.data = static_cast<char*>(buf) + off;
-      d.device = true;
-      on_device.push_back(d);
-      off += (t.n_bytes + 255) / 256 * 256;
-    }
+    const std::vector<tensor_ref> on_device = checkpoint_on_device(dir, &buf);
+    ASSERT_FALSE(on_device.empty()) << "copying the checkpoint to the device failed";
     weight_sync_client_params p;
     p.endpoint = endpoint;
     p.bucket_bytes = 64 << 10;
@@ -318,6 +329,52 @@ TEST(serve_device_gpu, weights_pushed_from_cuda_memory_serve_what_a_fresh_gpu_se
     cudaFree(buf);
     ASSERT_TRUE(r.ok()) << r.get_status().to_string();
     EXPECT_GT(r->n_buckets, 1);
+  });
+}
+
+// The update broadcast by NCCL from another GPU: this process is the trainer on
+// GPU 1, hart serve runs on GPU 0. Two pushes through one client, in 64 KiB
+// buckets: tiny-a itself as version 2 forms the NCCL group, the perturbed
+// checkpoint as version 3 reuses it; what then serves is what a fresh GPU
+// server on the perturbed checkpoint serves, bit for bit.
+TEST(serve_device_gpu, weights_broadcast_by_nccl_from_another_gpu_serve_what_a_fresh_gpu_server_on_them_serves) {
+  int n_devices = 0;
+  if (cudaGetDeviceCount(&n_devices) != cudaSuccess) n_devices = 0;
+  if (n_devices < 2) {
+    GTEST_SKIP() << "needs 2 CUDA devices (" << n_devices << " here): weight sync by NCCL from another GPU not checked";
+  }
+  if (const status s = weight_sync::nccl_group::usable(1); !s.ok()) GTEST_SKIP() << s.to_string();
+  expect_pushed_weights_serve_a_fresh_load("gpu_wsync_nccl", [](const std::string& endpoint, const std::string& dir) {
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    void* buf_a = nullptr;
+    void* buf_b = nullptr;
+    const std::vector<tensor_ref> original = checkpoint_on_device(tiny_a(), &buf_a);
+    const std::vector<tensor_ref> perturbed = checkpoint_on_device(dir, &buf_b);
+    ASSERT_FALSE(original.empty() || perturbed.empty()) << "copying the checkpoints to GPU 1 failed";
+    weight_sync_client_params p;
+    p.endpoint = endpoint;
+    p.bucket_bytes = 64 << 10;
+    p.device_via = device_transport::nccl;
+    p.reply_timeout = 120s;  // also bounds forming the group and each broadcast
+    auto c = weight_sync_client::connect(p);
+    ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+    for (const auto& [version, tensors] : {std::pair{uint64_t(2), &original}, std::pair{uint64_t(3), &perturbed}}) {
+      std::printf("[nccl] push of version %llu from GPU 1 into hart serve on GPU 0 (%s the NCCL group) ...\n",
+                  (unsigned long long)version, version == 2 ? "forms" : "reuses");
+      std::fflush(stdout);
+      auto r = (*c)->push(version, *tensors);
+      ASSERT_TRUE(r.ok()) << "push of version " << version << ": " << r.get_status().to_string();
+      std::printf("[nccl]   %.3f MB in %lld buckets, transfer %.3f s, build %.3f s, swap %.3f s, group %s\n",
+                  double(r->n_bytes) * 1e-6, (long long)r->n_buckets, r->transfer_s, r->build_s, r->swap_s,
+                  r->nccl_group_formed ? "formed" : "reused");
+      std::fflush(stdout);
+      EXPECT_GT(r->n_buckets, 1);
+      EXPECT_EQ(r->nccl_group_formed, version == 2) << "the first push forms the group, the second reuses it";
+      EXPECT_EQ(r->crc32c, 0u) << "every byte went by NCCL, none over the socket";
+    }
+    std::printf("[nccl] now comparing what serves with a fresh GPU server on the pushed checkpoint\n");
+    cudaFree(buf_a);
+    cudaFree(buf_b);
   });
 }
 #endif

@@ -3,7 +3,8 @@
 // what a fresh load of the same checkpoint computes (exact and fp8), every
 // token carries the version that produced it, in-flight requests go on across
 // an in-place update, and a broken update (checksum, malformed frames, a
-// client killed mid-push) leaves the old weights serving.
+// client killed mid-push, an NCCL group that does not form) leaves the old
+// weights serving.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "tests/serve/perturbed_checkpoint.h"
 #include "runtime/transport/client.h"
 #include "runtime/weight_sync/crc32c.h"
+#include "runtime/weight_sync/nccl_group.h"
 #include "runtime/weight_sync/sync_codec.h"
 #include "tests/serve/server_process.h"
 
@@ -279,6 +281,71 @@ TEST_P(weight_sync_faults, broken_updates_get_typed_errors_and_the_old_weights_k
 
   EXPECT_EQ(serving_version(), 0u);
   EXPECT_TRUE(std::get<protocol::health_reply>(control(protocol::control_verb::health)).ok);
+  const served after = generate(2, 5);
+  EXPECT_EQ(after.tokens, base.tokens);
+  EXPECT_EQ(after.logprobs, base.logprobs) << "the old weights keep serving, bitwise";
+}
+
+// Updates by NCCL whose group cannot form. A server that cannot receive by
+// NCCL refuses the begin (no NCCL in the build: unimplemented; no CUDA device:
+// unavailable); one that can acks it, and as the trainer never joins (it died
+// after sending the id) the first chunk fails once the idle timeout (3 s here)
+// ends the wait, the group aborted. A begin reusing a group the server does not
+// hold is not_found; a chunk by NCCL without a group is refused; a client asked
+// for NCCL with host memory refuses before sending. The old weights keep serving.
+TEST_P(weight_sync_faults, updates_by_nccl_whose_group_cannot_form_get_typed_errors_and_the_old_weights_keep_serving) {
+  const served base = generate(1, 5);
+  raw_sync raw(srv_->weight_sync_endpoint());
+  // The server runs this build on this machine: what it can do, this process can.
+  const status can = weight_sync::nccl_group::usable(0);
+  std::vector<uint8_t> id(weight_sync::k_nccl_id_bytes, 0x5a);
+  if (can.ok()) id = *weight_sync::nccl_group::new_id();  // a live group root that no rank 0 joins
+  weight_sync::chunk_desc by_nccl{"norm.weight", dtype::f32, {2}, 0, 8};
+  by_nccl.nccl = true;
+  weight_sync::begin_msg b{3, 1, 8};
+  b.nccl_id = id;
+  raw.send(b);
+  auto r = raw.receive();
+  if (can.ok()) {
+    EXPECT_TRUE(r.ok()) << r.message;
+    const auto t0 = std::chrono::steady_clock::now();
+    raw.send(weight_sync::bucket_msg{3, 0, {by_nccl}});
+    r = raw.receive();
+    EXPECT_EQ(r.code, status_code::unavailable) << r.message;
+    EXPECT_EQ(r.phase, weight_sync::sync_phase::bucket);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 2s) << "it waited for the group: " << r.message;
+  } else {
+    EXPECT_EQ(r.code, can.code()) << r.message;
+    EXPECT_EQ(r.phase, weight_sync::sync_phase::begin);
+    EXPECT_NE(r.message.find("NCCL"), std::string::npos) << r.message;
+  }
+  raw.send(weight_sync::bucket_msg{3, 0, {by_nccl}});
+  EXPECT_EQ(raw.receive().code, status_code::failed_precondition) << "the update is gone";
+  b.nccl_reuse = true;
+  raw.send(b);
+  r = raw.receive();
+  EXPECT_EQ(r.code, status_code::not_found) << r.message;
+  raw.send(weight_sync::begin_msg{3, 1, 8});
+  EXPECT_TRUE(raw.receive().ok());
+  raw.send(weight_sync::bucket_msg{3, 0, {by_nccl}});
+  r = raw.receive();
+  EXPECT_EQ(r.code, status_code::failed_precondition) << r.message;
+  EXPECT_NE(r.message.find("opened no NCCL group"), std::string::npos) << r.message;
+  {
+    weight_sync_client_params p;
+    p.endpoint = srv_->weight_sync_endpoint();
+    p.device_via = device_transport::nccl;
+    auto c = weight_sync_client::connect(p);
+    ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+    std::vector<float> host(2, 1.0f);
+    tensor_ref t{"norm.weight", dtype::f32, {2}, host.data(), 8};
+    t.device = true;
+    auto pushed = (*c)->push(9, {t});
+    ASSERT_FALSE(pushed.ok());
+    EXPECT_TRUE(pushed.get_status().code() == status_code::invalid_argument ||
+                pushed.get_status().code() == status_code::unimplemented) << pushed.get_status().to_string();
+  }
+  EXPECT_EQ(serving_version(), 0u);
   const served after = generate(2, 5);
   EXPECT_EQ(after.tokens, base.tokens);
   EXPECT_EQ(after.logprobs, base.logprobs) << "the old weights keep serving, bitwise";
