@@ -2,7 +2,7 @@
 # On the GPU machine (Ubuntu 24.04, CUDA 13, no network): unpacks the carried
 # Debian dependencies (scripts/gpu/pack_deps.sh) into a prefix, configures hart
 # with CUDA for sm_90a against them, builds, and runs the test suite (GPU tests
-# included). Usage: bash scripts/gpu/build.sh [ctest args...]
+# included). Usage: [HART_CMAKE_ARGS=...] bash scripts/gpu/build.sh [ctest args...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 deps=/tmp/hart-deps
@@ -16,7 +16,7 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DHART_CUDA=ON \
   -DHART_DEPS_PREFIX="$deps" \
   -DCMAKE_PREFIX_PATH="$deps/usr;$deps/usr/lib/$arch/cmake;$deps/usr/share/cmake" \
   -DCAPNP_EXECUTABLE="$deps/usr/bin/capnp" -DCAPNPC_CXX_EXECUTABLE="$deps/usr/bin/capnpc-c++" \
-  -DCAPNPC_IMPORT_DIRS="$deps/usr/include" >/dev/null
+  -DCAPNPC_IMPORT_DIRS="$deps/usr/include" ${HART_CMAKE_ARGS:-} | grep -E "NCCL" || true
 cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning: " || true
 cmake --build build-gpu -j"$(nproc)" >/dev/null
 cd build-gpu && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j8 --timeout 600 "$@"
