@@ -17,6 +17,9 @@ struct cache_shard_state {
   std::shared_ptr<const cache::slot_grants> plan(const cache::slot_request& r) {
     return std::make_shared<const cache::slot_grants>(shard->plan(r));
   }
+  std::shared_ptr<const cache::reserve_grants> reserve(const cache::reserve_request& r) {
+    return std::make_shared<const cache::reserve_grants>(shard->reserve(r));
+  }
   std::shared_ptr<const cache::cache_metrics> metrics() const {
     return std::make_shared<const cache::cache_metrics>(shard->metrics());
   }
@@ -31,6 +34,7 @@ cache_shard_actor::behavior_type cache_shard_impl(cache_shard_actor::stateful_po
                  (long long)cfg.n_full_pages, (long long)cfg.n_swa_pages, (long long)cfg.page_size);
   return {
       [=](shard_plan_atom, std::shared_ptr<const cache::slot_request> r) { return self->state.plan(*r); },
+      [=](shard_reserve_atom, std::shared_ptr<const cache::reserve_request> r) { return self->state.reserve(*r); },
       [=](cache_ops_atom, std::shared_ptr<const cache::cache_op_batch> ops) { self->state.shard->apply(*ops); },
       [=](shard_metrics_atom) { return self->state.metrics(); },
       [=](shard_check_atom) { return self->state.check(); },

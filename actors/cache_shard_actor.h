@@ -8,11 +8,12 @@
 //
 // Messages (payloads immutable once sent, as std::shared_ptr<const T>):
 //   (shard_plan_atom, slot_request)  -> slot_grants: pages for one step
+//   (shard_reserve_atom, reserve_request) -> reserve_grants: pages ahead of need
 //   (cache_ops_atom, cache_op_batch)    advance / finish / abort / flush, no answer
 //   (shard_metrics_atom)             -> cache::cache_metrics
 //   (shard_check_atom)               -> status: the index's invariant check
-// A sender's messages are handled in order, so a slot_request sees every
-// cache_op_batch its scheduler sent before it.
+// A sender's messages are handled in order, so a slot_request or a
+// reserve_request sees every cache_op_batch its scheduler sent before it.
 #pragma once
 
 #include "actors/caf_compat.h"

@@ -32,8 +32,10 @@ using step_done_atom = caf::atom_constant<caf::atom("stepdone")>; // worker -> s
 using retry_atom = caf::atom_constant<caf::atom("retry")>;        // scheduler -> itself: plan again (memory was short)
 using catch_atom = caf::atom_constant<caf::atom("catch")>;        // scheduler -> itself: a decode step ends soon, spin for it
 // scheduler -> cache shard (runtime/cache/shard_protocol.h): a step's slot_request (answered with
-// slot_grants), cache ops (no answer), metrics and the invariant check
+// slot_grants), pages ahead of need (reserve_request, answered with reserve_grants), cache ops
+// (no answer), metrics and the invariant check
 using shard_plan_atom = caf::atom_constant<caf::atom("shardplan")>;
+using shard_reserve_atom = caf::atom_constant<caf::atom("shardresv")>;
 using cache_ops_atom = caf::atom_constant<caf::atom("cacheops")>;
 using shard_metrics_atom = caf::atom_constant<caf::atom("shardstat")>;
 using shard_check_atom = caf::atom_constant<caf::atom("shardchk")>;
@@ -50,10 +52,13 @@ using gateway_actor = caf::typed_actor<caf::reacts_to<inbound_atom, std::shared_
 using worker_actor = caf::typed_actor<caf::reacts_to<step_atom, std::shared_ptr<const sched::step_plan>>,
                                       caf::reacts_to<swap_atom, std::shared_ptr<const swap_request>>>;
 
-/// One attention-DP rank's page index: a step's pages (answered), what was computed, metrics, invariants.
+/// One attention-DP rank's page index: a step's pages and pages ahead (answered), what was
+/// computed, metrics, invariants.
 using cache_shard_actor = caf::typed_actor<
     caf::replies_to<shard_plan_atom, std::shared_ptr<const cache::slot_request>>::with<
         std::shared_ptr<const cache::slot_grants>>,
+    caf::replies_to<shard_reserve_atom, std::shared_ptr<const cache::reserve_request>>::with<
+        std::shared_ptr<const cache::reserve_grants>>,
     caf::reacts_to<cache_ops_atom, std::shared_ptr<const cache::cache_op_batch>>,
     caf::replies_to<shard_metrics_atom>::with<std::shared_ptr<const cache::cache_metrics>>,
     caf::replies_to<shard_check_atom>::with<std::shared_ptr<const status>>>;
@@ -95,6 +100,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::sched::step_plan>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::step_outcome>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::slot_request>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::slot_grants>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::reserve_request>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::reserve_grants>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::cache_op_batch>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::cache_metrics>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::status>)

@@ -38,6 +38,12 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_
                {"decode_gap_us_mean", s.decode_gap_us_mean},
                {"decode_gap_us_p50", s.decode_gap_us_p50},
                {"decode_gap_us_p99", s.decode_gap_us_p99},
+               {"decode_gap_grants_us_p50", s.decode_gap_grants_us_p50},
+               {"decode_gap_grants_us_p99", s.decode_gap_grants_us_p99},
+               {"decode_gap_shard_us_p50", s.decode_gap_shard_us_p50},
+               {"decode_gap_shard_us_p99", s.decode_gap_shard_us_p99},
+               {"decode_steps_with_shard", double(s.decode_steps_with_shard)},
+               {"pages_granted_ahead", double(s.pages_granted_ahead)},
                {"decode_outcomes_caught", double(caught)},
                {"cache_hit_rate", s.cache_hit_rate},
                {"cache_full_pages_used", double(s.cache.full_pages_used)},
@@ -102,15 +108,29 @@ struct scheduler_state {
     if (!ops.empty()) self->send(shard(0), cache_ops_atom::value, std::make_shared<const cache::cache_op_batch>(std::move(ops)));
   }
 
+  /// Once a plan is on its way to the worker (or none is due): the cache ops
+  /// made so far, then a request for the pages that decoding sequences cross
+  /// into within a few steps. Its answer is applied whenever it comes, between
+  /// steps, so the step that crosses is planned within grants; when memory is
+  /// short there is none for a sequence, and that step asks the shard as before.
+  void after_plan(scheduler_self self) {
+    send_cache_ops(self);
+    cache::reserve_request ahead = core->reserve_ahead();
+    if (ahead.empty()) return;
+    self->request(shard(0), caf::infinite, shard_reserve_atom::value,
+                  std::make_shared<const cache::reserve_request>(std::move(ahead)))
+        .then([=](std::shared_ptr<const cache::reserve_grants> g) { core->apply_reserved(*g); });
+  }
+
   /// Starts the next thing the worker should do, if it is free: a pending
-  /// swap first, else the next step; then sends the shard the cache ops made
-  /// so far. `chained_from_us`: the end of the step whose outcome was just
-  /// applied (0 if none), to measure the gap.
+  /// swap first, else the next step; then talks to the shard (after_plan).
+  /// `chained_from_us`: the end of the step whose outcome was just applied
+  /// (0 if none), to measure the gap.
   void advance(scheduler_self self, int64_t chained_from_us = 0) {
     start_next(self, chained_from_us);
     // NOTE(hart): after the plan went to the worker, not before: waking the
     // shard's thread on the step path cost ~100 µs of gap on 2 cores (S1).
-    send_cache_ops(self);
+    after_plan(self);
   }
 
   void start_next(scheduler_self self, int64_t chained_from_us) {
@@ -136,7 +156,7 @@ struct scheduler_state {
                   std::make_shared<const cache::slot_request>(std::move(*req)))
         .await([=](std::shared_ptr<const cache::slot_grants> g) {
                  start_step(self, t, core->plan_end(g.get()));
-                 send_cache_ops(self);
+                 after_plan(self);
                },
                [=](caf::error& e) {
                  HART_LOG_ERROR("cache shard 0 did not answer: %s", caf::to_string(e).c_str());
@@ -226,7 +246,7 @@ struct scheduler_state {
       advance(self, o.exec_end_us);
     } else {
       plan_ahead(self);
-      send_cache_ops(self);
+      after_plan(self);
     }
     publish(self, std::move(step_events));
     step_events = {};

@@ -8,7 +8,9 @@
 // aborts, stats and health are answered while the worker computes (it runs
 // detached all the same, for wake-up latency: see the NOTE at the spawn).
 // While it awaits a shard's grants (µs) other messages wait in its mailbox,
-// so nothing changes between planning and applying the grants.
+// so nothing changes between planning and applying the grants. Once a plan is
+// out it asks the shard for the pages decoding sequences cross into next and
+// applies the answer when it comes, so those crossings need no such wait.
 //
 // Messages:
 //   gateway_actor                                the gateway (before any work)

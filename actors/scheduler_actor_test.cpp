@@ -4,7 +4,9 @@
 // scoped actor standing in for the gateway. Their outputs must equal the
 // single-thread serving_loop's, token for token and logprobs bitwise; an abort
 // while a step runs ends the request and frees its pages; control verbs are
-// answered while generations are live; the shard's index stays consistent.
+// answered while generations are live; the shard's index stays consistent; a
+// long decode crosses pages on pages reserved ahead, no decode step waiting
+// for the shard, with the serving_loop's outputs.
 #include "actors/scheduler_actor.h"
 
 #include <gtest/gtest.h>
@@ -240,6 +242,44 @@ TEST_F(scheduler_actor_test, abort_while_a_step_runs_ends_the_request_and_frees_
   EXPECT_EQ(stat(st, "running"), 0.0);
   EXPECT_EQ(stat(st, "cache_full_pages_used"), 0.0);
   EXPECT_EQ(stat(st, "cache_swa_pages_used"), 0.0);
+  const status chk = shard_check();
+  EXPECT_TRUE(chk.ok()) << chk.to_string();
+}
+
+TEST_F(scheduler_actor_test, a_long_decode_crosses_pages_on_pages_reserved_ahead) {
+  // 47 + 300 tokens: the decode crosses into pages 2 and 3. The shard reserves
+  // each ahead, so no decode step is planned with it; the in-process loop
+  // (no pages ahead) asks it at both crossings. Outputs are the same.
+  const sched::gen_request r = request(1, 300);
+  submit(r);
+  std::map<key, output> got;
+  collect(got, 1);
+
+  auto loop = sched::serving_loop::create(*eng_, params(), nullptr);
+  ASSERT_TRUE(loop.ok()) << loop.get_status().to_string();
+  ASSERT_TRUE((*loop)->submit(r).ok());
+  output want;
+  for (const auto& t : (*loop)->run_until_idle().tokens) {
+    want.tokens.push_back(t.token);
+    want.logprobs.push_back(t.logprob);
+  }
+  EXPECT_EQ((*loop)->stats().decode_steps_with_shard, 2);
+  EXPECT_EQ((*loop)->stats().pages_granted_ahead, 0);
+
+  const output& g = got[key{1, 0}];
+  EXPECT_EQ(g.fin.reason, sched::finish_reason::length) << g.fin.message;
+  ASSERT_EQ(g.tokens.size(), 300u);
+  EXPECT_EQ(g.tokens, want.tokens);
+  EXPECT_EQ(g.logprobs, want.logprobs);
+  const protocol::reply st = control(protocol::control_verb::stats);
+  EXPECT_EQ(stat(st, "decode_steps_with_shard"), 0.0);
+  EXPECT_EQ(stat(st, "pages_granted_ahead"), 2.0);
+  EXPECT_GT(stat(st, "decode_gap_grants_us_p50"), 0.0);
+  EXPECT_EQ(stat(st, "decode_gap_shard_us_p99"), 0.0) << "no gap measured for steps that asked the shard";
+  control(protocol::control_verb::flush_cache);
+  const protocol::reply after = control(protocol::control_verb::stats);
+  EXPECT_EQ(stat(after, "cache_full_pages_used"), 0.0);
+  EXPECT_EQ(stat(after, "cache_swa_pages_used"), 0.0);
   const status chk = shard_check();
   EXPECT_TRUE(chk.ok()) << chk.to_string();
 }

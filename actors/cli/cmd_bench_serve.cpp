@@ -3,8 +3,10 @@
 // given lengths back to back; one summary line per concurrency: requests,
 // output tokens/s (server) vs per user, TTFT and TPOT p50/p99, and the
 // server's decode model step, the worker's idle gap between back-to-back
-// decode steps (the serving overhead per step, target S1, from stats) and the
-// delivery latency of each token (its server timestamp to the client's receipt).
+// decode steps (the serving overhead per step, target S1, from stats; also
+// split by whether the step was planned within grants or asked the cache
+// shard) and the delivery latency of each token (its server timestamp to the
+// client's receipt).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -51,10 +53,11 @@ int run_bench_serve(const bench_serve_options& o) {
   cp.endpoint = o.connect;
   auto probe = transport::client::connect(cp);
   if (!probe.ok()) return fail(probe.get_status());
-  std::printf("%-5s %6s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "conc", "reqs", "out_tok/s",
-              "tok/s/user", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "exec_mean", "gap_mean", "gap_p50",
-              "gap_p99", "dlvr_p50", "dlvr_p99");
+  std::printf("%-5s %6s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "conc", "reqs",
+              "out_tok/s", "tok/s/user", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "exec_mean", "gap_mean", "gap_p50",
+              "gap_p99", "gapG_p99", "gapS_p50", "gapS_p99", "shard_n", "dlvr_p50", "dlvr_p99");
   for (int64_t conc : o.concurrency) {
+    const double shard_steps_before = server_stat(**probe, "decode_steps_with_shard");
     std::vector<double> ttft_ms, tpot_ms, deliver_us;
     std::atomic<int64_t> out_tokens{0}, done{0}, errors{0};
     std::mutex m;
@@ -109,16 +112,24 @@ int run_bench_serve(const bench_serve_options& o) {
     const double gap_mean = server_stat(**probe, "decode_gap_us_mean");
     const double gap50 = server_stat(**probe, "decode_gap_us_p50");
     const double gap99 = server_stat(**probe, "decode_gap_us_p99");
+    const double gap_grants99 = server_stat(**probe, "decode_gap_grants_us_p99");
+    const double gap_shard50 = server_stat(**probe, "decode_gap_shard_us_p50");
+    const double gap_shard99 = server_stat(**probe, "decode_gap_shard_us_p99");
+    const double shard_steps = server_stat(**probe, "decode_steps_with_shard") - shard_steps_before;
     const double per_user = tpot_ms.empty() ? 0 : 1000.0 / percentile(tpot_ms, 0.5);
-    std::printf("%-5lld %6lld %10.1f %10.1f %10.2f %10.2f %10.3f %10.3f %10.3f %10.1f %10.1f %10.1f %10.1f %10.1f%s\n",
+    std::printf("%-5lld %6lld %10.1f %10.1f %10.2f %10.2f %10.3f %10.3f %10.3f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f "
+                "%10.0f %10.1f %10.1f%s\n",
                 (long long)conc, (long long)done.load(), out_tokens / secs, per_user, percentile(ttft_ms, 0.5),
                 percentile(ttft_ms, 0.99), percentile(tpot_ms, 0.5), percentile(tpot_ms, 0.99), exec_us / 1000.0, gap_mean, gap50,
-                gap99, percentile(deliver_us, 0.5), percentile(deliver_us, 0.99), errors ? "  (errors)" : "");
+                gap99, gap_grants99, gap_shard50, gap_shard99, shard_steps, percentile(deliver_us, 0.5),
+                percentile(deliver_us, 0.99), errors ? "  (errors)" : "");
   }
   std::printf("# ttft/tpot/exec in ms, gap/dlvr in us. tpot = time per output token seen by the client; "
               "exec = the server's model step of decode-only steps (mean); gap = the worker's idle time between two "
-              "back-to-back decode steps (server stats: the serving overhead per decode step, S1); dlvr = "
-              "step end (per-token server timestamp) to the client's receipt\n");
+              "back-to-back decode steps (server stats: the serving overhead per decode step, S1); gapG / gapS = the "
+              "gap of decode steps planned within grants / with a round trip to the cache shard; shard_n = decode "
+              "steps planned with the shard during this row; dlvr = step end (per-token server timestamp) to the "
+              "client's receipt\n");
   return 0;
 }
 

@@ -127,6 +127,18 @@ slot_grants cache_shard::plan(const slot_request& req) {
   return g;
 }
 
+reserve_grants cache_shard::reserve(const reserve_request& req) {
+  reserve_grants g;
+  for (const slot_reservation& r : req) {
+    const status st = index_.reserve(r.cache_id, r.n_tokens);
+    if (st.code() == status_code::resource_exhausted) continue;
+    HART_CHECK(st.ok()) << st.to_string();
+    const request_pages& pg = index_.pages(r.cache_id);
+    g.push_back({r.seq, r.cache_id, pg.full, pg.swa});
+  }
+  return g;
+}
+
 void cache_shard::apply(const cache_op_batch& ops) {
   for (const cache_op& op : ops) {
     status st;

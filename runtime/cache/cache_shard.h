@@ -8,6 +8,7 @@
 //   cache_shard shard(cfg);                 // cfg validated
 //   shard.apply(ops);
 //   slot_grants g = shard.plan(request);
+//   reserve_grants r = shard.reserve(ahead);
 #pragma once
 
 #include "runtime/cache/shadow_radix.h"
@@ -29,6 +30,10 @@ class cache_shard {
   ///      (prefix match) with their first chunk reserved; the first that does
   ///      not fit stops admission while anything runs (FCFS).
   slot_grants plan(const slot_request& req);
+  /// Pages ahead of need: each reservation the pools can serve without
+  /// preempting is made and answered with its page tables; the others are
+  /// left as they were (memory is short: the step asks with plan()).
+  reserve_grants reserve(const reserve_request& req);
   /// Applies the ops in order. An op the index refuses is a broken invariant
   /// between scheduler and shard (HART_CHECK).
   void apply(const cache_op_batch& ops);

@@ -11,11 +11,14 @@
 // budget and answers with its decisions in the order it made them. Between
 // steps the scheduler sends cache_op_batch (advance / finish / abort / flush),
 // which needs no answer: a sender's messages arrive in order, so a later
-// slot_request sees them applied.
+// slot_request sees them applied. Also between steps, reserve_request ->
+// reserve_grants: pages ahead of need for decoding sequences about to cross
+// into a new page, so the step that crosses needs no slot_request.
 //
 //   cache_shard shard(cfg);
 //   shard.apply(ops);                     // what the last step computed
 //   slot_grants g = shard.plan(request);  // pages for this step
+//   reserve_grants r = shard.reserve(ahead);  // pages for the next few steps
 #pragma once
 
 #include <cstdint>
@@ -101,5 +104,28 @@ struct cache_op {
 };
 
 using cache_op_batch = std::vector<cache_op>;
+
+/// Pages ahead of need for a running sequence: its cache request gets pages
+/// for positions [0, n_tokens) if the pools have them (free, or cached and
+/// unlocked: evicted as a step's reservation would), never by preempting.
+/// Pages it never computes are released with the request (finish, abort).
+struct slot_reservation {
+  uint64_t seq = 0;  // the scheduler's key
+  request_id cache_id = -1;
+  int64_t n_tokens = 0;
+};
+
+/// A reservation made: the request's page tables after it (request_pages).
+struct slot_reserved {
+  uint64_t seq = 0;
+  request_id cache_id = -1;
+  std::vector<page_id> full;
+  std::vector<page_id> swa;
+};
+
+using reserve_request = std::vector<slot_reservation>;
+/// The reservations the pools could serve; the others are left out, and the
+/// step that needs their pages asks with its slot_request as before.
+using reserve_grants = std::vector<slot_reserved>;
 
 }  // namespace hart::cache

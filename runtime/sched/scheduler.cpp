@@ -42,6 +42,7 @@ struct scheduler::seq {
   /// the window dropped (request_pages), and the tokens it knows.
   std::vector<cache::page_id> full_pages, swa_pages;
   int64_t n_known = 0;
+  int64_t pages_asked = 0;      // the page count last asked for ahead of need (reserve_ahead)
   bool running = false;
   bool prompt_done = false;     // the prompt was computed once (its pages are in the cache)
   int in_flight = 0;            // plans in flight that feed it (2 while a step is planned ahead)
@@ -189,6 +190,7 @@ void scheduler::requeue(seq& s) {
   s.n_computed = 0;
   s.full_pages.clear();
   s.swa_pages.clear();
+  s.pages_asked = 0;
   s.waiting_tokens = std::make_shared<const std::vector<int32_t>>(s.tokens);
   remove_running(s);
   enqueue(s);  // same ticket: back to its old place in the queue
@@ -425,6 +427,43 @@ step_plan scheduler::schedule_ahead() {
   take_in_flight(plan);
   ++counters_.steps_ahead;
   return plan;
+}
+
+cache::reserve_request scheduler::reserve_ahead() {
+  cache::reserve_request req;
+  if (planning_ || paused_) return req;
+  const int64_t P = cache_cfg_.page_size;
+  for (const order_key& k : running_) {
+    seq& s = *seqs_.at(std::get<2>(k));
+    if (s.ended || s.retract_pending || int64_t(s.tokens.size()) != s.n_computed + 1) continue;  // not decoding
+    // Positions it will have computed within the next k decode steps, and at
+    // most ever: its last sampled token is never fed.
+    int64_t last = s.n_prompt + s.req->req.max_new_tokens - 1;
+    if (params_.max_context > 0) last = std::min(last, params_.max_context - 1);
+    const int64_t n_tokens = std::min(s.n_computed + s.in_flight + k_reserve_ahead_tokens, last);
+    const int64_t pages = (n_tokens + P - 1) / P;
+    if (pages <= int64_t(s.full_pages.size()) || pages <= s.pages_asked) continue;
+    s.pages_asked = pages;
+    req.push_back({s.id, s.cache_id, n_tokens});
+  }
+  return req;
+}
+
+void scheduler::apply_reserved(const cache::reserve_grants& g) {
+  for (const cache::slot_reserved& r : g) {
+    auto it = seqs_.find(r.seq);
+    if (it == seqs_.end()) continue;
+    seq& s = *it->second;
+    const size_t held = s.full_pages.size();
+    // Ended, preempted or admitted again since it asked (the shard released
+    // those pages with that request), or granted as much by a step since.
+    if (s.ended || !s.running || s.cache_id != r.cache_id || r.full.size() <= held) continue;
+    HART_CHECK(std::equal(s.full_pages.begin(), s.full_pages.end(), r.full.begin()))
+        << "pages reserved ahead for seq " << s.id << " do not extend its page table";
+    s.full_pages.insert(s.full_pages.end(), r.full.begin() + held, r.full.end());
+    s.swa_pages.insert(s.swa_pages.end(), r.swa.begin() + held, r.swa.end());
+    counters_.pages_ahead += int64_t(r.full.size() - held);
+  }
 }
 
 step_plan scheduler::schedule(cache::cache_shard& shard) {

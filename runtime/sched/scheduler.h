@@ -20,7 +20,10 @@
 // them and that admits nothing (decode steps, 127 of 128 at P = 128) is
 // planned without the shard: its page tables are the grants' (SWA entries
 // that left the window dropped as the shard drops them), so the plan is the
-// one the shard would give.
+// one the shard would give. So that the step crossing into a new page is one
+// of them, reserve_ahead() names the decoding sequences a few tokens from the
+// end of their pages (asked once per page, after a step went out) and
+// apply_reserved() adds the pages the shard could give them.
 // schedule_begin() → [shard] → schedule_end() → step_plan → (worker) →
 // complete(step_plan, step_result) → events (+ take_cache_ops() → shard).
 // One plan is in flight, two with schedule_ahead(); abort and pause may be
@@ -74,6 +77,7 @@ enum class pause_mode {
 struct scheduler_counters {
   int64_t steps = 0;
   int64_t steps_ahead = 0;         // of them, planned before the step before ran (schedule_ahead)
+  int64_t pages_ahead = 0;         // pages granted ahead of need and applied (apply_reserved)
   int64_t submitted = 0;
   int64_t finished = 0;            // samples, any reason
   int64_t preemptions = 0;
@@ -134,6 +138,22 @@ class scheduler {
   /// A sequence that ends in the step in flight is dropped when this one
   /// completes (its token wasted). At most two plans are in flight.
   step_plan schedule_ahead();
+  /// How far ahead a decoding sequence's next page is asked for, in tokens
+  /// (decode steps): the answer (µs) has several steps to come back, and a
+  /// page is held at most that many steps before it is written.
+  static constexpr int64_t k_reserve_ahead_tokens = 8;
+  /// Pages ahead of need, for the shard (cache_shard::reserve): the running
+  /// sequences that decode and will cross into a page they do not hold
+  /// within k_reserve_ahead_tokens (before max_new_tokens or max_context
+  /// end them), each page asked for once. Empty when there are none, while
+  /// planning (the slot_request in flight may end those cache requests) or
+  /// paused. Send it after take_cache_ops() (their releases make room).
+  cache::reserve_request reserve_ahead();
+  /// Adds the pages the shard reserved ahead to the sequences that still hold
+  /// those cache requests; one that ended, was preempted or was admitted
+  /// again since is skipped (the shard released the pages with the request
+  /// they were reserved for). Any time, in any order with the steps.
+  void apply_reserved(const cache::reserve_grants& g);
   /// Applies the worker's result for `plan` (the oldest in flight).
   event_batch complete(const step_plan& plan, const step_result& result);
   /// Takes `plan` (the one in flight) back unexecuted: nothing advances or

@@ -1,8 +1,14 @@
 // Scheduler policy with a fake worker (no engine): chunking and budget,
-// priority, abort while a step is in flight, page accounting.
+// priority, abort while a step is in flight, page accounting; pages reserved
+// ahead of need (decode crossing pages within grants, released on every end,
+// late answers skipped, memory pressure).
 #include "runtime/sched/scheduler.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
 
 namespace hart::sched {
 namespace {
@@ -16,12 +22,13 @@ cache::cache_config small_cache() {
   return c;
 }
 
-/// Samples token 7 for everything.
-step_result fake_execute(const step_plan& p) {
+/// Samples token 7 for everything; token 9 once a sequence has `eos_at` positions.
+step_result fake_execute(const step_plan& p, int64_t eos_at = -1) {
   step_result r;
   r.step = p.step;
   for (const step_item& it : p.items) {
-    if (it.sample_last) r.sampled.push_back({it.seq_id, 7, -0.5f, {}});
+    const bool eos = it.n_computed + int64_t(it.tokens.size()) == eos_at;
+    if (it.sample_last) r.sampled.push_back({it.seq_id, eos ? 9 : 7, -0.5f, {}});
   }
   return r;
 }
@@ -118,6 +125,213 @@ TEST(scheduler, invalid_requests_are_refused) {
   r.n = 0;
   EXPECT_EQ(s.submit(r).code(), status_code::invalid_argument);
   EXPECT_TRUE(s.idle());
+}
+
+bool decode_only(const step_plan& p) {
+  return std::all_of(p.items.begin(), p.items.end(), [](const step_item& it) { return it.tokens.size() == 1; });
+}
+
+/// Drives a scheduler as the scheduler actor does: the shard is asked only
+/// when schedule_begin says so; once a plan is out, the cache ops, then the
+/// pages ahead (the shard answers in order; the caller applies the answer).
+struct actor_like {
+  cache::cache_shard& shard;
+  scheduler& s;
+  int64_t decode_steps_with_shard = 0;
+
+  step_plan plan() {
+    const std::optional<cache::slot_request> req = s.schedule_begin();
+    shard.apply(s.take_cache_ops());
+    step_plan p;
+    if (req) {
+      const cache::slot_grants g = shard.plan(*req);
+      p = s.schedule_end(&g);
+    } else {
+      p = s.schedule_end(nullptr);
+    }
+    if (req && !p.empty() && decode_only(p)) ++decode_steps_with_shard;
+    return p;
+  }
+  cache::reserve_grants ask_ahead() {
+    shard.apply(s.take_cache_ops());
+    return shard.reserve(s.reserve_ahead());
+  }
+  /// One step with the answer for pages ahead applied while it runs.
+  event_batch step(bool ahead, int64_t eos_at = -1) {
+    const step_plan p = plan();
+    EXPECT_FALSE(p.empty());
+    if (ahead) s.apply_reserved(ask_ahead());
+    event_batch ev = s.complete(p, fake_execute(p, eos_at));
+    shard.apply(s.take_cache_ops());
+    return ev;
+  }
+};
+
+using outputs = std::map<std::pair<uint64_t, int32_t>, std::vector<int32_t>>;
+
+void collect(const event_batch& ev, outputs& out, std::map<uint64_t, finish_reason>* reasons = nullptr) {
+  for (const token_event& t : ev.tokens) out[{t.request_id, t.sample}].push_back(t.token);
+  if (reasons) {
+    for (const finish_event& f : ev.finishes) (*reasons)[f.request_id] = f.reason;
+  }
+}
+
+scheduler_params decode_params() {
+  scheduler_params sp;
+  sp.vocab_size = 512;
+  sp.eos_token_id = 9;
+  return sp;
+}
+
+/// Nothing held once what ended is released and the cache flushed.
+void expect_nothing_held(cache::cache_shard& c, scheduler& s) {
+  c.apply(s.take_cache_ops());
+  const status chk = c.check();
+  EXPECT_TRUE(chk.ok()) << chk.to_string();
+  c.index().flush();
+  EXPECT_EQ(c.metrics().full_pages_used, 0);
+  EXPECT_EQ(c.metrics().swa_pages_used, 0);
+}
+
+TEST(scheduler, long_decode_crosses_pages_within_grants_reserved_ahead) {
+  // 100 + 300 tokens: positions up to 398 are fed, crossing into pages 2, 3
+  // and 4. Planned as before (the shard asked at each crossing), with pages
+  // ahead, and with pages ahead and overlap scheduling (two plans in flight).
+  outputs want;
+  std::map<uint64_t, finish_reason> want_reasons;
+  {
+    cache::cache_shard c(small_cache());
+    scheduler s(decode_params(), small_cache(), nullptr);
+    actor_like d{c, s};
+    ASSERT_TRUE(s.submit(make(1, 100, 300)).ok());
+    while (!s.idle()) collect(d.step(false), want, &want_reasons);
+    EXPECT_EQ(d.decode_steps_with_shard, 3) << "each page crossing asks the shard";
+    EXPECT_EQ(s.counters().pages_ahead, 0);
+  }
+  ASSERT_EQ(want[std::make_pair(uint64_t(1), 0)].size(), 300u);
+  for (bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "overlap" : "one plan in flight");
+    cache::cache_shard c(small_cache());
+    scheduler s(decode_params(), small_cache(), nullptr);
+    actor_like d{c, s};
+    ASSERT_TRUE(s.submit(make(1, 100, 300)).ok());
+    outputs got;
+    std::map<uint64_t, finish_reason> reasons;
+    std::deque<step_plan> flight;
+    while (!s.idle()) {
+      if (flight.empty()) flight.push_back(d.plan());
+      ASSERT_FALSE(flight.front().empty());
+      if (overlap && flight.size() == 1) {
+        step_plan next = s.schedule_ahead();
+        if (!next.empty()) flight.push_back(std::move(next));
+      }
+      s.apply_reserved(d.ask_ahead());
+      const step_plan p = std::move(flight.front());
+      flight.pop_front();
+      collect(s.complete(p, fake_execute(p)), got, &reasons);
+      c.apply(s.take_cache_ops());
+    }
+    EXPECT_EQ(d.decode_steps_with_shard, 0) << "no decode step waits for the shard";
+    EXPECT_EQ(s.counters().pages_ahead, 3);
+    if (overlap) {
+      EXPECT_EQ(s.counters().steps_ahead, 298) << "every decode step after the first planned ahead";
+    }
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(reasons, want_reasons);
+    expect_nothing_held(c, s);
+  }
+}
+
+TEST(scheduler, pages_reserved_ahead_are_released_when_the_sequence_ends) {
+  // The page after position 128 is reserved ahead from n_computed 120 on;
+  // each sequence then ends before writing it: EOS, an abort while a step
+  // runs, a retract (preempted into the cache) and then the end of it all.
+  enum class end_by { eos, abort_in_flight, retract };
+  for (end_by how : {end_by::eos, end_by::abort_in_flight, end_by::retract}) {
+    SCOPED_TRACE(int(how));
+    cache::cache_shard c(small_cache());
+    scheduler s(decode_params(), small_cache(), nullptr);
+    actor_like d{c, s};
+    ASSERT_TRUE(s.submit(make(1, 100, 300)).ok());
+    const int64_t eos_at = how == end_by::eos ? 125 : -1;
+    event_batch ev;
+    while (s.counters().pages_ahead == 0 && !s.idle()) ev.append(d.step(true, eos_at));
+    ASSERT_EQ(s.counters().pages_ahead, 1);
+    EXPECT_EQ(c.metrics().full_pages_used, 2) << "one page written, one reserved ahead";
+    if (how == end_by::abort_in_flight) {
+      const step_plan p = d.plan();
+      ev.append(s.abort(1));
+      EXPECT_TRUE(s.complete(p, fake_execute(p)).empty());
+    } else if (how == end_by::retract) {
+      EXPECT_TRUE(s.pause(pause_mode::retract).empty());
+      c.apply(s.take_cache_ops());
+      EXPECT_EQ(c.metrics().full_pages_used, 0) << "the partial page is not cached, the one ahead not kept";
+      s.resume();
+    }
+    while (!s.idle()) ev.append(d.step(true, eos_at));
+    ASSERT_EQ(ev.finishes.size(), 1u);
+    const finish_reason want = how == end_by::eos ? finish_reason::stop
+                               : how == end_by::abort_in_flight ? finish_reason::abort
+                                                                : finish_reason::length;
+    EXPECT_EQ(ev.finishes[0].reason, want);
+    expect_nothing_held(c, s);
+  }
+}
+
+TEST(scheduler, a_late_answer_for_pages_ahead_is_not_applied_to_a_sequence_admitted_again) {
+  cache::cache_shard c(small_cache());
+  scheduler s(decode_params(), small_cache(), nullptr);
+  actor_like d{c, s};
+  ASSERT_TRUE(s.submit(make(1, 100, 300)).ok());
+  event_batch ev;
+  cache::reserve_grants late;
+  while (late.empty()) {  // steps until a page is asked for; its answer is held back
+    const step_plan p = d.plan();
+    late = d.ask_ahead();
+    ev.append(s.complete(p, fake_execute(p)));
+  }
+  ASSERT_EQ(late.size(), 1u);
+  ASSERT_EQ(late[0].full.size(), 2u);
+  s.pause(pause_mode::retract);  // its cache request ends, the page ahead with it
+  s.resume();
+  ev.append(d.step(true));  // admitted again: a new cache request
+  s.apply_reserved(late);
+  EXPECT_EQ(s.counters().pages_ahead, 0) << "an answer for the cache request before is dropped";
+  while (!s.idle()) ev.append(d.step(true));
+  EXPECT_EQ(s.counters().pages_ahead, 3);
+  ASSERT_EQ(ev.finishes.size(), 1u);
+  EXPECT_EQ(ev.finishes[0].reason, finish_reason::length);
+  EXPECT_EQ(ev.finishes[0].completion_tokens, 300);
+  expect_nothing_held(c, s);
+}
+
+TEST(scheduler, pages_ahead_fail_quietly_when_memory_is_short_and_preemption_still_works) {
+  // Four pages. B (low priority, 100 + 100) gets its second page ahead; A
+  // (high priority, 200 + 100) then finds none for its third, asks at the
+  // crossing, and the shard preempts B, as without pages ahead.
+  cache::cache_config cfg = small_cache();
+  cfg.n_full_pages = 4;
+  auto run = [&](bool ahead, outputs& out, scheduler_counters& counters, int64_t& shard_steps) {
+    cache::cache_shard c(cfg);
+    scheduler s(decode_params(), cfg, nullptr);
+    actor_like d{c, s};
+    ASSERT_TRUE(s.submit(make(2, 100, 100, 0)).ok());
+    ASSERT_TRUE(s.submit(make(1, 200, 100, 5)).ok());
+    while (!s.idle()) collect(d.step(ahead), out);
+    counters = s.counters();
+    shard_steps = d.decode_steps_with_shard;
+    expect_nothing_held(c, s);
+  };
+  outputs want, got;
+  scheduler_counters before, after;
+  int64_t shard_before = 0, shard_after = 0;
+  run(false, want, before, shard_before);
+  run(true, got, after, shard_after);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(before.preemptions, 1);
+  EXPECT_EQ(after.preemptions, 1);
+  EXPECT_EQ(after.pages_ahead, 1) << "B's page; A's was refused";
+  EXPECT_EQ(shard_after, shard_before - 1) << "only B's crossing was planned within grants";
 }
 
 }  // namespace

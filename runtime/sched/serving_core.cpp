@@ -39,7 +39,23 @@ event_batch serving_core::synced(event_batch ev) {
 
 step_plan serving_core::plan_step() {
   HART_CHECK(shard_) << "plan_step() needs the in-process shard; use plan_begin/plan_end";
-  return sched_->schedule(*shard_);
+  std::optional<cache::slot_request> req = plan_begin();
+  shard_->apply(take_cache_ops());
+  if (!req) return plan_end(nullptr);
+  const cache::slot_grants g = shard_->plan(*req);
+  return plan_end(&g);
+}
+
+step_plan serving_core::plan_end(const cache::slot_grants* grants) {
+  step_plan plan = sched_->schedule_end(grants);
+  if (grants && !plan.empty()) shard_steps_.push_back(plan.step);
+  return plan;
+}
+
+bool serving_core::took_shard(const step_plan& plan) {
+  if (shard_steps_.empty() || shard_steps_.front() != plan.step) return false;
+  shard_steps_.pop_front();
+  return true;
 }
 
 cache::shadow_radix& serving_core::cache() {
@@ -66,10 +82,16 @@ event_batch serving_core::finish_step(const step_plan& plan, const status_or<ste
   busy_us_ += dt;
   const bool decode_only = std::all_of(plan.items.begin(), plan.items.end(),
                                        [](const step_item& it) { return it.tokens.size() == 1; });
+  const bool with_shard = took_shard(plan);
   if (decode_only) {
     decode_step_us_.add(dt);
     decode_exec_us_.add(timing.exec_end_us - timing.exec_start_us);
-    if (last_decode_only_ && timing.chained_from_us > 0) decode_gap_us_.add(timing.exec_start_us - timing.chained_from_us);
+    decode_steps_with_shard_ += with_shard;
+    if (last_decode_only_ && timing.chained_from_us > 0) {
+      const int64_t gap = timing.exec_start_us - timing.chained_from_us;
+      decode_gap_us_.add(gap);
+      (with_shard ? decode_gap_shard_us_ : decode_gap_grants_us_).add(gap);
+    }
   }
   last_decode_only_ = decode_only && res.ok();
   return synced(std::move(ev));
@@ -86,11 +108,17 @@ event_batch serving_core::retract_all_and_flush() {
 }
 
 event_batch serving_core::lose_pages_unrun(const step_plan& plan) {
+  took_shard(plan);
   ++worker_failures_;
   event_batch ev = sched_->discard(plan);
   ev.append(retract_all_and_flush());
   last_decode_only_ = false;
   return synced(std::move(ev));
+}
+
+event_batch serving_core::discard_unrun(const step_plan& plan) {
+  took_shard(plan);
+  return synced(sched_->discard(plan));
 }
 
 serving_stats serving_core::stats() const {
@@ -123,6 +151,10 @@ serving_stats serving_core::stats(const cache::cache_metrics& cache) const {
   percentiles(decode_step_us_.v, &s.decode_step_us_p50, &s.decode_step_us_p99, nullptr);
   percentiles(decode_exec_us_.v, &s.decode_exec_us_p50, &s.decode_exec_us_p99, &s.decode_exec_us_mean);
   percentiles(decode_gap_us_.v, &s.decode_gap_us_p50, &s.decode_gap_us_p99, &s.decode_gap_us_mean);
+  percentiles(decode_gap_grants_us_.v, &s.decode_gap_grants_us_p50, &s.decode_gap_grants_us_p99, nullptr);
+  percentiles(decode_gap_shard_us_.v, &s.decode_gap_shard_us_p50, &s.decode_gap_shard_us_p99, nullptr);
+  s.decode_steps_with_shard = decode_steps_with_shard_;
+  s.pages_granted_ahead = c.pages_ahead;
   s.cache = cache;
   s.cache_hit_rate = s.cache.hit_rate();
   return s;

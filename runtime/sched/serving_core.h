@@ -16,9 +16,12 @@
 // take_cache_ops() to the shard after every call, then
 //   auto req = core->plan_begin();   // send take_cache_ops(), then *req if any
 //   step_plan p = core->plan_end(req ? &grants : nullptr);
+//   auto ahead = core->reserve_ahead();  // once p is on its way: send it if any,
+//   core->apply_reserved(reserved);      // and apply the answer when it comes
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -54,6 +57,13 @@ struct serving_stats {
   /// applying it, planning the next step, handing it over. The serving
   /// overhead each decode step adds on the step path (target S1).
   double decode_gap_us_mean = 0, decode_gap_us_p50 = 0, decode_gap_us_p99 = 0;
+  /// The same gap split by how the next step was planned: within the pages
+  /// its sequences held, or with a round trip to the shard (a page crossing
+  /// not granted ahead, an admission, sequences waiting for memory).
+  double decode_gap_grants_us_p50 = 0, decode_gap_grants_us_p99 = 0;
+  double decode_gap_shard_us_p50 = 0, decode_gap_shard_us_p99 = 0;
+  int64_t decode_steps_with_shard = 0;  // decode steps planned with the shard (since start)
+  int64_t pages_granted_ahead = 0;      // pages reserved ahead of need and applied (since start)
   double cache_hit_rate = 0;  // prompt tokens served from the prefix cache
   cache::cache_metrics cache;
 };
@@ -93,9 +103,14 @@ class serving_core {
   step_plan plan_step();
   /// The same in two halves around the shard (scheduler::schedule_begin/_end).
   std::optional<cache::slot_request> plan_begin() { return sched_->schedule_begin(); }
-  step_plan plan_end(const cache::slot_grants* grants) { return sched_->schedule_end(grants); }
+  step_plan plan_end(const cache::slot_grants* grants);
   /// The step after the one in flight, planned before it ran (scheduler::schedule_ahead).
   step_plan plan_ahead() { return sched_->schedule_ahead(); }
+  /// Pages ahead of need for sequences about to cross into a new page, and
+  /// the shard's answer (scheduler::reserve_ahead / apply_reserved). Shard
+  /// elsewhere only: in-process planning asks the shard at no cost.
+  cache::reserve_request reserve_ahead() { return sched_->reserve_ahead(); }
+  void apply_reserved(const cache::reserve_grants& g) { sched_->apply_reserved(g); }
   /// What the shard must apply next, in order (empty with an in-process shard).
   cache::cache_op_batch take_cache_ops() { return sched_->take_cache_ops(); }
   event_batch take_events() { return sched_->take_events(); }
@@ -113,7 +128,7 @@ class serving_core {
   event_batch lose_pages_unrun(const step_plan& plan);
   /// The executor did not run `plan` (planned ahead of a step that failed)
   /// and lost nothing: it is taken back (scheduler::discard).
-  event_batch discard_unrun(const step_plan& plan) { return synced(sched_->discard(plan)); }
+  event_batch discard_unrun(const step_plan& plan);
 
   bool idle() const { return sched_->idle(); }
   /// The last applied step fed one token per sequence (a decode step).
@@ -136,6 +151,8 @@ class serving_core {
   /// Retracts every running sequence (paused or not) and flushes the cache:
   /// the KV behind every page is gone.
   event_batch retract_all_and_flush();
+  /// Whether `plan` (the oldest in flight, leaving) was planned with the shard.
+  bool took_shard(const step_plan& plan);
 
   /// A fixed-size window of the latest samples (µs).
   struct latency_ring {
@@ -149,6 +166,10 @@ class serving_core {
   std::unique_ptr<scheduler> sched_;
   int64_t worker_failures_ = 0;
   latency_ring step_us_, decode_step_us_, decode_exec_us_, decode_gap_us_;
+  latency_ring decode_gap_grants_us_, decode_gap_shard_us_;
+  /// Steps in flight that were planned with the shard, oldest first.
+  std::deque<uint64_t> shard_steps_;
+  int64_t decode_steps_with_shard_ = 0;
   bool last_decode_only_ = false;  // the last applied step fed one token per sequence
   int64_t busy_us_ = 0;
 };
