@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -500,6 +501,46 @@ TEST(linear_cuda, fp8_raw_input_on_row_slices_matches_cpu) {
   }
 }
 
+// One tensor-core FP8 linear (`run` on params `supported` accepts) on fresh
+// inputs of each shape, with and without accumulation and row strides, against
+// the exact sum of the QDQ'd inputs and dequantized weights within `tol` of
+// Σ|x'·w'|; same_bits_again: a second call (no accumulation) gives the same
+// bits. *worst: the largest ratio seen.
+void expect_fp8_tensor_core_linear(const std::vector<shape>& shapes, std::mt19937& rng,
+                                   const std::function<bool(const linear_fp8_params&)>& supported,
+                                   const std::function<status(const linear_fp8_params&)>& run, double tol,
+                                   bool same_bits_again, double* worst) {
+  for (const shape& sh : shapes) {
+    for (const bool acc : {false, true}) {
+      SCOPED_TRACE(name(sh, sh.out + (acc ? 8 : 0), acc));
+      const int64_t xs = sh.in + (acc ? 4 : 0), ys = sh.out + (acc ? 8 : 0);
+      const auto x = scaled_inputs(rng, sh.n_rows, sh.in);
+      const fp8_weight w = random_fp8_weight(rng, sh.out, sh.in);
+      const auto y0 = normal_vec(rng, sh.n_rows * sh.out, 1.0f);
+      std::vector<float> xp(sh.n_rows * xs, k_sentinel);
+      for (int64_t r = 0; r < sh.n_rows; ++r) std::copy_n(x.data() + r * sh.in, sh.in, xp.data() + r * xs);
+      device_vec<float> d_x(xp), d_y(poisoned_y(sh, ys, y0, acc));
+      device_vec<uint8_t> d_w(w.q), d_s(w.scale);
+      linear_fp8_params p{d_x.get(), d_w.get(), d_s.get(), d_y.get() + k_guard, sh.n_rows, sh.in, sh.out, xs, ys, acc};
+      ASSERT_TRUE(supported(p));
+      const status st = run(p);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_TRUE(cuda_synced(nullptr));
+      const auto got = body(d_y.to_host(), sh, ys);
+      const auto xq = cpu_act_qdq(x, sh.n_rows, sh.in);
+      std::vector<double> want, mag;
+      exact(xq, w.deq, acc ? &y0 : nullptr, sh, want, mag);
+      for (size_t i = 0; i < got.size(); ++i) *worst = std::max(*worst, std::fabs(got[i] - want[i]) / std::max(mag[i], 1e-30));
+      EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, tol, 0.0));
+      if (same_bits_again && !acc) {
+        ASSERT_TRUE(run(p).ok());
+        ASSERT_TRUE(cuda_synced(nullptr));
+        EXPECT_EQ(body(d_y.to_host(), sh, ys), got);
+      }
+    }
+  }
+}
+
 // The tensor-core product: the same QDQ'd inputs and dequantized weights as the
 // CUDA-core path, summed by the MMA per 128-channel block. Tolerance 2^-12 of
 // Σ|x'·w'| allows an MMA whose internal accumulation keeps fewer than fp32's
@@ -513,38 +554,12 @@ TEST(linear_cuda, fp8_tensor_cores_match_the_cpu) {
   std::mt19937 rng(seed);
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
-  const shape shapes[] = {{1, 128, 128}, {5, 256, 128}, {16, 4096, 1024}, {17, 512, 384},
-                          {32, 1024, 4096}, {64, 2048, 256}, {100, 128, 256}, {256, 384, 128}};
   double worst = 0;
-  for (const shape& sh : shapes) {
-    for (const bool acc : {false, true}) {
-      SCOPED_TRACE(name(sh, sh.out + (acc ? 8 : 0), acc));
-      const int64_t xs = sh.in + (acc ? 4 : 0), ys = sh.out + (acc ? 8 : 0);
-      const auto x = scaled_inputs(rng, sh.n_rows, sh.in);
-      const fp8_weight w = random_fp8_weight(rng, sh.out, sh.in);
-      const auto y0 = normal_vec(rng, sh.n_rows * sh.out, 1.0f);
-      std::vector<float> xp(sh.n_rows * xs, k_sentinel);
-      for (int64_t r = 0; r < sh.n_rows; ++r) std::copy_n(x.data() + r * sh.in, sh.in, xp.data() + r * xs);
-      device_vec<float> d_x(xp), d_y(poisoned_y(sh, ys, y0, acc));
-      device_vec<uint8_t> d_w(w.q), d_s(w.scale);
-      linear_fp8_params p{d_x.get(), d_w.get(), d_s.get(), d_y.get() + k_guard, sh.n_rows, sh.in, sh.out, xs, ys, acc};
-      ASSERT_TRUE(linear_fp8_tc_supported(p));
-      const status st = linear_fp8_tc_cuda(p, *ctx, nullptr);
-      ASSERT_TRUE(st.ok()) << st.to_string();
-      ASSERT_TRUE(cuda_synced(nullptr));
-      const auto got = body(d_y.to_host(), sh, ys);
-      const auto xq = cpu_act_qdq(x, sh.n_rows, sh.in);
-      std::vector<double> want, mag;
-      exact(xq, w.deq, acc ? &y0 : nullptr, sh, want, mag);
-      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]) / std::max(mag[i], 1e-30));
-      EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, std::ldexp(1.0, -12), 0.0));
-      if (!acc) {  // split K sums in a fixed order: a second call gives the same bits
-        ASSERT_TRUE(linear_fp8_tc_cuda(p, *ctx, nullptr).ok());
-        ASSERT_TRUE(cuda_synced(nullptr));
-        EXPECT_EQ(body(d_y.to_host(), sh, ys), got);
-      }
-    }
-  }
+  expect_fp8_tensor_core_linear({{1, 128, 128}, {5, 256, 128}, {16, 4096, 1024}, {17, 512, 384}, {32, 1024, 4096},
+                                 {64, 2048, 256}, {100, 128, 256}, {256, 384, 128}},
+                                rng, linear_fp8_tc_supported,
+                                [&](const linear_fp8_params& p) { return linear_fp8_tc_cuda(p, *ctx, nullptr); },
+                                std::ldexp(1.0, -12), /*same_bits_again=*/true, &worst);
   std::printf("linear_fp8_tc: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", worst, std::log2(std::max(worst, 1e-300)));
 }
 
@@ -634,32 +649,11 @@ TEST(linear_cuda, fp8_cublaslt_matches_the_cpu) {
   std::mt19937 rng(seed);
   auto ctx = linear_cuda_context::create(1024, 4096);
   ASSERT_TRUE(ctx.ok()) << ctx.get_status().to_string();
-  const shape shapes[] = {{5, 256, 128}, {64, 4096, 256}, {517, 1024, 512}, {1000, 512, 384}};
   double worst = 0;
-  for (const shape& sh : shapes) {
-    for (const bool acc : {false, true}) {
-      SCOPED_TRACE(name(sh, sh.out + (acc ? 8 : 0), acc));
-      const int64_t xs = sh.in + (acc ? 4 : 0), ys = sh.out + (acc ? 8 : 0);
-      const auto x = scaled_inputs(rng, sh.n_rows, sh.in);
-      const fp8_weight w = random_fp8_weight(rng, sh.out, sh.in);
-      const auto y0 = normal_vec(rng, sh.n_rows * sh.out, 1.0f);
-      std::vector<float> xp(sh.n_rows * xs, k_sentinel);
-      for (int64_t r = 0; r < sh.n_rows; ++r) std::copy_n(x.data() + r * sh.in, sh.in, xp.data() + r * xs);
-      device_vec<float> d_x(xp), d_y(poisoned_y(sh, ys, y0, acc));
-      device_vec<uint8_t> d_w(w.q), d_s(w.scale);
-      linear_fp8_params p{d_x.get(), d_w.get(), d_s.get(), d_y.get() + k_guard, sh.n_rows, sh.in, sh.out, xs, ys, acc};
-      ASSERT_TRUE(linear_fp8_lt_supported(p));
-      const status st = linear_fp8_lt_cuda(p, **ctx, nullptr);
-      ASSERT_TRUE(st.ok()) << st.to_string();
-      ASSERT_TRUE(cuda_synced(nullptr));
-      const auto got = body(d_y.to_host(), sh, ys);
-      const auto xq = cpu_act_qdq(x, sh.n_rows, sh.in);
-      std::vector<double> want, mag;
-      exact(xq, w.deq, acc ? &y0 : nullptr, sh, want, mag);
-      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]) / std::max(mag[i], 1e-30));
-      EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, std::ldexp(1.0, -10), 0.0));
-    }
-  }
+  expect_fp8_tensor_core_linear({{5, 256, 128}, {64, 4096, 256}, {517, 1024, 512}, {1000, 512, 384}}, rng,
+                                linear_fp8_lt_supported,
+                                [&](const linear_fp8_params& p) { return linear_fp8_lt_cuda(p, **ctx, nullptr); },
+                                std::ldexp(1.0, -10), /*same_bits_again=*/false, &worst);
   std::printf("linear_fp8_lt: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", worst, std::log2(std::max(worst, 1e-300)));
   device_vec<float> d(std::vector<float>(4096, 0.0f));
   device_vec<uint8_t> q(std::vector<uint8_t>(65536, 0));
