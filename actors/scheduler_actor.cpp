@@ -42,6 +42,14 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_
                {"decode_gap_grants_us_p99", s.decode_gap_grants_us_p99},
                {"decode_gap_shard_us_p50", s.decode_gap_shard_us_p50},
                {"decode_gap_shard_us_p99", s.decode_gap_shard_us_p99},
+               {"decode_gap_wake_us_p50", s.decode_gap_wake_us_p50},
+               {"decode_gap_wake_us_p99", s.decode_gap_wake_us_p99},
+               {"decode_gap_apply_us_p50", s.decode_gap_apply_us_p50},
+               {"decode_gap_apply_us_p99", s.decode_gap_apply_us_p99},
+               {"decode_gap_plan_us_p50", s.decode_gap_plan_us_p50},
+               {"decode_gap_plan_us_p99", s.decode_gap_plan_us_p99},
+               {"decode_gap_handoff_us_p50", s.decode_gap_handoff_us_p50},
+               {"decode_gap_handoff_us_p99", s.decode_gap_handoff_us_p99},
                {"decode_steps_with_shard", double(s.decode_steps_with_shard)},
                {"pages_granted_ahead", double(s.pages_granted_ahead)},
                {"decode_outcomes_caught", double(caught)},
@@ -125,15 +133,15 @@ struct scheduler_state {
   /// Starts the next thing the worker should do, if it is free: a pending
   /// swap first, else the next step; then talks to the shard (after_plan).
   /// `chained_from_us`: the end of the step whose outcome was just applied
-  /// (0 if none), to measure the gap.
-  void advance(scheduler_self self, int64_t chained_from_us = 0) {
-    start_next(self, chained_from_us);
+  /// (0 if none) and `outcome_us` when it arrived, to measure the gap.
+  void advance(scheduler_self self, int64_t chained_from_us = 0, int64_t outcome_us = 0) {
+    start_next(self, chained_from_us, outcome_us);
     // NOTE(hart): after the plan went to the worker, not before: waking the
     // shard's thread on the step path cost ~100 µs of gap on 2 cores (S1).
     after_plan(self);
   }
 
-  void start_next(scheduler_self self, int64_t chained_from_us) {
+  void start_next(scheduler_self self, int64_t chained_from_us, int64_t outcome_us) {
     if (!in_flight.empty() || swapping) return;
     if (swap) {
       swapping = true;
@@ -144,6 +152,7 @@ struct scheduler_state {
     sched::step_timing t;
     t.planned_us = core->now_us();
     t.chained_from_us = chained_from_us;
+    t.outcome_us = outcome_us;
     std::optional<cache::slot_request> req = core->plan_begin();
     if (!req) {  // within the grants the sequences hold: no shard round trip
       start_step(self, t, core->plan_end(nullptr));
@@ -184,8 +193,8 @@ struct scheduler_state {
     }
   }
 
-  void send_step(scheduler_self self, const sched::step_timing& t,
-                 std::shared_ptr<const sched::step_plan> plan) {
+  void send_step(scheduler_self self, sched::step_timing t, std::shared_ptr<const sched::step_plan> plan) {
+    t.sent_us = core->now_us();
     in_flight.emplace_back(plan, t);
     self->send(params.worker, step_atom::value, std::move(plan));
     arm_catch(self);
@@ -222,6 +231,7 @@ struct scheduler_state {
 
   void on_step_done(scheduler_self self, const step_outcome& o) {
     if (in_flight.empty()) return;
+    const int64_t arrived_us = core->now_us();
     auto [plan, timing] = std::move(in_flight.front());
     in_flight.pop_front();
     timing.exec_start_us = o.exec_start_us;
@@ -243,7 +253,7 @@ struct scheduler_state {
     // (start_step sends them; here if the plan waits for the shard or none is due).
     // With a step still in flight (planned ahead), the one after it is planned ahead now.
     if (in_flight.empty()) {
-      advance(self, o.exec_end_us);
+      advance(self, o.exec_end_us, arrived_us);
     } else {
       plan_ahead(self);
       after_plan(self);

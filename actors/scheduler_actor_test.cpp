@@ -201,6 +201,14 @@ TEST_F(scheduler_actor_test, outputs_equal_the_serving_loop_token_for_token_and_
   EXPECT_EQ(stat(st, "running"), 0.0);
   EXPECT_GT(stat(st, "decode_exec_latency_us_p50"), 0.0);
   EXPECT_GT(stat(st, "decode_gap_us_p50"), 0.0);
+  // The gap's phases partition each gap: none negative, none beyond the gap.
+  for (const char* phase : {"wake", "apply", "plan", "handoff"}) {
+    const double p50 = stat(st, std::string("decode_gap_") + phase + "_us_p50");
+    const double p99 = stat(st, std::string("decode_gap_") + phase + "_us_p99");
+    EXPECT_GE(p50, 0.0) << phase;
+    EXPECT_LE(p50, p99) << phase;
+    EXPECT_LE(p99, stat(st, "decode_gap_us_p99")) << phase;
+  }
   EXPECT_GT(stat(st, "cache_hit_rate"), 0.0) << "samples 1..n-1 hit sample 0's prompt pages";
   const status chk = shard_check();
   EXPECT_TRUE(chk.ok()) << chk.to_string();

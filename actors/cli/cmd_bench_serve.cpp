@@ -53,9 +53,11 @@ int run_bench_serve(const bench_serve_options& o) {
   cp.endpoint = o.connect;
   auto probe = transport::client::connect(cp);
   if (!probe.ok()) return fail(probe.get_status());
-  std::printf("%-5s %6s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "conc", "reqs",
-              "out_tok/s", "tok/s/user", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "exec_mean", "gap_mean", "gap_p50",
-              "gap_p99", "gapG_p99", "gapS_p50", "gapS_p99", "shard_n", "dlvr_p50", "dlvr_p99");
+  std::printf("%-5s %6s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s "
+              "%10s\n",
+              "conc", "reqs", "out_tok/s", "tok/s/user", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "exec_mean",
+              "gap_mean", "gap_p50", "gap_p99", "gapG_p99", "gapS_p50", "gapS_p99", "shard_n", "wake_p99", "apply_p99",
+              "plan_p99", "hand_p99", "dlvr_p50", "dlvr_p99");
   for (int64_t conc : o.concurrency) {
     const double shard_steps_before = server_stat(**probe, "decode_steps_with_shard");
     std::vector<double> ttft_ms, tpot_ms, deliver_us;
@@ -116,20 +118,24 @@ int run_bench_serve(const bench_serve_options& o) {
     const double gap_shard50 = server_stat(**probe, "decode_gap_shard_us_p50");
     const double gap_shard99 = server_stat(**probe, "decode_gap_shard_us_p99");
     const double shard_steps = server_stat(**probe, "decode_steps_with_shard") - shard_steps_before;
+    double phase99[4];
+    const char* phases[4] = {"wake", "apply", "plan", "handoff"};
+    for (int i = 0; i < 4; ++i) phase99[i] = server_stat(**probe, ("decode_gap_" + std::string(phases[i]) + "_us_p99").c_str());
     const double per_user = tpot_ms.empty() ? 0 : 1000.0 / percentile(tpot_ms, 0.5);
     std::printf("%-5lld %6lld %10.1f %10.1f %10.2f %10.2f %10.3f %10.3f %10.3f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f "
-                "%10.0f %10.1f %10.1f%s\n",
+                "%10.0f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f%s\n",
                 (long long)conc, (long long)done.load(), out_tokens / secs, per_user, percentile(ttft_ms, 0.5),
                 percentile(ttft_ms, 0.99), percentile(tpot_ms, 0.5), percentile(tpot_ms, 0.99), exec_us / 1000.0, gap_mean, gap50,
-                gap99, gap_grants99, gap_shard50, gap_shard99, shard_steps, percentile(deliver_us, 0.5),
-                percentile(deliver_us, 0.99), errors ? "  (errors)" : "");
+                gap99, gap_grants99, gap_shard50, gap_shard99, shard_steps, phase99[0], phase99[1], phase99[2], phase99[3],
+                percentile(deliver_us, 0.5), percentile(deliver_us, 0.99), errors ? "  (errors)" : "");
   }
   std::printf("# ttft/tpot/exec in ms, gap/dlvr in us. tpot = time per output token seen by the client; "
               "exec = the server's model step of decode-only steps (mean); gap = the worker's idle time between two "
               "back-to-back decode steps (server stats: the serving overhead per decode step, S1); gapG / gapS = the "
               "gap of decode steps planned within grants / with a round trip to the cache shard; shard_n = decode "
-              "steps planned with the shard during this row; dlvr = step end (per-token server timestamp) to the "
-              "client's receipt\n");
+              "steps planned with the shard during this row; wake/apply/plan/hand = the gap's phases (p99): step end "
+              "to the scheduler handling its outcome, applying it, planning the next step, sent to the worker starting "
+              "it; dlvr = step end (per-token server timestamp) to the client's receipt\n");
   return 0;
 }
 

@@ -91,6 +91,12 @@ event_batch serving_core::finish_step(const step_plan& plan, const status_or<ste
       const int64_t gap = timing.exec_start_us - timing.chained_from_us;
       decode_gap_us_.add(gap);
       (with_shard ? decode_gap_shard_us_ : decode_gap_grants_us_).add(gap);
+      if (timing.outcome_us > 0 && timing.sent_us > 0) {
+        gap_wake_us_.add(timing.outcome_us - timing.chained_from_us);
+        gap_apply_us_.add(timing.planned_us - timing.outcome_us);
+        gap_plan_us_.add(timing.sent_us - timing.planned_us);
+        gap_handoff_us_.add(timing.exec_start_us - timing.sent_us);
+      }
     }
   }
   last_decode_only_ = decode_only && res.ok();
@@ -153,6 +159,10 @@ serving_stats serving_core::stats(const cache::cache_metrics& cache) const {
   percentiles(decode_gap_us_.v, &s.decode_gap_us_p50, &s.decode_gap_us_p99, &s.decode_gap_us_mean);
   percentiles(decode_gap_grants_us_.v, &s.decode_gap_grants_us_p50, &s.decode_gap_grants_us_p99, nullptr);
   percentiles(decode_gap_shard_us_.v, &s.decode_gap_shard_us_p50, &s.decode_gap_shard_us_p99, nullptr);
+  percentiles(gap_wake_us_.v, &s.decode_gap_wake_us_p50, &s.decode_gap_wake_us_p99, nullptr);
+  percentiles(gap_apply_us_.v, &s.decode_gap_apply_us_p50, &s.decode_gap_apply_us_p99, nullptr);
+  percentiles(gap_plan_us_.v, &s.decode_gap_plan_us_p50, &s.decode_gap_plan_us_p99, nullptr);
+  percentiles(gap_handoff_us_.v, &s.decode_gap_handoff_us_p50, &s.decode_gap_handoff_us_p99, nullptr);
   s.decode_steps_with_shard = decode_steps_with_shard_;
   s.pages_granted_ahead = c.pages_ahead;
   s.cache = cache;

@@ -62,6 +62,15 @@ struct serving_stats {
   /// not granted ahead, an admission, sequences waiting for memory).
   double decode_gap_grants_us_p50 = 0, decode_gap_grants_us_p99 = 0;
   double decode_gap_shard_us_p50 = 0, decode_gap_shard_us_p99 = 0;
+  /// The same gap in its four phases (each p50 / p99): wake = the step's end
+  /// to the scheduler handling its outcome (the hand-back and the thread's
+  /// wake-up); apply = applying it (stop rules, events, cache bookkeeping) up
+  /// to planning the next; plan = planning it (a shard round trip included)
+  /// up to sending it; handoff = sent to the worker starting it.
+  double decode_gap_wake_us_p50 = 0, decode_gap_wake_us_p99 = 0;
+  double decode_gap_apply_us_p50 = 0, decode_gap_apply_us_p99 = 0;
+  double decode_gap_plan_us_p50 = 0, decode_gap_plan_us_p99 = 0;
+  double decode_gap_handoff_us_p50 = 0, decode_gap_handoff_us_p99 = 0;
   int64_t decode_steps_with_shard = 0;  // decode steps planned with the shard (since start)
   int64_t pages_granted_ahead = 0;      // pages reserved ahead of need and applied (since start)
   double cache_hit_rate = 0;  // prompt tokens served from the prefix cache
@@ -76,6 +85,10 @@ struct step_timing {
   /// The previous step's exec_end_us when this step was planned as soon as that
   /// one's result was applied (back to back); 0 otherwise.
   int64_t chained_from_us = 0;
+  /// Back to back only: when the previous step's outcome reached the scheduler,
+  /// and when this step's plan was sent to the worker (the gap's phases).
+  int64_t outcome_us = 0;
+  int64_t sent_us = 0;
 };
 
 class serving_core {
@@ -167,6 +180,7 @@ class serving_core {
   int64_t worker_failures_ = 0;
   latency_ring step_us_, decode_step_us_, decode_exec_us_, decode_gap_us_;
   latency_ring decode_gap_grants_us_, decode_gap_shard_us_;
+  latency_ring gap_wake_us_, gap_apply_us_, gap_plan_us_, gap_handoff_us_;
   /// Steps in flight that were planned with the shard, oldest first.
   std::deque<uint64_t> shard_steps_;
   int64_t decode_steps_with_shard_ = 0;
