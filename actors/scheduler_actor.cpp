@@ -1,8 +1,9 @@
 #include "actors/scheduler_actor.h"
 
+#include <algorithm>
 #include <deque>
-
 #include <sstream>
+#include <unordered_map>
 
 #include "actors/cache_shard_actor.h"
 #include "runtime/core/log.h"
@@ -91,11 +92,20 @@ struct scheduler_state {
   uint64_t weight_version = 0;
   /// A retry is scheduled (a plan came back empty while requests wait for memory).
   bool retry_pending = false;
-  /// Decode steps' execution time, smoothed, and which dispatch the pending catch timer is for.
+  /// Decode steps' execution time, smoothed over all of them and per batch
+  /// size (a batch that lost or gained a sequence runs shorter or longer),
+  /// and which dispatch the pending catch timer is for.
   double decode_exec_us = 0;
+  std::unordered_map<size_t, double> decode_exec_us_by_batch;
   uint64_t catch_gen = 0;
   uint64_t caught = 0;  // step outcomes that arrived inside an open catch window
   int64_t catch_until_us = 0;  // the open catch window's end (0: none)
+  int64_t catch_late_us = 0;   // the step in flight counts as late from here: the window stays open until then
+
+  double expected_exec_us(size_t batch) const {
+    const auto it = decode_exec_us_by_batch.find(batch);
+    return it != decode_exec_us_by_batch.end() ? it->second : decode_exec_us;
+  }
 
   void publish(scheduler_self self, sched::event_batch ev) {
     if (ev.empty()) return;
@@ -200,25 +210,29 @@ struct scheduler_state {
   void send_step(scheduler_self self, sched::step_timing t, std::shared_ptr<const sched::step_plan> plan) {
     t.sent_us = core->now_us();
     in_flight.emplace_back(plan, t);
+    const size_t batch = plan->items.size();
     self->send(params.worker, step_atom::value, std::move(plan));
-    arm_catch(self);
+    arm_catch(self, t.sent_us, batch);
   }
 
   // NOTE(hart): the timer's own wake-up comes before the step ends, where its
   // latency costs nothing; from then the thread is awake when the outcome lands.
-  void arm_catch(scheduler_self self) {
+  void arm_catch(scheduler_self self, int64_t sent_us, size_t batch) {
     const double lead_us = double(params.catch_step.count()) / 2;
     if (lead_us <= 0 || in_flight.size() != 1 || !core->last_step_decode_only()) return;
-    const double delay_us = decode_exec_us - lead_us;
+    const double expected_us = expected_exec_us(batch);
+    const double delay_us = expected_us - lead_us;
     if (delay_us < k_min_catch_delay_us) return;
+    catch_late_us = sent_us + int64_t(2 * expected_us);
     self->delayed_send(self, std::chrono::microseconds(int64_t(delay_us)), catch_atom::value, ++catch_gen);
   }
 
-  /// Opens the catch window (the first time for this step) and spins until
-  /// any message arrives or the window ends.
+  /// Opens the catch window (the first time for this step: N µs, and for a
+  /// late step until twice its expected time) and spins until any message
+  /// arrives or the window ends.
   void on_catch(scheduler_self self, uint64_t gen) {
     if (gen != catch_gen || in_flight.empty()) return;
-    if (catch_until_us == 0) catch_until_us = core->now_us() + params.catch_step.count();
+    if (catch_until_us == 0) catch_until_us = std::max(core->now_us() + params.catch_step.count(), catch_late_us);
     while (self->mailbox().empty() && core->now_us() < catch_until_us) {
     }
   }
@@ -261,7 +275,9 @@ struct scheduler_state {
       step_events = core->finish_step(*plan, o.result, o.pages_lost, timing);
       if (core->last_step_decode_only()) {
         const double us = double(o.exec_end_us - o.exec_start_us);
-        decode_exec_us = decode_exec_us > 0 ? 0.75 * decode_exec_us + 0.25 * us : us;
+        auto smooth = [us](double& v) { v = v > 0 ? 0.75 * v + 0.25 * us : us; };
+        smooth(decode_exec_us);
+        smooth(decode_exec_us_by_batch[plan->items.size()]);
       }
     }
     // The next step goes to the worker before these events go to the gateway
