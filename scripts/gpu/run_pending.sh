@@ -79,15 +79,18 @@ else
   # The same tensors from device memory of this process, by CUDA IPC (a colocated trainer).
   step w1_ipc 150 ./build-gpu/rollout/weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a 2 128 5 4096 2000 1 cuda
   kill $w1_pid; wait $w1_pid 2>/dev/null
-  # S1: the gap between decode steps with the scheduler's spin off and at its default (perf-notes S1 v11).
+  # S1: the gap between decode steps and its phases, the scheduler's spin off and at its default
+  # (perf-notes S1 v13-v14), at output lengths that do and do not cross a page.
   for c in 0 -1 0 -1; do
-    OMP_NUM_THREADS=4 ./build-gpu/hart serve -m tests/data/tiny-a --bind tcp://127.0.0.1:5557 --catch-step-us $c \
-      > /dev/null 2>&1 &
-    s1_pid=$!
-    sleep 3
-    timeout 60 ./build-gpu/hart bench-serve --connect tcp://127.0.0.1:5557 --concurrency 1 4 --input-len 64 \
-      --output-len 64 --requests-per-user 4 2>&1 | grep -E "^[14] " | sed "s/^/catch=$c /" >> "$LOG/s1.log"
-    kill $s1_pid; wait $s1_pid 2>/dev/null
+    for len in 64 200; do
+      OMP_NUM_THREADS=4 ./build-gpu/hart serve -m tests/data/tiny-a --bind tcp://127.0.0.1:5557 --catch-step-us $c \
+        > /dev/null 2>&1 &
+      s1_pid=$!
+      sleep 3
+      timeout 60 ./build-gpu/hart bench-serve --connect tcp://127.0.0.1:5557 --concurrency 1 4 --input-len 64 \
+        --output-len $len --requests-per-user 4 2>&1 | grep -E "^(conc|[14]) " | sed "s/^/catch=$c len=$len /" >> "$LOG/s1.log"
+      kill $s1_pid; wait $s1_pid 2>/dev/null
+    done
   done
 fi
 
@@ -98,7 +101,7 @@ for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc; do
 done
 echo "=== tables"
 for f in requant bench bench_cc fc_bench sda w1 w1_ipc s1; do
-  [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s|GB/s|^catch=" "$LOG/$f.log" | tail -16; }
+  [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s|GB/s|^catch=" "$LOG/$f.log" | tail -32; }
 done
 for f in "$LOG"/ncu_b*.log; do
   [ -f "$f" ] && { echo "--- $(basename "$f" .log) (per step)"; python3 scripts/gpu/ncu_summary.py "$f" 2 25; }
