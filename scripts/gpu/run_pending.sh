@@ -66,6 +66,7 @@ else
   step requant 60 ./build-gpu/runtime/gpu/weight_requant_bench 20
   step linear_bench 300 env OUT="$LOG/linear" bash scripts/gpu/bench_linear.sh  # G1: CUDA vs tensor cores; G2: ours vs cuBLASLt
   step bench 180 ./build-gpu/hart bench --batch 1,32 --context 4K,256K
+  step hf_peer 200 python3 scripts/gpu/hf_peer_decode.py --context 4096  # D1's peer, the same run
   step bench_cc 120 ./build-gpu/hart bench --batch 1,32 --context 4K --fp8-cuda-cores  # tensor cores off
   step fc_bench 200 env FC_SANITIZE=0 FC_NCU=0 bash scripts/gpu/bench_flash_compressor.sh
   step sda 120 env SDA_NCU=0 bash scripts/gpu/bench_sparse_decode_attention.sh
@@ -100,7 +101,7 @@ for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc; do
   [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error|worst" "$LOG/$f.log" | head -6
 done
 echo "=== tables"
-for f in requant bench bench_cc fc_bench sda w1 w1_ipc s1; do
+for f in requant bench hf_peer bench_cc fc_bench sda w1 w1_ipc s1; do
   [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s|GB/s|^catch=" "$LOG/$f.log" | tail -32; }
 done
 for f in "$LOG"/ncu_b*.log; do
