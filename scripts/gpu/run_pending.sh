@@ -14,6 +14,7 @@
 #                                                   # the limits add up past 10 minutes)
 #           bash .gpu-deps/run_pending.sh ncu       # per-kernel time per decode step (ncu, ~4 min):
 #                                                   # b=1/4K, b=32/4K, b=32/256K
+#           bash .gpu-deps/run_pending.sh two_gpus  # on nvidia-h200-x2: weight sync by NCCL (tests, W1)
 #         It builds from the archive of HEAD, so other engineers' uncommitted work in
 #         the carried tree cannot break it; tests/data comes from the carried tree.
 # Logs land in $OUT. HART_PENDING_SKIP="bench sda" skips steps by name.
@@ -52,6 +53,18 @@ if [ "$phase" = tests ]; then
   step flash_compressor 60 ./build-gpu/kernels/flash_compressor/flash_compressor_test
   step linear_tc 120 ./build-gpu/kernels/linear/linear_test --gtest_filter='linear_cuda.*tensor_cores*:linear_grouped.*'
   step check_ops 60 ./build-gpu/hart check-ops
+elif [ "$phase" = two_gpus ]; then
+  # Weight sync by NCCL from GPU 1 into hart serve on GPU 0 (perf-notes W1 v9).
+  [ -n "${fresh:-}" ] && step build 300 bash scripts/gpu/build.sh -R '^none$'
+  grep -m1 NCCL "$LOG/build.log" 2>/dev/null
+  step nccl_serve 120 ./build-gpu/tests/serve_device_test --gtest_filter='serve_device_gpu.weights_*'
+  step nccl_faults 90 ./build-gpu/tests/weight_sync_serve_test --gtest_filter='*nccl*'
+  ./build-gpu/hart serve -m tests/data/tiny-a --device cuda --bind tcp://127.0.0.1:5557 \
+    --weight-sync-endpoint tcp://127.0.0.1:5558 > "$LOG/serve_w1.log" 2>&1 &
+  w1_pid=$!
+  sleep 6
+  step w1_nccl 90 ./build-gpu/rollout/weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a 2 128 5 4096 3000 1 nccl
+  kill $w1_pid; wait $w1_pid 2>/dev/null
 elif [ "$phase" = ncu ]; then
   # Where a decode step's time goes, kernel by kernel (scripts/gpu/ncu_summary.py).
   [ -n "${fresh:-}" ] && step build 300 bash scripts/gpu/build.sh -R '^none$'
@@ -96,12 +109,12 @@ else
 fi
 
 echo "=== failures in the suite"
-grep -E "tests passed|\*\*\*Failed|Not Run" "$LOG/suite.log" | head -20
-for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc; do
+[ -f "$LOG/suite.log" ] && grep -E "tests passed|\*\*\*Failed|Not Run" "$LOG/suite.log" | head -20
+for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc nccl_serve nccl_faults; do
   [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error|worst" "$LOG/$f.log" | head -6
 done
 echo "=== tables"
-for f in requant bench hf_peer bench_cc fc_bench sda w1 w1_ipc s1; do
+for f in requant bench hf_peer bench_cc fc_bench sda w1 w1_ipc w1_nccl s1; do
   [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s|GB/s|^catch=" "$LOG/$f.log" | tail -32; }
 done
 for f in "$LOG"/ncu_b*.log; do
