@@ -179,6 +179,24 @@ INSTANTIATE_TEST_SUITE_P(precisions, weight_sync_serve, ::testing::Values(precis
 
 class weight_sync_faults : public weight_sync_serve {};
 
+// A tensor said to be in CUDA memory that is host memory (or with no CUDA here)
+// is refused by the client before anything is sent, whichever way it would go.
+void expect_host_memory_as_device_refused(const std::string& endpoint, device_transport via) {
+  weight_sync_client_params p;
+  p.endpoint = endpoint;
+  p.lanes = 1;
+  p.device_via = via;
+  auto c = weight_sync_client::connect(p);
+  ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+  std::vector<float> host(2, 1.0f);
+  tensor_ref t{"norm.weight", dtype::f32, {2}, host.data(), 8};
+  t.device = true;
+  auto r = (*c)->push(9, {t});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.get_status().code() == status_code::invalid_argument ||
+              r.get_status().code() == status_code::unimplemented) << r.get_status().to_string();
+}
+
 // A raw DEALER on the weight-sync endpoint, for frames the client library never sends.
 struct raw_sync {
   zmq::context_t ctx{1};
@@ -262,22 +280,7 @@ TEST_P(weight_sync_faults, broken_updates_get_typed_errors_and_the_old_weights_k
   raw.send(weight_sync::bucket_msg{9, 0, {{"norm.weight", dtype::f32, {2}, 0, 8}}}, {std::vector<uint8_t>(4)});
   EXPECT_EQ(raw.receive().code, status_code::invalid_argument) << "data frame shorter than its chunk";
 
-  // A tensor said to be in CUDA memory that is not (host memory; or no CUDA here) is refused
-  // before anything is sent.
-  {
-    weight_sync_client_params p;
-    p.endpoint = srv_->weight_sync_endpoint();
-    p.lanes = 1;
-    auto c = weight_sync_client::connect(p);
-    ASSERT_TRUE(c.ok()) << c.get_status().to_string();
-    std::vector<float> host(2, 1.0f);
-    tensor_ref t{"norm.weight", dtype::f32, {2}, host.data(), 8};
-    t.device = true;
-    auto r = (*c)->push(9, {t});
-    ASSERT_FALSE(r.ok());
-    EXPECT_TRUE(r.get_status().code() == status_code::invalid_argument ||
-                r.get_status().code() == status_code::unimplemented) << r.get_status().to_string();
-  }
+  expect_host_memory_as_device_refused(srv_->weight_sync_endpoint(), device_transport::cuda_ipc);
 
   EXPECT_EQ(serving_version(), 0u);
   EXPECT_TRUE(std::get<protocol::health_reply>(control(protocol::control_verb::health)).ok);
@@ -331,20 +334,7 @@ TEST_P(weight_sync_faults, updates_by_nccl_whose_group_cannot_form_get_typed_err
   r = raw.receive();
   EXPECT_EQ(r.code, status_code::failed_precondition) << r.message;
   EXPECT_NE(r.message.find("opened no NCCL group"), std::string::npos) << r.message;
-  {
-    weight_sync_client_params p;
-    p.endpoint = srv_->weight_sync_endpoint();
-    p.device_via = device_transport::nccl;
-    auto c = weight_sync_client::connect(p);
-    ASSERT_TRUE(c.ok()) << c.get_status().to_string();
-    std::vector<float> host(2, 1.0f);
-    tensor_ref t{"norm.weight", dtype::f32, {2}, host.data(), 8};
-    t.device = true;
-    auto pushed = (*c)->push(9, {t});
-    ASSERT_FALSE(pushed.ok());
-    EXPECT_TRUE(pushed.get_status().code() == status_code::invalid_argument ||
-                pushed.get_status().code() == status_code::unimplemented) << pushed.get_status().to_string();
-  }
+  expect_host_memory_as_device_refused(srv_->weight_sync_endpoint(), device_transport::nccl);
   EXPECT_EQ(serving_version(), 0u);
   const served after = generate(2, 5);
   EXPECT_EQ(after.tokens, base.tokens);
