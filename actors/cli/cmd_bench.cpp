@@ -203,6 +203,7 @@ int run_device(const bench_options& o, const model_config& cfg, precision prec, 
   p.swa_pages = n_swa;
   p.fp8_tensor_cores = !o.fp8_cuda_cores;
   p.fp8_cublaslt_rows = o.fp8_cublaslt_rows;
+  p.fp8_kv_entries = !o.fp32_kv;
   if (o.enforce_eager) p.decode = gpu_engine_params::decode_launch::eager;
   auto eng = gpu_engine::load(p, cfg, std::move(*weights));
   if (!eng.ok()) return fail(eng.get_status());

@@ -27,6 +27,7 @@ struct bench_options {
   bool enforce_eager = false;   // decode kernel by kernel (the default replays CUDA graphs)
   bool fp8_cuda_cores = false;  // every FP8 linear on CUDA cores (the default puts >= 2 rows on tensor cores)
   int64_t fp8_cublaslt_rows = 512;  // FP8 linears of >= this many rows through cuBLASLt; 0 = never
+  bool fp32_kv = false;  // fp32 KV rows and the gathered fp32 attention (default: FP8 entries and A1)
 };
 
 /// 0 when every point ran or was skipped with a note; 1 on error or no device.

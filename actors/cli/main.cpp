@@ -249,6 +249,8 @@ int main(int argc, char** argv) {
                  "FP8 linears of at least this many rows (prefill chunks) run cuBLASLt's block-scaled FP8 GEMM instead of mma.sync; 0 = never")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  bh->add_flag("--fp32-kv", bn.fp32_kv,
+               "Keep window KV and compressed entries as fp32 rows read by the fp32 gathered attention (by default fp8 keeps them as 584-byte FP8 entries read by the tensor-core sparse attention, A1)");
 
   CLI11_PARSE(app, argc, argv);
   hart::log_level lv = hart::log_level::info;

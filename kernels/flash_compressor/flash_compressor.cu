@@ -18,6 +18,7 @@
 #include "kernels/flash_compressor/flash_compressor_plan.h"
 #include "kernels/quant/quant_codecs.cuh"
 #include "kernels/sparse_decode_attention/kv_entry.h"
+#include "kernels/sparse_decode_attention/kv_entry_device.cuh"
 
 namespace hart {
 namespace {
@@ -29,7 +30,6 @@ constexpr int k_threads_x = 128;        // one c = 512 team; 512/c teams for sma
 constexpr int k_groups_hca = 4;         // candidate groups (blockDim.y) for c = 512, >= 32 candidates
 constexpr int k_unroll = 4;             // candidates loaded before the first is used
 constexpr int k_ring_cta_cap = 1024;    // ring kernel: persistent grid bound
-constexpr int64_t k_fp8_block = 64;
 
 struct fc_launch {
   flash_compressor_params p;
@@ -234,24 +234,8 @@ __device__ void emit_entry(const flash_compressor_desc& d, const flash_compresso
     amax = fmaxf(max_lanes<W>(amax, mask), 1e-4f);
     const int e = qd::pow2_scale_exponent(amax, 448.0f);
     const float s = ldexpf(1.0f, e);
-    if (d.format == flash_entry_format::kv_entry) {
-      if (ch < nope) {
-        uint32_t codes = 0;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) codes |= uint32_t(qd::e4m3_from_f32(qd::clamp_q(x[k] / s, 448.0f))) << (8 * k);
-        *reinterpret_cast<uint32_t*>(dst + ch) = codes;
-        if (ch % k_fp8_block == 0) dst[kv_entry_scale_offset + ch / k_fp8_block] = e >= 128 ? 0xff : qd::e8m0_from_exponent(e);
-      } else {
-        uint32_t bf[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const uint32_t u = __float_as_uint(x[k]);
-          bf[k] = (u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) & 0xffffu : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        }
-        *reinterpret_cast<uint2*>(dst + kv_entry_rope_offset + 2 * (ch - nope)) =
-            make_uint2(bf[0] | (bf[1] << 16), bf[2] | (bf[3] << 16));
-        if (ch == c - 4) dst[kv_entry_bytes - 1] = 0;
-      }
+    if (d.format == flash_entry_format::kv_entry) {  // c = 512: nope = 448, as the entry's
+      kv_entry_dev::store4(x, ch, amax, dst);
       return;
     }
     if (ch < nope) {

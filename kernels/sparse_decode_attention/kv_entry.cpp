@@ -30,6 +30,17 @@ status kv_entry_encode(const float* v, uint8_t* entry) {
   return {};
 }
 
+status kv_entry_encode_rows_cpu(const kv_entry_rows_params& p) {
+  if (p.n_rows < 0) return invalid_argument("kv_entry_encode_rows: negative row count");
+  if (p.n_rows > 0 && (!p.src || !p.dst || !p.dst_off)) return invalid_argument("kv_entry_encode_rows: null pointer");
+  for (int64_t i = 0; i < p.n_rows; ++i) {
+    if (p.dst_off[i] < 0) continue;
+    const float* row = p.src + (p.src_off ? p.src_off[i] : i * kv_entry_dim);
+    HART_RETURN_IF_ERROR(kv_entry_encode(row, reinterpret_cast<uint8_t*>(p.dst + p.dst_off[i])));
+  }
+  return {};
+}
+
 void kv_entry_decode(const uint8_t* entry, float* v) {
   for (int64_t i = 0; i < kv_entry_nope; ++i) {
     v[i] = f32_from_e4m3(entry[i]) * f32_from_e8m0(entry[kv_entry_scale_offset + i / kv_entry_scale_block]);

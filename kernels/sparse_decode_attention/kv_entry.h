@@ -41,9 +41,34 @@ status kv_entry_encode(const float* v, uint8_t* entry);
 /// entry → 512 floats, exact (e4m3 · 2^k and bf16 are fp32-representable).
 void kv_entry_decode(const uint8_t* entry, float* v);
 
+/// Many rows at once (the engine's KV writes): row i, 512 floats at
+/// src + src_off[i] (i·512 when src_off is null), is encoded into the bytes at
+/// dst + dst_off[i] floats; a negative dst_off[i] skips the row. Offsets count
+/// floats because the engine's pool addresses its rows in floats. The CUDA path
+/// needs source rows 16-byte aligned and entries 8-byte aligned.
+struct kv_entry_rows_params {
+  const float* src = nullptr;
+  const int64_t* src_off = nullptr;
+  float* dst = nullptr;
+  const int64_t* dst_off = nullptr;
+  int64_t n_rows = 0;
+};
+
+/// Host pointers: kv_entry_encode per row.
+status kv_entry_encode_rows_cpu(const kv_entry_rows_params& p);
+
 /// Address of slot `s` in `pool` (no bounds check: the caller owns the slot).
 inline const uint8_t* kv_entry_at(const kv_entry_pool& pool, int64_t s) {
   return pool.base + (s / pool.entries_per_page) * pool.page_bytes + (s % pool.entries_per_page) * kv_entry_bytes;
 }
 
 }  // namespace hart
+
+#ifdef HART_CUDA
+struct CUstream_st;
+namespace hart {
+/// Same contract with device pointers (one block per row, bit-exact with the
+/// host encoder); no allocation, no synchronisation.
+status kv_entry_encode_rows_cuda(const kv_entry_rows_params& p, CUstream_st* stream);
+}  // namespace hart
+#endif

@@ -11,7 +11,7 @@
 // softmax per head in fp32; O += P·kv with P split into bf16 hi + lo parts so
 // the weights keep ~16 bits, each warp owning a 16-head tile × a slice of dims.
 // Kernel 2, grid (head, query), launched programmatically dependent on kernel 1,
-// merges the splits with the sink into bf16. Products are exact and sums fp32,
+// merges the splits with the sink into bf16 (or fp32). Products are exact and sums fp32,
 // so the result differs from the fp32 reference only in summation order and the
 // 2^-17 relative truncation of P.
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
@@ -163,7 +163,7 @@ __device__ __forceinline__ void decode_chunk(smem_layout<HB>& s, int buf, int c)
 
 template <int HB>
 __global__ void __launch_bounds__(shape<HB>::threads)
-    sda_partial_kernel(const uint16_t* __restrict__ q, pool_view pool0, const int32_t* __restrict__ idx0, int n_idx0,
+    sda_partial_kernel(const uint16_t* __restrict__ q, const float* __restrict__ q_f32, pool_view pool0, const int32_t* __restrict__ idx0, int n_idx0,
                        pool_view pool1, const int32_t* __restrict__ idx1, int n_idx1, int n_heads, float scale,
                        int chunks_per_block, float* __restrict__ ws_o, float* __restrict__ ws_ml) {
   using sh = shape<HB>;
@@ -187,9 +187,18 @@ __global__ void __launch_bounds__(shape<HB>::threads)
         j < n_idx0 ? idx0[size_t(t) * n_idx0 + j] : j < n_total ? idx1[size_t(t) * n_idx1 + (j - n_idx0)] : -1;
     s.entry[i] = slot < 0 ? nullptr : entry_words(j < n_idx0 ? pool0 : pool1, slot);
   }
-  const uint4* qv = reinterpret_cast<const uint4*>(q + (size_t(t) * n_heads + h0) * k_dim);
-  for (int i = tid; i < HB * k_dim / 8; i += sh::threads)
-    *reinterpret_cast<uint4*>(&s.q[i / (k_dim / 8)][(i % (k_dim / 8)) * 8]) = qv[i];
+  if (q) {
+    const uint4* qv = reinterpret_cast<const uint4*>(q + (size_t(t) * n_heads + h0) * k_dim);
+    for (int i = tid; i < HB * k_dim / 8; i += sh::threads)
+      *reinterpret_cast<uint4*>(&s.q[i / (k_dim / 8)][(i % (k_dim / 8)) * 8]) = qv[i];
+  } else {
+    const float4* qv = reinterpret_cast<const float4*>(q_f32 + (size_t(t) * n_heads + h0) * k_dim);
+    for (int i = tid; i < HB * k_dim / 8; i += sh::threads) {
+      const float4 a = qv[2 * i], b = qv[2 * i + 1];
+      *reinterpret_cast<uint4*>(&s.q[i / (k_dim / 8)][(i % (k_dim / 8)) * 8]) =
+          make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
+    }
+  }
   if (tid < HB) {
     s.m[tid] = -INFINITY;
     s.l[tid] = 0.f;
@@ -315,7 +324,7 @@ __global__ void __launch_bounds__(shape<HB>::threads)
 // loads cost ~0.5 µs per split.
 __global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict__ ws_o, const float* __restrict__ ws_ml,
                                                         const float* __restrict__ sink, int n_splits, int n_heads,
-                                                        uint16_t* __restrict__ out) {
+                                                        uint16_t* __restrict__ out, float* __restrict__ out_f32) {
   extern __shared__ float w_s[];  // [n_splits] weights e^{m_s - M}, then [n_splits] sums
 #if __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
@@ -351,8 +360,13 @@ __global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict_
     o.w = fmaf(w, v.w, o.w);
   }
   const float inv = 1.f / denom;
-  reinterpret_cast<uint2*>(out + (size_t(t) * n_heads + h) * k_dim)[threadIdx.x] =
-      make_uint2(pack_bf16(o.x * inv, o.y * inv), pack_bf16(o.z * inv, o.w * inv));
+  const size_t row = (size_t(t) * n_heads + h) * k_dim;
+  if (out) {
+    reinterpret_cast<uint2*>(out + row)[threadIdx.x] =
+        make_uint2(pack_bf16(o.x * inv, o.y * inv), pack_bf16(o.z * inv, o.w * inv));
+  } else {
+    reinterpret_cast<float4*>(out_f32 + row)[threadIdx.x] = make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
+  }
 }
 
 template <int HB>
@@ -366,39 +380,62 @@ status launch_partial(const sparse_decode_attention_params& p, int n_splits, int
   const pool_view p1{p.pool1.base, p.pool1.entries_per_page, p.pool1.page_bytes};
   const dim3 grid(unsigned(n_splits), unsigned(p.n_heads / HB), unsigned(p.n_queries));
   sda_partial_kernel<HB><<<grid, shape<HB>::threads, sizeof(smem_layout<HB>), stream>>>(
-      p.q, p0, p.idx0, int(p.n_idx0), p1, p.idx1, int(p.n_idx1), int(p.n_heads), p.scale, chunks_per_block, ws_o,
+      p.q, p.q_f32, p0, p.idx0, int(p.n_idx0), p1, p.idx1, int(p.n_idx1), int(p.n_heads), p.scale, chunks_per_block, ws_o,
       ws_ml);
   return {};
 }
 
+// How a call cuts the work: 64 heads per block once there are enough (query,
+// head group) pairs to fill the GPU (entries decoded once per query); else 16,
+// aiming at two blocks per SM by splitting the entry list. At most
+// k_max_chunks chunks per block.
+struct split_plan {
+  bool wide = false;
+  int64_t chunks_per_block = 1, n_splits = 1;
+};
+
+split_plan plan_splits(int64_t n_queries, int64_t n_heads, int64_t n_entries, int64_t sms) {
+  split_plan sp;
+  const int64_t n_chunks = sda_n_splits(n_entries);
+  sp.wide = n_heads % 64 == 0 && n_queries * (n_heads / 64) >= sms;
+  const int64_t groups = n_heads / (sp.wide ? 64 : 16);
+  const int64_t target = (sp.wide ? 1 : 2) * sms;
+  const int64_t want_splits = std::max<int64_t>(1, (target + groups * n_queries - 1) / (groups * n_queries));
+  sp.chunks_per_block = std::min<int64_t>(k_max_chunks, (n_chunks + want_splits - 1) / want_splits);
+  sp.n_splits = (n_chunks + sp.chunks_per_block - 1) / sp.chunks_per_block;
+  return sp;
+}
+
 }  // namespace
+
+size_t sparse_decode_attention_cuda_workspace_bytes(int64_t n_queries, int64_t n_heads, int64_t n_idx0,
+                                                    int64_t n_idx1) {
+  // Per (query, split, head): 512 partial outputs + running max + sum. Fewer
+  // queries may take more splits each, so the most over every count.
+  const int64_t sms = cuda_sm_count();
+  int64_t most = 0;
+  for (int64_t q = 1; q <= n_queries; ++q) most = std::max(most, q * plan_splits(q, n_heads, n_idx0 + n_idx1, sms).n_splits);
+  return size_t(most * n_heads) * (kv_entry_dim + 2) * sizeof(float);
+}
 
 status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUstream_st* stream) {
   HART_RETURN_IF_ERROR(sparse_decode_attention_validate(p));
   if (p.n_queries == 0) return {};
-  const size_t need = sparse_decode_attention_workspace_bytes(p.n_queries, p.n_heads, p.n_idx0, p.n_idx1);
+  const size_t need = sparse_decode_attention_cuda_workspace_bytes(p.n_queries, p.n_heads, p.n_idx0, p.n_idx1);
   if (!p.workspace || p.workspace_bytes < need)
     return invalid_argument("sparse_decode_attention_cuda: workspace of %zu bytes, need %zu", p.workspace_bytes, need);
   auto misaligned = [](const void* ptr, uintptr_t a) { return (reinterpret_cast<uintptr_t>(ptr) % a) != 0; };
-  if (misaligned(p.q, 16) || misaligned(p.out, 8) || misaligned(p.workspace, 16) ||
-      (p.n_idx0 && (misaligned(p.pool0.base, 8) || p.pool0.page_bytes % 8)) ||
+  if (misaligned(p.q, 16) || misaligned(p.q_f32, 16) || misaligned(p.out, 8) || misaligned(p.out_f32, 16) ||
+      misaligned(p.workspace, 16) || (p.n_idx0 && (misaligned(p.pool0.base, 8) || p.pool0.page_bytes % 8)) ||
       (p.n_idx1 && (misaligned(p.pool1.base, 8) || p.pool1.page_bytes % 8)))
-    return invalid_argument("sparse_decode_attention_cuda: q / workspace must be 16-byte aligned, out and pools 8-byte");
-  // 64 heads per block once there are enough (query, head group) pairs to fill
-  // the GPU (entries decoded once per query); else 16, aiming at two blocks per
-  // SM by splitting the entry list. At most k_max_chunks chunks per block.
-  const int64_t n_chunks = sda_n_splits(p.n_idx0 + p.n_idx1);
-  const int sms = int(cuda_sm_count());
-  const bool wide = p.n_heads % 64 == 0 && p.n_queries * (p.n_heads / 64) >= sms;
-  const int64_t groups = p.n_heads / (wide ? 64 : 16);
-  const int64_t target = (wide ? 1 : 2) * int64_t(sms);
-  const int64_t want_splits = std::max<int64_t>(1, (target + groups * p.n_queries - 1) / (groups * p.n_queries));
-  const int64_t chunks_per_block = std::min<int64_t>(k_max_chunks, (n_chunks + want_splits - 1) / want_splits);
-  const int n_splits = int((n_chunks + chunks_per_block - 1) / chunks_per_block);
+    return invalid_argument(
+        "sparse_decode_attention_cuda: q, q_f32, out_f32 and workspace must be 16-byte aligned, out and pools 8-byte");
+  const split_plan sp = plan_splits(p.n_queries, p.n_heads, p.n_idx0 + p.n_idx1, cuda_sm_count());
+  const int n_splits = int(sp.n_splits);
   float* ws_o = static_cast<float*>(p.workspace);
   float* ws_ml = ws_o + size_t(p.n_queries) * n_splits * p.n_heads * kv_entry_dim;
-  HART_RETURN_IF_ERROR(wide ? launch_partial<64>(p, n_splits, int(chunks_per_block), ws_o, ws_ml, stream)
-                            : launch_partial<16>(p, n_splits, int(chunks_per_block), ws_o, ws_ml, stream));
+  HART_RETURN_IF_ERROR(sp.wide ? launch_partial<64>(p, n_splits, int(sp.chunks_per_block), ws_o, ws_ml, stream)
+                               : launch_partial<16>(p, n_splits, int(sp.chunks_per_block), ws_o, ws_ml, stream));
   // The merge launches while the partial kernel runs (programmatic dependent
   // launch) and waits for its results in cudaGridDependencySynchronize.
   cudaLaunchConfig_t cfg = {};
@@ -413,7 +450,8 @@ status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUs
   cfg.numAttrs = 1;
   const float* ws_o_c = ws_o;
   const float* ws_ml_c = ws_ml;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, sda_merge_kernel, ws_o_c, ws_ml_c, p.sink, n_splits, int(p.n_heads), p.out);
+  cudaError_t err =
+      cudaLaunchKernelEx(&cfg, sda_merge_kernel, ws_o_c, ws_ml_c, p.sink, n_splits, int(p.n_heads), p.out, p.out_f32);
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
   return {};

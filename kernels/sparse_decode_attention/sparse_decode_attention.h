@@ -5,10 +5,12 @@
 // pool slots with -1 for "none" — and K = V (v4-model.md §4.6):
 //   l_j = (q_h · kv_j)·scale;  M = max(max_j l_j, sink_h)
 //   o_h = Σ_j e^{l_j−M} kv_j / (Σ_j e^{l_j−M} + e^{sink_h−M})
-// q and o are bf16 [n_queries][n_heads][512]. The CUDA path splits the entry
-// list over blocks (partial max / sum / output in `workspace`) and merges them
-// in a second kernel; its grid depends only on the sizes, so it can be
-// captured in a CUDA graph.
+// q and o are bf16 [n_queries][n_heads][512], or fp32 (q_f32: rounded to bf16
+// as it is read; out_f32: the fp32 result, not rounded) for an engine that
+// keeps its activations in fp32. The CUDA path splits the entry list over
+// blocks (partial max / sum / output in `workspace`) and merges them in a
+// second kernel; its grid depends only on the sizes, so it can be captured in
+// a CUDA graph.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +23,7 @@ namespace hart {
 
 struct sparse_decode_attention_params {
   const uint16_t* q = nullptr;    // [n_queries][n_heads][512] bf16
+  const float* q_f32 = nullptr;   // or fp32 (exactly one of q, q_f32)
   kv_entry_pool pool0;            // window entries
   const int32_t* idx0 = nullptr;  // [n_queries][n_idx0] slots in pool0, -1 = none
   int64_t n_idx0 = 0;
@@ -29,14 +32,16 @@ struct sparse_decode_attention_params {
   int64_t n_idx1 = 0;
   const float* sink = nullptr;    // [n_heads] sink logits (not scaled)
   uint16_t* out = nullptr;        // [n_queries][n_heads][512] bf16
+  float* out_f32 = nullptr;       // or fp32 (exactly one of out, out_f32)
   int64_t n_queries = 0;
   int64_t n_heads = 0;            // a multiple of 16 (one MMA tile of heads)
   float scale = 0.04419417382f;   // 512^-0.5
-  void* workspace = nullptr;      // CUDA path: sparse_decode_attention_workspace_bytes()
+  void* workspace = nullptr;      // CUDA path: sparse_decode_attention_cuda_workspace_bytes()
   size_t workspace_bytes = 0;
 };
 
-/// Device scratch the CUDA path needs for these sizes (partial outputs per split).
+/// An upper bound on the device scratch the CUDA path needs for these sizes on
+/// any GPU (partial outputs for the most splits the entry list can take).
 size_t sparse_decode_attention_workspace_bytes(int64_t n_queries, int64_t n_heads, int64_t n_idx0,
                                                int64_t n_idx1);
 
@@ -49,6 +54,11 @@ status sparse_decode_attention_cpu(const sparse_decode_attention_params& p);
 #ifdef HART_CUDA
 struct CUstream_st;
 namespace hart {
+/// The scratch the CUDA path needs on the current device for any call of up
+/// to n_queries queries (the splits it picks for each count; at most the bound above).
+size_t sparse_decode_attention_cuda_workspace_bytes(int64_t n_queries, int64_t n_heads, int64_t n_idx0,
+                                                    int64_t n_idx1);
+
 /// Same contract with device pointers; no allocation, no synchronisation.
 status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUstream_st* stream);
 }  // namespace hart

@@ -1,5 +1,6 @@
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -17,7 +18,9 @@ size_t sparse_decode_attention_workspace_bytes(int64_t n_queries, int64_t n_head
 }
 
 status sparse_decode_attention_validate(const sparse_decode_attention_params& p) {
-  if (!p.q || !p.sink || !p.out) return invalid_argument("sparse_decode_attention: null q, sink or out");
+  if (!p.q == !p.q_f32 || !p.out == !p.out_f32)
+    return invalid_argument("sparse_decode_attention: need exactly one of q / q_f32 and one of out / out_f32");
+  if (!p.sink) return invalid_argument("sparse_decode_attention: null sink");
   if (p.n_queries < 0 || p.n_idx0 < 0 || p.n_idx1 < 0)
     return invalid_argument("sparse_decode_attention: negative size");
   if (p.n_heads <= 0 || p.n_heads % 16)
@@ -43,7 +46,11 @@ status sparse_decode_attention_cpu(const sparse_decode_attention_params& p) {
   std::vector<std::vector<float>> rows;
   std::vector<const float*> kv;
   for (int64_t t = 0; t < p.n_queries; ++t) {
-    bf16_to_f32(p.q + t * H * D, q.data(), H * D);
+    if (p.q) {
+      bf16_to_f32(p.q + t * H * D, q.data(), H * D);
+    } else {
+      for (int64_t i = 0; i < H * D; ++i) q[i] = round_to_bf16(p.q_f32[t * H * D + i]);
+    }
     rows.clear();
     auto gather = [&](const kv_entry_pool& pool, const int32_t* idx, int64_t n) {
       for (int64_t j = 0; j < n; ++j) {
@@ -58,7 +65,11 @@ status sparse_decode_attention_cpu(const sparse_decode_attention_params& p) {
     for (const auto& r : rows) kv.push_back(r.data());
     HART_RETURN_IF_ERROR(sparse_attention_cpu(
         {q.data(), kv.data(), p.sink, o.data(), H, D, int64_t(kv.size()), p.scale}));
-    f32_to_bf16(o.data(), p.out + t * H * D, H * D);
+    if (p.out) {
+      f32_to_bf16(o.data(), p.out + t * H * D, H * D);
+    } else {
+      std::copy(o.begin(), o.end(), p.out_f32 + t * H * D);
+    }
   }
   return {};
 }

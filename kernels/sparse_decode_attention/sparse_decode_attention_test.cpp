@@ -299,7 +299,8 @@ TEST(SparseDecodeAttentionCuda, MatchesCpu) {
     int32_t* d_i1 = to_device(c.idx1);
     float* d_sink = to_device(c.sink);
     uint16_t* d_out = to_device(std::vector<uint16_t>(want.size(), 0x7fc1));  // NaN poison
-    const size_t ws_bytes = sparse_decode_attention_workspace_bytes(c.n_queries, c.n_heads, c.n_idx0, c.n_idx1);
+    const size_t ws_bytes = sparse_decode_attention_cuda_workspace_bytes(c.n_queries, c.n_heads, c.n_idx0, c.n_idx1);
+    EXPECT_LE(ws_bytes, sparse_decode_attention_workspace_bytes(c.n_queries, c.n_heads, c.n_idx0, c.n_idx1));
     void* d_ws = nullptr;
     CUDA_OK(cudaMalloc(&d_ws, ws_bytes));
     CUDA_OK(cudaMemset(d_ws, 0xff, ws_bytes));  // NaN poison
@@ -317,12 +318,90 @@ TEST(SparseDecodeAttentionCuda, MatchesCpu) {
     reference_output wd = reference(c);
     wd.o.assign(wf.begin(), wf.end());
     EXPECT_TRUE(testing::all_close(gf.data(), gf.size(), wd.o, bf16_tolerance(wd, 0x1p-7), 1.0, 0.0));
+    {
+      // fp32 queries (rounded to bf16 on load) and fp32 output, as the engine
+      // calls it: against the CPU path's fp32 output; fp32 orders and the
+      // kernel's 2^-17 truncation of P only.
+      SCOPED_TRACE("fp32 q and out");
+      std::vector<float> qf = to_f32(c.q);
+      for (size_t i = 0; i < qf.size(); i += 3) qf[i] += std::ldexp(qf[i], -12);  // not bf16 values: rounded on load
+      std::vector<float> want32(want.size());
+      sparse_decode_attention_params hp = c.params(nullptr, c.pool0.data(), c.idx0.data(), c.pool1.data(),
+                                                   c.idx1.data(), c.sink.data(), nullptr);
+      hp.q_f32 = qf.data();
+      hp.out_f32 = want32.data();
+      ASSERT_TRUE(sparse_decode_attention_cpu(hp).ok());
+      float* d_qf = to_device(qf);
+      float* d_of = to_device(std::vector<float>(want.size(), testing::k_nan));
+      sparse_decode_attention_params p32 = p;
+      p32.q = nullptr;
+      p32.q_f32 = d_qf;
+      p32.out = nullptr;
+      p32.out_f32 = d_of;
+      const status st32 = sparse_decode_attention_cuda(p32, stream);
+      ASSERT_TRUE(st32.ok()) << st32.to_string();
+      std::vector<float> got32(want.size());
+      CUDA_OK(cudaMemcpy(got32.data(), d_of, got32.size() * 4, cudaMemcpyDeviceToHost));
+      reference_output w32 = reference(c);
+      w32.o.assign(want32.begin(), want32.end());
+      EXPECT_TRUE(testing::all_close(got32.data(), got32.size(), w32.o, bf16_tolerance(w32, 0x1p-15), 1.0, 0.0));
+      cudaFree(d_qf);
+      cudaFree(d_of);
+    }
     p.workspace_bytes = ws_bytes - 1;
     EXPECT_FALSE(sparse_decode_attention_cuda(p, stream).ok());
     for (void* ptr : {(void*)d_q, (void*)d_p0, (void*)d_p1, (void*)d_i0, (void*)d_i1, (void*)d_sink, (void*)d_out, d_ws})
       cudaFree(ptr);
   }
   cudaStreamDestroy(stream);
+}
+
+// The engine's KV writes: rows scattered by float offset (gaps, a skipped row,
+// rows out of order, an infinite block), every byte equal to the host encoder's
+// and the bytes between entries untouched.
+TEST(KvEntryRowsCuda, EqualsHostEncoderBitwise) {
+  int n_dev = 0;
+  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) GTEST_SKIP() << "no CUDA device";
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const int64_t n = 37, pitch = 2 * D;  // floats between row slots in the destination
+  std::vector<float> src;
+  std::vector<int64_t> src_off(n), dst_off(n);
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<float> v = random_kv(rng);
+    if (i == 5) v[130] = testing::k_inf;
+    src_off[i] = int64_t(src.size()) + 4 * (i % 3);  // rows at uneven (16-byte aligned) offsets
+    src.resize(size_t(src_off[i]), 0.f);
+    src.insert(src.end(), v.begin(), v.end());
+    dst_off[i] = (n - 1 - i) * pitch + (i % 2) * 2;  // reversed, some 8 bytes into the slot
+  }
+  dst_off[7] = -1;
+  std::vector<float> want(size_t(n * pitch + 8), 0.f);
+  std::memset(want.data(), 0xab, want.size() * 4);
+  std::vector<float> got = want;
+  ASSERT_TRUE(kv_entry_encode_rows_cpu({src.data(), src_off.data(), want.data(), dst_off.data(), n}).ok());
+  float* d_src = to_device(src);
+  int64_t* d_so = to_device(src_off);
+  int64_t* d_do = to_device(dst_off);
+  float* d_dst = to_device(got);
+  const status st = kv_entry_encode_rows_cuda({d_src, d_so, d_dst, d_do, n}, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  CUDA_OK(cudaMemcpy(got.data(), d_dst, got.size() * 4, cudaMemcpyDeviceToHost));
+  const uint8_t* g = reinterpret_cast<const uint8_t*>(got.data());
+  const uint8_t* w = reinterpret_cast<const uint8_t*>(want.data());
+  int64_t differ = 0, first = -1;
+  for (size_t b = 0; b < got.size() * 4; ++b) {
+    if (g[b] != w[b]) {
+      ++differ;
+      if (first < 0) first = int64_t(b);
+    }
+  }
+  EXPECT_EQ(differ, 0) << "first differing byte " << first;
+  // The skipped row's slot still holds the poison.
+  EXPECT_EQ(g[size_t((n - 1 - 7) * pitch * 4 + 8)], 0xab);
+  EXPECT_FALSE(kv_entry_encode_rows_cuda({d_src, d_so, d_dst + 1, d_do, n}, nullptr).ok());  // misaligned dst
+  for (void* ptr : {(void*)d_src, (void*)d_so, (void*)d_do, (void*)d_dst}) cudaFree(ptr);
 }
 #endif
 

@@ -1,7 +1,8 @@
 // The attention layer on the device (runtime/model/attention.cpp and
 // compressor.cpp are the reference): projections, window KV into SWA pages,
 // compressor rings and emitted entries into the pool, indexer scores + top-k,
-// gathered sparse attention, inverse RoPE and the grouped output projection.
+// gathered sparse attention (fp32 rows, or A1 over FP8 entries: kv_entries),
+// inverse RoPE and the grouped output projection.
 // Offsets and index lists are built per layer on the host (one copy, meta_batch)
 // or, for a decode pass, on the device (decode_meta.h).
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/rope/rope.h"
 #include "kernels/sparse_attention/sparse_attention.h"
+#include "kernels/sparse_decode_attention/sparse_decode_attention.h"
 #include "runtime/gpu/decode_meta.h"
 #include "runtime/gpu/engine_kernels.h"
 #include "runtime/gpu/gpu_engine_impl.h"
@@ -23,7 +25,8 @@ namespace {
 
 constexpr int64_t k_kv_qdq_block = 64;  // the reference's block on window / compressed KV
 
-enum class entry_quant { none, fp8_nope, hadamard_fp4 };
+// fp8_entry: the fp8_nope values stored as 584-byte FP8 entries (kv_entries).
+enum class entry_quant { none, fp8_nope, fp8_entry, hadamard_fp4 };
 
 // An RMS norm whose output rows then take RoPE at pos[row / rows_per_pos] (one launch).
 rms_norm_params norm_rope(rms_norm_params p, const int64_t* pos, const float* inv_freq, int64_t rope_dim,
@@ -137,7 +140,11 @@ status compress(engine_state& s, const pass& p, const device_compressor& c, cons
     } else if (quant == entry_quant::hadamard_fp4) {
       HART_RETURN_IF_ERROR(hadamard_fp4(A.ent_stage, cm.n_emit, dim, s.stream));
     }
-    HART_RETURN_IF_ERROR(copy_rows_cuda(base, cm.ent_dst, A.ent_stage, cm.ent_src, dim, cm.n_emit, false, s.stream));
+    if (quant == entry_quant::fp8_entry) {
+      HART_RETURN_IF_ERROR(kv_entry_encode_rows_cuda({A.ent_stage, cm.ent_src, base, cm.ent_dst, cm.n_emit}, s.stream));
+    } else {
+      HART_RETURN_IF_ERROR(copy_rows_cuda(base, cm.ent_dst, A.ent_stage, cm.ent_src, dim, cm.n_emit, false, s.stream));
+    }
   }
   return copy_rows_cuda(base, cm.ring_dst, A.ring_stage, cm.ring_src, rw, cm.ring_rows, false, s.stream);
 }
@@ -333,6 +340,42 @@ status index_topk(engine_state& s, const pass& p, int64_t il, const layer_meta& 
   return {};
 }
 
+// Attention of the pass's queries over their index lists (window rows, then
+// picks or HCA entries): A1 over FP8 entries (every pool row is one 584-byte
+// entry at its start, so a slot is a row), k_entry_attention_queries at a
+// time; or the fp32 gathered kernel.
+status attend(engine_state& s, const layer_meta& lm, const float* sink, int64_t T) {
+  arena_buffers& A = s.a;
+  const int64_t H = s.cfg.n_heads, hd = s.cfg.head_dim;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  if (s.kv_entries) {
+    sparse_decode_attention_params ap;
+    ap.pool0 = {reinterpret_cast<const uint8_t*>(s.pool.base()), 1, hd * int64_t(sizeof(float))};
+    ap.n_idx0 = lm.n_idx;
+    ap.sink = sink;
+    ap.n_heads = H;
+    ap.scale = scale;
+    ap.workspace = A.entry_workspace;
+    ap.workspace_bytes = A.entry_workspace_bytes;
+    for (int64_t t0 = 0; t0 < T; t0 += k_entry_attention_queries) {
+      ap.n_queries = std::min(k_entry_attention_queries, T - t0);
+      ap.q_f32 = A.q + t0 * H * hd;
+      ap.out_f32 = A.o + t0 * H * hd;
+      ap.idx0 = lm.idx + t0 * lm.n_idx;
+      HART_RETURN_IF_ERROR(sparse_decode_attention_cuda(ap, s.stream));
+    }
+    return {};
+  }
+  sparse_attention_gather_params ap{A.q, s.pool.base(), lm.idx, sink, A.o, T, H, hd, lm.n_idx,
+                                    s.pool.n_rows(), hd, scale};
+  // Sliced index lists (few tokens) make a token's output depend on the batch: not under --deterministic.
+  if (!s.params.base.deterministic) {
+    ap.workspace = A.attn_workspace;
+    ap.workspace_bytes = sparse_attention_cuda_workspace_bytes(H, hd);
+  }
+  return sparse_attention_cuda(ap, s.stream);
+}
+
 }  // namespace
 
 status attention_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* topk) {
@@ -352,7 +395,8 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
   HART_RETURN_IF_ERROR(branch_run(s, T, [&]() -> status {
     HART_RETURN_IF_ERROR(linear_run(s, w.wkv, x, T, A.kv));
     HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, A.pos, inv_freq, rd, 1), s.stream));
-    if (fp8) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.kv, T, hd - rd, k_kv_qdq_block, hd, s.stream));
+    // (FP8 entries quantize as they are written.)
+    if (fp8 && !s.kv_entries) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.kv, T, hd - rd, k_kv_qdq_block, hd, s.stream));
     if (compressed) {
       HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wkv, x, T, A.comp_a));
       HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wgate, x, T, A.comp_z));
@@ -382,11 +426,15 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
   const int64_t n_idx = lm.n_idx, m = compressed ? c.compress_rate(w.kind) : 0;
   HART_RETURN_IF_ERROR(branch_join(s));
 
-  HART_RETURN_IF_ERROR(copy_rows_cuda(s.pool.base(), lm.win_dst, A.kv, lm.win_src, hd, T, false, st));
+  if (s.kv_entries) {
+    HART_RETURN_IF_ERROR(kv_entry_encode_rows_cuda({A.kv, lm.win_src, s.pool.base(), lm.win_dst, T}, st));
+  } else {
+    HART_RETURN_IF_ERROR(copy_rows_cuda(s.pool.base(), lm.win_dst, A.kv, lm.win_src, hd, T, false, st));
+  }
   // Compressors next: an entry whose block closes at token t is visible to t.
   if (compressed) {
-    HART_RETURN_IF_ERROR(compress(s, p, w.compressor, lm.main, A.comp_a, A.comp_z,
-                                  fp8 ? entry_quant::fp8_nope : entry_quant::none, inv_freq));
+    const entry_quant q = s.kv_entries ? entry_quant::fp8_entry : fp8 ? entry_quant::fp8_nope : entry_quant::none;
+    HART_RETURN_IF_ERROR(compress(s, p, w.compressor, lm.main, A.comp_a, A.comp_z, q, inv_freq));
   }
   if (csa) {
     HART_RETURN_IF_ERROR(compress(s, p, w.index_compressor, lm.index, A.index_a, A.index_z,
@@ -408,14 +456,7 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
     HART_RETURN_IF_ERROR(picks_to_rows_cuda(tr, st));
     if (topk) HART_RETURN_IF_ERROR(s.download(topk, A.picks, T * c.index_topk));
   }
-  sparse_attention_gather_params ap{A.q, s.pool.base(), lm.idx, w.attn_sink, A.o, T, H, hd, n_idx,
-                                    s.pool.n_rows(), hd, 1.0f / std::sqrt(float(hd))};
-  // Sliced index lists (few tokens) make a token's output depend on the batch: not under --deterministic.
-  if (!s.params.base.deterministic) {
-    ap.workspace = A.attn_workspace;
-    ap.workspace_bytes = sparse_attention_cuda_workspace_bytes(H, hd);
-  }
-  HART_RETURN_IF_ERROR(sparse_attention_cuda(ap, st));
+  HART_RETURN_IF_ERROR(attend(s, lm, w.attn_sink, T));
 
   // Undo the values' rotation at the query position, then the grouped output projection.
   HART_RETURN_IF_ERROR(rope_cuda({A.o, A.pos, inv_freq, T, H, hd, rd, 0, 1.0f, true}, st));

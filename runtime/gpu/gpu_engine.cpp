@@ -7,6 +7,7 @@
 #include "kernels/mhc/mhc.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/sparse_attention/sparse_attention.h"
+#include "kernels/sparse_decode_attention/sparse_decode_attention.h"
 #include "runtime/core/log.h"
 #include "runtime/gpu/engine_kernels.h"
 #include "runtime/gpu/moe_dispatch.h"
@@ -241,6 +242,12 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   b->hc_workspace = ar.take<double>(hc_doubles);
   bytes += device_arena::bytes_for<char>(int64_t(sparse_attention_cuda_workspace_bytes(H, hd)));
   b->attn_workspace = ar.take<char>(int64_t(sparse_attention_cuda_workspace_bytes(H, hd)));
+  if (s.kv_entries) {
+    b->entry_workspace_bytes = sparse_decode_attention_cuda_workspace_bytes(
+        std::min(T, k_entry_attention_queries), H, s.n_idx_max, 0);
+    bytes += device_arena::bytes_for<char>(int64_t(b->entry_workspace_bytes));
+    b->entry_workspace = ar.take<char>(int64_t(b->entry_workspace_bytes));
+  }
   f(&b->qr, T * c.q_lora_rank);
   f(&b->q, T * H * hd);
   f(&b->kv, T * hd);
@@ -504,6 +511,8 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
     return invalid_argument("gpu engine: head_dim %lld is over the %lld the device attention holds",
                             (long long)c.head_dim, (long long)sparse_attention_cuda_max_head_dim);
   }
+  s->kv_entries = params.fp8_kv_entries && params.base.prec == precision::fp8 && !params.base.deterministic &&
+                  c.head_dim == kv_entry_dim && c.rope_dim == kv_entry_rope && c.n_heads % 16 == 0;
   const int64_t n_full = params.full_pages ? params.full_pages : 8 * s->pages_per_seq;
   const int64_t n_swa = params.swa_pages ? params.swa_pages : 8 * s->pages_per_seq;
   HART_ASSIGN_OR_RETURN(s->pool, gpu::kv_pool::create(c, P, n_full, n_swa));
@@ -538,9 +547,11 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
   ids_cfg.n_layers = 0;
   ids_cfg.layer_kinds.clear();
   s->page_ids = std::make_unique<kv_store>(ids_cfg, P);
-  HART_LOG_INFO("gpu engine: %s on device %d, %.1f MiB weights, %.1f MiB KV (%lld full + %lld swa pages), %.1f MiB arena",
+  HART_LOG_INFO("gpu engine: %s on device %d, %.1f MiB weights, %.1f MiB KV (%lld full + %lld swa pages; %s), %.1f MiB arena",
                 c.summary().c_str(), params.device, s->w.bytes / 1048576.0, s->pool.bytes() / 1048576.0,
-                (long long)n_full, (long long)n_swa, s->arena_mem.bytes() / 1048576.0);
+                (long long)n_full, (long long)n_swa,
+                s->kv_entries ? "window and compressed KV as 584-B FP8 entries" : "fp32 rows",
+                s->arena_mem.bytes() / 1048576.0);
   return s;
 }
 

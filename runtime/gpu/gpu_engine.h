@@ -54,6 +54,14 @@ struct gpu_engine_params {
   /// 6-9x the mma.sync kernel there, perf-notes G2 v1); 0 = never. Off under
   /// base.deterministic, like every tensor-core path.
   int64_t fp8_cublaslt_rows = 512;
+  /// In fp8 mode with V4's attention shape (head_dim 512 = 448 NoPE + 64
+  /// RoPE, heads a multiple of 16): window KV and compressed entries are kept
+  /// as 584-byte FP8 entries (kv_entry.h: the reference's QDQ, RoPE dims in
+  /// bf16) and attention reads them with sparse_decode_attention_cuda (A1:
+  /// tensor cores, queries rounded to bf16). false keeps fp32 rows and the
+  /// fp32 gathered kernel. Off under base.deterministic (A1's splits follow
+  /// the batch) and for other shapes.
+  bool fp8_kv_entries = true;
   /// How decode passes run (one token per sequence, every row's logits; prefill
   /// passes and traced calls always take host_metadata):
   ///   graphs        metadata built on the device, the pass captured as a CUDA graph
@@ -107,8 +115,9 @@ class gpu_engine final : public forward_engine {
   size_t decode_graphs() const;
   uint64_t decode_graph_replays() const;
   /// Overwrites the whole KV pool (entries, indexer keys, window KV, compressor
-  /// rings) with random values in [-1, 1): `hart bench` binds sequences at long
-  /// lengths without computing their KV (gpu_engine_bench.cpp).
+  /// rings) with random values in [-1, 1) (window KV and entries as valid FP8
+  /// entries of such values when the pool holds them): `hart bench` binds
+  /// sequences at long lengths without computing their KV (gpu_engine_bench.cpp).
   status kv_fill_random(uint64_t seed) const;
 
   // -- weight updates (gpu_weight_swap.h; as engine::build_weights / swap_weights) ---

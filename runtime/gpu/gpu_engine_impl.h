@@ -36,6 +36,8 @@ struct arena_buffers {
   float* ent_stage = nullptr;             // [c, T] entries emitted this pass
   double* hc_workspace = nullptr;         // hc_pre's split mix (few tokens)
   char* attn_workspace = nullptr;         // sparse attention's slices (few tokens)
+  char* entry_workspace = nullptr;        // A1's splits (kv_entries), k_entry_attention_queries at a time
+  size_t entry_workspace_bytes = 0;
   float* scores = nullptr;                // [C/m_csa, T]
   int32_t* picks = nullptr;               // [k_top, T]
   // A layer's host-built metadata (window and ring writes, index and page lists,
@@ -68,6 +70,12 @@ struct arena_buffers {
 /// and indexer projections beside the query's; the shared expert beside the
 /// routed ones) on a side stream: each kernel alone leaves most of the GPU idle.
 constexpr int64_t k_branch_tokens = 64;
+
+/// Queries per launch of the FP8-entry attention (kv_entries): bounds its
+/// split workspace (67 MB for 64 heads over 640 entries, 572 MB over 1M's
+/// 8320); a decode pass up to this many tokens is one launch, and from 132
+/// queries (the H200's SMs) A1 takes its 64-head blocks.
+constexpr int64_t k_entry_attention_queries = 256;
 
 /// One device pass: the host's view of its tokens.
 struct pass {
@@ -106,6 +114,9 @@ struct engine_state {
   int64_t n_idx_max = 0;
   int64_t n_cand_max = 0;
   int64_t pages_per_seq = 0;
+  /// gpu_engine_params::fp8_kv_entries in effect: window KV and main compressed
+  /// entries are 584-byte FP8 entries at the start of their pool rows.
+  bool kv_entries = false;
 
   pinned_staging staging;                 // host side of upload(); reset when a pass starts
   pinned_readback readback;               // logits back to the host

@@ -370,17 +370,19 @@ INSTANTIATE_TEST_SUITE_P(tiny, gpu_fp8, ::testing::ValuesIn(k_fp8), [](const aut
 });
 
 // Host only: a call's trace is its passes' captures concatenated along T.
-// The tensor-core paths (dense FP8 linears from 2 rows, the grouped experts)
-// at Flash's width, where every FP8 linear takes them (the goldens' dims are
-// not multiples of 128: they run CUDA cores, bitwise the CPU's fp8 sums). The
-// same random weights with and without tensor cores (mma.sync alone, and with
-// the 600-row prefill pass on cuBLASLt), a 300-token prefill of two
-// sequences, then 4 decode steps. The fp8 mode is chaotic (an fp32
+// The fast paths at Flash's width, where every one of them runs (the goldens'
+// dims are not multiples of 128 and their head_dim is 64: they run CUDA cores,
+// bitwise the CPU's fp8 sums, and fp32 KV rows): the tensor-core FP8 linears
+// (dense from 2 rows, the grouped experts) and the FP8 KV entries read by A1.
+// The same random weights with and without tensor cores (mma.sync alone, and
+// with the 600-row prefill pass on cuBLASLt), and with fp32 KV rows and the
+// gathered fp32 attention instead of FP8 entries; a 300-token prefill of two
+// sequences, then 4 decode steps (graphs). The fp8 mode is chaotic (an fp32
 // rounding apart moves an activation's FP8 rounding by 1/16, and that grows
 // layer by layer: the CPU's own noise floor above reaches 0.09 mean), so the
 // residual stream after the first layer is held tight and the logits loosely;
 // a wrong tile, stride or scale is O(1) from the first layer on.
-TEST(gpu_engine, tensor_cores_agree_with_cuda_cores_at_flash_width) {
+TEST(gpu_engine, fast_paths_agree_with_cuda_cores_at_flash_width) {
   SKIP_WITHOUT_GPU();
   const auto cfg = model_config_load_layers(std::string(HART_TEST_DATA) + "/../../configs/deepseek-v4-flash", 3, 1);
   ASSERT_TRUE(cfg.ok()) << cfg.get_status().to_string();
@@ -388,7 +390,7 @@ TEST(gpu_engine, tensor_cores_agree_with_cuda_cores_at_flash_width) {
     std::vector<float> logits;
     std::vector<std::vector<float>> hidden;  // the prefill's residual streams
   };
-  auto run = [&](bool tensor_cores, int64_t cublaslt_rows) {
+  auto run = [&](bool tensor_cores, int64_t cublaslt_rows, bool kv_entries = true) {
     result r;
     auto w = gpu::bench_weights_make(*cfg, precision::fp8, 7);
     EXPECT_TRUE(w.ok()) << w.get_status().to_string();
@@ -402,6 +404,7 @@ TEST(gpu_engine, tensor_cores_agree_with_cuda_cores_at_flash_width) {
     p.swa_pages = 8;
     p.fp8_tensor_cores = tensor_cores;
     p.fp8_cublaslt_rows = cublaslt_rows;
+    p.fp8_kv_entries = kv_entries;
     auto e = gpu_engine::load(p, *cfg, std::move(*w));
     EXPECT_TRUE(e.ok()) << e.get_status().to_string();
     if (!e.ok()) return r;
@@ -470,6 +473,13 @@ TEST(gpu_engine, tensor_cores_agree_with_cuda_cores_at_flash_width) {
     // ~2^-23), so more of the next QDQ's roundings flip: measured 0.029.
     SCOPED_TRACE("the 600-row prefill through cuBLASLt");
     expect_agree(run(true, 512), "cuBLASLt prefill", 5e-2);
+  }
+  {
+    // The engine's FP8 KV differs from fp32 rows by the RoPE dims' bf16
+    // rounding, A1's bf16 queries (2^-9 relative) and its summation order;
+    // the next QDQs amplify that like the cuBLASLt sums above.
+    SCOPED_TRACE("fp32 KV rows and the gathered attention");
+    expect_agree(run(false, 0, false), "fp32 KV rows", 0.1);
   }
 }
 
