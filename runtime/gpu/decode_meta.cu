@@ -5,38 +5,6 @@
 namespace hart::gpu {
 namespace {
 
-// Token r's slot of one compressor: as plan_compress (gpu_attention.cpp) for a span of one token at t.
-__device__ void plan_compressor(const decode_meta_params& p, const decode_compressor_plan& c, int64_t r, int64_t t,
-                                const int32_t* swa, const int32_t* full) {
-  const kv_layer_addr& L = p.layer;
-  const int64_t m = c.rate, P = L.page_size, width = c.overlap ? 2 * c.dim : c.dim, rw = 2 * width;
-  const bool emit = (t + 1) % m == 0;
-  const int64_t first = t / m * m;
-  const bool prev = c.overlap && first > 0;  // the previous block's rows come first
-  const int64_t n_cand = emit ? (prev ? 2 * m : m) : 0;
-  for (int64_t j = threadIdx.x; j < p.n_cand_max; j += blockDim.x) {
-    const float *kv = nullptr, *g = nullptr;
-    if (j < n_cand) {
-      const bool old = prev && j < m;
-      const int64_t q = old ? first - m + j : first + (prev ? j - m : j), half = !old && c.overlap ? c.dim : 0;
-      const float* row = q >= t ? p.ring_stage + r * rw
-                                : p.pool + (c.indexer ? L.index_ring(swa[q / P], q) : L.ring_row(swa[q / P], q));
-      kv = row + half;
-      g = row + width + half;
-    }
-    c.kvp[r * p.n_cand_max + j] = kv;
-    c.gp[r * p.n_cand_max + j] = g;
-  }
-  if (threadIdx.x == 0) {
-    c.n_cand[r] = n_cand;
-    c.ent_pos[r] = emit ? first : t;
-    c.ent_dst[r] = !emit ? -1 : c.indexer ? L.index_key(full[first / P], first % P) : L.entry(full[first / P], first % P);
-    c.ent_src[r] = r * c.dim;
-    c.ring_dst[r] = c.indexer ? L.index_ring(swa[t / P], t) : L.ring_row(swa[t / P], t);
-    c.ring_src[r] = r * rw;
-  }
-}
-
 __global__ void decode_meta_kernel(const decode_meta_params p) {
   const kv_layer_addr& L = p.layer;
   const int64_t r = blockIdx.x, t = p.pos[r], P = L.page_size, W = p.window;
@@ -61,8 +29,6 @@ __global__ void decode_meta_kernel(const decode_meta_params p) {
     if (p.page_base) p.page_base[r] = int32_t(r * p.stride);
     if (p.lengths) p.lengths[r] = int32_t((t + 1) / L.csa_rate);
   }
-  if (p.comp.kvp) plan_compressor(p, p.comp, r, t, swa, full);
-  if (p.index_comp.kvp) plan_compressor(p, p.index_comp, r, t, swa, full);
 }
 
 }  // namespace

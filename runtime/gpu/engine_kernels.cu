@@ -53,20 +53,6 @@ __global__ void copy_rows_kernel(float* dst, const int64_t* dst_off, const float
   }
 }
 
-// __restrict__: the stores cannot alias the loads, so a thread's loads of every
-// trip are issued together (one block per token: the trips are its latency).
-__global__ void ring_rows_kernel(const float* __restrict__ a, const float* __restrict__ z,
-                                 const float* __restrict__ ape, const int64_t* __restrict__ pos, int64_t rate,
-                                 int64_t width, float* __restrict__ out) {
-  const int64_t t = blockIdx.x;
-  const float* bias = ape + (pos[t] % rate) * width;
-  float* row = out + t * 2 * width;
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
-    row[c] = a[t * width + c];
-    row[width + c] = z[t * width + c] + bias[c];
-  }
-}
-
 // max over the CTA (k_threads) of non-negative, non-NaN partial maxima
 __device__ float cta_max(float v) {
   __shared__ float warp_max[k_threads / 32];
@@ -141,14 +127,6 @@ status copy_rows_cuda(float* dst, const int64_t* dst_off, const float* src, cons
   copy_rows_kernel<<<dim3{grid_rows(n), unsigned(slices)}, k_threads, 0, stream>>>(dst, dst_off, src, src_off, width,
                                                                                     n, add);
   return launched("copy_rows_cuda");
-}
-
-status ring_rows_cuda(const float* a, const float* z, const float* ape, const int64_t* pos, int64_t rate,
-                      int64_t width, float* out, int64_t n_tokens, CUstream_st* stream) {
-  if (n_tokens <= 0) return {};
-  if (n_tokens > INT_MAX) return invalid_argument("ring_rows_cuda: n_tokens=%lld", (long long)n_tokens);
-  ring_rows_kernel<<<unsigned(n_tokens), k_threads, 0, stream>>>(a, z, ape, pos, rate, width, out);
-  return launched("ring_rows_cuda");
 }
 
 status rows_fp8_qdq_cuda(float* x, int64_t n_rows, int64_t dim, int64_t block, int64_t stride, CUstream_st* stream) {

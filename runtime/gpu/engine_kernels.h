@@ -1,8 +1,7 @@
 // File: runtime/gpu/engine_kernels.h
 // The GPU engine's glue between ops: embedding gather, row copies by offset
-// (KV scatter into pages, ring and key gathers, MoE gather / scatter-add),
-// compressor ring rows, strided FP8 QDQ, scaling and the translation of
-// indexer picks into KV-pool rows. Device pointers; one launch each, no
+// (KV scatter into pages, key gathers, MoE gather / scatter-add), strided
+// FP8 QDQ, scaling and the translation of indexer picks into KV-pool rows. Device pointers; one launch each, no
 // allocation, no synchronisation. Engine-internal (not ops: no CPU twin,
 // each is checked through the engine's parity tests).
 #pragma once
@@ -24,10 +23,6 @@ status embed_rows_cuda(const float* table, const int32_t* ids, int64_t n_tokens,
 /// Rows written by one call must not overlap when `add`.
 status copy_rows_cuda(float* dst, const int64_t* dst_off, const float* src, const int64_t* src_off, int64_t width,
                       int64_t n, bool add, CUstream_st* stream);
-
-/// Compressor ring rows of a chunk: out[t] = [a_t | z_t + ape[pos_t % rate]], rows of 2·width.
-status ring_rows_cuda(const float* a, const float* z, const float* ape, const int64_t* pos, int64_t rate,
-                      int64_t width, float* out, int64_t n_tokens, CUstream_st* stream);
 
 /// In place, per row of `stride`: FP8 e4m3 QDQ of the first `dim` values in
 /// blocks of `block` (the last one shorter), bit-exact with act_quant_fp8_qdq.

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/compress_pool/compress_pool.h"
+#include "kernels/flash_compressor/flash_compressor.h"
 #include "kernels/indexer/indexer.h"
 #include "kernels/lightning_topk/lightning_topk.h"
 #include "kernels/quant/quant.h"
@@ -25,9 +25,6 @@ namespace {
 
 constexpr int64_t k_kv_qdq_block = 64;  // the reference's block on window / compressed KV
 
-// fp8_entry: the fp8_nope values stored as 584-byte FP8 entries (kv_entries).
-enum class entry_quant { none, fp8_nope, fp8_entry, hadamard_fp4 };
-
 // An RMS norm whose output rows then take RoPE at pos[row / rows_per_pos] (one launch).
 rms_norm_params norm_rope(rms_norm_params p, const int64_t* pos, const float* inv_freq, int64_t rope_dim,
                           int64_t rows_per_pos) {
@@ -43,110 +40,82 @@ status hadamard_fp4(float* x, int64_t n_rows, int64_t dim, cudaStream_t st) {
   return fp4_act_qdq_cuda(x, n_rows * dim, std::min<int64_t>(32, dim), st);
 }
 
-// Where a compressor's pass writes (compressor_push for every token): ring rows
-// of the chunk, entries of every block that closes in it (candidates from the
-// chunk's rows or, before the chunk, from the pool's rings), then the rings the
-// next pass reads. Host-built (only addresses), then packed with the layer's metadata.
-struct compress_plan {
-  std::vector<const float*> kvp, gp;  // each emission owns n_cand_max consecutive pointer slots
-  std::vector<int64_t> n_cand, ent_pos, ent_dst, ent_src, ring_dst, ring_src;
+// The pass's spans as the flash compressor reads them (flash_compressor_params).
+struct compressor_spans {
+  const int64_t* start = nullptr;                        // [n_seq] first position
+  const int32_t* cu_tokens = nullptr;                    // [n_seq + 1]; null: one token per sequence
+  const int32_t *full_pages = nullptr, *swa_pages = nullptr;  // [stride, n_seq]
+  int64_t n_seq = 0, stride = 0;
 };
 
-// The plan's arrays at their device addresses, and how many entries and ring rows it writes.
-struct compress_meta : compress_plan_arrays {
-  int64_t n_emit = 0, ring_rows = 0;
-};
-
-compress_plan plan_compress(const engine_state& s, const pass& p, int64_t il, const device_compressor& c,
-                            bool indexer) {
+// One compressor as the flash compressor sees it: its projections in the arena,
+// its rings and entries (or indexer keys) in the pool's sections of layer il.
+flash_compressor_desc compressor_desc(const engine_state& s, int64_t il, const device_compressor& c, bool indexer,
+                                      const float* kv, const float* gate, const float* inv_freq) {
   const kv_pool& pool = s.pool;
-  const int64_t m = c.rate, dim = c.dim, width = c.overlap ? 2 * dim : dim, rw = 2 * width, P = pool.page_size();
+  const bool fp8 = s.params.base.prec == precision::fp8;
   float* const base = pool.base();
-  compress_plan cp;
-  for (const pass::span& sp : p.spans) {
-    const page_table& pt = *sp.seq->pages;
-    auto row = [&](int64_t q) -> const float* {
-      if (q >= sp.p0) return s.a.ring_stage + (sp.row0 + q - sp.p0) * rw;
-      const int32_t page = pt.swa[q / P];
-      return base + (indexer ? pool.index_ring(il, page, q) : pool.ring(il, page, q));
-    };
-    for (int64_t j = 0; j < sp.n; ++j) {
-      const int64_t q = sp.p0 + j;
-      if ((q + 1) % m == 0) {
-        const int64_t blk = q / m, first = blk * m;
-        int64_t nc = 0;
-        auto add = [&](const float* r, int64_t half) {
-          cp.kvp.push_back(r + half);
-          cp.gp.push_back(r + width + half);
-          ++nc;
-        };
-        if (c.overlap && blk > 0) {
-          for (int64_t jj = 0; jj < m; ++jj) add(row(first - m + jj), 0);
-        }
-        for (int64_t jj = 0; jj < m; ++jj) add(row(first + jj), c.overlap ? dim : 0);
-        cp.kvp.resize(size_t(cp.ent_pos.size() + 1) * s.n_cand_max, nullptr);
-        cp.gp.resize(cp.kvp.size(), nullptr);
-        cp.n_cand.push_back(nc);
-        cp.ent_pos.push_back(first);
-        const int32_t fp = pt.full[first / P];
-        cp.ent_dst.push_back(indexer ? pool.index_key(il, fp, first % P) : pool.entry(il, fp, first % P));
-        cp.ent_src.push_back(int64_t(cp.ent_src.size()) * dim);
-      }
-      // The ring keeps the last `ring` positions the chunk wrote into each page.
-      const int64_t ring = indexer ? 2 * s.cfg.csa_rate : (c.overlap ? 2 * m : m);
-      const int64_t last = std::min(sp.p0 + sp.n, (q / P + 1) * P) - 1;
-      if (q > last - ring) {
-        const int32_t page = pt.swa[q / P];
-        cp.ring_dst.push_back(indexer ? pool.index_ring(il, page, q) : pool.ring(il, page, q));
-        cp.ring_src.push_back((sp.row0 + j) * rw);
-      }
-    }
+  flash_compressor_desc d;
+  d.kv = kv;
+  d.gate = gate;
+  d.ape = c.ape;
+  d.norm = c.norm;
+  d.inv_freq = inv_freq;
+  d.rate = c.rate;
+  d.dim = c.dim;
+  d.rope_dim = s.cfg.rope_dim;
+  d.overlap = c.overlap;
+  d.eps = float(s.cfg.norm_eps);
+  const int64_t ring0 = indexer ? pool.index_ring(il, 0, 0) : pool.ring(il, 0, 0);
+  const int64_t ring1 = indexer ? pool.index_ring(il, 1, 0) : pool.ring(il, 1, 0);
+  const int64_t ent0 = indexer ? pool.index_key(il, 0, 0) : pool.entry(il, 0, 0);
+  const int64_t ent1 = indexer ? pool.index_key(il, 1, 0) : pool.entry(il, 1, 0);
+  d.ring = base + ring0;
+  d.ring_page_stride = ring1 - ring0;
+  d.entries = base + ent0;
+  d.entry_page_stride_bytes = (ent1 - ent0) * int64_t(sizeof(float));
+  if (indexer) {
+    d.quant = fp8 ? flash_entry_quant::hadamard_fp4 : flash_entry_quant::none;
+  } else if (s.kv_entries) {
+    d.quant = flash_entry_quant::fp8_nope;
+    d.format = flash_entry_format::kv_entry;            // at the start of each pool row, as the window's
+    d.entry_pitch_bytes = c.dim * int64_t(sizeof(float));
+  } else {
+    d.quant = fp8 ? flash_entry_quant::fp8_nope : flash_entry_quant::none;
   }
-  return cp;
+  return d;
 }
 
-compress_meta add_compress_plan(meta_batch& mb, const compress_plan& cp) {
-  compress_meta cm;
-  cm.kvp = mb.add(cp.kvp);
-  cm.gp = mb.add(cp.gp);
-  cm.n_cand = mb.add(cp.n_cand);
-  cm.ent_pos = mb.add(cp.ent_pos);
-  cm.ent_dst = mb.add(cp.ent_dst);
-  cm.ent_src = mb.add(cp.ent_src);
-  cm.ring_dst = mb.add(cp.ring_dst);
-  cm.ring_src = mb.add(cp.ring_src);
-  cm.n_emit = int64_t(cp.ent_pos.size());
-  cm.ring_rows = int64_t(cp.ring_dst.size());
-  return cm;
+// Layer il's compressors (a CSA layer's main and indexer ones) over n_tokens
+// tokens in the spans `sp`.
+flash_compressor_params compressor_params(const engine_state& s, int64_t il, const compressor_spans& sp,
+                                          int64_t n_tokens) {
+  const device_layer& w = s.w.layers[il];
+  const arena_buffers& A = s.a;
+  const float* inv_freq = s.w.inv_freq_compress;
+  flash_compressor_params fp;
+  fp.comp[0] = compressor_desc(s, il, w.compressor, false, A.comp_a, A.comp_z, inv_freq);
+  if (w.kind == attention_kind::csa) {
+    fp.comp[1] = compressor_desc(s, il, w.index_compressor, true, A.index_a, A.index_z, inv_freq);
+    fp.n_comp = 2;
+  }
+  fp.n_seq = sp.n_seq;
+  fp.n_tokens = n_tokens;
+  fp.start = sp.start;
+  fp.cu_tokens = sp.cu_tokens;
+  fp.full_pages = sp.full_pages;
+  fp.swa_pages = sp.swa_pages;
+  fp.pages_stride = sp.stride;
+  fp.page_size = s.pool.page_size();
+  return fp;
 }
 
-// The compressor's kernels over the pass, on its planned metadata.
-status compress(engine_state& s, const pass& p, const device_compressor& c, const compress_meta& cm, const float* a,
-                const float* z, entry_quant quant, const float* inv_freq) {
-  arena_buffers& A = s.a;
-  const int64_t m = c.rate, dim = c.dim, width = c.overlap ? 2 * dim : dim, rw = 2 * width;
-  const int64_t T = p.n_tokens();
-  float* const base = s.pool.base();
-  HART_RETURN_IF_ERROR(ring_rows_cuda(a, z, c.ape, A.pos, m, width, A.ring_stage, T, s.stream));
-  if (cm.n_emit > 0) {
-    // Every entry the pass completes, in one launch.
-    HART_RETURN_IF_ERROR(compress_pool_batch_cuda(
-        {cm.kvp, cm.gp, cm.n_cand, A.ent_stage, cm.n_emit, s.n_cand_max, dim}, s.stream));
-    const float eps = float(s.cfg.norm_eps);
-    HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.ent_stage, c.norm, A.ent_stage, cm.n_emit, dim, 0, 0, eps},
-                                                 cm.ent_pos, inv_freq, s.cfg.rope_dim, 1), s.stream));
-    if (quant == entry_quant::fp8_nope) {
-      HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.ent_stage, cm.n_emit, dim - s.cfg.rope_dim, k_kv_qdq_block, dim, s.stream));
-    } else if (quant == entry_quant::hadamard_fp4) {
-      HART_RETURN_IF_ERROR(hadamard_fp4(A.ent_stage, cm.n_emit, dim, s.stream));
-    }
-    if (quant == entry_quant::fp8_entry) {
-      HART_RETURN_IF_ERROR(kv_entry_encode_rows_cuda({A.ent_stage, cm.ent_src, base, cm.ent_dst, cm.n_emit}, s.stream));
-    } else {
-      HART_RETURN_IF_ERROR(copy_rows_cuda(base, cm.ent_dst, A.ent_stage, cm.ent_src, dim, cm.n_emit, false, s.stream));
-    }
-  }
-  return copy_rows_cuda(base, cm.ring_dst, A.ring_stage, cm.ring_src, rw, cm.ring_rows, false, s.stream);
+// The layer's compressors over the pass (flash_compressor.h): ring rows,
+// every entry (and indexer key) whose block closes in the pass, in one launch
+// for a decode pass, two for any other.
+status compress(engine_state& s, const pass& p, int64_t il, const compressor_spans& sp) {
+  const flash_compressor_params fp = compressor_params(s, il, sp, p.n_tokens());
+  return sp.cu_tokens ? flash_compressor_prefill_cuda(fp, s.stream) : flash_compressor_decode_cuda(fp, s.stream);
 }
 
 // Every CSA token's visible indexer keys: (t + 1) / m, and the longest.
@@ -167,7 +136,7 @@ struct layer_meta {
   const int32_t *page_base = nullptr, *full_pages = nullptr, *lengths = nullptr;  // CSA indexer
   int64_t n_idx = 0, max_keys = 0;
   std::vector<int32_t> host_lengths;                     // host builder only (reference-tie re-picks)
-  compress_meta main, index;
+  compressor_spans spans;                                // compressed layers
 };
 
 // Built on the host from positions and page tables only, then one copy (any pass).
@@ -213,6 +182,28 @@ status host_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta* l
     }
   }
   if (csa) lm->host_lengths = indexer_lengths(p, c.csa_rate, &lm->max_keys);
+  // The compressors' spans: one per sequence, its page tables up to its end.
+  std::vector<int64_t> start;
+  std::vector<int32_t> cu, span_full, span_swa;
+  int64_t stride = 1;
+  if (compressed) {
+    for (const pass::span& sp : p.spans) stride = std::max(stride, (sp.p0 + sp.n + P - 1) / P);
+    for (const pass::span& sp : p.spans) {
+      const page_table& pt = *sp.seq->pages;
+      // The flash compressor reads span s's rows at [cu[s], cu[s + 1]).
+      if (sp.row0 != (cu.empty() ? 0 : cu.back() + p.spans[cu.size() - 1].n)) {
+        return internal_error("gpu engine: a pass's spans are not consecutive rows");
+      }
+      start.push_back(sp.p0);
+      cu.push_back(int32_t(sp.row0));
+      for (int64_t i = 0; i < stride; ++i) {
+        const bool in = i < (sp.p0 + sp.n + P - 1) / P;
+        span_full.push_back(in ? pt.full[i] : -1);
+        span_swa.push_back(in ? pt.swa[i] : -1);
+      }
+    }
+    cu.push_back(int32_t(T));
+  }
   meta_batch mb(s);
   lm->win_dst = mb.add(win_dst);
   lm->win_src = mb.add(win_src);
@@ -221,14 +212,20 @@ status host_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta* l
   lm->full_pages = mb.add(full_pages);
   lm->lengths = mb.add(lm->host_lengths);
   lm->n_idx = n_idx;
-  if (compressed) lm->main = add_compress_plan(mb, plan_compress(s, p, il, w.compressor, false));
-  if (csa) lm->index = add_compress_plan(mb, plan_compress(s, p, il, w.index_compressor, true));
+  if (compressed) {
+    lm->spans.start = mb.add(start);
+    lm->spans.cu_tokens = mb.add(cu);
+    lm->spans.full_pages = mb.add(span_full);
+    lm->spans.swa_pages = mb.add(span_swa);
+    lm->spans.n_seq = int64_t(start.size());
+    lm->spans.stride = stride;
+  }
   return mb.flush();
 }
 
 // Built on the device (decode_meta.h) from the positions and page tables
-// run_pass uploaded: a decode pass, capturable as a graph. Every token owns
-// one entry slot per compressor (no entry this step: skipped by its copy).
+// run_pass uploaded: a decode pass, capturable as a graph. Every token is its
+// own sequence to the compressors.
 status device_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta* lm) {
   const model_config& c = s.cfg;
   const device_layer& w = s.w.layers[il];
@@ -240,8 +237,6 @@ status device_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta*
   meta_batch mb(s);
   decode_meta_params dp;
   dp.layer = s.pool.layer(il);
-  dp.pool = s.pool.base();
-  dp.ring_stage = s.a.ring_stage;
   dp.pos = s.a.pos;
   dp.swa_pages = s.a.dec_swa;
   dp.full_pages = s.a.dec_full;
@@ -250,7 +245,6 @@ status device_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta*
   dp.window = c.window;
   dp.n_idx = lm->n_idx;
   dp.hca = hca;
-  dp.n_cand_max = s.n_cand_max;
   dp.win_dst = mb.reserve<int64_t>(T);
   dp.win_src = mb.reserve<int64_t>(T);
   dp.idx = mb.reserve<int32_t>(T * lm->n_idx);
@@ -258,25 +252,6 @@ status device_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta*
     dp.page_base = mb.reserve<int32_t>(T);
     dp.lengths = mb.reserve<int32_t>(T);
   }
-  auto plan = [&](const device_compressor& dc, bool indexer, decode_compressor_plan* cp, compress_meta* cm) {
-    cp->kvp = mb.reserve<const float*>(T * s.n_cand_max);
-    cp->gp = mb.reserve<const float*>(T * s.n_cand_max);
-    cp->n_cand = mb.reserve<int64_t>(T);
-    cp->ent_pos = mb.reserve<int64_t>(T);
-    cp->ent_dst = mb.reserve<int64_t>(T);
-    cp->ent_src = mb.reserve<int64_t>(T);
-    cp->ring_dst = mb.reserve<int64_t>(T);
-    cp->ring_src = mb.reserve<int64_t>(T);
-    cp->rate = dc.rate;
-    cp->dim = dc.dim;
-    cp->overlap = dc.overlap;
-    cp->indexer = indexer;
-    static_cast<compress_plan_arrays&>(*cm) = *cp;
-    cm->n_emit = T;
-    cm->ring_rows = T;
-  };
-  if (w.kind != attention_kind::sliding) plan(w.compressor, false, &dp.comp, &lm->main);
-  if (csa) plan(w.index_compressor, true, &dp.index_comp, &lm->index);
   HART_RETURN_IF_ERROR(mb.flush());  // reservation errors
   lm->win_dst = dp.win_dst;
   lm->win_src = dp.win_src;
@@ -284,6 +259,7 @@ status device_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta*
   lm->page_base = dp.page_base;
   lm->full_pages = s.a.dec_full;
   lm->lengths = dp.lengths;
+  lm->spans = {s.a.pos, nullptr, s.a.dec_full, s.a.dec_swa, T, p.page_stride};
   return decode_meta_cuda(dp, s.stream);
 }
 
@@ -378,6 +354,15 @@ status attend(engine_state& s, const layer_meta& lm, const float* sink, int64_t 
 
 }  // namespace
 
+status compressors_supported(const engine_state& s) {
+  for (int64_t il = 0; il < s.cfg.n_layers; ++il) {
+    if (s.w.layers[il].kind == attention_kind::sliding) continue;
+    const status st = flash_compressor_cuda_supports(compressor_params(s, il, compressor_spans{}, 0));
+    if (!st.ok()) return status(st.code(), "gpu engine: layer " + std::to_string(il) + "'s compressors: " + st.message());
+  }
+  return {};
+}
+
 status attention_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* topk) {
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
@@ -432,13 +417,8 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
     HART_RETURN_IF_ERROR(copy_rows_cuda(s.pool.base(), lm.win_dst, A.kv, lm.win_src, hd, T, false, st));
   }
   // Compressors next: an entry whose block closes at token t is visible to t.
-  if (compressed) {
-    const entry_quant q = s.kv_entries ? entry_quant::fp8_entry : fp8 ? entry_quant::fp8_nope : entry_quant::none;
-    HART_RETURN_IF_ERROR(compress(s, p, w.compressor, lm.main, A.comp_a, A.comp_z, q, inv_freq));
-  }
+  if (compressed) HART_RETURN_IF_ERROR(compress(s, p, il, lm.spans));
   if (csa) {
-    HART_RETURN_IF_ERROR(compress(s, p, w.index_compressor, lm.index, A.index_a, A.index_z,
-                                  fp8 ? entry_quant::hadamard_fp4 : entry_quant::none, inv_freq));
     HART_RETURN_IF_ERROR(index_topk(s, p, il, lm));
     picks_to_rows_params tr;
     tr.picks = A.picks;

@@ -204,12 +204,10 @@ status meta_batch::flush() {
 
 size_t meta_layout_bytes(const engine_state& s, int64_t T) {
   auto padded = [](int64_t n, size_t elem) { return (size_t(std::max<int64_t>(n, 0)) * elem + 15) / 16 * 16; };
-  // Per compressor: candidate row pointers (kv, gate), entry count/position/destination/source, ring writes.
-  const size_t compressor = 2 * padded(T * s.n_cand_max, sizeof(void*)) + 4 * padded(T, 8) + 2 * padded(T, 8);
   return 2 * padded(T, 8)                          // window writes
          + padded(T * s.n_idx_max, 4)              // index lists
          + padded(T, 4) + padded(T * s.pages_per_seq, 4)  // page lists
-         + 2 * compressor                          // the main and the indexer's compressor
+         + padded(T, 8) + padded(T + 1, 4) + 2 * padded(T * s.pages_per_seq, 4)  // the compressors' spans
          + padded(T, 4)                            // indexer lengths
          + padded(T, 8);                           // logits rows (the head)
 }
@@ -221,7 +219,7 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   const model_config& c = s.cfg;
   const int64_t T = s.params.max_batch_tokens, D = c.hidden_size, n = c.hc_mult, H = c.n_heads, hd = c.head_dim;
   const int64_t dI = c.index_head_dim, nI = c.index_n_heads, K = c.n_activated_experts, E = c.n_routed_experts;
-  const int64_t I = c.moe_inter_dim, wide = std::max(hd, dI);
+  const int64_t I = c.moe_inter_dim;
   size_t bytes = 0;
   auto f = [&](float** p, int64_t cnt) { bytes += device_arena::bytes_for<float>(cnt); *p = ar.take<float>(cnt); };
   auto i32 = [&](int32_t** p, int64_t cnt) { bytes += device_arena::bytes_for<int32_t>(cnt); *p = ar.take<int32_t>(cnt); };
@@ -259,8 +257,6 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   f(&b->index_z, T * 2 * dI);
   f(&b->index_q, T * nI * dI);
   f(&b->index_w, T * nI);
-  f(&b->ring_stage, T * 4 * wide);
-  f(&b->ent_stage, T * wide);
   b->meta_bytes = meta_layout_bytes(s, T);
   bytes += device_arena::bytes_for<char>(int64_t(b->meta_bytes));
   b->meta = ar.take<char>(int64_t(b->meta_bytes));
@@ -505,7 +501,6 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
   s->max_entries = std::max<int64_t>(params.max_context / c.csa_rate, 1);
   bool any_hca = false;
   for (attention_kind k : c.layer_kinds) any_hca |= k == attention_kind::hca;
-  s->n_cand_max = std::max<int64_t>({2 * c.csa_rate, any_hca ? c.hca_rate : 0, 1});
   s->n_idx_max = c.window + std::max<int64_t>(c.index_topk, any_hca ? params.max_context / c.hca_rate : 0);
   if (c.head_dim > sparse_attention_cuda_max_head_dim) {
     return invalid_argument("gpu engine: head_dim %lld is over the %lld the device attention holds",
@@ -525,6 +520,7 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
     device_arena ar(s->arena_mem.get(), s->arena_mem.bytes());
     gpu::arena_layout(*s, ar, &s->a);
   }
+  HART_RETURN_IF_ERROR(gpu::compressors_supported(*s));
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "gpu engine: stream"));
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), "gpu engine: stream"));
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaEventCreateWithFlags(&s->fork_event, cudaEventDisableTiming), "gpu engine: event"));

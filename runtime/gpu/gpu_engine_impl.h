@@ -32,8 +32,6 @@ struct arena_buffers {
   float *qr = nullptr, *q = nullptr, *kv = nullptr, *o = nullptr, *u = nullptr;
   float *comp_a = nullptr, *comp_z = nullptr, *index_a = nullptr, *index_z = nullptr;
   float *index_q = nullptr, *index_w = nullptr;
-  float* ring_stage = nullptr;            // [2·width, T] ring rows of the chunk
-  float* ent_stage = nullptr;             // [c, T] entries emitted this pass
   double* hc_workspace = nullptr;         // hc_pre's split mix (few tokens)
   char* attn_workspace = nullptr;         // sparse attention's slices (few tokens)
   char* entry_workspace = nullptr;        // A1's splits (kv_entries), k_entry_attention_queries at a time
@@ -112,7 +110,6 @@ struct engine_state {
   int64_t swa_keep = 0;
   int64_t max_entries = 0;                // C / csa_rate: indexer keys per sequence
   int64_t n_idx_max = 0;
-  int64_t n_cand_max = 0;
   int64_t pages_per_seq = 0;
   /// gpu_engine_params::fp8_kv_entries in effect: window KV and main compressed
   /// entries are 584-byte FP8 entries at the start of their pool rows.
@@ -224,6 +221,10 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
 /// attention_forward on the device: y [D, T] from normed x [D, T]; fills the
 /// layer's window KV, compressor rings and entries of the pass's sequences.
 status attention_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* topk);
+
+/// ok when the flash compressor's CUDA kernels take every compressor of the
+/// model (gpu_attention.cpp); otherwise why not (checked at load).
+status compressors_supported(const engine_state& s);
 /// moe_forward on the device: y [D, T] from x [D, T].
 status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* experts);
 
