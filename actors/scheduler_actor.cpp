@@ -13,7 +13,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A decode step shorter than this plus half the catch window is not worth a timer.
+// A decode step shorter than this plus half the catch window is not worth a
+// timer: the spin starts at its dispatch.
 constexpr double k_min_catch_delay_us = 50;
 
 protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_version, uint64_t caught, uint64_t tag) {
@@ -222,9 +223,12 @@ struct scheduler_state {
     if (lead_us <= 0 || in_flight.size() != 1 || !core->last_step_decode_only()) return;
     const double expected_us = expected_exec_us(batch);
     const double delay_us = expected_us - lead_us;
-    if (delay_us < k_min_catch_delay_us) return;
     catch_late_us = sent_us + int64_t(2 * expected_us);
-    self->delayed_send(self, std::chrono::microseconds(int64_t(delay_us)), catch_atom::value, ++catch_gen);
+    if (delay_us < k_min_catch_delay_us) {
+      self->send(self, catch_atom::value, ++catch_gen);
+    } else {
+      self->delayed_send(self, std::chrono::microseconds(int64_t(delay_us)), catch_atom::value, ++catch_gen);
+    }
   }
 
   /// Opens the catch window (the first time for this step: N µs, and for a
