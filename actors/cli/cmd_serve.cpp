@@ -24,10 +24,11 @@ namespace hart::cli {
 // Freed memory the process keeps mapped with a weight-sync endpoint (runtime/core/malloc_tuning.h):
 // about a bucket's frames in flight.
 constexpr size_t k_weight_sync_keep_bytes = size_t(1) << 30;
-// --catch-step-us -1 on 8+ hardware threads: covers a VM's timer jitter and the CPU
-// engine's step-to-step variation around a step's end (300 left 1% of outcomes to a
-// thread wake-up of 100-600 µs on the H200 hosts; 1000 brought p99 to 27-65 µs, S1 v13).
-constexpr int64_t k_auto_catch_step_us = 1000;
+// --catch-step-us -1 on 8+ hardware threads: a window of 100 ms spins through every
+// decode step from its dispatch (steps of up to 50 ms), so no timer or thread wake-up
+// stands between a step's end and the next (1000 µs around the expected end left
+// p99 at 49-177 µs at concurrency 4 on the H200 hosts; the whole step, 34-48: S1 v15).
+constexpr int64_t k_auto_catch_step_us = 100000;
 
 worker_link::model_summary model_summary_of(const model_config& cfg, const common_options& o);  // cmd_worker.cpp
 

@@ -134,7 +134,8 @@ int main(int argc, char** argv) {
                 "The scheduler spins this long around each decode step's expected end to take its result without "
                 "a thread wake-up (S1: the gap between steps); a window of twice the step or more spins from the "
                 "step's dispatch (no timer to wake up late; one core busy while decoding); 0 = sleep until woken; "
-                "-1 = 1000 on 8 or more hardware threads, else 0 (on few cores the spin takes the model's)")
+                "-1 = 100000 (the whole step) on 8 or more hardware threads, else 0 (on few cores the spin takes "
+                "the model's)")
       ->check(CLI::Range(int64_t(-1), int64_t(100000)))
       ->capture_default_str();
   v->add_option("--weight-sync-endpoint", sv.weight_sync_endpoint,
