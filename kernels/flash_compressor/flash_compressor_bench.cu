@@ -30,6 +30,7 @@
 #include "kernels/flash_compressor/flash_compressor.h"
 #include "kernels/flash_compressor/flash_compressor_cases.h"
 #include "kernels/testing/cuda_bench_util.h"
+#include "kernels/testing/hot_bench_summary.h"
 
 using namespace hart;
 using namespace hart::fc_testing;
@@ -239,7 +240,7 @@ timing time_kind(const std::vector<comp_shape>& shapes, int64_t T, cudaStream_t 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int flash_compressor_bench_main(int argc, char** argv) {
   std::map<std::pair<std::string, long long>, std::string> peer;  // (kind, T) -> us or "oom"
   std::string only;
   long long only_T = 0;
@@ -268,6 +269,7 @@ int main(int argc, char** argv) {
     if (!only.empty() && only != kind) continue;
     if (!check_kind(shapes, kind.c_str(), rng)) {
       rows.push_back("| " + kind + " | - | FAILED the check: no timings | | | | |");
+      hart::bench::summary().push_back({"C1 Flash compressor", kind, 0, 0, "HF-style eager", "-", false});
       continue;
     }
     if (check_only) continue;
@@ -282,6 +284,9 @@ int main(int argc, char** argv) {
                     100.0 * floor_us / tm.us, it == peer.end() ? "-" : it->second.c_str());
       rows.push_back(line);
       std::fprintf(stderr, "%s\n", line);
+      hart::bench::summary().push_back({"C1 Flash compressor", std::string(kind == "csa" ? "CSA main + indexer" : "HCA") +
+                                            ", T " + std::to_string(T),
+                                        tm.us, floor_us, "HF-style eager", it == peer.end() ? "-" : it->second});
     }
   }
   std::printf("\n| layer | T | time us | MB moved | floor us | %% of floor | torch eager us |\n");
@@ -289,3 +294,7 @@ int main(int argc, char** argv) {
   for (const std::string& r : rows) std::printf("%s\n", r.c_str());
   return 0;
 }
+
+#ifndef HART_HOT_KERNELS_BENCH
+int main(int argc, char** argv) { return flash_compressor_bench_main(argc, argv); }
+#endif

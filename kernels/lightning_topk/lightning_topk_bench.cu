@@ -28,6 +28,7 @@
 #include "kernels/lightning_topk/lightning_topk.h"
 #include "kernels/lightning_topk/lightning_topk_cases.h"
 #include "kernels/testing/cuda_bench_util.h"
+#include "kernels/testing/hot_bench_summary.h"
 
 using namespace hart;
 
@@ -277,7 +278,7 @@ double measure_launch_us() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int lightning_topk_bench_main(int argc, char** argv) {
   std::map<std::tuple<long long, long long, long long>, double> peer;
   const bool eval_only = argc > 1 && std::strcmp(argv[1], "--eval-only") == 0;
   if (argc > 1 && !eval_only) {
@@ -336,6 +337,9 @@ int main(int argc, char** argv) {
     auto it = peer.find({r.batch, r.n, r.k});
     char pbuf[32] = "-", sbuf[32] = "-";
     if (it != peer.end()) std::snprintf(pbuf, sizeof pbuf, "%.1f", it->second);
+    hart::bench::summary().push_back({"T1 Lightning top-k", "batch " + std::to_string(r.batch) + ", n " +
+                                          std::to_string(r.n) + ", k " + std::to_string(r.k),
+                                      r.us, r.floor_us, "torch.topk", pbuf, r.ok});
     if (!r.ok) {
       std::printf("| %lld | %lld | %lld | FAILED CHECK | - | %.2f | - | %s | - |\n", (long long)r.batch,
                   (long long)r.n, (long long)r.k, r.floor_us, pbuf);
@@ -347,3 +351,7 @@ int main(int argc, char** argv) {
   }
   return n_fail ? 1 : 0;
 }
+
+#ifndef HART_HOT_KERNELS_BENCH
+int main(int argc, char** argv) { return lightning_topk_bench_main(argc, argv); }
+#endif

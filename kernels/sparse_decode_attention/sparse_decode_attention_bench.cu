@@ -27,6 +27,7 @@
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
 #include "kernels/testing/cuda_bench_util.h"
 #include "runtime/core/codecs.h"
+#include "kernels/testing/hot_bench_summary.h"
 
 using namespace hart;
 
@@ -205,7 +206,7 @@ result run_case(const bench_case& c, std::mt19937& rng, cudaStream_t stream) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int sparse_decode_attention_bench_main(int argc, char** argv) {
   std::map<std::tuple<long long, long long, long long>, double> peer;  // (B, H, n) → us
   int only = -1;
   if (argc == 3 && std::strcmp(argv[1], "--case") == 0) {
@@ -245,6 +246,10 @@ int main(int argc, char** argv) {
     const auto it = peer.find({c.batch, c.heads, n});
     char peer_s[32] = "-";
     if (it != peer.end()) std::snprintf(peer_s, sizeof peer_s, "%.1f", it->second);
+    hart::bench::summary().push_back({"A1 sparse decode attention",
+                                      std::string(c.name) + ", batch " + std::to_string(c.batch) + ", " +
+                                          std::to_string(c.heads) + " heads, " + std::to_string(n) + " entries",
+                                      r.us, floor_us, "PyTorch eager", peer_s, r.ok});
     if (!r.ok) {
       std::printf("| %s | %lld | %lld | %lld | FAILED (%.2e) | - | - | %.2f | - | %s |\n", c.name, (long long)c.batch,
                   (long long)c.heads, (long long)n, r.max_err, floor_us, peer_s);
@@ -256,3 +261,7 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+#ifndef HART_HOT_KERNELS_BENCH
+int main(int argc, char** argv) { return sparse_decode_attention_bench_main(argc, argv); }
+#endif

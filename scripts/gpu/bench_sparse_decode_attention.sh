@@ -12,29 +12,7 @@ NVCC="nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -DHART_CUDA=
 t0=$(date +%s)
 $NVCC $SRCS -o /tmp/sda_bench > "$LOG/sda_build.log" 2>&1 &
 pa=$!
-PYTHONUNBUFFERED=1 python3 - > /tmp/sda_peer.txt <<'PY'
-import torch
-cases = [(1, 64, 640), (8, 64, 640), (32, 64, 640), (128, 64, 640), (1, 128, 1152), (128, 128, 1152),
-         (1, 64, 160), (1, 64, 2176), (1, 64, 8320), (1, 64, 128)]
-for b, h, n in cases:
-    pool = torch.randn(200000, 512, device="cuda", dtype=torch.bfloat16)
-    sets = [(torch.randn(b, h, 512, device="cuda", dtype=torch.bfloat16),
-             torch.randint(0, pool.shape[0], (b, n), device="cuda")) for _ in range(4)]
-    sink = torch.randn(h, device="cuda")
-    def attn(q, idx):
-        kv = pool[idx]                                   # [b, n, 512]
-        s = torch.einsum("bhd,bnd->bhn", q.float(), kv.float()) * 512 ** -0.5
-        s = torch.cat([s, sink.view(1, h, 1).expand(b, h, 1)], dim=-1)
-        p = torch.softmax(s, dim=-1)[..., :-1]
-        return torch.einsum("bhn,bnd->bhd", p, kv.float()).to(torch.bfloat16)
-    for i in range(10): attn(*sets[i % 4])
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for i in range(100): attn(*sets[i % 4])
-    e.record(); torch.cuda.synchronize()
-    print(b, h, n, f"{s.elapsed_time(e) * 10:.2f}", flush=True)
-PY
+PYTHONUNBUFFERED=1 python3 scripts/gpu/peers/attention_peer.py > /tmp/sda_peer.txt
 echo "torch peer:"; cat /tmp/sda_peer.txt
 wait $pa || { echo "build failed"; cat "$LOG/sda_build.log"; exit 1; }
 echo "build done after $(( $(date +%s) - t0 )) s"

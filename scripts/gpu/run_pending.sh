@@ -10,7 +10,7 @@
 # Device: two calls with carry [".gpu-deps"] (each fits the 10-minute limit; the
 #         second reuses the first's build while the machine is still warm):
 #           bash .gpu-deps/run_pending.sh tests     # build + suite + GPU tests (~7 min)
-#           bash .gpu-deps/run_pending.sh benches   # requant, G1, hart bench, C1, A1, W1 (skip some:
+#           bash .gpu-deps/run_pending.sh benches   # requant, G1, hart bench, T1/C1/A1, W1 (skip some:
 #                                                   # the limits add up past 10 minutes)
 #           bash .gpu-deps/run_pending.sh ncu       # per-kernel time per decode step (ncu, ~4 min):
 #                                                   # b=1/4K, b=32/4K, b=32/256K
@@ -74,15 +74,14 @@ elif [ "$phase" = ncu ]; then
       ./build-gpu/hart bench --batch "$1" --context "$2" --steps 1 --warmup 1 --prefill-chunk 0
   done
 else
-  # The benches behind docs/perf-notes.md's tables (G1, W1, D1/D2, C1, A1).
+  # The benches behind docs/perf-notes.md's tables (G1, W1, D1/D2, T1, C1, A1).
   [ -n "${fresh:-}" ] && step build 300 bash scripts/gpu/build.sh -R '^none$'
   step requant 60 ./build-gpu/runtime/gpu/weight_requant_bench 20
   step linear_bench 300 env OUT="$LOG/linear" bash scripts/gpu/bench_linear.sh  # G1: CUDA vs tensor cores; G2: ours vs cuBLASLt
   step bench 180 ./build-gpu/hart bench --batch 1,32 --context 4K,256K
   step hf_peer 200 python3 scripts/gpu/hf_peer_decode.py --context 4096  # D1's peer, the same run
   step bench_cc 120 ./build-gpu/hart bench --batch 1,32 --context 4K --fp8-cuda-cores  # tensor cores off
-  step fc_bench 200 env FC_SANITIZE=0 FC_NCU=0 bash scripts/gpu/bench_flash_compressor.sh
-  step sda 120 env SDA_NCU=0 bash scripts/gpu/bench_sparse_decode_attention.sh
+  step hot 420 env OUT="$LOG" bash scripts/gpu/bench_hot_kernels.sh  # T1, C1, A1 and their peers, one summary
   # W1 on this host's cores: 1.96 GB pushes into a fresh server (the first faults its staging in),
   # over 4 lanes (the default here) in 128 MiB buckets.
   ./build-gpu/hart serve -m tests/data/tiny-a --bind tcp://127.0.0.1:5557 --weight-sync-endpoint tcp://127.0.0.1:5558 \
@@ -114,7 +113,7 @@ for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc nccl_serve n
   [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error|worst" "$LOG/$f.log" | head -6
 done
 echo "=== tables"
-for f in requant bench hf_peer bench_cc fc_bench sda w1 w1_ipc w1_nccl s1; do
+for f in requant bench hf_peer bench_cc hot_kernels w1 w1_ipc w1_nccl s1; do
   [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s|GB/s|^catch=" "$LOG/$f.log" | tail -32; }
 done
 for f in "$LOG"/ncu_b*.log; do
