@@ -2,8 +2,9 @@
 # Sparse decode attention (issue 6, A1) on the GPU machine: builds the bench with
 # nvcc directly (no CMake on the GPU image), times a PyTorch eager peer of the same
 # math (bf16 gather + einsum + softmax with the sink; entries pre-dequantized, so the
-# peer skips the FP8 decode), runs compute-sanitizer on a small case, then the bench
-# (checks against the CPU reference, then times). The table is printed last.
+# peer skips the FP8 decode), then the bench (checks against the CPU reference, then
+# times). The table is printed last. (memcheck: run_pending's tests phase runs the CUDA
+# test under compute-sanitizer.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp}

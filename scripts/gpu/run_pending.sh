@@ -53,6 +53,11 @@ if [ "$phase" = tests ]; then
   step flash_compressor 60 ./build-gpu/kernels/flash_compressor/flash_compressor_test
   step linear_tc 120 ./build-gpu/kernels/linear/linear_test --gtest_filter='linear_cuda.*tensor_cores*:linear_grouped.*'
   step check_ops 60 ./build-gpu/hart check-ops
+  # The hot kernels' CUDA tests under compute-sanitizer (issue 6; Lightning top-k's run in its bench script).
+  step memcheck_sda 200 compute-sanitizer --tool memcheck --print-limit 10 \
+    ./build-gpu/kernels/sparse_decode_attention/sparse_decode_attention_test --gtest_filter='*Cuda*'
+  step memcheck_fc 200 compute-sanitizer --tool memcheck --print-limit 10 \
+    ./build-gpu/kernels/flash_compressor/flash_compressor_test --gtest_filter='*Cuda*'
 elif [ "$phase" = two_gpus ]; then
   # Weight sync by NCCL from GPU 1 into hart serve on GPU 0 (perf-notes W1 v9).
   [ -n "${fresh:-}" ] && step build 300 bash scripts/gpu/build.sh -R '^none$'
@@ -109,8 +114,8 @@ fi
 
 echo "=== failures in the suite"
 [ -f "$LOG/suite.log" ] && grep -E "tests passed|\*\*\*Failed|Not Run" "$LOG/suite.log" | head -20
-for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc nccl_serve nccl_faults; do
-  [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error|worst" "$LOG/$f.log" | head -6
+for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc memcheck_sda memcheck_fc nccl_serve nccl_faults; do
+  [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error|worst|ERROR SUMMARY" "$LOG/$f.log" | head -6
 done
 echo "=== tables"
 for f in requant bench hf_peer bench_cc hot_kernels w1 w1_ipc w1_nccl s1; do
