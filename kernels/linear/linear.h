@@ -228,6 +228,14 @@ bool linear_fp8_raw_tc_supported(const linear_fp8_params& p);
 /// aligned y row stride; the context's buffers bound n_rows.
 status linear_fp8_lt_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 bool linear_fp8_lt_supported(const linear_fp8_params& p);
+/// The same product on our own Hopper kernel (linear_fp8_wgmma.cu: TMA into a
+/// 5-stage ring, two consumer warpgroups on wgmma m64n128k32 e4m3, each
+/// 128-channel block's sum scaled into an fp32 accumulator): within 2^-10 ·
+/// Σ|x'·w'| like cuBLASLt (Hopper's FP8 MMA), a fixed order per output (the
+/// same bits for the same inputs, whatever the row count). Any row count; the
+/// same support rule as linear_fp8_tc plus an 8-byte aligned, even y stride.
+status linear_fp8_wgmma_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
+bool linear_fp8_wgmma_supported(const linear_fp8_params& p);
 
 /// linear_grouped_cpu's contract with device pointers (groups too). Each
 /// output is the warp dot product linear_fp8_cuda uses for codes (bitwise the

@@ -668,6 +668,36 @@ TEST(linear_cuda, fp8_cublaslt_matches_the_cpu) {
   EXPECT_EQ(linear_fp8_lt_cuda(bad, **ctx, nullptr).code(), status_code::resource_exhausted);
 }
 
+// Our wgmma kernel (G2): the same bound as cuBLASLt (the same FP8 MMA
+// hardware), the same bits when run again, row counts that are not multiples
+// of the 128-row tile or of 4, strides and accumulation.
+TEST(linear_cuda, fp8_wgmma_matches_the_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  auto ctx = linear_cuda_context::create(1024, 4096);
+  ASSERT_TRUE(ctx.ok()) << ctx.get_status().to_string();
+  double worst = 0;
+  expect_fp8_tensor_core_linear({{5, 256, 128}, {64, 4096, 256}, {517, 1024, 512}, {1000, 512, 384}, {129, 128, 1024}},
+                                rng, linear_fp8_wgmma_supported,
+                                [&](const linear_fp8_params& p) { return linear_fp8_wgmma_cuda(p, **ctx, nullptr); },
+                                std::ldexp(1.0, -10), /*same_bits_again=*/true, &worst);
+  std::printf("linear_fp8_wgmma: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", worst,
+              std::log2(std::max(worst, 1e-300)));
+  device_vec<float> d(std::vector<float>(4096, 0.0f));
+  device_vec<uint8_t> q(std::vector<uint8_t>(65536, 0));
+  linear_fp8_params bad{d.get(), q.get(), q.get(), d.get(), 2, 200, 128};  // in % 128 != 0
+  EXPECT_FALSE(linear_fp8_wgmma_supported(bad));
+  EXPECT_EQ(linear_fp8_wgmma_cuda(bad, **ctx, nullptr).code(), status_code::unimplemented);
+  bad.in = 128;
+  bad.y_stride = 129;  // an odd y stride: rows not 8-byte aligned
+  EXPECT_EQ(linear_fp8_wgmma_cuda(bad, **ctx, nullptr).code(), status_code::unimplemented);
+  bad.y_stride = 0;
+  bad.n_rows = 2000;  // over the context's 1024 rows
+  EXPECT_EQ(linear_fp8_wgmma_cuda(bad, **ctx, nullptr).code(), status_code::resource_exhausted);
+}
+
 TEST(linear_cuda, fp8_tensor_cores_refuse_what_they_do_not_take) {
   HART_SKIP_WITHOUT_CUDA();
   auto ctx = make_context();

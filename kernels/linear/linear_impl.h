@@ -44,6 +44,13 @@ status lt_matmul(const char* op, linear_cuda_context::impl& s, cudaDataType_t ab
                  float* y, int64_t n_rows, int64_t in, int64_t out, int64_t xs, int64_t ys, bool accumulate,
                  cudaStream_t stream, const lt_block_scales* scales = nullptr);
 
+/// linear_fp8_wgmma_cuda's GEMM on quantized input: y [n_rows][out] (row
+/// stride ys) (+)= (x_codes · x_scales) · (w · w_scale)^T; x_codes [n_rows][in]
+/// dense, x_scales block-major [in/128][n_rows], w e4m3 [out][in], w_scale
+/// e8m0 [out/128][in/128]. Sizes are the caller's to check (in, out % 128 == 0).
+status fp8_wgmma_gemm(const uint8_t* x_codes, const float* x_scales, const uint8_t* w, const uint8_t* w_scale, float* y,
+                      int64_t n_rows, int64_t in, int64_t out, int64_t ys, bool accumulate, cudaStream_t stream);
+
 /// out[r][i] = e4m3 QDQ of x[r][i] with one power-of-two scale per 128
 /// channels (last block shorter): bitwise act_quant_fp8_qdq per block.
 /// x: [in, n_rows] row stride x_stride; out: [in, n_rows] dense.

@@ -6,6 +6,8 @@
 // the host reference (linear_bench_common.cuh) within 2^-10 · Σ|x'·w'|:
 //  - ours: linear_fp8_tc_cuda (the input's QDQ to codes + mma.sync e4m3),
 //    what the engine runs for prefill today;
+//  - ours on wgmma (fp8_wgmma_gemm: TMA, warp-specialised, 128×128 tiles),
+//    the GEMM alone on the same quantized input as cuBLASLt;
 //  - cuBLASLt's block-scaled FP8 GEMM (CUDA >= 12.9): x as e4m3 codes with one
 //    fp32 scale per row per 128 channels (VEC128_32F), W with one per 128×128
 //    block (BLK128x128_32F), fp32 out. The docs leave the scale tensors' order
@@ -24,6 +26,7 @@
 
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_bench_common.cuh"
+#include "kernels/linear/linear_impl.h"
 
 using namespace hart;
 using namespace hart::bench;
@@ -204,6 +207,21 @@ int main() {
       const double quant_us = median_us([&] { (void)fp8_act_quant_cuda(d_x, s.in, d_xc, d_xs[0], m, s.in, nullptr); });
       transpose_f32<<<unsigned((m * n_ib + 255) / 256), 256>>>(d_xs[0], d_xs[1], m, n_ib);
       CK(cudaDeviceSynchronize());
+      // Ours on wgmma: the GEMM alone on those codes and the block-major scales.
+      {
+        row r{s.name, "ours (wgmma, TMA, 128x128 tiles)", "", m};
+        CK(cudaMemset(d_y, 0xff, size_t(m * s.out) * 4));
+        const status st = fp8_wgmma_gemm(d_xc, d_xs[1], d_w, d_s, d_y, m, s.in, s.out, s.out, false, nullptr);
+        if (st.ok()) {
+          CK(cudaDeviceSynchronize());
+          r.worst = check_linear(s.in, s.out, m, d_x, d_w, d_s, d_y, k_rtol, row_step);
+          r.ok = r.worst <= 1.0;
+          r.us = median_us([&] { (void)fp8_wgmma_gemm(d_xc, d_xs[1], d_w, d_s, d_y, m, s.in, s.out, s.out, false, nullptr); });
+        } else {
+          r.note = st.to_string();
+        }
+        table.push_back(r);
+      }
       for (int wk = 0; wk < 2; ++wk) {
         for (int xk = 0; xk < 2; ++xk) {
           row r{s.name, std::string("cuBLASLt, W scales ") + (wk ? "[in/128][out/128]" : "[out/128][in/128]") +

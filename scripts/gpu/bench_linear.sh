@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp}
 mkdir -p "$LOG"
-SRCS="kernels/linear/linear_bench.cu kernels/linear/linear.cu kernels/linear/linear_fp8.cu kernels/linear/linear_fp8_tc.cu kernels/quant/quant_cpu.cpp kernels/quant/quant_args.cpp runtime/core/codecs.cpp runtime/core/status.cpp runtime/core/check.cpp runtime/core/log.cpp"
+SRCS="kernels/linear/linear_bench.cu kernels/linear/linear.cu kernels/linear/linear_fp8.cu kernels/linear/linear_fp8_tc.cu kernels/linear/linear_fp8_wgmma.cu kernels/quant/quant_cpu.cpp kernels/quant/quant_args.cpp runtime/core/codecs.cpp runtime/core/status.cpp runtime/core/check.cpp runtime/core/log.cpp"
 NVCC="nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -DHART_CUDA=1"
 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader || true
