@@ -637,42 +637,17 @@ TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
   EXPECT_EQ(linear_fp8_raw_tc_cuda(bad, *ctx, nullptr).code(), status_code::unimplemented);
 }
 
-// The prefill path through cuBLASLt's block-scaled FP8 GEMM: the same QDQ'd
-// inputs and dequantized weights, within 2^-10 of Σ|x'·w'| (Hopper's FP8 MMA
-// accumulates with fewer bits than fp32; G2 v1 measured 2^-12 at Flash
-// shapes; a wrong scale order is 10^2-10^4 times the bound). Row strides,
-// accumulation and odd row counts as prefill chunks give them.
-TEST(linear_cuda, fp8_cublaslt_matches_the_cpu) {
-  HART_SKIP_WITHOUT_CUDA();
-  const uint32_t seed = test_seed();
-  SCOPED_TRACE(seed_trace(seed));
-  std::mt19937 rng(seed);
-  auto ctx = linear_cuda_context::create(1024, 4096);
-  ASSERT_TRUE(ctx.ok()) << ctx.get_status().to_string();
-  double worst = 0;
-  expect_fp8_tensor_core_linear({{5, 256, 128}, {64, 4096, 256}, {517, 1024, 512}, {1000, 512, 384}}, rng,
-                                linear_fp8_lt_supported,
-                                [&](const linear_fp8_params& p) { return linear_fp8_lt_cuda(p, **ctx, nullptr); },
-                                std::ldexp(1.0, -10), /*same_bits_again=*/false, &worst);
-  std::printf("linear_fp8_lt: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", worst, std::log2(std::max(worst, 1e-300)));
-  device_vec<float> d(std::vector<float>(4096, 0.0f));
-  device_vec<uint8_t> q(std::vector<uint8_t>(65536, 0));
-  linear_fp8_params bad{d.get(), q.get(), q.get(), d.get(), 2, 200, 128};  // in % 128 != 0
-  EXPECT_FALSE(linear_fp8_lt_supported(bad));
-  EXPECT_EQ(linear_fp8_lt_cuda(bad, **ctx, nullptr).code(), status_code::unimplemented);
-  bad.in = 128;
-  bad.y_stride = 130;  // rows of y not 16-byte aligned
-  EXPECT_EQ(linear_fp8_lt_cuda(bad, **ctx, nullptr).code(), status_code::unimplemented);
-  bad.y_stride = 0;
-  bad.n_rows = 2000;  // over the context's 1024 rows
-  EXPECT_EQ(linear_fp8_lt_cuda(bad, **ctx, nullptr).code(), status_code::resource_exhausted);
-}
-
-// Our wgmma kernel (G2): the same bound as cuBLASLt (the same FP8 MMA
-// hardware), the same bits when run again, row counts that are not multiples
-// of the 128-row tile or of 4, strides and accumulation.
-TEST(linear_cuda, fp8_wgmma_matches_the_cpu) {
-  HART_SKIP_WITHOUT_CUDA();
+// A prefill FP8 linear on Hopper's FP8 MMA (cuBLASLt's block-scaled GEMM,
+// our wgmma kernel): the same QDQ'd inputs and dequantized weights, within
+// 2^-10 of Σ|x'·w'| (the MMA accumulates with fewer bits than fp32; G2 v1
+// measured 2^-12 at Flash shapes; a wrong scale order is 10^2-10^4 times the
+// bound). Row strides, accumulation and row counts that are not multiples of
+// 4 or of a 128-row tile, as prefill chunks give them; then the refusals: in
+// not a multiple of 128, y rows misaligned (`bad_y_stride`), more rows than
+// the context holds.
+void expect_prefill_fp8_linear(const char* name, const std::function<bool(const linear_fp8_params&)>& supported,
+                               const std::function<status(const linear_fp8_params&, linear_cuda_context&)>& run,
+                               bool same_bits_again, int64_t bad_y_stride) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
@@ -680,22 +655,40 @@ TEST(linear_cuda, fp8_wgmma_matches_the_cpu) {
   ASSERT_TRUE(ctx.ok()) << ctx.get_status().to_string();
   double worst = 0;
   expect_fp8_tensor_core_linear({{5, 256, 128}, {64, 4096, 256}, {517, 1024, 512}, {1000, 512, 384}, {129, 128, 1024}},
-                                rng, linear_fp8_wgmma_supported,
-                                [&](const linear_fp8_params& p) { return linear_fp8_wgmma_cuda(p, **ctx, nullptr); },
-                                std::ldexp(1.0, -10), /*same_bits_again=*/true, &worst);
-  std::printf("linear_fp8_wgmma: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", worst,
-              std::log2(std::max(worst, 1e-300)));
+                                rng, supported, [&](const linear_fp8_params& p) { return run(p, **ctx); },
+                                std::ldexp(1.0, -10), same_bits_again, &worst);
+  std::printf("%s: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", name, worst, std::log2(std::max(worst, 1e-300)));
   device_vec<float> d(std::vector<float>(4096, 0.0f));
   device_vec<uint8_t> q(std::vector<uint8_t>(65536, 0));
   linear_fp8_params bad{d.get(), q.get(), q.get(), d.get(), 2, 200, 128};  // in % 128 != 0
-  EXPECT_FALSE(linear_fp8_wgmma_supported(bad));
-  EXPECT_EQ(linear_fp8_wgmma_cuda(bad, **ctx, nullptr).code(), status_code::unimplemented);
+  EXPECT_FALSE(supported(bad));
+  EXPECT_EQ(run(bad, **ctx).code(), status_code::unimplemented);
   bad.in = 128;
-  bad.y_stride = 129;  // an odd y stride: rows not 8-byte aligned
-  EXPECT_EQ(linear_fp8_wgmma_cuda(bad, **ctx, nullptr).code(), status_code::unimplemented);
+  bad.y_stride = bad_y_stride;
+  EXPECT_EQ(run(bad, **ctx).code(), status_code::unimplemented);
   bad.y_stride = 0;
   bad.n_rows = 2000;  // over the context's 1024 rows
-  EXPECT_EQ(linear_fp8_wgmma_cuda(bad, **ctx, nullptr).code(), status_code::resource_exhausted);
+  EXPECT_EQ(run(bad, **ctx).code(), status_code::resource_exhausted);
+}
+
+// cuBLASLt's kernel choice follows the row count (no same-bits check); it
+// wants y rows 16-byte aligned.
+TEST(linear_cuda, fp8_cublaslt_matches_the_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  expect_prefill_fp8_linear(
+      "linear_fp8_lt", linear_fp8_lt_supported,
+      [](const linear_fp8_params& p, linear_cuda_context& c) { return linear_fp8_lt_cuda(p, c, nullptr); },
+      /*same_bits_again=*/false, /*bad_y_stride=*/130);
+}
+
+// Our wgmma kernel (G2 v2): a fixed order per output, so the same bits again;
+// y rows 8-byte aligned.
+TEST(linear_cuda, fp8_wgmma_matches_the_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  expect_prefill_fp8_linear(
+      "linear_fp8_wgmma", linear_fp8_wgmma_supported,
+      [](const linear_fp8_params& p, linear_cuda_context& c) { return linear_fp8_wgmma_cuda(p, c, nullptr); },
+      /*same_bits_again=*/true, /*bad_y_stride=*/129);
 }
 
 TEST(linear_cuda, fp8_tensor_cores_refuse_what_they_do_not_take) {
