@@ -163,11 +163,23 @@ int run_device(const bench_options& o, const model_config& cfg, precision prec, 
                                  (long long)cfg.max_position));
   }
 
+  gpu_engine_params p;
+  p.base.model_dir = "hart bench (random weights)";
+  p.base.prec = prec;
+  p.base.page_size = k_page;
+  p.max_batch_tokens = std::max<int64_t>(B_max, 512);
+  p.max_context = C_max;
+  p.fp8_tensor_cores = !o.fp8_cuda_cores;
+  p.fp8_cublaslt_rows = o.fp8_cublaslt_rows;
+  p.fp8_kv_entries = !o.fp32_kv;
+  if (o.enforce_eager) p.decode = gpu_engine_params::decode_launch::eager;
+
   // Page sizes of this model's pool, then as many full pages as the device holds.
   size_t one = 0, two = 0;
   {
-    auto a = gpu::kv_pool::create(cfg, k_page, 1, 1);
-    auto b = gpu::kv_pool::create(cfg, k_page, 2, 1);
+    const bool entries = gpu_kv_entries(p, cfg);
+    auto a = gpu::kv_pool::create(cfg, k_page, 1, 1, entries);
+    auto b = gpu::kv_pool::create(cfg, k_page, 2, 1, entries);
     if (!a.ok()) return fail(a.get_status());
     if (!b.ok()) return fail(b.get_status());
     one = a->bytes();
@@ -193,18 +205,8 @@ int run_device(const bench_options& o, const model_config& cfg, precision prec, 
   const int64_t n_full = std::min(want_full, budget / full_page_bytes);
   if (n_full < 1) return fail(resource_exhausted("bench: no device memory left for the KV pool after the weights"));
 
-  gpu_engine_params p;
-  p.base.model_dir = "hart bench (random weights)";
-  p.base.prec = prec;
-  p.base.page_size = k_page;
-  p.max_batch_tokens = std::max<int64_t>(B_max, 512);
-  p.max_context = C_max;
   p.full_pages = n_full;
   p.swa_pages = n_swa;
-  p.fp8_tensor_cores = !o.fp8_cuda_cores;
-  p.fp8_cublaslt_rows = o.fp8_cublaslt_rows;
-  p.fp8_kv_entries = !o.fp32_kv;
-  if (o.enforce_eager) p.decode = gpu_engine_params::decode_launch::eager;
   auto eng = gpu_engine::load(p, cfg, std::move(*weights));
   if (!eng.ok()) return fail(eng.get_status());
   if (status st = (*eng)->kv_fill_random(o.seed); !st.ok()) return fail(st);

@@ -220,7 +220,7 @@ __device__ void emit_entry(const flash_compressor_desc& d, const flash_compresso
 
   const int32_t page = p.full_pages[sp.s * p.pages_stride + first / p.page_size];
   uint8_t* dst = static_cast<uint8_t*>(d.entries) + page * d.entry_page_stride_bytes +
-                 (first % p.page_size) / m * fc_entry_pitch(d);
+                 (first % p.page_size) / m * fc_entry_bytes(d);
   if (gy != 0 || page < 0) return;
 
   if (d.quant == flash_entry_quant::fp8_nope) {
@@ -445,7 +445,7 @@ status flash_compressor_cuda_supports(const flash_compressor_params& p) {
     const int64_t width = fc_width(d);
     const int64_t align = d.format == flash_entry_format::kv_entry ? 8 : 16;
     if ((d.kv_stride ? d.kv_stride : width) % 4 || (d.gate_stride ? d.gate_stride : width) % 4 ||
-        d.ring_page_stride % 4 || d.entry_page_stride_bytes % align || fc_entry_pitch(d) % align ||
+        d.ring_page_stride % 4 || d.entry_page_stride_bytes % align ||
         reinterpret_cast<uintptr_t>(d.entries) % align ||
         (reinterpret_cast<uintptr_t>(d.kv) | reinterpret_cast<uintptr_t>(d.gate) | reinterpret_cast<uintptr_t>(d.ape) |
          reinterpret_cast<uintptr_t>(d.norm) | reinterpret_cast<uintptr_t>(d.ring)) % 16) {

@@ -11,8 +11,7 @@
 //   64, the last block may be shorter, power-of-two scale); or Hadamard (c^-0.5)
 //   + FP4 QDQ (block min(32, c)) for indexer keys.
 // Entries go to slot (b·m % P) / m of full page full_pages[seq][b·m / P], as fp32
-// rows of c or as the 584-byte FP8 entry of kv_entry.h, entry_pitch_bytes apart
-// (default: packed).
+// rows of c or as the 584-byte FP8 entry of kv_entry.h.
 //
 // Ring state (kv_store's layout, runtime/model/kv_store.h): position q's row
 // [kv (coff·c) | gate + ape (coff·c)] lives in the ring of SWA page
@@ -61,7 +60,6 @@ struct flash_compressor_desc {
   int64_t ring_page_stride = 0;     // elements
   void* entries = nullptr;          // full page p's slot 0 at entries + p·entry_page_stride_bytes
   int64_t entry_page_stride_bytes = 0;
-  int64_t entry_pitch_bytes = 0;    // bytes from a page's slot to the next; 0 = the entry's size
 };
 
 /// A pass: n_seq spans of consecutive positions; span s has positions
@@ -82,9 +80,6 @@ struct flash_compressor_params {
 
 /// Entry row size in bytes for a compressor's format.
 int64_t flash_compressor_entry_bytes(const flash_compressor_desc& d);
-
-/// Bytes from one slot of a page to the next (entry_pitch_bytes or the entry's size).
-int64_t flash_compressor_entry_pitch(const flash_compressor_desc& d);
 
 /// Reference (host pointers): for every span in order, every token in order,
 /// compressor_push's steps composed of compress_pool_cpu, rms_norm_cpu,

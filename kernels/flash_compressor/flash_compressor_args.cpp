@@ -34,11 +34,7 @@ status validate_desc(const flash_compressor_desc& d, int64_t ic, int64_t page_si
     return invalid_argument("%s: comp[%lld]: ring_page_stride=%lld < ring rows %lld x %lld floats", op, ll(ic),
                             ll(d.ring_page_stride), ll(fc_ring_rows(d)), ll(2 * width));
   }
-  const int64_t row_bytes = fc_entry_pitch(d);
-  if (d.entry_pitch_bytes && d.entry_pitch_bytes < fc_entry_bytes(d)) {
-    return invalid_argument("%s: comp[%lld]: entry_pitch_bytes=%lld < the entry's %lld bytes", op, ll(ic),
-                            ll(d.entry_pitch_bytes), ll(fc_entry_bytes(d)));
-  }
+  const int64_t row_bytes = flash_compressor_entry_bytes(d);
   if (d.entry_page_stride_bytes < page_size / d.rate * row_bytes) {
     return invalid_argument("%s: comp[%lld]: entry_page_stride_bytes=%lld < %lld entries x %lld bytes", op, ll(ic),
                             ll(d.entry_page_stride_bytes), ll(page_size / d.rate), ll(row_bytes));
@@ -59,10 +55,6 @@ status validate_desc(const flash_compressor_desc& d, int64_t ic, int64_t page_si
 
 int64_t flash_compressor_entry_bytes(const flash_compressor_desc& d) {
   return fc_entry_bytes(d);
-}
-
-int64_t flash_compressor_entry_pitch(const flash_compressor_desc& d) {
-  return fc_entry_pitch(d);
 }
 
 status fc_validate(const flash_compressor_params& p, const char* op) {

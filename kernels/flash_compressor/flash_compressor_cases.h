@@ -51,7 +51,6 @@ struct problem {
     std::vector<float> ring;                           // [ring_page_stride, n_swa]
     std::vector<uint8_t> entries;                      // [entry_page_stride_bytes, n_full]
     int64_t ring_page_stride = 0, entry_page_stride_bytes = 0;
-    int64_t entry_pitch_bytes = 0;                     // 0: packed
   };
   std::vector<comp_data> comps;
   int64_t n_tokens() const { return cu.back(); }
@@ -97,7 +96,6 @@ inline flash_compressor_params make_params(const problem& pr, const int64_t* sta
     d.ring_page_stride = pr.comps[c].ring_page_stride;
     d.entries = entries[c];
     d.entry_page_stride_bytes = pr.comps[c].entry_page_stride_bytes;
-    d.entry_pitch_bytes = pr.comps[c].entry_pitch_bytes;
   }
   return p;
 }
@@ -162,9 +160,7 @@ inline problem make_problem(const std::vector<comp_shape>& shapes, int64_t page_
     for (float& x : c.norm) x = 1.f + 0.1f * nd(rng);
     for (int64_t i = 0; i < s.rope_dim / 2; ++i) c.inv_freq.push_back(std::pow(160000.f, -2.f * float(i) / float(s.rope_dim)));
     c.ring_page_stride = n_cand_of(s) * 2 * w + 4;  // + 4: a gap between pages' rings
-    // FP8 entries one fp32 row of c apart, as the engine's pool keeps them (the bytes between stay untouched).
-    c.entry_pitch_bytes = s.format == flash_entry_format::kv_entry ? s.dim * 4 : 0;
-    const int64_t row_bytes = s.format == flash_entry_format::kv_entry ? c.entry_pitch_bytes : s.dim * 4;
+    const int64_t row_bytes = s.format == flash_entry_format::kv_entry ? kv_entry_bytes : s.dim * 4;
     c.entry_page_stride_bytes = (page_size / s.rate * row_bytes + 16 + 15) / 16 * 16;
     c.ring.assign(size_t(c.ring_page_stride * pr.n_swa), 0.f);
     std::memset(c.ring.data(), k_poison_byte, c.ring.size() * 4);
@@ -191,7 +187,6 @@ inline problem as_unquantized(const problem& pr) {
   for (size_t c = 0; c < u.shapes.size(); ++c) {
     const comp_shape& s = u.shapes[c];
     u.comps[c].entry_page_stride_bytes = (pr.page_size / s.rate * s.dim * 4 + 16 + 15) / 16 * 16;
-    u.comps[c].entry_pitch_bytes = 0;
     u.comps[c].entries.assign(size_t(u.comps[c].entry_page_stride_bytes * u.n_full), k_poison_byte);
   }
   return u;
@@ -201,8 +196,7 @@ inline problem as_unquantized(const problem& pr) {
 inline int64_t entry_offset(const problem& pr, int64_t c, int64_t s, int64_t blk) {
   const comp_shape& sh = pr.shapes[size_t(c)];
   const int64_t first = blk * sh.rate;
-  const int64_t pitch = pr.comps[size_t(c)].entry_pitch_bytes;
-  const int64_t row_bytes = pitch ? pitch : sh.dim * 4;
+  const int64_t row_bytes = sh.format == flash_entry_format::kv_entry ? kv_entry_bytes : sh.dim * 4;
   return pr.full_pages[size_t(s * pr.pages_stride + first / pr.page_size)] * pr.comps[size_t(c)].entry_page_stride_bytes +
          (first % pr.page_size) / sh.rate * row_bytes;
 }

@@ -72,7 +72,7 @@ void emit_entry(const flash_compressor_desc& d, const flash_compressor_params& p
 
   const int32_t page = p.full_pages[s * p.pages_stride + first / p.page_size];
   uint8_t* dst = static_cast<uint8_t*>(d.entries) + page * d.entry_page_stride_bytes +
-                 (first % p.page_size) / m * flash_compressor_entry_pitch(d);
+                 (first % p.page_size) / m * flash_compressor_entry_bytes(d);
   if (d.format == flash_entry_format::kv_entry) {
     HART_CHECK(kv_entry_encode(e.data(), dst).ok());
     return;

@@ -27,11 +27,6 @@ FC_HD int64_t fc_entry_bytes(const flash_compressor_desc& d) {
   return d.format == flash_entry_format::kv_entry ? kv_entry_bytes : d.dim * int64_t(sizeof(float));
 }
 
-/// Bytes from one slot of a page to the next.
-FC_HD int64_t fc_entry_pitch(const flash_compressor_desc& d) {
-  return d.entry_pitch_bytes ? d.entry_pitch_bytes : fc_entry_bytes(d);
-}
-
 /// Whether position q of a span ending at `end` (exclusive) is written to the
 /// ring: a later call reads the open block at `end` and, with overlap, the block
 /// before it; with overlap, a request continuing at a page edge reads the last

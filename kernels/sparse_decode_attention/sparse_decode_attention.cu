@@ -164,7 +164,8 @@ __device__ __forceinline__ void decode_chunk(smem_layout<HB>& s, int buf, int c)
 template <int HB>
 __global__ void __launch_bounds__(shape<HB>::threads)
     sda_partial_kernel(const uint16_t* __restrict__ q, const float* __restrict__ q_f32, pool_view pool0, const int32_t* __restrict__ idx0, int n_idx0,
-                       pool_view pool1, const int32_t* __restrict__ idx1, int n_idx1, int n_heads, float scale,
+                       pool_view pool1, const int32_t* __restrict__ idx1, int n_idx1, int stride0, int stride1,
+                       int n_heads, float scale,
                        int chunks_per_block, float* __restrict__ ws_o, float* __restrict__ ws_ml) {
   using sh = shape<HB>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -184,7 +185,7 @@ __global__ void __launch_bounds__(shape<HB>::threads)
   for (int i = tid; i < n_chunks * k_chunk; i += sh::threads) {
     const int j = j0 + i;
     const int slot =
-        j < n_idx0 ? idx0[size_t(t) * n_idx0 + j] : j < n_total ? idx1[size_t(t) * n_idx1 + (j - n_idx0)] : -1;
+        j < n_idx0 ? idx0[size_t(t) * stride0 + j] : j < n_total ? idx1[size_t(t) * stride1 + (j - n_idx0)] : -1;
     s.entry[i] = slot < 0 ? nullptr : entry_words(j < n_idx0 ? pool0 : pool1, slot);
   }
   if (q) {
@@ -380,7 +381,8 @@ status launch_partial(const sparse_decode_attention_params& p, int n_splits, int
   const pool_view p1{p.pool1.base, p.pool1.entries_per_page, p.pool1.page_bytes};
   const dim3 grid(unsigned(n_splits), unsigned(p.n_heads / HB), unsigned(p.n_queries));
   sda_partial_kernel<HB><<<grid, shape<HB>::threads, sizeof(smem_layout<HB>), stream>>>(
-      p.q, p.q_f32, p0, p.idx0, int(p.n_idx0), p1, p.idx1, int(p.n_idx1), int(p.n_heads), p.scale, chunks_per_block, ws_o,
+      p.q, p.q_f32, p0, p.idx0, int(p.n_idx0), p1, p.idx1, int(p.n_idx1), int(p.idx_stride ? p.idx_stride : p.n_idx0),
+      int(p.idx_stride ? p.idx_stride : p.n_idx1), int(p.n_heads), p.scale, chunks_per_block, ws_o,
       ws_ml);
   return {};
 }

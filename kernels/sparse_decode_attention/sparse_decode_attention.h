@@ -30,6 +30,7 @@ struct sparse_decode_attention_params {
   kv_entry_pool pool1;            // extra entries (CSA top-k / HCA), may be empty
   const int32_t* idx1 = nullptr;  // [n_queries][n_idx1] slots in pool1, -1 = none
   int64_t n_idx1 = 0;
+  int64_t idx_stride = 0;         // elements from one query's lists to the next (both); 0 = n_idx0 / n_idx1
   const float* sink = nullptr;    // [n_heads] sink logits (not scaled)
   uint16_t* out = nullptr;        // [n_queries][n_heads][512] bf16
   float* out_f32 = nullptr;       // or fp32 (exactly one of out, out_f32)

@@ -27,6 +27,8 @@ status sparse_decode_attention_validate(const sparse_decode_attention_params& p)
     return invalid_argument("sparse_decode_attention: n_heads %lld is not a positive multiple of 16",
                             (long long)p.n_heads);
   if (p.n_idx0 + p.n_idx1 == 0) return invalid_argument("sparse_decode_attention: no entry lists");
+  if (p.idx_stride && (p.idx_stride < p.n_idx0 || p.idx_stride < p.n_idx1))
+    return invalid_argument("sparse_decode_attention: idx_stride %lld below a list's length", (long long)p.idx_stride);
   if (p.n_idx0 && (!p.idx0 || !p.pool0.base)) return invalid_argument("sparse_decode_attention: null idx0 / pool0");
   if (p.n_idx1 && (!p.idx1 || !p.pool1.base)) return invalid_argument("sparse_decode_attention: null idx1 / pool1");
   for (const kv_entry_pool* pool : {&p.pool0, &p.pool1}) {
@@ -53,10 +55,11 @@ status sparse_decode_attention_cpu(const sparse_decode_attention_params& p) {
     }
     rows.clear();
     auto gather = [&](const kv_entry_pool& pool, const int32_t* idx, int64_t n) {
+      const int32_t* list = idx + t * (p.idx_stride ? p.idx_stride : n);
       for (int64_t j = 0; j < n; ++j) {
-        if (idx[t * n + j] < 0) continue;
+        if (list[j] < 0) continue;
         rows.emplace_back(size_t(D));
-        kv_entry_decode(kv_entry_at(pool, idx[t * n + j]), rows.back().data());
+        kv_entry_decode(kv_entry_at(pool, list[j]), rows.back().data());
       }
     };
     gather(p.pool0, p.idx0, p.n_idx0);

@@ -319,6 +319,28 @@ TEST(SparseDecodeAttentionCuda, MatchesCpu) {
     wd.o.assign(wf.begin(), wf.end());
     EXPECT_TRUE(testing::all_close(gf.data(), gf.size(), wd.o, bf16_tolerance(wd, 0x1p-7), 1.0, 0.0));
     {
+      // Both lists inside one [n_queries][n_idx0 + n_idx1] array (the engine's
+      // index lists, idx_stride apart): the same entries, the same bits.
+      SCOPED_TRACE("one array, idx_stride");
+      const int64_t n = c.n_idx0 + c.n_idx1;
+      std::vector<int32_t> both(size_t(c.n_queries * n));
+      for (int64_t t = 0; t < c.n_queries; ++t) {
+        std::copy_n(c.idx0.data() + t * c.n_idx0, c.n_idx0, both.data() + t * n);
+        std::copy_n(c.idx1.data() + t * c.n_idx1, c.n_idx1, both.data() + t * n + c.n_idx0);
+      }
+      int32_t* d_both = to_device(both);
+      sparse_decode_attention_params ps = p;
+      ps.idx0 = c.n_idx0 ? d_both : nullptr;
+      ps.idx1 = c.n_idx1 ? d_both + c.n_idx0 : nullptr;
+      ps.idx_stride = n;
+      CUDA_OK(cudaMemset(d_out, 0xff, got.size() * 2));
+      ASSERT_TRUE(sparse_decode_attention_cuda(ps, stream).ok());
+      std::vector<uint16_t> again(got.size());
+      CUDA_OK(cudaMemcpy(again.data(), d_out, again.size() * 2, cudaMemcpyDeviceToHost));
+      EXPECT_EQ(again, got);
+      cudaFree(d_both);
+    }
+    {
       // fp32 queries (rounded to bf16 on load) and fp32 output, as the engine
       // calls it: against the CPU path's fp32 output; fp32 orders and the
       // kernel's 2^-17 truncation of P only.

@@ -16,10 +16,10 @@ __global__ void decode_meta_kernel(const decode_meta_params p) {
     int32_t row = -1;
     if (i < W) {
       const int64_t q = t - W + 1 + i;
-      if (q >= 0) row = int32_t(L.window(swa[q / P], q % P) / L.hd);
+      if (q >= 0) row = L.window_index(swa[q / P], q % P);
     } else if (i - W < n_entries) {
       const int64_t e = (i - W) * L.rate;
-      row = int32_t(L.entry(full[e / P], e % P) / L.hd);
+      row = L.entry_index(full[e / P], e % P);
     }
     p.idx[r * p.n_idx + i] = row;
   }

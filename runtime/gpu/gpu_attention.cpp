@@ -78,8 +78,7 @@ flash_compressor_desc compressor_desc(const engine_state& s, int64_t il, const d
     d.quant = fp8 ? flash_entry_quant::hadamard_fp4 : flash_entry_quant::none;
   } else if (s.kv_entries) {
     d.quant = flash_entry_quant::fp8_nope;
-    d.format = flash_entry_format::kv_entry;            // at the start of each pool row, as the window's
-    d.entry_pitch_bytes = c.dim * int64_t(sizeof(float));
+    d.format = flash_entry_format::kv_entry;  // packed 584 bytes apart, as the pool lays them out
   } else {
     d.quant = fp8 ? flash_entry_quant::fp8_nope : flash_entry_quant::none;
   }
@@ -143,6 +142,7 @@ struct layer_meta {
 status host_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta* lm) {
   const model_config& c = s.cfg;
   const device_layer& w = s.w.layers[il];
+  const kv_layer_addr& addr = s.pool.layer(il);
   const int64_t T = p.n_tokens(), hd = c.head_dim, W = c.window, P = s.pool.page_size();
   const bool csa = w.kind == attention_kind::csa, compressed = w.kind != attention_kind::sliding;
   // This pass's window KV into its SWA pages: every position has its own row.
@@ -173,10 +173,10 @@ status host_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta* l
       const int64_t r = sp.row0 + j, t = sp.p0 + j;
       int32_t* row = idx.data() + r * n_idx;
       for (int64_t q = std::max<int64_t>(0, t - W + 1); q <= t; ++q) {
-        row[q - (t - W + 1)] = int32_t(s.pool.window(il, pt.swa[q / P], q % P) / hd);
+        row[q - (t - W + 1)] = addr.window_index(pt.swa[q / P], q % P);
       }
       if (w.kind == attention_kind::hca) {
-        for (int64_t i = 0; i < (t + 1) / m; ++i) row[W + i] = int32_t(s.pool.entry(il, pt.full[i * m / P], i * m % P) / hd);
+        for (int64_t i = 0; i < (t + 1) / m; ++i) row[W + i] = addr.entry_index(pt.full[i * m / P], i * m % P);
       }
       if (csa) page_base[r] = fbase;
     }
@@ -316,18 +316,21 @@ status index_topk(engine_state& s, const pass& p, int64_t il, const layer_meta& 
   return {};
 }
 
-// Attention of the pass's queries over their index lists (window rows, then
-// picks or HCA entries): A1 over FP8 entries (every pool row is one 584-byte
-// entry at its start, so a slot is a row), k_entry_attention_queries at a
-// time; or the fp32 gathered kernel.
-status attend(engine_state& s, const layer_meta& lm, const float* sink, int64_t T) {
+// Attention of the pass's queries over their index lists (window, then picks
+// or HCA entries): A1 over FP8 entries (the window's slots in one pool, the
+// layer's entries in another, both lists in one array), k_entry_attention_queries
+// at a time; or the fp32 gathered kernel over pool rows.
+status attend(engine_state& s, int64_t il, const layer_meta& lm, const float* sink, int64_t T) {
   arena_buffers& A = s.a;
-  const int64_t H = s.cfg.n_heads, hd = s.cfg.head_dim;
+  const int64_t H = s.cfg.n_heads, hd = s.cfg.head_dim, W = s.cfg.window;
   const float scale = 1.0f / std::sqrt(float(hd));
   if (s.kv_entries) {
     sparse_decode_attention_params ap;
-    ap.pool0 = {reinterpret_cast<const uint8_t*>(s.pool.base()), 1, hd * int64_t(sizeof(float))};
-    ap.n_idx0 = lm.n_idx;
+    ap.pool0 = s.pool.window_pool(il);
+    ap.n_idx0 = W;
+    ap.n_idx1 = lm.n_idx - W;
+    if (ap.n_idx1 > 0) ap.pool1 = s.pool.entry_pool(il);
+    ap.idx_stride = lm.n_idx;
     ap.sink = sink;
     ap.n_heads = H;
     ap.scale = scale;
@@ -338,6 +341,7 @@ status attend(engine_state& s, const layer_meta& lm, const float* sink, int64_t 
       ap.q_f32 = A.q + t0 * H * hd;
       ap.out_f32 = A.o + t0 * H * hd;
       ap.idx0 = lm.idx + t0 * lm.n_idx;
+      if (ap.n_idx1 > 0) ap.idx1 = ap.idx0 + W;
       HART_RETURN_IF_ERROR(sparse_decode_attention_cuda(ap, s.stream));
     }
     return {};
@@ -431,12 +435,13 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
     tr.col0 = W;
     tr.rate = m;
     tr.page_size = P;
-    tr.full_page_rows = s.pool.full_page_rows();
-    tr.entry_row0 = s.pool.entry_row0(il);
+    // Picks become pool rows, or with FP8 entries slots of the layer's entry pool (P / m per page).
+    tr.full_page_rows = s.kv_entries ? P / m : s.pool.full_page_rows();
+    tr.entry_row0 = s.kv_entries ? 0 : s.pool.entry_row0(il);
     HART_RETURN_IF_ERROR(picks_to_rows_cuda(tr, st));
     if (topk) HART_RETURN_IF_ERROR(s.download(topk, A.picks, T * c.index_topk));
   }
-  HART_RETURN_IF_ERROR(attend(s, lm, w.attn_sink, T));
+  HART_RETURN_IF_ERROR(attend(s, il, lm, w.attn_sink, T));
 
   // Undo the values' rotation at the query position, then the grouped output projection.
   HART_RETURN_IF_ERROR(rope_cuda({A.o, A.pos, inv_freq, T, H, hd, rd, 0, 1.0f, true}, st));

@@ -32,6 +32,11 @@ status gpu_engine_params::validate() const {
   return {};
 }
 
+bool gpu_kv_entries(const gpu_engine_params& p, const model_config& cfg) {
+  return p.fp8_kv_entries && p.base.prec == precision::fp8 && !p.base.deterministic &&
+         cfg.head_dim == kv_entry_dim && cfg.rope_dim == kv_entry_rope && cfg.n_heads % 16 == 0;
+}
+
 bool gpu_device_available() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -506,11 +511,10 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
     return invalid_argument("gpu engine: head_dim %lld is over the %lld the device attention holds",
                             (long long)c.head_dim, (long long)sparse_attention_cuda_max_head_dim);
   }
-  s->kv_entries = params.fp8_kv_entries && params.base.prec == precision::fp8 && !params.base.deterministic &&
-                  c.head_dim == kv_entry_dim && c.rope_dim == kv_entry_rope && c.n_heads % 16 == 0;
+  s->kv_entries = gpu_kv_entries(params, c);
   const int64_t n_full = params.full_pages ? params.full_pages : 8 * s->pages_per_seq;
   const int64_t n_swa = params.swa_pages ? params.swa_pages : 8 * s->pages_per_seq;
-  HART_ASSIGN_OR_RETURN(s->pool, gpu::kv_pool::create(c, P, n_full, n_swa));
+  HART_ASSIGN_OR_RETURN(s->pool, gpu::kv_pool::create(c, P, n_full, n_swa, s->kv_entries));
   HART_ASSIGN_OR_RETURN(s->lin, linear_cuda_context::create(params.max_batch_tokens, std::max<int64_t>(s->w.max_linear_in, 1)));
   {
     device_arena counter;

@@ -75,6 +75,10 @@ struct gpu_engine_params {
   status validate() const;
 };
 
+/// Whether an engine with these params keeps `cfg`'s window KV and compressed
+/// entries as FP8 entries (gpu_engine_params::fp8_kv_entries's rule).
+bool gpu_kv_entries(const gpu_engine_params& p, const model_config& cfg);
+
 /// True when a CUDA device is usable (for a clear error before loading).
 bool gpu_device_available();
 

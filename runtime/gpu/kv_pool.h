@@ -5,14 +5,17 @@
 // compressed entries and the CSA layers' indexer keys for its P positions;
 // an SWA page carries every layer's window KV and the compressor rings (CSA
 // 2m rows, HCA m rows, indexer 2·4 rows of [kv | gate + bias], row pos % ring).
-// Every section starts at a multiple of head_dim floats, so window KV and
-// compressed entries are rows of one [head_dim, n_rows] matrix that the
-// gathered sparse attention indexes with int32 row numbers.
+// Every section starts at a multiple of head_dim floats. Window KV and
+// compressed entries are fp32 rows of one [head_dim, n_rows] matrix that the
+// gathered sparse attention indexes with int32 row numbers, or (`entries`)
+// 584-byte FP8 entries packed in their sections, which A1 reads as two pools
+// per layer (window slots, entry slots: window_pool / entry_pool).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "kernels/sparse_decode_attention/kv_entry.h"
 #include "runtime/core/status.h"
 #include "runtime/gpu/device_memory.h"
 #include "runtime/gpu/kv_layer_addr.h"
@@ -23,8 +26,10 @@ namespace hart::gpu {
 class kv_pool {
  public:
   /// invalid_argument when the rows would not fit int32; resource_exhausted
-  /// when the device has no room.
-  static status_or<kv_pool> create(const model_config& cfg, int64_t page_size, int64_t n_full, int64_t n_swa);
+  /// when the device has no room. `entries`: window KV and main entries as
+  /// FP8 entries (kv_entry.h; head_dim must be 512).
+  static status_or<kv_pool> create(const model_config& cfg, int64_t page_size, int64_t n_full, int64_t n_swa,
+                                   bool entries);
 
   float* base() const { return static_cast<float*>(buf_.get()); }
   int64_t page_size() const { return page_size_; }
@@ -44,6 +49,10 @@ class kv_pool {
   int64_t index_ring(int64_t il, int32_t swa_page, int64_t pos) const { return layers_[il].index_ring(swa_page, pos); }
   /// The layer's first entry row inside a full page (entry(il, p, 0) / head_dim − p · full_page_rows).
   int64_t entry_row0(int64_t il) const { return layers_[il].entry_off / hd_; }
+  /// FP8 entries: layer il's window slots (swa_page · P + off) and entry
+  /// slots (full_page · P / rate + off / rate) as A1 reads them.
+  kv_entry_pool window_pool(int64_t il) const;
+  kv_entry_pool entry_pool(int64_t il) const;
 
  private:
   int64_t page_size_ = 0, hd_ = 0;
