@@ -112,7 +112,7 @@ struct engine_state {
   int64_t n_idx_max = 0;
   int64_t pages_per_seq = 0;
   /// gpu_engine_params::fp8_kv_entries in effect: window KV and main compressed
-  /// entries are 584-byte FP8 entries at the start of their pool rows.
+  /// entries are 584-byte FP8 entries packed in their pool sections (kv_pool.h).
   bool kv_entries = false;
 
   pinned_staging staging;                 // host side of upload(); reset when a pass starts
