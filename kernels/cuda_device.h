@@ -1,5 +1,5 @@
 // File: kernels/cuda_device.h — what the CUDA ops' launch logic asks of the
-// current device (host code only).
+// current device and driver (host code only).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,6 +27,20 @@ inline int64_t cuda_sm_count() {
     cached[dev].store(n, std::memory_order_relaxed);
   }
   return n;
+}
+
+/// A driver API function (CUDA 12.0's version of it) through the runtime, or
+/// null when the driver lacks it: linking the driver library would make every
+/// hart binary need one, and hart runs on machines without a GPU.
+inline void* cuda_driver_symbol(const char* name) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return f;
 }
 
 }  // namespace hart

@@ -215,6 +215,35 @@ status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, floa
   return {};
 }
 
+status block_scaled_fp8_check(const char* op, const linear_fp8_params& p, bool supported,
+                              const linear_cuda_context::impl& s) {
+  if (!p.x || !p.w || !p.w_scale || !p.y) return invalid_argument("%s: null pointer", op);
+  if (p.n_rows < 0 || p.in <= 0 || p.out <= 0 || p.n_rows > INT32_MAX || p.in > INT32_MAX || p.out > INT32_MAX) {
+    return invalid_argument("%s: bad sizes n_rows=%lld in=%lld out=%lld", op, (long long)p.n_rows, (long long)p.in,
+                            (long long)p.out);
+  }
+  if (!supported) {
+    return unimplemented("%s: needs quantized inputs, in %% 128 == 0, out %% 128 == 0, aligned rows (in=%lld "
+                         "out=%lld)", op, (long long)p.in, (long long)p.out);
+  }
+  const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
+  if (xs < p.in || ys < p.out) return invalid_argument("%s: row strides smaller than the rows", op);
+  if (p.n_rows > s.max_fp8_rows || p.in > s.max_fp8_in) {
+    return resource_exhausted("%s: n_rows=%lld in=%lld over the context's %lld x %lld fp8 buffer", op,
+                              (long long)p.n_rows, (long long)p.in, (long long)s.max_fp8_rows,
+                              (long long)s.max_fp8_in);
+  }
+  return {};
+}
+
+status quantize_block_major(const linear_fp8_params& p, int64_t rows, linear_cuda_context::impl& s,
+                            cudaStream_t stream, block_major_input* out) {
+  out->codes = reinterpret_cast<uint8_t*>(s.x_qdq);  // 4 bytes per element cover the codes and the scales
+  out->scales = reinterpret_cast<float*>(out->codes + (rows * p.in + 15) / 16 * 16);
+  return fp8_act_quant_cuda(p.x, p.x_stride ? p.x_stride : p.in, out->codes, out->scales, rows, p.in, stream,
+                            /*block_major_scales=*/true);
+}
+
 status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
   if (!p.x || !p.w || !p.w_scale || !p.y) return invalid_argument("linear_fp8_cuda: null pointer");
   if (p.n_rows < 0 || p.in <= 0 || p.out <= 0) {

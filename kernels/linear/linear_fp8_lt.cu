@@ -5,8 +5,6 @@
 // in the context, then one cublasLtMatmul writes y in fp32.
 #include "kernels/linear/linear.h"
 
-#include <climits>
-
 #include "kernels/linear/linear_impl.h"
 
 namespace hart {
@@ -27,23 +25,9 @@ bool linear_fp8_lt_supported(const linear_fp8_params& p) {
 }
 
 status linear_fp8_lt_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
-  if (!p.x || !p.w || !p.w_scale || !p.y) return invalid_argument("linear_fp8_lt_cuda: null pointer");
-  if (p.n_rows < 0 || p.in <= 0 || p.out <= 0 || p.n_rows > INT32_MAX || p.out > INT32_MAX) {
-    return invalid_argument("linear_fp8_lt_cuda: bad sizes n_rows=%lld in=%lld out=%lld", (long long)p.n_rows,
-                            (long long)p.in, (long long)p.out);
-  }
-  if (!linear_fp8_lt_supported(p)) {
-    return unimplemented("linear_fp8_lt_cuda: needs quantized inputs, in %% 128 == 0, out %% 128 == 0, aligned "
-                         "rows (in=%lld out=%lld)", (long long)p.in, (long long)p.out);
-  }
-  const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
-  if (xs < p.in || ys < p.out) return invalid_argument("linear_fp8_lt_cuda: row strides smaller than the rows");
   linear_cuda_context::impl& s = ctx.state();
-  if (p.n_rows > s.max_fp8_rows || p.in > s.max_fp8_in) {
-    return resource_exhausted("linear_fp8_lt_cuda: n_rows=%lld in=%lld over the context's %lld x %lld fp8 buffer",
-                              (long long)p.n_rows, (long long)p.in, (long long)s.max_fp8_rows,
-                              (long long)s.max_fp8_in);
-  }
+  HART_RETURN_IF_ERROR(block_scaled_fp8_check("linear_fp8_lt_cuda", p, linear_fp8_lt_supported(p), s));
+  const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
   const int64_t w_blocks = p.out / k_block * (p.in / k_block);
   if (w_blocks > s.lt_w_scale_floats) {
     return resource_exhausted("linear_fp8_lt_cuda: %lld weight blocks over the context's %lld", (long long)w_blocks,
@@ -55,16 +39,13 @@ status linear_fp8_lt_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, 
   // the context's input buffer).
   const int64_t lt_rows = p.n_rows / 4 * 4;
   if (lt_rows > 0) {
-    // The context's fp32 input buffer holds the codes (1 byte each) and, 16-byte
-    // aligned after them, the block-major scales: 4 bytes per element cover both.
-    auto* codes = reinterpret_cast<uint8_t*>(s.x_qdq);
-    auto* x_scales = reinterpret_cast<float*>(codes + (lt_rows * p.in + 15) / 16 * 16);
-    HART_RETURN_IF_ERROR(fp8_act_quant_cuda(p.x, xs, codes, x_scales, lt_rows, p.in, stream, /*block_major=*/true));
+    block_major_input x;
+    HART_RETURN_IF_ERROR(quantize_block_major(p, lt_rows, s, stream, &x));
     widen_scales_kernel<<<unsigned((w_blocks + 255) / 256), 256, 0, stream>>>(p.w_scale, s.lt_w_scales, w_blocks);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return internal_error("linear_fp8_lt_cuda: %s", cudaGetErrorString(e));
-    const lt_block_scales scales{s.lt_w_scales, x_scales};
-    HART_RETURN_IF_ERROR(lt_matmul("linear_fp8_lt_cuda", s, CUDA_R_8F_E4M3, codes, p.w, p.y, lt_rows, p.in, p.out,
+    const lt_block_scales scales{s.lt_w_scales, x.scales};
+    HART_RETURN_IF_ERROR(lt_matmul("linear_fp8_lt_cuda", s, CUDA_R_8F_E4M3, x.codes, p.w, p.y, lt_rows, p.in, p.out,
                                    p.in, ys, p.accumulate, stream, &scales));
   }
   if (lt_rows == p.n_rows) return {};

@@ -17,8 +17,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <climits>
-
+#include "kernels/cuda_device.h"
 #include "kernels/linear/linear_impl.h"
 
 namespace hart {
@@ -192,18 +191,9 @@ using encode_tiled_fn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32
                                      const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-// The driver's tensor-map encoder, through the runtime (no link against libcuda).
+// The driver's tensor-map encoder, through the runtime (cuda_driver_symbol).
 encode_tiled_fn tensor_map_encoder() {
-  static const encode_tiled_fn fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return encode_tiled_fn(nullptr);
-    }
-    return reinterpret_cast<encode_tiled_fn>(p);
-  }();
+  static const encode_tiled_fn fn = reinterpret_cast<encode_tiled_fn>(cuda_driver_symbol("cuTensorMapEncodeTiled"));
   return fn;
 }
 
@@ -249,30 +239,13 @@ bool linear_fp8_wgmma_supported(const linear_fp8_params& p) {
 }
 
 status linear_fp8_wgmma_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
-  if (!p.x || !p.w || !p.w_scale || !p.y) return invalid_argument("linear_fp8_wgmma_cuda: null pointer");
-  if (p.n_rows < 0 || p.in <= 0 || p.out <= 0 || p.n_rows > INT32_MAX || p.in > INT32_MAX || p.out > INT32_MAX) {
-    return invalid_argument("linear_fp8_wgmma_cuda: bad sizes n_rows=%lld in=%lld out=%lld", (long long)p.n_rows,
-                            (long long)p.in, (long long)p.out);
-  }
-  if (!linear_fp8_wgmma_supported(p)) {
-    return unimplemented("linear_fp8_wgmma_cuda: needs quantized inputs, in %% 128 == 0, out %% 128 == 0, aligned "
-                         "rows (in=%lld out=%lld)", (long long)p.in, (long long)p.out);
-  }
-  const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
-  if (xs < p.in || ys < p.out) return invalid_argument("linear_fp8_wgmma_cuda: row strides smaller than the rows");
   linear_cuda_context::impl& s = ctx.state();
-  if (p.n_rows > s.max_fp8_rows || p.in > s.max_fp8_in) {
-    return resource_exhausted("linear_fp8_wgmma_cuda: n_rows=%lld in=%lld over the context's %lld x %lld fp8 buffer",
-                              (long long)p.n_rows, (long long)p.in, (long long)s.max_fp8_rows,
-                              (long long)s.max_fp8_in);
-  }
+  HART_RETURN_IF_ERROR(block_scaled_fp8_check("linear_fp8_wgmma_cuda", p, linear_fp8_wgmma_supported(p), s));
   if (p.n_rows == 0) return {};
-  // The context's fp32 input buffer holds the codes and, 16-byte aligned after
-  // them, the block-major scales (as linear_fp8_lt_cuda lays them out).
-  auto* codes = reinterpret_cast<uint8_t*>(s.x_qdq);
-  auto* x_scales = reinterpret_cast<float*>(codes + (p.n_rows * p.in + 15) / 16 * 16);
-  HART_RETURN_IF_ERROR(fp8_act_quant_cuda(p.x, xs, codes, x_scales, p.n_rows, p.in, stream, /*block_major=*/true));
-  return fp8_wgmma_gemm(codes, x_scales, p.w, p.w_scale, p.y, p.n_rows, p.in, p.out, ys, p.accumulate, stream);
+  block_major_input x;
+  HART_RETURN_IF_ERROR(quantize_block_major(p, p.n_rows, s, stream, &x));
+  return fp8_wgmma_gemm(x.codes, x.scales, p.w, p.w_scale, p.y, p.n_rows, p.in, p.out, p.y_stride ? p.y_stride : p.out,
+                        p.accumulate, stream);
 }
 
 }  // namespace hart

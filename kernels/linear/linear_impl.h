@@ -44,6 +44,23 @@ status lt_matmul(const char* op, linear_cuda_context::impl& s, cudaDataType_t ab
                  float* y, int64_t n_rows, int64_t in, int64_t out, int64_t xs, int64_t ys, bool accumulate,
                  cudaStream_t stream, const lt_block_scales* scales = nullptr);
 
+/// x quantized for a block-scaled FP8 GEMM (linear_fp8_lt_cuda,
+/// linear_fp8_wgmma_cuda) in the context's fp32 input buffer: the e4m3 codes
+/// [rows][in], then, 16-byte aligned, the scales block-major [in/128][rows].
+struct block_major_input {
+  uint8_t* codes = nullptr;
+  float* scales = nullptr;
+};
+
+/// Those two entry points' argument checks (pointers, sizes, `supported`, row
+/// strides, the context's FP8 input buffer), in `op`'s words.
+status block_scaled_fp8_check(const char* op, const linear_fp8_params& p, bool supported,
+                              const linear_cuda_context::impl& s);
+
+/// x's first `rows` rows quantized into the context's input buffer (checked first).
+status quantize_block_major(const linear_fp8_params& p, int64_t rows, linear_cuda_context::impl& s,
+                            cudaStream_t stream, block_major_input* out);
+
 /// linear_fp8_wgmma_cuda's GEMM on quantized input: y [n_rows][out] (row
 /// stride ys) (+)= (x_codes · x_scales) · (w · w_scale)^T; x_codes [n_rows][in]
 /// dense, x_scales block-major [in/128][n_rows], w e4m3 [out][in], w_scale

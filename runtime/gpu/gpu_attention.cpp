@@ -188,21 +188,19 @@ status host_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta* l
   int64_t stride = 1;
   if (compressed) {
     for (const pass::span& sp : p.spans) stride = std::max(stride, (sp.p0 + sp.n + P - 1) / P);
+    cu.push_back(0);
     for (const pass::span& sp : p.spans) {
       const page_table& pt = *sp.seq->pages;
       // The flash compressor reads span s's rows at [cu[s], cu[s + 1]).
-      if (sp.row0 != (cu.empty() ? 0 : cu.back() + p.spans[cu.size() - 1].n)) {
-        return internal_error("gpu engine: a pass's spans are not consecutive rows");
-      }
+      if (sp.row0 != cu.back()) return internal_error("gpu engine: a pass's spans are not consecutive rows");
       start.push_back(sp.p0);
-      cu.push_back(int32_t(sp.row0));
+      cu.push_back(int32_t(sp.row0 + sp.n));
       for (int64_t i = 0; i < stride; ++i) {
         const bool in = i < (sp.p0 + sp.n + P - 1) / P;
         span_full.push_back(in ? pt.full[i] : -1);
         span_swa.push_back(in ? pt.swa[i] : -1);
       }
     }
-    cu.push_back(int32_t(T));
   }
   meta_batch mb(s);
   lm->win_dst = mb.add(win_dst);

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "kernels/cuda_device.h"
 #include "runtime/weight_sync/sync_messages.h"
 
 namespace hart::weight_sync {
@@ -13,20 +14,10 @@ static_assert(sizeof(cudaIpcMemHandle_t) == k_ipc_handle_bytes, "the wire's hand
 
 namespace {
 
-// cuMemGetAddressRange through the runtime: linking the driver library would
-// make every hart binary need one, and hart runs on machines without a GPU.
+// cuMemGetAddressRange through the runtime (cuda_driver_symbol).
 CUresult address_range(CUdeviceptr* base, size_t* bytes, CUdeviceptr p) {
   using fn_t = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
-  static const fn_t fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return fn_t(nullptr);
-    }
-    return reinterpret_cast<fn_t>(f);
-  }();
+  static const fn_t fn = reinterpret_cast<fn_t>(cuda_driver_symbol("cuMemGetAddressRange"));
   return fn ? fn(base, bytes, p) : CUDA_ERROR_NOT_FOUND;
 }
 
