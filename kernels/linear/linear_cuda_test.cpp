@@ -1,7 +1,7 @@
 // CUDA linears against linear_cpu on fresh random inputs (outputs poisoned,
 // sentinel guards around y, NaN in overwrite mode), decode (1..16 rows) and
 // prefill shapes, dims that are not multiples of 16 or 128:
-//   - linear_cuda (fp32), linear_bf16_cuda and linear_bf16w_cuda (bf16 weights,
+//   - linear_cuda (fp32) and linear_bf16w_cuda (bf16 weights,
 //     fp32 inputs: the GEMV up to 64 rows, widened chunks above, one shape
 //     over two chunks): |gpu - cpu| <= 2e-5·Σ|x·w|, twice the bound linear_cpu
 //     itself is held to (each side within 1e-5·Σ|x·w| of the exact value;
@@ -128,31 +128,24 @@ std::unique_ptr<linear_cuda_context> make_context() {
 
 // -- fp32 and bf16 -------------------------------------------------------------------
 
-enum class dense { fp32, bf16, bf16_weights };
+enum class dense { fp32, bf16_weights };
 
-const char* dense_name(dense k) { return k == dense::fp32 ? " fp32" : k == dense::bf16 ? " bf16" : " bf16 weights"; }
+const char* dense_name(dense k) { return k == dense::fp32 ? " fp32" : " bf16 weights"; }
 
 void run_dense(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, dense kind, bool acc, int64_t ys,
                int64_t xs) {
   SCOPED_TRACE(name(s, ys, acc) + dense_name(kind) + " x_stride=" + std::to_string(xs));
-  auto x = normal_vec(rng, s.n_rows * s.in, 1.0f), w = normal_vec(rng, s.out * s.in, 1.0f);
+  const auto x = normal_vec(rng, s.n_rows * s.in, 1.0f);
+  auto w = normal_vec(rng, s.out * s.in, 1.0f);
   const auto y0 = normal_vec(rng, s.n_rows * s.out, 1.0f);
-  std::vector<uint16_t> xb(x.size()), wb(w.size());
+  std::vector<uint16_t> wb(w.size());
   if (kind != dense::fp32) {  // the CPU side sees exactly the bf16 values
     f32_to_bf16(w.data(), wb.data(), int64_t(w.size()));
     bf16_to_f32(wb.data(), w.data(), int64_t(w.size()));
   }
-  if (kind == dense::bf16) {
-    f32_to_bf16(x.data(), xb.data(), int64_t(x.size()));
-    bf16_to_f32(xb.data(), x.data(), int64_t(x.size()));
-  }
   device_vec<float> d_y(poisoned_y(s, ys, y0, acc));
   status st;
-  if (kind == dense::bf16) {
-    device_vec<uint16_t> d_x(xb), d_w(wb);
-    st = linear_bf16_cuda({d_x.get(), d_w.get(), d_y.get() + k_guard, s.n_rows, s.in, s.out, 0, ys, acc}, ctx, nullptr);
-    ASSERT_TRUE(cuda_synced(nullptr));
-  } else if (kind == dense::bf16_weights) {
+  if (kind == dense::bf16_weights) {
     std::vector<float> xp(s.n_rows * xs, k_sentinel);
     for (int64_t r = 0; r < s.n_rows; ++r) std::copy_n(x.data() + r * s.in, s.in, xp.data() + r * xs);
     device_vec<float> d_x(xp);
@@ -183,18 +176,6 @@ TEST(linear_cuda, fp32_matches_cpu) {
   ASSERT_TRUE(ctx);
   for (const shape& s : k_shapes) {
     for (bool acc : {false, true}) run_dense(rng, *ctx, s, dense::fp32, acc, acc ? s.out + 3 : s.out, s.in);
-  }
-}
-
-TEST(linear_cuda, bf16_matches_cpu) {
-  HART_SKIP_WITHOUT_CUDA();
-  const uint32_t seed = test_seed();
-  SCOPED_TRACE(seed_trace(seed));
-  std::mt19937 rng(seed);
-  auto ctx = make_context();
-  ASSERT_TRUE(ctx);
-  for (const shape& s : k_shapes) {
-    for (bool acc : {false, true}) run_dense(rng, *ctx, s, dense::bf16, acc, acc ? s.out : s.out + 5, s.in);
   }
 }
 
@@ -654,7 +635,10 @@ void expect_prefill_fp8_linear(const char* name, const std::function<bool(const 
   auto ctx = linear_cuda_context::create(1024, 4096);
   ASSERT_TRUE(ctx.ok()) << ctx.get_status().to_string();
   double worst = 0;
-  expect_fp8_tensor_core_linear({{5, 256, 128}, {64, 4096, 256}, {517, 1024, 512}, {1000, 512, 384}, {129, 128, 1024}},
+  // in / 128 of 1, 2, 3 and 5 with several 128-row blocks of W: cuBLASLt pads
+  // the rows of W's scale blocks to 4 (a copy without the padding failed only these).
+  expect_fp8_tensor_core_linear({{5, 256, 128}, {64, 4096, 256}, {517, 1024, 512}, {1000, 512, 384}, {129, 128, 1024},
+                                 {40, 384, 512}, {12, 256, 640}, {33, 640, 256}},
                                 rng, supported, [&](const linear_fp8_params& p) { return run(p, **ctx); },
                                 std::ldexp(1.0, -10), same_bits_again, &worst);
   std::printf("%s: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", name, worst, std::log2(std::max(worst, 1e-300)));
