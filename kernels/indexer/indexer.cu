@@ -34,18 +34,7 @@ __device__ __forceinline__ float add_products(float dot, float4 a, float4 b) {
 constexpr int k_keys_per_warp = 4;
 constexpr int64_t k_tiled_max_heads = 64;
 
-// Where a launch's tokens and keys are: one token over a dense key array
-// (indexer_score_cuda) or a pass's tokens over the paged key store
-// (indexer_score_paged_cuda); blockIdx.y is the token.
-struct dense_source {
-  indexer_score_params p;
-  __device__ int64_t n_keys(int64_t) const { return p.n_keys; }
-  __device__ const float* q(int64_t) const { return p.q; }
-  __device__ const float* w(int64_t) const { return p.w; }
-  __device__ float* score(int64_t) const { return p.score; }
-  __device__ const float* key(int64_t, int64_t s) const { return p.keys + s * p.head_dim; }
-};
-
+// A pass's tokens over the paged key store; blockIdx.y is the token.
 struct paged_source {
   indexer_score_paged_params p;
   __device__ int64_t n_keys(int64_t t) const { return p.lengths[t]; }
@@ -177,16 +166,6 @@ status launch_scores(const char* name, const Src& src, int64_t n_tokens, int64_t
 }
 
 }  // namespace
-
-status indexer_score_cuda(const indexer_score_params& p, CUstream_st* stream) {
-  if (!p.q || !p.w || !p.score || (!p.keys && p.n_keys)) return invalid_argument("indexer_score_cuda: null pointer");
-  if (p.n_heads <= 0 || p.head_dim <= 0 || p.n_keys < 0) {
-    return invalid_argument("indexer_score_cuda: bad sizes (n_heads=%lld head_dim=%lld n_keys=%lld)",
-                            (long long)p.n_heads, (long long)p.head_dim, (long long)p.n_keys);
-  }
-  return launch_scores("indexer_score_cuda", dense_source{p}, 1, p.n_keys, p.n_heads, p.head_dim, p.softmax_scale,
-                       aligned16(p.keys), aligned16(p.q), stream);
-}
 
 status indexer_score_paged_cuda(const indexer_score_paged_params& p, CUstream_st* stream) {
   if (!p.q || !p.w || !p.keys || !p.lengths || !p.page_base || !p.pages || !p.score) {

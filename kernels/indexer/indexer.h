@@ -41,16 +41,15 @@ status topk_cpu(const topk_params& p);
 #ifdef HART_CUDA
 struct CUstream_st;
 namespace hart {
-/// indexer_score_cpu's contract with device pointers; one warp per key, no
-/// allocation, no synchronisation. The top-k is lightning_topk_cuda.
-status indexer_score_cuda(const indexer_score_params& p, CUstream_st* stream);
-
-/// A pass's tokens scored in one launch straight from a paged key store (the
-/// engine's KV pool): token t scores its first lengths[t] keys, key i at
+/// indexer_score_cpu's contract on the device, for a pass's tokens in one
+/// launch straight from a paged key store (the engine's KV pool; no
+/// allocation, no synchronisation; the top-k is lightning_topk_cuda): token t
+/// scores its first lengths[t] keys, key i at
 /// keys + pages[page_base[t] + i·rate / page_size] · page_floats + key_off +
 /// (i·rate % page_size) / rate · head_dim (one key per `rate` positions,
 /// page_size positions per page), into score[t · score_stride + i]. Each
-/// score is bitwise indexer_score_cuda's (and the CPU's) on the same key.
+/// score is bitwise the CPU's on the same key (the same fp32 operations in the
+/// same order).
 struct indexer_score_paged_params {
   const float* q = nullptr;          // [n_tokens][n_heads][head_dim]
   const float* w = nullptr;          // [n_tokens][n_heads]

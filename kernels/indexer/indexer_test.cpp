@@ -254,28 +254,47 @@ TEST(indexer, topk_rejects_negative_sizes) {
 using testing::cuda_synced;
 using testing::device_vec;
 
+// One token's scores through the paged kernel, its keys one dense page.
+status score_cuda(const float* q, const float* w, const float* keys, float* score, int64_t n_heads, int64_t head_dim,
+                  int64_t n_keys, float scale) {
+  const int32_t zero = 0, length = int32_t(n_keys);
+  device_vec<int32_t> d_len(std::vector<int32_t>{length}), d_base(std::vector<int32_t>{zero}),
+      d_pages(std::vector<int32_t>{zero});
+  indexer_score_paged_params p;
+  p.q = q;
+  p.w = w;
+  p.keys = keys;
+  p.lengths = d_len.get();
+  p.page_base = d_base.get();
+  p.pages = d_pages.get();
+  p.score = score;
+  p.n_tokens = 1;
+  p.n_heads = n_heads;
+  p.head_dim = head_dim;
+  p.max_keys = n_keys;
+  p.score_stride = n_keys;
+  p.rate = 4;
+  p.page_size = 4 * std::max<int64_t>(n_keys, 1);
+  p.page_floats = std::max<int64_t>(n_keys * head_dim, 1);
+  p.softmax_scale = scale;
+  const status st = indexer_score_paged_cuda(p, nullptr);
+  if (st.ok() && !cuda_synced(nullptr)) return internal_error("indexer_score_paged_cuda: device error");
+  return st;
+}
+
 std::vector<float> run_score_cuda(const std::vector<float>& q, const std::vector<float>& w,
                                   const std::vector<float>& keys, int64_t n_heads, int64_t head_dim, int64_t n_keys,
                                   float scale) {
   device_vec<float> d_q(q), d_w(w), d_keys(keys), d_score(guarded_buffer(n_keys, 1, k_nan, 4321.0f));
-  indexer_score_params p;
-  p.q = d_q.get();
-  p.w = d_w.get();
-  p.keys = d_keys.get();
-  p.score = d_score.get() + 1;
-  p.n_heads = n_heads;
-  p.head_dim = head_dim;
-  p.n_keys = n_keys;
-  p.softmax_scale = scale;
-  const status st = indexer_score_cuda(p, nullptr);
+  const status st =
+      score_cuda(d_q.get(), d_w.get(), d_keys.get(), d_score.get() + 1, n_heads, head_dim, n_keys, scale);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  EXPECT_TRUE(cuda_synced(nullptr));
   const auto score = d_score.to_host();
   EXPECT_TRUE(guards_intact(score, 1, 4321.0f));
   return unguarded(score, 1);
 }
 
-// indexer_score_cuda vs indexer_score_cpu: the same fp32 operations in the
+// The device scores (one token, dense keys) vs indexer_score_cpu: the same fp32 operations in the
 // same order (each dot in channel order without FMA, the heads' terms in head
 // order), so bitwise equal, NaN keys (fmax(NaN, 0) = 0) included.
 TEST(indexer, cuda_score_matches_cpu) {
@@ -406,18 +425,8 @@ TEST(indexer, cuda_score_no_keys_and_bad_arguments) {
   HART_SKIP_WITHOUT_CUDA();
   EXPECT_TRUE(run_score_cuda({1, 2}, {1}, {0}, 1, 2, 0, 1.0f).empty());
   device_vec<float> d(std::vector<float>(8, 1.0f));
-  indexer_score_params p;
-  p.q = d.get();
-  p.w = d.get();
-  p.keys = d.get();
-  p.score = d.get();
-  p.n_heads = 0;
-  p.head_dim = 2;
-  p.n_keys = 1;
-  EXPECT_EQ(indexer_score_cuda(p, nullptr).code(), status_code::invalid_argument);
-  p.n_heads = 1;
-  p.keys = nullptr;
-  EXPECT_EQ(indexer_score_cuda(p, nullptr).code(), status_code::invalid_argument);
+  EXPECT_EQ(score_cuda(d.get(), d.get(), d.get(), d.get(), 0, 2, 1, 1.0f).code(), status_code::invalid_argument);
+  EXPECT_EQ(score_cuda(d.get(), d.get(), nullptr, d.get(), 1, 2, 1, 1.0f).code(), status_code::invalid_argument);
 }
 
 #endif  // HART_CUDA

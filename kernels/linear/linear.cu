@@ -1,5 +1,5 @@
-// CUDA linear, dense paths: fp32 and bf16 inputs through cuBLASLt with fp32
-// accumulation, and the context every CUDA linear shares.
+// CUDA linear, dense path: fp32 through cuBLASLt with fp32 accumulation, and
+// the context every CUDA linear shares.
 #include "kernels/linear/linear.h"
 
 #include <climits>
@@ -206,14 +206,6 @@ status linear_cuda(const linear_params& p, linear_cuda_context& ctx, CUstream_st
   if (p.row_invariant) return f32_gemv(p, xs, ys, stream);
   return lt_matmul("linear_cuda", ctx.state(), CUDA_R_32F, p.x, p.w, p.y, p.n_rows, p.in, p.out, xs, ys, p.accumulate,
                    stream);
-}
-
-status linear_bf16_cuda(const linear_bf16_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
-  const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
-  HART_RETURN_IF_ERROR(check_dense("linear_bf16_cuda", p.x, p.w, p.y, p.n_rows, p.in, p.out, xs, ys));
-  if (p.n_rows == 0) return {};
-  return lt_matmul("linear_bf16_cuda", ctx.state(), CUDA_R_16BF, p.x, p.w, p.y, p.n_rows, p.in, p.out, xs, ys,
-                   p.accumulate, stream);
 }
 
 }  // namespace hart

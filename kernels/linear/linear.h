@@ -113,22 +113,6 @@ class linear_cuda_context {
 /// row's result does not depend on the others in the call; slower for many rows.
 status linear_cuda(const linear_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 
-struct linear_bf16_params {
-  const uint16_t* x = nullptr;  // [in, n_rows] bf16 bits, row stride `x_stride`
-  const uint16_t* w = nullptr;  // [in, out] bf16 bits, row-major [out][in]
-  float* y = nullptr;           // [out, n_rows] fp32, row stride `y_stride`
-  int64_t n_rows = 0;
-  int64_t in = 0;
-  int64_t out = 0;
-  int64_t x_stride = 0;         // elements; 0 = in
-  int64_t y_stride = 0;         // elements; 0 = out
-  bool accumulate = false;      // y += x W^T
-};
-
-/// bf16 x and W, fp32 accumulation and output (cuBLASLt). Equals linear_cpu on
-/// the bf16 values widened to fp32, up to fp32 rounding.
-status linear_bf16_cuda(const linear_bf16_params& p, linear_cuda_context& ctx, CUstream_st* stream);
-
 struct linear_bf16w_params {
   const float* x = nullptr;     // [in, n_rows] fp32, row stride `x_stride`
   const uint16_t* w = nullptr;  // [in, out] bf16 bits, row-major [out][in]
@@ -234,6 +218,9 @@ bool linear_fp8_lt_supported(const linear_fp8_params& p);
 /// Σ|x'·w'| like cuBLASLt (Hopper's FP8 MMA), a fixed order per output (the
 /// same bits for the same inputs, whatever the row count). Any row count; the
 /// same support rule as linear_fp8_tc plus an 8-byte aligned, even y stride.
+/// NOTE(kept): not yet the engine's (63-66% of cuBLASLt's speed, perf-notes G2
+/// v2); linear_prefill_bench measures it beside cuBLASLt each time it changes,
+/// and prefill takes it once it is faster (issue 26).
 status linear_fp8_wgmma_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 bool linear_fp8_wgmma_supported(const linear_fp8_params& p);
 

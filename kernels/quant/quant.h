@@ -108,31 +108,22 @@ namespace hart {
 // -- CUDA (quant.cu): the same rules on device pointers, bit-exact with the CPU
 // functions above (same RNE codecs, saturation, power-of-two scales, NaN
 // handling). No allocation, no synchronisation. They validate sizes and
-// pointers like the CPU versions; the checks that must read the data (non-finite
-// weights in fp8_block_quantize / mxfp4_quantize, NaN scale codes 0xff in the
-// dequantizers) need a host round trip and stay with the CPU loader: on the
-// device such weights give the codes their amax implies, and a 0xff scale gives NaN.
+// pointers like the CPU versions. The checkpoint weight formats are decoded on
+// the host (weights.cpp) and re-encoded for the device by runtime/gpu.
 
+/// NOTE(kept): the engine quantizes through fp8_act_quant_cuda (linear.h), its
+/// own row QDQ and the fused kernels, which all share quant_codecs.cuh; these two
+/// expose that codec at any block size, so the device parity tests can hold it
+/// bit-exact to the CPU on adversarial inputs (rounding midpoints, saturation,
+/// subnormals, non-finite blocks) that the fused kernels cannot be fed directly.
 status act_quant_fp8_qdq_cuda(float* x, int64_t n, int64_t block, CUstream_st* stream);
+/// NOTE(kept): as act_quant_fp8_qdq_cuda (the codes and scales form).
 status act_quant_fp8_cuda(const float* x, int64_t n, int64_t block, uint8_t* q, float* scales, CUstream_st* stream);
-status act_dequant_fp8_cuda(const uint8_t* q, const float* scales, int64_t n, int64_t block, float* out,
-                            CUstream_st* stream);
 status fp4_act_qdq_cuda(float* x, int64_t n, int64_t block, CUstream_st* stream);
 
 /// hadamard_transform on each of n_rows contiguous rows of n (a power of two,
 /// n <= 4096: the fp64 row lives in shared memory).
 status hadamard_transform_cuda(float* x, int64_t n_rows, int64_t n, float scale, CUstream_st* stream);
-
-/// fp8_block_quantize; ceil(rows / block) must be <= 65535 (grid y).
-status fp8_block_quantize_cuda(const float* w, int64_t rows, int64_t cols, int64_t block, uint8_t* q,
-                               uint8_t* scale_e8m0, CUstream_st* stream);
-/// fp8_block_dequantize with e8m0 scales.
-status fp8_block_dequantize_cuda(const uint8_t* q, const uint8_t* scale_e8m0, int64_t rows, int64_t cols,
-                                 int64_t block, float* out, CUstream_st* stream);
-status mxfp4_quantize_cuda(const float* w, int64_t rows, int64_t cols, uint8_t* packed, uint8_t* scale_e8m0,
-                           CUstream_st* stream);
-status mxfp4_dequantize_cuda(const uint8_t* packed, const uint8_t* scale_e8m0, int64_t rows, int64_t cols,
-                             float* out, CUstream_st* stream);
 
 }  // namespace hart
 #endif

@@ -79,7 +79,7 @@ status check_rope(uint32_t seed, std::vector<op_check_line>& lines);
 status check_quant(uint32_t seed, std::vector<op_check_line>& lines);
 status check_mhc(uint32_t seed, std::vector<op_check_line>& lines);
 status check_moe_route(uint32_t seed, std::vector<op_check_line>& lines);
-status check_compress_pool(uint32_t seed, std::vector<op_check_line>& lines);
+status check_flash_compressor(uint32_t seed, std::vector<op_check_line>& lines);
 status check_indexer(uint32_t seed, std::vector<op_check_line>& lines);
 status check_sparse_decode_attention(uint32_t seed, std::vector<op_check_line>& lines);
 

@@ -82,25 +82,6 @@ std::vector<float> normal(std::mt19937& rng, size_t n, float sigma) {
 
 }  // namespace op_check_detail
 
-const std::vector<op_check>& op_checks() {
-  using namespace op_check_detail;
-  static const std::vector<op_check> checks = {
-      {"rms_norm", check_rms_norm},
-      {"lightning_topk", check_lightning_topk},
-      {"linear", check_linear},
-      {"sparse_attention", check_sparse_attention},
-      {"swiglu", check_swiglu},
-      {"rope", check_rope},
-      {"quant", check_quant},
-      {"mhc", check_mhc},
-      {"moe_route", check_moe_route},
-      {"compress_pool", check_compress_pool},
-      {"indexer", check_indexer},
-      {"sparse_decode_attention", check_sparse_decode_attention},
-  };
-  return checks;
-}
-
 status op_checks_device_status() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
@@ -115,16 +96,41 @@ status op_checks_device_status() {
 
 #else  // !HART_CUDA
 
-const std::vector<op_check>& op_checks() {
-  static const std::vector<op_check> none;
-  return none;
-}
-
 status op_checks_device_status() {
   return status(status_code::unavailable, "no CUDA device available (hart was built without CUDA)");
 }
 
 #endif
+
+#ifdef HART_CUDA
+#define HART_OP_CHECK(fn) op_check_detail::fn
+#else
+#define HART_OP_CHECK(fn) nullptr
+#endif
+
+const std::vector<op_check>& op_checks() {
+  static const std::vector<op_check> checks = {
+      {"rms_norm", HART_OP_CHECK(check_rms_norm), {"rms_norm_cuda"}},
+      {"lightning_topk", HART_OP_CHECK(check_lightning_topk), {"lightning_topk_cuda"}},
+      {"linear", HART_OP_CHECK(check_linear),
+       {"linear_cuda", "linear_bf16w_cuda", "linear_fp8_cuda", "linear_fp8_tc_cuda", "linear_fp8_lt_cuda",
+        "linear_fp8_raw_tc_cuda", "linear_grouped_cuda", "linear_grouped_tc_cuda", "fp8_act_quant_cuda"}},
+      {"sparse_attention", HART_OP_CHECK(check_sparse_attention), {"sparse_attention_cuda"}},
+      {"swiglu", HART_OP_CHECK(check_swiglu), {"swiglu_cuda"}},
+      {"rope", HART_OP_CHECK(check_rope), {"rope_cuda"}},
+      {"quant", HART_OP_CHECK(check_quant), {"fp8_act_quant_cuda", "fp4_act_qdq_cuda", "hadamard_transform_cuda"}},
+      {"mhc", HART_OP_CHECK(check_mhc), {"hc_pre_cuda", "hc_post_cuda", "hc_head_cuda"}},
+      {"moe_route", HART_OP_CHECK(check_moe_route), {"moe_route_cuda"}},
+      {"flash_compressor", HART_OP_CHECK(check_flash_compressor),
+       {"flash_compressor_prefill_cuda", "flash_compressor_decode_cuda"}},
+      {"indexer", HART_OP_CHECK(check_indexer), {"indexer_score_paged_cuda"}},
+      {"sparse_decode_attention", HART_OP_CHECK(check_sparse_decode_attention),
+       {"sparse_decode_attention_cuda", "kv_entry_encode_rows_cuda"}},
+  };
+  return checks;
+}
+
+#undef HART_OP_CHECK
 
 std::string op_check_format(const op_check_line& l) {
   char buf[512];

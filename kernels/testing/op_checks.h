@@ -1,8 +1,13 @@
 // File: kernels/testing/op_checks.h — the reference-diff harness behind
-// `hart check-ops`: every op with a CUDA implementation runs on fresh random
-// inputs on both backends, and each comparison becomes one line (op, shape,
-// max abs / rel error, tolerance, PASS/FAIL). Adding an op is one check
-// function in checks/<op>_check.cpp plus one row in op_checks.cpp.
+// `hart check-ops`: every kernel entry point the GPU engine calls runs on fresh
+// random inputs on both backends, in each path the engine can take (row counts,
+// shapes), and each comparison becomes one line (op, shape, max abs / rel
+// error, tolerance, PASS/FAIL). Each check names the entry points its cases
+// call (`covers`); op_checks_coverage_test reads the engine's sources
+// (runtime/gpu) and fails unless the kernels/ entry points they call are
+// exactly the ones covered, so the list cannot drift from the engine. Adding
+// an op is one check function in checks/<op>_check.cpp plus one row in
+// op_checks.cpp.
 //
 //   for (const op_check& c : op_checks()) {
 //     std::vector<op_check_line> lines;
@@ -34,10 +39,12 @@ using op_check_fn = status (*)(uint32_t seed, std::vector<op_check_line>& lines)
 
 struct op_check {
   const char* op;
-  op_check_fn run;
+  op_check_fn run;  // null without HART_CUDA
+  std::vector<const char*> covers;  // the kernels/ entry points its cases call
 };
 
-/// Every registered check, in a fixed order; empty without HART_CUDA.
+/// Every registered check, in a fixed order (the same table without
+/// HART_CUDA, with null `run`s: the coverage test reads it on any machine).
 const std::vector<op_check>& op_checks();
 
 /// ok when a CUDA device can run the checks; unavailable (with the reason)

@@ -4,13 +4,17 @@
 // both sides round fp32 results to bf16, one ulp between them, after fp32 sums in
 // other orders, which move o_d by a few 2^-24 L_j p_j v_jd even where the terms
 // cancel). Paged pools padded as FlashMLA pads them, -1 slots, an all-empty
-// query; output and workspace poisoned with NaN.
+// query; output and workspace poisoned with NaN. And the engine's writer of
+// those entries (kv_entry_encode_rows_cuda: window KV rows into pool slots)
+// against kv_entry_encode, byte for byte, skipped rows and untouched slots
+// included.
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
 #include "kernels/testing/op_check_util.h"
 #include "runtime/core/codecs.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace hart::op_check_detail {
 namespace {
@@ -156,6 +160,42 @@ status run_case(std::mt19937& rng, const shape& s, std::vector<op_check_line>& l
   return {};
 }
 
+// `n_rows` rows of 512 values (per-64 magnitudes over 2^-10..2^6, gathered
+// through src_off) into shuffled slots of a poisoned float-addressed pool;
+// every third row skipped (dst_off -1).
+status encode_rows(std::mt19937& rng, int64_t n_rows, std::vector<op_check_line>& lines) {
+  constexpr int64_t slot_floats = (kv_entry_bytes + 15) / 16 * 4;  // 8-byte aligned entries, float addressed
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> ex(-10, 6);
+  std::vector<float> src(size_t((n_rows + 1) * D));
+  for (int64_t b = 0; b < int64_t(src.size()) / 64; ++b) {
+    const float sc = std::ldexp(1.f, ex(rng));
+    for (int64_t i = 0; i < 64; ++i) src[size_t(b * 64 + i)] = nd(rng) * sc;
+  }
+  std::vector<int64_t> src_off(static_cast<size_t>(n_rows)), dst_off(static_cast<size_t>(n_rows)), slots(size_t(2 * n_rows));
+  for (int64_t i = 0; i < 2 * n_rows; ++i) slots[size_t(i)] = i;
+  std::shuffle(slots.begin(), slots.end(), rng);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    src_off[size_t(r)] = (n_rows - r) * D;  // rows gathered in reverse, row 0 unused
+    dst_off[size_t(r)] = r % 3 == 2 ? -1 : slots[size_t(r)] * slot_floats;
+  }
+  std::vector<float> pool(size_t(2 * n_rows * slot_floats));
+  std::memset(pool.data(), 0xa5, pool.size() * sizeof(float));
+  std::vector<float> want = pool, got;
+  HART_RETURN_IF_ERROR(kv_entry_encode_rows_cpu({src.data(), src_off.data(), want.data(), dst_off.data(), n_rows}));
+  dev<float> d_src(src), d_pool(pool);
+  dev<int64_t> d_so(src_off), d_do(dst_off);
+  HART_RETURN_IF_ERROR(d_pool.ok());
+  HART_RETURN_IF_ERROR(kv_entry_encode_rows_cuda({d_src.get(), d_so.get(), d_pool.get(), d_do.get(), n_rows}, nullptr));
+  HART_RETURN_IF_ERROR(cuda_status("kv_entry_encode_rows", cudaDeviceSynchronize()));
+  HART_RETURN_IF_ERROR(d_pool.to_host(got));
+  std::vector<uint8_t> gb(got.size() * sizeof(float)), wb(want.size() * sizeof(float));
+  std::memcpy(gb.data(), got.data(), gb.size());
+  std::memcpy(wb.data(), want.data(), wb.size());
+  lines.push_back(compare_codes("kv_entry_encode_rows", "rows=" + std::to_string(n_rows) + " (every 3rd skipped)", gb, wb));
+  return {};
+}
+
 }  // namespace
 
 status check_sparse_decode_attention(uint32_t seed, std::vector<op_check_line>& lines) {
@@ -167,7 +207,9 @@ status check_sparse_decode_attention(uint32_t seed, std::vector<op_check_line>& 
                           {2, 128, 128, 512, 0.02, false},
                           {3, 48, 31, 33, 0.5, true}};
   for (const shape& s : shapes) HART_RETURN_IF_ERROR(run_case(rng, s, lines));
-  return {};
+  // A decode step's window rows (batch 8) and a prefill chunk's (517).
+  HART_RETURN_IF_ERROR(encode_rows(rng, 8, lines));
+  return encode_rows(rng, 517, lines);
 }
 
 }  // namespace hart::op_check_detail

@@ -1,0 +1,148 @@
+// flash_compressor (C1): the engine's compressor, prefill and decode paths, vs
+// flash_compressor_cpu on Flash's shapes (CSA main as FP8 KV entries + the
+// indexer's Hadamard-FP4 keys; HCA entries), after a history the CPU wrote.
+// The rule of kernels/flash_compressor/flash_compressor_test.cpp: values
+// before quantization within 1e-5 + 1e-6·candidates of the row's max |value|
+// (online vs three-pass softmax, expf/sincosf last bits); every stored entry
+// bit-equal to the host quantization of the GPU's own pre-quantization values;
+// rings bitwise; nothing outside the call's entries written; stored values
+// that differ from the CPU's (a pre-quantization value a hair from a rounding
+// step) at most max(4, 1%).
+#include "kernels/flash_compressor/flash_compressor_cases.h"
+#include "kernels/testing/op_check_util.h"
+
+#include <cstdio>
+#include <memory>
+
+namespace hart::op_check_detail {
+namespace {
+
+using namespace fc_testing;
+
+struct device_problem {
+  explicit device_problem(const problem& pr)
+      : start(pr.start), cu(pr.cu), full(pr.full_pages), swa(pr.swa_pages) {
+    for (const auto& c : pr.comps) {
+      kv.emplace_back(new dev<float>(c.kv));
+      gate.emplace_back(new dev<float>(c.gate));
+      ape.emplace_back(new dev<float>(c.ape));
+      norm.emplace_back(new dev<float>(c.norm));
+      invf.emplace_back(new dev<float>(c.inv_freq));
+      ring.emplace_back(new dev<float>(c.ring));
+      ent.emplace_back(new dev<uint8_t>(c.entries));
+    }
+  }
+  status ok() const {
+    for (const auto& r : ring) HART_RETURN_IF_ERROR(r->ok());
+    for (const auto& e : ent) HART_RETURN_IF_ERROR(e->ok());
+    return start.ok();
+  }
+  flash_compressor_params params(const problem& pr, bool decode) const {
+    std::vector<const float*> a, b, c, d, e;
+    std::vector<float*> r;
+    std::vector<void*> en;
+    for (size_t i = 0; i < kv.size(); ++i) {
+      a.push_back(kv[i]->get());
+      b.push_back(gate[i]->get());
+      c.push_back(ape[i]->get());
+      d.push_back(norm[i]->get());
+      e.push_back(invf[i]->get());
+      r.push_back(ring[i]->get());
+      en.push_back(ent[i]->get());
+    }
+    return make_params(pr, start.get(), decode ? nullptr : cu.get(), full.get(), swa.get(), a, b, c, d, e, r, en);
+  }
+  dev<int64_t> start;
+  dev<int32_t> cu, full, swa;
+  std::vector<std::unique_ptr<dev<float>>> kv, gate, ape, norm, invf, ring;
+  std::vector<std::unique_ptr<dev<uint8_t>>> ent;
+};
+
+// One call (spans set in `pr`, pools holding the state before it) on both
+// sides, quantized and unquantized; one line per compressor.
+status run_call(const problem& pr, bool decode, const std::string& shape, std::vector<op_check_line>& lines) {
+  problem cpu_q = pr, cpu_n = as_unquantized(pr);
+  flash_compressor_params hq = host_params(cpu_q), hn = host_params(cpu_n);
+  if (decode) hq.cu_tokens = hn.cu_tokens = nullptr;
+  HART_RETURN_IF_ERROR(flash_compressor_cpu(hq));
+  HART_RETURN_IF_ERROR(flash_compressor_cpu(hn));
+  const problem gpu_n_in = as_unquantized(pr);
+  device_problem dq(pr), dn(gpu_n_in);
+  HART_RETURN_IF_ERROR(dq.ok());
+  HART_RETURN_IF_ERROR(dn.ok());
+  for (const device_problem* d : {&dq, &dn}) {
+    const flash_compressor_params p = d->params(d == &dq ? pr : gpu_n_in, decode);
+    HART_RETURN_IF_ERROR(decode ? flash_compressor_decode_cuda(p, nullptr) : flash_compressor_prefill_cuda(p, nullptr));
+  }
+  HART_RETURN_IF_ERROR(cuda_status("flash_compressor", cudaDeviceSynchronize()));
+  for (size_t c = 0; c < pr.shapes.size(); ++c) {
+    std::vector<uint8_t> ent_q, ent_n;
+    std::vector<float> ring_q, ring_n;
+    HART_RETURN_IF_ERROR(dq.ent[c]->to_host(ent_q));
+    HART_RETURN_IF_ERROR(dn.ent[c]->to_host(ent_n));
+    HART_RETURN_IF_ERROR(dq.ring[c]->to_host(ring_q));
+    HART_RETURN_IF_ERROR(dn.ring[c]->to_host(ring_n));
+    compare_result r;
+    compare_entries(pr, int64_t(c), ent_n, cpu_n.comps[c].entries, ent_q, cpu_q.comps[c].entries, r);
+    compare_rings(ring_q, cpu_q.comps[c].ring, r);
+    compare_rings(ring_n, cpu_n.comps[c].ring, r);
+    const comp_shape& s = pr.shapes[c];
+    op_check_line l;
+    l.op = decode ? "flash_compressor_decode" : "flash_compressor_prefill";
+    l.shape = shape + (s.quant == flash_entry_quant::hadamard_fp4 ? " indexer keys" : s.overlap ? " CSA" : " HCA") +
+              " flips=" + std::to_string(r.n_flips) + "/" + std::to_string(r.n_values);
+    l.max_abs = double(r.n_flips);
+    l.max_rel = r.max_pre_err;
+    char tol[64];
+    std::snprintf(tol, sizeof tol, "%.2g * max|row|, entries exact", pre_tolerance(s));
+    l.tol = tol;
+    l.pass = r.ok && r.n_flips <= std::max<int64_t>(4, r.n_values / 100);
+    lines.push_back(l);
+  }
+  return {};
+}
+
+// History [0, start) by the CPU, then one prefill call over [start, start + len).
+status prefill(std::mt19937& rng, const std::vector<comp_shape>& shapes, int64_t P, const std::vector<int64_t>& start,
+               const std::vector<int64_t>& len, const std::string& shape, std::vector<op_check_line>& lines) {
+  int64_t max_pos = 1;
+  for (size_t s = 0; s < start.size(); ++s) max_pos = std::max(max_pos, start[s] + len[s] + 1);
+  problem pr = make_problem(shapes, P, int64_t(start.size()), max_pos, rng);
+  set_spans(pr, std::vector<int64_t>(start.size(), 0), start);
+  fill_projections(pr, rng);
+  HART_RETURN_IF_ERROR(flash_compressor_cpu(host_params(pr)));
+  set_spans(pr, start, len);
+  fill_projections(pr, rng);
+  return run_call(pr, false, shape, lines);
+}
+
+// History by the CPU, then one decode step of every sequence.
+status decode(std::mt19937& rng, const std::vector<comp_shape>& shapes, int64_t P, const std::vector<int64_t>& pos,
+              const std::string& shape, std::vector<op_check_line>& lines) {
+  int64_t max_pos = 1;
+  for (int64_t p : pos) max_pos = std::max(max_pos, p + 2);
+  problem pr = make_problem(shapes, P, int64_t(pos.size()), max_pos, rng);
+  set_spans(pr, std::vector<int64_t>(pos.size(), 0), pos);
+  fill_projections(pr, rng);
+  HART_RETURN_IF_ERROR(flash_compressor_cpu(host_params(pr)));
+  set_spans(pr, pos, std::vector<int64_t>(pos.size(), 1));
+  fill_projections(pr, rng);
+  return run_call(pr, true, shape, lines);
+}
+
+}  // namespace
+
+status check_flash_compressor(uint32_t seed, std::vector<op_check_line>& lines) {
+  std::mt19937 rng = op_rng(seed, "flash_compressor");
+  const std::vector<comp_shape> csa = {flash_csa_main(), flash_csa_indexer()}, hca = {flash_hca()};
+  // A 513-token prompt, and ragged continuations across page edges.
+  HART_RETURN_IF_ERROR(prefill(rng, csa, 256, {0}, {513}, "P=256 spans 0+513", lines));
+  HART_RETURN_IF_ERROR(prefill(rng, csa, 256, {7, 254, 3}, {5, 129, 3}, "P=256 ragged spans", lines));
+  HART_RETURN_IF_ERROR(prefill(rng, hca, 256, {0, 100}, {513, 400}, "P=256 spans 0+513 100+400", lines));
+  // Decode steps that close a CSA block (position 3 mod 4) and an HCA block (127 mod 128).
+  HART_RETURN_IF_ERROR(decode(rng, csa, 256, {0, 3, 255, 1002}, "P=256 positions 0 3 255 1002", lines));
+  HART_RETURN_IF_ERROR(decode(rng, hca, 256, {0, 127, 255, 383}, "P=256 positions 0 127 255 383", lines));
+  return {};
+}
+
+}  // namespace hart::op_check_detail
