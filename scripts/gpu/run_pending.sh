@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
-# One device call for everything written without a GPU and not yet run on one
-# (see the closing notes): builds HEAD with CUDA, runs the whole suite (GPU
-# tests included), then the GPU-only checks and benches whose results the docs
-# still mark "pending", each under its own time limit, and prints a summary last.
+# One device call for the measurements the docs still mark "pending" (the
+# benches, per-kernel profiles, the two-GPU weight sync), each step under its
+# own time limit, with a summary last. The correctness gate is
+# scripts/gpu/verify.sh (the whole suite, check-ops, compute-sanitizer).
 #
 # Here:   bash scripts/gpu/pack_deps.sh   (once; .gpu-deps/hart-deps.tar.xz)
 #         git archive HEAD -- . ':!tests/data' | xz -1 > .gpu-deps/src.tar.xz
 #         cp scripts/gpu/run_pending.sh .gpu-deps/
-# Device: two calls with carry [".gpu-deps"] (each fits the 10-minute limit; the
-#         second reuses the first's build while the machine is still warm):
-#           bash .gpu-deps/run_pending.sh tests     # build + suite + GPU tests (~7 min)
+# Device: carry [".gpu-deps"]:
 #           bash .gpu-deps/run_pending.sh benches   # requant, G1, hart bench, T1/C1/A1, W1 (skip some:
 #                                                   # the limits add up past 10 minutes)
 #           bash .gpu-deps/run_pending.sh ncu       # per-kernel time per decode step (ncu, ~4 min):
@@ -20,11 +18,11 @@
 # Logs land in $OUT. HART_PENDING_SKIP="bench sda" skips steps by name.
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
-phase=${1:-tests}
+phase=${1:-benches}
 LOG=${OUT:-/tmp/hart-pending}
 mkdir -p "$LOG"
 src=/tmp/hart-src
-if [ "$phase" = tests ] || [ ! -x "$src/build-gpu/hart" ]; then
+if [ ! -x "$src/build-gpu/hart" ]; then
   rm -rf "$src" && mkdir -p "$src/.gpu-deps"
   tar -C "$src" -xJf .gpu-deps/src.tar.xz && cp -r tests/data "$src/tests/" && cp .gpu-deps/hart-deps.tar.xz "$src/.gpu-deps/"
   fresh=1
@@ -43,22 +41,7 @@ step() {  # step NAME LIMIT_S COMMAND...: runs, logs, records rc and seconds
   summary+=("$name: rc=$rc in $(( $(date +%s) - t0 )) s (log $name.log)")
 }
 
-if [ "$phase" = tests ]; then
-  # Build + the whole suite except the slow CPU-only serving suites (they run in CI),
-  # then the GPU tests written blind, verbosely (they print measured errors).
-  step suite 300 bash scripts/gpu/build.sh -E 'serve\.|worker_process|rl_|RlGrpo'
-  step gpu_serve 120 ./build-gpu/tests/serve_device_test
-  step gpu_executor 40 ./build-gpu/runtime/worker/gpu_executor_test
-  step gpu_swap 40 ./build-gpu/runtime/gpu/gpu_weight_swap_test
-  step flash_compressor 60 ./build-gpu/kernels/flash_compressor/flash_compressor_test
-  step linear_tc 120 ./build-gpu/kernels/linear/linear_test --gtest_filter='linear_cuda.*tensor_cores*:linear_grouped.*'
-  step check_ops 60 ./build-gpu/hart check-ops
-  # The hot kernels' CUDA tests under compute-sanitizer (issue 6; Lightning top-k's run in its bench script).
-  step memcheck_sda 200 compute-sanitizer --tool memcheck --print-limit 10 \
-    ./build-gpu/kernels/sparse_decode_attention/sparse_decode_attention_test --gtest_filter='*Cuda*'
-  step memcheck_fc 200 compute-sanitizer --tool memcheck --print-limit 10 \
-    ./build-gpu/kernels/flash_compressor/flash_compressor_test --gtest_filter='*Cuda*'
-elif [ "$phase" = two_gpus ]; then
+if [ "$phase" = two_gpus ]; then
   # Weight sync by NCCL from GPU 1 into hart serve on GPU 0 (perf-notes W1 v9).
   [ -n "${fresh:-}" ] && step build 300 bash scripts/gpu/build.sh -R '^none$'
   grep -m1 NCCL "$LOG/build.log" 2>/dev/null
@@ -112,9 +95,8 @@ else
   done
 fi
 
-echo "=== failures in the suite"
-[ -f "$LOG/suite.log" ] && grep -E "tests passed|\*\*\*Failed|Not Run" "$LOG/suite.log" | head -20
-for f in gpu_serve gpu_executor gpu_swap flash_compressor linear_tc memcheck_sda memcheck_fc nccl_serve nccl_faults; do
+echo "=== failures"
+for f in nccl_serve nccl_faults; do
   [ -f "$LOG/$f.log" ] && grep -E "FAILED|PASSED|Skipped|error|worst|ERROR SUMMARY" "$LOG/$f.log" | head -6
 done
 echo "=== tables"
