@@ -19,4 +19,4 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DHART_CUDA=ON \
   -DCAPNPC_IMPORT_DIRS="$deps/usr/include" ${HART_CMAKE_ARGS:-} | grep -E "NCCL" || true
 cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning: " || true
 cmake --build build-gpu -j"$(nproc)" >/dev/null
-cd build-gpu && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j8 --timeout 600 "$@"
+cd build-gpu && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j12 --timeout 500 "$@"

@@ -7,8 +7,8 @@
 #         commit, and keep the tree clean (the device builds the tree as it is)
 # Device: carry [".gpu-deps"], two calls while the machine stays warm (each fits
 #         the 10-minute limit; the second reuses the first's build-gpu/):
-#           HART_COMMIT=<hash> bash scripts/gpu/verify.sh suite     # build, whole suite, check-ops
-#           HART_COMMIT=<hash> bash scripts/gpu/verify.sh sanitize  # compute-sanitizer on T1, C1, A1
+#           HART_COMMIT=<hash> bash scripts/gpu/verify.sh suite   # build + the whole suite (~8 min)
+#           HART_COMMIT=<hash> bash scripts/gpu/verify.sh checks  # check-ops, compute-sanitizer on T1, C1, A1
 #         (`all` runs both in one call when the build is already there.)
 # Logs land in $OUT (verify-<phase>.log, suite.log, ...); the summary table is last.
 set -uo pipefail
@@ -41,10 +41,10 @@ if [ "$phase" = suite ] || [ "$phase" = all ]; then
     [ -f tests/data/$m/config.json ] || { echo "verify: tests/data/$m is missing"; exit 2; }
   done
   # Build + the whole suite (GPU tests included; the NCCL one needs two GPUs and skips on one).
-  step suite 480 bash scripts/gpu/build.sh
-  step check_ops 120 ./build-gpu/hart check-ops
+  step suite 560 bash scripts/gpu/build.sh
 fi
-if [ "$phase" = sanitize ] || [ "$phase" = all ]; then
+if [ "$phase" = checks ] || [ "$phase" = all ]; then
+  step check_ops 120 ./build-gpu/hart check-ops
   # The hot kernels' CUDA tests under compute-sanitizer: T1, C1, A1 and the FP8 KV entry writer.
   memcheck memcheck_topk ./build-gpu/kernels/lightning_topk/lightning_topk_test '*Cuda*'
   memcheck memcheck_flash_compressor ./build-gpu/kernels/flash_compressor/flash_compressor_test '*Cuda*'
