@@ -40,7 +40,7 @@ struct gateway_state {
       return;
     }
     const uint64_t id = next_id++;
-    auto r = to_gen_request(g, id, params.tok, params.vocab_size);
+    auto r = to_gen_request(g, id, params.tok, params.vocab_size, params.max_context);
     if (!r.ok()) {
       send(client, protocol::error_reply_from(r.get_status(), g.request_id));
       return;

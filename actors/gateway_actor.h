@@ -20,6 +20,8 @@ struct gateway_params {
   int64_t vocab_size = 0;
   /// Routing ids one message carries; a longer routing goes in routing parts.
   int64_t max_routing_ids = protocol::max_routing_ids;
+  /// The scheduler's (0 = none): a prompt that leaves no room under it is refused here.
+  int64_t max_context = 0;
 };
 
 gateway_actor spawn_gateway_actor(caf::actor_system& sys, const gateway_params& params);

@@ -1,6 +1,7 @@
 #include "actors/request_convert.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "runtime/protocol/routing_parts.h"
 #include "runtime/text/chat_template.h"
@@ -8,9 +9,9 @@
 namespace hart::actors {
 
 status_or<sched::gen_request> to_gen_request(const protocol::generate_request& g, uint64_t id,
-                                             const tokenizer* tok, int64_t vocab_size) {
+                                             const tokenizer* tok, int64_t vocab_size, int64_t max_context) {
   sched::gen_request r;
-  r.id = id;
+  r.id = g.request_id;  // until validated: its messages name the id the client knows
   switch (g.kind) {
     case protocol::prompt_kind::token_ids:
       for (uint32_t t : g.token_ids) {
@@ -46,7 +47,12 @@ status_or<sched::gen_request> to_gen_request(const protocol::generate_request& g
   r.max_new_tokens = s.max_new_tokens;
   r.min_new_tokens = s.min_new_tokens;
   r.stop = s.stop;
-  for (uint32_t t : s.stop_token_ids) r.stop_token_ids.push_back(int32_t(t));
+  for (uint32_t t : s.stop_token_ids) {
+    if (int64_t(t) >= vocab_size) {
+      return out_of_range("stop token id %u is outside the vocabulary [0, %lld)", t, (long long)vocab_size);
+    }
+    r.stop_token_ids.push_back(int32_t(t));
+  }
   r.ignore_eos = s.ignore_eos;
   r.n = int32_t(s.n);
   r.logprobs = s.logprobs || s.top_logprobs > 0;
@@ -54,6 +60,8 @@ status_or<sched::gen_request> to_gen_request(const protocol::generate_request& g
   r.priority = g.priority;
   r.return_routing = g.return_routing;
   r.return_indexer_picks = g.return_indexer_picks;
+  HART_RETURN_IF_ERROR(r.validate(int32_t(std::min<int64_t>(vocab_size, INT32_MAX)), max_context));
+  r.id = id;
   return r;
 }
 

@@ -14,10 +14,12 @@
 
 namespace hart::actors {
 
-/// The scheduler request for `g` with internal id `id`. `tok` may be null
-/// (then only token-id prompts are accepted). Token ids must be < vocab_size.
+/// The scheduler request for `g` with internal id `id`, checked by
+/// gen_request::validate (vocab_size, max_context: the scheduler's, 0 = none) so
+/// that the scheduler accepts it; a failure's message names the client's id.
+/// `tok` may be null (then only token-id prompts are accepted).
 status_or<sched::gen_request> to_gen_request(const protocol::generate_request& g, uint64_t id,
-                                             const tokenizer* tok, int64_t vocab_size);
+                                             const tokenizer* tok, int64_t vocab_size, int64_t max_context);
 
 protocol::finish_reason to_wire(sched::finish_reason r);
 

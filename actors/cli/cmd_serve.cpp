@@ -164,7 +164,7 @@ int run_serve(const serve_options& o) {
   if (!server.ok()) return fail(server.get_status());
   std::shared_ptr<transport::server> srv = std::move(server).value();
   actors::gateway_actor gateway = actors::spawn_gateway_actor(
-      sys, {srv, *scheduler, tok.get(), cfg.vocab_size, o.routing_ids_per_message});
+      sys, {srv, *scheduler, tok.get(), cfg.vocab_size, o.routing_ids_per_message, sp.sched.max_context});
   caf::anon_send(*scheduler, gateway);
   {
     std::lock_guard<std::mutex> lock(slot->m);

@@ -110,13 +110,23 @@ status_or<encoded_frames> encode_reply(const reply& r) {
                              [&](wire::Reply::Builder b) { internal::write_reply(r, b); });
 }
 
-status_or<request> decode_request(byte_view header, byte_view payload) {
-  return decode<request, wire::Request>(
-      header, payload, frame_kind::request, [](wire::Request::Reader root) -> status_or<request> {
+status_or<request> decode_request(byte_view header, byte_view payload, request_ref* ref) {
+  request_ref seen;
+  status_or<request> out = decode<request, wire::Request>(
+      header, payload, frame_kind::request, [&](wire::Request::Reader root) -> status_or<request> {
+        // Read first, so that a failure further in is answered to this request; a pointer
+        // that throws here leaves the ref at what was read before.
+        if (root.which() == wire::Request::GENERATE) {
+          seen.request_id = root.getGenerate().getRequestId();
+        } else {
+          seen.tag = root.getTag();
+        }
         HART_ASSIGN_OR_RETURN(request r, internal::read_request(root));
         HART_RETURN_IF_ERROR(validate_request(r));
         return r;
       });
+  if (ref) *ref = out.ok() ? request_ref{} : seen;
+  return out;
 }
 
 status_or<reply> decode_reply(byte_view header, byte_view payload) {

@@ -8,7 +8,9 @@
 // over max_frame_bytes or not a multiple of 8 bytes, copies a misaligned payload into
 // aligned words, reads with ReaderOptions{traversal_limit_words, nesting_limit}, turns any
 // kj::Exception into a status, and validates every field (validate.h). All failures are
-// invalid_argument with a message naming the problem.
+// invalid_argument with a message naming the problem. A request that fails once its root
+// is readable still says whom the failure answers (request_ref), so the error reply can
+// carry its request id or tag.
 //
 //   HART_ASSIGN_OR_RETURN(auto frames, protocol::encode_request(req));
 //   zmq send frames.header, frames.payload ...
@@ -45,8 +47,15 @@ std::array<uint8_t, 2> frame_header(frame_kind kind);
 status_or<encoded_frames> encode_request(const request& r);
 status_or<encoded_frames> encode_reply(const reply& r);
 
+/// Whom an error about a request answers: what could be read of it before it failed.
+struct request_ref {
+  uint64_t tag = 0;         ///< Request.tag of a control verb (0 for a generate: docs/protocol.md §4)
+  uint64_t request_id = 0;  ///< GenerateRequest.requestId; 0 when not a generate or not readable
+};
+
 /// Decodes and validates. The views must stay valid only for the duration of the call.
-status_or<request> decode_request(byte_view header, byte_view payload);
+/// On failure `*ref` (when given) holds what could be read of the request, else zeros.
+status_or<request> decode_request(byte_view header, byte_view payload, request_ref* ref = nullptr);
 status_or<reply> decode_reply(byte_view header, byte_view payload);
 
 }  // namespace hart::protocol

@@ -332,6 +332,46 @@ TEST(codec_bad_input, sampling_and_prompt_validation) {
   expect_invalid(decode_request(view(enc->header), view(enc->payload)), "abort");
 }
 
+// A request that fails past its root still says whom the error answers (issue 18): a
+// generate by its request id, a control verb by its tag; an unreadable frame by nothing.
+TEST(codec_bad_input, a_failed_request_names_its_id_or_tag) {
+  auto decode_ref = [](const request& r, request_ref* ref) {
+    auto enc = encode_request(r);
+    EXPECT_TRUE(enc.ok());
+    *ref = {99, 99};
+    return decode_request(view(enc->header), view(enc->payload), ref);
+  };
+  request_ref ref;
+  generate_request g = valid_generate();
+  g.request_id = 41;
+  g.sampling.temperature = std::nanf("");
+  expect_invalid(decode_ref(request{g}, &ref), "temperature");
+  EXPECT_EQ(ref.request_id, 41u);
+  EXPECT_EQ(ref.tag, 0u);
+  g = valid_generate();
+  g.request_id = 42;
+  g.sampling.stop_token_ids.assign(max_stop_token_ids + 1, 1);  // refused while reading
+  expect_invalid(decode_ref(request{g}, &ref), "stopTokenIds");
+  EXPECT_EQ(ref.request_id, 42u);
+
+  control_request c;
+  c.tag = 7;
+  c.verb = control_verb::pause;
+  c.mode = static_cast<pause_mode>(5);
+  expect_invalid(decode_ref(request{c}, &ref), "pause.mode");
+  EXPECT_EQ(ref.tag, 7u);
+  EXPECT_EQ(ref.request_id, 0u);
+
+  ASSERT_TRUE(decode_ref(request{valid_generate()}, &ref).ok());
+  EXPECT_EQ(ref.request_id, 0u) << "a decoded request leaves no ref";
+  EXPECT_EQ(ref.tag, 0u);
+  std::vector<uint8_t> junk(64, 0xAB);
+  ref = {99, 99};
+  expect_invalid(decode_request(view(req_hdr), view(junk), &ref));
+  EXPECT_EQ(ref.request_id, 0u);
+  EXPECT_EQ(ref.tag, 0u);
+}
+
 TEST(codec_bad_input, reply_structure_validation) {
   chunk_event c;
   c.token_ids = {1, 2};

@@ -2,8 +2,12 @@
 
 namespace hart::sched {
 
-status gen_request::validate(int32_t vocab_size) const {
+status gen_request::validate(int32_t vocab_size, int64_t max_context) const {
   if (prompt.empty()) return invalid_argument("request %llu: empty prompt", (unsigned long long)id);
+  if (max_context > 0 && int64_t(prompt.size()) >= max_context) {
+    return out_of_range("request %llu: prompt of %zu tokens leaves no room under max_context %lld",
+                        (unsigned long long)id, prompt.size(), (long long)max_context);
+  }
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= vocab_size) {
       return invalid_argument("request %llu: prompt token %d at %zu outside [0, %d)", (unsigned long long)id,

@@ -52,7 +52,10 @@ struct gen_request {
   int32_t priority = 0;     // larger is served first; FCFS within a priority
   int64_t deadline_us = 0;  // absolute, on the scheduler's clock; 0 = none; past it: finish abort
 
-  status validate(int32_t vocab_size) const;
+  /// Every check of a request's values, in one place: the gateway runs it before it
+  /// accepts a request (so a refusal is an error reply) and scheduler::submit again.
+  /// `max_context` > 0: the prompt must leave room for a token under it (out_of_range).
+  status validate(int32_t vocab_size, int64_t max_context = 0) const;
   /// Sampling parameters of sample `i` (seed + i).
   sampling_params sampling(int32_t i) const;
 };

@@ -87,12 +87,8 @@ void scheduler::remove_running(seq& s) {
 // -- requests ---------------------------------------------------------------
 
 status scheduler::submit(gen_request r) {
-  HART_RETURN_IF_ERROR(r.validate(params_.vocab_size));
+  HART_RETURN_IF_ERROR(r.validate(params_.vocab_size, params_.max_context));
   if (requests_.count(r.id)) return failed_precondition("request %llu is still live", (unsigned long long)r.id);
-  if (params_.max_context > 0 && int64_t(r.prompt.size()) >= params_.max_context) {
-    return out_of_range("request %llu: prompt of %zu tokens leaves no room under max_context %lld",
-                        (unsigned long long)r.id, r.prompt.size(), (long long)params_.max_context);
-  }
   auto rec = std::make_shared<request_rec>();
   rec->req = std::move(r);
   rec->arrival_us = clock_();

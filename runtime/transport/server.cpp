@@ -96,9 +96,9 @@ struct server::impl {
     (void)n;  // EAGAIN means the counter is already non-zero: the thread will wake anyway
   }
 
-  void answer_error(const client_id& client, const status& s) {
+  void answer_error(const client_id& client, const status& s, const protocol::request_ref& ref = {}) {
     decode_errors.fetch_add(1, std::memory_order_relaxed);
-    auto enc = protocol::encode_reply(protocol::reply{protocol::error_reply_from(s)});
+    auto enc = protocol::encode_reply(protocol::reply{protocol::error_reply_from(s, ref.request_id, ref.tag)});
     if (enc.ok()) pending.push_back({client, enc->header, std::move(enc->payload)});
   }
 
@@ -110,10 +110,11 @@ struct server::impl {
                                             frames.size() - 1));
       return;
     }
+    protocol::request_ref ref;
     auto req = protocol::decode_request({frames[1].data(), frames[1].size()},
-                                        {frames[2].data(), frames[2].size()});
+                                        {frames[2].data(), frames[2].size()}, &ref);
     if (!req.ok()) {
-      answer_error(client, req.get_status());
+      answer_error(client, req.get_status(), ref);
       return;
     }
     received.fetch_add(1, std::memory_order_relaxed);

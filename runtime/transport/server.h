@@ -2,7 +2,8 @@
 // The ZeroMQ side of the message API: one thread owns a ROUTER socket (ecosystem.md §0.4).
 //   inbound : [client id][header][payload] -> decode -> on_request(client_id, request)
 //             A frame that does not decode is answered by the server itself with one `error`
-//             reply (request id 0) and is not passed on.
+//             reply (carrying the request id of a generate, or the tag of a control verb,
+//             when the frame got that far; else 0) and is not passed on.
 //   outbound: send(client_id, reply) from any thread -> bounded outbox -> eventfd wakes the
 //             socket thread -> [client id][header][payload].
 //

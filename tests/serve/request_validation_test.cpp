@@ -1,0 +1,239 @@
+// Bad request fields against a real `hart serve` on 127.0.0.1 (issue 18): every bad numeric
+// (and prompt) field of a generate, sent as Cap'n Proto over the wire, comes back as one typed
+// error carrying the request's id (a control verb's: its tag); nothing else changes: a
+// generation running meanwhile yields the same tokens as alone, no page leaks, and good
+// requests on the same connection still work.
+#include "runtime/protocol/codec.h"
+#include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hart::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The server's --max-context: a longer prompt is refused before it starts.
+constexpr int k_max_context = 512;
+
+class request_validation : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    srv_ = new server_process(
+        std::string(HART_TEST_DATA) + "/tiny-a",
+        {"--full-pages", "32", "--swa-pages", "16", "--max-context", std::to_string(k_max_context)});
+  }
+  static void TearDownTestSuite() { delete srv_; }
+
+  std::unique_ptr<transport::client> connect() {
+    EXPECT_FALSE(srv_->endpoint().empty()) << "the server did not print its endpoint";
+    transport::client_params p;
+    p.endpoint = srv_->endpoint();
+    auto c = transport::client::connect(p);
+    EXPECT_TRUE(c.ok()) << c.get_status().to_string();
+    return std::move(c).value();
+  }
+
+  // The next reply that is not a chunk or final (those go to `streamed`).
+  static protocol::reply control(transport::client& c, protocol::control_verb verb, uint64_t tag) {
+    protocol::control_request q;
+    q.tag = tag;
+    q.verb = verb;
+    EXPECT_TRUE(c.send(protocol::request{q}).ok());
+    for (;;) {
+      auto r = c.receive(20s);
+      EXPECT_TRUE(r.ok()) << r.get_status().to_string();
+      if (!r.ok()) return protocol::error_reply{};
+      if (!std::holds_alternative<protocol::chunk_event>(*r) &&
+          !std::holds_alternative<protocol::final_event>(*r))
+        return *r;
+    }
+  }
+
+  // After a flush nothing holds a page and nothing runs.
+  static void expect_nothing_held(transport::client& c) {
+    control(c, protocol::control_verb::flush_cache, 90);
+    auto st = control(c, protocol::control_verb::stats, 91);
+    ASSERT_TRUE(std::holds_alternative<protocol::stats_reply>(st));
+    int seen = 0;
+    for (const auto& [k, v] : std::get<protocol::stats_reply>(st).entries) {
+      if (k == "cache_full_pages_used" || k == "cache_swa_pages_used" || k == "running" ||
+          k == "queue_depth") {
+        EXPECT_EQ(v, 0.0) << k;
+        ++seen;
+      }
+    }
+    EXPECT_EQ(seen, 4);
+  }
+
+  static server_process* srv_;
+};
+
+server_process* request_validation::srv_ = nullptr;
+
+protocol::generate_request good_request(uint64_t id, uint32_t n_new) {
+  protocol::generate_request g;
+  g.request_id = id;
+  g.kind = protocol::prompt_kind::token_ids;
+  for (int k = 0; k < 24; ++k) g.token_ids.push_back(uint32_t((k * 37) % 400 + 6));
+  g.sampling.temperature = 0;
+  g.sampling.max_new_tokens = n_new;
+  g.sampling.ignore_eos = true;
+  return g;
+}
+
+// Encodes without the client's validation (transport::client::send would refuse these).
+status send_unchecked(transport::client& c, const protocol::request& r) {
+  auto enc = protocol::encode_request(r);
+  if (!enc.ok()) return enc.get_status();
+  return c.send_frames({std::string(enc->header.begin(), enc->header.end()),
+                        std::string(enc->payload.begin(), enc->payload.end())});
+}
+
+struct bad_case {
+  const char* name;
+  std::function<void(protocol::generate_request&)> mutate;
+  status_code code;
+  const char* needle;  // in the error message: the field, as the server names it
+};
+
+TEST_F(request_validation, each_bad_field_over_the_wire_gets_a_typed_error_with_its_id) {
+  const float nan = std::nanf(""), inf = HUGE_VALF;
+  using sc = status_code;
+  const std::vector<bad_case> cases = {
+      {"temperature NaN", [=](auto& g) { g.sampling.temperature = nan; }, sc::invalid_argument,
+       "temperature"},
+      {"temperature Inf", [=](auto& g) { g.sampling.temperature = inf; }, sc::invalid_argument,
+       "temperature"},
+      {"temperature < 0", [](auto& g) { g.sampling.temperature = -1.0f; }, sc::invalid_argument,
+       "temperature"},
+      {"temperature > max", [](auto& g) { g.sampling.temperature = 101.0f; }, sc::invalid_argument,
+       "temperature"},
+      {"top_p 0", [](auto& g) { g.sampling.top_p = 0.0f; }, sc::invalid_argument, "topP"},
+      {"top_p > 1", [](auto& g) { g.sampling.top_p = 1.5f; }, sc::invalid_argument, "topP"},
+      {"top_p NaN", [=](auto& g) { g.sampling.top_p = nan; }, sc::invalid_argument, "topP"},
+      {"top_k 0", [](auto& g) { g.sampling.top_k = 0; }, sc::invalid_argument, "topK"},
+      {"top_k -7", [](auto& g) { g.sampling.top_k = -7; }, sc::invalid_argument, "topK"},
+      {"min_p NaN", [=](auto& g) { g.sampling.min_p = nan; }, sc::invalid_argument, "minP"},
+      {"min_p < 0", [](auto& g) { g.sampling.min_p = -0.5f; }, sc::invalid_argument, "minP"},
+      {"min_p > 1", [=](auto& g) { g.sampling.min_p = inf; }, sc::invalid_argument, "minP"},
+      {"max_new_tokens 0", [](auto& g) { g.sampling.max_new_tokens = 0; }, sc::invalid_argument,
+       "maxNewTokens"},
+      {"min > max new tokens", [](auto& g) { g.sampling.min_new_tokens = 17; }, sc::invalid_argument,
+       "minNewTokens"},
+      {"n 0", [](auto& g) { g.sampling.n = 0; }, sc::invalid_argument, "sampling.n"},
+      {"n over the wire limit", [](auto& g) { g.sampling.n = protocol::max_samples + 1; },
+       sc::invalid_argument, "sampling.n"},
+      {"n over the server's", [](auto& g) { g.sampling.n = 65; }, sc::invalid_argument, "n 65"},
+      {"top_logprobs 21", [](auto& g) { g.sampling.top_logprobs = 21; }, sc::invalid_argument, "topLogprobs"},
+      {"17 stop strings", [](auto& g) { g.sampling.stop.assign(17, "x"); }, sc::invalid_argument,
+       "sampling.stop"},
+      {"empty stop string", [](auto& g) { g.sampling.stop = {""}; }, sc::invalid_argument,
+       "sampling.stop[0]"},
+      {"65 stop ids", [](auto& g) { g.sampling.stop_token_ids.assign(65, 1); }, sc::invalid_argument,
+       "stopTokenIds"},
+      {"stop id outside the vocabulary",
+       [](auto& g) {
+         g.sampling.stop_token_ids = {3, 4000000000u};
+       },
+       sc::out_of_range, "stop token id 4000000000"},
+      {"token outside the vocabulary", [](auto& g) { g.token_ids.push_back(100000); }, sc::out_of_range,
+       "vocabulary"},
+      {"empty token prompt", [](auto& g) { g.token_ids.clear(); }, sc::invalid_argument, "empty prompt"},
+      {"prompt over max_context", [](auto& g) { g.token_ids.assign(k_max_context, 7); }, sc::out_of_range,
+       "max_context"},
+      {"empty text prompt",
+       [](auto& g) {
+         g.kind = protocol::prompt_kind::text;
+         g.text.clear();
+       },
+       sc::invalid_argument, "empty prompt"},
+      {"text not UTF-8",
+       [](auto& g) {
+         g.kind = protocol::prompt_kind::text;
+         g.text = "bad \xC3\x28";
+       },
+       sc::invalid_argument, "UTF-8"},
+      {"empty role",
+       [](auto& g) {
+         g.kind = protocol::prompt_kind::messages;
+         g.messages = {{"", "hi"}};
+       },
+       sc::invalid_argument, "role"},
+      {"session id too long", [](auto& g) { g.session_id.assign(300, 's'); }, sc::invalid_argument,
+       "sessionId"},
+  };
+
+  auto c = connect();
+  // A generation runs while the bad requests come in; it must not notice them.
+  constexpr uint64_t k_running = 1000;
+  ASSERT_TRUE(c->send(protocol::request{good_request(k_running, 24)}).ok());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    protocol::generate_request g = good_request(2000 + i, 16);
+    cases[i].mutate(g);
+    ASSERT_TRUE(send_unchecked(*c, protocol::request{g}).ok()) << cases[i].name;
+  }
+  // Control verbs: a bad field is answered with the verb's tag.
+  protocol::control_request abort_none;
+  abort_none.tag = 77;
+  abort_none.verb = protocol::control_verb::abort;  // request id 0 and not all
+  ASSERT_TRUE(send_unchecked(*c, protocol::request{abort_none}).ok());
+  protocol::control_request pause_bad;
+  pause_bad.tag = 78;
+  pause_bad.verb = protocol::control_verb::pause;
+  pause_bad.mode = static_cast<protocol::pause_mode>(9);
+  ASSERT_TRUE(send_unchecked(*c, protocol::request{pause_bad}).ok());
+
+  std::map<uint64_t, protocol::error_reply> errors, control_errors;
+  std::vector<uint32_t> running_tokens;
+  bool running_done = false;
+  while (!running_done || errors.size() + control_errors.size() < cases.size() + 2) {
+    auto r = c->receive(60s);
+    ASSERT_TRUE(r.ok()) << r.get_status().to_string() << " (" << errors.size() << " errors so far)";
+    if (const auto* e = std::get_if<protocol::error_reply>(&*r)) {
+      auto& into = e->tag ? control_errors : errors;
+      EXPECT_TRUE(into.emplace(e->tag ? e->tag : e->request_id, *e).second)
+          << "two errors for " << e->request_id;
+    } else if (const auto* ch = std::get_if<protocol::chunk_event>(&*r)) {
+      ASSERT_EQ(ch->request_id, k_running) << "a refused request streamed";
+      running_tokens.insert(running_tokens.end(), ch->token_ids.begin(), ch->token_ids.end());
+    } else if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
+      ASSERT_EQ(f->request_id, k_running) << "a refused request got a final";
+      EXPECT_EQ(f->reason, protocol::finish_reason::length);
+      running_done = true;
+    } else {
+      ADD_FAILURE() << "unexpected reply " << r->index();
+    }
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto it = errors.find(2000 + i);
+    ASSERT_NE(it, errors.end()) << cases[i].name << ": no error with the request id";
+    const protocol::error_reply& e = it->second;
+    EXPECT_EQ(e.code, cases[i].code) << cases[i].name << ": " << e.message;
+    EXPECT_EQ(e.tag, 0u) << cases[i].name;
+    EXPECT_NE(e.message.find(cases[i].needle), std::string::npos) << cases[i].name << ": " << e.message;
+  }
+  ASSERT_EQ(control_errors.count(77), 1u);
+  EXPECT_EQ(control_errors[77].code, status_code::invalid_argument);
+  EXPECT_NE(control_errors[77].message.find("abort.requestId"), std::string::npos)
+      << control_errors[77].message;
+  ASSERT_EQ(control_errors.count(78), 1u);
+  EXPECT_NE(control_errors[78].message.find("pause.mode"), std::string::npos) << control_errors[78].message;
+
+  // The same request again, alone, on the same connection: the same tokens.
+  auto again = c->generate(good_request(k_running + 1, 24), 60s);
+  ASSERT_TRUE(again.ok()) << again.get_status().to_string();
+  EXPECT_EQ(again->samples[0].token_ids, running_tokens);
+  EXPECT_EQ(running_tokens.size(), 24u);
+  expect_nothing_held(*c);
+}
+
+}  // namespace
+}  // namespace hart::testing
