@@ -4,12 +4,15 @@
 //   hart stats   — the server's metrics as Prometheus text.
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <iostream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "actors/cli/cli_common.h"
+#include "actors/cli/client_json.h"
 #include "runtime/protocol/routing_parts.h"
 #include "runtime/transport/client.h"
 
@@ -18,82 +21,6 @@ namespace {
 
 using json = nlohmann::json;
 using namespace std::chrono;
-
-status_or<protocol::generate_request> generate_from_json(const json& j) {
-  protocol::generate_request g;
-  g.request_id = j.value("id", uint64_t{0});
-  if (j.contains("tokens")) {
-    g.kind = protocol::prompt_kind::token_ids;
-    g.token_ids = j["tokens"].get<std::vector<uint32_t>>();
-  } else if (j.contains("messages")) {
-    g.kind = protocol::prompt_kind::messages;
-    for (const json& m : j["messages"]) g.messages.push_back({m.value("role", ""), m.value("content", "")});
-  } else if (j.contains("prompt")) {
-    g.kind = protocol::prompt_kind::text;
-    g.text = j["prompt"].get<std::string>();
-  } else {
-    return invalid_argument("generate needs 'tokens', 'messages' or 'prompt'");
-  }
-  protocol::sampling_options& s = g.sampling;
-  s.temperature = j.value("temperature", 0.0f);
-  s.top_p = j.value("top_p", 1.0f);
-  s.top_k = j.value("top_k", -1);
-  s.min_p = j.value("min_p", 0.0f);
-  if (j.contains("seed")) {
-    s.has_seed = true;
-    s.seed = j["seed"].get<uint64_t>();
-  }
-  s.max_new_tokens = j.value("max_new_tokens", 256u);
-  s.min_new_tokens = j.value("min_new_tokens", 0u);
-  s.stop = j.value("stop", std::vector<std::string>{});
-  s.stop_token_ids = j.value("stop_token_ids", std::vector<uint32_t>{});
-  s.ignore_eos = j.value("ignore_eos", false);
-  s.n = j.value("n", 1u);
-  s.logprobs = j.value("logprobs", false);
-  s.top_logprobs = j.value("top_logprobs", uint8_t{0});
-  g.session_id = j.value("session", std::string());
-  g.priority = j.value("priority", 0);
-  g.return_routing = j.value("return_routing", false);
-  g.return_indexer_picks = j.value("return_indexer_picks", false);
-  return g;
-}
-
-status_or<protocol::request> request_from_json(const json& j, uint64_t tag) {
-  if (!j.is_object() || j.size() != 1) return invalid_argument("a request is an object with one key");
-  const std::string verb = j.begin().key();
-  const json& body = j.begin().value();
-  if (verb == "generate") {
-    HART_ASSIGN_OR_RETURN(protocol::generate_request g, generate_from_json(body));
-    return protocol::request{g};
-  }
-  protocol::control_request c;
-  c.tag = tag;
-  if (verb == "abort") {
-    c.verb = protocol::control_verb::abort;
-    c.all = body.value("all", false);
-    c.request_id = body.value("id", uint64_t{0});
-  } else if (verb == "pause") {
-    c.verb = protocol::control_verb::pause;
-    const std::string m = body.is_string() ? body.get<std::string>() : body.value("mode", "abort");
-    if (m == "abort") c.mode = protocol::pause_mode::abort;
-    else if (m == "retract") c.mode = protocol::pause_mode::retract;
-    else if (m == "in_place") c.mode = protocol::pause_mode::in_place;
-    else return invalid_argument("pause mode '%s' (abort, retract, in_place)", m.c_str());
-  } else if (verb == "resume") {
-    c.verb = protocol::control_verb::resume;
-  } else if (verb == "flush_cache") {
-    c.verb = protocol::control_verb::flush_cache;
-  } else if (verb == "health") {
-    c.verb = protocol::control_verb::health;
-  } else if (verb == "stats") {
-    c.verb = protocol::control_verb::stats;
-  } else if (verb == "weight_version") {
-    c.verb = protocol::control_verb::weight_version;
-  } else {
-    return invalid_argument("unknown verb '%s'", verb.c_str());
-  }
-  return protocol::request{c};
-}
 
 const char* reason_name(protocol::finish_reason r) {
   switch (r) {
@@ -172,25 +99,39 @@ int run_client(const client_options& o) {
   auto c = connect(o);
   if (!c.ok()) return fail(c.get_status());
   // Every request is sent first; then replies are printed until every generation has
-  // its finals and every control verb its answer.
-  int64_t pending_finals = 0, pending_controls = 0;
+  // its finals (or its error) and every control verb its answer. A line that is not a
+  // valid request is answered here with one error line and not sent; the others go on.
+  bool refused = false;
+  int64_t pending_controls = 0;
+  // Per request id, the finals each generation sent with it still owes, oldest first: a
+  // refusal from the server (an error with the id) answers the newest one in full.
+  std::map<uint64_t, std::deque<int64_t>> finals_owed;
+  int64_t pending_finals = 0;
   std::string line;
   uint64_t tag = 1;
   while (std::getline(std::cin, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     json j = json::parse(line, nullptr, false);
-    if (j.is_discarded()) return fail(invalid_argument("not JSON: %s", line.c_str()));
-    auto r = request_from_json(j, tag++);
-    if (!r.ok()) return fail(r.get_status());
-    if (const auto* g = std::get_if<protocol::generate_request>(&*r)) {
-      pending_finals += std::max<uint32_t>(1, g->sampling.n);
+    parsed_request p;
+    if (j.is_discarded()) {
+      p.error = invalid_argument("not JSON: %s", (line.size() <= 80 ? line : line.substr(0, 77) + "...").c_str());
+    } else {
+      p = request_from_json(j, tag++);
+    }
+    if (p.error.ok()) {
+      if (status s = (*c)->send(p.request); !s.ok()) p.error = s;
+    }
+    if (!p.error.ok()) {
+      refused = true;
+      // replace: a line that is not JSON may not be UTF-8 either.
+      std::cout << error_line(p).dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
+      continue;
+    }
+    if (const auto* g = std::get_if<protocol::generate_request>(&p.request)) {
+      finals_owed[g->request_id].push_back(g->sampling.n);
+      pending_finals += g->sampling.n;
     } else {
       ++pending_controls;
-    }
-    if (status s = (*c)->send(*r); !s.ok()) {
-      std::cout << json{{"error", {{"code", status_code_name(s.code())}, {"message", s.message()}}}}.dump() << std::endl;
-      if (std::holds_alternative<protocol::generate_request>(*r)) pending_finals -= std::max<uint32_t>(1, std::get<protocol::generate_request>(*r).sampling.n);
-      else --pending_controls;
     }
   }
   const auto deadline = steady_clock::now() + milliseconds(o.timeout_ms);
@@ -210,15 +151,25 @@ int run_client(const client_options& o) {
     if (!joined.ok()) std::cout << json{{"error", {{"code", status_code_name(joined.code())}, {"message", joined.message()}}}}.dump() << std::endl;
     if (std::holds_alternative<protocol::routing_part>(*r)) continue;
     std::cout << reply_to_json(*r).dump() << std::endl;
-    if (std::holds_alternative<protocol::final_event>(*r)) --pending_finals;
-    else if (const auto* e = std::get_if<protocol::error_reply>(&*r)) {
-      if (e->tag) --pending_controls;
-      else if (e->request_id) --pending_finals;  // a refused generation gets no finals
+    if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
+      auto it = finals_owed.find(f->request_id);
+      if (it == finals_owed.end()) continue;
+      --pending_finals;
+      if (--it->second.front() == 0) it->second.pop_front();
+      if (it->second.empty()) finals_owed.erase(it);
+    } else if (const auto* e = std::get_if<protocol::error_reply>(&*r)) {
+      if (e->tag) {
+        --pending_controls;
+      } else if (auto it = finals_owed.find(e->request_id); it != finals_owed.end()) {
+        pending_finals -= it->second.back();  // a refused generation gets no finals
+        it->second.pop_back();
+        if (it->second.empty()) finals_owed.erase(it);
+      }
     } else if (!std::holds_alternative<protocol::chunk_event>(*r)) {
       --pending_controls;
     }
   }
-  return 0;
+  return refused ? 1 : 0;
 }
 
 int run_chat(const client_options& o) {

@@ -2,10 +2,16 @@
 // the CPU engine. `hart <command> --help` explains each command.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <string>
+
 #include "actors/cli/cli_common.h"
 #include "actors/cli/cmd_bench.h"
 #include "actors/cli/cmd_check_ops.h"
 #include "runtime/core/log.h"
+#include "runtime/protocol/messages.h"
 
 namespace {
 
@@ -159,26 +165,51 @@ int main(int argc, char** argv) {
   hart::cli::client_options cl;
   auto add_connect = [&](CLI::App* cmd) {
     cmd->add_option("--connect", cl.connect, "Server endpoint")->capture_default_str();
-    cmd->add_option("--timeout-ms", cl.timeout_ms, "Give up after this long")->capture_default_str();
+    cmd->add_option("--timeout-ms", cl.timeout_ms, "Give up after this long")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 40))  // ~34 years: deadlines stay in the clock's range
+        ->capture_default_str();
   };
+  // NOTE(client): not CLI::Range, which lets NaN through (every comparison with it is false).
+  char temperature_range_text[32];
+  std::snprintf(temperature_range_text, sizeof temperature_range_text, "[0, %g]", double(hart::protocol::max_temperature));
+  const CLI::Validator temperature_range(
+      [range = std::string(temperature_range_text)](std::string& in) {
+        float t = 0;
+        if (CLI::detail::lexical_cast(in, t) && t >= 0.0f && t <= hart::protocol::max_temperature) return std::string();
+        return "Value " + in + " not a number in " + range;
+      },
+      std::string("FLOAT in ") + temperature_range_text);
   CLI::App* k = app.add_subcommand("client", "JSON lines in (one request per line), JSON lines out (every reply)");
   add_connect(k);
   CLI::App* h = app.add_subcommand("chat", "Interactive streaming chat with a running server");
   add_connect(h);
   h->add_option("--system", cl.system, "System prompt");
-  h->add_option("-n,--max-new-tokens", cl.max_new_tokens, "Tokens per answer at most")->capture_default_str();
-  h->add_option("--temperature", cl.temperature, "0 = greedy")->capture_default_str();
+  h->add_option("-n,--max-new-tokens", cl.max_new_tokens, "Tokens per answer at most")
+      ->check(CLI::Range(int64_t(1), int64_t(std::numeric_limits<uint32_t>::max())))
+      ->capture_default_str();
+  h->add_option("--temperature", cl.temperature, "0 = greedy")->check(temperature_range)->capture_default_str();
   CLI::App* st = app.add_subcommand("stats", "Print a running server's metrics (Prometheus text)");
   add_connect(st);
 
   hart::cli::bench_serve_options bs;
   CLI::App* b = app.add_subcommand("bench-serve", "Load generator against a running server: a concurrency sweep");
   b->add_option("--connect", bs.connect, "Server endpoint")->capture_default_str();
-  b->add_option("--concurrency", bs.concurrency, "Concurrent users, one summary line each")->capture_default_str();
-  b->add_option("--input-len", bs.input_len, "Prompt tokens")->capture_default_str();
-  b->add_option("--output-len", bs.output_len, "Generated tokens (EOS ignored)")->capture_default_str();
-  b->add_option("--requests-per-user", bs.requests_per_user, "Requests each user sends back to back")->capture_default_str();
-  b->add_option("--vocab", bs.vocab, "Prompt token ids are drawn from [2, vocab)")->capture_default_str();
+  // The request fields these become are checked here, so none wraps into its wire type.
+  b->add_option("--concurrency", bs.concurrency, "Concurrent users, one summary line each")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)))
+      ->capture_default_str();
+  b->add_option("--input-len", bs.input_len, "Prompt tokens")
+      ->check(CLI::Range(int64_t(1), int64_t(hart::protocol::max_prompt_tokens)))
+      ->capture_default_str();
+  b->add_option("--output-len", bs.output_len, "Generated tokens (EOS ignored)")
+      ->check(CLI::Range(int64_t(1), int64_t(std::numeric_limits<uint32_t>::max())))
+      ->capture_default_str();
+  b->add_option("--requests-per-user", bs.requests_per_user, "Requests each user sends back to back")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
+  b->add_option("--vocab", bs.vocab, "Prompt token ids are drawn from [2, vocab)")
+      ->check(CLI::Range(int64_t(3), int64_t(1) << 32))
+      ->capture_default_str();
   b->add_option("--seed", bs.seed, "Prompt seed")->capture_default_str();
 
   hart::cli::push_weights_options pw;

@@ -1,16 +1,21 @@
 // Bad request fields against a real `hart serve` on 127.0.0.1 (issue 18): every bad numeric
-// (and prompt) field of a generate, sent as Cap'n Proto over the wire, comes back as one typed
-// error carrying the request's id (a control verb's: its tag); nothing else changes: a
-// generation running meanwhile yields the same tokens as alone, no page leaks, and good
-// requests on the same connection still work.
+// (and prompt) field of a generate, sent as Cap'n Proto over the wire or as a JSON line through
+// the real `hart client` binary, comes back as one typed error carrying the request's id (a
+// control verb's: its tag); nothing else changes: a generation running meanwhile yields the
+// same tokens as alone, no page leaks, and good requests on the same connection still work.
 #include "runtime/protocol/codec.h"
 #include "runtime/transport/client.h"
 #include "tests/serve/server_process.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,6 +24,7 @@ namespace hart::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using json = nlohmann::json;
 
 // The server's --max-context: a longer prompt is refused before it starts.
 constexpr int k_max_context = 512;
@@ -232,6 +238,128 @@ TEST_F(request_validation, each_bad_field_over_the_wire_gets_a_typed_error_with_
   ASSERT_TRUE(again.ok()) << again.get_status().to_string();
   EXPECT_EQ(again->samples[0].token_ids, running_tokens);
   EXPECT_EQ(running_tokens.size(), 24u);
+  expect_nothing_held(*c);
+}
+
+struct run_result {
+  int exit_code = -1;
+  std::vector<json> lines;  // stdout, one JSON value per line
+  std::string raw;          // stdout as printed
+  std::string err;          // stderr: "hart: error: ..." when the client itself failed
+};
+
+// `hart client` as a user runs it: the lines on stdin, the replies on stdout.
+run_result run_client(const std::string& endpoint, const std::vector<std::string>& input) {
+  char tmpl[] = "/tmp/hart_client_XXXXXX";
+  EXPECT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, in = dir + "/in.jsonl", err = dir + "/err";
+  {
+    std::ofstream f(in);
+    for (const std::string& l : input) f << l << "\n";
+  }
+  const std::string cmd = std::string(HART_BINARY) + " --log warn client --connect " + endpoint +
+                          " --timeout-ms 30000 < " + in + " 2> " + err;
+  run_result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[8192];
+  while (std::fgets(buf, sizeof buf, p)) {
+    r.raw += buf;
+    json j = json::parse(buf, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "not a JSON line: " << buf;
+    if (!j.is_discarded()) r.lines.push_back(std::move(j));
+  }
+  const int st = pclose(p);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream e(err);
+  r.err = std::string(std::istreambuf_iterator<char>(e), {});
+  std::system(("rm -rf " + dir).c_str());
+  return r;
+}
+
+TEST_F(request_validation, hart_client_refuses_each_bad_field_by_id_and_serves_the_other_lines) {
+  const std::vector<std::string> input = {
+      R"({"generate": {"id": 1, "prompt": "Hello", "max_new_tokens": -3}})",
+      R"({"generate": {"id": 2, "tokens": [5, 6, 7], "max_new_tokens": 4, "ignore_eos": true}})",
+      R"({"generate": {"id": 3, "prompt": "Hello", "temperature": -1}})",
+      R"({"generate": {"id": 4, "prompt": ""}})",
+      R"({"generate": {"id": 5, "prompt": "Hello", "n": 0}})",
+      R"({"generate": {"id": 6, "prompt": "Hello", "top_p": 0}})",
+      R"({"generate": {"id": 7, "prompt": "Hello", "top_logprobs": 300}})",
+      R"({"generate": {"id": 8, "prompt": "Hello", "seed": -1}})",
+      R"({"generate": {"id": 9, "prompt": "Hello", "max_new_tokens": 2.5}})",
+      R"({"generate": {"id": 10, "prompt": "Hello", "stop_token_ids": [1, -1]}})",
+      R"({"generate": {"id": 11, "prompt": "Hello", "max_tokens": 8}})",
+      R"({"generate": {"id": -12, "prompt": "Hello"}})",
+      R"({"abort": {"id": 0}})",
+      "not json \xff\xfe",  // nor UTF-8
+      // Valid JSON the server refuses (token outside the vocabulary, n over its limit): by id.
+      R"({"generate": {"id": 20, "tokens": [5, 100000], "max_new_tokens": 2}})",
+      R"({"generate": {"id": 21, "tokens": [5, 6], "n": 100, "max_new_tokens": 2}})",
+      R"({"generate": {"id": 22, "prompt": "Hello", "max_new_tokens": 3, "ignore_eos": true, "n": 2}})",
+      R"({"health": {}})",
+  };
+  const std::map<json, std::string> refused_here = {{1, "max_new_tokens"},
+                                                    {3, "temperature"},
+                                                    {4, "prompt"},
+                                                    {5, "n"},
+                                                    {6, "top_p"},
+                                                    {7, "top_logprobs"},
+                                                    {8, "seed"},
+                                                    {9, "max_new_tokens"},
+                                                    {10, "stop_token_ids[1]"},
+                                                    {11, "max_tokens"},
+                                                    {-12, "id"}};
+  const run_result r = run_client(srv_->endpoint(), input);
+  EXPECT_EQ(r.exit_code, 1) << "lines were refused: " << r.raw;
+  EXPECT_EQ(r.err, "") << "the client ended by itself (every request answered, no timeout)";
+
+  std::map<json, int> errors_by_id;
+  std::map<uint64_t, int> finals;
+  int health = 0;
+  for (const json& l : r.lines) {
+    if (l.contains("error")) {
+      const json& e = l["error"];
+      ++errors_by_id[e["id"]];
+      auto it = refused_here.find(e["id"]);
+      if (it != refused_here.end()) {
+        EXPECT_EQ(e["field"], it->second) << l.dump();
+        EXPECT_EQ(e["code"], "invalid_argument") << l.dump();
+        EXPECT_EQ(e["tag"], 0) << l.dump();
+        EXPECT_EQ(e["message"].get<std::string>().rfind(it->second + ":", 0), 0u) << l.dump();
+      } else if (e["id"] == 20) {
+        EXPECT_EQ(e["code"], "out_of_range") << l.dump();
+        EXPECT_FALSE(e.contains("field")) << "the server's error: " << l.dump();
+      } else if (e["id"] == 21) {
+        EXPECT_EQ(e["code"], "invalid_argument") << l.dump();
+        EXPECT_NE(e["message"].get<std::string>().find("n 100"), std::string::npos) << l.dump();
+      } else if (e["id"] == 0 && e.value("field", "") == "id") {
+        EXPECT_GT(e["tag"].get<uint64_t>(), 0u) << "an abort's error carries its tag: " << l.dump();
+      } else if (e["id"].is_null()) {
+        EXPECT_NE(e["message"].get<std::string>().find("not JSON"), std::string::npos) << l.dump();
+      } else {
+        ADD_FAILURE() << "unexpected error " << l.dump();
+      }
+    } else if (l.contains("final")) {
+      ++finals[l["final"]["id"].get<uint64_t>()];
+      EXPECT_EQ(l["final"]["finish_reason"], "length") << l.dump();
+    } else if (l.contains("health")) {
+      ++health;
+    }
+  }
+  for (const auto& [id, field] : refused_here) EXPECT_EQ(errors_by_id[id], 1) << "id " << id << ": " << r.raw;
+  EXPECT_EQ(errors_by_id[20], 1) << r.raw;
+  EXPECT_EQ(errors_by_id[21], 1) << r.raw;
+  EXPECT_EQ(errors_by_id[0], 1) << "the abort of id 0: " << r.raw;
+  EXPECT_EQ(errors_by_id[json()], 1) << "the line that is not JSON: " << r.raw;
+  EXPECT_EQ(finals, (std::map<uint64_t, int>{{2, 1}, {22, 2}})) << r.raw;
+  EXPECT_EQ(health, 1) << r.raw;
+
+  // All good lines: exit 0.
+  const run_result ok =
+      run_client(srv_->endpoint(), {R"({"generate": {"id": 1, "prompt": "Hello", "max_new_tokens": 2}})"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.raw << ok.err;
+  EXPECT_EQ(ok.err, "");
+  auto c = connect();
   expect_nothing_held(*c);
 }
 
