@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "runtime/model/engine.h"
 #include "tests/golden/golden_fixture.h"
@@ -44,7 +45,6 @@ testing::golden_set golden(const std::string& name) {
   g.batch = ids->shape[0];
   g.seq = ids->shape[1];
   g.vocab = g.ref.find("logits")->shape[2];
-  g.near_tie_allowance = name == "tiny-c" ? 2 : 0;  // as golden_load: indexer near-ties
   std::vector<int64_t> raw = g.ints("input_ids");
   g.input_ids.assign(g.batch, std::vector<int32_t>(g.seq));
   for (int64_t b = 0; b < g.batch; ++b) {
@@ -99,6 +99,23 @@ double max_rel_error(const std::vector<float>& got, const std::vector<float>& wa
 
 // -- (a) Hugging Face goldens ----------------------------------------------
 
+// The reference's indexer picks (golden `topk.<layer>`: [B, S, k], entry
+// indices, -1 = none, the layout of forced_routing::picks) of every CSA layer.
+forced_routing golden_picks(const testing::golden_set& g, const model_config& cfg) {
+  forced_routing f;
+  for (int64_t il = 0; il < cfg.n_layers; ++il) {
+    const std::string name = "topk." + std::to_string(il);
+    const tensor_entry* e = g.ref.find(name);
+    if (cfg.layer_kinds[il] != attention_kind::csa || !e) continue;
+    f.picks[il] = torch::tensor(g.ints(name), torch::kLong).view(e->shape);
+  }
+  return f;
+}
+
+// Own routing: every position of every row within the issue bound.
+// NOTE(hart): only fixtures whose indexer has no near-ties; tiny-c's flip with
+// the BLAS kernel and thread count (row 1 reaches 2.3e-4 and 2.3e-2 with
+// OpenBLAS's Zen kernels at 1 and 2 threads), so training_golden_picks checks it.
 class training_golden : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(training_golden, logits_match_reference_fp32) {
@@ -117,7 +134,100 @@ TEST_P(training_golden, logits_match_reference_fp32) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(fixtures, training_golden, ::testing::Values("tiny-a", "tiny-b", "tiny-c"));
+INSTANTIATE_TEST_SUITE_P(fixtures, training_golden, ::testing::Values("tiny-a", "tiny-b"));
+
+// The reference's indexer picks forced at every CSA layer (a row's error then
+// no longer hangs on its near-ties): the rest of the model against the
+// reference at every position, none set aside.
+class training_golden_picks : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(training_golden_picks, forced_reference_picks_give_reference_logits_fp32) {
+  torch::NoGradGuard no_grad;
+  testing::golden_set g = golden(GetParam());
+  auto model = load_model(g.dir);
+  ASSERT_TRUE(model);
+  const forced_routing ref = golden_picks(g, model->config());
+  ASSERT_FALSE(ref.picks.empty()) << GetParam() << " has CSA layers with golden picks";
+  ASSERT_TRUE(model->check_forced(ref, g.batch, g.seq).ok())
+      << model->check_forced(ref, g.batch, g.seq).to_string();
+  torch::Tensor logits = model->forward(ids_tensor(g.input_ids), &ref);
+  const std::vector<float> want = g.floats("logits");
+  for (int64_t b = 0; b < g.batch; ++b) {
+    int64_t worst = 0;
+    const double err = testing::max_rel_error_row(g, row_floats(logits, b), want, b, &worst);
+    std::printf("%s row %lld, reference picks: max relative error %.3g (position %lld)\n", GetParam(),
+                (long long)b, err, (long long)worst);
+    EXPECT_LE(err, 1e-4) << GetParam() << " row " << b << " position " << worst;
+  }
+}
+
+// The trainer's own indexer, each CSA layer fed the reference's activations
+// (its picks forced upstream), picks the reference's entries but at near-ties.
+// NOTE(hart): judged on the forced pass because an unforced one cascades: after
+// tiny-c's one flip at layer 4 (row 1, position 1031; OpenBLAS Zen kernels, 2
+// threads) layer 6 differs at 18 positions with gaps up to 0.53.
+TEST_P(training_golden_picks, own_picks_match_reference_but_at_near_ties) {
+  // NOTE(hart): fp32 scores move ~1e-6 relative with summation order; the
+  // flips measured have gaps 1.0e-6 and 1.2e-6 to the k-th score (tiny-c
+  // layer 4), the near-ties that could flip lie within 1e-4 (tiny-c: at most
+  // 10 per layer, 3 under 1e-5, plus up to 7 exact ties at 0 that torch.topk
+  // breaks as the reference does). A wrong indexer moves most positions.
+  constexpr double k_gap = 1e-4;              // |score - k-th score| / |k-th score| of a differing pick
+  constexpr double k_differ_fraction = 0.01;  // of a layer's positions (tiny-c: 22 of 2200)
+  torch::NoGradGuard no_grad;
+  testing::golden_set g = golden(GetParam());
+  auto model = load_model(g.dir);
+  ASSERT_TRUE(model);
+  const forced_routing ref = golden_picks(g, model->config());
+  ASSERT_FALSE(ref.picks.empty()) << GetParam() << " has CSA layers with golden picks";
+  ASSERT_TRUE(model->check_forced(ref, g.batch, g.seq).ok());
+  indexer_trace trace;
+  model->forward(ids_tensor(g.input_ids), &ref, &trace);
+  for (const auto& [il, ref_picks] : ref.picks) {
+    ASSERT_EQ(trace.picks.count(il), 1u) << "layer " << il;
+    auto want = ref_picks.accessor<int64_t, 3>();
+    auto got = trace.picks.at(il).accessor<int64_t, 3>();
+    const torch::Tensor scores = trace.scores.at(il).to(torch::kFloat64);
+    auto score = scores.accessor<double, 3>();
+    int64_t n_differ = 0, worst_b = -1, worst_t = -1, worst_e = -1;
+    double worst_gap = 0;
+    for (int64_t b = 0; b < g.batch; ++b) {
+      for (int64_t t = 0; t < g.seq; ++t) {
+        std::set<int64_t> own, theirs;
+        for (int64_t k = 0; k < got.size(2); ++k) {
+          if (got[b][t][k] >= 0) own.insert(got[b][t][k]);
+        }
+        for (int64_t k = 0; k < want.size(2); ++k) {
+          if (want[b][t][k] >= 0) theirs.insert(want[b][t][k]);
+        }
+        if (own == theirs) continue;
+        ++n_differ;
+        double kth = INFINITY;  // the lowest score the trainer picked
+        for (int64_t e : own) kth = std::min(kth, score[b][t][e]);
+        std::vector<int64_t> differ;
+        std::set_symmetric_difference(own.begin(), own.end(), theirs.begin(), theirs.end(),
+                                      std::back_inserter(differ));
+        for (int64_t e : differ) {
+          const double s = score[b][t][e];
+          const double gap = s == kth ? 0.0 : own.empty() ? INFINITY : std::abs(s - kth) / std::abs(kth);
+          if (worst_e >= 0 && gap <= worst_gap) continue;
+          worst_gap = gap;
+          worst_b = b;
+          worst_t = t;
+          worst_e = e;
+        }
+      }
+    }
+    std::printf("%s layer %lld: picks differ at %lld positions, worst relative gap to the k-th score %.3g\n",
+                GetParam(), (long long)il, (long long)n_differ, worst_gap);
+    EXPECT_LE(worst_gap, k_gap) << GetParam() << " layer " << il << " row " << worst_b << " position "
+                                << worst_t << " entry " << worst_e;
+    EXPECT_LE(n_differ, int64_t(k_differ_fraction * double(g.batch * g.seq)))
+        << GetParam() << " layer " << il;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(fixtures, training_golden_picks, ::testing::Values("tiny-a", "tiny-b", "tiny-c"));
 
 // -- (b) the CPU engine on a random checkpoint -------------------------------
 

@@ -25,6 +25,26 @@ torch::Tensor entry_visible(int64_t S, int64_t n_entries, int64_t m, const torch
   return (i + 1) * m <= t + 1;
 }
 
+// The indexer's picks [B, S, k]: top-k of the masked scores [B, S, n_entries]
+// over all entries, then the picks of future entries set to -1, exactly as
+// torch.topk does in the reference's full pass.
+torch::Tensor indexer_topk(const torch::Tensor& score, int64_t k, int64_t m) {
+  const int64_t S = score.size(1);
+  torch::Tensor pick = std::get<1>(torch::topk(score, std::min(k, score.size(2)), -1));
+  torch::Tensor t = torch::arange(S, torch::TensorOptions().dtype(torch::kLong)).view({1, S, 1});
+  return pick.masked_fill((pick + 1) * m > t + 1, -1);
+}
+
+// Entries each position attends to [B, S, n_entries] given picks [B, S, k]
+// (-1 = none); picks of future entries are dropped, as the pick rule does.
+torch::Tensor picks_mask(const torch::Tensor& pick, int64_t n_entries, int64_t m) {
+  const int64_t B = pick.size(0), S = pick.size(1);
+  torch::Tensor t = torch::arange(S, torch::TensorOptions().dtype(torch::kLong)).view({1, S, 1});
+  torch::Tensor valid = (pick >= 0) & ((pick + 1) * m <= t + 1);
+  return torch::zeros({B, S, n_entries}, torch::kFloat32)
+             .scatter_add(2, pick.clamp_min(0), valid.to(torch::kFloat32)) > 0;
+}
+
 struct hc_split {
   torch::Tensor collapsed;  // [B, S, D]
   torch::Tensor post;       // [B, S, n]
@@ -262,11 +282,10 @@ torch::Tensor v4_model::compress(const compressor_t& cw, const torch::Tensor& x,
   return rope(rms(pooled, cw.norm), first, inv_freq, false);
 }
 
-// Lightning Indexer picks as a mask [B, S, n_entries] (no gradient, as in the
-// reference): top-k of the masked scores over all entries, then the picks of
-// future entries dropped, exactly as torch.topk does in the reference's full pass.
-torch::Tensor v4_model::indexer_pick(const layer_t& L, const torch::Tensor& x, const torch::Tensor& qr,
-                                     const torch::Tensor& inv_freq, int64_t n_entries) const {
+// Lightning Indexer scores [B, S, n_entries], entries a position may not see
+// at -inf (no gradient, as in the reference).
+torch::Tensor v4_model::indexer_score(const layer_t& L, const torch::Tensor& x, const torch::Tensor& qr,
+                                      const torch::Tensor& inv_freq, int64_t n_entries) const {
   torch::NoGradGuard no_grad;
   const int64_t B = x.size(0), S = x.size(1), nI = cfg_.index_n_heads, hI = cfg_.index_head_dim;
   torch::Tensor keys = compress(L.index_compressor, x, inv_freq);  // [B, N, hI]
@@ -276,14 +295,11 @@ torch::Tensor v4_model::indexer_pick(const layer_t& L, const torch::Tensor& x, c
   torch::Tensor dots = torch::einsum("bthd,bsd->bths", {q, keys});
   torch::Tensor score = (torch::relu(dots) * (1.0 / std::sqrt(double(hI))) * head_w.unsqueeze(-1)).sum(2);
   torch::Tensor visible = entry_visible(S, n_entries, cfg_.csa_rate, x.device());
-  score = score.masked_fill(visible.logical_not(), -INFINITY);
-  torch::Tensor pick = std::get<1>(torch::topk(score, std::min(cfg_.index_topk, n_entries), -1));
-  torch::Tensor t = pos.view({1, S, 1});
-  torch::Tensor valid = ((pick + 1) * cfg_.csa_rate <= t + 1).to(score.scalar_type());
-  return torch::zeros_like(score).scatter(2, pick, valid) > 0;
+  return score.masked_fill(visible.logical_not(), -INFINITY);
 }
 
-torch::Tensor v4_model::attention(const layer_t& L, const torch::Tensor& x, const torch::Tensor* forced_picks) const {
+torch::Tensor v4_model::attention(const layer_t& L, int64_t il, const torch::Tensor& x,
+                                  const torch::Tensor* forced_picks, indexer_trace* trace) const {
   const int64_t B = x.size(0), S = x.size(1), H = cfg_.n_heads, hd = cfg_.head_dim;
   const torch::Tensor& inv_freq = L.kind == attention_kind::sliding ? inv_freq_main_ : inv_freq_compress_;
   torch::Tensor pos = torch::arange(S, torch::TensorOptions().dtype(torch::kLong));
@@ -301,15 +317,16 @@ torch::Tensor v4_model::attention(const layer_t& L, const torch::Tensor& x, cons
     const int64_t n_entries = entries.size(1);
     torch::Tensor seen = entry_visible(S, n_entries, L.compressor.rate, x.device()).unsqueeze(0).expand({B, S, n_entries});
     if (L.kind == attention_kind::csa && n_entries > 0) {
-      if (forced_picks) {
-        // The forced entries a position may see (future ones dropped, as the pick rule does).
-        const torch::Tensor& pick = *forced_picks;
-        torch::Tensor valid = (pick >= 0) & ((pick + 1) * cfg_.csa_rate <= pos.view({1, S, 1}) + 1);
-        seen = torch::zeros({B, S, n_entries}, torch::kFloat32)
-                   .scatter_add(2, pick.clamp_min(0), valid.to(torch::kFloat32)) > 0;
-      } else {
-        seen = indexer_pick(L, x, qr, inv_freq, n_entries);
+      torch::Tensor own;
+      if (!forced_picks || trace) {
+        torch::Tensor score = indexer_score(L, x, qr, inv_freq, n_entries);
+        own = indexer_topk(score, cfg_.index_topk, cfg_.csa_rate);
+        if (trace) {
+          trace->scores[il] = score;
+          trace->picks[il] = own;
+        }
       }
+      seen = picks_mask(forced_picks ? *forced_picks : own, n_entries, cfg_.csa_rate);
     }
     keys = torch::cat({kv, entries}, 1);
     mask = torch::cat({mask, seen}, 2);
@@ -418,7 +435,8 @@ status_or<forced_routing> forced_routing_from(const std::vector<protocol::routin
   return f;
 }
 
-torch::Tensor v4_model::forward(const torch::Tensor& ids, const forced_routing* forced) {
+torch::Tensor v4_model::forward(const torch::Tensor& ids, const forced_routing* forced,
+                                indexer_trace* trace) {
   const int64_t B = ids.size(0), S = ids.size(1), D = cfg_.hidden_size, n = cfg_.hc_mult;
   const torch::Dtype hd = wide_dtype(compute_dtype_);
   torch::Tensor X = w(embed_).index_select(0, ids.reshape({-1})).view({B, S, 1, D}).expand({B, S, n, D});
@@ -439,7 +457,7 @@ torch::Tensor v4_model::forward(const torch::Tensor& ids, const forced_routing* 
     const torch::Tensor* picks = find_forced(forced ? &forced->picks : nullptr, int64_t(il));
     const torch::Tensor* experts = find_forced(forced ? &forced->experts : nullptr, int64_t(il));
     site(L.hc_attn_fn, L.hc_attn_base, L.hc_attn_scale, L.attn_norm,
-         [&](const torch::Tensor& x) { return attention(L, x, picks); });
+         [&](const torch::Tensor& x) { return attention(L, int64_t(il), x, picks, trace); });
     site(L.hc_ffn_fn, L.hc_ffn_base, L.hc_ffn_scale, L.ffn_norm,
          [&](const torch::Tensor& x) { return moe(L, x, ids, experts); });
   }

@@ -50,6 +50,17 @@ struct forced_routing {
 /// positions x k ids.
 status_or<forced_routing> forced_routing_from(const std::vector<protocol::routing_info>& rows, int64_t S);
 
+/// The Lightning Indexer's own decisions in one forward pass, by CSA layer
+/// index, for comparing selections with a reference: its scores
+/// [B, S, n_entries] (-inf where an entry is not yet visible) and top-k picks
+/// [B, S, k] (entry indices, -1 = none, k = min(index_topk, n_entries)), the
+/// layout of forced_routing::picks. Computed from that pass's activations even
+/// where `forced` replaced the picks.
+struct indexer_trace {
+  std::map<int64_t, torch::Tensor> scores;
+  std::map<int64_t, torch::Tensor> picks;
+};
+
 class v4_model : public torch::nn::Module {
  public:
   /// Allocates every parameter (zeros) for `cfg`; cfg must validate.
@@ -75,8 +86,10 @@ class v4_model : public torch::nn::Module {
 
   /// ids [B, S] int64 in [0, vocab) -> logits [B, S, V]; every position sees
   /// positions <= itself only. Callers validate ids (see trainer) and
-  /// `forced` (check_forced).
-  torch::Tensor forward(const torch::Tensor& ids, const forced_routing* forced = nullptr);
+  /// `forced` (check_forced). `trace`, if given, receives the indexer's
+  /// decisions (the indexer then also runs at CSA layers whose picks are forced).
+  torch::Tensor forward(const torch::Tensor& ids, const forced_routing* forced = nullptr,
+                        indexer_trace* trace = nullptr);
   /// invalid_argument unless every forced layer exists, has the right kind
   /// (MoE: any layer; picks: CSA layers), is int64 [B, S, k] with k = top_k
   /// for experts, and holds ids in range (experts in [0, E), picks in
@@ -117,9 +130,10 @@ class v4_model : public torch::nn::Module {
                      bool inverse) const;
   torch::Tensor rms(const torch::Tensor& x, const torch::Tensor& weight) const;
   torch::Tensor compress(const compressor_t& c, const torch::Tensor& x, const torch::Tensor& inv_freq) const;
-  torch::Tensor attention(const layer_t& L, const torch::Tensor& x, const torch::Tensor* forced_picks) const;
-  torch::Tensor indexer_pick(const layer_t& L, const torch::Tensor& x, const torch::Tensor& qr,
-                             const torch::Tensor& inv_freq, int64_t n_entries) const;
+  torch::Tensor attention(const layer_t& L, int64_t il, const torch::Tensor& x,
+                          const torch::Tensor* forced_picks, indexer_trace* trace) const;
+  torch::Tensor indexer_score(const layer_t& L, const torch::Tensor& x, const torch::Tensor& qr,
+                              const torch::Tensor& inv_freq, int64_t n_entries) const;
   torch::Tensor moe(const layer_t& L, const torch::Tensor& x, const torch::Tensor& ids,
                     const torch::Tensor* forced_experts) const;
   torch::Tensor expert(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3,
