@@ -41,6 +41,12 @@ struct golden_set {
   }
 };
 
+/// Whether the engine compared with fixture `name`'s reference must run
+/// deterministic (engine_params::deterministic): true for tiny-c, whose
+/// indexer near-ties the BLAS kernels of other CPUs and thread counts round
+/// differently. golden_load applies it; so must a test loading its own engine.
+bool golden_deterministic(const std::string& name);
+
 std::unique_ptr<golden_set> golden_load(const std::string& name, precision prec = precision::exact,
                                         bool deterministic = false);
 

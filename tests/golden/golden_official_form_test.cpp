@@ -42,6 +42,7 @@ TEST(golden_official_form, tiny_c_renamed_matches_reference) {
   auto ref = golden_load("tiny-c");
   engine_params p;
   p.model_dir = dir;
+  p.deterministic = golden_deterministic("tiny-c");
   auto eng = engine::load(p);
   ASSERT_TRUE(eng.ok()) << eng.get_status().to_string();
   sequence_state s = (*eng)->new_sequence();
