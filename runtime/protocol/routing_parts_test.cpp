@@ -45,6 +45,14 @@ reply through_codec(const reply& r) {
   return dec.ok() ? std::move(dec).value() : reply{};
 }
 
+// The final of sample `sample` of request `id`, nothing else set.
+final_event sample_final(uint64_t id, uint32_t sample) {
+  final_event f;
+  f.request_id = id;
+  f.sample_index = sample;
+  return f;
+}
+
 TEST(routing_parts, split_then_assembled_through_the_codec_is_the_routing) {
   std::mt19937 rng(11);
   const int64_t per_position = 4 * 6 + 2 * 16;
@@ -84,18 +92,22 @@ TEST(routing_parts, samples_are_joined_apart_and_a_final_without_parts_is_untouc
   auto p1 = split_routing(std::move(c1), 4, 1, 60);
   routing_assembler a;
   for (size_t i = 0; i < std::max(p0.size(), p1.size()); ++i) {  // interleaved
-    if (i < p0.size()) ASSERT_TRUE(a.add(std::move(p0[i])).ok());
-    if (i < p1.size()) ASSERT_TRUE(a.add(std::move(p1[i])).ok());
+    if (i < p0.size()) {
+      ASSERT_TRUE(a.add(std::move(p0[i])).ok());
+    }
+    if (i < p1.size()) {
+      ASSERT_TRUE(a.add(std::move(p1[i])).ok());
+    }
   }
   final_event plain;
   plain.request_id = 5;
   ASSERT_TRUE(a.complete(&plain).ok());
   EXPECT_EQ(plain.routing.positions, 0u);
-  final_event f1{4, 1};
+  final_event f1 = sample_final(4, 1);
   f1.routing_parts = uint32_t(p1.size());
   ASSERT_TRUE(a.complete(&f1).ok());
   expect_same(f1.routing, r1);
-  final_event f0{4, 0};
+  final_event f0 = sample_final(4, 0);
   f0.routing_parts = uint32_t(p0.size());
   ASSERT_TRUE(a.complete(&f0).ok());
   expect_same(f0.routing, r0);
@@ -115,11 +127,11 @@ TEST(routing_parts, parts_out_of_order_or_of_other_layers_and_wrong_counts_are_r
   other.routing.picks[0].layer = 7;
   EXPECT_FALSE(a.add(std::move(other)).ok()) << "other layers";
   ASSERT_TRUE(a.add(routing_part(parts[1])).ok()) << "the refused parts changed nothing";
-  final_event f{1, 0};
+  final_event f = sample_final(1, 0);
   f.routing_parts = 3;  // only 2 arrived
   EXPECT_FALSE(a.complete(&f).ok());
   EXPECT_EQ(a.pending(), 0u);
-  final_event g{1, 1};
+  final_event g = sample_final(1, 1);
   g.routing_parts = 1;  // parts announced, none arrived
   EXPECT_FALSE(a.complete(&g).ok());
 }
