@@ -2,8 +2,11 @@
 // the ShadowRadix cache shard -> worker actor with the CPU engine, the GPU
 // engine (--device cuda), or a `hart worker` process), answering the Cap'n
 // Proto message API over ZeroMQ until SIGINT or SIGTERM.
+#include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <pthread.h>
@@ -32,6 +35,29 @@ constexpr int64_t k_auto_catch_step_us = 100000;
 
 worker_link::model_summary model_summary_of(const model_config& cfg, const common_options& o);  // cmd_worker.cpp
 
+namespace {
+
+// Everything run_serve started, stopped on every way out of it: after a
+// signal, and after a startup failure once actors exist (the actor system's
+// destructor waits for every actor, so one left running hung the process,
+// with SIGINT and SIGTERM blocked, and a failed weight-sync bind kept the main
+// port serving). Sockets stop first, then the slots that hand them to actors
+// are cleared, then the actors exit, the newest first.
+struct serve_teardown {
+  std::shared_ptr<transport::server> srv;
+  std::shared_ptr<weight_sync::sync_server> sync_srv;
+  std::vector<std::function<void()>> clear_slots;
+  std::vector<caf::actor> actors;  // in spawn order
+  ~serve_teardown() {
+    if (srv) srv->stop();
+    if (sync_srv) sync_srv->stop();
+    for (const auto& clear : clear_slots) clear();
+    for (auto a = actors.rbegin(); a != actors.rend(); ++a) caf::anon_send_exit(*a, caf::exit_reason::user_shutdown);
+  }
+};
+
+}  // namespace
+
 int run_serve(const serve_options& o) {
   if (!o.weight_sync_endpoint.empty() && o.worker_process) {
     return fail(unimplemented("--weight-sync-endpoint with --worker-process: the worker process cannot swap weights yet"));
@@ -44,12 +70,26 @@ int run_serve(const serve_options& o) {
       HART_LOG_WARN("weight sync: %s (every update faults its frames' pages in afresh)", st.to_string().c_str());
     }
   }
-  // Every thread started from here on inherits the blocked mask; main waits for the signals.
+  // Every thread started from here on inherits the blocked mask; one thread
+  // takes the signals: during startup (a long load) one ends the process at
+  // once, exit 1; once serving, it hands the signal to the shutdown below.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  auto serving = std::make_shared<std::atomic<bool>>(false);
+  auto stop = std::make_shared<std::promise<int>>();
+  std::future<int> stopped = stop->get_future();
+  std::thread([stop_signals, serving, stop] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    if (!serving->load()) {
+      std::fprintf(stderr, "hart: signal %d during startup: exiting\n", sig);
+      std::_Exit(1);
+    }
+    stop->set_value(sig);
+  }).detach();
 
   // The CPU engine lives in this process unless the model runs on the GPU
   // (then the worker loads it; the server needs only the config).
@@ -90,6 +130,7 @@ int run_serve(const serve_options& o) {
   // wakes a pool thread through a condition variable instead.
   sys_cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{sys_cfg};
+  serve_teardown teardown;  // destroyed before sys
   const auto started = std::chrono::steady_clock::now();
   actors::worker_actor_params wap;
   wap.eng = eng.get();
@@ -130,6 +171,7 @@ int run_serve(const serve_options& o) {
   }
   auto worker = actors::spawn_worker_actor(sys, wap);
   if (!worker.ok()) return fail(worker.get_status());
+  teardown.actors.push_back(caf::actor_cast<caf::actor>(*worker));
   actors::scheduler_actor_params sap;
   sap.serving = sp;
   sap.tok = tok.get();
@@ -140,10 +182,8 @@ int run_serve(const serve_options& o) {
   sap.catch_step = std::chrono::microseconds(
       o.catch_step_us >= 0 ? o.catch_step_us : std::thread::hardware_concurrency() >= 8 ? k_auto_catch_step_us : 0);
   auto scheduler = actors::spawn_scheduler_actor(sys, sap);
-  if (!scheduler.ok()) {
-    caf::anon_send_exit(*worker, caf::exit_reason::user_shutdown);
-    return fail(scheduler.get_status());
-  }
+  if (!scheduler.ok()) return fail(scheduler.get_status());
+  teardown.actors.push_back(caf::actor_cast<caf::actor>(*scheduler));
 
   // The socket thread hands requests to the gateway, which exists only after the server.
   struct gateway_slot {
@@ -163,8 +203,14 @@ int run_serve(const serve_options& o) {
   });
   if (!server.ok()) return fail(server.get_status());
   std::shared_ptr<transport::server> srv = std::move(server).value();
+  teardown.srv = srv;
+  teardown.clear_slots.push_back([slot] {
+    std::lock_guard<std::mutex> lock(slot->m);
+    slot->gateway = actors::gateway_actor{};
+  });
   actors::gateway_actor gateway = actors::spawn_gateway_actor(
       sys, {srv, *scheduler, tok.get(), cfg.vocab_size, o.routing_ids_per_message, sp.sched.max_context});
+  teardown.actors.push_back(caf::actor_cast<caf::actor>(gateway));
   caf::anon_send(*scheduler, gateway);
   {
     std::lock_guard<std::mutex> lock(slot->m);
@@ -188,38 +234,29 @@ int run_serve(const serve_options& o) {
     });
     if (!ws.ok()) return fail(ws.get_status());
     sync_srv = std::move(ws).value();
+    teardown.sync_srv = sync_srv;
+    teardown.clear_slots.push_back([wslot] {
+      std::lock_guard<std::mutex> lock(wslot->m);
+      wslot->actor = actors::weight_sync_actor{};
+    });
     actors::weight_sync_actor_params ap;
     ap.target = wap.weights;  // the serving engine, CPU or GPU (a worker process is refused above)
     ap.engine_actor = *scheduler;  // swaps at the scheduler's step boundary, on the worker
     ap.server = sync_srv;
     ap.idle_timeout = std::chrono::milliseconds(o.weight_sync_idle_ms);
     sync_actor = actors::spawn_weight_sync_actor(sys, ap);
+    teardown.actors.push_back(caf::actor_cast<caf::actor>(sync_actor));
     {
       std::lock_guard<std::mutex> lock(wslot->m);
       wslot->actor = sync_actor;
     }
     std::printf("hart: weight sync on %s\n", sync_srv->endpoint().c_str());
   }
+  serving->store(true);  // before the line clients wait for: a signal after it shuts down in order
   std::printf("hart: serving %s on %s\n", o.common.model_dir.c_str(), srv->endpoint().c_str());
   std::fflush(stdout);
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  HART_LOG_INFO("signal %d: shutting down", sig);
-  srv->stop();
-  if (sync_srv) sync_srv->stop();
-  {
-    std::lock_guard<std::mutex> lock(slot->m);
-    slot->gateway = actors::gateway_actor{};
-  }
-  {
-    std::lock_guard<std::mutex> lock(wslot->m);
-    wslot->actor = actors::weight_sync_actor{};
-  }
-  if (sync_actor) caf::anon_send_exit(sync_actor, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(*scheduler, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(*worker, caf::exit_reason::user_shutdown);
+  HART_LOG_INFO("signal %d: shutting down", stopped.get());
   return 0;
 }
 
