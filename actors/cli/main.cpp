@@ -285,7 +285,15 @@ int main(int argc, char** argv) {
   bh->add_flag("--fp32-kv", bn.fp32_kv,
                "Keep window KV and compressed entries as fp32 rows read by the fp32 gathered attention (by default fp8 keeps them as 584-byte FP8 entries read by the tensor-core sparse attention, A1)");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One exit code for every usage error, as for every other bad input (CLI11's own are 101-115).
+    std::fprintf(stderr, "hart: error: invalid_argument: %s\nRun with --help for more information.\n", e.what());
+    return 1;
+  }
   hart::log_level lv = hart::log_level::info;
   if (log_level == "debug") lv = hart::log_level::debug;
   if (log_level == "warn") lv = hart::log_level::warn;

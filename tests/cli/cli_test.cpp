@@ -166,6 +166,19 @@ TEST_F(cli, check_ops_needs_a_device_and_reports_one_line_per_check) {
   EXPECT_NE(r.out.find("no check for op 'no_such_op'"), std::string::npos) << r.out;
 }
 
+// Usage errors (a missing required option, an unknown flag, a value out of
+// range) exit 1 with "hart: error:", as every other bad input does (CLI11's own codes were 101-115).
+TEST_F(cli, usage_errors_exit_1_with_the_error) {
+  for (const std::string& cmd : {std::string("generate -p hi"), std::string("serve --bind tcp://127.0.0.1:*"),
+                                 std::string("check-ops --frobnicate"), std::string("cache-plan --page-size x")}) {
+    const run_result r = run(cmd);
+    EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("hart: error: invalid_argument: "), std::string::npos) << cmd << "\n" << r.out;
+  }
+  EXPECT_NE(run("generate -p hi").out.find("--model is required"), std::string::npos);
+  EXPECT_EQ(run("--help").exit_code, 0);
+}
+
 TEST_F(cli, check_ops_rejects_bad_flags) {
   run_result r = run("check-ops --device cpu");
   EXPECT_NE(r.exit_code, 0);
