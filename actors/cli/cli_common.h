@@ -101,6 +101,7 @@ struct worker_options {
 struct client_options {
   std::string connect = "tcp://127.0.0.1:5557";
   int64_t timeout_ms = 600000;
+  int64_t connect_timeout_ms = 5000;  // the server must answer a health check within this
   // chat
   std::string system;
   int64_t max_new_tokens = 256;

@@ -87,10 +87,26 @@ json reply_to_json(const protocol::reply& r) {
       r);
 }
 
+// Connected and answering: ZeroMQ connects to any address without a word, so
+// a health check first turns "no server there" into an error in seconds, not
+// a silent wait of --timeout-ms.
 status_or<std::unique_ptr<transport::client>> connect(const client_options& o) {
+  constexpr uint64_t k_health_tag = ~uint64_t(0);  // a tag no command line of the user sends first
   transport::client_params p;
   p.endpoint = o.connect;
-  return transport::client::connect(p);
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<transport::client> c, transport::client::connect(p));
+  protocol::control_request q;
+  q.tag = k_health_tag;
+  q.verb = protocol::control_verb::health;
+  HART_RETURN_IF_ERROR(c->send(protocol::request{q}));
+  auto r = c->receive(milliseconds(o.connect_timeout_ms));
+  const auto* h = r.ok() ? std::get_if<protocol::health_reply>(&*r) : nullptr;
+  if (!h || h->tag != k_health_tag) {
+    return status(status_code::unavailable, "no hart server answered at " + o.connect + " within " +
+                                                std::to_string(o.connect_timeout_ms) + " ms (--connect-timeout-ms)" +
+                                                (r.ok() ? "" : ": " + r.get_status().message()));
+  }
+  return c;
 }
 
 }  // namespace

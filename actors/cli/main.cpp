@@ -168,6 +168,10 @@ int main(int argc, char** argv) {
     cmd->add_option("--timeout-ms", cl.timeout_ms, "Give up after this long")
         ->check(CLI::Range(int64_t(1), int64_t(1) << 40))  // ~34 years: deadlines stay in the clock's range
         ->capture_default_str();
+    cmd->add_option("--connect-timeout-ms", cl.connect_timeout_ms,
+                    "Fail at once if no server answers a health check at --connect within this")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+        ->capture_default_str();
   };
   // NOTE(client): not CLI::Range, which lets NaN through (every comparison with it is false).
   char temperature_range_text[32];

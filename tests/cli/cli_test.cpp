@@ -3,6 +3,7 @@
 // non-zero with a message naming the problem.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -177,6 +178,20 @@ TEST_F(cli, usage_errors_exit_1_with_the_error) {
   }
   EXPECT_NE(run("generate -p hi").out.find("--model is required"), std::string::npos);
   EXPECT_EQ(run("--help").exit_code, 0);
+}
+
+// With no server at --connect, the client commands fail within
+// --connect-timeout-ms instead of waiting --timeout-ms (10 minutes) silently.
+TEST_F(cli, client_commands_without_a_server_fail_fast) {
+  for (const std::string& cmd : {std::string("stats"), std::string("client"), std::string("chat")}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const run_result r = run(cmd + " --connect tcp://127.0.0.1:9 --connect-timeout-ms 300 < /dev/null");
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("hart: error: unavailable: no hart server answered at tcp://127.0.0.1:9"), std::string::npos)
+        << cmd << "\n" << r.out;
+    EXPECT_LT(s, 10.0) << cmd;
+  }
 }
 
 TEST_F(cli, check_ops_rejects_bad_flags) {
