@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -116,6 +117,43 @@ inline flash_compressor_params host_params(problem& pr) {
   return make_params(pr, pr.start.data(), pr.cu.data(), pr.full_pages.data(), pr.swa_pages.data(), kv, gate, ape,
                      norm, invf, ring, ent);
 }
+
+/// Device copies of a problem's arrays in any buffer type constructed from a
+/// host vector with get() (the tests' device_vec, check-ops' dev), and its
+/// params over them.
+template <template <class> class Buf>
+struct device_problem {
+  explicit device_problem(const problem& pr) : start(pr.start), cu(pr.cu), full(pr.full_pages), swa(pr.swa_pages) {
+    for (const auto& c : pr.comps) {
+      kv.emplace_back(new Buf<float>(c.kv));
+      gate.emplace_back(new Buf<float>(c.gate));
+      ape.emplace_back(new Buf<float>(c.ape));
+      norm.emplace_back(new Buf<float>(c.norm));
+      invf.emplace_back(new Buf<float>(c.inv_freq));
+      ring.emplace_back(new Buf<float>(c.ring));
+      ent.emplace_back(new Buf<uint8_t>(c.entries));
+    }
+  }
+  flash_compressor_params params(const problem& pr, bool decode) const {
+    std::vector<const float*> a, b, c, d, e;
+    std::vector<float*> r;
+    std::vector<void*> en;
+    for (size_t i = 0; i < kv.size(); ++i) {
+      a.push_back(kv[i]->get());
+      b.push_back(gate[i]->get());
+      c.push_back(ape[i]->get());
+      d.push_back(norm[i]->get());
+      e.push_back(invf[i]->get());
+      r.push_back(ring[i]->get());
+      en.push_back(ent[i]->get());
+    }
+    return make_params(pr, start.get(), decode ? nullptr : cu.get(), full.get(), swa.get(), a, b, c, d, e, r, en);
+  }
+  Buf<int64_t> start;
+  Buf<int32_t> cu, full, swa;
+  std::vector<std::unique_ptr<Buf<float>>> kv, gate, ape, norm, invf, ring;
+  std::vector<std::unique_ptr<Buf<uint8_t>>> ent;
+};
 
 /// Fresh projections for spans [start[s], start[s] + len[s]).
 inline void fill_projections(problem& pr, std::mt19937& rng) {

@@ -113,41 +113,6 @@ TEST(FlashCompressor, CpuChunkedEqualsWhole) {
 using testing::cuda_synced;
 using testing::device_vec;
 
-// Device copies of a problem's arrays, and its params over them.
-struct device_problem {
-  explicit device_problem(const problem& pr)
-      : start(pr.start), cu(std::vector<int32_t>(pr.cu.begin(), pr.cu.end())), full(pr.full_pages), swa(pr.swa_pages) {
-    for (const auto& c : pr.comps) {
-      kv.emplace_back(new device_vec<float>(c.kv));
-      gate.emplace_back(new device_vec<float>(c.gate));
-      ape.emplace_back(new device_vec<float>(c.ape));
-      norm.emplace_back(new device_vec<float>(c.norm));
-      invf.emplace_back(new device_vec<float>(c.inv_freq));
-      ring.emplace_back(new device_vec<float>(c.ring));
-      ent.emplace_back(new device_vec<uint8_t>(c.entries));
-    }
-  }
-  flash_compressor_params params(const problem& pr, bool decode) const {
-    std::vector<const float*> a, b, c, d, e;
-    std::vector<float*> r;
-    std::vector<void*> en;
-    for (size_t i = 0; i < kv.size(); ++i) {
-      a.push_back(kv[i]->get());
-      b.push_back(gate[i]->get());
-      c.push_back(ape[i]->get());
-      d.push_back(norm[i]->get());
-      e.push_back(invf[i]->get());
-      r.push_back(ring[i]->get());
-      en.push_back(ent[i]->get());
-    }
-    return make_params(pr, start.get(), decode ? nullptr : cu.get(), full.get(), swa.get(), a, b, c, d, e, r, en);
-  }
-  device_vec<int64_t> start;
-  device_vec<int32_t> cu, full, swa;
-  std::vector<std::unique_ptr<device_vec<float>>> kv, gate, ape, norm, invf, ring;
-  std::vector<std::unique_ptr<device_vec<uint8_t>>> ent;
-};
-
 // Runs the call described by `pr` (spans set, pools holding the state before
 // it) on the CPU and the GPU, quantized and unquantized, and compares.
 void run_and_compare(const problem& pr, bool decode, const std::string& label) {
@@ -159,7 +124,7 @@ void run_and_compare(const problem& pr, bool decode, const std::string& label) {
   ASSERT_TRUE(flash_compressor_cpu(hq).ok());
   ASSERT_TRUE(flash_compressor_cpu(hn).ok());
 
-  device_problem dq(pr), dn(gpu_n_in);
+  device_problem<device_vec> dq(pr), dn(gpu_n_in);
   const flash_compressor_params pq = dq.params(pr, decode), pn = dn.params(gpu_n_in, decode);
   const status a = decode ? flash_compressor_decode_cuda(pq, nullptr) : flash_compressor_prefill_cuda(pq, nullptr);
   const status b = decode ? flash_compressor_decode_cuda(pn, nullptr) : flash_compressor_prefill_cuda(pn, nullptr);

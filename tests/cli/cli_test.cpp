@@ -16,26 +16,15 @@
 #ifdef HART_CUDA
 #include "kernels/testing/cuda_test_util.h"
 #endif
+#include "tests/command_run.h"
 #include "tests/golden/golden_fixture.h"
 
 namespace hart::testing {
 namespace {
 
-struct run_result {
-  int exit_code;
-  std::string out;  // stdout + stderr
-};
+using run_result = command_result;
 
-run_result run(const std::string& args) {
-  const std::string cmd = std::string(HART_BINARY) + " --log warn " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+run_result run(const std::string& args) { return command_run(std::string(HART_BINARY) + " --log warn " + args); }
 
 class cli : public ::testing::Test {
  protected:

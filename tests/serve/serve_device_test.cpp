@@ -19,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include <sys/wait.h>
 
 #ifdef HART_CUDA
 #include "kernels/testing/cuda_test_util.h"
@@ -30,6 +29,7 @@
 #include "runtime/model/safetensors.h"
 #include "runtime/transport/client.h"
 #include "runtime/weight_sync/nccl_group.h"
+#include "tests/command_run.h"
 #include "tests/serve/perturbed_checkpoint.h"
 #include "tests/serve/server_process.h"
 
@@ -48,21 +48,11 @@ bool device_present() {
 
 std::string tiny_a() { return std::string(HART_TEST_DATA) + "/tiny-a"; }
 
-struct run_result {
-  int exit_code;
-  std::string out;  // stdout + stderr
-};
+using run_result = command_result;
 
 // `timeout` keeps a command that wrongly starts serving from hanging the test (it then exits 124).
 run_result run(const std::string& args) {
-  const std::string cmd = "timeout 120 " + std::string(HART_BINARY) + " --log warn " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  return command_run("timeout 120 " + std::string(HART_BINARY) + " --log warn " + args);
 }
 
 TEST(serve_device, cuda_without_a_device_fails_at_startup_with_a_clear_error) {

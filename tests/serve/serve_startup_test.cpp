@@ -6,12 +6,11 @@
 // weight-sync bind kept the main port serving.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
 #include <chrono>
 #include <cstdio>
 #include <string>
 
+#include "tests/command_run.h"
 #include "tests/serve/server_process.h"
 
 namespace hart::testing {
@@ -20,34 +19,27 @@ namespace {
 std::string tiny_a() { return std::string(HART_TEST_DATA) + "/tiny-a"; }
 
 struct run_result {
-  int exit_code;  // 124 or 137: still running after the timeout (SIGTERM, then SIGKILL)
-  std::string out;
+  command_result r;
   double seconds;
 };
 
+// 124 or 137 from timeout: still running after 30 s (SIGTERM, then SIGKILL).
 run_result run_serve(const std::string& args) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string cmd =
-      "OMP_WAIT_POLICY=PASSIVE timeout -k 5 30 " + std::string(HART_BINARY) + " --log warn serve -m " + tiny_a() + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  command_result r = command_run("OMP_WAIT_POLICY=PASSIVE timeout -k 5 30 " + std::string(HART_BINARY) +
+                                 " --log warn serve -m " + tiny_a() + " " + args);
+  return {std::move(r), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 
 void expect_startup_failure(const std::string& args, const std::string& message) {
   SCOPED_TRACE("hart serve " + args);
-  const run_result r = run_serve(args);
+  const auto [r, seconds] = run_serve(args);
   EXPECT_TRUE(r.exit_code != 124 && r.exit_code != 137) << "still running after 30 s\n" << r.out;
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("hart: error: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(message), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("hart: serving"), std::string::npos) << r.out;
-  std::printf("hart serve %s: exit %d after %.2f s\n", args.c_str(), r.exit_code, r.seconds);
+  std::printf("hart serve %s: exit %d after %.2f s\n", args.c_str(), r.exit_code, seconds);
 }
 
 TEST(serve_startup, bind_failures_after_the_model_loads_exit_1_promptly) {

@@ -19,44 +19,12 @@ namespace {
 
 using namespace fc_testing;
 
-struct device_problem {
-  explicit device_problem(const problem& pr)
-      : start(pr.start), cu(pr.cu), full(pr.full_pages), swa(pr.swa_pages) {
-    for (const auto& c : pr.comps) {
-      kv.emplace_back(new dev<float>(c.kv));
-      gate.emplace_back(new dev<float>(c.gate));
-      ape.emplace_back(new dev<float>(c.ape));
-      norm.emplace_back(new dev<float>(c.norm));
-      invf.emplace_back(new dev<float>(c.inv_freq));
-      ring.emplace_back(new dev<float>(c.ring));
-      ent.emplace_back(new dev<uint8_t>(c.entries));
-    }
-  }
-  status ok() const {
-    for (const auto& r : ring) HART_RETURN_IF_ERROR(r->ok());
-    for (const auto& e : ent) HART_RETURN_IF_ERROR(e->ok());
-    return start.ok();
-  }
-  flash_compressor_params params(const problem& pr, bool decode) const {
-    std::vector<const float*> a, b, c, d, e;
-    std::vector<float*> r;
-    std::vector<void*> en;
-    for (size_t i = 0; i < kv.size(); ++i) {
-      a.push_back(kv[i]->get());
-      b.push_back(gate[i]->get());
-      c.push_back(ape[i]->get());
-      d.push_back(norm[i]->get());
-      e.push_back(invf[i]->get());
-      r.push_back(ring[i]->get());
-      en.push_back(ent[i]->get());
-    }
-    return make_params(pr, start.get(), decode ? nullptr : cu.get(), full.get(), swa.get(), a, b, c, d, e, r, en);
-  }
-  dev<int64_t> start;
-  dev<int32_t> cu, full, swa;
-  std::vector<std::unique_ptr<dev<float>>> kv, gate, ape, norm, invf, ring;
-  std::vector<std::unique_ptr<dev<uint8_t>>> ent;
-};
+// dev's failures surface as statuses, not at construction: checked before the call.
+status ready(const device_problem<dev>& d) {
+  for (const auto& r : d.ring) HART_RETURN_IF_ERROR(r->ok());
+  for (const auto& e : d.ent) HART_RETURN_IF_ERROR(e->ok());
+  return d.start.ok();
+}
 
 // One call (spans set in `pr`, pools holding the state before it) on both
 // sides, quantized and unquantized; one line per compressor.
@@ -67,10 +35,10 @@ status run_call(const problem& pr, bool decode, const std::string& shape, std::v
   HART_RETURN_IF_ERROR(flash_compressor_cpu(hq));
   HART_RETURN_IF_ERROR(flash_compressor_cpu(hn));
   const problem gpu_n_in = as_unquantized(pr);
-  device_problem dq(pr), dn(gpu_n_in);
-  HART_RETURN_IF_ERROR(dq.ok());
-  HART_RETURN_IF_ERROR(dn.ok());
-  for (const device_problem* d : {&dq, &dn}) {
+  device_problem<dev> dq(pr), dn(gpu_n_in);
+  HART_RETURN_IF_ERROR(ready(dq));
+  HART_RETURN_IF_ERROR(ready(dn));
+  for (const device_problem<dev>* d : {&dq, &dn}) {
     const flash_compressor_params p = d->params(d == &dq ? pr : gpu_n_in, decode);
     HART_RETURN_IF_ERROR(decode ? flash_compressor_decode_cuda(p, nullptr) : flash_compressor_prefill_cuda(p, nullptr));
   }
