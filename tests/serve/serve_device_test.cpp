@@ -19,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-
 #ifdef HART_CUDA
 #include "kernels/testing/cuda_test_util.h"
 #endif
