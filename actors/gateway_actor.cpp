@@ -27,10 +27,29 @@ struct gateway_state {
   uint64_t next_id = 1;
   std::map<uint64_t, live_generation> live;                                     // internal id → generation
   std::map<std::pair<transport::client_id, uint64_t>, uint64_t> by_client_id;  // (client, its id) → internal id
+  /// HTTP exchanges by client id: weak, so an exchange that ended (its client gone) takes its
+  /// queue with it and later replies for it are dropped. Their ids cannot be a ZeroMQ peer's
+  /// (runtime/http/exchange.h); a reply for an id not here goes to the ZeroMQ server.
+  std::map<transport::client_id, std::weak_ptr<http::reply_queue>> local;
+  size_t local_swept = 0;  // local.size() after the last sweep of expired exchanges
 
   void send(const transport::client_id& client, const protocol::reply& r) {
+    if (auto it = local.find(client); it != local.end()) {
+      std::shared_ptr<http::reply_queue> q = it->second.lock();
+      if (!q) return;  // the exchange ended: nobody waits for this (register_local sweeps it)
+      if (!q->push(r)) HART_LOG_WARN("reply to an HTTP exchange dropped: its queue is full");
+      return;
+    }
     status s = params.server->send(client, r);
     if (!s.ok()) HART_LOG_WARN("reply to a client dropped: %s", s.to_string().c_str());
+  }
+
+  /// Remembers where an HTTP exchange's replies go; drops expired ones now and then (amortized).
+  void register_local(const transport::client_id& client, const std::shared_ptr<http::reply_queue>& q) {
+    local[client] = q;
+    if (local.size() < 2 * local_swept + 64) return;
+    for (auto it = local.begin(); it != local.end();) it = it->second.expired() ? local.erase(it) : std::next(it);
+    local_swept = local.size();
   }
 
   void on_generate(gateway_self self, const transport::client_id& client, const protocol::generate_request& g) {
@@ -104,6 +123,7 @@ gateway_actor::behavior_type gateway_impl(gateway_self self, gateway_params para
   self->state.params = std::move(params);
   return {
       [=](inbound_atom, std::shared_ptr<const inbound_request> in) {
+        if (in->local) self->state.register_local(in->client, in->local);
         if (const auto* g = std::get_if<protocol::generate_request>(&in->request)) {
           self->state.on_generate(self, in->client, *g);
         } else {

@@ -2,7 +2,9 @@
 // The gateway actor: turns decoded wire requests into scheduler requests
 // (tokenizing chat messages and text, assigning internal ids), forwards
 // control verbs to the scheduler actor, and streams its events back to each client as
-// chunk and final replies through the transport server.
+// chunk and final replies: through the transport server to ZeroMQ peers, into its
+// reply_queue to an HTTP exchange (runtime/http; inbound_request::local), one
+// bookkeeping for both.
 #pragma once
 
 #include <memory>

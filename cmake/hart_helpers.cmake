@@ -24,14 +24,15 @@ function(hart_add_library)
   endif()
 endfunction()
 
-# hart_add_test(NAME name SRCS ... DEPS ... [LABELS ...])
+# hart_add_test(NAME name SRCS ... DEPS ... [LABELS ...] [FIXTURES ...])
+# FIXTURES: ctest fixtures (FIXTURES_SETUP tests) every case needs first.
 function(hart_add_test)
-  cmake_parse_arguments(A "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(A "" "NAME" "SRCS;DEPS;LABELS;FIXTURES" ${ARGN})
   add_executable(${A_NAME} ${A_SRCS})
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main hart_internal)
   target_compile_definitions(${A_NAME} PRIVATE HART_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data")
   # Passive OpenMP waiting: ctest runs suites side by side, and spinning OpenMP
   # workers of one test would starve the other's threads on a small machine.
   gtest_discover_tests(${A_NAME} DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${A_LABELS}" ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+    PROPERTIES LABELS "${A_LABELS}" ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE" FIXTURES_REQUIRED "${A_FIXTURES}")
 endfunction()

@@ -14,6 +14,7 @@ packages=(
   capnproto libcapnp-dev      # wire schemas (Cap'n Proto 0.9)
   libzmq3-dev cppzmq-dev      # transport (ZeroMQ 4.3 + cppzmq)
   libcaf-dev                  # actors (CAF 0.17)
+  libcpp-httplib-dev          # the HTTP gateway (cpp-httplib 0.11)
   libtorch-dev                # training/: the LibTorch V4 model and trainer (CPU build)
   libgtest-dev libgmock-dev
 )

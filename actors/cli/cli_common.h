@@ -80,6 +80,11 @@ struct serve_options {
   int64_t catch_step_us = -1;          // scheduler spins this long around a decode step's end; -1 = by core count
   std::string weight_sync_endpoint;    // empty: no weight sync; loopback unless curve_secret_key
   int64_t weight_sync_idle_ms = 60000; // a staged update silent this long is dropped
+  std::string http_bind;               // empty: no HTTP; host:port, loopback unless api_key
+  std::string api_key;                 // HTTP: required as `Authorization: Bearer KEY` when set
+  std::string http_max_body = "8MiB";  // larger HTTP request bodies get 413
+  int http_threads = 64;               // HTTP requests served at once (a stream holds one)
+  std::string served_model_name;       // HTTP `model`; empty: the model directory's name
 };
 
 struct push_weights_options {

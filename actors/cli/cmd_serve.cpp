@@ -1,7 +1,8 @@
 // `hart serve`: the engine behind CAF actors (gateway -> scheduler actor with
 // the ShadowRadix cache shard -> worker actor with the CPU engine, the GPU
 // engine (--device cuda), or a `hart worker` process), answering the Cap'n
-// Proto message API over ZeroMQ until SIGINT or SIGTERM.
+// Proto message API over ZeroMQ, and with --http-bind OpenAI- and SGLang-compatible
+// JSON over HTTP (runtime/http, through the same gateway), until SIGINT or SIGTERM.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "actors/worker_actor.h"
 #include "runtime/core/log.h"
 #include "runtime/core/malloc_tuning.h"
+#include "runtime/http/http_server.h"
 #include "runtime/worker/serving_loop.h"
 #include "runtime/worker_link/remote_worker.h"
 
@@ -44,11 +46,13 @@ namespace {
 // port serving). Sockets stop first, then the slots that hand them to actors
 // are cleared, then the actors exit, the newest first.
 struct serve_teardown {
+  std::unique_ptr<http::http_server> http_srv;
   std::shared_ptr<transport::server> srv;
   std::shared_ptr<weight_sync::sync_server> sync_srv;
   std::vector<std::function<void()>> clear_slots;
   std::vector<caf::actor> actors;  // in spawn order
   ~serve_teardown() {
+    if (http_srv) http_srv->stop();
     if (srv) srv->stop();
     if (sync_srv) sync_srv->stop();
     for (const auto& clear : clear_slots) clear();
@@ -63,6 +67,24 @@ int run_serve(const serve_options& o) {
     return fail(unimplemented("--weight-sync-endpoint with --worker-process: the worker process cannot swap weights yet"));
   }
   if (status st = device_usable(o.common.device); !st.ok()) return fail(st);
+  // HTTP options are checked before anything loads; the model facts are filled in below.
+  http::http_params hp;
+  if (!o.http_bind.empty()) {
+    hp.bind = o.http_bind;
+    hp.api_key = o.api_key;
+    auto max_body = parse_size(o.http_max_body, /*bytes=*/true);
+    if (!max_body.ok()) return fail(max_body.get_status());
+    hp.max_body_bytes = size_t(*max_body);
+    hp.threads = o.http_threads;
+    hp.model_path = o.common.model_dir;
+    hp.model_name = o.served_model_name;
+    if (hp.model_name.empty()) {
+      std::string dir = o.common.model_dir;
+      while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+      hp.model_name = dir.substr(dir.find_last_of('/') + 1);
+    }
+    if (status st = hp.validate(); !st.ok()) return fail(st);
+  }
   const bool gpu = o.common.device == "cuda";
   if (!o.weight_sync_endpoint.empty()) {
     // Before any thread starts: the received frames' pages stay mapped between updates.
@@ -198,7 +220,7 @@ int run_serve(const serve_options& o) {
     std::lock_guard<std::mutex> lock(slot->m);
     if (slot->gateway) {
       caf::anon_send(slot->gateway, actors::inbound_atom::value,
-                     std::make_shared<const actors::inbound_request>(actors::inbound_request{client, std::move(r)}));
+                     std::make_shared<const actors::inbound_request>(actors::inbound_request{client, std::move(r), nullptr}));
     }
   };
   // A client whose connection closed reads nothing more: its generations are
@@ -260,6 +282,23 @@ int run_serve(const serve_options& o) {
       wslot->actor = sync_actor;
     }
     std::printf("hart: weight sync on %s\n", sync_srv->endpoint().c_str());
+  }
+  // HTTP: its threads post to the gateway like the socket thread (never blocking on an actor).
+  if (!o.http_bind.empty()) {
+    hp.max_context = sp.sched.max_context > 0 ? sp.sched.max_context : cfg.max_position;  // 0: the model's
+    hp.eos_token_id = sp.sched.eos_token_id;
+    hp.tok = tok.get();
+    auto hs = http::http_server::start(hp, [slot](const std::string& client, protocol::request r,
+                                                  std::shared_ptr<http::reply_queue> q) {
+      std::lock_guard<std::mutex> lock(slot->m);
+      if (slot->gateway) {
+        caf::anon_send(slot->gateway, actors::inbound_atom::value,
+                       std::make_shared<const actors::inbound_request>(actors::inbound_request{client, std::move(r), std::move(q)}));
+      }
+    });
+    if (!hs.ok()) return fail(hs.get_status());
+    teardown.http_srv = std::move(hs).value();
+    std::printf("hart: http on %s\n", teardown.http_srv->endpoint().c_str());
   }
   serving->store(true);  // before the line clients wait for: a signal after it shuts down in order
   std::printf("hart: serving %s on %s\n", o.common.model_dir.c_str(), srv->endpoint().c_str());

@@ -148,6 +148,16 @@ int main(int argc, char** argv) {
                 "Accept weight updates here (docs/protocol.md §8), e.g. tcp://127.0.0.1:5558; off by default");
   v->add_option("--weight-sync-idle-ms", sv.weight_sync_idle_ms, "Drop a staged weight update silent this long")
       ->capture_default_str();
+  v->add_option("--http-bind", sv.http_bind,
+                "Also answer HTTP here (docs/http.md: OpenAI and SGLang endpoints, /metrics), e.g. 127.0.0.1:30000 "
+                "(port 0: any); off by default; loopback unless --api-key is given");
+  v->add_option("--api-key", sv.api_key, "HTTP: require `Authorization: Bearer KEY` (needed to bind beyond loopback)");
+  v->add_option("--http-max-body", sv.http_max_body, "HTTP: largest request body (413 beyond)")->capture_default_str();
+  v->add_option("--http-threads", sv.http_threads, "HTTP: requests served at once (each stream holds one)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  v->add_option("--served-model-name", sv.served_model_name,
+                "HTTP: the model name /v1/models lists and requests may name (default: the model directory's name)");
 
   hart::cli::worker_options wk;
   CLI::App* w = app.add_subcommand("worker", "Run steps for a `hart serve` scheduler (started by --worker-process)");

@@ -6,16 +6,20 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/http/reply_queue.h"
 #include "runtime/protocol/messages.h"
 #include "runtime/sched/request.h"
 #include "runtime/transport/server.h"
 
 namespace hart::actors {
 
-/// A decoded request as the transport thread received it.
+/// A decoded request as the transport thread (ZeroMQ) or an HTTP exchange received it.
 struct inbound_request {
   transport::client_id client;
   protocol::request request;
+  /// An HTTP exchange's replies go here instead of the ZeroMQ socket (its client id can be no
+  /// ZeroMQ peer's: runtime/http/exchange.h). Null for ZeroMQ clients.
+  std::shared_ptr<http::reply_queue> local;
 };
 
 /// A tokenized generation the scheduler actor can submit as is.

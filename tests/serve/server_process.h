@@ -1,7 +1,7 @@
 // File: tests/serve/server_process.h
 // `hart serve` as a child process for tests: started on an OS-chosen
-// loopback port, stdout read for the endpoint (and "worker pid N" and
-// "weight sync on EP" lines),
+// loopback port, stdout read for the endpoint (and "worker pid N",
+// "weight sync on EP" and "http on HOST:PORT" lines),
 // stopped with SIGTERM. The pipe stays open until the server is gone, so the
 // server never writes to a closed pipe.
 #pragma once
@@ -68,11 +68,14 @@ class server_process {
     const std::string s(buf);
     if (s.rfind("hart: worker pid ", 0) == 0) worker_pid_ = std::stoll(s.substr(17));
     if (s.rfind("hart: weight sync on ", 0) == 0) weight_sync_endpoint_ = s.substr(21, s.find_last_not_of("\r\n") - 20);
+    if (s.rfind("hart: http on ", 0) == 0) http_endpoint_ = s.substr(14, s.find_last_not_of("\r\n") - 13);
     return s;
   }
   const std::string& endpoint() const { return endpoint_; }
   int64_t worker_pid() const { return worker_pid_; }
   const std::string& weight_sync_endpoint() const { return weight_sync_endpoint_; }
+  /// host:port of --http-bind ("" without it).
+  const std::string& http_endpoint() const { return http_endpoint_; }
 
  private:
   pid_t pid_ = -1;
@@ -80,6 +83,7 @@ class server_process {
   std::string endpoint_;
   int64_t worker_pid_ = 0;
   std::string weight_sync_endpoint_;
+  std::string http_endpoint_;
 };
 
 }  // namespace hart::testing

@@ -1,0 +1,74 @@
+// File: runtime/http/http_server_impl.h
+// Internal to runtime/http (style R3): the server's state and the helpers its route files
+// (routes_info.cpp, routes_openai.cpp) share. Includes cpp-httplib, which
+// nothing outside runtime/http sees.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <httplib.h>
+
+#include "runtime/http/exchange.h"
+#include "runtime/http/generation.h"
+#include "runtime/http/http_server.h"
+#include "runtime/http/json_fields.h"
+
+namespace hart::http {
+
+/// How long an HTTP thread waits on its queue before it looks at the socket and the stop flag.
+constexpr std::chrono::milliseconds k_poll{50};
+/// A control verb's answer comes within this (the scheduler answers between steps).
+constexpr std::chrono::milliseconds k_control_timeout{30000};
+
+/// Formats what one reply, just applied to the generation, shows on a stream ("" = nothing).
+using stream_fn = std::function<std::string(const generation&, int sample, const protocol::reply&)>;
+/// The last events of a stream, after every sample's final.
+using stream_end_fn = std::function<std::string(const generation&)>;
+
+struct http_server::impl {
+  http_params params;
+  submit_fn submit;
+  httplib::Server srv;
+  std::thread thread;
+  int port = 0;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> serial{0};
+
+  // -- exchanges ---------------------------------------------------------------
+  std::shared_ptr<exchange> new_exchange();
+  /// A control verb through a fresh exchange; the answer or the error.
+  status_or<protocol::reply> control(protocol::control_request c);
+  /// Submits `g` and waits for the first reply, so a request refused before any output gets an
+  /// HTTP error instead of a stream (pending: replies taken and not yet applied). False: the
+  /// request failed or the server stops; `res` holds the error then.
+  bool start(exchange& ex, const protocol::generate_request& g, generation& gen,
+             std::vector<protocol::reply>* pending, httplib::Response& res);
+  /// Waits for the whole generation (a client that leaves is not noticed: docs/http.md). False
+  /// with `res` answered when it failed.
+  bool finish(exchange& ex, generation& gen, std::vector<protocol::reply> pending, httplib::Response& res);
+  /// Streams the generation as server-sent events; a client that leaves (or reads so slowly
+  /// that its queue overflows) gets its generation aborted. `keep` lives until the stream ends.
+  void stream(httplib::Response& res, std::shared_ptr<exchange> ex, std::shared_ptr<generation> gen,
+              std::vector<protocol::reply> pending, stream_fn on_reply, stream_end_fn on_end,
+              std::shared_ptr<void> keep);
+
+  // -- answers -----------------------------------------------------------------
+  static void reply_json(httplib::Response& res, int status, const json& body);
+  /// `from_parser`: a request parser's error, naming the field (error_body's param).
+  static void reply_error(httplib::Response& res, const status& s, bool from_parser = false);
+  /// The body of a POST, at most params.max_body_bytes (413 otherwise), as a JSON object (an
+  /// empty body reads as {}). False with `res` answered when it is not.
+  bool read_json(const httplib::ContentReader& reader, httplib::Response& res, json* out);
+};
+
+void add_info_routes(http_server::impl& s);    // health, models, model info, weight version
+void add_openai_routes(http_server::impl& s);  // /v1/chat/completions, /v1/completions
+
+}  // namespace hart::http

@@ -1,0 +1,87 @@
+// GET /health, /health_generate, /v1/models, /get_weight_version and /model_info: each a
+// control verb or a short generation through the gateway.
+#include <ctime>
+
+#include "runtime/http/api_error.h"
+#include "runtime/http/control_api.h"
+#include "runtime/http/http_server_impl.h"
+
+namespace hart::http {
+namespace {
+
+using httplib::Request;
+using httplib::Response;
+
+// SGLang's own health_generate waits 20 s.
+constexpr std::chrono::seconds k_health_generate_timeout{20};
+
+int64_t unix_now() { return int64_t(std::time(nullptr)); }
+
+protocol::control_request verb(protocol::control_verb v) {
+  protocol::control_request c;
+  c.verb = v;
+  return c;
+}
+
+status_or<uint64_t> weight_version(http_server::impl& s) {
+  HART_ASSIGN_OR_RETURN(protocol::reply r, s.control(verb(protocol::control_verb::weight_version)));
+  if (const auto* w = std::get_if<protocol::weight_version_reply>(&r)) return w->version;
+  return internal_error("weight version: unexpected answer");
+}
+
+// One greedy token from the smallest prompt there is: the whole path (gateway, scheduler,
+// worker) answers within k_health_generate_timeout, or it is unhealthy (503).
+void health_generate(http_server::impl& s, Response& res) {
+  protocol::generate_request g;
+  g.kind = protocol::prompt_kind::token_ids;
+  const int32_t bos = s.params.tok && s.params.tok->config().bos_id ? *s.params.tok->config().bos_id : 0;
+  g.token_ids = {uint32_t(bos)};
+  g.sampling.temperature = 0.0f;
+  g.sampling.max_new_tokens = 1;
+  g.sampling.ignore_eos = true;
+  auto ex = s.new_exchange();
+  generation gen(g.sampling, s.params.eos_token_id);
+  ex->submit(g);
+  const auto deadline = std::chrono::steady_clock::now() + k_health_generate_timeout;
+  while (!gen.done() && !s.stopping && std::chrono::steady_clock::now() < deadline) {
+    if (std::optional<protocol::reply> r = ex->next(k_poll)) gen.apply(*r);
+  }
+  if (!gen.done()) {
+    ex->abort();
+    return http_server::impl::reply_error(res, unavailable("health_generate: no token within %lld s (paused or overloaded?)",
+                                                           (long long)k_health_generate_timeout.count()));
+  }
+  if (!gen.error().ok()) return http_server::impl::reply_error(res, unavailable("health_generate: %s", gen.error().to_string().c_str()));
+  if (gen.sample(0).final.reason == protocol::finish_reason::error)
+    return http_server::impl::reply_error(res, unavailable("health_generate: %s", gen.sample(0).final.error_message.c_str()));
+  res.status = 200;
+}
+
+}  // namespace
+
+void add_info_routes(http_server::impl& s) {
+  httplib::Server& srv = s.srv;
+  srv.Get("/health", [&s](const Request&, Response& res) {
+    status_or<protocol::reply> r = s.control(verb(protocol::control_verb::health));
+    if (!r.ok()) return http_server::impl::reply_error(res, r.get_status());
+    res.status = 200;
+  });
+  srv.Get("/health_generate", [&s](const Request&, Response& res) { health_generate(s, res); });
+  srv.Get("/v1/models", [&s](const Request&, Response& res) {
+    http_server::impl::reply_json(res, 200, models_json(s.params.model_name, unix_now(), s.params.max_context));
+  });
+  srv.Get("/get_weight_version", [&s](const Request&, Response& res) {
+    status_or<uint64_t> v = weight_version(s);
+    if (!v.ok()) return http_server::impl::reply_error(res, v.get_status());
+    http_server::impl::reply_json(res, 200, weight_version_json(*v));
+  });
+  for (const char* path : {"/model_info", "/get_model_info"}) {
+    srv.Get(path, [&s](const Request&, Response& res) {
+      status_or<uint64_t> v = weight_version(s);
+      if (!v.ok()) return http_server::impl::reply_error(res, v.get_status());
+      http_server::impl::reply_json(res, 200, model_info_json(s.params.model_path, *v));
+    });
+  }
+}
+
+}  // namespace hart::http
