@@ -1,14 +1,30 @@
 // File: runtime/http/control_api.h
-// The information endpoints' JSON (docs/http.md): the weight version and model facts to
-// /get_weight_version, /model_info and /v1/models answers. Pure functions.
+// The control and information endpoints' JSON (docs/http.md): POST /abort_request and
+// /pause_generation bodies to their control verbs; the stats, weight version and model facts
+// to /v1/loads, /get_weight_version, /model_info and /v1/models answers. Pure functions.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "runtime/core/status.h"
 #include "runtime/http/json_fields.h"
+#include "runtime/protocol/messages.h"
 
 namespace hart::http {
+
+/// POST /abort_request {rid, abort_all}: one rid, or every generation (abort_all).
+struct abort_body {
+  std::string rid;
+  bool all = false;
+};
+status_or<abort_body> parse_abort_body(const json& body);
+
+/// POST /pause_generation {mode}: abort (SGLang's default) | retract | in_place.
+status_or<protocol::pause_mode> parse_pause_body(const json& body);
+
+/// GET /v1/loads in SGLang's GetLoads shape (one attention-DP rank) from the stats entries.
+json loads_json(const protocol::stats_reply& stats, int64_t unix_seconds);
 
 /// GET /v1/models: the one model served.
 json models_json(const std::string& model, int64_t created, int64_t max_context);
@@ -18,5 +34,8 @@ json model_info_json(const std::string& model_path, uint64_t weight_version);
 
 /// GET /get_weight_version: {"weight_version": "<n>"} (a string, as SGLang's).
 json weight_version_json(uint64_t weight_version);
+
+/// The value of stats entry `name`; 0 when absent.
+double stats_value(const protocol::stats_reply& stats, const std::string& name);
 
 }  // namespace hart::http

@@ -57,6 +57,32 @@ status_or<protocol::reply> http_server::impl::control(protocol::control_request 
   return r;
 }
 
+status_or<protocol::stats_reply> http_server::impl::stats() {
+  protocol::control_request c;
+  c.verb = protocol::control_verb::stats;
+  HART_ASSIGN_OR_RETURN(protocol::reply r, control(c));
+  if (auto* s = std::get_if<protocol::stats_reply>(&r)) return std::move(*s);
+  return internal_error("stats: unexpected answer");
+}
+
+std::shared_ptr<http_server::impl::tracked> http_server::impl::track(const std::string& rid,
+                                                                     const std::shared_ptr<exchange>& ex) {
+  // The exchange's serial names it: unique for the server's life.
+  std::string name = rid.empty() ? "hart-" + ex->client().substr(ex->client().rfind('-') + 1) : rid;
+  {
+    std::lock_guard<std::mutex> lock(live_m);
+    live[name] = ex;
+  }
+  return std::make_shared<tracked>(*this, std::move(name), ex);
+}
+
+http_server::impl::tracked::~tracked() {
+  std::lock_guard<std::mutex> lock(s_.live_m);
+  auto it = s_.live.find(rid_);
+  // Only our own entry: a later generation may have taken the name.
+  if (it != s_.live.end() && !it->second.owner_before(ex_) && !ex_.owner_before(it->second)) s_.live.erase(it);
+}
+
 bool http_server::impl::start(exchange& ex, const protocol::generate_request& g, generation& gen,
                               std::vector<protocol::reply>* pending, httplib::Response& res) {
   ex.submit(g);
@@ -277,6 +303,7 @@ status_or<std::unique_ptr<http_server>> http_server::start(const http_params& pa
   });
   add_info_routes(*p);
   add_openai_routes(*p);
+  add_sglang_routes(*p);
 
   std::string host;
   int port = 0;

@@ -1,6 +1,6 @@
 // File: runtime/http/http_server_impl.h
 // Internal to runtime/http (style R3): the server's state and the helpers its route files
-// (routes_info.cpp, routes_openai.cpp) share. Includes cpp-httplib, which
+// (routes_info.cpp, routes_openai.cpp, routes_sglang.cpp) share. Includes cpp-httplib, which
 // nothing outside runtime/http sees.
 #pragma once
 
@@ -40,11 +40,35 @@ struct http_server::impl {
   int port = 0;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> serial{0};
+  /// Running generations by SGLang rid (a generated one when the client gave none), for
+  /// /abort_request; weak: an ended exchange leaves by itself.
+  std::mutex live_m;
+  std::map<std::string, std::weak_ptr<exchange>> live;
 
   // -- exchanges ---------------------------------------------------------------
   std::shared_ptr<exchange> new_exchange();
   /// A control verb through a fresh exchange; the answer or the error.
   status_or<protocol::reply> control(protocol::control_request c);
+  /// The scheduler's stats (the `stats` verb).
+  status_or<protocol::stats_reply> stats();
+  /// A generation /abort_request reaches by name while this lives (a handler's scope, or a
+  /// stream's end).
+  class tracked {
+   public:
+    tracked(impl& s, std::string rid, std::weak_ptr<exchange> ex) : s_(s), rid_(std::move(rid)), ex_(std::move(ex)) {}
+    ~tracked();
+    tracked(const tracked&) = delete;
+    tracked& operator=(const tracked&) = delete;
+    const std::string& rid() const { return rid_; }
+
+   private:
+    impl& s_;
+    std::string rid_;
+    std::weak_ptr<exchange> ex_;
+  };
+  /// Names `ex` by `rid` (a generated name when empty; a rid used twice names the later).
+  std::shared_ptr<tracked> track(const std::string& rid, const std::shared_ptr<exchange>& ex);
+
   /// Submits `g` and waits for the first reply, so a request refused before any output gets an
   /// HTTP error instead of a stream (pending: replies taken and not yet applied). False: the
   /// request failed or the server stops; `res` holds the error then.
@@ -68,7 +92,8 @@ struct http_server::impl {
   bool read_json(const httplib::ContentReader& reader, httplib::Response& res, json* out);
 };
 
-void add_info_routes(http_server::impl& s);    // health, models, model info, weight version
+void add_info_routes(http_server::impl& s);    // health, models, model info, weight version, loads, control
 void add_openai_routes(http_server::impl& s);  // /v1/chat/completions, /v1/completions
+void add_sglang_routes(http_server::impl& s);  // /generate
 
 }  // namespace hart::http

@@ -1,5 +1,6 @@
-// GET /health, /health_generate, /v1/models, /get_weight_version and /model_info: each a
-// control verb or a short generation through the gateway.
+// GET /health, /health_generate, /v1/models, /get_weight_version, /model_info, /v1/loads
+// and the control verbs (/abort_request, /pause_generation, /continue_generation,
+// /flush_cache): each a control verb or a short generation through the gateway.
 #include <ctime>
 
 #include "runtime/http/api_error.h"
@@ -9,6 +10,7 @@
 namespace hart::http {
 namespace {
 
+using httplib::ContentReader;
 using httplib::Request;
 using httplib::Response;
 
@@ -21,6 +23,13 @@ protocol::control_request verb(protocol::control_verb v) {
   protocol::control_request c;
   c.verb = v;
   return c;
+}
+
+// Answers a control verb's ack as {"success": true, "message": ...}.
+void ack(http_server::impl& s, Response& res, protocol::control_request c, const char* message) {
+  status_or<protocol::reply> r = s.control(c);
+  if (!r.ok()) return http_server::impl::reply_error(res, r.get_status());
+  http_server::impl::reply_json(res, 200, {{"success", true}, {"message", message}});
 }
 
 status_or<uint64_t> weight_version(http_server::impl& s) {
@@ -82,6 +91,57 @@ void add_info_routes(http_server::impl& s) {
       http_server::impl::reply_json(res, 200, model_info_json(s.params.model_path, *v));
     });
   }
+  srv.Get("/v1/loads", [&s](const Request&, Response& res) {
+    status_or<protocol::stats_reply> st = s.stats();
+    if (!st.ok()) return http_server::impl::reply_error(res, st.get_status());
+    http_server::impl::reply_json(res, 200, loads_json(*st, unix_now()));
+  });
+
+  srv.Post("/abort_request", [&s](const Request&, Response& res, const ContentReader& reader) {
+    json body;
+    if (!s.read_json(reader, res, &body)) return;
+    status_or<abort_body> a = parse_abort_body(body);
+    if (!a.ok()) return http_server::impl::reply_error(res, a.get_status(), true);
+    std::vector<std::shared_ptr<exchange>> targets;
+    {
+      std::lock_guard<std::mutex> lock(s.live_m);
+      for (auto it = s.live.begin(); it != s.live.end();) {
+        std::shared_ptr<exchange> ex = it->second.lock();
+        if (!ex) {
+          it = s.live.erase(it);
+          continue;
+        }
+        if (a->all || it->first == a->rid) targets.push_back(std::move(ex));
+        ++it;
+      }
+    }
+    for (const auto& ex : targets) ex->abort();
+    // SGLang answers 200 for a rid that already ended (or never ran): abort is idempotent.
+    http_server::impl::reply_json(res, 200, {{"success", true}, {"aborted", targets.size()}});
+  });
+  srv.Post("/pause_generation", [&s](const Request&, Response& res, const ContentReader& reader) {
+    json body;
+    if (!s.read_json(reader, res, &body)) return;
+    status_or<protocol::pause_mode> m = parse_pause_body(body);
+    if (!m.ok()) return http_server::impl::reply_error(res, m.get_status(), true);
+    protocol::control_request c = verb(protocol::control_verb::pause);
+    c.mode = *m;
+    ack(s, res, c, "generation paused");
+  });
+  srv.Post("/continue_generation", [&s](const Request&, Response& res, const ContentReader& reader) {
+    json body;
+    if (!s.read_json(reader, res, &body)) return;
+    ack(s, res, verb(protocol::control_verb::resume), "generation continues");
+  });
+  // slime and verl GET it; Miles POSTs {}.
+  srv.Get("/flush_cache", [&s](const Request&, Response& res) {
+    ack(s, res, verb(protocol::control_verb::flush_cache), "cache flushed");
+  });
+  srv.Post("/flush_cache", [&s](const Request&, Response& res, const ContentReader& reader) {
+    json body;
+    if (!s.read_json(reader, res, &body)) return;
+    ack(s, res, verb(protocol::control_verb::flush_cache), "cache flushed");
+  });
 }
 
 }  // namespace hart::http

@@ -18,6 +18,7 @@ struct openai_exchange {
   openai_request request;
   openai_context ctx;
   std::unique_ptr<openai_stream> stream;
+  std::shared_ptr<http_server::impl::tracked> name;
 };
 
 void completions(http_server::impl& s, bool chat, const ContentReader& reader, Response& res) {
@@ -31,6 +32,8 @@ void completions(http_server::impl& s, bool chat, const ContentReader& reader, R
   char id[32];
   std::snprintf(id, sizeof id, "%016llx", (unsigned long long)(uint64_t(std::time(nullptr)) << 24 ^ s.serial.load()));
   x->ctx = {(chat ? "chatcmpl-" : "cmpl-") + std::string(id), int64_t(std::time(nullptr)), s.params.model_name, s.params.tok};
+  // Named so /abort_request {"abort_all": true} reaches OpenAI requests too.
+  x->name = s.track("", ex);
   auto gen = std::make_shared<generation>(x->request.g.sampling, s.params.eos_token_id);
   std::vector<protocol::reply> pending;
   if (!s.start(*ex, x->request.g, *gen, &pending, res)) return;

@@ -1,6 +1,6 @@
 // `hart serve --http-bind` as a real process, driven by clients no one here wrote: the
-// official OpenAI SDK (node; tests/serve/http/openai_sdk_test.cjs) and cpp-httplib's client.
-// The script exits non-zero with the failing assertion on its output.
+// official OpenAI SDK (node; tests/serve/http/openai_sdk_test.cjs), Python's urllib
+// (tests/serve/http/sglang_http_test.py), and cpp-httplib's client. Each script exits non-zero with the failing assertion on its output.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -51,6 +51,12 @@ server_process* http_serve::srv_ = nullptr;
 TEST_F(http_serve, openai_sdk_chat_and_completions) {
   ASSERT_FALSE(srv_->http_endpoint().empty()) << "the server did not print its HTTP endpoint";
   const run_result r = run("NODE_PATH=" HART_NPM_DIR "/node_modules node " HART_HTTP_TESTS "/openai_sdk_test.cjs " + base());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(http_serve, sglang_generate_and_control_from_python) {
+  ASSERT_FALSE(srv_->http_endpoint().empty()) << "the server did not print its HTTP endpoint";
+  const run_result r = run(HART_PYTHON " " HART_HTTP_TESTS "/sglang_http_test.py " + base());
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 

@@ -1,0 +1,229 @@
+#include "runtime/http/sglang_api.h"
+
+#include "runtime/http/openai_api.h"
+#include "runtime/protocol/validate.h"
+
+namespace hart::http {
+namespace {
+
+// SGLang's default (sampling_params.py).
+constexpr uint32_t k_default_max_new_tokens = 128;
+
+status parse_sampling(const json& sp, sglang_request* r) {
+  json_fields f(sp, "sampling_params.");
+  HART_RETURN_IF_ERROR(f.only({"max_new_tokens", "min_new_tokens", "temperature", "top_p", "top_k", "min_p", "stop",
+                               "stop_token_ids", "ignore_eos", "no_stop_trim", "skip_special_tokens",
+                               "spaces_between_special_tokens", "sampling_seed", "n", "custom_params", "stream_interval",
+                               "frequency_penalty", "presence_penalty", "repetition_penalty", "json_schema", "regex",
+                               "ebnf", "structural_tag", "logit_bias", "stop_regex"}));
+  HART_RETURN_IF_ERROR(f.unsupported("frequency_penalty", "a frequency penalty"));
+  HART_RETURN_IF_ERROR(f.unsupported("presence_penalty", "a presence penalty"));
+  HART_RETURN_IF_ERROR(f.unsupported("json_schema", "constrained decoding"));
+  HART_RETURN_IF_ERROR(f.unsupported("regex", "constrained decoding"));
+  HART_RETURN_IF_ERROR(f.unsupported("ebnf", "constrained decoding"));
+  HART_RETURN_IF_ERROR(f.unsupported("structural_tag", "constrained decoding"));
+  HART_RETURN_IF_ERROR(f.unsupported("logit_bias", "logit_bias"));
+  HART_RETURN_IF_ERROR(f.unsupported("stop_regex", "stop_regex"));
+  if (f.has("repetition_penalty")) {
+    float rp = 1.0f;
+    HART_RETURN_IF_ERROR(f.get("repetition_penalty", &rp));
+    if (rp != 1.0f) return invalid_argument("sampling_params.repetition_penalty: a repetition penalty is not supported by this server");
+  }
+  protocol::sampling_options& s = r->g.sampling;
+  int64_t v = k_default_max_new_tokens;
+  HART_RETURN_IF_ERROR(f.get_int("max_new_tokens", 0, UINT32_MAX, &v));
+  if (v == 0) return invalid_argument("sampling_params.max_new_tokens: 0 (scoring a prompt) is not supported yet");
+  s.max_new_tokens = uint32_t(v);
+  v = 0;
+  HART_RETURN_IF_ERROR(f.get_int("min_new_tokens", 0, UINT32_MAX, &v));
+  s.min_new_tokens = uint32_t(v);
+  HART_RETURN_IF_ERROR(f.get("temperature", &s.temperature));
+  HART_RETURN_IF_ERROR(f.get("top_p", &s.top_p));
+  v = -1;
+  HART_RETURN_IF_ERROR(f.get_int("top_k", -1, INT32_MAX, &v));
+  s.top_k = v == 0 ? -1 : int32_t(v);
+  HART_RETURN_IF_ERROR(f.get("min_p", &s.min_p));
+  HART_RETURN_IF_ERROR(f.get_strings("stop", &s.stop));
+  HART_RETURN_IF_ERROR(f.get_token_ids("stop_token_ids", &s.stop_token_ids));
+  HART_RETURN_IF_ERROR(f.get("ignore_eos", &s.ignore_eos));
+  HART_RETURN_IF_ERROR(f.get("no_stop_trim", &r->no_stop_trim));
+  // Text never holds special tokens, whatever these say (docs/http.md); both are accepted
+  // because RL stacks send them on every request.
+  bool ignored = false;
+  HART_RETURN_IF_ERROR(f.get("skip_special_tokens", &ignored));
+  HART_RETURN_IF_ERROR(f.get("spaces_between_special_tokens", &ignored));
+  if (f.has("sampling_seed")) {
+    int64_t seed = 0;
+    HART_RETURN_IF_ERROR(f.get_int("sampling_seed", INT64_MIN, INT64_MAX, &seed));
+    s.has_seed = true;
+    s.seed = uint64_t(seed);
+  }
+  v = 1;
+  HART_RETURN_IF_ERROR(f.get_int("n", 1, protocol::max_samples, &v));
+  s.n = uint32_t(v);
+  const json* ignored_object = nullptr;  // slime's custom_params (return_top_p_token_ids): not computed
+  HART_RETURN_IF_ERROR(f.get_object("custom_params", &ignored_object));
+  v = 1;
+  HART_RETURN_IF_ERROR(f.get_int("stream_interval", 1, INT32_MAX, &v));  // every token is streamed
+  return {};
+}
+
+json logprob_entry(const sglang_request& r, const sglang_context& ctx, float lp, uint32_t id) {
+  json text = nullptr;
+  if (r.return_text_in_logprobs && ctx.tok) text = std::string(ctx.tok->token_bytes(int32_t(id)));
+  return json::array({lp, id, text});
+}
+
+// SGLang's finish_reason object: {type: stop, matched: id | string}, {type: length, length},
+// {type: abort, message}; null while the sample runs.
+json finish_reason(const sglang_request& r, const generation& gen, size_t i, const sglang_context& ctx) {
+  const sample_output& s = gen.sample(i);
+  if (!s.finished) return nullptr;
+  switch (s.final.reason) {
+    case protocol::finish_reason::length: return {{"type", "length"}, {"length", s.final.usage.completion_tokens}};
+    case protocol::finish_reason::abort: return {{"type", "abort"}, {"message", s.final.error_message}};
+    case protocol::finish_reason::error: return {{"type", "abort"}, {"message", s.final.error_message}};
+    case protocol::finish_reason::stop: break;
+  }
+  json out = {{"type", "stop"}, {"matched", nullptr}};
+  const size_t n = s.token_ids.size();
+  if (n > 0 && gen.is_stop_token(s.token_ids.back(), n - 1)) {
+    out["matched"] = s.token_ids.back();
+  } else if (ctx.tok && !r.g.sampling.stop.empty()) {
+    // The stop string begins right after the released text (sched/stop_rules.h).
+    std::vector<int32_t> ids(s.token_ids.begin(), s.token_ids.end());
+    status_or<std::string> all = ctx.tok->decode(ids, /*skip_special=*/true);
+    if (all.ok() && all->compare(0, s.text.size(), s.text) == 0) {
+      for (const std::string& stop : r.g.sampling.stop) {
+        if (all->compare(s.text.size(), stop.size(), stop) == 0) out["matched"] = stop;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+status_or<sglang_request> parse_generate_request(const json& body) {
+  sglang_request r;
+  protocol::generate_request& g = r.g;
+  json_fields f(body);
+  HART_RETURN_IF_ERROR(f.only({"text", "input_ids", "sampling_params", "return_logprob", "logprob_start_len",
+                               "top_logprobs_num", "token_ids_logprob", "return_text_in_logprobs", "stream", "rid",
+                               "return_routed_experts", "routed_experts_start_len", "return_indexer_topk",
+                               "image_data", "video_data", "audio_data", "input_embeds", "lora_path",
+                               "session_params", "custom_logit_processor", "return_hidden_states", "priority",
+                               "log_metrics", "modalities", "bootstrap_host", "bootstrap_port", "bootstrap_room",
+                               "data_parallel_rank", "routed_dp_rank", "extra_key", "cache_salt",
+                               "return_prompt_token_ids", "return_entropy"}));
+  HART_RETURN_IF_ERROR(f.unsupported("return_routed_experts", "routed experts over HTTP (use the binary protocol's returnRouting)"));
+  HART_RETURN_IF_ERROR(f.unsupported("routed_experts_start_len", "routed experts over HTTP"));
+  HART_RETURN_IF_ERROR(f.unsupported("return_indexer_topk", "indexer top-k replay over HTTP (~43 KB per token: binary protocol only)"));
+  HART_RETURN_IF_ERROR(f.unsupported("token_ids_logprob", "token_ids_logprob"));
+  HART_RETURN_IF_ERROR(f.unsupported("image_data", "image input"));
+  HART_RETURN_IF_ERROR(f.unsupported("video_data", "video input"));
+  HART_RETURN_IF_ERROR(f.unsupported("audio_data", "audio input"));
+  HART_RETURN_IF_ERROR(f.unsupported("input_embeds", "input_embeds"));
+  HART_RETURN_IF_ERROR(f.unsupported("lora_path", "LoRA"));
+  HART_RETURN_IF_ERROR(f.unsupported("session_params", "session_params"));
+  HART_RETURN_IF_ERROR(f.unsupported("custom_logit_processor", "custom logit processors"));
+  HART_RETURN_IF_ERROR(f.unsupported("return_hidden_states", "hidden states"));
+  HART_RETURN_IF_ERROR(f.unsupported("return_prompt_token_ids", "return_prompt_token_ids"));
+  HART_RETURN_IF_ERROR(f.unsupported("return_entropy", "return_entropy"));
+  HART_RETURN_IF_ERROR(f.unsupported("bootstrap_host", "prefill/decode disaggregation"));
+  HART_RETURN_IF_ERROR(f.unsupported("bootstrap_room", "prefill/decode disaggregation"));
+
+  const bool has_text = f.has("text"), has_ids = f.has("input_ids");
+  if (has_text == has_ids) return invalid_argument("text, input_ids: exactly one is required");
+  const json& prompt = f.at(has_text ? "text" : "input_ids");
+  if (prompt.is_array() && !prompt.empty() && (prompt[0].is_array() || prompt[0].is_string()))
+    return invalid_argument("%s: %zu prompts in one request; batched /generate is not supported", has_text ? "text" : "input_ids", prompt.size());
+  if (has_text) {
+    g.kind = protocol::prompt_kind::text;
+    HART_RETURN_IF_ERROR(f.get("text", &g.text));
+  } else {
+    g.kind = protocol::prompt_kind::token_ids;
+    HART_RETURN_IF_ERROR(f.get_token_ids("input_ids", &g.token_ids));
+  }
+  const json* sp = nullptr;
+  HART_RETURN_IF_ERROR(f.get_object("sampling_params", &sp));
+  const json empty = json::object();
+  HART_RETURN_IF_ERROR(parse_sampling(sp ? *sp : empty, &r));
+
+  HART_RETURN_IF_ERROR(f.get("return_logprob", &g.sampling.logprobs));
+  int64_t v = -1;
+  HART_RETURN_IF_ERROR(f.get_int("logprob_start_len", -1, INT64_MAX, &v));
+  if (v != -1) return invalid_argument("logprob_start_len: %lld; prompt log-probs (input_token_logprobs) are not supported yet", (long long)v);
+  v = 0;
+  HART_RETURN_IF_ERROR(f.get_int("top_logprobs_num", 0, protocol::max_top_logprobs, &v));
+  g.sampling.top_logprobs = g.sampling.logprobs ? uint8_t(v) : 0;
+  HART_RETURN_IF_ERROR(f.get("return_text_in_logprobs", &r.return_text_in_logprobs));
+  HART_RETURN_IF_ERROR(f.get("stream", &r.stream));
+  HART_RETURN_IF_ERROR(f.get("rid", &r.rid));
+  v = 0;
+  HART_RETURN_IF_ERROR(f.get_int("priority", INT32_MIN, INT32_MAX, &v));
+  g.priority = int32_t(v);
+
+  g.request_id = 1;  // validate_generate wants one; the exchange sets its own
+  HART_RETURN_IF_ERROR(protocol::validate_generate(g));
+  return r;
+}
+
+json sglang_sample(const sglang_request& r, const generation& gen, size_t i, const sglang_context& ctx) {
+  const sample_output& s = gen.sample(i);
+  const size_t n = gen.n_tokens(i, /*trim=*/!r.no_stop_trim);
+  json meta = {{"id", ctx.rid},
+               {"finish_reason", finish_reason(r, gen, i, ctx)},
+               {"prompt_tokens", s.finished || r.g.kind != protocol::prompt_kind::token_ids
+                                     ? s.final.usage.prompt_tokens
+                                     : uint32_t(r.g.token_ids.size())},
+               {"completion_tokens", s.finished ? s.final.usage.completion_tokens : uint32_t(s.token_ids.size())},
+               {"cached_tokens", s.final.usage.cached_tokens},
+               {"cached_tokens_details", {{"device", s.final.usage.cached_tokens}, {"host", 0}}},
+               {"weight_version", std::to_string(gen.weight_version())},
+               {"e2e_latency", double(s.final.timings.total_us) * 1e-6}};
+  if (r.g.sampling.logprobs) {
+    json out = json::array(), top = json::array();
+    for (size_t k = 0; k < n && k < s.logprobs.size(); ++k) {
+      out.push_back(logprob_entry(r, ctx, s.logprobs[k], s.token_ids[k]));
+      if (r.g.sampling.top_logprobs > 0) {
+        json t = json::array();
+        if (k < s.top_logprobs.size()) {
+          for (const protocol::token_logprob& e : s.top_logprobs[k]) t.push_back(logprob_entry(r, ctx, e.logprob, e.token_id));
+        }
+        top.push_back(std::move(t));
+      }
+    }
+    meta["output_token_logprobs"] = std::move(out);
+    meta["input_token_logprobs"] = json::array();  // logprob_start_len -1: none of the prompt
+    if (r.g.sampling.top_logprobs > 0) meta["output_top_logprobs"] = std::move(top);
+  }
+  json ids = std::vector<uint32_t>(s.token_ids.begin(), s.token_ids.begin() + std::ptrdiff_t(n));
+  return {{"text", s.text}, {"output_ids", std::move(ids)}, {"meta_info", std::move(meta)}};
+}
+
+json sglang_response(const sglang_request& r, const generation& gen, const sglang_context& ctx) {
+  if (gen.size() == 1) return sglang_sample(r, gen, 0, ctx);
+  json all = json::array();
+  for (size_t i = 0; i < gen.size(); ++i) {
+    json one = sglang_sample(r, gen, i, ctx);
+    one["index"] = i;
+    all.push_back(std::move(one));
+  }
+  return all;
+}
+
+std::string sglang_stream_event(const sglang_request& r, const generation& gen, int sample,
+                                const protocol::reply& reply, const sglang_context& ctx) {
+  if (sample < 0) return {};
+  const sample_output& s = gen.sample(size_t(sample));
+  if (const auto* c = std::get_if<protocol::chunk_event>(&reply)) {
+    const size_t from = s.token_ids.size() - c->token_ids.size();
+    if (!r.no_stop_trim && c->token_ids.size() == 1 && gen.is_stop_token(c->token_ids[0], from)) return {};
+  }
+  json one = sglang_sample(r, gen, size_t(sample), ctx);
+  if (gen.size() > 1) one["index"] = sample;
+  return sse_event(one);
+}
+
+}  // namespace hart::http

@@ -1,0 +1,238 @@
+"""SGLang's native endpoints and the control verbs of `hart serve --http-bind`, driven with
+Python's standard-library HTTP client as the RL stacks drive SGLang
+(shared/docs/field-notes.md §3).
+Also: bad input gets a 4xx with a message and the server keeps serving; a client that
+disconnects mid-stream has its generation aborted and its pages freed.
+
+Usage: python3 sglang_http_test.py http://127.0.0.1:PORT
+"""
+import http.client
+import json
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+BASE = sys.argv[1]
+HOST, PORT = BASE.split("//")[1].split(":")
+
+
+def call(path, body=None, method=None, raw=None):
+    """(status, parsed JSON or text) of one request."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(BASE + path, data=data, method=method or ("POST" if data is not None else "GET"),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            status, text, ctype = r.status, r.read().decode(), r.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as e:
+        status, text, ctype = e.code, e.read().decode(), e.headers.get("Content-Type", "")
+    return status, (json.loads(text) if "json" in ctype and text else text)
+
+
+def ok(path, body=None, method=None):
+    status, out = call(path, body, method)
+    assert status == 200, f"{path}: {status} {out}"
+    return out
+
+
+def sse(path, body, on_event=None):
+    """Events of a streamed POST (parsed JSON), until data: [DONE]."""
+    req = urllib.request.Request(BASE + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    events = []
+    with urllib.request.urlopen(req, timeout=120) as r:
+        assert r.headers["Content-Type"].startswith("text/event-stream")
+        for line in r:
+            line = line.decode().rstrip("\n")
+            if not line.startswith("data: "):
+                assert line == "", line
+                continue
+            if line == "data: [DONE]":
+                return events
+            events.append(json.loads(line[6:]))
+            if on_event:
+                on_event(events[-1])
+    raise AssertionError(f"{path}: the stream ended without [DONE]")
+
+
+def loads():
+    return ok("/v1/loads")["aggregate"]["total_reqs"]
+
+
+def wait_idle(seconds):
+    deadline = time.time() + seconds
+    while loads() != 0:
+        assert time.time() < deadline, f"still {loads()} requests after {seconds} s"
+        time.sleep(0.05)
+
+
+def greedy(ids, n, **extra):
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": n, "temperature": 0}}
+    body.update(extra)
+    return body
+
+
+def test_info():
+    assert call("/health")[0] == 200
+    assert call("/health_generate")[0] == 200
+    assert ok("/get_weight_version") == {"weight_version": "0"}
+    info = ok("/model_info")
+    assert info["is_generation"] and info["weight_version"] == "0" and info["model_path"], info
+    assert ok("/v1/models")["data"][0]["object"] == "model"
+
+
+def test_generate():
+    prompt = [5, 6, 7]
+    out = ok("/generate", greedy(prompt, 6, return_logprob=True, top_logprobs_num=2, rid="r-1"))
+    ids, meta = out["output_ids"], out["meta_info"]
+    assert len(ids) == 6 and isinstance(out["text"], str)
+    assert meta["id"] == "r-1" and meta["finish_reason"] == {"type": "length", "length": 6}, meta
+    assert meta["prompt_tokens"] == 3 and meta["completion_tokens"] == 6 and meta["weight_version"] == "0"
+    assert "cached_tokens" in meta
+    lps = meta["output_token_logprobs"]
+    assert [t[1] for t in lps] == ids and all(t[0] <= 0 and t[2] is None for t in lps), lps
+    # Greedy: each sampled token is the most likely one.
+    assert [t[0][1] for t in meta["output_top_logprobs"]] == ids
+    assert all(len(t) == 2 for t in meta["output_top_logprobs"])
+
+    # The stream is cumulative (text, output_ids, logprobs), ends as the whole answer did.
+    events = sse("/generate", greedy(prompt, 6, return_logprob=True, stream=True))
+    assert len(events) >= 6
+    for a, b in zip(events, events[1:]):
+        assert b["output_ids"][:len(a["output_ids"])] == a["output_ids"] and b["text"].startswith(a["text"])
+    assert events[-1]["output_ids"] == ids and events[-1]["text"] == out["text"]
+    assert events[-1]["meta_info"]["finish_reason"]["type"] == "length"
+    assert all(e["meta_info"]["finish_reason"] is None for e in events[:-1])
+
+    # A stop token: matched, trimmed from output_ids unless no_stop_trim (slime's setting).
+    stop_id = ids[2]
+    first = ids.index(stop_id)
+    s = ok("/generate", greedy(prompt, 6, sampling_params={"max_new_tokens": 6, "temperature": 0, "stop_token_ids": [stop_id]}))
+    assert s["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop_id}, s["meta_info"]
+    assert s["output_ids"] == ids[:first]
+    s = ok("/generate", {"input_ids": prompt,
+                         "sampling_params": {"max_new_tokens": 6, "temperature": 0, "stop_token_ids": [stop_id],
+                                             "no_stop_trim": True, "skip_special_tokens": False}})
+    assert s["output_ids"] == ids[:first + 1]
+
+    # Seeded sampling replays; n > 1 answers a list.
+    seeded = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 5, "temperature": 1.0, "sampling_seed": 3}}
+    assert ok("/generate", seeded)["output_ids"] == ok("/generate", seeded)["output_ids"]
+    many = ok("/generate", {"text": "hello", "sampling_params": {"max_new_tokens": 3, "n": 2}})
+    assert isinstance(many, list) and [m["index"] for m in many] == [0, 1] and all(len(m["output_ids"]) == 3 for m in many)
+
+
+def long_stream(rid, seen, stop_after=None):
+    """A generation that would run for a very long time, streamed on a thread."""
+    result = {}
+
+    def run():
+        body = {"input_ids": [3, 4, 5], "rid": rid, "stream": True,
+                "sampling_params": {"max_new_tokens": 100000, "ignore_eos": True, "temperature": 0}}
+        result["events"] = sse("/generate", body, lambda e: seen.set())
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, result
+
+
+def test_control():
+    # abort_request by rid ends a running stream with finish_reason abort.
+    seen = threading.Event()
+    t, res = long_stream("long-1", seen)
+    assert seen.wait(60)
+    assert ok("/abort_request", {"rid": "long-1"})["aborted"] == 1
+    t.join(60)
+    assert not t.is_alive()
+    assert res["events"][-1]["meta_info"]["finish_reason"]["type"] == "abort"
+    wait_idle(10)
+    assert ok("/abort_request", {"rid": "long-1"})["aborted"] == 0  # already over: still 200
+
+    # pause in_place freezes it (still counted), continue resumes, abort_all ends everything.
+    seen = threading.Event()
+    t, res = long_stream("long-2", seen)
+    assert seen.wait(60)
+    ok("/pause_generation", {"mode": "in_place"})
+    assert loads() == 1
+    ok("/continue_generation", {})
+    ok("/abort_request", {"abort_all": True})
+    t.join(60)
+    assert res["events"][-1]["meta_info"]["finish_reason"]["type"] == "abort"
+
+    # pause (default mode abort) ends what runs; new work waits for continue_generation.
+    seen = threading.Event()
+    t, res = long_stream("long-3", seen)
+    assert seen.wait(60)
+    ok("/pause_generation", {})
+    t.join(60)
+    assert res["events"][-1]["meta_info"]["finish_reason"]["type"] == "abort"
+    waiting = {}
+    w = threading.Thread(target=lambda: waiting.update(ok("/generate", greedy([9, 9], 2))))
+    w.start()
+    time.sleep(0.3)
+    assert not waiting and loads() == 1
+    ok("/continue_generation", {})
+    w.join(60)
+    assert len(waiting["output_ids"]) == 2
+    wait_idle(10)
+
+    # Bad control bodies.
+    assert call("/pause_generation", {"mode": "sideways"})[0] == 400
+    assert call("/abort_request", {})[0] == 400
+
+    # GET (slime, verl) and POST (Miles) flush the cache.
+    assert ok("/flush_cache", method="GET")["success"]
+    assert ok("/flush_cache", {})["success"]
+
+
+def test_disconnect_frees_pages():
+    sock = socket.create_connection((HOST, int(PORT)), timeout=60)
+    body = json.dumps({"input_ids": [3, 4, 5, 6], "stream": True,
+                       "sampling_params": {"max_new_tokens": 100000, "ignore_eos": True}}).encode()
+    sock.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                 + str(len(body)).encode() + b"\r\n\r\n" + body)
+    got = b""
+    while got.count(b"data: ") < 3:
+        chunk = sock.recv(65536)
+        assert chunk, got
+        got += chunk
+    assert loads() == 1
+    sock.close()  # mid-stream
+    wait_idle(10)  # it would run for 100000 tokens
+    ok("/flush_cache")
+    assert ok("/v1/loads")["loads"][0]["token_usage"] == 0  # no full page in use
+
+
+def test_bad_input_keeps_serving():
+    cases = [
+        ("/generate", b'{"input_ids": [1, 2', 400, "not valid JSON"),
+        ("/generate", b'[1, 2]', 400, "JSON object"),
+        ("/generate", json.dumps({"input_ids": "1 2"}).encode(), 400, "input_ids"),
+        ("/generate", json.dumps({"input_ids": [1], "sampling_params": {"top_k": "all"}}).encode(), 400, "sampling_params.top_k"),
+        ("/generate", json.dumps({"input_ids": [1], "sampling_parms": {}}).encode(), 400, "unknown field"),
+        ("/generate", json.dumps({"input_ids": [1, 10 ** 9]}).encode(), 400, "vocabulary"),
+        ("/generate", json.dumps({"text": ""}).encode(), 400, "empty"),
+        ("/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": 5}]}).encode(), 400, "content"),
+        ("/generate", b"{" + b" " * (9 << 20) + b"}", 413, "limit"),
+        ("/no/such/endpoint", b"{}", 404, "no endpoint"),
+    ]
+    for path, raw, want, text in cases:
+        status, out = call(path, raw=raw)
+        assert status == want, (path, raw[:60], status, out)
+        assert text in out["error"]["message"], (path, out)
+    # A body over the limit sent chunked (no Content-Length) is cut off too.
+    conn = http.client.HTTPConnection(HOST, int(PORT), timeout=60)
+    # 64 KiB chunks, just past 8 MiB: what the server leaves unread fits the socket's buffers.
+    conn.request("POST", "/generate", body=iter([b"{"] + [b" " * (64 << 10)] * 129 + [b"}"]), encode_chunked=True,
+                 headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    assert conn.getresponse().status == 413
+    conn.close()
+    assert call("/health")[0] == 200
+    assert len(ok("/generate", greedy([1, 2], 2))["output_ids"]) == 2
+
+
+for test in (test_info, test_generate, test_control, test_disconnect_frees_pages, test_bad_input_keeps_serving):
+    test()
+    print(f"{test.__name__}: ok", flush=True)
