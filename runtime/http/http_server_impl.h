@@ -92,7 +92,7 @@ struct http_server::impl {
   bool read_json(const httplib::ContentReader& reader, httplib::Response& res, json* out);
 };
 
-void add_info_routes(http_server::impl& s);    // health, models, model info, weight version, loads, control
+void add_info_routes(http_server::impl& s);    // health, models, model info, weight version, loads, metrics, control
 void add_openai_routes(http_server::impl& s);  // /v1/chat/completions, /v1/completions
 void add_sglang_routes(http_server::impl& s);  // /generate
 

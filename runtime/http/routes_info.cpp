@@ -1,11 +1,12 @@
-// GET /health, /health_generate, /v1/models, /get_weight_version, /model_info, /v1/loads
-// and the control verbs (/abort_request, /pause_generation, /continue_generation,
+// GET /health, /health_generate, /v1/models, /get_weight_version, /model_info, /v1/loads,
+// /metrics and the control verbs (/abort_request, /pause_generation, /continue_generation,
 // /flush_cache): each a control verb or a short generation through the gateway.
 #include <ctime>
 
 #include "runtime/http/api_error.h"
 #include "runtime/http/control_api.h"
 #include "runtime/http/http_server_impl.h"
+#include "runtime/http/prometheus.h"
 
 namespace hart::http {
 namespace {
@@ -95,6 +96,12 @@ void add_info_routes(http_server::impl& s) {
     status_or<protocol::stats_reply> st = s.stats();
     if (!st.ok()) return http_server::impl::reply_error(res, st.get_status());
     http_server::impl::reply_json(res, 200, loads_json(*st, unix_now()));
+  });
+  srv.Get("/metrics", [&s](const Request&, Response& res) {
+    status_or<protocol::stats_reply> st = s.stats();
+    if (!st.ok()) return http_server::impl::reply_error(res, st.get_status());
+    res.status = 200;
+    res.set_content(prometheus_text(*st), k_prometheus_content_type);
   });
 
   srv.Post("/abort_request", [&s](const Request&, Response& res, const ContentReader& reader) {

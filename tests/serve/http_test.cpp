@@ -1,6 +1,7 @@
 // `hart serve --http-bind` as a real process, driven by clients no one here wrote: the
-// official OpenAI SDK (node; tests/serve/http/openai_sdk_test.cjs), Python's urllib
-// (tests/serve/http/sglang_http_test.py), and cpp-httplib's client. Each script exits non-zero with the failing assertion on its output.
+// official OpenAI SDK (node; tests/serve/http/openai_sdk_test.cjs), Python's urllib with the
+// Prometheus client's parser (tests/serve/http/sglang_http_test.py), and cpp-httplib's client
+// for the API key. Each script exits non-zero with the failing assertion on its output.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -54,7 +55,7 @@ TEST_F(http_serve, openai_sdk_chat_and_completions) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
-TEST_F(http_serve, sglang_generate_and_control_from_python) {
+TEST_F(http_serve, sglang_generate_control_and_metrics_from_python) {
   ASSERT_FALSE(srv_->http_endpoint().empty()) << "the server did not print its HTTP endpoint";
   const run_result r = run(HART_PYTHON " " HART_HTTP_TESTS "/sglang_http_test.py " + base());
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -1,6 +1,6 @@
-"""SGLang's native endpoints and the control verbs of `hart serve --http-bind`, driven with
-Python's standard-library HTTP client as the RL stacks drive SGLang
-(shared/docs/field-notes.md §3).
+"""SGLang's native endpoints, the control verbs and /metrics of `hart serve --http-bind`,
+driven with Python's standard-library HTTP client as the RL stacks drive SGLang
+(shared/docs/field-notes.md §3), /metrics parsed by the Prometheus client's own parser.
 Also: bad input gets a 4xx with a message and the server keeps serving; a client that
 disconnects mid-stream has its generation aborted and its pages freed.
 
@@ -14,6 +14,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
 
 BASE = sys.argv[1]
 HOST, PORT = BASE.split("//")[1].split(":")
@@ -55,6 +57,18 @@ def sse(path, body, on_event=None):
             if on_event:
                 on_event(events[-1])
     raise AssertionError(f"{path}: the stream ended without [DONE]")
+
+
+def metrics():
+    status, text = call("/metrics")
+    assert status == 200, status
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            name, kind = line.split()[2:4]
+            base = name[:-6] if kind == "counter" and name.endswith("_total") else name
+            assert families[base].type == kind, line
+    return {s.name: s.value for f in families.values() for s in f.samples}, families
 
 
 def loads():
@@ -188,6 +202,7 @@ def test_control():
 
 
 def test_disconnect_frees_pages():
+    before, _ = metrics()
     sock = socket.create_connection((HOST, int(PORT)), timeout=60)
     body = json.dumps({"input_ids": [3, 4, 5, 6], "stream": True,
                        "sampling_params": {"max_new_tokens": 100000, "ignore_eos": True}}).encode()
@@ -202,7 +217,11 @@ def test_disconnect_frees_pages():
     sock.close()  # mid-stream
     wait_idle(10)  # it would run for 100000 tokens
     ok("/flush_cache")
-    assert ok("/v1/loads")["loads"][0]["token_usage"] == 0  # no full page in use
+    after, _ = metrics()
+    assert after["hart_cache_full_pages_used"] == 0 and after["hart_cache_swa_pages_used"] == 0, after
+    assert after["hart_running"] == 0
+    generated = after["hart_generated_tokens_total"] - before["hart_generated_tokens_total"]
+    assert generated < 5000, generated
 
 
 def test_bad_input_keeps_serving():
@@ -233,6 +252,15 @@ def test_bad_input_keeps_serving():
     assert len(ok("/generate", greedy([1, 2], 2))["output_ids"]) == 2
 
 
-for test in (test_info, test_generate, test_control, test_disconnect_frees_pages, test_bad_input_keeps_serving):
+def test_metrics():
+    values, families = metrics()
+    assert families["hart_generated_tokens"].type == "counter" and values["hart_generated_tokens_total"] > 0
+    assert families["hart_queue_depth"].type == "gauge"
+    assert families["hart_weight_version"].type == "gauge" and values["hart_weight_version"] == 0
+    assert "hart_cache_hit_rate" in values and "hart_time_to_first_token_us_mean" in values
+
+
+for test in (test_info, test_generate, test_control, test_disconnect_frees_pages, test_bad_input_keeps_serving,
+             test_metrics):
     test()
     print(f"{test.__name__}: ok", flush=True)
