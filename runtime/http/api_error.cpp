@@ -10,13 +10,19 @@ int http_status_of(status_code c) {
   switch (c) {
     case status_code::invalid_argument:
     case status_code::out_of_range:
-    case status_code::failed_precondition: return 400;
-    case status_code::not_found: return 404;
-    case status_code::resource_exhausted: return 429;
-    case status_code::unimplemented: return 501;
+    case status_code::failed_precondition:
+      return 400;
+    case status_code::not_found:
+      return 404;
+    case status_code::resource_exhausted:
+      return 429;
+    case status_code::unimplemented:
+      return 501;
     case status_code::unavailable:
-    case status_code::cancelled: return 503;
-    default: return 500;
+    case status_code::cancelled:
+      return 503;
+    default:
+      return 500;
   }
 }
 

@@ -8,10 +8,10 @@
 //   //            "param": "temperature", "code": "invalid_argument"}}
 #pragma once
 
-#include <string>
-
 #include "runtime/core/status.h"
 #include "runtime/http/json_fields.h"
+
+#include <string>
 
 namespace hart::http {
 

@@ -31,8 +31,10 @@ double stats_value(const protocol::stats_reply& stats, const std::string& name) 
 }
 
 json loads_json(const protocol::stats_reply& st, int64_t unix_seconds) {
-  const int64_t running = int64_t(stats_value(st, "running")), waiting = int64_t(stats_value(st, "queue_depth"));
-  const double used = stats_value(st, "cache_full_pages_used"), total = stats_value(st, "cache_full_pages_total");
+  const int64_t running = int64_t(stats_value(st, "running")),
+                waiting = int64_t(stats_value(st, "queue_depth"));
+  const double used = stats_value(st, "cache_full_pages_used"),
+               total = stats_value(st, "cache_full_pages_total");
   const double usage = total > 0 ? used / total : 0.0;
   json rank = {{"dp_rank", 0},
                {"num_running_reqs", running},
@@ -69,6 +71,8 @@ json model_info_json(const std::string& model_path, uint64_t weight_version) {
           {"has_audio_understanding", false}};
 }
 
-json weight_version_json(uint64_t weight_version) { return {{"weight_version", std::to_string(weight_version)}}; }
+json weight_version_json(uint64_t weight_version) {
+  return {{"weight_version", std::to_string(weight_version)}};
+}
 
 }  // namespace hart::http

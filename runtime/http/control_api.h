@@ -4,12 +4,12 @@
 // to /v1/loads, /get_weight_version, /model_info and /v1/models answers. Pure functions.
 #pragma once
 
-#include <cstdint>
-#include <string>
-
 #include "runtime/core/status.h"
 #include "runtime/http/json_fields.h"
 #include "runtime/protocol/messages.h"
+
+#include <cstdint>
+#include <string>
 
 namespace hart::http {
 

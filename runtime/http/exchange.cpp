@@ -8,11 +8,13 @@ status_or<protocol::reply> exchange::control(protocol::control_request c, std::c
   submit_(client_, c, replies_);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     std::optional<protocol::reply> r = replies_->pop(left);
     if (!r) break;
-    if (std::holds_alternative<protocol::ack_reply>(*r) || std::holds_alternative<protocol::health_reply>(*r) ||
+    if (std::holds_alternative<protocol::ack_reply>(*r) ||
+        std::holds_alternative<protocol::health_reply>(*r) ||
         std::holds_alternative<protocol::stats_reply>(*r) ||
         std::holds_alternative<protocol::weight_version_reply>(*r) ||
         std::holds_alternative<protocol::error_reply>(*r)) {

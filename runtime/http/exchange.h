@@ -11,6 +11,10 @@
 //   ex.abort();                                    // the client went away
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/http/reply_queue.h"
+#include "runtime/protocol/messages.h"
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -18,16 +22,12 @@
 #include <optional>
 #include <string>
 
-#include "runtime/core/status.h"
-#include "runtime/http/reply_queue.h"
-#include "runtime/protocol/messages.h"
-
 namespace hart::http {
 
 /// Hands `request` from `client` to the gateway actor with the queue its replies go to. Called
 /// on HTTP threads; must not block.
-using submit_fn =
-    std::function<void(const std::string& client, protocol::request request, std::shared_ptr<reply_queue> replies)>;
+using submit_fn = std::function<void(const std::string& client, protocol::request request,
+                                     std::shared_ptr<reply_queue> replies)>;
 
 /// The request id an exchange gives its one generation.
 constexpr uint64_t k_exchange_request_id = 1;

@@ -10,13 +10,13 @@
 //   gen.sample(0).text;
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/protocol/messages.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "runtime/core/status.h"
-#include "runtime/protocol/messages.h"
 
 namespace hart::http {
 

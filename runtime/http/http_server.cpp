@@ -1,10 +1,10 @@
 #include "runtime/http/http_server.h"
 
-#include <arpa/inet.h>
-
 #include "runtime/core/log.h"
 #include "runtime/http/api_error.h"
 #include "runtime/http/http_server_impl.h"
+
+#include <arpa/inet.h>
 
 namespace hart::http {
 
@@ -38,9 +38,12 @@ status http_params::validate() const {
   int port = 0;
   HART_RETURN_IF_ERROR(split_host_port(bind, &host, &port));
   if (!host_is_loopback(host) && api_key.empty())
-    return invalid_argument("http bind '%s': not a loopback address; serving it needs an API key (--api-key)", bind.c_str());
-  if (max_body_bytes < 1024) return invalid_argument("http max body: %zu bytes, must be >= 1024", max_body_bytes);
-  if (threads < 1 || threads > 4096) return invalid_argument("http threads: %d, must be in [1, 4096]", threads);
+    return invalid_argument("http bind '%s': not a loopback address; serving it needs an API key (--api-key)",
+                            bind.c_str());
+  if (max_body_bytes < 1024)
+    return invalid_argument("http max body: %zu bytes, must be >= 1024", max_body_bytes);
+  if (threads < 1 || threads > 4096)
+    return invalid_argument("http threads: %d, must be in [1, 4096]", threads);
   if (model_name.empty()) return invalid_argument("http: a served model name is required");
   return {};
 }
@@ -80,7 +83,8 @@ http_server::impl::tracked::~tracked() {
   std::lock_guard<std::mutex> lock(s_.live_m);
   auto it = s_.live.find(rid_);
   // Only our own entry: a later generation may have taken the name.
-  if (it != s_.live.end() && !it->second.owner_before(ex_) && !ex_.owner_before(it->second)) s_.live.erase(it);
+  if (it != s_.live.end() && !it->second.owner_before(ex_) && !ex_.owner_before(it->second))
+    s_.live.erase(it);
 }
 
 bool http_server::impl::start(exchange& ex, const protocol::generate_request& g, generation& gen,
@@ -98,12 +102,14 @@ bool http_server::impl::start(exchange& ex, const protocol::generate_request& g,
       reply_error(res, status(e->code, e->message));
       return false;
     }
-    if (const auto* f = std::get_if<protocol::final_event>(&*r); f && f->reason == protocol::finish_reason::error) {
+    if (const auto* f = std::get_if<protocol::final_event>(&*r);
+        f && f->reason == protocol::finish_reason::error) {
       ex.abort();  // its other samples failed the same way (submitted together)
       reply_error(res, status_from_text(f->error_message));
       return false;
     }
-    if (std::holds_alternative<protocol::chunk_event>(*r) || std::holds_alternative<protocol::final_event>(*r)) {
+    if (std::holds_alternative<protocol::chunk_event>(*r) ||
+        std::holds_alternative<protocol::final_event>(*r)) {
       pending->push_back(std::move(*r));
       return true;
     }
@@ -152,11 +158,17 @@ constexpr int k_replies_per_write = 256;
 
 }  // namespace
 
-void http_server::impl::stream(httplib::Response& res, std::shared_ptr<exchange> ex, std::shared_ptr<generation> gen,
-                               std::vector<protocol::reply> pending, stream_fn on_reply, stream_end_fn on_end,
-                               std::shared_ptr<void> keep) {
+void http_server::impl::stream(httplib::Response& res, std::shared_ptr<exchange> ex,
+                               std::shared_ptr<generation> gen, std::vector<protocol::reply> pending,
+                               stream_fn on_reply, stream_end_fn on_end, std::shared_ptr<void> keep) {
   auto st = std::make_shared<stream_state>();
-  *st = {this, std::move(ex), std::move(gen), std::move(pending), std::move(on_reply), std::move(on_end), std::move(keep)};
+  *st = {this,
+         std::move(ex),
+         std::move(gen),
+         std::move(pending),
+         std::move(on_reply),
+         std::move(on_end),
+         std::move(keep)};
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -170,7 +182,10 @@ void http_server::impl::stream(httplib::Response& res, std::shared_ptr<exchange>
           st->pending.clear();
         } else if (std::optional<protocol::reply> r = st->ex->next(k_poll)) {
           take(*r);
-          for (int k = 1; k < k_replies_per_write && !st->gen->done() && (r = st->ex->next(std::chrono::milliseconds(0))); ++k) take(*r);
+          for (int k = 1; k < k_replies_per_write && !st->gen->done() &&
+                          (r = st->ex->next(std::chrono::milliseconds(0)));
+               ++k)
+            take(*r);
         }
         const bool done = st->gen->done();
         if (done) out += st->on_end(*st->gen);
@@ -219,7 +234,9 @@ bool http_server::impl::read_json(const httplib::ContentReader& reader, httplib:
   if (over || res.status == 413) {
     // The rest of a chunked body was not read: this connection cannot carry another request.
     res.set_header("Connection", "close");
-    reply_json(res, 413, error_body(invalid_argument("request body: larger than this server's limit of %zu bytes (--http-max-body)", max)));
+    reply_json(res, 413,
+               error_body(invalid_argument(
+                   "request body: larger than this server's limit of %zu bytes (--http-max-body)", max)));
     return false;
   }
   if (!ok) {
@@ -243,7 +260,9 @@ bool http_server::impl::read_json(const httplib::ContentReader& reader, httplib:
 
 http_server::http_server(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
-http_server::~http_server() { stop(); }
+http_server::~http_server() {
+  stop();
+}
 
 std::string http_server::endpoint() const {
   std::string host;
@@ -273,23 +292,32 @@ status_or<std::unique_ptr<http_server>> http_server::start(const http_params& pa
     if (key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     const std::string got = req.get_header_value("Authorization"), want = "Bearer " + key;
     unsigned diff = got.size() != want.size();  // compared in full: no timing hint of a prefix
-    for (size_t i = 0; i < want.size(); ++i) diff |= unsigned(i < got.size() ? got[i] : 0) ^ unsigned(want[i]);
+    for (size_t i = 0; i < want.size(); ++i)
+      diff |= unsigned(i < got.size() ? got[i] : 0) ^ unsigned(want[i]);
     if (diff == 0) return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
-    impl::reply_json(res, 401, {{"error", {{"message", "missing or wrong API key (Authorization: Bearer ...)"},
-                                     {"type", "invalid_request_error"}, {"param", nullptr}, {"code", "invalid_api_key"}}}});
+    impl::reply_json(res, 401,
+                     {{"error",
+                       {{"message", "missing or wrong API key (Authorization: Bearer ...)"},
+                        {"type", "invalid_request_error"},
+                        {"param", nullptr},
+                        {"code", "invalid_api_key"}}}});
     return httplib::Server::HandlerResponse::Handled;
   });
   const size_t max_body = params.max_body_bytes;
-  srv.set_error_handler(httplib::Server::HandlerWithResponse([max_body](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // answered already
-    status s = res.status == 404   ? not_found("no endpoint %s %s", req.method.c_str(), req.path.c_str())
-               : res.status == 413 ? invalid_argument("request body: larger than this server's limit of %zu bytes (--http-max-body)", max_body)
-                                   : invalid_argument("malformed HTTP request (status %d)", res.status);
-    const int code = res.status;
-    impl::reply_json(res, code, error_body(s));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  srv.set_error_handler(
+      httplib::Server::HandlerWithResponse([max_body](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // answered already
+        status s = res.status == 404 ? not_found("no endpoint %s %s", req.method.c_str(), req.path.c_str())
+                   : res.status == 413
+                       ? invalid_argument(
+                             "request body: larger than this server's limit of %zu bytes (--http-max-body)",
+                             max_body)
+                       : invalid_argument("malformed HTTP request (status %d)", res.status);
+        const int code = res.status;
+        impl::reply_json(res, code, error_body(s));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   srv.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown exception";
     try {
@@ -312,7 +340,8 @@ status_or<std::unique_ptr<http_server>> http_server::start(const http_params& pa
     p->port = srv.bind_to_any_port(host);
     if (p->port <= 0) return unavailable("http bind '%s': cannot bind", params.bind.c_str());
   } else {
-    if (!srv.bind_to_port(host, port)) return unavailable("http bind '%s': cannot bind (in use?)", params.bind.c_str());
+    if (!srv.bind_to_port(host, port))
+      return unavailable("http bind '%s': cannot bind (in use?)", params.bind.c_str());
     p->port = port;
   }
   impl* raw = p.get();

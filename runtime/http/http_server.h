@@ -13,14 +13,14 @@
 //   srv.value()->endpoint();                      // "127.0.0.1:40123"
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/http/exchange.h"
+#include "runtime/text/tokenizer.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include "runtime/core/status.h"
-#include "runtime/http/exchange.h"
-#include "runtime/text/tokenizer.h"
 
 namespace hart::http {
 
@@ -33,10 +33,10 @@ struct http_params {
   /// Threads answering requests: the most exchanges (a stream holds one) served at once;
   /// more connections wait for a thread.
   int threads = 64;
-  std::string model_name;  ///< /v1/models; a request's `model` must be this (or absent)
-  std::string model_path;  ///< /model_info
-  int64_t max_context = 0;   ///< /v1/models max_model_len (0 = unknown)
-  int32_t eos_token_id = -1; ///< the stop token the scheduler ends samples with (< 0: none)
+  std::string model_name;          ///< /v1/models; a request's `model` must be this (or absent)
+  std::string model_path;          ///< /model_info
+  int64_t max_context = 0;         ///< /v1/models max_model_len (0 = unknown)
+  int32_t eos_token_id = -1;       ///< the stop token the scheduler ends samples with (< 0: none)
   const tokenizer* tok = nullptr;  ///< token texts of log-probs; may be null; outlives the server
 
   status validate() const;

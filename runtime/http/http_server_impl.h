@@ -4,6 +4,13 @@
 // nothing outside runtime/http sees.
 #pragma once
 
+#include "runtime/http/exchange.h"
+#include "runtime/http/generation.h"
+#include "runtime/http/http_server.h"
+#include "runtime/http/json_fields.h"
+
+#include <httplib.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -12,13 +19,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-
-#include <httplib.h>
-
-#include "runtime/http/exchange.h"
-#include "runtime/http/generation.h"
-#include "runtime/http/http_server.h"
-#include "runtime/http/json_fields.h"
 
 namespace hart::http {
 
@@ -55,7 +55,8 @@ struct http_server::impl {
   /// stream's end).
   class tracked {
    public:
-    tracked(impl& s, std::string rid, std::weak_ptr<exchange> ex) : s_(s), rid_(std::move(rid)), ex_(std::move(ex)) {}
+    tracked(impl& s, std::string rid, std::weak_ptr<exchange> ex)
+        : s_(s), rid_(std::move(rid)), ex_(std::move(ex)) {}
     ~tracked();
     tracked(const tracked&) = delete;
     tracked& operator=(const tracked&) = delete;
@@ -92,7 +93,8 @@ struct http_server::impl {
   bool read_json(const httplib::ContentReader& reader, httplib::Response& res, json* out);
 };
 
-void add_info_routes(http_server::impl& s);    // health, models, model info, weight version, loads, metrics, control
+void add_info_routes(
+    http_server::impl& s);  // health, models, model info, weight version, loads, metrics, control
 void add_openai_routes(http_server::impl& s);  // /v1/chat/completions, /v1/completions
 void add_sglang_routes(http_server::impl& s);  // /generate
 

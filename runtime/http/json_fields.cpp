@@ -7,11 +7,14 @@ namespace hart::http {
 status_or<json> parse_body(std::string_view body) {
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return invalid_argument("the request body is not valid JSON");
-  if (!j.is_object()) return invalid_argument("the request body must be a JSON object, got %s", j.type_name());
+  if (!j.is_object())
+    return invalid_argument("the request body must be a JSON object, got %s", j.type_name());
   return j;
 }
 
-std::string json_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string json_text(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 bool json_fields::has(const char* key) const {
   const auto it = o_.find(key);
@@ -53,7 +56,9 @@ status json_fields::get_int(const char* key, int64_t lo, int64_t hi, int64_t* ou
   int64_t x = 0;
   if (v.is_number_unsigned()) {
     const uint64_t u = v.get<uint64_t>();
-    if (u > uint64_t(hi)) return invalid_argument("%s: %llu, expected %s", name(key).c_str(), (unsigned long long)u, expected.c_str());
+    if (u > uint64_t(hi))
+      return invalid_argument("%s: %llu, expected %s", name(key).c_str(), (unsigned long long)u,
+                              expected.c_str());
     x = int64_t(u);
   } else if (v.is_number_integer()) {
     x = v.get<int64_t>();
@@ -65,7 +70,8 @@ status json_fields::get_int(const char* key, int64_t lo, int64_t hi, int64_t* ou
   } else {
     return wrong_type(key, expected.c_str());
   }
-  if (x < lo || x > hi) return invalid_argument("%s: %lld, expected %s", name(key).c_str(), (long long)x, expected.c_str());
+  if (x < lo || x > hi)
+    return invalid_argument("%s: %lld, expected %s", name(key).c_str(), (long long)x, expected.c_str());
   *out = x;
   return {};
 }
@@ -126,7 +132,8 @@ status json_fields::unsupported(const char* key, const char* what) const {
   if (!has(key)) return {};
   const json& v = o_.at(key);
   const bool off = (v.is_boolean() && !v.get<bool>()) || (v.is_number() && v.get<double>() == 0.0) ||
-                   (v.is_string() && v.get<std::string>().empty()) || ((v.is_array() || v.is_object()) && v.empty());
+                   (v.is_string() && v.get<std::string>().empty()) ||
+                   ((v.is_array() || v.is_object()) && v.empty());
   if (off) return {};
   return invalid_argument("%s: %s is not supported by this server", name(key).c_str(), what);
 }

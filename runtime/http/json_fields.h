@@ -9,15 +9,15 @@
 //   HART_RETURN_IF_ERROR(f.get("temperature", &s.temperature));
 #pragma once
 
+#include "runtime/core/status.h"
+
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-
-#include "runtime/core/status.h"
 
 namespace hart::http {
 
@@ -32,7 +32,8 @@ std::string json_text(const json& j);
 class json_fields {
  public:
   /// `object` must be a JSON object and outlive this; `prefix` names it in errors ("sampling_params.").
-  explicit json_fields(const json& object, std::string prefix = {}) : o_(object), prefix_(std::move(prefix)) {}
+  explicit json_fields(const json& object, std::string prefix = {})
+      : o_(object), prefix_(std::move(prefix)) {}
 
   /// Present and not null.
   bool has(const char* key) const;

@@ -7,12 +7,14 @@ namespace {
 
 TEST(json_fields, parse_body_refuses_bad_json_and_non_objects) {
   EXPECT_EQ(parse_body("{\"a\": ").get_status().code(), status_code::invalid_argument);
-  EXPECT_NE(parse_body("[1, 2]").get_status().message().find("must be a JSON object, got array"), std::string::npos);
+  EXPECT_NE(parse_body("[1, 2]").get_status().message().find("must be a JSON object, got array"),
+            std::string::npos);
   EXPECT_TRUE(parse_body("{\"a\": 1}").ok());
 }
 
 TEST(json_fields, wrong_types_and_ranges_name_the_field) {
-  const json o = json::parse(R"({"t": "hot", "n": 2.5, "k": -3, "b": 1, "stop": ["a", 7], "ids": [1, -2], "x": null})");
+  const json o =
+      json::parse(R"({"t": "hot", "n": 2.5, "k": -3, "b": 1, "stop": ["a", 7], "ids": [1, -2], "x": null})");
   json_fields f(o, "sampling_params.");
   float t = 1.0f;
   status s = f.get("t", &t);

@@ -1,8 +1,8 @@
 #include "runtime/http/openai_api.h"
 
-#include <algorithm>
-
 #include "runtime/protocol/validate.h"
+
+#include <algorithm>
 
 namespace hart::http {
 namespace {
@@ -19,15 +19,20 @@ status parse_content(const json& content, const std::string& field, std::string*
     *out = content.get<std::string>();
     return {};
   }
-  if (!content.is_array()) return invalid_argument("%s: expected a string or a list of parts, got %s", field.c_str(), content.type_name());
+  if (!content.is_array())
+    return invalid_argument("%s: expected a string or a list of parts, got %s", field.c_str(),
+                            content.type_name());
   for (size_t i = 0; i < content.size(); ++i) {
     const json& p = content[i];
     const std::string name = field + "[" + std::to_string(i) + "]";
-    if (!p.is_object()) return invalid_argument("%s: expected an object, got %s", name.c_str(), p.type_name());
+    if (!p.is_object())
+      return invalid_argument("%s: expected an object, got %s", name.c_str(), p.type_name());
     json_fields f(p, name + ".");
     std::string type, text;
     HART_RETURN_IF_ERROR(f.get("type", &type));
-    if (type != "text") return invalid_argument("%s.type: '%s' parts are not supported (text only)", name.c_str(), type.c_str());
+    if (type != "text")
+      return invalid_argument("%s.type: '%s' parts are not supported (text only)", name.c_str(),
+                              type.c_str());
     HART_RETURN_IF_ERROR(f.get("text", &text));
     *out += text;
   }
@@ -40,7 +45,8 @@ status parse_messages(const json_fields& f, std::vector<protocol::chat_message>*
   if (!msgs.is_array()) return invalid_argument("messages: expected a list, got %s", msgs.type_name());
   for (size_t i = 0; i < msgs.size(); ++i) {
     const std::string name = "messages[" + std::to_string(i) + "]";
-    if (!msgs[i].is_object()) return invalid_argument("%s: expected an object, got %s", name.c_str(), msgs[i].type_name());
+    if (!msgs[i].is_object())
+      return invalid_argument("%s: expected an object, got %s", name.c_str(), msgs[i].type_name());
     json_fields m(msgs[i], name + ".");
     protocol::chat_message cm;
     HART_RETURN_IF_ERROR(m.get("role", &cm.role));
@@ -49,7 +55,8 @@ status parse_messages(const json_fields& f, std::vector<protocol::chat_message>*
     if (cm.role == "developer") cm.role = "system";
     HART_RETURN_IF_ERROR(m.unsupported("tool_calls", "tool calling"));
     HART_RETURN_IF_ERROR(m.unsupported("function_call", "function calling"));
-    if (m.has("content")) HART_RETURN_IF_ERROR(parse_content(m.at("content"), name + ".content", &cm.content));
+    if (m.has("content"))
+      HART_RETURN_IF_ERROR(parse_content(m.at("content"), name + ".content", &cm.content));
     // reasoning_content / reasoning of earlier assistant turns: the DeepSeek template drops
     // earlier reasoning, so they are accepted and not rendered.
     out->push_back(std::move(cm));
@@ -61,9 +68,11 @@ status parse_messages(const json_fields& f, std::vector<protocol::chat_message>*
 status parse_prompt(const json_fields& f, protocol::generate_request* g) {
   if (!f.has("prompt")) return invalid_argument("prompt: required");
   const json* p = &f.at("prompt");
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array()))
+    p = &(*p)[0];
   else if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array()))
-    return invalid_argument("prompt: %zu prompts in one request; batched completions are not supported", p->size());
+    return invalid_argument("prompt: %zu prompts in one request; batched completions are not supported",
+                            p->size());
   if (p->is_string()) {
     g->kind = protocol::prompt_kind::text;
     g->text = p->get<std::string>();
@@ -88,7 +97,8 @@ json chat_logprobs(const sample_output& s, size_t from, size_t to, const tokeniz
     json e = token_entry(tok, s.token_ids[k], s.logprobs[k]);
     json top = json::array();
     if (k < s.top_logprobs.size()) {
-      for (const protocol::token_logprob& t : s.top_logprobs[k]) top.push_back(token_entry(tok, t.token_id, t.logprob));
+      for (const protocol::token_logprob& t : s.top_logprobs[k])
+        top.push_back(token_entry(tok, t.token_id, t.logprob));
     }
     e["top_logprobs"] = std::move(top);
     content.push_back(std::move(e));
@@ -97,7 +107,8 @@ json chat_logprobs(const sample_output& s, size_t from, size_t to, const tokeniz
 }
 
 // completions: the legacy {tokens, token_logprobs, top_logprobs, text_offset} for [from, to).
-json completion_logprobs(const sample_output& s, size_t from, size_t to, size_t text_offset, const tokenizer* tok) {
+json completion_logprobs(const sample_output& s, size_t from, size_t to, size_t text_offset,
+                         const tokenizer* tok) {
   json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
   for (size_t k = from; k < to && k < s.logprobs.size(); ++k) {
     const std::string t = tok ? std::string(tok->token_bytes(int32_t(s.token_ids[k]))) : std::string();
@@ -106,7 +117,8 @@ json completion_logprobs(const sample_output& s, size_t from, size_t to, size_t 
     json top = json::object();
     if (k < s.top_logprobs.size()) {
       for (const protocol::token_logprob& e : s.top_logprobs[k]) {
-        top[tok ? std::string(tok->token_bytes(int32_t(e.token_id))) : std::to_string(e.token_id)] = e.logprob;
+        top[tok ? std::string(tok->token_bytes(int32_t(e.token_id))) : std::to_string(e.token_id)] =
+            e.logprob;
       }
     }
     tops.push_back(std::move(top));
@@ -127,7 +139,8 @@ status_or<openai_request> parse_openai_request(const json& body, bool chat, cons
   std::string model;
   HART_RETURN_IF_ERROR(f.get("model", &model));
   if (!model.empty() && model != served_model)
-    return not_found("model: '%s' is not served here (this server serves '%s')", model.c_str(), served_model.c_str());
+    return not_found("model: '%s' is not served here (this server serves '%s')", model.c_str(),
+                     served_model.c_str());
 
   if (chat) {
     g.kind = protocol::prompt_kind::messages;
@@ -150,12 +163,14 @@ status_or<openai_request> parse_openai_request(const json& body, bool chat, cons
     HART_RETURN_IF_ERROR(f.get_object("response_format", &rf));
     std::string type;
     HART_RETURN_IF_ERROR(json_fields(*rf, "response_format.").get("type", &type));
-    if (type != "text") return invalid_argument("response_format.type: '%s' is not supported (text only)", type.c_str());
+    if (type != "text")
+      return invalid_argument("response_format.type: '%s' is not supported (text only)", type.c_str());
   }
   if (f.has("repetition_penalty")) {
     float rp = 1.0f;
     HART_RETURN_IF_ERROR(f.get("repetition_penalty", &rp));
-    if (rp != 1.0f) return invalid_argument("repetition_penalty: a repetition penalty is not supported by this server");
+    if (rp != 1.0f)
+      return invalid_argument("repetition_penalty: a repetition penalty is not supported by this server");
   }
   int64_t best_of = 1;
   HART_RETURN_IF_ERROR(f.get_int("best_of", 1, 1, &best_of));
@@ -212,10 +227,14 @@ status_or<openai_request> parse_openai_request(const json& body, bool chat, cons
 
 const char* openai_finish_reason(protocol::finish_reason r) {
   switch (r) {
-    case protocol::finish_reason::stop: return "stop";
-    case protocol::finish_reason::length: return "length";
-    case protocol::finish_reason::abort: return "abort";
-    case protocol::finish_reason::error: return "error";
+    case protocol::finish_reason::stop:
+      return "stop";
+    case protocol::finish_reason::length:
+      return "length";
+    case protocol::finish_reason::abort:
+      return "abort";
+    case protocol::finish_reason::error:
+      return "error";
   }
   return "error";
 }
@@ -270,8 +289,10 @@ std::string openai_stream::on_reply(const generation& gen, int sample, const pro
   started_.resize(gen.size(), false);
   if (r_.chat && !started_[sample]) {
     started_[sample] = true;
-    out += sse_event(chunk(json::array(
-        {{{"index", sample}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})));
+    out += sse_event(chunk(json::array({{{"index", sample},
+                                         {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                         {"logprobs", nullptr},
+                                         {"finish_reason", nullptr}}})));
   }
   const sample_output& s = gen.sample(size_t(sample));
   if (const auto* c = std::get_if<protocol::chunk_event>(&reply)) {
@@ -285,16 +306,24 @@ std::string openai_stream::on_reply(const generation& gen, int sample, const pro
       choice["logprobs"] = lp ? chat_logprobs(s, from, to, ctx_.tok) : json(nullptr);
     } else {
       choice["text"] = c->text;
-      choice["logprobs"] = lp ? completion_logprobs(s, from, to, s.text.size() - c->text.size(), ctx_.tok) : json(nullptr);
+      choice["logprobs"] =
+          lp ? completion_logprobs(s, from, to, s.text.size() - c->text.size(), ctx_.tok) : json(nullptr);
     }
     out += sse_event(chunk(json::array({std::move(choice)})));
   } else if (std::holds_alternative<protocol::final_event>(reply)) {
     if (s.final.reason == protocol::finish_reason::error) {
-      out += sse_event({{"error", {{"message", s.final.error_message}, {"type", "server_error"}, {"param", nullptr}, {"code", "internal"}}}});
+      out += sse_event({{"error",
+                         {{"message", s.final.error_message},
+                          {"type", "server_error"},
+                          {"param", nullptr},
+                          {"code", "internal"}}}});
     }
-    json choice = {{"index", sample}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(s.final.reason)}};
-    if (r_.chat) choice["delta"] = json::object();
-    else choice["text"] = "";
+    json choice = {
+        {"index", sample}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(s.final.reason)}};
+    if (r_.chat)
+      choice["delta"] = json::object();
+    else
+      choice["text"] = "";
     out += sse_event(chunk(json::array({std::move(choice)})));
   }
   return out;
@@ -310,6 +339,8 @@ std::string openai_stream::end(const generation& gen) {
   return out + k_sse_done;
 }
 
-std::string sse_event(const json& j) { return "data: " + json_text(j) + "\n\n"; }
+std::string sse_event(const json& j) {
+  return "data: " + json_text(j) + "\n\n";
+}
 
 }  // namespace hart::http

@@ -9,15 +9,15 @@
 //   json answer = openai_response(r, gen, ctx);
 #pragma once
 
-#include <cstdint>
-#include <string>
-#include <vector>
-
 #include "runtime/core/status.h"
 #include "runtime/http/generation.h"
 #include "runtime/http/json_fields.h"
 #include "runtime/protocol/messages.h"
 #include "runtime/text/tokenizer.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
 
 namespace hart::http {
 
@@ -25,7 +25,7 @@ struct openai_request {
   protocol::generate_request g;  ///< request_id is the exchange's
   bool chat = true;              ///< /v1/chat/completions, else /v1/completions
   bool stream = false;
-  bool include_usage = false;    ///< stream_options.include_usage
+  bool include_usage = false;  ///< stream_options.include_usage
 };
 
 /// The request in `body` (a JSON object). invalid_argument naming the field for a wrong type,

@@ -57,20 +57,31 @@ TEST(openai_api, chat_fields_map_onto_the_protocol_request) {
 }
 
 TEST(openai_api, bad_requests_are_typed_errors_naming_the_field) {
-  EXPECT_EQ(parse(R"({"model": "other", "messages": [{"role": "user", "content": "x"}]})").get_status().code(),
-            status_code::not_found);
+  EXPECT_EQ(
+      parse(R"({"model": "other", "messages": [{"role": "user", "content": "x"}]})").get_status().code(),
+      status_code::not_found);
   EXPECT_EQ(parse(R"({"messages": "hi"})").get_status().message(), "messages: expected a list, got string");
-  EXPECT_EQ(parse(R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})").get_status().message(),
+  EXPECT_EQ(parse(R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})")
+                .get_status()
+                .message(),
             "temperature: expected a number, got string");
-  EXPECT_EQ(parse(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})").get_status().message(),
-            "top_logprobs: needs logprobs: true");
+  EXPECT_EQ(
+      parse(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})").get_status().message(),
+      "top_logprobs: needs logprobs: true");
   EXPECT_NE(parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})")
-                .get_status().message().find("tool calling is not supported"), std::string::npos);
-  EXPECT_NE(parse(R"({"messages": [{"role": "user", "content": "x"}], "n": 0})").get_status().message().find("n: 0"),
+                .get_status()
+                .message()
+                .find("tool calling is not supported"),
+            std::string::npos);
+  EXPECT_NE(parse(R"({"messages": [{"role": "user", "content": "x"}], "n": 0})")
+                .get_status()
+                .message()
+                .find("n: 0"),
             std::string::npos);
   // The protocol's own validation runs too (validate.h): a temperature out of range.
-  EXPECT_EQ(parse(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 1000})").get_status().code(),
-            status_code::invalid_argument);
+  EXPECT_EQ(
+      parse(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 1000})").get_status().code(),
+      status_code::invalid_argument);
   EXPECT_EQ(parse(R"({})").get_status().message(), "messages: required");
 }
 
@@ -87,7 +98,8 @@ TEST(openai_api, completions_take_text_or_token_ids_and_legacy_logprobs) {
 }
 
 TEST(openai_api, response_counts_usage_and_drops_the_stop_token) {
-  auto r = parse(R"({"messages": [{"role": "user", "content": "x"}], "n": 2, "logprobs": true, "top_logprobs": 1})");
+  auto r = parse(
+      R"({"messages": [{"role": "user", "content": "x"}], "n": 2, "logprobs": true, "top_logprobs": 1})");
   ASSERT_TRUE(r.ok());
   const int32_t eos = 9;
   generation gen(r->g.sampling, eos);
@@ -112,15 +124,16 @@ TEST(openai_api, response_counts_usage_and_drops_the_stop_token) {
 }
 
 TEST(openai_api, stream_sends_role_deltas_finish_usage_and_done) {
-  auto r = parse(R"({"messages": [{"role": "user", "content": "x"}], "stream": true, "stream_options": {"include_usage": true}})");
+  auto r = parse(
+      R"({"messages": [{"role": "user", "content": "x"}], "stream": true, "stream_options": {"include_usage": true}})");
   ASSERT_TRUE(r.ok());
   generation gen(r->g.sampling, 9);
   openai_context ctx{"chatcmpl-2", 100, "tiny", nullptr};
   openai_stream st(*r, ctx);
   std::string out;
-  for (const protocol::reply& rep : {protocol::reply{chunk(0, 4, "hel", -1)}, protocol::reply{chunk(0, 5, "", -1)},
-                                     protocol::reply{chunk(0, 9, "", -1)},
-                                     protocol::reply{final(0, protocol::finish_reason::stop, 3)}}) {
+  for (const protocol::reply& rep :
+       {protocol::reply{chunk(0, 4, "hel", -1)}, protocol::reply{chunk(0, 5, "", -1)},
+        protocol::reply{chunk(0, 9, "", -1)}, protocol::reply{final(0, protocol::finish_reason::stop, 3)}}) {
     out += st.on_reply(gen, gen.apply(rep), rep);
   }
   out += st.end(gen);

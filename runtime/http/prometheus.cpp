@@ -12,10 +12,17 @@ namespace {
 // levels or windowed statistics. NOTE(hart): a new monotonic entry belongs here, or it is
 // exposed as a gauge (still parseable, but rate() would not treat resets right).
 const std::set<std::string>& counters() {
-  static const std::set<std::string> names = {
-      "steps",           "steps_planned_ahead", "preemptions",          "finished",
-      "generated_tokens", "prefill_tokens",     "decode_steps_with_shard", "pages_granted_ahead",
-      "decode_outcomes_caught", "cache_evicted_full_pages", "worker_failures"};
+  static const std::set<std::string> names = {"steps",
+                                              "steps_planned_ahead",
+                                              "preemptions",
+                                              "finished",
+                                              "generated_tokens",
+                                              "prefill_tokens",
+                                              "decode_steps_with_shard",
+                                              "pages_granted_ahead",
+                                              "decode_outcomes_caught",
+                                              "cache_evicted_full_pages",
+                                              "worker_failures"};
   return names;
 }
 

@@ -7,9 +7,9 @@
 //   res.set_content(prometheus_text(stats), k_prometheus_content_type);
 #pragma once
 
-#include <string>
-
 #include "runtime/protocol/messages.h"
+
+#include <string>
 
 namespace hart::http {
 

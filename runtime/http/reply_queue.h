@@ -11,14 +11,14 @@
 //   while (auto r = q->pop(std::chrono::milliseconds(50))) { ... }
 #pragma once
 
+#include "runtime/protocol/messages.h"
+
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <mutex>
 #include <optional>
-
-#include "runtime/protocol/messages.h"
 
 namespace hart::http {
 

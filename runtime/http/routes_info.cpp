@@ -1,12 +1,12 @@
 // GET /health, /health_generate, /v1/models, /get_weight_version, /model_info, /v1/loads,
 // /metrics and the control verbs (/abort_request, /pause_generation, /continue_generation,
 // /flush_cache): each a control verb or a short generation through the gateway.
-#include <ctime>
-
 #include "runtime/http/api_error.h"
 #include "runtime/http/control_api.h"
 #include "runtime/http/http_server_impl.h"
 #include "runtime/http/prometheus.h"
+
+#include <ctime>
 
 namespace hart::http {
 namespace {
@@ -18,7 +18,9 @@ using httplib::Response;
 // SGLang's own health_generate waits 20 s.
 constexpr std::chrono::seconds k_health_generate_timeout{20};
 
-int64_t unix_now() { return int64_t(std::time(nullptr)); }
+int64_t unix_now() {
+  return int64_t(std::time(nullptr));
+}
 
 protocol::control_request verb(protocol::control_verb v) {
   protocol::control_request c;
@@ -58,12 +60,16 @@ void health_generate(http_server::impl& s, Response& res) {
   }
   if (!gen.done()) {
     ex->abort();
-    return http_server::impl::reply_error(res, unavailable("health_generate: no token within %lld s (paused or overloaded?)",
-                                                           (long long)k_health_generate_timeout.count()));
+    return http_server::impl::reply_error(
+        res, unavailable("health_generate: no token within %lld s (paused or overloaded?)",
+                         (long long)k_health_generate_timeout.count()));
   }
-  if (!gen.error().ok()) return http_server::impl::reply_error(res, unavailable("health_generate: %s", gen.error().to_string().c_str()));
+  if (!gen.error().ok())
+    return http_server::impl::reply_error(
+        res, unavailable("health_generate: %s", gen.error().to_string().c_str()));
   if (gen.sample(0).final.reason == protocol::finish_reason::error)
-    return http_server::impl::reply_error(res, unavailable("health_generate: %s", gen.sample(0).final.error_message.c_str()));
+    return http_server::impl::reply_error(
+        res, unavailable("health_generate: %s", gen.sample(0).final.error_message.c_str()));
   res.status = 200;
 }
 
@@ -78,7 +84,8 @@ void add_info_routes(http_server::impl& s) {
   });
   srv.Get("/health_generate", [&s](const Request&, Response& res) { health_generate(s, res); });
   srv.Get("/v1/models", [&s](const Request&, Response& res) {
-    http_server::impl::reply_json(res, 200, models_json(s.params.model_name, unix_now(), s.params.max_context));
+    http_server::impl::reply_json(res, 200,
+                                  models_json(s.params.model_name, unix_now(), s.params.max_context));
   });
   srv.Get("/get_weight_version", [&s](const Request&, Response& res) {
     status_or<uint64_t> v = weight_version(s);

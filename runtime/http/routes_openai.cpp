@@ -1,10 +1,10 @@
 // POST /v1/chat/completions and /v1/completions: OpenAI's request to the gateway, its answer
 // whole or as server-sent events (openai_api.h).
-#include <cstdio>
-#include <ctime>
-
 #include "runtime/http/http_server_impl.h"
 #include "runtime/http/openai_api.h"
+
+#include <cstdio>
+#include <ctime>
 
 namespace hart::http {
 namespace {
@@ -30,15 +30,18 @@ void completions(http_server::impl& s, bool chat, const ContentReader& reader, R
   x->request = std::move(r).value();
   std::shared_ptr<exchange> ex = s.new_exchange();
   char id[32];
-  std::snprintf(id, sizeof id, "%016llx", (unsigned long long)(uint64_t(std::time(nullptr)) << 24 ^ s.serial.load()));
-  x->ctx = {(chat ? "chatcmpl-" : "cmpl-") + std::string(id), int64_t(std::time(nullptr)), s.params.model_name, s.params.tok};
+  std::snprintf(id, sizeof id, "%016llx",
+                (unsigned long long)(uint64_t(std::time(nullptr)) << 24 ^ s.serial.load()));
+  x->ctx = {(chat ? "chatcmpl-" : "cmpl-") + std::string(id), int64_t(std::time(nullptr)),
+            s.params.model_name, s.params.tok};
   // Named so /abort_request {"abort_all": true} reaches OpenAI requests too.
   x->name = s.track("", ex);
   auto gen = std::make_shared<generation>(x->request.g.sampling, s.params.eos_token_id);
   std::vector<protocol::reply> pending;
   if (!s.start(*ex, x->request.g, *gen, &pending, res)) return;
   if (!x->request.stream) {
-    if (s.finish(*ex, *gen, std::move(pending), res)) http_server::impl::reply_json(res, 200, openai_response(x->request, *gen, x->ctx));
+    if (s.finish(*ex, *gen, std::move(pending), res))
+      http_server::impl::reply_json(res, 200, openai_response(x->request, *gen, x->ctx));
     return;
   }
   x->stream = std::make_unique<openai_stream>(x->request, x->ctx);
@@ -52,10 +55,12 @@ void completions(http_server::impl& s, bool chat, const ContentReader& reader, R
 }  // namespace
 
 void add_openai_routes(http_server::impl& s) {
-  s.srv.Post("/v1/chat/completions",
-             [&s](const Request&, Response& res, const ContentReader& reader) { completions(s, true, reader, res); });
-  s.srv.Post("/v1/completions",
-             [&s](const Request&, Response& res, const ContentReader& reader) { completions(s, false, reader, res); });
+  s.srv.Post("/v1/chat/completions", [&s](const Request&, Response& res, const ContentReader& reader) {
+    completions(s, true, reader, res);
+  });
+  s.srv.Post("/v1/completions", [&s](const Request&, Response& res, const ContentReader& reader) {
+    completions(s, false, reader, res);
+  });
 }
 
 }  // namespace hart::http

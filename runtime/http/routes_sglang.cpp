@@ -31,20 +31,24 @@ void generate(http_server::impl& s, const ContentReader& reader, Response& res) 
   std::vector<protocol::reply> pending;
   if (!s.start(*ex, x->request.g, *gen, &pending, res)) return;
   if (!x->request.stream) {
-    if (s.finish(*ex, *gen, std::move(pending), res)) http_server::impl::reply_json(res, 200, sglang_response(x->request, *gen, x->ctx));
+    if (s.finish(*ex, *gen, std::move(pending), res))
+      http_server::impl::reply_json(res, 200, sglang_response(x->request, *gen, x->ctx));
     return;
   }
   sglang_exchange* raw = x.get();
   s.stream(
       res, ex, gen, std::move(pending),
-      [raw](const generation& g, int i, const protocol::reply& rep) { return sglang_stream_event(raw->request, g, i, rep, raw->ctx); },
+      [raw](const generation& g, int i, const protocol::reply& rep) {
+        return sglang_stream_event(raw->request, g, i, rep, raw->ctx);
+      },
       [](const generation&) { return std::string(k_sse_done); }, x);
 }
 
 }  // namespace
 
 void add_sglang_routes(http_server::impl& s) {
-  s.srv.Post("/generate", [&s](const Request&, Response& res, const ContentReader& reader) { generate(s, reader, res); });
+  s.srv.Post("/generate",
+             [&s](const Request&, Response& res, const ContentReader& reader) { generate(s, reader, res); });
 }
 
 }  // namespace hart::http

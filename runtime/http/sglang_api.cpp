@@ -11,11 +11,31 @@ constexpr uint32_t k_default_max_new_tokens = 128;
 
 status parse_sampling(const json& sp, sglang_request* r) {
   json_fields f(sp, "sampling_params.");
-  HART_RETURN_IF_ERROR(f.only({"max_new_tokens", "min_new_tokens", "temperature", "top_p", "top_k", "min_p", "stop",
-                               "stop_token_ids", "ignore_eos", "no_stop_trim", "skip_special_tokens",
-                               "spaces_between_special_tokens", "sampling_seed", "n", "custom_params", "stream_interval",
-                               "frequency_penalty", "presence_penalty", "repetition_penalty", "json_schema", "regex",
-                               "ebnf", "structural_tag", "logit_bias", "stop_regex"}));
+  HART_RETURN_IF_ERROR(f.only({"max_new_tokens",
+                               "min_new_tokens",
+                               "temperature",
+                               "top_p",
+                               "top_k",
+                               "min_p",
+                               "stop",
+                               "stop_token_ids",
+                               "ignore_eos",
+                               "no_stop_trim",
+                               "skip_special_tokens",
+                               "spaces_between_special_tokens",
+                               "sampling_seed",
+                               "n",
+                               "custom_params",
+                               "stream_interval",
+                               "frequency_penalty",
+                               "presence_penalty",
+                               "repetition_penalty",
+                               "json_schema",
+                               "regex",
+                               "ebnf",
+                               "structural_tag",
+                               "logit_bias",
+                               "stop_regex"}));
   HART_RETURN_IF_ERROR(f.unsupported("frequency_penalty", "a frequency penalty"));
   HART_RETURN_IF_ERROR(f.unsupported("presence_penalty", "a presence penalty"));
   HART_RETURN_IF_ERROR(f.unsupported("json_schema", "constrained decoding"));
@@ -27,12 +47,15 @@ status parse_sampling(const json& sp, sglang_request* r) {
   if (f.has("repetition_penalty")) {
     float rp = 1.0f;
     HART_RETURN_IF_ERROR(f.get("repetition_penalty", &rp));
-    if (rp != 1.0f) return invalid_argument("sampling_params.repetition_penalty: a repetition penalty is not supported by this server");
+    if (rp != 1.0f)
+      return invalid_argument(
+          "sampling_params.repetition_penalty: a repetition penalty is not supported by this server");
   }
   protocol::sampling_options& s = r->g.sampling;
   int64_t v = k_default_max_new_tokens;
   HART_RETURN_IF_ERROR(f.get_int("max_new_tokens", 0, UINT32_MAX, &v));
-  if (v == 0) return invalid_argument("sampling_params.max_new_tokens: 0 (scoring a prompt) is not supported yet");
+  if (v == 0)
+    return invalid_argument("sampling_params.max_new_tokens: 0 (scoring a prompt) is not supported yet");
   s.max_new_tokens = uint32_t(v);
   v = 0;
   HART_RETURN_IF_ERROR(f.get_int("min_new_tokens", 0, UINT32_MAX, &v));
@@ -80,10 +103,14 @@ json finish_reason(const sglang_request& r, const generation& gen, size_t i, con
   const sample_output& s = gen.sample(i);
   if (!s.finished) return nullptr;
   switch (s.final.reason) {
-    case protocol::finish_reason::length: return {{"type", "length"}, {"length", s.final.usage.completion_tokens}};
-    case protocol::finish_reason::abort: return {{"type", "abort"}, {"message", s.final.error_message}};
-    case protocol::finish_reason::error: return {{"type", "abort"}, {"message", s.final.error_message}};
-    case protocol::finish_reason::stop: break;
+    case protocol::finish_reason::length:
+      return {{"type", "length"}, {"length", s.final.usage.completion_tokens}};
+    case protocol::finish_reason::abort:
+      return {{"type", "abort"}, {"message", s.final.error_message}};
+    case protocol::finish_reason::error:
+      return {{"type", "abort"}, {"message", s.final.error_message}};
+    case protocol::finish_reason::stop:
+      break;
   }
   json out = {{"type", "stop"}, {"matched", nullptr}};
   const size_t n = s.token_ids.size();
@@ -108,17 +135,44 @@ status_or<sglang_request> parse_generate_request(const json& body) {
   sglang_request r;
   protocol::generate_request& g = r.g;
   json_fields f(body);
-  HART_RETURN_IF_ERROR(f.only({"text", "input_ids", "sampling_params", "return_logprob", "logprob_start_len",
-                               "top_logprobs_num", "token_ids_logprob", "return_text_in_logprobs", "stream", "rid",
-                               "return_routed_experts", "routed_experts_start_len", "return_indexer_topk",
-                               "image_data", "video_data", "audio_data", "input_embeds", "lora_path",
-                               "session_params", "custom_logit_processor", "return_hidden_states", "priority",
-                               "log_metrics", "modalities", "bootstrap_host", "bootstrap_port", "bootstrap_room",
-                               "data_parallel_rank", "routed_dp_rank", "extra_key", "cache_salt",
-                               "return_prompt_token_ids", "return_entropy"}));
-  HART_RETURN_IF_ERROR(f.unsupported("return_routed_experts", "routed experts over HTTP (use the binary protocol's returnRouting)"));
+  HART_RETURN_IF_ERROR(f.only({"text",
+                               "input_ids",
+                               "sampling_params",
+                               "return_logprob",
+                               "logprob_start_len",
+                               "top_logprobs_num",
+                               "token_ids_logprob",
+                               "return_text_in_logprobs",
+                               "stream",
+                               "rid",
+                               "return_routed_experts",
+                               "routed_experts_start_len",
+                               "return_indexer_topk",
+                               "image_data",
+                               "video_data",
+                               "audio_data",
+                               "input_embeds",
+                               "lora_path",
+                               "session_params",
+                               "custom_logit_processor",
+                               "return_hidden_states",
+                               "priority",
+                               "log_metrics",
+                               "modalities",
+                               "bootstrap_host",
+                               "bootstrap_port",
+                               "bootstrap_room",
+                               "data_parallel_rank",
+                               "routed_dp_rank",
+                               "extra_key",
+                               "cache_salt",
+                               "return_prompt_token_ids",
+                               "return_entropy"}));
+  HART_RETURN_IF_ERROR(f.unsupported("return_routed_experts",
+                                     "routed experts over HTTP (use the binary protocol's returnRouting)"));
   HART_RETURN_IF_ERROR(f.unsupported("routed_experts_start_len", "routed experts over HTTP"));
-  HART_RETURN_IF_ERROR(f.unsupported("return_indexer_topk", "indexer top-k replay over HTTP (~43 KB per token: binary protocol only)"));
+  HART_RETURN_IF_ERROR(f.unsupported(
+      "return_indexer_topk", "indexer top-k replay over HTTP (~43 KB per token: binary protocol only)"));
   HART_RETURN_IF_ERROR(f.unsupported("token_ids_logprob", "token_ids_logprob"));
   HART_RETURN_IF_ERROR(f.unsupported("image_data", "image input"));
   HART_RETURN_IF_ERROR(f.unsupported("video_data", "video input"));
@@ -137,7 +191,8 @@ status_or<sglang_request> parse_generate_request(const json& body) {
   if (has_text == has_ids) return invalid_argument("text, input_ids: exactly one is required");
   const json& prompt = f.at(has_text ? "text" : "input_ids");
   if (prompt.is_array() && !prompt.empty() && (prompt[0].is_array() || prompt[0].is_string()))
-    return invalid_argument("%s: %zu prompts in one request; batched /generate is not supported", has_text ? "text" : "input_ids", prompt.size());
+    return invalid_argument("%s: %zu prompts in one request; batched /generate is not supported",
+                            has_text ? "text" : "input_ids", prompt.size());
   if (has_text) {
     g.kind = protocol::prompt_kind::text;
     HART_RETURN_IF_ERROR(f.get("text", &g.text));
@@ -153,7 +208,10 @@ status_or<sglang_request> parse_generate_request(const json& body) {
   HART_RETURN_IF_ERROR(f.get("return_logprob", &g.sampling.logprobs));
   int64_t v = -1;
   HART_RETURN_IF_ERROR(f.get_int("logprob_start_len", -1, INT64_MAX, &v));
-  if (v != -1) return invalid_argument("logprob_start_len: %lld; prompt log-probs (input_token_logprobs) are not supported yet", (long long)v);
+  if (v != -1)
+    return invalid_argument(
+        "logprob_start_len: %lld; prompt log-probs (input_token_logprobs) are not supported yet",
+        (long long)v);
   v = 0;
   HART_RETURN_IF_ERROR(f.get_int("top_logprobs_num", 0, protocol::max_top_logprobs, &v));
   g.sampling.top_logprobs = g.sampling.logprobs ? uint8_t(v) : 0;
@@ -172,16 +230,17 @@ status_or<sglang_request> parse_generate_request(const json& body) {
 json sglang_sample(const sglang_request& r, const generation& gen, size_t i, const sglang_context& ctx) {
   const sample_output& s = gen.sample(i);
   const size_t n = gen.n_tokens(i, /*trim=*/!r.no_stop_trim);
-  json meta = {{"id", ctx.rid},
-               {"finish_reason", finish_reason(r, gen, i, ctx)},
-               {"prompt_tokens", s.finished || r.g.kind != protocol::prompt_kind::token_ids
-                                     ? s.final.usage.prompt_tokens
-                                     : uint32_t(r.g.token_ids.size())},
-               {"completion_tokens", s.finished ? s.final.usage.completion_tokens : uint32_t(s.token_ids.size())},
-               {"cached_tokens", s.final.usage.cached_tokens},
-               {"cached_tokens_details", {{"device", s.final.usage.cached_tokens}, {"host", 0}}},
-               {"weight_version", std::to_string(gen.weight_version())},
-               {"e2e_latency", double(s.final.timings.total_us) * 1e-6}};
+  json meta = {
+      {"id", ctx.rid},
+      {"finish_reason", finish_reason(r, gen, i, ctx)},
+      {"prompt_tokens", s.finished || r.g.kind != protocol::prompt_kind::token_ids
+                            ? s.final.usage.prompt_tokens
+                            : uint32_t(r.g.token_ids.size())},
+      {"completion_tokens", s.finished ? s.final.usage.completion_tokens : uint32_t(s.token_ids.size())},
+      {"cached_tokens", s.final.usage.cached_tokens},
+      {"cached_tokens_details", {{"device", s.final.usage.cached_tokens}, {"host", 0}}},
+      {"weight_version", std::to_string(gen.weight_version())},
+      {"e2e_latency", double(s.final.timings.total_us) * 1e-6}};
   if (r.g.sampling.logprobs) {
     json out = json::array(), top = json::array();
     for (size_t k = 0; k < n && k < s.logprobs.size(); ++k) {
@@ -189,7 +248,8 @@ json sglang_sample(const sglang_request& r, const generation& gen, size_t i, con
       if (r.g.sampling.top_logprobs > 0) {
         json t = json::array();
         if (k < s.top_logprobs.size()) {
-          for (const protocol::token_logprob& e : s.top_logprobs[k]) t.push_back(logprob_entry(r, ctx, e.logprob, e.token_id));
+          for (const protocol::token_logprob& e : s.top_logprobs[k])
+            t.push_back(logprob_entry(r, ctx, e.logprob, e.token_id));
         }
         top.push_back(std::move(t));
       }

@@ -8,22 +8,22 @@
 //   json answer = sglang_response(r, gen, ctx);   // an object, or a list for n > 1
 #pragma once
 
-#include <cstdint>
-#include <string>
-
 #include "runtime/core/status.h"
 #include "runtime/http/generation.h"
 #include "runtime/http/json_fields.h"
 #include "runtime/protocol/messages.h"
 #include "runtime/text/tokenizer.h"
 
+#include <cstdint>
+#include <string>
+
 namespace hart::http {
 
 struct sglang_request {
   protocol::generate_request g;
-  std::string rid;             ///< the client's request id; "" = none (the server names it)
+  std::string rid;  ///< the client's request id; "" = none (the server names it)
   bool stream = false;
-  bool no_stop_trim = false;   ///< keep the stop token in output_ids and the log-probs
+  bool no_stop_trim = false;             ///< keep the stop token in output_ids and the log-probs
   bool return_text_in_logprobs = false;  ///< a token's text as the third logprob element
 };
 
@@ -33,7 +33,8 @@ status_or<sglang_request> parse_generate_request(const json& body);
 
 struct sglang_context {
   std::string rid;  ///< the request's, or the server's name for it
-  const tokenizer* tok = nullptr;  ///< token texts (return_text_in_logprobs), stop-string matches; may be null
+  const tokenizer* tok =
+      nullptr;  ///< token texts (return_text_in_logprobs), stop-string matches; may be null
 };
 
 /// One sample's `{text, output_ids, meta_info}`, as far as it has come (finish_reason null

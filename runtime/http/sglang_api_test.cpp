@@ -5,7 +5,9 @@
 namespace hart::http {
 namespace {
 
-status_or<sglang_request> parse(const char* body) { return parse_generate_request(json::parse(body)); }
+status_or<sglang_request> parse(const char* body) {
+  return parse_generate_request(json::parse(body));
+}
 
 protocol::chunk_event chunk(uint32_t sample, uint32_t token, const std::string& text, float lp) {
   protocol::chunk_event c;
@@ -51,11 +53,14 @@ TEST(sglang_api, refusals_name_the_field) {
             "sampling_params.temprature: unknown field");
   EXPECT_EQ(parse(R"({"text": "a", "sampling_params": {"max_new_tokens": "9"}})").get_status().message(),
             "sampling_params.max_new_tokens: expected an integer in [0, 4294967295], got string");
-  EXPECT_EQ(parse(R"({"text": "a", "input_ids": [1]})").get_status().message(), "text, input_ids: exactly one is required");
+  EXPECT_EQ(parse(R"({"text": "a", "input_ids": [1]})").get_status().message(),
+            "text, input_ids: exactly one is required");
   EXPECT_NE(parse(R"({"input_ids": [[1], [2]]})").get_status().message().find("batched"), std::string::npos);
-  EXPECT_NE(parse(R"({"text": "a", "return_indexer_topk": true})").get_status().message().find("binary protocol"),
+  EXPECT_NE(
+      parse(R"({"text": "a", "return_indexer_topk": true})").get_status().message().find("binary protocol"),
+      std::string::npos);
+  EXPECT_NE(parse(R"({"input_ids": [1, -1]})").get_status().message().find("input_ids[1]"),
             std::string::npos);
-  EXPECT_NE(parse(R"({"input_ids": [1, -1]})").get_status().message().find("input_ids[1]"), std::string::npos);
 }
 
 TEST(sglang_api, response_has_logprob_triples_finish_reason_and_trims_the_stop_token) {
@@ -88,9 +93,10 @@ TEST(sglang_api, n_samples_answer_a_list_and_streams_are_cumulative) {
   generation gen(r->g.sampling, 9);
   const sglang_context ctx{"b", nullptr};
   std::vector<json> events;
-  for (const protocol::reply& rep : {protocol::reply{chunk(0, 4, "a", 0)}, protocol::reply{chunk(1, 5, "c", 0)},
-                                     protocol::reply{chunk(0, 6, "b", 0)},
-                                     protocol::reply{final(0, protocol::finish_reason::length, 2)}}) {
+  for (const protocol::reply& rep :
+       {protocol::reply{chunk(0, 4, "a", 0)}, protocol::reply{chunk(1, 5, "c", 0)},
+        protocol::reply{chunk(0, 6, "b", 0)},
+        protocol::reply{final(0, protocol::finish_reason::length, 2)}}) {
     std::string e = sglang_stream_event(*r, gen, gen.apply(rep), rep, ctx);
     ASSERT_EQ(e.rfind("data: ", 0), 0u);
     events.push_back(json::parse(e.substr(6)));

@@ -2,18 +2,17 @@
 // official OpenAI SDK (node; tests/serve/http/openai_sdk_test.cjs), Python's urllib with the
 // Prometheus client's parser (tests/serve/http/sglang_http_test.py), and cpp-httplib's client
 // for the API key. Each script exits non-zero with the failing assertion on its output.
+#include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
+
 #include <gtest/gtest.h>
-
-#include <cstdio>
-#include <string>
-#include <thread>
-
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
-#include "runtime/transport/client.h"
-#include "tests/serve/server_process.h"
+#include <cstdio>
+#include <string>
+#include <thread>
 
 namespace hart::testing {
 namespace {
@@ -51,7 +50,8 @@ server_process* http_serve::srv_ = nullptr;
 
 TEST_F(http_serve, openai_sdk_chat_and_completions) {
   ASSERT_FALSE(srv_->http_endpoint().empty()) << "the server did not print its HTTP endpoint";
-  const run_result r = run("NODE_PATH=" HART_NPM_DIR "/node_modules node " HART_HTTP_TESTS "/openai_sdk_test.cjs " + base());
+  const run_result r =
+      run("NODE_PATH=" HART_NPM_DIR "/node_modules node " HART_HTTP_TESTS "/openai_sdk_test.cjs " + base());
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -82,10 +82,11 @@ TEST_F(http_serve, zeromq_and_http_side_by_side_answer_alike) {
   int http_status = 0;
   std::string http_body;
   std::thread t([&] {
-    httplib::Result hr = hc.Post("/v1/chat/completions",
-                 R"({"messages": [{"role": "user", "content": "side by side"}], "max_tokens": 6, "temperature": 0,
+    httplib::Result hr = hc.Post(
+        "/v1/chat/completions",
+        R"({"messages": [{"role": "user", "content": "side by side"}], "max_tokens": 6, "temperature": 0,
                      "ignore_eos": true, "logprobs": true})",
-                 "application/json");
+        "application/json");
     if (hr) http_status = hr->status, http_body = hr->body;
   });
   auto zr = zc.value()->generate(g, std::chrono::seconds(120));
