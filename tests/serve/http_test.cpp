@@ -9,6 +9,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -50,6 +51,9 @@ server_process* http_serve::srv_ = nullptr;
 
 TEST_F(http_serve, openai_sdk_chat_and_completions) {
   ASSERT_FALSE(srv_->http_endpoint().empty()) << "the server did not print its HTTP endpoint";
+  if (access(HART_NPM_DIR "/node_modules/openai/package.json", R_OK) != 0) {
+    GTEST_SKIP() << "no OpenAI SDK in " HART_NPM_DIR " (http_npm_setup found no node)";
+  }
   const run_result r =
       run("NODE_PATH=" HART_NPM_DIR "/node_modules node " HART_HTTP_TESTS "/openai_sdk_test.cjs " + base());
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -57,6 +61,10 @@ TEST_F(http_serve, openai_sdk_chat_and_completions) {
 
 TEST_F(http_serve, sglang_generate_control_and_metrics_from_python) {
   ASSERT_FALSE(srv_->http_endpoint().empty()) << "the server did not print its HTTP endpoint";
+  if (run(HART_PYTHON " -c 'import prometheus_client'").exit_code != 0) {
+    GTEST_SKIP() << HART_PYTHON
+        " has no prometheus_client (Debian: python3-prometheus-client, scripts/setup.sh)";
+  }
   const run_result r = run(HART_PYTHON " " HART_HTTP_TESTS "/sglang_http_test.py " + base());
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
