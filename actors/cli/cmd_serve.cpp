@@ -216,22 +216,13 @@ int run_serve(const serve_options& o) {
   transport::server_params tp;
   tp.endpoint = o.bind;
   tp.curve_secret_key = o.curve_secret_key;
-  auto to_gateway = [slot](const transport::client_id& client, protocol::request r) {
+  auto server = transport::server::start(tp, [slot](const transport::client_id& client, protocol::request r) {
     std::lock_guard<std::mutex> lock(slot->m);
     if (slot->gateway) {
       caf::anon_send(slot->gateway, actors::inbound_atom::value,
                      std::make_shared<const actors::inbound_request>(actors::inbound_request{client, std::move(r), nullptr}));
     }
-  };
-  // A client whose connection closed reads nothing more: its generations are
-  // aborted as its own "abort all" would (their pages freed; the ack is unroutable).
-  auto on_disconnect = [to_gateway](const transport::client_id& client) {
-    protocol::control_request abort_all;
-    abort_all.verb = protocol::control_verb::abort;
-    abort_all.all = true;
-    to_gateway(client, protocol::request{abort_all});
-  };
-  auto server = transport::server::start(tp, to_gateway, on_disconnect);
+  });
   if (!server.ok()) return fail(server.get_status());
   std::shared_ptr<transport::server> srv = std::move(server).value();
   teardown.srv = srv;

@@ -5,9 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -68,10 +66,8 @@ status server_params::validate() const {
 struct server::impl {
   server_params params;
   request_handler on_request;
-  disconnect_handler on_disconnect;
   zmq::context_t ctx{1};
   zmq::socket_t sock{ctx, zmq::socket_type::router};
-  zmq::socket_t monitor{ctx, zmq::socket_type::pair};  ///< sock's DISCONNECTED events, with on_disconnect
   int wake_fd = -1;  ///< eventfd: send() and stop() write, the socket thread reads
   std::string endpoint;
 
@@ -83,15 +79,12 @@ struct server::impl {
   std::atomic<std::thread::id> thread_id{};  ///< the socket thread, set by itself
 
   std::atomic<uint64_t> received{0}, decode_errors{0}, sent{0}, unroutable{0}, stalled{0},
-      rejected{0}, disconnects{0};
+      rejected{0};
 
   // -- socket thread only --
   std::deque<outgoing> pending;    ///< taken from outbox, not yet accepted by the socket
   std::optional<clock_type::time_point> stall_since;
   client_id stalled_client;        ///< last peer declared stalled; its EAGAINs drop at once
-  /// The routing id each connection (file descriptor) last sent with: the monitor names
-  /// a closed connection by its descriptor only.
-  std::map<int, client_id> client_of_fd;
 
   ~impl() {
     if (wake_fd >= 0) ::close(wake_fd);
@@ -112,12 +105,6 @@ struct server::impl {
   void handle_inbound(std::vector<zmq::message_t>& frames) {
     if (frames.empty()) return;
     client_id client(frames[0].data<char>(), frames[0].size());
-    if (on_disconnect) {
-      // The frames read off the wire carry their connection's descriptor (the routing id
-      // frame, made by the ROUTER, need not).
-      const int fd = zmq_msg_get(frames.back().handle(), ZMQ_SRCFD);
-      if (fd >= 0) client_of_fd[fd] = client;
-    }
     if (frames.size() != 3) {
       answer_error(client, invalid_argument("frames: got %zu, expected [header][payload]",
                                             frames.size() - 1));
@@ -145,32 +132,6 @@ struct server::impl {
       auto got = zmq::recv_multipart(sock, std::back_inserter(frames), zmq::recv_flags::dontwait);
       if (!got) return;
       handle_inbound(frames);
-    }
-  }
-
-  // Monitor events: [uint16 event, uint32 value (the descriptor)][endpoint]. The inbound
-  // queue is drained first, so a client's last requests reach on_request before its close.
-  void drain_monitor() {
-    for (int i = 0; i < 256; ++i) {
-      std::vector<zmq::message_t> ev;
-      auto got = zmq::recv_multipart(monitor, std::back_inserter(ev), zmq::recv_flags::dontwait);
-      if (!got) return;
-      if (ev.empty() || ev[0].size() < 6) continue;
-      uint16_t event = 0;
-      uint32_t fd = 0;
-      std::memcpy(&event, ev[0].data(), sizeof event);
-      std::memcpy(&fd, ev[0].data<uint8_t>() + 2, sizeof fd);
-      if (event != ZMQ_EVENT_DISCONNECTED) continue;
-      const auto it = client_of_fd.find(int(fd));
-      if (it == client_of_fd.end()) continue;  // it never sent a message
-      const client_id client = std::move(it->second);
-      client_of_fd.erase(it);
-      disconnects.fetch_add(1, std::memory_order_relaxed);
-      try {
-        on_disconnect(client);
-      } catch (const std::exception& e) {
-        HART_LOG_ERROR("on_disconnect threw: %s", e.what());
-      }
     }
   }
 
@@ -209,12 +170,11 @@ struct server::impl {
   void run() {
     thread_id.store(std::this_thread::get_id());
     while (!stopping.load(std::memory_order_acquire)) {
-      zmq_pollitem_t items[3] = {{sock.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, wake_fd, ZMQ_POLLIN, 0},
-                                 {monitor.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq_pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, wake_fd, ZMQ_POLLIN, 0}};
       auto timeout = pending.empty() ? std::chrono::milliseconds(-1) : std::chrono::milliseconds(1);
       try {
-        zmq::poll(items, on_disconnect ? 3 : 2, timeout);
+        zmq::poll(items, 2, timeout);
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
         HART_LOG_ERROR("zmq poll failed: %s", e.what());
@@ -228,10 +188,6 @@ struct server::impl {
       if (stopping.load(std::memory_order_acquire)) break;
       try {
         if (items[0].revents & ZMQ_POLLIN) drain_inbound();
-        if (on_disconnect && (items[2].revents & ZMQ_POLLIN)) {
-          drain_inbound();
-          drain_monitor();
-        }
         {
           std::lock_guard<std::mutex> lk(mu);
           while (!outbox.empty()) {
@@ -245,8 +201,6 @@ struct server::impl {
         HART_LOG_ERROR("zmq error: %s", e.what());
       }
     }
-    if (on_disconnect) zmq_socket_monitor(sock.handle(), nullptr, 0);
-    monitor.close();
     sock.close();  // linger 0: queued messages are dropped
   }
 };
@@ -257,14 +211,13 @@ server::server(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 server::~server() { stop(); }
 
-status_or<std::unique_ptr<server>> server::start(const server_params& params, request_handler on_request,
-                                                 disconnect_handler on_disconnect) {
+status_or<std::unique_ptr<server>> server::start(const server_params& params,
+                                                 request_handler on_request) {
   HART_RETURN_IF_ERROR(params.validate());
   if (!on_request) return invalid_argument("server::start: on_request is empty");
   auto p = std::make_unique<impl>();
   p->params = params;
   p->on_request = std::move(on_request);
-  p->on_disconnect = std::move(on_disconnect);
   p->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (p->wake_fd < 0) return internal_error("server::start: eventfd failed");
   try {
@@ -277,13 +230,6 @@ status_or<std::unique_ptr<server>> server::start(const server_params& params, re
     if (!params.curve_secret_key.empty()) {
       s.set(zmq::sockopt::curve_server, 1);
       s.set(zmq::sockopt::curve_secretkey, params.curve_secret_key);
-    }
-    if (p->on_disconnect) {
-      const std::string monitor_ep = "inproc://hart-server-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(p.get()));
-      if (zmq_socket_monitor(s.handle(), monitor_ep.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
-        return internal_error("server::start: socket monitor: %s", zmq_strerror(zmq_errno()));
-      }
-      p->monitor.connect(monitor_ep);
     }
     s.bind(params.endpoint);
     p->endpoint = s.get(zmq::sockopt::last_endpoint);
@@ -342,7 +288,6 @@ server_counters server::counters() const {
   c.unroutable = m.unroutable.load(std::memory_order_relaxed);
   c.stalled = m.stalled.load(std::memory_order_relaxed);
   c.rejected = m.rejected.load(std::memory_order_relaxed);
-  c.disconnects = m.disconnects.load(std::memory_order_relaxed);
   return c;
 }
 

@@ -6,9 +6,6 @@
 //             when the frame got that far; else 0) and is not passed on.
 //   outbound: send(client_id, reply) from any thread -> bounded outbox -> eventfd wakes the
 //             socket thread -> [client id][header][payload].
-//   closed  : a socket monitor sees a client's connection close -> on_disconnect(client_id)
-//             (the id its last message came with on that connection), after every message
-//             it sent before closing was passed on.
 //
 //   server_params p;                      // tcp://127.0.0.1:5557 by default
 //   auto srv = transport::server::start(p, [&](const client_id& c, protocol::request r) {
@@ -64,23 +61,18 @@ struct server_counters {
   uint64_t unroutable = 0;      ///< replies dropped: the client was gone (EHOSTUNREACH)
   uint64_t stalled = 0;         ///< replies dropped after stall_timeout_ms at the peer's HWM
   uint64_t rejected = 0;        ///< send() calls refused because the outbox was full
-  uint64_t disconnects = 0;     ///< client connections that closed (on_disconnect calls)
 };
 
 /// Called on the socket thread for every well-formed request. It must not block (post to an
 /// actor, a queue, ...) and must not throw; every reply goes through server::send.
 using request_handler = std::function<void(const client_id& client, protocol::request request)>;
 
-/// Called on the socket thread when a client's connection closes (its process exited, it
-/// closed its socket, the network dropped it). The same rules as request_handler.
-using disconnect_handler = std::function<void(const client_id& client)>;
-
 class server {
  public:
   /// Binds and starts the socket thread. Fails (without a thread) on invalid params, a
   /// non-loopback endpoint without CURVE, or a bind error.
-  static status_or<std::unique_ptr<server>> start(const server_params& params, request_handler on_request,
-                                                  disconnect_handler on_disconnect = {});
+  static status_or<std::unique_ptr<server>> start(const server_params& params,
+                                                  request_handler on_request);
 
   ~server();  ///< stop()s
   server(const server&) = delete;
