@@ -112,6 +112,18 @@ forced_routing golden_picks(const testing::golden_set& g, const model_config& cf
   return f;
 }
 
+// Every position of every golden row within the issue bound (1e-4 relative).
+void expect_rows_match_golden(const testing::golden_set& g, const torch::Tensor& logits, const std::string& what) {
+  const std::vector<float> want = g.floats("logits");
+  for (int64_t b = 0; b < g.batch; ++b) {
+    int64_t worst = 0;
+    const double err = testing::max_rel_error_row(g, row_floats(logits, b), want, b, &worst);
+    std::printf("%s row %lld: max relative error %.3g (position %lld)\n", what.c_str(), (long long)b, err,
+                (long long)worst);
+    EXPECT_LE(err, 1e-4) << what << " row " << b << " position " << worst;
+  }
+}
+
 // Own routing: every position of every row within the issue bound.
 // NOTE(hart): only fixtures whose indexer has no near-ties; tiny-c's flip with
 // the BLAS kernel and thread count (row 1 reaches 2.3e-4 and 2.3e-2 with
@@ -124,14 +136,7 @@ TEST_P(training_golden, logits_match_reference_fp32) {
   auto model = load_model(g.dir);
   ASSERT_TRUE(model);
   torch::Tensor logits = model->forward(ids_tensor(g.input_ids));
-  const std::vector<float> want = g.floats("logits");
-  for (int64_t b = 0; b < g.batch; ++b) {
-    int64_t worst = 0;
-    const double err = testing::max_rel_error_row(g, row_floats(logits, b), want, b, &worst);
-    std::printf("%s row %lld: max relative error %.3g (position %lld)\n", GetParam(), (long long)b, err,
-                (long long)worst);
-    EXPECT_LE(err, 1e-4) << GetParam() << " row " << b << " position " << worst;
-  }
+  expect_rows_match_golden(g, logits, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(fixtures, training_golden, ::testing::Values("tiny-a", "tiny-b"));
@@ -151,14 +156,7 @@ TEST_P(training_golden_picks, forced_reference_picks_give_reference_logits_fp32)
   ASSERT_TRUE(model->check_forced(ref, g.batch, g.seq).ok())
       << model->check_forced(ref, g.batch, g.seq).to_string();
   torch::Tensor logits = model->forward(ids_tensor(g.input_ids), &ref);
-  const std::vector<float> want = g.floats("logits");
-  for (int64_t b = 0; b < g.batch; ++b) {
-    int64_t worst = 0;
-    const double err = testing::max_rel_error_row(g, row_floats(logits, b), want, b, &worst);
-    std::printf("%s row %lld, reference picks: max relative error %.3g (position %lld)\n", GetParam(),
-                (long long)b, err, (long long)worst);
-    EXPECT_LE(err, 1e-4) << GetParam() << " row " << b << " position " << worst;
-  }
+  expect_rows_match_golden(g, logits, std::string(GetParam()) + ", reference picks");
 }
 
 // The trainer's own indexer, each CSA layer fed the reference's activations

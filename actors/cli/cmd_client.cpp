@@ -102,9 +102,8 @@ status_or<std::unique_ptr<transport::client>> connect(const client_options& o) {
   auto r = c->receive(milliseconds(o.connect_timeout_ms));
   const auto* h = r.ok() ? std::get_if<protocol::health_reply>(&*r) : nullptr;
   if (!h || h->tag != k_health_tag) {
-    return status(status_code::unavailable, "no hart server answered at " + o.connect + " within " +
-                                                std::to_string(o.connect_timeout_ms) + " ms (--connect-timeout-ms)" +
-                                                (r.ok() ? "" : ": " + r.get_status().message()));
+    return unavailable("no hart server answered at %s within %lld ms (--connect-timeout-ms)%s", o.connect.c_str(),
+                       (long long)o.connect_timeout_ms, r.ok() ? "" : (": " + r.get_status().message()).c_str());
   }
   return c;
 }

@@ -56,5 +56,6 @@ HART_DEFINE_STATUS_CTOR(failed_precondition, status_code::failed_precondition)
 HART_DEFINE_STATUS_CTOR(internal_error, status_code::internal)
 HART_DEFINE_STATUS_CTOR(data_loss, status_code::data_loss)
 HART_DEFINE_STATUS_CTOR(unimplemented, status_code::unimplemented)
+HART_DEFINE_STATUS_CTOR(unavailable, status_code::unavailable)
 
 }  // namespace hart

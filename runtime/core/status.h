@@ -56,6 +56,7 @@ status failed_precondition(const char* fmt, ...) __attribute__((format(printf, 1
 status internal_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 status data_loss(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 status unimplemented(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+status unavailable(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 template <typename T>
 class [[nodiscard]] status_or {

@@ -1,8 +1,6 @@
 #include "runtime/http/api_error.h"
 
 #include <cctype>
-#include <cstdarg>
-#include <cstdio>
 
 namespace hart::http {
 
@@ -45,15 +43,6 @@ json error_body(const status& s, bool from_parser) {
             {"type", http < 500 ? "invalid_request_error" : "server_error"},
             {"param", param},
             {"code", status_code_name(s.code())}}}};
-}
-
-status unavailable(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char buf[512];
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return status(status_code::unavailable, buf);
 }
 
 status status_from_text(const std::string& text) {

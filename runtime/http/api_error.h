@@ -26,10 +26,6 @@ int http_status_of(status_code c);
 /// status code's name.
 json error_body(const status& s, bool from_parser = false);
 
-/// printf-style, like runtime/core's constructors (which have none for this code): the server
-/// cannot answer now (stopping, paused too long, no reply in time).
-status unavailable(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-
 /// A status written as status::to_string() ("out_of_range: request 3: ..."), e.g. a finish
 /// event's message; internal when the text names no code.
 status status_from_text(const std::string& text);
