@@ -33,6 +33,8 @@ function(hart_add_test)
   target_compile_definitions(${A_NAME} PRIVATE HART_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data")
   # Passive OpenMP waiting: ctest runs suites side by side, and spinning OpenMP
   # workers of one test would starve the other's threads on a small machine.
-  gtest_discover_tests(${A_NAME} DISCOVERY_TIMEOUT 60
+  # Listing runs at build time beside the compiler: a LibTorch test binary, loading from a cold
+  # page cache on 2 busy cores, once took over 60 s just to list its tests.
+  gtest_discover_tests(${A_NAME} DISCOVERY_TIMEOUT 300
     PROPERTIES LABELS "${A_LABELS}" ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE" FIXTURES_REQUIRED "${A_FIXTURES}")
 endfunction()
