@@ -51,6 +51,15 @@ struct score_options {
   int64_t decode_from = -1;   // >= 0: positions from here are fed one token per call
 };
 
+struct random_checkpoint_cli_options {
+  std::string config;       // a config.json (official or Hugging Face form)
+  std::string out;
+  std::string format = "release";
+  uint64_t seed = 1;
+  int64_t num_layers = 0;   // > 0: keep only the first N layers
+  std::string shard_size = "4GiB";
+};
+
 struct cache_plan_options {
   std::string model_dir;
   std::string memory = "80GiB";
@@ -133,6 +142,7 @@ int run_generate(const generate_options& o);
 int run_tokenize(const tokenize_options& o);
 int run_score(const score_options& o);
 int run_cache_plan(const cache_plan_options& o);
+int run_random_checkpoint(const random_checkpoint_cli_options& o);
 int run_serve(const serve_options& o);
 int run_worker(const worker_options& o);
 int run_client(const client_options& o);

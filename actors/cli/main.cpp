@@ -98,6 +98,24 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   c->add_option("--page-size", cp.page_size, "Tokens per page (multiple of 128)")->capture_default_str();
 
+  hart::cli::random_checkpoint_cli_options rc;
+  CLI::App* rck = app.add_subcommand(
+      "random-checkpoint", "Write a checkpoint of random weights at a config's shapes (loaders and engines at real shapes)");
+  rck->add_option("--config", rc.config, "config.json to take the shapes from (e.g. configs/deepseek-v4-flash/config.json)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  rck->add_option("-o,--out", rc.out, "Directory to write (created)")->required();
+  rck->add_option("--format", rc.format,
+                  "release: as DeepSeek publishes (FP8 e4m3 + 128x128 E8M0 scales, MXFP4 routed experts, BF16 "
+                  "rest, sharded with an index); bf16: BF16 linears, one file")
+      ->check(CLI::IsMember({"release", "bf16"}))
+      ->capture_default_str();
+  rck->add_option("--seed", rc.seed, "Seed of the weights (same seed, config and format: same bytes on any machine)")
+      ->capture_default_str();
+  rck->add_option("--num-layers", rc.num_layers, "Keep only the first N layers of the config (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  rck->add_option("--shard-size", rc.shard_size, "release: start a new shard after this many bytes")->capture_default_str();
+
   hart::cli::serve_options sv;
   CLI::App* v = app.add_subcommand("serve", "Serve the model over the ZeroMQ message API (docs/protocol.md)");
   v->set_config("--config", "", "TOML file with any of these options (e.g. configs/serve.toml)");
@@ -319,6 +337,7 @@ int main(int argc, char** argv) {
   if (*t) return hart::cli::run_tokenize(tok);
   if (*s) return hart::cli::run_score(sc);
   if (*c) return hart::cli::run_cache_plan(cp);
+  if (*rck) return hart::cli::run_random_checkpoint(rc);
   if (*v) return hart::cli::run_serve(sv);
   if (*w) return hart::cli::run_worker(wk);
   if (*k) return hart::cli::run_client(cl);

@@ -1,6 +1,6 @@
 // The fp8 GPU engine against the CPU engine's fp8 mode at V4-Flash's attention
 // width, through every path an FP8 linear takes on the device: a random
-// checkpoint on disk (tests/random_checkpoint.h) with Flash's attention
+// checkpoint on disk (runtime/model/random_checkpoint.h) with Flash's attention
 // shapes (hidden 4096, 64 heads of 512 = 448 + 64 RoPE, q/o LoRA 1024, 8
 // output groups, a 64-head indexer) in three layers (SWA with hash routing,
 // CSA, HCA), and a small MoE: 8 experts of 384, whose 3 input blocks are what
@@ -35,7 +35,7 @@
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/model/engine.h"
 #include "tests/golden/golden_fixture.h"
-#include "tests/random_checkpoint.h"
+#include "runtime/model/random_checkpoint.h"
 
 namespace hart::testing {
 namespace {
@@ -136,7 +136,7 @@ TEST(gpu_engine_flash_fp8, every_linear_path_matches_the_cpu_fp8_mode) {
     std::string d;
     ~remove_at_end() { std::filesystem::remove_all(d); }
   } cleanup{dir};
-  const status wrote = random_checkpoint_write(dir, flash_attention_config(), 7);
+  const status wrote = random_checkpoint_write(dir, flash_attention_config(), random_checkpoint_options{7});
   ASSERT_TRUE(wrote.ok()) << wrote.to_string();
 
   gpu_engine_params gp;

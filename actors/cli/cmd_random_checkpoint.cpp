@@ -1,0 +1,56 @@
+// `hart random-checkpoint`: a checkpoint of random weights at any config's
+// shapes, in the official release format (FP8 + MXFP4, sharded) or as BF16,
+// for exercising loaders and engines at real shapes without the real weights.
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/cli/cli_common.h"
+#include "runtime/model/random_checkpoint.h"
+
+namespace hart::cli {
+
+namespace {
+
+// The config truncated to its first n layers (every per-layer list shortened).
+status truncate_layers(nlohmann::json& c, int64_t n) {
+  const int64_t have = c.value("num_hidden_layers", int64_t(0));
+  if (n > have) return invalid_argument("--num-layers %lld: the config has %lld layers", (long long)n, (long long)have);
+  c["num_hidden_layers"] = n;
+  for (const char* key : {"compress_ratios", "layer_types"}) {
+    if (c.contains(key) && c[key].is_array() && int64_t(c[key].size()) > n) {
+      nlohmann::json& a = c[key];
+      a.erase(a.begin() + n, a.end());
+    }
+  }
+  if (c.value("num_hash_layers", int64_t(0)) > n) c["num_hash_layers"] = n;
+  return {};
+}
+
+}  // namespace
+
+int run_random_checkpoint(const random_checkpoint_cli_options& o) {
+  std::ifstream in(o.config);
+  nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+  if (config.is_discarded() || !config.is_object()) {
+    return fail(invalid_argument("--config %s: not a JSON object", o.config.c_str()));
+  }
+  if (o.num_layers > 0) {
+    if (status s = truncate_layers(config, o.num_layers); !s.ok()) return fail(s);
+  }
+  random_checkpoint_options opt;
+  opt.seed = o.seed;
+  if (!checkpoint_format_parse(o.format, &opt.format)) {
+    return fail(invalid_argument("--format '%s': expected bf16 or release", o.format.c_str()));
+  }
+  auto shard = parse_size(o.shard_size, true);
+  if (!shard.ok()) return fail(shard.get_status());
+  opt.shard_bytes = *shard;
+  if (status s = random_checkpoint_write(o.out, config, opt); !s.ok()) return fail(s);
+  std::fprintf(stderr, "hart: wrote a %s checkpoint of %lld layers to %s\n", o.format.c_str(),
+               (long long)config.value("num_hidden_layers", int64_t(0)), o.out.c_str());
+  return 0;
+}
+
+}  // namespace hart::cli
