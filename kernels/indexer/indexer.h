@@ -18,6 +18,9 @@ struct indexer_score_params {
   int64_t head_dim = 0;
   int64_t n_keys = 0;
   float softmax_scale = 1.0f;    // head_dim^-0.5
+  /// The official inference's bf16 tensors: each q·k, each relu(q·k)·w and the
+  /// sum over heads rounded to bf16. It folds the softmax scale into w (pass 1).
+  bool bf16 = false;
 };
 
 struct topk_params {

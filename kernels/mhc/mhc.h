@@ -31,6 +31,8 @@ struct hc_pre_params {
   /// CUDA only, optional: hc_pre_workspace_bytes(n_tokens, n_hc, dim) of device
   /// scratch, which lets a few tokens' dot products spread over many blocks.
   double* workspace = nullptr;
+  /// The official inference's fp32 order for the mean square (sum_squares_torch_order).
+  bool official = false;
 };
 
 struct hc_post_params {
@@ -55,6 +57,7 @@ struct hc_head_params {
   int64_t dim = 0;
   float norm_eps = 1e-6f;
   float hc_eps = 1e-6f;
+  bool official = false;  // as hc_pre_params::official
 };
 
 status hc_pre_cpu(const hc_pre_params& p);

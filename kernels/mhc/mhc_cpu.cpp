@@ -3,16 +3,26 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/rms_norm/rms_norm.h"
+
 namespace hart {
 namespace {
 
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
-// mix[o] = (x · fn[o]) * rsqrt(mean(x^2) + eps) over the flattened n_hc*dim streams.
-void hc_mix(const float* x, const float* fn, int64_t n_out, int64_t width, float eps, float* mix) {
-  double ss = 0;
-  for (int64_t i = 0; i < width; ++i) ss += double(x[i]) * double(x[i]);
-  const float r = 1.0f / std::sqrt(float(ss / double(width)) + eps);
+// mix[o] = (x · fn[o]) * rsqrt(mean(x^2) + eps) over the flattened n_hc*dim streams;
+// the rsqrt rounded once, the mean square in the reference's order when `official`.
+void hc_mix(const float* x, const float* fn, int64_t n_out, int64_t width, float eps, bool official,
+            float* mix) {
+  float mean_square;
+  if (official) {
+    mean_square = sum_squares_torch_order(x, width) * (1.0f / float(width));
+  } else {
+    double ss = 0;
+    for (int64_t i = 0; i < width; ++i) ss += double(x[i]) * double(x[i]);
+    mean_square = float(ss / double(width));
+  }
+  const float r = float(1.0 / std::sqrt(double(mean_square + eps)));
   for (int64_t o = 0; o < n_out; ++o) {
     const float* w = fn + o * width;
     double acc = 0;
@@ -33,7 +43,7 @@ status hc_pre_cpu(const hc_pre_params& p) {
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     const float* x = p.x + t * width;
     std::vector<float> mix(n_mix);
-    hc_mix(x, p.fn, n_mix, width, p.norm_eps, mix.data());
+    hc_mix(x, p.fn, n_mix, width, p.norm_eps, p.official, mix.data());
     std::vector<float> pre(n);
     for (int64_t i = 0; i < n; ++i) {
       pre[i] = sigmoid(mix[i] * p.scale[0] + p.base[i]) + p.hc_eps;
@@ -92,9 +102,10 @@ status hc_post_cpu(const hc_post_params& p) {
     for (int64_t k = 0; k < n; ++k) {
       const float pk = p.post[t * n + k];
       for (int64_t d = 0; d < p.dim; ++d) {
-        float acc = pk * y[d];
-        for (int64_t j = 0; j < n; ++j) acc += c[j * n + k] * x[j * p.dim + d];
-        o[k * p.dim + d] = acc;
+        // post·y + (Σ_j comb·x): the sum over input streams first, as the reference adds them.
+        float mixed = 0;
+        for (int64_t j = 0; j < n; ++j) mixed += c[j * n + k] * x[j * p.dim + d];
+        o[k * p.dim + d] = pk * y[d] + mixed;
       }
     }
   }
@@ -108,7 +119,7 @@ status hc_head_cpu(const hc_head_params& p) {
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     const float* x = p.x + t * width;
     std::vector<float> mix(n);
-    hc_mix(x, p.fn, n, width, p.norm_eps, mix.data());
+    hc_mix(x, p.fn, n, width, p.norm_eps, p.official, mix.data());
     for (int64_t i = 0; i < n; ++i) mix[i] = sigmoid(mix[i] * p.scale[0] + p.base[i]) + p.hc_eps;
     for (int64_t d = 0; d < p.dim; ++d) {
       float acc = 0;

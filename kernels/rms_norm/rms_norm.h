@@ -18,6 +18,10 @@ struct rms_norm_params {
   int64_t x_stride = 0;      // elements; 0 = dim
   int64_t y_stride = 0;      // elements; 0 = dim
   float eps = 1e-6f;
+  /// The official inference's fp32 arithmetic (its RMSNorm runs in PyTorch on CUDA):
+  /// the mean square summed as sum_squares_torch_order sums it, rsqrt rounded
+  /// once, y = w · (x · r).
+  bool official = false;
   // Then, with rope_pos set: output row r's trailing rope_dim channels rotate as
   // rope_cpu rotates a head, at position rope_pos[r / rope_rows_per_pos] (rows of
   // one token's heads share it), by rope_inv_freq [rope_dim / 2].
@@ -29,6 +33,15 @@ struct rms_norm_params {
 };
 
 status rms_norm_cpu(const rms_norm_params& p);
+
+/// Σ x[i]² over a contiguous row of n in PyTorch's CUDA reduction order (the
+/// official inference's norms are PyTorch ops): with L = the largest power of
+/// two <= min(n / 4, 32) lanes, lane l adds the float4 vectors l, l + L, ...
+/// into four accumulators and folds them in order, then the lanes combine by
+/// shuffle-down (L/2, ..., 2, 1). Bitwise what torch 2.11 sums on an H200 for
+/// many rows of 512 (other widths follow the same rule, not measured; PyTorch
+/// uses more lanes when few rows are reduced). n % 4 != 0: the exactly rounded sum.
+float sum_squares_torch_order(const float* x, int64_t n);
 /// The rotation's arguments (both backends check them the same way).
 status rms_norm_rope_check(const rms_norm_params& p);
 

@@ -2,9 +2,33 @@
 
 #include "kernels/rope/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace hart {
+
+float sum_squares_torch_order(const float* x, int64_t dim) {
+  if (dim % 4) {  // no float4 path: the exactly rounded sum
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += double(x[i]) * double(x[i]);
+    return float(ss);
+  }
+  const int64_t n_vec = dim / 4;
+  int64_t lanes = 1;
+  while (lanes * 2 <= std::min<int64_t>(n_vec, 32)) lanes *= 2;
+  float lane[32];
+  for (int64_t i = 0; i < lanes; ++i) {
+    float acc[4] = {0, 0, 0, 0};
+    for (int64_t v = i; v < n_vec; v += lanes) {
+      for (int64_t k = 0; k < 4; ++k) acc[k] += x[4 * v + k] * x[4 * v + k];
+    }
+    lane[i] = ((acc[0] + acc[1]) + acc[2]) + acc[3];
+  }
+  for (int64_t off = lanes / 2; off >= 1; off >>= 1) {
+    for (int64_t i = 0; i < off; ++i) lane[i] += lane[i + off];
+  }
+  return lane[0];
+}
 
 status rms_norm_cpu(const rms_norm_params& p) {
   if (!p.x || !p.y) return invalid_argument("rms_norm: null pointer");
@@ -16,9 +40,17 @@ status rms_norm_cpu(const rms_norm_params& p) {
   for (int64_t r = 0; r < p.n_rows; ++r) {
     const float* x = p.x + r * xs;
     float* y = p.y + r * ys;
-    double ss = 0;
-    for (int64_t i = 0; i < p.dim; ++i) ss += double(x[i]) * double(x[i]);
-    const float inv = 1.0f / std::sqrt(float(ss / double(p.dim)) + p.eps);
+    float mean_square;
+    if (p.official) {
+      mean_square = sum_squares_torch_order(x, p.dim) * (1.0f / float(p.dim));
+    } else {
+      double ss = 0;
+      for (int64_t i = 0; i < p.dim; ++i) ss += double(x[i]) * double(x[i]);
+      mean_square = float(ss / double(p.dim));
+    }
+    // fp32 mean square plus eps as the reference computes it, then rsqrt rounded once
+    // (1 / sqrtf rounds twice, off by an ulp often enough to flip a bf16 output).
+    const float inv = float(1.0 / std::sqrt(double(mean_square + p.eps)));
     for (int64_t i = 0; i < p.dim; ++i) {
       const float v = x[i] * inv;
       y[i] = p.w ? p.w[i] * v : v;

@@ -20,6 +20,10 @@ struct sparse_attention_params {
   int64_t head_dim = 0;
   int64_t n_kv = 0;                       // may be 0: the output is then 0
   float scale = 1.0f;                     // head_dim^-0.5
+  /// The official sparse_attn kernel's numerics: an online softmax over blocks
+  /// of 64 slots in list order (a null row is a masked slot), probabilities
+  /// rounded to bf16 before P·V, the output rounded to bf16.
+  bool bf16 = false;
 };
 
 status sparse_attention_cpu(const sparse_attention_params& p);

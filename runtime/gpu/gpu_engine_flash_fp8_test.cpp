@@ -123,6 +123,7 @@ std::unique_ptr<forward_engine> load_cpu(const std::string& dir, bool determinis
   p.model_dir = dir;
   p.prec = precision::fp8;
   p.deterministic = deterministic;
+  p.fp32_activations = true;  // the GPU's fp8 mode keeps fp32 activations (docs/precision.md)
   auto e = engine::load(p);
   EXPECT_TRUE(e.ok()) << e.get_status().to_string();
   return e.ok() ? forward_engine_cpu(std::move(*e)) : nullptr;

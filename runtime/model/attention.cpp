@@ -9,6 +9,7 @@
 #include "kernels/rope/rope.h"
 #include "kernels/sparse_attention/sparse_attention.h"
 #include "runtime/core/check.h"
+#include "runtime/core/codecs.h"
 #include "runtime/model/compressor.h"
 #include "runtime/model/linear_ops.h"
 
@@ -16,6 +17,19 @@ namespace hart {
 namespace {
 
 constexpr int64_t k_kv_qdq_block = 64;
+
+// The official per-head q RMS, computed on bf16 tensors: each q², their mean,
+// mean + eps and its rsqrt rounded to bf16, then q · rsqrt rounded.
+void head_rms_bf16(float* q, int64_t rows, int64_t dim, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* x = q + r * dim;
+    float acc = 0;
+    for (int64_t d = 0; d < dim; ++d) acc += round_to_bf16(x[d] * x[d]);
+    const float mean = round_to_bf16(acc * (1.0f / float(dim)));
+    const float inv = round_to_bf16(1.0f / std::sqrt(round_to_bf16(mean + eps)));
+    for (int64_t d = 0; d < dim; ++d) x[d] = round_to_bf16(x[d] * inv);
+  }
+}
 
 // Projections of every token of the batch, computed once per layer.
 struct projections {
@@ -33,16 +47,29 @@ projections project(const attention_params& p, const token_batch& b, const float
   const layer_weights& w = *p.w;
   const int64_t T = b.n_tokens(), H = c.n_heads, hd = c.head_dim, rd = c.rope_dim;
   const float eps = float(c.norm_eps);
+  // bf16: the official inference rounds every step's output to bf16 (the linears do it themselves).
+  auto to_bf16 = [&](std::vector<float>& v) {
+    if (p.bf16) round_to_bf16(v.data(), int64_t(v.size()));
+  };
   projections pr;
   pr.qr = linear_apply(w.wq_a, x, T);
-  HART_CHECK(rms_norm_cpu({pr.qr.data(), w.q_norm.data(), pr.qr.data(), T, c.q_lora_rank, 0, 0, eps}).ok());
+  HART_CHECK(
+      rms_norm_cpu({pr.qr.data(), w.q_norm.data(), pr.qr.data(), T, c.q_lora_rank, 0, 0, eps, p.bf16}).ok());
+  to_bf16(pr.qr);
   pr.q = linear_apply(w.wq_b, pr.qr.data(), T);
-  HART_CHECK(rms_norm_cpu({pr.q.data(), nullptr, pr.q.data(), T * H, hd, 0, 0, eps}).ok());
+  if (p.bf16) {
+    head_rms_bf16(pr.q.data(), T * H, hd, eps);
+  } else {
+    HART_CHECK(rms_norm_cpu({pr.q.data(), nullptr, pr.q.data(), T * H, hd, 0, 0, eps}).ok());
+  }
   HART_CHECK(rope_cpu({pr.q.data(), b.pos.data(), p.inv_freq, T, H, hd, rd}).ok());
+  to_bf16(pr.q);
 
   pr.kv = linear_apply(w.wkv, x, T);
-  HART_CHECK(rms_norm_cpu({pr.kv.data(), w.kv_norm.data(), pr.kv.data(), T, hd, 0, 0, eps}).ok());
+  HART_CHECK(rms_norm_cpu({pr.kv.data(), w.kv_norm.data(), pr.kv.data(), T, hd, 0, 0, eps, p.bf16}).ok());
+  to_bf16(pr.kv);
   HART_CHECK(rope_cpu({pr.kv.data(), b.pos.data(), p.inv_freq, T, 1, hd, rd}).ok());
+  to_bf16(pr.kv);
   if (p.prec == precision::fp8) fp8_qdq_rows(pr.kv.data(), T, hd - rd, k_kv_qdq_block, hd);
 
   if (w.kind != attention_kind::sliding) {
@@ -55,10 +82,14 @@ projections project(const attention_params& p, const token_batch& b, const float
     pr.index_z = linear_apply(w.indexer.compressor.wgate, x, T);
     pr.index_q = linear_apply(w.indexer.wq_b, pr.qr.data(), T);
     HART_CHECK(rope_cpu({pr.index_q.data(), b.pos.data(), p.inv_freq, T, nI, hI, rd}).ok());
-    if (p.prec == precision::fp8) hadamard_fp4_qdq_rows(pr.index_q.data(), T * nI, hI);
+    to_bf16(pr.index_q);
+    if (p.prec == precision::fp8) hadamard_fp4_qdq_rows(pr.index_q.data(), T * nI, hI, p.bf16);
     pr.index_w = linear_apply(w.indexer.weights_proj, x, T);
-    const float wscale = 1.0f / std::sqrt(float(nI));
+    // bf16: the reference folds the score scale hI^-0.5 into the weights, one rounded product.
+    const float wscale =
+        p.bf16 ? float(std::pow(double(hI), -0.5) * std::pow(double(nI), -0.5)) : 1.0f / std::sqrt(float(nI));
     for (float& v : pr.index_w) v *= wscale;
+    to_bf16(pr.index_w);
   }
   return pr;
 }
@@ -73,11 +104,26 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
   const bool csa = w.kind == attention_kind::csa, compressed = w.kind != attention_kind::sliding;
   const int64_t m = c.compress_rate(w.kind), k_top = c.index_topk;
   projections pr = project(p, b, x);
+  auto to_bf16 = [&](std::vector<float>& v) {
+    if (p.bf16) round_to_bf16(v.data(), int64_t(v.size()));
+  };
 
-  compressor_params main_cp{&w.compressor, p.inv_freq, rd, float(c.norm_eps),
-                            p.prec == precision::fp8 ? entry_quant::fp8_nope : entry_quant::none, false, p.il};
-  compressor_params index_cp{&w.indexer.compressor, p.inv_freq, rd, float(c.norm_eps),
-                             p.prec == precision::fp8 ? entry_quant::hadamard_fp4 : entry_quant::none, true, p.il};
+  compressor_params main_cp{&w.compressor,
+                            p.inv_freq,
+                            rd,
+                            float(c.norm_eps),
+                            p.prec == precision::fp8 ? entry_quant::fp8_nope : entry_quant::none,
+                            false,
+                            p.il,
+                            p.bf16};
+  compressor_params index_cp{&w.indexer.compressor,
+                             p.inv_freq,
+                             rd,
+                             float(c.norm_eps),
+                             p.prec == precision::fp8 ? entry_quant::hadamard_fp4 : entry_quant::none,
+                             true,
+                             p.il,
+                             p.bf16};
   if (topk && csa) topk->assign(T * k_top, -1);
   std::vector<float> o(T * H * hd);
 
@@ -120,6 +166,10 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
       const int64_t r = sp.row0 + j, t = p0 + j;
       std::vector<const float*> keys;
       for (int64_t pos = std::max<int64_t>(0, t - W + 1); pos <= t; ++pos) keys.push_back(window_row(pos));
+      // bf16: the reference's slot layout, which sets its softmax blocks: the window takes W
+      // slots, masked past the position. (Its first call on a prompt shorter than W gives the
+      // window only that many; hart keeps W so that chunking cannot change a result.)
+      if (p.bf16) keys.resize(size_t(W), nullptr);
       if (compressed) {
         const int64_t n_vis = (t + 1) / m;
         if (csa && n_vis > 0) {
@@ -131,7 +181,8 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
           HART_CHECK(indexer_score_cpu({pr.index_q.data() + r * c.index_n_heads * c.index_head_dim,
                                         pr.index_w.data() + r * c.index_n_heads, index_keys.data(),
                                         score.data(), c.index_n_heads, c.index_head_dim, n_vis,
-                                        1.0f / std::sqrt(float(c.index_head_dim))}).ok());
+                                        p.bf16 ? 1.0f : 1.0f / std::sqrt(float(c.index_head_dim)), p.bf16})
+                         .ok());
           std::vector<int32_t> pick(k_top, -1);
           HART_CHECK(topk_cpu({score.data(), pick.data(), n_row, std::min(k_top, n_row), ref_len > 0}).ok());
           for (int64_t i = 0; i < k_top; ++i) {
@@ -145,18 +196,21 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
       }
       HART_CHECK(sparse_attention_cpu({pr.q.data() + r * H * hd, keys.data(), w.attn_sink.data(),
                                        o.data() + r * H * hd, H, hd, int64_t(keys.size()),
-                                       1.0f / std::sqrt(float(hd))}).ok());
+                                       1.0f / std::sqrt(float(hd)), p.bf16})
+                     .ok());
     }
   }
 
   // Undo the values' rotation at the query position, then the grouped output projection.
   HART_RETURN_IF_ERROR(rope_cpu({o.data(), b.pos.data(), p.inv_freq, T, H, hd, rd, 0, 1.0f, true}));
+  to_bf16(o);
   const int64_t G = c.o_groups, ol = c.o_lora_rank, gin = H / G * hd;
   std::vector<float> u(T * G * ol);
   for (int64_t g = 0; g < G; ++g) {
     HART_RETURN_IF_ERROR(linear_cpu({o.data() + g * gin, w.wo_a.w.data() + g * ol * gin, u.data() + g * ol,
                                      T, gin, ol, H * hd, G * ol, false, w.wo_a.row_invariant}));
   }
+  to_bf16(u);
   return linear_apply(w.wo_b, u.data(), T, y);
 }
 

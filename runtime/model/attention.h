@@ -22,6 +22,7 @@ struct attention_params {
   const float* inv_freq = nullptr;  // [rope_dim/2] this layer's table
   precision prec = precision::exact;
   int64_t il = 0;                   // layer index into sequence_state::layers
+  bool bf16 = false;                // the official inference's bf16 activations (engine_params::bf16_activations)
 };
 
 /// y [D, T] = Attention(x [D, T]). `topk` (optional, CSA layers) receives the

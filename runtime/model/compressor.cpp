@@ -44,10 +44,13 @@ void emit_entry(const compressor_params& p, const kv_store& store, const page_ta
   const int32_t full_page = pt.full[first / P];
   float* entry = p.indexer ? store.index_key_row(p.il, full_page, first % P) : store.entry_row(p.il, full_page, first % P);
   HART_CHECK(compress_pool_cpu({kv_rows.data(), gate_rows.data(), entry, int64_t(kv_rows.size()), c}).ok());
-  HART_CHECK(rms_norm_cpu({entry, w.norm.data(), entry, 1, c, 0, 0, p.norm_eps}).ok());
+  if (p.bf16) round_to_bf16(entry, c);
+  HART_CHECK(rms_norm_cpu({entry, w.norm.data(), entry, 1, c, 0, 0, p.norm_eps, p.bf16}).ok());
+  if (p.bf16) round_to_bf16(entry, c);
   HART_CHECK(rope_cpu({entry, &first, p.inv_freq, 1, 1, c, p.rope_dim}).ok());
+  if (p.bf16) round_to_bf16(entry, c);
   if (p.quant == entry_quant::fp8_nope) fp8_qdq_rows(entry, 1, c - p.rope_dim, k_kv_qdq_block);
-  if (p.quant == entry_quant::hadamard_fp4) hadamard_fp4_qdq_rows(entry, 1, c);
+  if (p.quant == entry_quant::hadamard_fp4) hadamard_fp4_qdq_rows(entry, 1, c, p.bf16);
 }
 
 }  // namespace

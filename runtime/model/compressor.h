@@ -28,6 +28,7 @@ struct compressor_params {
   entry_quant quant = entry_quant::none;
   bool indexer = false;             // the indexer's compressor: index ring and index keys
   int64_t il = 0;                   // layer
+  bool bf16 = false;                // the official inference's bf16 roundings of the entry
 };
 
 /// Feeds token `pos` with projections a = x·Wkv^T and z = x·Wgate^T (both

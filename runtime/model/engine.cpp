@@ -54,7 +54,7 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
   HART_LOG_INFO("%s", e->cfg_.summary().c_str());
   HART_ASSIGN_OR_RETURN(model_weights w, model_weights_load(params.model_dir, e->cfg_, params.prec,
                                                             params.verbose_load ? report_progress : nullptr,
-                                                            params.deterministic));
+                                                            params.deterministic, params.bf16_activations()));
   e->weights_ = std::make_shared<const model_weights>(std::move(w));
   HART_LOG_INFO("loaded %lld parameters from %s (precision %s)", (long long)e->weights_->n_params,
                 params.model_dir.c_str(), precision_name(params.prec));
@@ -64,7 +64,9 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
 }
 
 status_or<std::shared_ptr<const model_weights>> engine::build_weights(const tensor_source& src) const {
-  HART_ASSIGN_OR_RETURN(model_weights w, model_weights_load(src, cfg_, params_.prec, nullptr, params_.deterministic));
+  HART_ASSIGN_OR_RETURN(model_weights w,
+                        model_weights_load(src, cfg_, params_.prec, nullptr, params_.deterministic,
+                                           params_.bf16_activations()));
   return std::make_shared<const model_weights>(std::move(w));
 }
 
@@ -180,6 +182,11 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
   HART_RETURN_IF_ERROR(validate_batch(batch));
   const int64_t D = cfg_.hidden_size, n = cfg_.hc_mult, V = cfg_.vocab_size;
   const float eps = float(cfg_.norm_eps), hc_eps = float(cfg_.hc_eps);
+  // fp8: the official inference's bf16 activations (residual streams, mHC and norm outputs).
+  const bool bf16 = params_.bf16_activations();
+  auto to_bf16 = [bf16](std::vector<float>& v) {
+    if (bf16) round_to_bf16(v.data(), int64_t(v.size()));
+  };
 
   token_batch tb;
   std::vector<int64_t> logit_rows;
@@ -203,31 +210,42 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
     const float* e = weights_->embed.w.data() + int64_t(tb.ids[t]) * D;
     for (int64_t i = 0; i < n; ++i) std::copy_n(e, D, X.data() + (t * n + i) * D);
   }
+  to_bf16(X);
   if (trace && trace->capture_hidden) trace->hidden.assign(1, X);
 
   std::vector<float> collapsed(T * D), normed(T * D), out(T * D), post(T * n), comb(T * n * n);
   auto run_site = [&](const hc_site& s, auto&& sublayer) -> status {
-    HART_RETURN_IF_ERROR(hc_pre_cpu({X.data(), s.fn.data(), s.base.data(), s.scale.data(), collapsed.data(),
-                                     post.data(), comb.data(), T, n, D, cfg_.hc_sinkhorn_iters, eps, hc_eps}));
-    HART_RETURN_IF_ERROR(rms_norm_cpu({collapsed.data(), s.norm.data(), normed.data(), T, D, 0, 0, eps}));
+    HART_RETURN_IF_ERROR(
+        hc_pre_cpu({X.data(), s.fn.data(), s.base.data(), s.scale.data(), collapsed.data(), post.data(),
+                    comb.data(), T, n, D, cfg_.hc_sinkhorn_iters, eps, hc_eps, nullptr, bf16}));
+    to_bf16(collapsed);
+    HART_RETURN_IF_ERROR(
+        rms_norm_cpu({collapsed.data(), s.norm.data(), normed.data(), T, D, 0, 0, eps, bf16}));
+    to_bf16(normed);
     HART_RETURN_IF_ERROR(sublayer(normed.data(), out.data()));
     HART_RETURN_IF_ERROR(hc_post_cpu({X.data(), out.data(), post.data(), comb.data(), Xn.data(), T, n, D}));
     X.swap(Xn);
+    to_bf16(X);
     return {};
   };
 
   for (int64_t il = 0; il < cfg_.n_layers; ++il) {
     const layer_weights& L = weights_->layers[il];
-    attention_params ap{&cfg_, &L,
-                        (L.kind == attention_kind::sliding ? weights_->inv_freq_main : weights_->inv_freq_compress).data(),
-                        params_.prec, il};
+    attention_params ap{
+        &cfg_,
+        &L,
+        (L.kind == attention_kind::sliding ? weights_->inv_freq_main : weights_->inv_freq_compress).data(),
+        params_.prec,
+        il,
+        bf16};
     std::vector<int32_t>* topk = trace && L.kind == attention_kind::csa ? &trace->topk[il] : nullptr;
     HART_RETURN_IF_ERROR(run_site({L.hc_attn_fn, L.hc_attn_base, L.hc_attn_scale, L.attn_norm},
                                   [&](const float* x, float* y) { return attention_forward(ap, tb, x, y, topk); }));
     std::vector<int32_t>* experts = trace ? &trace->experts[il] : nullptr;
-    HART_RETURN_IF_ERROR(run_site({L.hc_ffn_fn, L.hc_ffn_base, L.hc_ffn_scale, L.ffn_norm}, [&](const float* x, float* y) {
-      return moe_forward(cfg_, L, x, tb.ids.data(), T, y, experts);
-    }));
+    HART_RETURN_IF_ERROR(
+        run_site({L.hc_ffn_fn, L.hc_ffn_base, L.hc_ffn_scale, L.ffn_norm}, [&](const float* x, float* y) {
+          return moe_forward(cfg_, L, x, tb.ids.data(), T, y, experts, bf16);
+        }));
     if (trace && trace->capture_hidden) trace->hidden.push_back(X);
   }
   for (const token_batch::span& sp : tb.spans) {
@@ -236,9 +254,13 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
   }
 
   // Head: collapse the streams, final norm, logits for the rows asked for.
-  HART_RETURN_IF_ERROR(hc_head_cpu({X.data(), weights_->hc_head_fn.data(), weights_->hc_head_base.data(),
-                                    weights_->hc_head_scale.data(), collapsed.data(), T, n, D, eps, hc_eps}));
-  HART_RETURN_IF_ERROR(rms_norm_cpu({collapsed.data(), weights_->norm.data(), normed.data(), T, D, 0, 0, eps}));
+  HART_RETURN_IF_ERROR(
+      hc_head_cpu({X.data(), weights_->hc_head_fn.data(), weights_->hc_head_base.data(),
+                   weights_->hc_head_scale.data(), collapsed.data(), T, n, D, eps, hc_eps, bf16}));
+  to_bf16(collapsed);
+  HART_RETURN_IF_ERROR(
+      rms_norm_cpu({collapsed.data(), weights_->norm.data(), normed.data(), T, D, 0, 0, eps, bf16}));
+  to_bf16(normed);
   if (trace && trace->capture_hidden) trace->final_hidden = normed;
   if (logits) {
     const int64_t R = int64_t(logit_rows.size());

@@ -38,6 +38,14 @@ struct engine_params {
   /// it is batched, chunked or served from the prefix cache (slower GEMMs).
   bool deterministic = false;
   bool verbose_load = false;
+  /// fp8 only: keep activations in fp32 between the quantization points instead
+  /// of rounding them to bf16 where the official inference does
+  /// (docs/precision.md). The GPU engine's fp8 mode still computes this way, so
+  /// its tests compare against it.
+  bool fp32_activations = false;
+
+  /// The official inference's bf16 activations: fp8 without fp32_activations.
+  bool bf16_activations() const { return prec == precision::fp8 && !fp32_activations; }
 
   status validate() const;
 };

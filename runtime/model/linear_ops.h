@@ -1,7 +1,7 @@
 // File: runtime/model/linear_ops.h
 // The engine's linear layer: y = x W^T through OpenBLAS, with the fp8
 // precision mode's input rule (per row, per 128 channels, power-of-two
-// scale, e4m3 QDQ) applied when the weight asks for it.
+// scale, e4m3 QDQ) and bf16 output applied when the weight asks for them.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,12 @@ std::vector<float> linear_apply(const linear_weight& w, const float* x, int64_t 
 /// In place, per row of `dim`: FP8 e4m3 QDQ over blocks of `block` channels
 /// (the last block may be shorter when dim % block != 0).
 void fp8_qdq_rows(float* x, int64_t n_rows, int64_t dim, int64_t block, int64_t row_stride = 0);
-/// In place, per row: Hadamard (scale dim^-0.5) then FP4 e2m1 QDQ in blocks of 32.
-void hadamard_fp4_qdq_rows(float* x, int64_t n_rows, int64_t dim);
+/// In place, per row: Hadamard (scale dim^-0.5) then FP4 e2m1 QDQ in blocks of 32;
+/// `bf16` rounds the Hadamard's output to bf16 first, as the official inference does.
+void hadamard_fp4_qdq_rows(float* x, int64_t n_rows, int64_t dim, bool bf16 = false);
+
+/// In place: each of n values rounded to the nearest bf16 (RNE), the official
+/// inference's activation dtype.
+void round_to_bf16(float* x, int64_t n);
 
 }  // namespace hart

@@ -165,6 +165,7 @@ struct loader {
   const tensor_reader& r;
   const model_config& cfg;
   precision prec;
+  bool bf16;  // linears whose outputs the official inference keeps in bf16 say so
   int64_t n_params = 0;
 
   status vec(const std::string& name, int64_t n, std::vector<float>* out) {
@@ -181,10 +182,12 @@ struct loader {
 
   // `fp8`: the reference runs this linear in FP8 (weights e4m3, inputs quantized per 128).
   // `fp8_weight_only`: weights are FP8 values but inputs stay unquantized (wo_a).
+  // `fp32_output`: the reference keeps this linear's output in fp32 (fp32 weights there).
   status linear(const std::string& name, int64_t out, int64_t in, bool fp8, linear_weight* w,
-                bool fp8_weight_only = false) {
+                bool fp8_weight_only = false, bool fp32_output = false) {
     w->out = out;
     w->in = in;
+    w->bf16_output = bf16 && !fp32_output;
     HART_RETURN_IF_ERROR(mat(name, out, in, &w->w));
     const bool quantize = prec == precision::fp8 && (fp8 || fp8_weight_only);
     if (quantize) {
@@ -208,8 +211,8 @@ struct loader {
     c->rate = rate;
     c->dim = dim;
     c->overlap = overlap;
-    HART_RETURN_IF_ERROR(linear(p + ".wkv.weight", width, D, false, &c->wkv));
-    HART_RETURN_IF_ERROR(linear(p + ".wgate.weight", width, D, false, &c->wgate));
+    HART_RETURN_IF_ERROR(linear(p + ".wkv.weight", width, D, false, &c->wkv, false, /*fp32_output=*/true));
+    HART_RETURN_IF_ERROR(linear(p + ".wgate.weight", width, D, false, &c->wgate, false, /*fp32_output=*/true));
     HART_RETURN_IF_ERROR(mat(p + ".ape", rate, width, &c->ape));
     return vec(p + ".norm.weight", dim, &c->norm);
   }
@@ -233,6 +236,7 @@ struct loader {
             HART_RETURN_IF_ERROR(fp8_block_dequantize(q.data(), s.data(), w->out, w->in, k_fp8_block, w->w.data()));
             w->fp8_input = true;
           }
+          w->bf16_output = bf16;
         }
       }
       n_params += E * 3 * I * D;
@@ -286,7 +290,7 @@ struct loader {
 
     const std::string f = p + ".ffn";
     const int64_t E = cfg.n_routed_experts, I = cfg.moe_inter_dim;
-    HART_RETURN_IF_ERROR(linear(f + ".gate.weight", E, D, false, &L->gate));
+    HART_RETURN_IF_ERROR(linear(f + ".gate.weight", E, D, false, &L->gate, false, /*fp32_output=*/true));
     if (L->hash_moe) {
       HART_ASSIGN_OR_RETURN(L->tid2eid, r.ints(f + ".gate.tid2eid", {cfg.vocab_size, cfg.n_activated_experts}));
       for (int32_t e : L->tid2eid) {
@@ -335,24 +339,25 @@ std::vector<float> rope_inv_freq(const rope_config& r, int64_t head_dim) {
 
 status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg,
                                             precision prec, void (*on_progress)(const load_progress&),
-                                            bool row_invariant) {
+                                            bool row_invariant, bool bf16_activations) {
   HART_ASSIGN_OR_RETURN(std::unique_ptr<tensor_source> src, checkpoint_source_open(dir));
-  return model_weights_load(*src, cfg, prec, on_progress, row_invariant);
+  return model_weights_load(*src, cfg, prec, on_progress, row_invariant, bf16_activations);
 }
 
 status_or<model_weights> model_weights_load(const tensor_source& src, const model_config& cfg,
                                             precision prec, void (*on_progress)(const load_progress&),
-                                            bool row_invariant) {
+                                            bool row_invariant, bool bf16_activations) {
   HART_RETURN_IF_ERROR(cfg.validate());
   HART_ASSIGN_OR_RETURN(tensor_reader reader, tensor_reader::open(src));
-  loader ld{reader, cfg, prec};
+  loader ld{reader, cfg, prec, bf16_activations};
   model_weights w;
   const int64_t D = cfg.hidden_size, V = cfg.vocab_size, n = cfg.hc_mult;
   HART_RETURN_IF_ERROR(ld.linear("embed.weight", V, D, false, &w.embed));
   if (reader.find("head.weight")) {
-    HART_RETURN_IF_ERROR(ld.linear("head.weight", V, D, false, &w.head));
+    HART_RETURN_IF_ERROR(ld.linear("head.weight", V, D, false, &w.head, false, /*fp32_output=*/true));
   } else if (cfg.tie_word_embeddings) {
     w.head = w.embed;
+    w.head.bf16_output = false;
   } else {
     return not_found("%s lacks tensor 'head.weight' (lm_head) and embeddings are not tied", src.describe().c_str());
   }

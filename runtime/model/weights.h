@@ -26,6 +26,7 @@ struct linear_weight {
   int64_t in = 0;
   bool fp8_input = false;  // quantize inputs per 128 channels before the GEMM (fp8 mode)
   bool row_invariant = false;  // batch-invariant GEMM (engine_params::deterministic)
+  bool bf16_output = false;  // round outputs to bf16, as the official inference's bf16 activations
 };
 
 struct compressor_weights {
@@ -92,15 +93,17 @@ class tensor_source;
 /// it. The same rules hold for a checkpoint and for a staged weight update.
 /// `on_progress` (optional) is called after each layer. Reads `src` only, so
 /// it may run beside a forward pass of an engine with other weights.
+/// `bf16_activations` marks the linears whose outputs the official inference
+/// rounds to bf16 (linear_weight::bf16_output; docs/precision.md).
 status_or<model_weights> model_weights_load(const tensor_source& src, const model_config& cfg,
                                             precision prec,
                                             void (*on_progress)(const load_progress&) = nullptr,
-                                            bool row_invariant = false);
+                                            bool row_invariant = false, bool bf16_activations = false);
 /// The checkpoint directory `dir` as the source.
 status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg,
                                             precision prec,
                                             void (*on_progress)(const load_progress&) = nullptr,
-                                            bool row_invariant = false);
+                                            bool row_invariant = false, bool bf16_activations = false);
 
 /// RoPE inverse frequencies [rope_dim/2] for one rope config (default or YaRN,
 /// exactly as the Hugging Face reference computes them, in fp32).

@@ -32,13 +32,15 @@ bool golden_deterministic(const std::string& name) {
   return name == "tiny-c";
 }
 
-std::unique_ptr<golden_set> golden_load(const std::string& name, precision prec, bool deterministic) {
+std::unique_ptr<golden_set> golden_load(const std::string& name, precision prec, bool deterministic,
+                                        bool fp32_activations) {
   auto g = std::make_unique<golden_set>();
   g->dir = std::string(HART_TEST_DATA) + "/" + name;
   engine_params p;
   p.model_dir = g->dir;
   p.prec = prec;
   p.deterministic = deterministic || golden_deterministic(name);
+  p.fp32_activations = fp32_activations;
   auto eng = engine::load(p);
   HART_CHECK(eng.ok()) << eng.get_status().to_string();
   g->eng = std::move(eng).value();

@@ -47,8 +47,9 @@ struct golden_set {
 /// differently. golden_load applies it; so must a test loading its own engine.
 bool golden_deterministic(const std::string& name);
 
+/// `fp32_activations`: engine_params::fp32_activations (the GPU's fp8 numerics).
 std::unique_ptr<golden_set> golden_load(const std::string& name, precision prec = precision::exact,
-                                        bool deterministic = false);
+                                        bool deterministic = false, bool fp32_activations = false);
 
 /// ‖a − b‖ / ‖b‖ over n values.
 double rel_error(const float* a, const float* b, int64_t n);
