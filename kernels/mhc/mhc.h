@@ -44,6 +44,7 @@ struct hc_post_params {
   int64_t n_tokens = 0;
   int64_t n_hc = 4;
   int64_t dim = 0;
+  bool official = false;  // as hc_pre_params::official: post·y + (Σ_j comb·x), the sum first
 };
 
 struct hc_head_params {

@@ -11,7 +11,7 @@ namespace {
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 // mix[o] = (x · fn[o]) * rsqrt(mean(x^2) + eps) over the flattened n_hc*dim streams;
-// the rsqrt rounded once, the mean square in the reference's order when `official`.
+// `official`: the mean square in the reference's order and the rsqrt rounded once.
 void hc_mix(const float* x, const float* fn, int64_t n_out, int64_t width, float eps, bool official,
             float* mix) {
   float mean_square;
@@ -22,7 +22,8 @@ void hc_mix(const float* x, const float* fn, int64_t n_out, int64_t width, float
     for (int64_t i = 0; i < width; ++i) ss += double(x[i]) * double(x[i]);
     mean_square = float(ss / double(width));
   }
-  const float r = float(1.0 / std::sqrt(double(mean_square + eps)));
+  const float r =
+      official ? float(1.0 / std::sqrt(double(mean_square + eps))) : 1.0f / std::sqrt(mean_square + eps);
   for (int64_t o = 0; o < n_out; ++o) {
     const float* w = fn + o * width;
     double acc = 0;
@@ -102,10 +103,15 @@ status hc_post_cpu(const hc_post_params& p) {
     for (int64_t k = 0; k < n; ++k) {
       const float pk = p.post[t * n + k];
       for (int64_t d = 0; d < p.dim; ++d) {
-        // post·y + (Σ_j comb·x): the sum over input streams first, as the reference adds them.
-        float mixed = 0;
-        for (int64_t j = 0; j < n; ++j) mixed += c[j * n + k] * x[j * p.dim + d];
-        o[k * p.dim + d] = pk * y[d] + mixed;
+        if (p.official) {  // post·y + (Σ_j comb·x): the sum over input streams first, as the reference adds
+          float mixed = 0;
+          for (int64_t j = 0; j < n; ++j) mixed += c[j * n + k] * x[j * p.dim + d];
+          o[k * p.dim + d] = pk * y[d] + mixed;
+          continue;
+        }
+        float acc = pk * y[d];
+        for (int64_t j = 0; j < n; ++j) acc += c[j * n + k] * x[j * p.dim + d];
+        o[k * p.dim + d] = acc;
       }
     }
   }

@@ -48,9 +48,10 @@ status rms_norm_cpu(const rms_norm_params& p) {
       for (int64_t i = 0; i < p.dim; ++i) ss += double(x[i]) * double(x[i]);
       mean_square = float(ss / double(p.dim));
     }
-    // fp32 mean square plus eps as the reference computes it, then rsqrt rounded once
-    // (1 / sqrtf rounds twice, off by an ulp often enough to flip a bf16 output).
-    const float inv = float(1.0 / std::sqrt(double(mean_square + p.eps)));
+    // official: rsqrt rounded once (1 / sqrtf rounds twice, off by an ulp often enough to
+    // flip a bf16 output).
+    const float inv = p.official ? float(1.0 / std::sqrt(double(mean_square + p.eps)))
+                                 : 1.0f / std::sqrt(mean_square + p.eps);
     for (int64_t i = 0; i < p.dim; ++i) {
       const float v = x[i] * inv;
       y[i] = p.w ? p.w[i] * v : v;

@@ -223,7 +223,7 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
         rms_norm_cpu({collapsed.data(), s.norm.data(), normed.data(), T, D, 0, 0, eps, bf16}));
     to_bf16(normed);
     HART_RETURN_IF_ERROR(sublayer(normed.data(), out.data()));
-    HART_RETURN_IF_ERROR(hc_post_cpu({X.data(), out.data(), post.data(), comb.data(), Xn.data(), T, n, D}));
+    HART_RETURN_IF_ERROR(hc_post_cpu({X.data(), out.data(), post.data(), comb.data(), Xn.data(), T, n, D, bf16}));
     X.swap(Xn);
     to_bf16(X);
     return {};
