@@ -208,7 +208,7 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
   std::vector<float> u(T * G * ol);
   for (int64_t g = 0; g < G; ++g) {
     HART_RETURN_IF_ERROR(linear_cpu({o.data() + g * gin, w.wo_a.w.data() + g * ol * gin, u.data() + g * ol,
-                                     T, gin, ol, H * hd, G * ol, false, w.wo_a.row_invariant}));
+                                     T, gin, ol, H * hd, G * ol, false, w.wo_a.row_invariant, w.wo_a.k_block}));
   }
   to_bf16(u);
   return linear_apply(w.wo_b, u.data(), T, y);

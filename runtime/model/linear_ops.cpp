@@ -46,7 +46,7 @@ status linear_apply(const linear_weight& w, const float* x, int64_t n_rows, floa
     for (int64_t r = 0; r < n_rows; ++r) std::copy(x + r * xs, x + r * xs + w.in, q.data() + r * w.in);
     fp8_qdq_rows(q.data(), n_rows, w.in, 128);
     HART_RETURN_IF_ERROR(
-        linear_cpu({q.data(), w.w.data(), y, n_rows, w.in, w.out, 0, y_stride, false, w.row_invariant}));
+        linear_cpu({q.data(), w.w.data(), y, n_rows, w.in, w.out, 0, y_stride, false, w.row_invariant, w.k_block}));
   }
   if (w.bf16_output) {
     const int64_t ys = y_stride ? y_stride : w.out;

@@ -183,6 +183,7 @@ struct loader {
   // `fp8`: the reference runs this linear in FP8 (weights e4m3, inputs quantized per 128).
   // `fp8_weight_only`: weights are FP8 values but inputs stay unquantized (wo_a).
   // `fp32_output`: the reference keeps this linear's output in fp32 (fp32 weights there).
+  // Reads `fp4` from the tensor's dtype (MXFP4 experts keep their values, sum per 32).
   status linear(const std::string& name, int64_t out, int64_t in, bool fp8, linear_weight* w,
                 bool fp8_weight_only = false, bool fp32_output = false) {
     w->out = out;
@@ -190,10 +191,10 @@ struct loader {
     w->bf16_output = bf16 && !fp32_output;
     HART_RETURN_IF_ERROR(mat(name, out, in, &w->w));
     const bool quantize = prec == precision::fp8 && (fp8 || fp8_weight_only);
+    const tensor_entry* e = r.find(name);
+    const bool fp4 = e && (e->type == dtype::i8 || e->type == dtype::e2m1x2);
     if (quantize) {
-      const tensor_entry* e = r.find(name);
       const bool already_fp8 = e && e->type == dtype::e4m3;
-      const bool fp4 = e && (e->type == dtype::i8 || e->type == dtype::e2m1x2);
       if (!already_fp8 && !fp4) {
         // Round-trip through the checkpoint's FP8 format so fp32 weights carry FP8 values.
         std::vector<uint8_t> q(w->w.size());
@@ -202,6 +203,12 @@ struct loader {
         HART_RETURN_IF_ERROR(fp8_block_dequantize(q.data(), s.data(), out, in, k_fp8_block, w->w.data()));
       }
       w->fp8_input = fp8;
+    }
+    // bf16 activations: the official kernels' sums (fp8_gemm per 128, fp4_gemm per 32); its
+    // bf16/fp32 GEMMs (and widths its kernels cannot take) as one exactly rounded dot.
+    if (bf16) {
+      const int64_t block = quantize && fp8 ? (fp4 ? 32 : 128) : in;
+      w->k_block = in % block == 0 ? block : in;
     }
     return {};
   }
@@ -235,6 +242,7 @@ struct loader {
             HART_RETURN_IF_ERROR(fp8_block_quantize(w->w.data(), w->out, w->in, k_fp8_block, q.data(), s.data()));
             HART_RETURN_IF_ERROR(fp8_block_dequantize(q.data(), s.data(), w->out, w->in, k_fp8_block, w->w.data()));
             w->fp8_input = true;
+            if (bf16) w->k_block = 128;
           }
           w->bf16_output = bf16;
         }

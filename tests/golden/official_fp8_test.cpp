@@ -14,11 +14,13 @@ namespace hart::testing {
 namespace {
 
 // One layer: issue 19's bounds, 1e-3 median relative error and top-1 >= 0.995
-// (measured 2026-12-02: median 1.1e-7, top-1 >= 0.9975, every indexer top-k set
-// equal). Four layers: measured median 0.061, top-1 0.89 against issue 19's
-// 0.035 / 0.93 — one rounding flip at an early position reaches every later
-// one through the windows and compressed entries (docs/precision.md), so the
-// bound below guards against regressions while that gap is open.
+// (measured 2026-12-02: median 1.1e-7, top-1 >= 0.9967, every indexer top-k set
+// equal). Four layers: the official pipeline's own floor on this checkpoint,
+// the reference run on the CPU against itself on the GPU (median 0.066 whole,
+// 0.075 decode, top-1 0.874; hart measured 0.061 / 0.074, 0.893): one rounding
+// flip at an early position reaches every later one through the windows and
+// compressed entries (docs/precision.md). Top-1 over the 16 decode positions
+// moves in 1/16 steps.
 struct official_case {
   const char* model;
   double max_median_rel, min_top1;
@@ -27,7 +29,7 @@ struct official_case {
 constexpr official_case k_cases[] = {{"swa", 1e-3, 0.995, 1},
                                      {"csa", 1e-3, 0.995, 0.99},
                                      {"hca", 1e-3, 0.995, 1},
-                                     {"mixed4", 0.08, 0.85, 0.5}};
+                                     {"mixed4", 0.075, 0.85, 0.5}};
 void PrintTo(const official_case& c, std::ostream* os) {
   *os << c.model;
 }
