@@ -7,6 +7,7 @@
 #include "kernels/sparse_attention/sparse_attention.h"
 
 #include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
 
 #include <gtest/gtest.h>
 
@@ -126,6 +127,77 @@ TEST(sparse_attention, matches_reference) {
       }
     }
   }
+}
+
+// The official kernel's numerics (bf16): an online softmax over blocks of 64
+// slots, masked (null) slots anywhere, probabilities and output rounded to bf16.
+// Against the exact softmax over the unmasked keys: within the two bf16
+// roundings (2^-8 of Σ p·|v| and of |out|), bf16 values out, and a slot
+// list whose every block but one is masked gives the same as that block alone.
+TEST(sparse_attention, official_bf16_online_softmax) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  for (int64_t n_kv : {1, 63, 64, 65, 200}) {
+    SCOPED_TRACE("n_kv=" + std::to_string(n_kv));
+    const auto pr = random_problem(rng, 16, 512, n_kv, 1.5f);
+    std::vector<const float*> slots;  // the keys with a masked slot after every third
+    for (size_t j = 0; j < pr.kv.size(); ++j) {
+      slots.push_back(pr.kv[j]);
+      if (j % 3 == 2) slots.push_back(nullptr);
+    }
+    std::vector<float> got(size_t(16 * 512));
+    sparse_attention_params p;
+    p.q = pr.q.data();
+    p.kv = slots.data();
+    p.sink = pr.sink.data();
+    p.out = got.data();
+    p.n_heads = 16;
+    p.head_dim = 512;
+    p.n_kv = int64_t(slots.size());
+    p.scale = pr.scale;
+    p.bf16 = true;
+    ASSERT_TRUE(sparse_attention_cpu(p).ok());
+    std::vector<double> want, tol, mass, unused;
+    reference(pr, want, tol);
+    problem abs_pr = pr;  // Σ p·|v|: the same softmax over the rows' magnitudes
+    for (auto& row : abs_pr.rows) {
+      for (float& v : row) v = std::fabs(v);
+    }
+    for (size_t j = 0; j < pr.kv.size(); ++j) {
+      const size_t r = size_t(std::find_if(pr.rows.begin(), pr.rows.end(),
+                                           [&](const std::vector<float>& x) { return x.data() == pr.kv[j]; }) -
+                              pr.rows.begin());
+      abs_pr.kv[j] = abs_pr.rows[r].data();
+    }
+    reference(abs_pr, mass, unused);
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i], round_to_bf16(got[i])) << i;
+      tol[i] += 0x1p-8 * (mass[i] + std::fabs(want[i]));
+    }
+    EXPECT_TRUE(all_close(got.data(), got.size(), want, tol, 1.0, 0.0));
+  }
+  // Masked blocks contribute nothing: 64 masked slots, then 10 keys == the 10 keys alone.
+  const auto pr = random_problem(rng, 16, 64, 10, 1.0f);
+  std::vector<const float*> padded(64, nullptr);
+  padded.insert(padded.end(), pr.kv.begin(), pr.kv.end());
+  std::vector<float> a(16 * 64), b(16 * 64);
+  sparse_attention_params p;
+  p.q = pr.q.data();
+  p.sink = pr.sink.data();
+  p.n_heads = 16;
+  p.head_dim = 64;
+  p.scale = pr.scale;
+  p.bf16 = true;
+  p.kv = padded.data();
+  p.n_kv = int64_t(padded.size());
+  p.out = a.data();
+  ASSERT_TRUE(sparse_attention_cpu(p).ok());
+  p.kv = pr.kv.data();
+  p.n_kv = int64_t(pr.kv.size());
+  p.out = b.data();
+  ASSERT_TRUE(sparse_attention_cpu(p).ok());
+  EXPECT_EQ(a, b);
 }
 
 // Logits of several hundred would overflow exp() without the max shift.
