@@ -12,6 +12,20 @@ namespace hart {
 status indexer_score_cpu(const indexer_score_params& p) {
   if (!p.q || !p.w || !p.score || (!p.keys && p.n_keys)) return invalid_argument("indexer_score: null pointer");
   if (p.n_heads <= 0 || p.head_dim <= 0 || p.n_keys < 0) return invalid_argument("indexer_score: bad sizes");
+  if (p.bf16) {
+    for (int64_t s = 0; s < p.n_keys; ++s) {
+      const float* k = p.keys + s * p.head_dim;
+      float acc = 0;
+      for (int64_t h = 0; h < p.n_heads; ++h) {
+        const float* q = p.q + h * p.head_dim;
+        float dot = 0;
+        for (int64_t d = 0; d < p.head_dim; ++d) dot += q[d] * k[d];
+        acc += round_to_bf16(std::fmax(round_to_bf16(dot * p.softmax_scale), 0.0f) * p.w[h]);
+      }
+      p.score[s] = round_to_bf16(acc);
+    }
+    return {};
+  }
   for (int64_t s = 0; s < p.n_keys; ++s) {
     const float* k = p.keys + s * p.head_dim;
     float acc = 0;
@@ -19,10 +33,9 @@ status indexer_score_cpu(const indexer_score_params& p) {
       const float* q = p.q + h * p.head_dim;
       float dot = 0;
       for (int64_t d = 0; d < p.head_dim; ++d) dot += q[d] * k[d];
-      acc += p.bf16 ? round_to_bf16(std::fmax(round_to_bf16(dot * p.softmax_scale), 0.0f) * p.w[h])
-                    : std::fmax(dot, 0.0f) * p.softmax_scale * p.w[h];
+      acc += std::fmax(dot, 0.0f) * p.softmax_scale * p.w[h];
     }
-    p.score[s] = p.bf16 ? round_to_bf16(acc) : acc;
+    p.score[s] = acc;
   }
   return {};
 }

@@ -21,11 +21,6 @@ struct linear_params {
   /// does not depend on how many rows share the call (batch-invariant mode;
   /// slower than the BLAS path, whose blocking depends on n_rows).
   bool row_invariant = false;
-  /// > 0: the official block-scaled GEMMs' sum (fp8_gemm: 128, fp4_gemm: 32) — per
-  /// K block of this width a dot product rounded once to fp32 (its products of
-  /// quantized values are exact, summed exactly), the blocks then added in fp32
-  /// in K order. Exact per row, so also batch-invariant; in must be a multiple.
-  int64_t k_block = 0;
 };
 
 status linear_cpu(const linear_params& p);

@@ -123,31 +123,6 @@ TEST(linear, non_square_hand_computed) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(y[i], 2 * want[i]) << "i=" << i;
 }
 
-// k_block: each block's dot rounded once, the blocks added in order. With
-// x = (2^24, 1, 1, 1) and w = 1: blocks of 2 give fl(2^24 + 1) + 2 = 2^24 + 2;
-// one block of 4 gives fl(2^24 + 3) = 2^24 + 4; plain fp32 from the left 2^24.
-TEST(linear, k_block_rounds_each_block_once) {
-  const float x[4] = {16777216.0f, 1, 1, 1};
-  const float w[4] = {1, 1, 1, 1};
-  float y = 0;
-  linear_params p;
-  p.x = x;
-  p.w = w;
-  p.y = &y;
-  p.n_rows = 1;
-  p.in = 4;
-  p.out = 1;
-  p.k_block = 2;
-  ASSERT_TRUE(linear_cpu(p).ok());
-  EXPECT_EQ(y, 16777218.0f);
-  p.k_block = 4;
-  ASSERT_TRUE(linear_cpu(p).ok());
-  EXPECT_EQ(y, 16777220.0f);
-  p.k_block = 3;
-  const status st = linear_cpu(p);
-  EXPECT_EQ(st.code(), status_code::invalid_argument) << "a block that does not divide in";
-}
-
 TEST(linear, zero_rows_touches_nothing) {
   const float x[4] = {1, 2, 3, 4};
   const float w[4 * 3] = {};

@@ -207,8 +207,13 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
   const int64_t G = c.o_groups, ol = c.o_lora_rank, gin = H / G * hd;
   std::vector<float> u(T * G * ol);
   for (int64_t g = 0; g < G; ++g) {
-    HART_RETURN_IF_ERROR(linear_cpu({o.data() + g * gin, w.wo_a.w.data() + g * ol * gin, u.data() + g * ol,
-                                     T, gin, ol, H * hd, G * ol, false, w.wo_a.row_invariant, w.wo_a.k_block}));
+    if (w.wo_a.k_block > 0) {
+      linear_blocked(o.data() + g * gin, H * hd, w.wo_a.w.data() + g * ol * gin, gin, ol, T, gin, u.data() + g * ol,
+                     G * ol);
+      continue;
+    }
+    HART_RETURN_IF_ERROR(linear_cpu({o.data() + g * gin, w.wo_a.w.data() + g * ol * gin, u.data() + g * ol, T, gin,
+                                     ol, H * hd, G * ol, false, w.wo_a.row_invariant}));
   }
   to_bf16(u);
   return linear_apply(w.wo_b, u.data(), T, y);

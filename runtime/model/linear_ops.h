@@ -17,6 +17,14 @@ status linear_apply(const linear_weight& w, const float* x, int64_t n_rows, floa
                     int64_t x_stride = 0, int64_t y_stride = 0);
 std::vector<float> linear_apply(const linear_weight& w, const float* x, int64_t n_rows);
 
+/// y [out, n_rows] = x W^T summed as the official block-scaled GEMMs sum
+/// (linear_weight::k_block): per K block of k_block (dividing in) a dot rounded
+/// once to fp32 (exact fp64 sums of the products), the blocks added in fp32 in
+/// order (k_block 1: fp32 products added in K order). Exact per row, so the
+/// same bits on any CPU, thread count or batch.
+void linear_blocked(const float* x, int64_t x_stride, const float* w, int64_t in, int64_t out, int64_t n_rows,
+                    int64_t k_block, float* y, int64_t y_stride);
+
 /// In place, per row of `dim`: FP8 e4m3 QDQ over blocks of `block` channels
 /// (the last block may be shorter when dim % block != 0).
 void fp8_qdq_rows(float* x, int64_t n_rows, int64_t dim, int64_t block, int64_t row_stride = 0);

@@ -204,10 +204,12 @@ struct loader {
       }
       w->fp8_input = fp8;
     }
-    // bf16 activations: the official kernels' sums (fp8_gemm per 128, fp4_gemm per 32); its
-    // bf16/fp32 GEMMs (and widths its kernels cannot take) as one exactly rounded dot.
+    // bf16 activations: the official kernels' sums (fp8_gemm per 128, fp4_gemm per 32); its fp32
+    // GEMMs (fp32 weights: compressors, router, head) in K order as cuBLAS's SGEMM adds (blocks
+    // of 1: measured to keep the CSA layer's picks where one exact dot flips one); its bf16 GEMMs
+    // (and widths its kernels cannot take) as one exactly rounded dot.
     if (bf16) {
-      const int64_t block = quantize && fp8 ? (fp4 ? 32 : 128) : in;
+      const int64_t block = quantize && fp8 ? (fp4 ? 32 : 128) : fp32_output ? 1 : in;
       w->k_block = in % block == 0 ? block : in;
     }
     return {};

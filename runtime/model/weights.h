@@ -27,7 +27,7 @@ struct linear_weight {
   bool fp8_input = false;  // quantize inputs per 128 channels before the GEMM (fp8 mode)
   bool row_invariant = false;  // batch-invariant GEMM (engine_params::deterministic)
   bool bf16_output = false;  // round outputs to bf16, as the official inference's bf16 activations
-  int64_t k_block = 0;       // the official GEMM's sum (linear_params::k_block): 128 FP8, 32 MXFP4
+  int64_t k_block = 0;       // > 0: summed by linear_blocked (the official GEMMs: 128 FP8, 32 MXFP4)
 };
 
 struct compressor_weights {
