@@ -393,5 +393,31 @@ TEST(rms_norm, cuda_fused_rope_is_norm_then_rope) {
 
 #endif  // HART_CUDA
 
+// sum_squares_torch_order: lanes of float4 vectors, each lane's 4 accumulators
+// folded in order, then a shuffle-down tree. 8 values make 2 lanes: lane 0 holds
+// 2^24 and 1 (their fp32 sum rounds back to 2^24), lane 1 holds 1, and the tree
+// adds 2^24 + 1 = 2^24 again; the exact sum is 2^24 + 2. 6 values (not a
+// multiple of 4) take the exactly rounded sum.
+TEST(rms_norm, sum_squares_in_torchs_order) {
+  const float x[8] = {4096.0f, 1.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f};
+  EXPECT_EQ(sum_squares_torch_order(x, 8), 16777216.0f);
+  EXPECT_EQ(sum_squares_torch_order(x, 6), 16777218.0f);
+  // official: the same norm up to that order and one rsqrt rounding
+  std::vector<float> row(512), a(512), b(512);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (float& v : row) v = n(rng);
+  rms_norm_params p;
+  p.x = row.data();
+  p.n_rows = 1;
+  p.dim = 512;
+  p.y = a.data();
+  ASSERT_TRUE(rms_norm_cpu(p).ok());
+  p.official = true;
+  p.y = b.data();
+  ASSERT_TRUE(rms_norm_cpu(p).ok());
+  for (int i = 0; i < 512; ++i) EXPECT_NEAR(b[i], a[i], 1e-6f * std::fabs(a[i]) + 1e-30f) << i;
+}
+
 }  // namespace
 }  // namespace hart
