@@ -138,4 +138,12 @@ status json_fields::unsupported(const char* key, const char* what) const {
   return invalid_argument("%s: %s is not supported by this server", name(key).c_str(), what);
 }
 
+status json_fields::unsupported(const char* key, const char* what, float neutral) const {
+  if (!has(key)) return {};
+  float v = neutral;
+  HART_RETURN_IF_ERROR(get(key, &v));
+  if (v == neutral) return {};
+  return invalid_argument("%s: %s is not supported by this server", name(key).c_str(), what);
+}
+
 }  // namespace hart::http

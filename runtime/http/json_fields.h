@@ -58,6 +58,8 @@ class json_fields {
   /// invalid_argument when `key` is present with a value other than null, false, 0, "" or an
   /// empty list/object: a feature hart does not implement is refused, not silently ignored.
   status unsupported(const char* key, const char* what) const;
+  /// The same for a number whose only supported value is `neutral` (repetition_penalty 1).
+  status unsupported(const char* key, const char* what, float neutral) const;
 
  private:
   status wrong_type(const char* key, const char* expected) const;

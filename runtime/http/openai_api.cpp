@@ -166,12 +166,7 @@ status_or<openai_request> parse_openai_request(const json& body, bool chat, cons
     if (type != "text")
       return invalid_argument("response_format.type: '%s' is not supported (text only)", type.c_str());
   }
-  if (f.has("repetition_penalty")) {
-    float rp = 1.0f;
-    HART_RETURN_IF_ERROR(f.get("repetition_penalty", &rp));
-    if (rp != 1.0f)
-      return invalid_argument("repetition_penalty: a repetition penalty is not supported by this server");
-  }
+  HART_RETURN_IF_ERROR(f.unsupported("repetition_penalty", "a repetition penalty", 1.0f));
   int64_t best_of = 1;
   HART_RETURN_IF_ERROR(f.get_int("best_of", 1, 1, &best_of));
 

@@ -44,13 +44,7 @@ status parse_sampling(const json& sp, sglang_request* r) {
   HART_RETURN_IF_ERROR(f.unsupported("structural_tag", "constrained decoding"));
   HART_RETURN_IF_ERROR(f.unsupported("logit_bias", "logit_bias"));
   HART_RETURN_IF_ERROR(f.unsupported("stop_regex", "stop_regex"));
-  if (f.has("repetition_penalty")) {
-    float rp = 1.0f;
-    HART_RETURN_IF_ERROR(f.get("repetition_penalty", &rp));
-    if (rp != 1.0f)
-      return invalid_argument(
-          "sampling_params.repetition_penalty: a repetition penalty is not supported by this server");
-  }
+  HART_RETURN_IF_ERROR(f.unsupported("repetition_penalty", "a repetition penalty", 1.0f));
   protocol::sampling_options& s = r->g.sampling;
   int64_t v = k_default_max_new_tokens;
   HART_RETURN_IF_ERROR(f.get_int("max_new_tokens", 0, UINT32_MAX, &v));

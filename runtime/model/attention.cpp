@@ -18,6 +18,11 @@ namespace {
 
 constexpr int64_t k_kv_qdq_block = 64;
 
+// bf16: the official inference rounds each step's output to bf16 (the linears round their own).
+void to_bf16(bool on, std::vector<float>& v) {
+  if (on) round_to_bf16(v.data(), int64_t(v.size()));
+}
+
 // The official per-head q RMS, computed on bf16 tensors: each q², their mean,
 // mean + eps and its rsqrt rounded to bf16, then q · rsqrt rounded.
 void head_rms_bf16(float* q, int64_t rows, int64_t dim, float eps) {
@@ -47,15 +52,11 @@ projections project(const attention_params& p, const token_batch& b, const float
   const layer_weights& w = *p.w;
   const int64_t T = b.n_tokens(), H = c.n_heads, hd = c.head_dim, rd = c.rope_dim;
   const float eps = float(c.norm_eps);
-  // bf16: the official inference rounds every step's output to bf16 (the linears do it themselves).
-  auto to_bf16 = [&](std::vector<float>& v) {
-    if (p.bf16) round_to_bf16(v.data(), int64_t(v.size()));
-  };
   projections pr;
   pr.qr = linear_apply(w.wq_a, x, T);
   HART_CHECK(
       rms_norm_cpu({pr.qr.data(), w.q_norm.data(), pr.qr.data(), T, c.q_lora_rank, 0, 0, eps, p.bf16}).ok());
-  to_bf16(pr.qr);
+  to_bf16(p.bf16, pr.qr);
   pr.q = linear_apply(w.wq_b, pr.qr.data(), T);
   if (p.bf16) {
     head_rms_bf16(pr.q.data(), T * H, hd, eps);
@@ -63,13 +64,13 @@ projections project(const attention_params& p, const token_batch& b, const float
     HART_CHECK(rms_norm_cpu({pr.q.data(), nullptr, pr.q.data(), T * H, hd, 0, 0, eps}).ok());
   }
   HART_CHECK(rope_cpu({pr.q.data(), b.pos.data(), p.inv_freq, T, H, hd, rd}).ok());
-  to_bf16(pr.q);
+  to_bf16(p.bf16, pr.q);
 
   pr.kv = linear_apply(w.wkv, x, T);
   HART_CHECK(rms_norm_cpu({pr.kv.data(), w.kv_norm.data(), pr.kv.data(), T, hd, 0, 0, eps, p.bf16}).ok());
-  to_bf16(pr.kv);
+  to_bf16(p.bf16, pr.kv);
   HART_CHECK(rope_cpu({pr.kv.data(), b.pos.data(), p.inv_freq, T, 1, hd, rd}).ok());
-  to_bf16(pr.kv);
+  to_bf16(p.bf16, pr.kv);
   if (p.prec == precision::fp8) fp8_qdq_rows(pr.kv.data(), T, hd - rd, k_kv_qdq_block, hd);
 
   if (w.kind != attention_kind::sliding) {
@@ -82,14 +83,14 @@ projections project(const attention_params& p, const token_batch& b, const float
     pr.index_z = linear_apply(w.indexer.compressor.wgate, x, T);
     pr.index_q = linear_apply(w.indexer.wq_b, pr.qr.data(), T);
     HART_CHECK(rope_cpu({pr.index_q.data(), b.pos.data(), p.inv_freq, T, nI, hI, rd}).ok());
-    to_bf16(pr.index_q);
+    to_bf16(p.bf16, pr.index_q);
     if (p.prec == precision::fp8) hadamard_fp4_qdq_rows(pr.index_q.data(), T * nI, hI, p.bf16);
     pr.index_w = linear_apply(w.indexer.weights_proj, x, T);
     // bf16: the reference folds the score scale hI^-0.5 into the weights, one rounded product.
     const float wscale =
         p.bf16 ? float(std::pow(double(hI), -0.5) * std::pow(double(nI), -0.5)) : 1.0f / std::sqrt(float(nI));
     for (float& v : pr.index_w) v *= wscale;
-    to_bf16(pr.index_w);
+    to_bf16(p.bf16, pr.index_w);
   }
   return pr;
 }
@@ -104,9 +105,6 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
   const bool csa = w.kind == attention_kind::csa, compressed = w.kind != attention_kind::sliding;
   const int64_t m = c.compress_rate(w.kind), k_top = c.index_topk;
   projections pr = project(p, b, x);
-  auto to_bf16 = [&](std::vector<float>& v) {
-    if (p.bf16) round_to_bf16(v.data(), int64_t(v.size()));
-  };
 
   compressor_params main_cp{&w.compressor,
                             p.inv_freq,
@@ -203,7 +201,7 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
 
   // Undo the values' rotation at the query position, then the grouped output projection.
   HART_RETURN_IF_ERROR(rope_cpu({o.data(), b.pos.data(), p.inv_freq, T, H, hd, rd, 0, 1.0f, true}));
-  to_bf16(o);
+  to_bf16(p.bf16, o);
   const int64_t G = c.o_groups, ol = c.o_lora_rank, gin = H / G * hd;
   std::vector<float> u(T * G * ol);
   for (int64_t g = 0; g < G; ++g) {
@@ -215,7 +213,7 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
     HART_RETURN_IF_ERROR(linear_cpu({o.data() + g * gin, w.wo_a.w.data() + g * ol * gin, u.data() + g * ol, T, gin,
                                      ol, H * hd, G * ol, false, w.wo_a.row_invariant}));
   }
-  to_bf16(u);
+  to_bf16(p.bf16, u);
   return linear_apply(w.wo_b, u.data(), T, y);
 }
 
