@@ -14,12 +14,12 @@ double fp8_bytes(int64_t out, int64_t in) {
 
 }  // namespace
 
-bench_model_bytes bench_model_bytes_of(const model_config& c) {
+bench_model_bytes bench_model_bytes_of(const model_config& c, bool mxfp4_experts) {
   bench_model_bytes m;
   const int64_t D = c.hidden_size, H = c.n_heads, hd = c.head_dim, n = c.hc_mult, n_mix = (2 + n) * n;
   const int64_t I = c.moe_inter_dim, Is = I * c.n_shared_experts, E = c.n_routed_experts;
   m.expert_params = 3.0 * double(I) * double(D);
-  m.expert_bytes = 2 * fp8_bytes(I, D) + fp8_bytes(D, I);
+  m.expert_bytes = mxfp4_experts ? m.expert_params * (0.5 + 1.0 / 32) : 2 * fp8_bytes(I, D) + fp8_bytes(D, I);
   for (int64_t il = 0; il < c.n_layers; ++il) {
     double fp8 = 0, fp8_params = 0, bf16_params = 0, f32_floats = 0;
     auto lin8 = [&](int64_t out, int64_t in) {

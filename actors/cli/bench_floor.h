@@ -36,7 +36,9 @@ struct bench_model_bytes {
   double head_params = 0;
 };
 
-bench_model_bytes bench_model_bytes_of(const model_config& cfg);
+/// `mxfp4_experts`: routed experts as e2m1 pairs + one e8m0 per 32 (the
+/// release checkpoints' form: 0.53 bytes per parameter).
+bench_model_bytes bench_model_bytes_of(const model_config& cfg, bool mxfp4_experts = false);
 
 /// KV bytes one query at `n_ctx` earlier positions reads, all layers: window
 /// min(n, W) entries each layer; CSA: top-k min(k, n/4) entries + every one of

@@ -60,8 +60,9 @@ void print_row(const row& r) {
 
 class bench_runner {
  public:
-  bench_runner(const bench_options& o, const model_config& cfg, gpu_engine& eng, double launch_us, int64_t swa_per_seq)
-      : o_(o), cfg_(cfg), eng_(eng), launch_us_(launch_us), bytes_(bench_model_bytes_of(cfg)),
+  bench_runner(const bench_options& o, const model_config& cfg, gpu_engine& eng, double launch_us, int64_t swa_per_seq,
+               bool mxfp4_experts)
+      : o_(o), cfg_(cfg), eng_(eng), launch_us_(launch_us), bytes_(bench_model_bytes_of(cfg, mxfp4_experts)),
         rng_(uint32_t(o.seed)), swa_per_seq_(swa_per_seq) {}
 
   // Sequences b < B bound at `n_computed` positions with pages up to `end`; the
@@ -191,9 +192,12 @@ int run_device(const bench_options& o, const model_config& cfg, precision prec, 
   std::printf("bench: %s\n", cfg.summary().c_str());
   std::printf("bench: precision %s, page %lld tokens, empty-kernel launch %.2f us (median of 200)\n",
               precision_name(prec), (long long)k_page, *launch);
-  auto weights = gpu::bench_weights_make(cfg, prec, o.seed);
+  const bool mxfp4 = o.experts == "mxfp4" && prec == precision::fp8 && p.fp8_tensor_cores &&
+                     cfg.hidden_size % 128 == 0 && cfg.moe_inter_dim % 128 == 0;
+  auto weights = gpu::bench_weights_make(cfg, prec, o.seed, mxfp4);
   if (!weights.ok()) return fail(weights.get_status());
-  std::printf("bench: weights on the device %.2f GiB\n", double(weights->bytes) / double(1 << 30));
+  std::printf("bench: weights on the device %.2f GiB (routed experts %s)\n", double(weights->bytes) / double(1 << 30),
+              mxfp4 ? "MXFP4" : prec == precision::fp8 ? "FP8" : "fp32");
   size_t free_bytes = 0, total_bytes = 0;
   cudaMemGetInfo(&free_bytes, &total_bytes);
   int64_t want_full = 0;
@@ -216,7 +220,7 @@ int run_device(const bench_options& o, const model_config& cfg, precision prec, 
   std::printf("\n| mode    | batch |  context |  step (us) | floor(us) | ratio |   tokens/s | experts | W (GB)  | KV (GB) |\n");
   std::printf("|---------|-------|----------|------------|-----------|-------|------------|---------|---------|---------|\n");
 
-  bench_runner run(o, cfg, **eng, *launch, swa_per_seq);
+  bench_runner run(o, cfg, **eng, *launch, swa_per_seq, mxfp4);
   std::vector<std::string> notes;
   for (int64_t C : contexts) {
     for (int64_t B : o.batch) {

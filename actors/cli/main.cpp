@@ -314,6 +314,11 @@ int main(int argc, char** argv) {
                  "FP8 linears of at least this many rows (prefill chunks) run cuBLASLt's block-scaled FP8 GEMM instead of mma.sync; 0 = never")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  bh->add_option("--experts", bn.experts,
+                 "Routed experts' form: mxfp4 (as the release checkpoints ship them, e2m1 + per-32 scales, run as "
+                 "W4A8 on tensor cores; fp8 precision with tensor cores only, else fp8) or fp8 (e4m3 + 128x128 scales)")
+      ->check(CLI::IsMember({"mxfp4", "fp8"}))
+      ->capture_default_str();
   bh->add_flag("--fp32-kv", bn.fp32_kv,
                "Keep window KV and compressed entries as fp32 rows read by the fp32 gathered attention (by default fp8 keeps them as 584-byte FP8 entries read by the tensor-core sparse attention, A1)");
 

@@ -31,7 +31,9 @@ inline constexpr int64_t k_linear_fp8_block = 128;
 /// The weight of one group of rows in a grouped linear.
 struct linear_group_weight {
   const void* w = nullptr;           // [in, out] row-major [out][in]: e4m3 codes when w_scale is set, else fp32
+                                     // (linear_grouped_params::w_mxfp4: e2m1 pairs [out][in/2], low nibble even)
   const uint8_t* w_scale = nullptr;  // [ceil(in/128), ceil(out/128)] e8m0 codes, row-major; null: fp32 weights
+                                     // (w_mxfp4: one e8m0 per 32 channels, [out][in/32])
 };
 
 /// Rows that use different weights in one call (MoE experts): tile i is rows
@@ -67,6 +69,10 @@ struct linear_grouped_params {
   // (fp8_act_quant_cuda: codes · scale is the QDQ'd row).
   const uint8_t* x_codes = nullptr;
   const float* x_scales = nullptr;
+  /// Every group is MXFP4 (routed experts as the checkpoint ships them):
+  /// e2m1 pairs and one e8m0 scale per 32 channels of a row (kernels/quant's
+  /// mxfp4 layout). linear_grouped_cpu and linear_grouped_tc_cuda only.
+  bool w_mxfp4 = false;
 };
 /// Host pointers; checks every tile against n_rows, n_groups and the tile size.
 status linear_grouped_cpu(const linear_grouped_params& p);
@@ -240,6 +246,12 @@ status linear_grouped_cuda(const linear_grouped_params& p, CUstream_st* stream);
 /// in another order than narrow ones, so a row's bits differ between the two.
 /// Needs in % 128 == 0, out % 128 == 0, 16-byte aligned groups; unimplemented
 /// otherwise.
+/// MXFP4 groups (w_mxfp4, linear_grouped_fp4.cu): the e2m1 codes widened to
+/// e4m3 in registers (exact, 2^-6 of their value), one MMA per 32-channel
+/// block, each block's partial times s_x · 2^(scale - 127) added in fp32: the
+/// reference fp4_gemm's per-32 sums. Scale codes must be <= 248 (|w| < 2^122;
+/// the engine's upload checks); products of scales below 2^-126 may round as
+/// fp32 subnormals do.
 status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* stream);
 
 /// x [in, n_rows] (row stride x_stride) as e4m3 codes + one power-of-two scale

@@ -57,6 +57,7 @@ status linear_grouped_cuda(const linear_grouped_params& p, CUstream_st* stream) 
     return invalid_argument("linear_grouped_cuda: bad sizes in=%lld out=%lld n_rows=%lld", (long long)p.in,
                             (long long)p.out, (long long)p.n_rows);
   }
+  if (p.w_mxfp4) return unimplemented("linear_grouped_cuda: MXFP4 groups run on tensor cores (linear_grouped_tc_cuda)");
   if (p.max_tile_rows < 1 || p.max_tile_rows > MT) {
     return unimplemented("linear_grouped_cuda: tiles of up to %lld rows (max_tile_rows; wide tiles are "
                          "linear_grouped_tc_cuda's)", (long long)p.max_tile_rows);

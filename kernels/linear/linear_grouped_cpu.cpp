@@ -1,5 +1,5 @@
 // CPU reference of the grouped linear: each group's weight decoded to fp32
-// (codes times 2^scale, exact), then linear_cpu over each tile's rows.
+// (FP8 or MXFP4 codes times 2^scale, exact), then linear_cpu over each tile's rows.
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -21,6 +21,9 @@ status linear_grouped_cpu(const linear_grouped_params& p) {
     return invalid_argument("linear_grouped_cpu: max_tile_rows=%lld outside [1, %lld]", (long long)p.max_tile_rows,
                             (long long)linear_grouped_wide_tile_rows);
   }
+  if (p.w_mxfp4 && p.in % 32 != 0) {
+    return invalid_argument("linear_grouped_cpu: MXFP4 groups need in %% 32 == 0 (in=%lld)", (long long)p.in);
+  }
   const int64_t n_tiles = *p.n_tiles;
   if (n_tiles < 0 || n_tiles > p.max_tiles) {
     return invalid_argument("linear_grouped_cpu: n_tiles=%lld outside [0, %lld]", (long long)n_tiles,
@@ -39,12 +42,15 @@ status linear_grouped_cpu(const linear_grouped_params& p) {
   for (int64_t i = 0; i < n_tiles; ++i) {
     const linear_group_weight& gw = p.groups[p.tile_group[i]];
     const float* w = static_cast<const float*>(gw.w);
+    if (p.w_mxfp4 && !gw.w_scale) return invalid_argument("linear_grouped_cpu: MXFP4 group %d without scales", p.tile_group[i]);
     if (gw.w_scale) {
       auto [it, fresh] = decoded.try_emplace(p.tile_group[i]);
       if (fresh) {
         it->second.resize(size_t(p.out * p.in));
-        HART_RETURN_IF_ERROR(fp8_block_dequantize(static_cast<const uint8_t*>(gw.w), gw.w_scale, p.out, p.in,
-                                                  k_linear_fp8_block, it->second.data()));
+        const auto* codes = static_cast<const uint8_t*>(gw.w);
+        HART_RETURN_IF_ERROR(p.w_mxfp4 ? mxfp4_dequantize(codes, gw.w_scale, p.out, p.in, it->second.data())
+                                       : fp8_block_dequantize(codes, gw.w_scale, p.out, p.in, k_linear_fp8_block,
+                                                              it->second.data()));
       }
       w = it->second.data();
     }

@@ -16,6 +16,7 @@
 
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_fp8_device.cuh"
+#include "kernels/linear/linear_grouped_fp4.h"
 
 namespace hart {
 namespace {
@@ -177,7 +178,9 @@ status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* strea
   }
   if (p.max_tiles == 0) return {};
   const dim3 grid{unsigned(p.out / 128), unsigned(p.max_tiles)};
-  if (p.max_tile_rows > linear_grouped_tile_rows) {
+  if (p.w_mxfp4) {
+    launch_grouped_fp4(p, grid, stream);
+  } else if (p.max_tile_rows > linear_grouped_tile_rows) {
     grouped_tc_wide_kernel<<<grid, k_wide_warps * 32, 0, stream>>>(p);
   } else {
     grouped_tc_kernel<<<grid, k_warps * 32, 0, stream>>>(p);

@@ -7,7 +7,8 @@
 //     fp32 groups within 2e-5·Σ|x·w| of the CPU; tiles past *n_tiles and rows
 //     in no tile untouched; vector (in % 16 == 0) and scalar paths;
 //     linear_grouped_tc_cuda (tensor cores) within 2^-12·Σ|x'·w'| of the exact
-//     sum of the QDQ'd rows.
+//     sum of the QDQ'd rows, for FP8 and for MXFP4 groups (the CPU decodes
+//     MXFP4 groups exactly; the CUDA-core form refuses them).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,12 +36,34 @@ using testing::normal_vec;
 using testing::seed_trace;
 using testing::test_seed;
 
-// One group's weight: codes + scales (fp8) or fp32 values; `deq` is what the product sees.
+// One group's weight: codes + scales (fp8, or MXFP4 pairs + per-32 scales)
+// or fp32 values; `deq` is what the product sees.
 struct group_weight {
   bool fp8 = false;
   std::vector<uint8_t> q, scale;
   std::vector<float> f32, deq;
 };
+
+// MXFP4 weights whose 32-blocks span scales 2^-40..2^0 (and one all-zero
+// block per row), so the per-block scaling is exercised beyond one exponent.
+group_weight random_mxfp4_group(std::mt19937& rng, int64_t out, int64_t in) {
+  group_weight g;
+  g.fp8 = true;
+  auto w = normal_vec(rng, out * in, 0.05f);
+  std::uniform_int_distribution<int> shift(-40, 0);
+  for (int64_t r = 0; r < out; ++r) {
+    for (int64_t b = 0; b < in / 32; ++b) {
+      const float f = b == (r % (in / 32)) ? 0.0f : std::ldexp(1.0f, shift(rng));
+      for (int64_t k = 0; k < 32; ++k) w[size_t(r * in + b * 32 + k)] *= f;
+    }
+  }
+  g.q.resize(size_t(out * in / 2));
+  g.scale.resize(size_t(out * in / 32));
+  g.deq.resize(size_t(out * in));
+  EXPECT_TRUE(mxfp4_quantize(w.data(), out, in, g.q.data(), g.scale.data()).ok());
+  EXPECT_TRUE(mxfp4_dequantize(g.q.data(), g.scale.data(), out, in, g.deq.data()).ok());
+  return g;
+}
 
 group_weight random_group(std::mt19937& rng, int64_t out, int64_t in, bool fp8) {
   group_weight g;
@@ -185,6 +208,41 @@ TEST(linear_grouped, cpu_matches_the_exact_sum_and_leaves_other_rows) {
   }
 }
 
+TEST(linear_grouped, cpu_decodes_mxfp4_groups) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const int64_t in = 256, out = 64, n_rows = 30;
+  problem p;
+  p.in = in;
+  p.out = out;
+  p.n_rows = n_rows;
+  for (int i = 0; i < 3; ++i) p.groups.push_back(random_mxfp4_group(rng, out, in));
+  p.tiles = random_tiling(rng, n_rows, 3);
+  p.x = qdq_rows(normal_vec(rng, n_rows * in, 1.0f), n_rows, in);
+  const std::vector<linear_group_weight> g = host_groups(p);
+  std::vector<float> y(size_t(n_rows * out), k_sentinel);
+  const int32_t n_tiles = int32_t(p.tiles.group.size());
+  linear_grouped_params lp{p.x.data(), y.data(), g.data(), int64_t(g.size()), p.tiles.group.data(),
+                           p.tiles.row0.data(), p.tiles.rows.data(), &n_tiles, n_tiles, n_rows, in, out};
+  lp.w_mxfp4 = true;
+  ASSERT_TRUE(linear_grouped_cpu(lp).ok());
+  std::vector<double> want, mag;
+  exact(p.x, p.groups, p.tiles, in, out, &want, &mag);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      const size_t i = size_t(r * out + o);
+      if (p.tiles.group_of_row[size_t(r)] < 0) {
+        ASSERT_EQ(y[i], k_sentinel) << "row " << r << " is in no tile";
+      } else {
+        ASSERT_LE(std::fabs(y[i] - want[i]), 1e-5 * mag[i]) << "row " << r << " out " << o;
+      }
+    }
+  }
+  lp.in = 48;  // not whole 32-blocks
+  EXPECT_EQ(linear_grouped_cpu(lp).code(), status_code::invalid_argument);
+}
+
 TEST(linear_grouped, cpu_refuses_bad_tiles) {
   std::mt19937 rng(3);
   problem p = make_problem(rng, 32, 8, 12);
@@ -298,11 +356,14 @@ void run_cuda(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
 // sum of its QDQ'd row (the MMA's per-block fp32 sums, as the dense
 // tensor-core linear); rows in no tile and tiles past *n_tiles untouched.
 double run_cuda_tc(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows,
-                   int32_t tile_max = int32_t(linear_grouped_tile_rows)) {
-  SCOPED_TRACE("tensor cores in=" + std::to_string(in) + " out=" + std::to_string(out) + " n_rows=" +
-               std::to_string(n_rows) + " tiles of up to " + std::to_string(tile_max));
+                   int32_t tile_max = int32_t(linear_grouped_tile_rows), bool mxfp4 = false) {
+  SCOPED_TRACE(std::string(mxfp4 ? "MXFP4" : "FP8") + " tensor cores in=" + std::to_string(in) + " out=" +
+               std::to_string(out) + " n_rows=" + std::to_string(n_rows) + " tiles of up to " +
+               std::to_string(tile_max));
   std::vector<group_weight> groups;
-  for (int g = 0; g < 5; ++g) groups.push_back(random_group(rng, out, in, true));
+  for (int g = 0; g < 5; ++g) {
+    groups.push_back(mxfp4 ? random_mxfp4_group(rng, out, in) : random_group(rng, out, in, true));
+  }
   const tiling tiles = random_tiling(rng, n_rows, int64_t(groups.size()), tile_max);
   const std::vector<float> raw = normal_vec(rng, n_rows * in, 1.0f);
   std::vector<std::unique_ptr<device_vec<uint8_t>>> dq, ds;
@@ -326,6 +387,7 @@ double run_cuda_tc(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows,
   p.x_codes = d_codes.get();
   p.x_scales = d_scales.get();
   p.max_tile_rows = tile_max;
+  p.w_mxfp4 = mxfp4;
   const status st = linear_grouped_tc_cuda(p, nullptr);
   EXPECT_TRUE(st.ok()) << st.to_string();
   EXPECT_TRUE(cuda_synced(nullptr));
@@ -376,6 +438,26 @@ TEST(linear_grouped, cuda_tensor_cores_wide_tiles_match_the_exact_sum) {
   std::printf("linear_grouped_tc wide: worst |gpu - exact| / sum|x'w'| = %.3g\n", worst);
 }
 
+// MXFP4 groups (W4A8): decode's narrow tiles at 1..64 routed rows and
+// prefill's wide ones, at V4-Flash's expert shapes (4096 -> 2048 -> 4096)
+// and small ones; the same bound as the FP8 groups (each 32-block's MMA sum,
+// then its scales, in fp32).
+TEST(linear_grouped, cuda_mxfp4_tensor_cores_match_the_exact_sum) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const int32_t narrow = int32_t(linear_grouped_tile_rows), wide = int32_t(linear_grouped_wide_tile_rows);
+  double worst = 0;
+  for (int64_t rows : {1, 2, 7, 64}) worst = std::max(worst, run_cuda_tc(rng, 4096, 256, rows, narrow, true));
+  worst = std::max(worst, run_cuda_tc(rng, 2048, 512, 9, narrow, true));
+  worst = std::max(worst, run_cuda_tc(rng, 128, 128, 40, narrow, true));
+  worst = std::max(worst, run_cuda_tc(rng, 256, 128, 300, wide, true));
+  worst = std::max(worst, run_cuda_tc(rng, 4096, 256, 200, wide, true));
+  worst = std::max(worst, run_cuda_tc(rng, 512, 384, 100, 16, true));
+  std::printf("linear_grouped_tc MXFP4: worst |gpu - exact| / sum|x'w'| = %.3g\n", worst);
+}
+
 TEST(linear_grouped, cuda_tensor_cores_refuse_what_they_do_not_take) {
   HART_SKIP_WITHOUT_CUDA();
   device_vec<int32_t> d_i(std::vector<int32_t>(4, 0));
@@ -395,6 +477,10 @@ TEST(linear_grouped, cuda_tensor_cores_refuse_what_they_do_not_take) {
   p.max_tile_rows = 8;
   p.x_codes = nullptr;
   EXPECT_EQ(linear_grouped_tc_cuda(p, nullptr).code(), status_code::invalid_argument);
+  // The CUDA-core grouped linear does not take MXFP4 groups.
+  linear_grouped_params q{d_f.get(), d_f.get(), d_g.get(), 1, d_i.get(), d_i.get(), d_i.get(), d_i.get(), 1, 1, 128, 128};
+  q.w_mxfp4 = true;
+  EXPECT_EQ(linear_grouped_cuda(q, nullptr).code(), status_code::unimplemented);
 }
 
 TEST(linear_grouped, cuda_equals_the_fp8_linear_and_the_cpu) {

@@ -29,6 +29,12 @@ __global__ void e4m3_kernel(uint8_t* q, int64_t n, uint64_t seed) {
   }
 }
 
+__global__ void random_byte_kernel(uint8_t* q, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    q[i] = uint8_t(mix(seed, uint64_t(i)) >> 56);
+  }
+}
+
 __global__ void byte_kernel(uint8_t* q, int64_t n, uint8_t v) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) q[i] = v;
 }
@@ -62,6 +68,12 @@ status bench_fill_e4m3(uint8_t* codes, int64_t n, uint64_t seed, CUstream_st* st
   if (n <= 0) return {};
   e4m3_kernel<<<blocks_for(n), k_threads, 0, stream>>>(codes, n, seed);
   return launched("bench_fill_e4m3");
+}
+
+status bench_fill_bytes(uint8_t* bytes, int64_t n, uint64_t seed, CUstream_st* stream) {
+  if (n <= 0) return {};
+  random_byte_kernel<<<blocks_for(n), k_threads, 0, stream>>>(bytes, n, seed);
+  return launched("bench_fill_bytes");
 }
 
 status bench_fill_e8m0(uint8_t* scales, int64_t n, uint8_t code, CUstream_st* stream) {

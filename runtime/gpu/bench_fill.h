@@ -19,6 +19,9 @@ namespace hart::gpu {
 /// block scale 2^-round(log2 sqrt(in)) keeps y's scale near x's.
 status bench_fill_e4m3(uint8_t* codes, int64_t n, uint64_t seed, CUstream_st* stream);
 
+/// n uniformly random bytes (MXFP4 experts: every byte is a pair of finite e2m1 codes).
+status bench_fill_bytes(uint8_t* bytes, int64_t n, uint64_t seed, CUstream_st* stream);
+
 /// n e8m0 scale codes, all `code` (2^(code-127)).
 status bench_fill_e8m0(uint8_t* scales, int64_t n, uint8_t code, CUstream_st* stream);
 

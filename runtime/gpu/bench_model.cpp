@@ -16,7 +16,8 @@ constexpr int64_t k_block = 128;  // FP8 weight tile edge
 // Allocates and fills the weights; every buffer ends up in d->buffers.
 class maker {
  public:
-  maker(device_weights* d, precision prec, uint64_t seed) : d_(d), prec_(prec), seed_(seed) {}
+  maker(device_weights* d, precision prec, uint64_t seed, bool mxfp4_experts)
+      : d_(d), prec_(prec), seed_(seed), mxfp4_experts_(mxfp4_experts) {}
 
   template <class T>
   status_or<T*> alloc(int64_t n) {
@@ -77,10 +78,29 @@ class maker {
     return {};
   }
 
-  status expert(const model_config& c, int64_t inter, device_expert* e) {
-    HART_RETURN_IF_ERROR(linear(inter, c.hidden_size, true, &e->w1, true));
-    HART_RETURN_IF_ERROR(linear(inter, c.hidden_size, true, &e->w3, true));
-    return linear(c.hidden_size, inter, true, &e->w2, true);
+  status expert(const model_config& c, int64_t inter, device_expert* e, bool routed = false) {
+    auto make = routed && mxfp4_experts_ && prec_ == precision::fp8
+                    ? &maker::mxfp4
+                    : +[](maker& m, int64_t out, int64_t in, device_linear* w) { return m.linear(out, in, true, w, true); };
+    HART_RETURN_IF_ERROR(make(*this, inter, c.hidden_size, &e->w1));
+    HART_RETURN_IF_ERROR(make(*this, inter, c.hidden_size, &e->w3));
+    return make(*this, c.hidden_size, inter, &e->w2);
+  }
+
+  /// A routed expert's linear as MXFP4: random e2m1 pairs (rms ~2.9) and one
+  /// scale 2^-round(log2(2.9 sqrt(in))) per 32, so values have sd ~in^-1/2.
+  static status mxfp4(maker& m, int64_t out, int64_t in, device_linear* w) {
+    w->out = out;
+    w->in = in;
+    m.d_->max_linear_in = std::max(m.d_->max_linear_in, in);
+    HART_ASSIGN_OR_RETURN(uint8_t* q, m.alloc<uint8_t>(out * in / 2));
+    HART_ASSIGN_OR_RETURN(uint8_t* s, m.alloc<uint8_t>(out * in / 32));
+    HART_RETURN_IF_ERROR(bench_fill_bytes(q, out * in / 2, m.next_seed(), nullptr));
+    const int shift = int(std::lround(std::log2(2.9 * std::sqrt(double(in)))));
+    HART_RETURN_IF_ERROR(bench_fill_e8m0(s, out * in / 32, uint8_t(127 - shift), nullptr));
+    w->fp4 = q;
+    w->fp4_scales = s;
+    return {};
   }
 
   status layer(const model_config& c, int64_t il, device_layer* L) {
@@ -129,7 +149,7 @@ class maker {
       HART_ASSIGN_OR_RETURN(L->gate_bias, f32(E, -0.01f, 0.01f));
     }
     L->experts.resize(E);
-    for (device_expert& e : L->experts) HART_RETURN_IF_ERROR(expert(c, c.moe_inter_dim, &e));
+    for (device_expert& e : L->experts) HART_RETURN_IF_ERROR(expert(c, c.moe_inter_dim, &e, /*routed=*/true));
     if (c.n_shared_experts > 0) HART_RETURN_IF_ERROR(expert(c, c.moe_inter_dim * c.n_shared_experts, &L->shared));
     return device_layer_finish(L, tid2eid, d_);
   }
@@ -140,19 +160,24 @@ class maker {
   device_weights* d_;
   precision prec_;
   uint64_t seed_;
+  bool mxfp4_experts_;
   uint64_t n_filled_ = 0;
 };
 
 }  // namespace
 
-status_or<device_weights> bench_weights_make(const model_config& cfg, precision prec, uint64_t seed) {
+status_or<device_weights> bench_weights_make(const model_config& cfg, precision prec, uint64_t seed,
+                                             bool mxfp4_experts) {
   HART_RETURN_IF_ERROR(cfg.validate());
+  if (mxfp4_experts && (prec != precision::fp8 || cfg.hidden_size % 128 || cfg.moe_inter_dim % 128)) {
+    return invalid_argument("bench model: MXFP4 experts need fp8 precision and hidden/moe_inter dims multiples of 128");
+  }
   if (cfg.n_routed_experts > 0 && cfg.n_routed_experts % 37 == 0) {
     return invalid_argument("bench model: %lld routed experts: the hash-routing stride 37 must be coprime to it",
                             (long long)cfg.n_routed_experts);
   }
   device_weights d;
-  maker mk(&d, prec, seed);
+  maker mk(&d, prec, seed, mxfp4_experts);
   const int64_t D = cfg.hidden_size, V = cfg.vocab_size, n = cfg.hc_mult;
   HART_ASSIGN_OR_RETURN(d.embed, mk.f32(V * D, -1.0f, 1.0f));
   HART_RETURN_IF_ERROR(mk.linear(V, D, false, &d.head));

@@ -74,6 +74,7 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
     return invalid_argument("linear_run_rows: rows [%lld, %lld) outside the weight's %lld", (long long)row0,
                             (long long)(row0 + rows), (long long)w.out);
   }
+  if (w.fp4) return unimplemented("linear_run_rows: MXFP4 weights run only in the MoE's grouped linears");
   const int64_t in = w.in;
   if (w.codes) {
     linear_fp8_params p{x, w.codes + row0 * in, w.scales + (row0 / 128) * ((in + 127) / 128), y, n, in, rows,
@@ -499,7 +500,7 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
     s->w = std::move(*weights);
   } else {
     HART_ASSIGN_OR_RETURN(model_weights host, model_weights_load(params.base.model_dir, c, params.base.prec));
-    HART_ASSIGN_OR_RETURN(s->w, gpu::device_weights_upload(host, c, params.base.prec));
+    HART_ASSIGN_OR_RETURN(s->w, gpu::device_weights_upload(host, c, params.base.prec, params.fp8_tensor_cores));
   }  // host weights released: the device copy is the only one
   s->swa_keep = std::max<int64_t>(c.window, 2 * c.csa_rate);
   s->pages_per_seq = (params.max_context + P - 1) / P;

@@ -27,8 +27,8 @@ status expert_run(engine_state& s, const device_expert& e, const float* x, int64
 
 // y [out, rows] = x [in, rows] through each sorted row's expert (the chunk's
 // plan, tiles of up to tile_rows); on tensor cores x is read as the codes the
-// caller left in A.moe_codes.
-status grouped_run(engine_state& s, const linear_group_weight* table, const float* x, bool tensor_cores,
+// caller left in A.moe_codes, through FP8 or (`mxfp4`) MXFP4 experts.
+status grouped_run(engine_state& s, const linear_group_weight* table, const float* x, bool tensor_cores, bool mxfp4,
                    int64_t tile_rows, int64_t rows, int64_t in, int64_t out, float* y) {
   const arena_buffers& A = s.a;
   const int64_t E = s.cfg.n_routed_experts;
@@ -38,6 +38,7 @@ status grouped_run(engine_state& s, const linear_group_weight* table, const floa
   if (!tensor_cores) return linear_grouped_cuda(p, s.stream);
   p.x_codes = A.moe_codes;
   p.x_scales = A.moe_scales;
+  p.w_mxfp4 = mxfp4;
   return linear_grouped_tc_cuda(p, s.stream);
 }
 
@@ -76,7 +77,10 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
   // qdq_input): quantized once per chunk here, as linear_run would per expert.
   // On tensor cores (every expert in codes) they are quantized to codes + scales instead.
   const bool qdq = s.params.base.prec == precision::fp8;
-  const bool tc = qdq && w.experts_fp8 && s.params.fp8_tensor_cores && D % 128 == 0 && I % 128 == 0;
+  // MXFP4 experts (kept so only with tensor cores on: device_weights_upload) run there only.
+  const bool fp4 = w.experts_fp4;
+  const bool tc = qdq && (w.experts_fp8 || fp4) && s.params.fp8_tensor_cores && D % 128 == 0 && I % 128 == 0;
+  if (fp4 && !tc) return failed_precondition("gpu engine: layer %lld's MXFP4 experts need fp8_tensor_cores", (long long)il);
   // Wide tiles read an expert's weights once per 64 of its rows, narrow ones
   // once per 8 but with 4x the loads in flight per CTA (decode's few rows per
   // expert). Wide from 4 rows per expert on average (prefill chunks of >= ~171
@@ -111,15 +115,15 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
     } else if (qdq) {
       HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.xe, rows, D, 128, D, s.stream));
     }
-    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w1, A.xe, tc, tile_rows, rows, D, I, A.g));
-    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w3, A.xe, tc, tile_rows, rows, D, I, A.up));
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w1, A.xe, tc, fp4, tile_rows, rows, D, I, A.g));
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w3, A.xe, tc, fp4, tile_rows, rows, D, I, A.up));
     HART_RETURN_IF_ERROR(swiglu_cuda({A.g, A.up, A.moe_w, A.h, rows, I, 0, float(c.swiglu_limit)}, s.stream));
     if (tc) {
       HART_RETURN_IF_ERROR(fp8_act_quant_cuda(A.h, I, A.moe_codes, A.moe_scales, rows, I, s.stream));
     } else if (qdq) {
       HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.h, rows, I, 128, I, s.stream));
     }
-    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w2, A.h, tc, tile_rows, rows, I, D, A.ye));
+    HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w2, A.h, tc, fp4, tile_rows, rows, I, D, A.ye));
     if (t0 == 0) HART_RETURN_IF_ERROR(branch_join(s));  // y holds the shared expert
     HART_RETURN_IF_ERROR(moe_combine_cuda(y + t0 * D, A.ye, A.experts + t0 * K, A.moe_slot, nt, K, D, s.stream));
   }

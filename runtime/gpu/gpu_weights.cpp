@@ -14,6 +14,21 @@ namespace {
 
 constexpr int64_t k_fp8_block = 128;
 
+// A linear's values as MXFP4 (kernels/quant's layout), when they are exactly that.
+struct mxfp4_codes {
+  std::vector<uint8_t> packed, scales;
+
+  bool encode_exact(const linear_weight& w) {
+    packed.resize(w.w.size() / 2);
+    scales.resize(w.w.size() / 32);
+    if (!mxfp4_quantize(w.w.data(), w.out, w.in, packed.data(), scales.data()).ok()) return false;
+    if (*std::max_element(scales.begin(), scales.end()) > 248) return false;  // linear_grouped_tc_cuda's range
+    std::vector<float> back(w.w.size());
+    if (!mxfp4_dequantize(packed.data(), scales.data(), w.out, w.in, back.data()).ok()) return false;
+    return std::memcmp(back.data(), w.w.data(), back.size() * sizeof(float)) == 0;
+  }
+};
+
 // Uploads host weights. Load (`like_` null): fp8 linears arrive QDQ'd from the
 // host loader and are encoded on the host. Update (`like_` set): raw fp32
 // values, fp8 linears chosen by the serving set and re-quantized on the device.
@@ -37,7 +52,8 @@ class uploader {
     out->out = w.out;
     d_->max_linear_in = std::max(d_->max_linear_in, w.in);
     if (updating()) {
-      if (prec == precision::fp8 && (like->codes || like->qdq_input)) return requant(w, out);
+      // Experts the serving set keeps MXFP4 are re-quantized to FP8, as the CPU engine's update does.
+      if (prec == precision::fp8 && (like->codes || like->qdq_input || like->fp4)) return requant(w, out);
       return dense(w, out, narrow);
     }
     if (prec == precision::fp8 && w.fp8_input) {
@@ -80,6 +96,46 @@ class uploader {
     out->rate = c.rate;
     out->dim = c.dim;
     out->overlap = c.overlap;
+    return {};
+  }
+
+  /// A layer's routed experts: MXFP4 (`mxfp4`, a load in fp8 precision) when
+  /// every w1/w3/w2 is an FP8-input linear of whole 128-blocks whose values
+  /// re-encode to MXFP4 exactly with scale codes the kernel takes (<= 248);
+  /// else each as expert() keeps it.
+  status routed_experts(const std::vector<expert_weights>& ex, precision prec, bool mxfp4,
+                        std::vector<device_expert>* out, const device_layer* like) {
+    out->resize(ex.size());
+    if (mxfp4 && !updating() && prec == precision::fp8) {
+      std::vector<mxfp4_codes> enc;
+      enc.reserve(ex.size() * 3);
+      auto encode_all = [&] {
+        for (const expert_weights& e : ex) {
+          for (const linear_weight* l : {&e.w1, &e.w3, &e.w2}) {
+            enc.emplace_back();
+            if (!l->fp8_input || l->in % 128 || l->out % 128 || !enc.back().encode_exact(*l)) return false;
+          }
+        }
+        return !ex.empty();
+      };
+      if (encode_all()) {
+        for (size_t e = 0; e < ex.size(); ++e) {
+          device_linear* dl[3] = {&(*out)[e].w1, &(*out)[e].w3, &(*out)[e].w2};
+          const linear_weight* hl[3] = {&ex[e].w1, &ex[e].w3, &ex[e].w2};
+          for (int i = 0; i < 3; ++i) {
+            dl[i]->in = hl[i]->in;
+            dl[i]->out = hl[i]->out;
+            d_->max_linear_in = std::max(d_->max_linear_in, hl[i]->in);
+            HART_ASSIGN_OR_RETURN(dl[i]->fp4, put(enc[e * 3 + i].packed));
+            HART_ASSIGN_OR_RETURN(dl[i]->fp4_scales, put(enc[e * 3 + i].scales));
+          }
+        }
+        return {};
+      }
+    }
+    for (size_t e = 0; e < ex.size(); ++e) {
+      HART_RETURN_IF_ERROR(expert(ex[e], prec, &(*out)[e], like ? &like->experts[e] : nullptr));
+    }
     return {};
   }
 
@@ -211,7 +267,7 @@ class uploader {
 
 // The walk shared by load and update; `like` (update) is the serving set, same layout.
 status_or<device_weights> upload_all(const model_weights& w, const model_config& cfg, precision prec,
-                                     const device_weights* like, cudaStream_t stream) {
+                                     const device_weights* like, cudaStream_t stream, bool mxfp4_experts) {
   if (like && (like->layers.size() != w.layers.size())) {
     return invalid_argument("gpu weight update: %zu layers, the serving weights have %zu", w.layers.size(),
                             like->layers.size());
@@ -259,14 +315,11 @@ status_or<device_weights> upload_all(const model_weights& w, const model_config&
     }
     HART_RETURN_IF_ERROR(up.linear(L.gate, prec, &o.gate, lk ? &lk->gate : nullptr));
     HART_ASSIGN_OR_RETURN(o.gate_bias, up.put(L.gate_bias));
-    o.experts.resize(L.experts.size());
     if (lk && lk->experts.size() != L.experts.size()) {
       return invalid_argument("gpu weight update: layer %zu has %zu experts, the serving weights %zu", il,
                               L.experts.size(), lk->experts.size());
     }
-    for (size_t e = 0; e < L.experts.size(); ++e) {
-      HART_RETURN_IF_ERROR(up.expert(L.experts[e], prec, &o.experts[e], lk ? &lk->experts[e] : nullptr));
-    }
+    HART_RETURN_IF_ERROR(up.routed_experts(L.experts, prec, mxfp4_experts, &o.experts, lk));
     if (cfg.n_shared_experts > 0) HART_RETURN_IF_ERROR(up.expert(L.shared, prec, &o.shared, lk ? &lk->shared : nullptr));
     HART_RETURN_IF_ERROR(device_layer_finish(&o, L.tid2eid, &d));
   }
@@ -279,13 +332,16 @@ status_or<device_weights> upload_all(const model_weights& w, const model_config&
 status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2eid, device_weights* d) {
   const size_t E = layer->experts.size();
   std::vector<linear_group_weight> table(3 * E);
-  layer->experts_fp8 = E > 0;
+  layer->experts_fp8 = layer->experts_fp4 = E > 0;
   for (size_t e = 0; e < E; ++e) {
     const device_expert& x = layer->experts[e];
     size_t i = 0;
     for (const device_linear* l : {&x.w1, &x.w3, &x.w2}) {
-      table[i++ * E + e] = l->codes ? linear_group_weight{l->codes, l->scales} : linear_group_weight{l->f32, nullptr};
+      table[i++ * E + e] = l->fp4     ? linear_group_weight{l->fp4, l->fp4_scales}
+                           : l->codes ? linear_group_weight{l->codes, l->scales}
+                                      : linear_group_weight{l->f32, nullptr};
       layer->experts_fp8 = layer->experts_fp8 && l->codes;
+      layer->experts_fp4 = layer->experts_fp4 && l->fp4;
     }
   }
   const size_t table_bytes = table.size() * sizeof(linear_group_weight), map_bytes = tid2eid.size() * sizeof(int32_t);
@@ -307,13 +363,14 @@ status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2
   return {};
 }
 
-status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec) {
-  return upload_all(w, cfg, prec, nullptr, nullptr);
+status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec,
+                                                bool mxfp4_experts) {
+  return upload_all(w, cfg, prec, nullptr, nullptr, mxfp4_experts);
 }
 
 status_or<device_weights> device_weights_build(const model_weights& raw, const device_weights& like,
                                                const model_config& cfg, precision prec, cudaStream_t stream) {
-  return upload_all(raw, cfg, prec, &like, stream);
+  return upload_all(raw, cfg, prec, &like, stream, false);
 }
 
 }  // namespace hart::gpu

@@ -2,9 +2,10 @@
 // The model's parameters in device memory, uploaded once at load from the
 // host model_weights (runtime/model/weights.h). `exact`: fp32 everywhere.
 // `fp8`: every linear the reference runs in FP8 (fp8_input) is stored as e4m3
-// codes with 128×128 e8m0 block scales for linear_fp8_cuda; where the fp32
-// values are not exactly such a tile (MXFP4 experts), the fp32 values are kept
-// and the inputs are quantized on the device before an fp32 GEMM (same math).
+// codes with 128×128 e8m0 block scales for linear_fp8_cuda; routed experts
+// whose values are MXFP4 stay MXFP4 for the tensor-core grouped linears (see
+// device_weights_upload); other values that are not exactly such a tile keep
+// fp32, with the inputs quantized on the device before an fp32 GEMM (same math).
 // Other linears whose values are all bf16 (the checkpoint's bf16 tensors:
 // head, compressors, router) are kept in bf16: the same values, half the bytes.
 // A weight update (device_weights_build) uploads raw fp32 values and does the
@@ -31,6 +32,8 @@ struct device_linear {
   const uint8_t* codes = nullptr;  // [in, out] e4m3 (fp8 mode)
   const uint8_t* scales = nullptr; // [ceil(in/128), ceil(out/128)] e8m0
   int64_t in = 0, out = 0;
+  const uint8_t* fp4 = nullptr;    // [in/2, out] e2m1 pairs (routed experts kept MXFP4: grouped linears only)
+  const uint8_t* fp4_scales = nullptr;  // [in/32, out] e8m0
   bool qdq_input = false;          // fp32 weights, inputs e4m3-QDQ'd per 128 first
   bool raw_input = false;          // codes applied to unquantized inputs (wo_a: FP8 values, inputs as they are)
 };
@@ -68,6 +71,7 @@ struct device_layer {
   // token → experts table [vocab][top_k] (hash layers only).
   const linear_group_weight *expert_w1 = nullptr, *expert_w3 = nullptr, *expert_w2 = nullptr;
   bool experts_fp8 = false;  // every routed expert's w1/w3/w2 in e4m3 codes (the tensor-core grouped path)
+  bool experts_fp4 = false;  // every routed expert's w1/w3/w2 in MXFP4 (the tensor-core grouped path only)
   const int32_t* tid2eid = nullptr;
 };
 
@@ -85,18 +89,24 @@ struct device_weights {
 };
 
 /// Builds a layer's device tables (expert_w1/w3/w2, tid2eid from the host
-/// table) once its experts are on the device; the tables join d->buffers.
+/// table) once its experts are on the device (all MXFP4 or none); the tables
+/// join d->buffers.
 status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2eid, device_weights* d);
 
-/// Uploads `w` (loaded for `cfg` in precision `prec`).
-status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec);
+/// Uploads `w` (loaded for `cfg` in precision `prec`). `mxfp4_experts` (fp8
+/// only; for an engine whose MoE runs on tensor cores): a layer whose routed
+/// experts all hold MXFP4 values (the release checkpoints') keeps them as
+/// e2m1 pairs + per-32 scales, an eighth of fp32's bytes and half of FP8's.
+status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec,
+                                                bool mxfp4_experts = false);
 
 /// A second set of weights laid out like `like` (the serving set, same config
 /// and precision) from `raw`: weights loaded in `exact` precision (no host
 /// QDQ). In fp8 precision every linear that `like` holds as FP8 (codes, or
 /// fp32 with QDQ'd inputs) and every wo_a is re-quantized on the device, on
 /// `stream`; the result equals device_weights_upload of an fp8 load of the
-/// same tensors bit for bit. `like` is only read (it may be serving meanwhile).
+/// same tensors bit for bit (MXFP4 experts of `like` become FP8 codes, as the
+/// CPU engine's update quantizes them). `like` is only read (it may be serving meanwhile).
 status_or<device_weights> device_weights_build(const model_weights& raw, const device_weights& like,
                                                const model_config& cfg, precision prec, cudaStream_t stream);
 

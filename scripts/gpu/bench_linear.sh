@@ -3,9 +3,11 @@
 # the two benches with nvcc directly (the GPU image has no GTest/OpenBLAS, so no
 # CMake), runs them (checks against a host reference first, then times): decode
 # shapes (linear_bench, G1), then prefill shapes against cuBLASLt's block-scaled
-# FP8 GEMM (linear_prefill_bench, G2). The tables are printed last.
+# FP8 GEMM (linear_prefill_bench, G2), then the routed experts' grouped linears,
+# FP8 beside MXFP4 (linear_grouped_bench, M1). The tables are printed last.
 #
-#   scripts/gpu/bench_linear.sh
+#   scripts/gpu/bench_linear.sh            all three
+#   scripts/gpu/bench_linear.sh grouped    the grouped bench only
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp}
@@ -18,5 +20,8 @@ $NVCC $SRCS -o /tmp/linear_bench -lcublasLt 2>&1 | tee "$LOG/build.log" || { ech
 [ -x /tmp/linear_bench ] || { echo "build failed"; exit 1; }
 $NVCC kernels/linear/linear_prefill_bench.cu ${SRCS#kernels/linear/linear_bench.cu } -o /tmp/linear_prefill_bench -lcublasLt \
   2>&1 | tee "$LOG/build_prefill.log"
-timeout 300 /tmp/linear_bench 2>&1 | tee "$LOG/bench.log"
-[ -x /tmp/linear_prefill_bench ] && timeout 300 /tmp/linear_prefill_bench 2>&1 | tee "$LOG/bench_prefill.log"
+$NVCC kernels/linear/linear_grouped_bench.cu kernels/linear/linear_grouped_tc.cu kernels/linear/linear_grouped_fp4.cu \
+  ${SRCS#kernels/linear/linear_bench.cu } -o /tmp/linear_grouped_bench -lcublasLt 2>&1 | tee "$LOG/build_grouped.log"
+[ "${1:-}" = grouped ] || timeout 300 /tmp/linear_bench 2>&1 | tee "$LOG/bench.log"
+[ "${1:-}" = grouped ] || { [ -x /tmp/linear_prefill_bench ] && timeout 300 /tmp/linear_prefill_bench 2>&1 | tee "$LOG/bench_prefill.log"; }
+[ -x /tmp/linear_grouped_bench ] && timeout 300 /tmp/linear_grouped_bench 2>&1 | tee "$LOG/bench_grouped.log"
