@@ -248,10 +248,11 @@ status linear_grouped_cuda(const linear_grouped_params& p, CUstream_st* stream);
 /// otherwise.
 /// MXFP4 groups (w_mxfp4, linear_grouped_fp4.cu): the e2m1 codes widened to
 /// e4m3 in registers (exact, 2^-6 of their value), one MMA per 32-channel
-/// block, each block's partial times s_x · 2^(scale - 127) added in fp32: the
-/// reference fp4_gemm's per-32 sums. Scale codes must be <= 248 (|w| < 2^122;
-/// the engine's upload checks); products of scales below 2^-126 may round as
-/// fp32 subnormals do.
+/// block, each block's fp32 partial times 2^(scale - 127) (the reference
+/// fp4_gemm's per-32 sums); decode tiles add a 128-block's four such terms
+/// before its s_x, prefill tiles add each into the accumulator with s_x.
+/// Scale codes 1..254: a code 0 (2^-127) reads as 0 (the engine's upload
+/// keeps such weights out of MXFP4).
 status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* stream);
 
 /// x [in, n_rows] (row stride x_stride) as e4m3 codes + one power-of-two scale

@@ -32,8 +32,11 @@ constexpr int k_wide_groups = int(linear_grouped_wide_tile_rows / 16);
 __device__ __forceinline__ uint32_t fp4_even(uint32_t w) { return ((w << 4) & 0x80808080u) | ((w << 2) & 0x1c1c1c1cu); }
 __device__ __forceinline__ uint32_t fp4_odd(uint32_t w) { return (w & 0x80808080u) | ((w >> 2) & 0x1c1c1c1cu); }
 
-// 2^(c - 127 + 6) for a scale code c <= 248 (the widened codes' 2^-6 undone).
-__device__ __forceinline__ float fp4_scale(uint32_t c) { return __int_as_float(int(c + 6) << 23); }
+// 2^(c - 127) for byte j of a word of e8m0 codes, by placing c in the float's
+// exponent field: exact for codes 1..254 (0, a 2^-127 scale, reads as 0; 255, NaN, as inf).
+__device__ __forceinline__ float e8m0_byte(uint32_t codes, int j) {
+  return __uint_as_float(j < 3 ? (codes << (23 - 8 * j)) & 0x7f800000u : (codes >> 1) & 0x7f800000u);
+}
 
 // The activations' 8 codes of one lane's channels in a 32-block, as the MMA's
 // even (k = t*4..) and odd (k = 16 + t*4..) operands.
@@ -62,8 +65,15 @@ __device__ __forceinline__ void fp4_load(fp4_block& b, const uint8_t* const (&wr
   }
 }
 
+// Narrow tiles (decode): the weights are the MMA's A operand, so the 16 output
+// rows of an m16 tile are the rows whose scales a lane applies (its C rows g
+// and g + 8 are the A rows it loaded): each lane reads the scale words of its
+// own four rows, and one MMA serves all of a tile's <= 8 tokens as the n8
+// columns. A warp takes 32 output rows (two m16 tiles); per 128-channel block
+// each 32-block's partial times 2^(scale - 127) is added into a block sum,
+// which is then scaled by s_x · 2^6 into the accumulator.
 __global__ void __launch_bounds__(k_warps * 32) grouped_fp4_kernel(linear_grouped_params p) {
-  __shared__ float2 spill[k_phases - 1][4][4][32];
+  __shared__ float4 spill[k_phases - 1][4][2][32];  // later phases' sums, added by phase 0 in phase order
   const int tile = blockIdx.y;
   if (tile >= *p.n_tiles) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ng = warp % 4, phase = warp / 4;
@@ -71,53 +81,103 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_fp4_kernel(linear_groupe
   const linear_group_weight gw = p.groups[p.tile_group[tile]];
   const int64_t r0 = p.tile_row0[tile];
   const int mt = p.tile_rows[tile];
-  const int64_t n0 = int64_t(blockIdx.x) * 128 + ng * 32;
+  const int64_t n0 = int64_t(blockIdx.x) * 128 + ng * 32;  // this warp's 32 outputs
   const int64_t in = p.in, nkb = in / k_block, scale_row = in / 32;
-  const int64_t row = r0 + min(g, mt - 1);  // lanes past the tile's rows repeat its last, dropped
-  const uint8_t* xrow = p.x_codes + row * in + t * 8;
-  const float* xs = p.x_scales + row * nkb;
-  const uint8_t *wrow[4], *srow[4];
+  // B column g: token g of the tile (lanes past it repeat its last, dropped); C columns 2t, 2t + 1.
+  const uint8_t* xrow = p.x_codes + (r0 + min(g, mt - 1)) * in + t * 8;
+  const float* xs0 = p.x_scales + (r0 + min(2 * t, mt - 1)) * nkb;
+  const float* xs1 = p.x_scales + (r0 + min(2 * t + 1, mt - 1)) * nkb;
+  // A rows: m16 tile mi, half h (rows g and g + 8).
+  const uint8_t *wrow[2][2], *srow[2][2];
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt) {
-    wrow[nt] = static_cast<const uint8_t*>(gw.w) + (n0 + nt * 8 + g) * (in / 2) + t * 4;
-    srow[nt] = gw.w_scale + (n0 + nt * 8 + 2 * t) * scale_row;
+  for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = n0 + mi * 16 + h * 8 + g;
+      wrow[mi][h] = static_cast<const uint8_t*>(gw.w) + row * (in / 2) + t * 4;
+      srow[mi][h] = gw.w_scale + row * scale_row;
+    }
   }
-  float acc[4][2] = {};
-  fp4_block cur;
-  fp4_load(cur, wrow, srow, scale_row, min(int64_t(phase), nkb - 1));
-  for (int64_t kb = phase; kb < nkb; kb += k_phases) {
-    fp4_block next;
-    fp4_load(next, wrow, srow, scale_row, kb + k_phases < nkb ? kb + k_phases : kb);
-    const float sx = __ldg(xs + kb);
+  struct block {
+    uint32_t w[2][2][k_sub];  // [mi][h][j]: the lane's 8 codes of 32-block j
+    uint32_t s[2][2];         // [mi][h]: the row's 4 scale codes of this 128-block
+  };
+  auto load = [&](block& b, int64_t kb) {
 #pragma unroll
-    for (int j = 0; j < k_sub; ++j) {
-      uint32_t a0, a2;
-      x_pair(xrow + kb * k_block + j * 32, a0, a2);
+    for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        linear_dev::mma_e4m3(part, a0, 0u, a2, 0u, fp4_even(cur.w[nt][j]), fp4_odd(cur.w[nt][j]));
-        acc[nt][0] = fmaf(part[0], sx * fp4_scale((cur.s[nt][0] >> (8 * j)) & 0xff), acc[nt][0]);
-        acc[nt][1] = fmaf(part[1], sx * fp4_scale((cur.s[nt][1] >> (8 * j)) & 0xff), acc[nt][1]);
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int j = 0; j < k_sub; ++j) {
+          b.w[mi][h][j] = __ldg(reinterpret_cast<const uint32_t*>(wrow[mi][h] + kb * 64 + j * 16));
+        }
+        b.s[mi][h] = __ldg(reinterpret_cast<const uint32_t*>(srow[mi][h] + kb * k_sub));
       }
     }
+  };
+  // Two blocks ahead in flight (~6 KB per warp): at batch 1 a layer's experts are ~100 CTAs.
+  auto clamp = [&](int64_t kb) { return kb < nkb ? kb : nkb - 1; };
+  float acc[2][4] = {};
+  block cur, next;
+  load(cur, clamp(phase));
+  load(next, clamp(phase + k_phases));
+  for (int64_t kb = phase; kb < nkb; kb += k_phases) {
+    block after;
+    load(after, clamp(kb + 2 * k_phases));
+    float sum[2][4] = {};
+#pragma unroll
+    for (int j = 0; j < k_sub; ++j) {
+      uint32_t b0, b1;
+      x_pair(xrow + kb * k_block + j * 32, b0, b1);
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        linear_dev::mma_e4m3(part, fp4_even(cur.w[mi][0][j]), fp4_even(cur.w[mi][1][j]), fp4_odd(cur.w[mi][0][j]),
+                             fp4_odd(cur.w[mi][1][j]), b0, b1);
+        const float lo = e8m0_byte(cur.s[mi][0], j), hi = e8m0_byte(cur.s[mi][1], j);
+        sum[mi][0] = fmaf(part[0], lo, sum[mi][0]);
+        sum[mi][1] = fmaf(part[1], lo, sum[mi][1]);
+        sum[mi][2] = fmaf(part[2], hi, sum[mi][2]);
+        sum[mi][3] = fmaf(part[3], hi, sum[mi][3]);
+      }
+    }
+    const float s0 = __ldg(xs0 + kb) * 64.0f, s1 = __ldg(xs1 + kb) * 64.0f;  // 2^6: the widened codes' scale
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+      acc[mi][0] = fmaf(sum[mi][0], s0, acc[mi][0]);
+      acc[mi][1] = fmaf(sum[mi][1], s1, acc[mi][1]);
+      acc[mi][2] = fmaf(sum[mi][2], s0, acc[mi][2]);
+      acc[mi][3] = fmaf(sum[mi][3], s1, acc[mi][3]);
+    }
     cur = next;
+    next = after;
   }
   if (phase > 0) {
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) spill[phase - 1][ng][nt][lane] = make_float2(acc[nt][0], acc[nt][1]);
+    for (int mi = 0; mi < 2; ++mi) {
+      spill[phase - 1][ng][mi][lane] = make_float4(acc[mi][0], acc[mi][1], acc[mi][2], acc[mi][3]);
+    }
   }
   __syncthreads();
-  if (phase > 0 || g >= mt) return;
+  if (phase > 0 || 2 * t >= mt) return;
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt) {
+  for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
     for (int ph = 1; ph < k_phases; ++ph) {
-      const float2 v = spill[ph - 1][ng][nt][lane];
-      acc[nt][0] += v.x;
-      acc[nt][1] += v.y;
+      const float4 v = spill[ph - 1][ng][mi][lane];
+      acc[mi][0] += v.x;
+      acc[mi][1] += v.y;
+      acc[mi][2] += v.z;
+      acc[mi][3] += v.w;
     }
-    *reinterpret_cast<float2*>(p.y + (r0 + g) * p.out + n0 + nt * 8 + 2 * t) = make_float2(acc[nt][0], acc[nt][1]);
+    const int64_t row = n0 + mi * 16 + g;
+    float* y0 = p.y + (r0 + 2 * t) * p.out + row;
+    y0[0] = acc[mi][0];
+    y0[8] = acc[mi][2];
+    if (2 * t + 1 < mt) {
+      y0[p.out] = acc[mi][1];
+      y0[p.out + 8] = acc[mi][3];
+    }
   }
 }
 
@@ -151,8 +211,8 @@ __global__ void __launch_bounds__(k_wide_warps * 32) grouped_fp4_wide_kernel(lin
       for (int nt = 0; nt < 4; ++nt) {
         b0[nt] = fp4_even(cur.w[nt][j]);
         b1[nt] = fp4_odd(cur.w[nt][j]);
-        ws[nt][0] = fp4_scale((cur.s[nt][0] >> (8 * j)) & 0xff);
-        ws[nt][1] = fp4_scale((cur.s[nt][1] >> (8 * j)) & 0xff);
+        ws[nt][0] = e8m0_byte(cur.s[nt][0], j);
+        ws[nt][1] = e8m0_byte(cur.s[nt][1], j);
       }
 #pragma unroll
       for (int m = 0; m < k_wide_groups; ++m) {
@@ -161,7 +221,8 @@ __global__ void __launch_bounds__(k_wide_warps * 32) grouped_fp4_wide_kernel(lin
         uint32_t a0, a1, a2, a3;
         x_pair(p.x_codes + lo * in + kb * k_block + j * 32 + t * 8, a0, a2);
         x_pair(p.x_codes + hi * in + kb * k_block + j * 32 + t * 8, a1, a3);
-        const float slo = __ldg(p.x_scales + lo * nkb + kb), shi = __ldg(p.x_scales + hi * nkb + kb);
+        // 2^6: the widened codes' scale.
+        const float slo = __ldg(p.x_scales + lo * nkb + kb) * 64.0f, shi = __ldg(p.x_scales + hi * nkb + kb) * 64.0f;
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};

@@ -22,7 +22,7 @@ struct mxfp4_codes {
     packed.resize(w.w.size() / 2);
     scales.resize(w.w.size() / 32);
     if (!mxfp4_quantize(w.w.data(), w.out, w.in, packed.data(), scales.data()).ok()) return false;
-    if (*std::max_element(scales.begin(), scales.end()) > 248) return false;  // linear_grouped_tc_cuda's range
+    if (*std::min_element(scales.begin(), scales.end()) == 0) return false;  // linear_grouped_tc_cuda reads 2^-127 as 0
     std::vector<float> back(w.w.size());
     if (!mxfp4_dequantize(packed.data(), scales.data(), w.out, w.in, back.data()).ok()) return false;
     return std::memcmp(back.data(), w.w.data(), back.size() * sizeof(float)) == 0;
@@ -101,7 +101,7 @@ class uploader {
 
   /// A layer's routed experts: MXFP4 (`mxfp4`, a load in fp8 precision) when
   /// every w1/w3/w2 is an FP8-input linear of whole 128-blocks whose values
-  /// re-encode to MXFP4 exactly with scale codes the kernel takes (<= 248);
+  /// re-encode to MXFP4 exactly with scale codes the kernel takes (>= 1);
   /// else each as expert() keeps it.
   status routed_experts(const std::vector<expert_weights>& ex, precision prec, bool mxfp4,
                         std::vector<device_expert>* out, const device_layer* like) {
