@@ -70,10 +70,19 @@ struct linear_grouped_params {
   const uint8_t* x_codes = nullptr;
   const float* x_scales = nullptr;
   /// Every group is MXFP4 (routed experts as the checkpoint ships them):
-  /// e2m1 pairs and one e8m0 scale per 32 channels of a row (kernels/quant's
-  /// mxfp4 layout). linear_grouped_cpu and linear_grouped_tc_cuda only.
+  /// e2m1 pairs in mxfp4_mma_order and one e8m0 scale per 32 channels of a
+  /// row ([out][in/32], kernels/quant's layout); in % 128 == 0.
+  /// linear_grouped_cpu and linear_grouped_tc_cuda only.
   bool w_mxfp4 = false;
 };
+
+/// MXFP4 pairs (kernels/quant's [rows][cols/2], low nibble even) in the order
+/// the tensor-core kernel loads them: within each 128-channel block of a row
+/// (64 bytes), byte 16t + 4j + i holds channels 32j + 8t + 2i (low nibble) and
+/// 32j + 8t + 2i + 1, for t, j, i in 0..3 — lane t's 4-byte pieces of the four
+/// 32-blocks in one 16-byte load. The permutation is its own inverse. `out`
+/// may be `packed`. cols must be a multiple of 128.
+status mxfp4_mma_order(const uint8_t* packed, int64_t rows, int64_t cols, uint8_t* out);
 /// Host pointers; checks every tile against n_rows, n_groups and the tile size.
 status linear_grouped_cpu(const linear_grouped_params& p);
 

@@ -158,6 +158,7 @@ double check(const expert_set& w, const routing& r, const uint8_t* d_codes, cons
         std::vector<uint8_t> pk(static_cast<size_t>(in / 2)), sc(static_cast<size_t>(in / 32));
         CK(cudaMemcpy(pk.data(), w.codes + e * w.code_bytes + o * in / 2, pk.size(), cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(sc.data(), w.scales + e * w.scale_bytes + o * in / 32, sc.size(), cudaMemcpyDeviceToHost));
+        if (!mxfp4_mma_order(pk.data(), 1, in, pk.data()).ok()) std::exit(1);  // back to kernels/quant's order
         if (!mxfp4_dequantize(pk.data(), sc.data(), 1, in, wrow.data()).ok()) std::exit(1);
       } else {
         std::vector<uint8_t> cd(static_cast<size_t>(in)), sc(static_cast<size_t>(in / 128));

@@ -21,8 +21,8 @@ status linear_grouped_cpu(const linear_grouped_params& p) {
     return invalid_argument("linear_grouped_cpu: max_tile_rows=%lld outside [1, %lld]", (long long)p.max_tile_rows,
                             (long long)linear_grouped_wide_tile_rows);
   }
-  if (p.w_mxfp4 && p.in % 32 != 0) {
-    return invalid_argument("linear_grouped_cpu: MXFP4 groups need in %% 32 == 0 (in=%lld)", (long long)p.in);
+  if (p.w_mxfp4 && p.in % 128 != 0) {
+    return invalid_argument("linear_grouped_cpu: MXFP4 groups need in %% 128 == 0 (in=%lld)", (long long)p.in);
   }
   const int64_t n_tiles = *p.n_tiles;
   if (n_tiles < 0 || n_tiles > p.max_tiles) {
@@ -48,9 +48,14 @@ status linear_grouped_cpu(const linear_grouped_params& p) {
       if (fresh) {
         it->second.resize(size_t(p.out * p.in));
         const auto* codes = static_cast<const uint8_t*>(gw.w);
-        HART_RETURN_IF_ERROR(p.w_mxfp4 ? mxfp4_dequantize(codes, gw.w_scale, p.out, p.in, it->second.data())
-                                       : fp8_block_dequantize(codes, gw.w_scale, p.out, p.in, k_linear_fp8_block,
-                                                              it->second.data()));
+        if (p.w_mxfp4) {
+          std::vector<uint8_t> pairs(size_t(p.out * p.in / 2));
+          HART_RETURN_IF_ERROR(mxfp4_mma_order(codes, p.out, p.in, pairs.data()));
+          HART_RETURN_IF_ERROR(mxfp4_dequantize(pairs.data(), gw.w_scale, p.out, p.in, it->second.data()));
+        } else {
+          HART_RETURN_IF_ERROR(
+              fp8_block_dequantize(codes, gw.w_scale, p.out, p.in, k_linear_fp8_block, it->second.data()));
+        }
       }
       w = it->second.data();
     }

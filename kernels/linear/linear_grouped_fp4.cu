@@ -1,6 +1,8 @@
 // The grouped linear's MXFP4 groups on tensor cores (routed experts as the
 // checkpoint ships them: W4A8). Each 32-channel block of a weight row is 16
-// bytes of e2m1 pairs and one e8m0 scale. A lane widens 8 codes (one word) to
+// bytes of e2m1 pairs and one e8m0 scale; the pairs are in mxfp4_mma_order,
+// so one 16-byte load gives a lane its 8 codes of each of a 128-channel
+// block's four 32-blocks. A lane widens 8 codes (one word) to
 // e4m3 by moving bits: nibble [s e1 e0 m] becomes the byte [s 0 0 e1 e0 m 0 0],
 // an e4m3 holding exactly 2^-6 of the e2m1 value (normal and subnormal alike),
 // the even codes in one register and the odd ones in another. One m16n8k32
@@ -54,12 +56,19 @@ struct fp4_block {
   uint32_t s[4][2];
 };
 
+__device__ __forceinline__ void words(uint32_t (&w)[k_sub], const uint8_t* p) {
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+  w[0] = v.x;
+  w[1] = v.y;
+  w[2] = v.z;
+  w[3] = v.w;
+}
+
 __device__ __forceinline__ void fp4_load(fp4_block& b, const uint8_t* const (&wrow)[4], const uint8_t* const (&srow)[4],
                                          int64_t scale_row, int64_t kb) {
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-    for (int j = 0; j < k_sub; ++j) b.w[nt][j] = __ldg(reinterpret_cast<const uint32_t*>(wrow[nt] + kb * 64 + j * 16));
+    words(b.w[nt], wrow[nt] + kb * 64);
     b.s[nt][0] = __ldg(reinterpret_cast<const uint32_t*>(srow[nt] + kb * k_sub));
     b.s[nt][1] = __ldg(reinterpret_cast<const uint32_t*>(srow[nt] + scale_row + kb * k_sub));
   }
@@ -94,7 +103,7 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_fp4_kernel(linear_groupe
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t row = n0 + mi * 16 + h * 8 + g;
-      wrow[mi][h] = static_cast<const uint8_t*>(gw.w) + row * (in / 2) + t * 4;
+      wrow[mi][h] = static_cast<const uint8_t*>(gw.w) + row * (in / 2) + t * 16;
       srow[mi][h] = gw.w_scale + row * scale_row;
     }
   }
@@ -107,10 +116,7 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_fp4_kernel(linear_groupe
     for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int j = 0; j < k_sub; ++j) {
-          b.w[mi][h][j] = __ldg(reinterpret_cast<const uint32_t*>(wrow[mi][h] + kb * 64 + j * 16));
-        }
+        words(b.w[mi][h], wrow[mi][h] + kb * 64);
         b.s[mi][h] = __ldg(reinterpret_cast<const uint32_t*>(srow[mi][h] + kb * k_sub));
       }
     }
@@ -194,7 +200,7 @@ __global__ void __launch_bounds__(k_wide_warps * 32) grouped_fp4_wide_kernel(lin
   const uint8_t *wrow[4], *srow[4];
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) {
-    wrow[nt] = static_cast<const uint8_t*>(gw.w) + (n0 + nt * 8 + g) * (in / 2) + t * 4;
+    wrow[nt] = static_cast<const uint8_t*>(gw.w) + (n0 + nt * 8 + g) * (in / 2) + t * 16;
     srow[nt] = gw.w_scale + (n0 + nt * 8 + 2 * t) * scale_row;
   }
   float acc[k_wide_groups][4][4] = {};

@@ -62,6 +62,7 @@ group_weight random_mxfp4_group(std::mt19937& rng, int64_t out, int64_t in) {
   g.deq.resize(size_t(out * in));
   EXPECT_TRUE(mxfp4_quantize(w.data(), out, in, g.q.data(), g.scale.data()).ok());
   EXPECT_TRUE(mxfp4_dequantize(g.q.data(), g.scale.data(), out, in, g.deq.data()).ok());
+  EXPECT_TRUE(mxfp4_mma_order(g.q.data(), out, in, g.q.data()).ok());  // the grouped linear's order
   return g;
 }
 
@@ -239,8 +240,28 @@ TEST(linear_grouped, cpu_decodes_mxfp4_groups) {
       }
     }
   }
-  lp.in = 48;  // not whole 32-blocks
+  lp.in = 96;  // not whole 128-blocks
   EXPECT_EQ(linear_grouped_cpu(lp).code(), status_code::invalid_argument);
+}
+
+// mxfp4_mma_order by hand: lane t's bytes of 32-block j land at 16t + 4j, and twice is the identity.
+TEST(linear_grouped, mxfp4_mma_order_moves_each_lanes_pieces_together) {
+  std::vector<uint8_t> pairs(2 * 128), once(pairs.size()), twice(pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) pairs[i] = uint8_t(i);
+  ASSERT_TRUE(mxfp4_mma_order(pairs.data(), 1, 512, once.data()).ok());
+  for (int b = 0; b < 4; ++b) {
+    for (int t = 0; t < 4; ++t) {
+      for (int j = 0; j < 4; ++j) {
+        for (int i = 0; i < 4; ++i) {
+          // byte 16j + 4t + i holds channels 32j + 8t + 2i and + 1 of block b
+          ASSERT_EQ(once[size_t(b * 64 + 16 * t + 4 * j + i)], pairs[size_t(b * 64 + 16 * j + 4 * t + i)]);
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(mxfp4_mma_order(once.data(), 1, 512, twice.data()).ok());
+  EXPECT_EQ(twice, pairs);
+  EXPECT_EQ(mxfp4_mma_order(pairs.data(), 1, 96, once.data()).code(), status_code::invalid_argument);
 }
 
 TEST(linear_grouped, cpu_refuses_bad_tiles) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/linear/linear.h"
 #include "kernels/quant/quant.h"
 #include "runtime/core/codecs.h"
 #include "runtime/gpu/weight_requant.h"
@@ -14,7 +15,7 @@ namespace {
 
 constexpr int64_t k_fp8_block = 128;
 
-// A linear's values as MXFP4 (kernels/quant's layout), when they are exactly that.
+// A linear's values as MXFP4 (the grouped linear's layout: pairs in mxfp4_mma_order), when they are exactly that.
 struct mxfp4_codes {
   std::vector<uint8_t> packed, scales;
 
@@ -25,7 +26,8 @@ struct mxfp4_codes {
     if (*std::min_element(scales.begin(), scales.end()) == 0) return false;  // linear_grouped_tc_cuda reads 2^-127 as 0
     std::vector<float> back(w.w.size());
     if (!mxfp4_dequantize(packed.data(), scales.data(), w.out, w.in, back.data()).ok()) return false;
-    return std::memcmp(back.data(), w.w.data(), back.size() * sizeof(float)) == 0;
+    if (std::memcmp(back.data(), w.w.data(), back.size() * sizeof(float)) != 0) return false;
+    return mxfp4_mma_order(packed.data(), w.out, w.in, packed.data()).ok();
   }
 };
 

@@ -21,6 +21,7 @@ $NVCC $SRCS -o /tmp/linear_bench -lcublasLt 2>&1 | tee "$LOG/build.log" || { ech
 $NVCC kernels/linear/linear_prefill_bench.cu ${SRCS#kernels/linear/linear_bench.cu } -o /tmp/linear_prefill_bench -lcublasLt \
   2>&1 | tee "$LOG/build_prefill.log"
 $NVCC kernels/linear/linear_grouped_bench.cu kernels/linear/linear_grouped_tc.cu kernels/linear/linear_grouped_fp4.cu \
+  kernels/linear/linear_mxfp4_order.cpp \
   ${SRCS#kernels/linear/linear_bench.cu } -o /tmp/linear_grouped_bench -lcublasLt 2>&1 | tee "$LOG/build_grouped.log"
 [ "${1:-}" = grouped ] || timeout 300 /tmp/linear_bench 2>&1 | tee "$LOG/bench.log"
 [ "${1:-}" = grouped ] || { [ -x /tmp/linear_prefill_bench ] && timeout 300 /tmp/linear_prefill_bench 2>&1 | tee "$LOG/bench_prefill.log"; }

@@ -10,7 +10,7 @@
 //   FP8 weights on raw inputs (wo_a)       linear_fp8_raw_tc_cuda 2^-16
 //   MoE experts, CUDA cores                linear_grouped_cuda  2e-5
 //   MoE experts, tensor cores (narrow and  linear_grouped_tc_cuda 2^-12, x from fp8_act_quant_cuda
-//     wide tiles)
+//     wide tiles; FP8 and MXFP4 groups)
 // (the bounds and their reasons: kernels/linear/linear_cuda_test.cpp and
 // linear_grouped_test.cpp; a wrong tile, stride or scale is O(1)).
 #include <algorithm>
@@ -84,6 +84,17 @@ status random_fp8_weight(std::mt19937& rng, int64_t out, int64_t in, fp8_weight*
   w->deq.resize(raw.size());
   HART_RETURN_IF_ERROR(fp8_block_quantize(raw.data(), out, in, 128, w->q.data(), w->scale.data()));
   return fp8_block_dequantize(w->q.data(), w->scale.data(), out, in, 128, w->deq.data());
+}
+
+// An MXFP4 expert as the engine keeps the release checkpoints': pairs in the grouped linear's order.
+status random_mxfp4_weight(std::mt19937& rng, int64_t out, int64_t in, fp8_weight* w) {
+  const auto raw = normal(rng, out * in, 0.05f);
+  w->q.resize(raw.size() / 2);
+  w->scale.resize(raw.size() / 32);
+  w->deq.resize(raw.size());
+  HART_RETURN_IF_ERROR(mxfp4_quantize(raw.data(), out, in, w->q.data(), w->scale.data()));
+  HART_RETURN_IF_ERROR(mxfp4_dequantize(w->q.data(), w->scale.data(), out, in, w->deq.data()));
+  return mxfp4_mma_order(w->q.data(), out, in, w->q.data());
 }
 
 // x QDQ'd per row per 128 channels (the last block shorter): the CPU's fp8 rule.
@@ -242,17 +253,19 @@ status grouped(std::mt19937& rng, std::vector<op_check_line>& lines) {
   return {};
 }
 
-// The experts on tensor cores: every group e4m3, tiles of up to `tile_rows`
-// rows (8: decode's narrow tiles; up to 64: prefill's wide ones), x as codes +
-// scales from fp8_act_quant_cuda (codes · scale is the CPU's QDQ bitwise).
-status grouped_tc(std::mt19937& rng, const std::vector<int32_t>& rows_per_tile, int64_t tile_rows,
+// The experts on tensor cores: every group e4m3 (or MXFP4, `mxfp4`), tiles of
+// up to `tile_rows` rows (8: decode's narrow tiles; up to 64: prefill's wide
+// ones), x as codes + scales from fp8_act_quant_cuda (codes · scale is the
+// CPU's QDQ bitwise).
+status grouped_tc(std::mt19937& rng, const std::vector<int32_t>& rows_per_tile, int64_t tile_rows, bool mxfp4,
                   std::vector<op_check_line>& lines) {
   const int64_t in = 1024, out = 512, n_groups = int64_t(rows_per_tile.size());
   std::vector<fp8_weight> w(static_cast<size_t>(n_groups));
   std::vector<int32_t> tile_group, tile_row0;
   int32_t rows = 0;
   for (int32_t g = 0; g < int32_t(n_groups); ++g) {
-    HART_RETURN_IF_ERROR(random_fp8_weight(rng, out, in, &w[size_t(g)]));
+    HART_RETURN_IF_ERROR(mxfp4 ? random_mxfp4_weight(rng, out, in, &w[size_t(g)])
+                               : random_fp8_weight(rng, out, in, &w[size_t(g)]));
     tile_group.push_back(g);
     tile_row0.push_back(rows);
     rows += rows_per_tile[size_t(g)];
@@ -273,6 +286,7 @@ status grouped_tc(std::mt19937& rng, const std::vector<int32_t>& rows_per_tile, 
   linear_grouped_params hp{xq.data(), cpu.data(), hg.data(), n_groups, tile_group.data(), tile_row0.data(),
                            rows_per_tile.data(), &n_tiles, n_tiles, rows, in, out};
   hp.max_tile_rows = tile_rows;
+  hp.w_mxfp4 = mxfp4;
   HART_RETURN_IF_ERROR(linear_grouped_cpu(hp));
   dev<float> d_x(x), d_y(std::vector<float>(cpu.size(), NAN));
   dev<float> d_scales(std::vector<float>(size_t(rows * in / 128), 0.0f));
@@ -286,6 +300,7 @@ status grouped_tc(std::mt19937& rng, const std::vector<int32_t>& rows_per_tile, 
   p.max_tile_rows = tile_rows;
   p.x_codes = d_codes.get();
   p.x_scales = d_scales.get();
+  p.w_mxfp4 = mxfp4;
   HART_RETURN_IF_ERROR(linear_grouped_tc_cuda(p, nullptr));
   HART_RETURN_IF_ERROR(cuda_status("linear_grouped_tc", cudaDeviceSynchronize()));
   HART_RETURN_IF_ERROR(d_y.to_host(gpu));
@@ -300,7 +315,8 @@ status grouped_tc(std::mt19937& rng, const std::vector<int32_t>& rows_per_tile, 
     }
   }
   lines.push_back(compare("linear_grouped_tc",
-                          "groups=" + std::to_string(n_groups) + " rows=" + std::to_string(rows) +
+                          std::string(mxfp4 ? "MXFP4 " : "") + "groups=" + std::to_string(n_groups) +
+                              " rows=" + std::to_string(rows) +
                               " tiles<=" + std::to_string(tile_rows) + " in=1024 out=512",
                           gpu, std::vector<double>(cpu.begin(), cpu.end()), mag, 0x1p-12, 0.0,
                           "2^-12 * sum|x'*w'| (QDQ x)"));
@@ -337,8 +353,11 @@ status check_linear(uint32_t seed, std::vector<op_check_line>& lines) {
   HART_RETURN_IF_ERROR(fp8_raw(rng, c, 8, 128, 512, 3, lines));
   HART_RETURN_IF_ERROR(fp8_raw(rng, c, 1, 256, 1024, 40, lines));
   HART_RETURN_IF_ERROR(grouped(rng, lines));
-  HART_RETURN_IF_ERROR(grouped_tc(rng, {1, 3, 8, 2, 5}, linear_grouped_tile_rows, lines));
-  return grouped_tc(rng, {20, 64, 33}, linear_grouped_wide_tile_rows, lines);
+  for (const bool mxfp4 : {false, true}) {
+    HART_RETURN_IF_ERROR(grouped_tc(rng, {1, 3, 8, 2, 5}, linear_grouped_tile_rows, mxfp4, lines));
+    HART_RETURN_IF_ERROR(grouped_tc(rng, {20, 64, 33}, linear_grouped_wide_tile_rows, mxfp4, lines));
+  }
+  return {};
 }
 
 }  // namespace hart::op_check_detail
