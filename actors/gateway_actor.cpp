@@ -44,6 +44,19 @@ struct gateway_state {
     if (!s.ok()) HART_LOG_WARN("reply to a client dropped: %s", s.to_string().c_str());
   }
 
+  /// The scheduler's stats plus what only the socket knows: slow readers and the replies they
+  /// or vanished clients did not get.
+  protocol::stats_reply with_transport_stats(protocol::stats_reply st) const {
+    const transport::server_counters c = params.server->counters();
+    for (const auto& [name, value] : {std::pair<const char*, uint64_t>{"slow_clients", c.slow_clients},
+                                      {"replies_dropped_slow", c.stalled},
+                                      {"replies_unroutable", c.unroutable}}) {
+      st.entries.emplace_back(name, double(value));
+      st.prometheus += std::string("hart_") + name + ' ' + std::to_string(value) + '\n';
+    }
+    return st;
+  }
+
   /// Remembers where an HTTP exchange's replies go; drops expired ones now and then (amortized).
   void register_local(const transport::client_id& client, const std::shared_ptr<http::reply_queue>& q) {
     local[client] = q;
@@ -76,8 +89,9 @@ struct gateway_state {
     self->send(params.scheduler, submit_atom::value, std::make_shared<const submit_request>(submit_request{std::move(r).value()}));
   }
 
-  void on_control(gateway_self self, const transport::client_id& client, const protocol::control_request& c) {
-    control_call call{client, c, {}};
+  void on_control(gateway_self self, const transport::client_id& client, const protocol::control_request& c,
+                  bool from_server) {
+    control_call call{client, c, {}, !from_server};
     if (c.verb == protocol::control_verb::abort) {
       for (const auto& [key, id] : by_client_id) {
         if (key.first == client && (c.all || key.second == c.request_id)) call.ids.push_back(id);
@@ -127,13 +141,19 @@ gateway_actor::behavior_type gateway_impl(gateway_self self, gateway_params para
         if (const auto* g = std::get_if<protocol::generate_request>(&in->request)) {
           self->state.on_generate(self, in->client, *g);
         } else {
-          self->state.on_control(self, in->client, std::get<protocol::control_request>(in->request));
+          self->state.on_control(self, in->client, std::get<protocol::control_request>(in->request), in->from_server);
         }
       },
       [=](events_atom, std::shared_ptr<const sched::event_batch> ev, uint64_t weight_version) {
         self->state.on_events(*ev, weight_version);
       },
-      [=](reply_atom, std::shared_ptr<const addressed_reply> r) { self->state.send(r->client, r->reply); },
+      [=](reply_atom, std::shared_ptr<const addressed_reply> r) {
+        if (const auto* st = std::get_if<protocol::stats_reply>(&r->reply)) {
+          self->state.send(r->client, protocol::reply{self->state.with_transport_stats(*st)});
+        } else {
+          self->state.send(r->client, r->reply);
+        }
+      },
   };
 }
 

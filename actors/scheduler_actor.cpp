@@ -323,7 +323,7 @@ struct scheduler_state {
         sched::event_batch ev;
         for (uint64_t id : c.ids) ev.append(core->abort(id));
         publish(self, std::move(ev));
-        reply(self, c.client, protocol::ack_reply{ctl.tag, ctl.verb, uint32_t(c.ids.size())});
+        if (c.ack) reply(self, c.client, protocol::ack_reply{ctl.tag, ctl.verb, uint32_t(c.ids.size())});
         break;
       }
       case control_verb::pause: {

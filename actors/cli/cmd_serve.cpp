@@ -216,13 +216,27 @@ int run_serve(const serve_options& o) {
   transport::server_params tp;
   tp.endpoint = o.bind;
   tp.curve_secret_key = o.curve_secret_key;
-  auto server = transport::server::start(tp, [slot](const transport::client_id& client, protocol::request r) {
+  tp.stall_timeout_ms = o.slow_reader_ms;
+  tp.send_hwm = o.send_hwm;
+  auto to_gateway = [slot](const transport::client_id& client, protocol::request r, bool from_server) {
     std::lock_guard<std::mutex> lock(slot->m);
     if (slot->gateway) {
       caf::anon_send(slot->gateway, actors::inbound_atom::value,
-                     std::make_shared<const actors::inbound_request>(actors::inbound_request{client, std::move(r), nullptr}));
+                     std::make_shared<const actors::inbound_request>(
+                         actors::inbound_request{client, std::move(r), nullptr, from_server}));
     }
-  });
+  };
+  // A slow reader's generations are aborted as its own "abort all" would (no ack): they stop
+  // using the engine and their pages, and each ends with a final the client gets once it reads.
+  auto on_slow_client = [to_gateway](const transport::client_id& client) {
+    protocol::control_request abort_all;
+    abort_all.verb = protocol::control_verb::abort;
+    abort_all.all = true;
+    to_gateway(client, protocol::request{abort_all}, true);
+  };
+  auto server = transport::server::start(
+      tp, [to_gateway](const transport::client_id& client, protocol::request r) { to_gateway(client, std::move(r), false); },
+      on_slow_client);
   if (!server.ok()) return fail(server.get_status());
   std::shared_ptr<transport::server> srv = std::move(server).value();
   teardown.srv = srv;

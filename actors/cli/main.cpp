@@ -162,6 +162,17 @@ int main(int argc, char** argv) {
                 "the model's)")
       ->check(CLI::Range(int64_t(-1), int64_t(100000)))
       ->capture_default_str();
+  v->add_option("--slow-reader-ms", sv.slow_reader_ms,
+                "A client whose replies wait at the send limit (--send-hwm) and that reads nothing for this long "
+                "(or falls 65536 replies behind) is a slow reader: its generations are aborted, their chunks from "
+                "then on dropped, and it gets one resource_exhausted error saying so, then each generation's final "
+                "(other clients never wait for it; stats slow_clients, replies_dropped_slow)")
+      ->check(CLI::Range(1, 3600000))
+      ->capture_default_str();
+  v->add_option("--send-hwm", sv.send_hwm,
+                "Replies ZeroMQ queues for one client before they wait in the server's own queue for it (ZMQ_SNDHWM)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   v->add_option("--weight-sync-endpoint", sv.weight_sync_endpoint,
                 "Accept weight updates here (docs/protocol.md §8), e.g. tcp://127.0.0.1:5558; off by default");
   v->add_option("--weight-sync-idle-ms", sv.weight_sync_idle_ms, "Drop a staged weight update silent this long")

@@ -20,6 +20,8 @@ struct inbound_request {
   /// An HTTP exchange's replies go here instead of the ZeroMQ socket (its client id can be no
   /// ZeroMQ peer's: runtime/http/exchange.h). Null for ZeroMQ clients.
   std::shared_ptr<http::reply_queue> local;
+  /// The server's own request on the client's behalf (a slow reader's "abort all"): no ack.
+  bool from_server = false;
 };
 
 /// A tokenized generation the scheduler actor can submit as is.
@@ -32,6 +34,7 @@ struct control_call {
   transport::client_id client;
   protocol::control_request control;
   std::vector<uint64_t> ids;
+  bool ack = true;  ///< answer the client (false for inbound_request::from_server)
 };
 
 /// A reply for one client (control answers, errors).

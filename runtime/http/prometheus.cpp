@@ -8,7 +8,8 @@
 namespace hart::http {
 namespace {
 
-// The stats entries that count since start (scheduler_actor.cpp make_stats); the others are
+// The stats entries that count since start (scheduler_actor.cpp make_stats, gateway_actor.cpp
+// with_transport_stats); the others are
 // levels or windowed statistics. NOTE(hart): a new monotonic entry belongs here, or it is
 // exposed as a gauge (still parseable, but rate() would not treat resets right).
 const std::set<std::string>& counters() {
@@ -22,7 +23,10 @@ const std::set<std::string>& counters() {
                                               "pages_granted_ahead",
                                               "decode_outcomes_caught",
                                               "cache_evicted_full_pages",
-                                              "worker_failures"};
+                                              "worker_failures",
+                                              "slow_clients",
+                                              "replies_dropped_slow",
+                                              "replies_unroutable"};
   return names;
 }
 

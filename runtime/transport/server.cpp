@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -26,7 +27,17 @@ struct outgoing {
   client_id client;
   std::array<uint8_t, 2> header;
   std::vector<uint8_t> payload;
+  bool chunk = false;  ///< a chunk_event: dropped for a slow reader (the rest is kept)
 };
+
+/// A peer whose pipe is at its HWM: its replies wait here, in order, so other peers' go on.
+struct blocked_peer {
+  std::deque<outgoing> queue;
+  clock_type::time_point since;
+  bool slow = false;  ///< declared a slow reader: chunks for it are dropped until the queue drains
+};
+
+enum class send_result { sent, would_block, unroutable };
 
 status unavailable(std::string msg) { return status(status_code::unavailable, std::move(msg)); }
 
@@ -78,13 +89,14 @@ struct server::impl {
   std::thread thread;
   std::atomic<std::thread::id> thread_id{};  ///< the socket thread, set by itself
 
+  slow_client_handler on_slow_client;
+
   std::atomic<uint64_t> received{0}, decode_errors{0}, sent{0}, unroutable{0}, stalled{0},
-      rejected{0};
+      rejected{0}, slow_clients{0};
 
   // -- socket thread only --
-  std::deque<outgoing> pending;    ///< taken from outbox, not yet accepted by the socket
-  std::optional<clock_type::time_point> stall_since;
-  client_id stalled_client;        ///< last peer declared stalled; its EAGAINs drop at once
+  std::deque<outgoing> pending;    ///< taken from outbox, not yet tried on the socket
+  std::map<client_id, blocked_peer> blocked;
 
   ~impl() {
     if (wake_fd >= 0) ::close(wake_fd);
@@ -135,36 +147,104 @@ struct server::impl {
     }
   }
 
-  void flush_pending() {
-    while (!pending.empty()) {
-      outgoing& m = pending.front();
-      try {
-        auto r = sock.send(zmq::buffer(m.client), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-        if (!r) {  // the peer's pipe is at its HWM
-          auto now = clock_type::now();
-          if (!stall_since) stall_since = now;
-          bool known_stalled = m.client == stalled_client;
-          if (!known_stalled &&
-              now - *stall_since < std::chrono::milliseconds(params.stall_timeout_ms))
-            return;  // retry after a short poll
-          stalled_client = m.client;
-          stalled.fetch_add(1, std::memory_order_relaxed);
-          pending.pop_front();
-          stall_since.reset();
-          continue;
-        }
-        // Once the routing frame is accepted, the remaining parts of the message are too.
-        (void)sock.send(zmq::buffer(m.header), zmq::send_flags::sndmore);
-        (void)sock.send(zmq::buffer(m.payload), zmq::send_flags::none);
-        sent.fetch_add(1, std::memory_order_relaxed);
-        if (m.client == stalled_client) stalled_client.clear();
-      } catch (const zmq::error_t&) {
-        // EHOSTUNREACH (router_mandatory): the client is gone. Anything else: drop too.
-        unroutable.fetch_add(1, std::memory_order_relaxed);
-      }
-      stall_since.reset();
-      pending.pop_front();
+  send_result try_send(const outgoing& m) {
+    try {
+      auto r = sock.send(zmq::buffer(m.client), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      if (!r) return send_result::would_block;  // the peer's pipe is at its HWM
+      // Once the routing frame is accepted, the remaining parts of the message are too.
+      (void)sock.send(zmq::buffer(m.header), zmq::send_flags::sndmore);
+      (void)sock.send(zmq::buffer(m.payload), zmq::send_flags::none);
+      sent.fetch_add(1, std::memory_order_relaxed);
+      return send_result::sent;
+    } catch (const zmq::error_t&) {
+      // EHOSTUNREACH (router_mandatory): the client is gone. Anything else: drop too.
+      unroutable.fetch_add(1, std::memory_order_relaxed);
+      return send_result::unroutable;
     }
+  }
+
+  /// Queues `m` behind its blocked peer's earlier replies; a slow reader's chunks are dropped.
+  void hold(blocked_peer& b, outgoing&& m) {
+    if (b.slow && (m.chunk || b.queue.size() >= params.outbox_capacity)) {
+      stalled.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    b.queue.push_back(std::move(m));
+    // NOTE(transport): a peer that falls this far behind is slow now, not after the timeout,
+    // so its queue stays bounded by the outbox's size.
+    if (!b.slow && b.queue.size() > params.outbox_capacity) declare_slow(b.queue.front().client, b);
+  }
+
+  /// The peer read nothing for stall_timeout_ms (or fell an outbox behind): its queued chunks
+  /// are dropped, the rest (finals, errors, acks) kept behind one resource_exhausted error
+  /// that says so, later chunks dropped until it has read everything, and the owner told once.
+  void declare_slow(const client_id& client, blocked_peer& b) {
+    b.slow = true;
+    slow_clients.fetch_add(1, std::memory_order_relaxed);
+    std::deque<outgoing> kept;
+    for (outgoing& m : b.queue) {
+      if (m.chunk) {
+        stalled.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        kept.push_back(std::move(m));
+      }
+    }
+    b.queue = std::move(kept);
+    protocol::error_reply e;
+    e.code = status_code::resource_exhausted;
+    e.message = "this client read nothing for " + std::to_string(params.stall_timeout_ms) +
+                " ms while its replies waited at the send limit: its generations are aborted and their "
+                "chunks from here on dropped (each still gets its final)";
+    auto enc = protocol::encode_reply(protocol::reply{e});
+    if (enc.ok()) b.queue.push_front({client, enc->header, std::move(enc->payload), false});
+    HART_LOG_WARN("client %s is a slow reader: its generations are aborted", printable(client).c_str());
+    if (on_slow_client) {
+      try {
+        on_slow_client(client);
+      } catch (const std::exception& ex) {  // the handler must not throw; contain it if it does
+        HART_LOG_ERROR("on_slow_client threw: %s", ex.what());
+      }
+    }
+  }
+
+  void flush_pending() {
+    const auto now = clock_type::now();
+    const auto timeout = std::chrono::milliseconds(params.stall_timeout_ms);
+    // Blocked peers first, each in order; a peer whose queue empties is unblocked.
+    for (auto it = blocked.begin(); it != blocked.end();) {
+      blocked_peer& b = it->second;
+      const size_t before = b.queue.size();
+      while (!b.queue.empty() && try_send(b.queue.front()) != send_result::would_block) b.queue.pop_front();
+      if (b.queue.size() < before) b.since = now;  // it reads: the timeout counts from its last progress
+      if (b.queue.empty()) {
+        it = blocked.erase(it);
+        continue;
+      }
+      if (!b.slow && now - b.since >= timeout) declare_slow(it->first, b);
+      ++it;
+    }
+    while (!pending.empty()) {
+      outgoing m = std::move(pending.front());
+      pending.pop_front();
+      if (auto it = blocked.find(m.client); it != blocked.end()) {
+        hold(it->second, std::move(m));
+      } else if (try_send(m) == send_result::would_block) {
+        blocked_peer& b = blocked[m.client];
+        b.since = now;
+        b.queue.push_back(std::move(m));
+      }
+    }
+  }
+
+  /// A routing id for the log (ids may be binary).
+  static std::string printable(const client_id& c) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned char ch : c) {
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+    return out;
   }
 
   void run() {
@@ -172,7 +252,7 @@ struct server::impl {
     while (!stopping.load(std::memory_order_acquire)) {
       zmq_pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0},
                                  {nullptr, wake_fd, ZMQ_POLLIN, 0}};
-      auto timeout = pending.empty() ? std::chrono::milliseconds(-1) : std::chrono::milliseconds(1);
+      auto timeout = pending.empty() && blocked.empty() ? std::chrono::milliseconds(-1) : std::chrono::milliseconds(1);
       try {
         zmq::poll(items, 2, timeout);
       } catch (const zmq::error_t& e) {
@@ -212,12 +292,14 @@ server::server(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 server::~server() { stop(); }
 
 status_or<std::unique_ptr<server>> server::start(const server_params& params,
-                                                 request_handler on_request) {
+                                                 request_handler on_request,
+                                                 slow_client_handler on_slow_client) {
   HART_RETURN_IF_ERROR(params.validate());
   if (!on_request) return invalid_argument("server::start: on_request is empty");
   auto p = std::make_unique<impl>();
   p->params = params;
   p->on_request = std::move(on_request);
+  p->on_slow_client = std::move(on_slow_client);
   p->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (p->wake_fd < 0) return internal_error("server::start: eventfd failed");
   try {
@@ -262,7 +344,7 @@ status server::send(const client_id& client, const protocol::reply& r) {
       m.space.wait(lk, [&] { return m.stopping.load() || m.outbox.size() < limit; });
       if (m.stopping.load()) return unavailable("server: stopped");
     }
-    m.outbox.push_back({client, enc.header, std::move(enc.payload)});
+    m.outbox.push_back({client, enc.header, std::move(enc.payload), std::holds_alternative<protocol::chunk_event>(r)});
     was_empty = m.outbox.size() == 1;
   }
   if (was_empty) m.wake();
@@ -288,6 +370,7 @@ server_counters server::counters() const {
   c.unroutable = m.unroutable.load(std::memory_order_relaxed);
   c.stalled = m.stalled.load(std::memory_order_relaxed);
   c.rejected = m.rejected.load(std::memory_order_relaxed);
+  c.slow_clients = m.slow_clients.load(std::memory_order_relaxed);
   return c;
 }
 

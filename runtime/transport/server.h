@@ -47,7 +47,8 @@ struct server_params {
   overflow_policy overflow = overflow_policy::reject;
   int send_hwm = 100000;                    ///< ZMQ_SNDHWM, messages per peer
   int recv_hwm = 100000;                    ///< ZMQ_RCVHWM
-  /// A peer whose pipe stays full this long loses the message being sent (counted).
+  /// A peer whose pipe stays full this long (or that falls outbox_capacity replies behind) is a
+  /// slow reader: see server::start. Other peers' replies never wait for it.
   int stall_timeout_ms = 2000;
 
   status validate() const;
@@ -59,20 +60,33 @@ struct server_counters {
   uint64_t decode_errors = 0;   ///< bad frames answered with an error reply
   uint64_t sent = 0;            ///< replies written to the socket
   uint64_t unroutable = 0;      ///< replies dropped: the client was gone (EHOSTUNREACH)
-  uint64_t stalled = 0;         ///< replies dropped after stall_timeout_ms at the peer's HWM
+  uint64_t stalled = 0;         ///< chunks dropped for slow readers (each told so by an error)
   uint64_t rejected = 0;        ///< send() calls refused because the outbox was full
+  uint64_t slow_clients = 0;    ///< times a peer was declared a slow reader
 };
 
 /// Called on the socket thread for every well-formed request. It must not block (post to an
 /// actor, a queue, ...) and must not throw; every reply goes through server::send.
 using request_handler = std::function<void(const client_id& client, protocol::request request)>;
 
+/// Called on the socket thread, once per episode, when a peer becomes a slow reader. Same rules
+/// as request_handler (hart serve aborts the client's generations).
+using slow_client_handler = std::function<void(const client_id& client)>;
+
 class server {
  public:
   /// Binds and starts the socket thread. Fails (without a thread) on invalid params, a
   /// non-loopback endpoint without CURVE, or a bind error.
+  ///
+  /// Flow control: a peer whose pipe is at its HWM gets its replies queued here in order while
+  /// other peers' go on. If it reads nothing for stall_timeout_ms (or falls outbox_capacity
+  /// replies behind) it is a slow reader: its queued chunks are dropped, its other replies kept
+  /// behind one resource_exhausted error saying so, its later chunks dropped until it has read
+  /// everything (counted in `stalled`), and on_slow_client (optional) is called once. Nothing
+  /// is lost without the client being told.
   static status_or<std::unique_ptr<server>> start(const server_params& params,
-                                                  request_handler on_request);
+                                                  request_handler on_request,
+                                                  slow_client_handler on_slow_client = nullptr);
 
   ~server();  ///< stop()s
   server(const server&) = delete;

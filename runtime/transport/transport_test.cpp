@@ -4,9 +4,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <random>
 #include <thread>
+#include <vector>
 #include <zmq.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include "runtime/protocol/codec.h"
 #include "runtime/transport/client.h"
@@ -268,6 +272,142 @@ TEST(transport, stop_with_clients_connected_returns_promptly) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   fx.srv->stop();  // idempotent
   EXPECT_EQ(fx.srv->send("x", reply{protocol::health_reply{}}).code(), status_code::unavailable);
+}
+
+// A client that stops reading (issue 27, finding 2: 92,000 chunks and every final were dropped
+// without a word, and other clients waited seconds behind it). The slow one is a raw DEALER
+// with a one-message pipe and a 4 KB receive buffer that reads nothing while 400 chunks of
+// 32 KB and a final are sent to it; a second client's 50 chunks and final arrive meanwhile, long
+// before the stall timeout. Then the slow one is declared a slow reader (once), and when it
+// reads: the chunks that got through, one resource_exhausted error, then its final (kept); no
+// chunk after the error; every chunk either delivered or counted dropped. Once it has read
+// everything it is an ordinary peer again.
+TEST(transport, a_slow_reader_is_told_and_other_clients_do_not_wait) {
+  server_params p;
+  p.endpoint = "tcp://127.0.0.1:*";
+  p.send_hwm = 4;
+  p.stall_timeout_ms = 3000;
+  std::mutex mu;
+  std::vector<client_id> ids;
+  std::atomic<int> slow_calls{0};
+  client_id slow_seen;
+  auto s = server::start(
+      p,
+      [&](const client_id& c, request) {
+        std::lock_guard<std::mutex> lock(mu);
+        ids.push_back(c);
+      },
+      [&](const client_id& c) {
+        std::lock_guard<std::mutex> lock(mu);
+        slow_seen = c;
+        ++slow_calls;
+      });
+  ASSERT_TRUE(s.ok()) << s.get_status().to_string();
+  std::unique_ptr<server> srv = std::move(s).value();
+  auto wait_ids = [&](size_t n) {
+    for (int i = 0; i < 1000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (ids.size() >= n) return ids[n - 1];
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    ADD_FAILURE() << "no request from client " << n;
+    return client_id{};
+  };
+  zmq::context_t ctx;
+  zmq::socket_t slow(ctx, zmq::socket_type::dealer);
+  slow.set(zmq::sockopt::rcvhwm, 1);
+  slow.set(zmq::sockopt::rcvbuf, 4096);
+  slow.set(zmq::sockopt::linger, 0);
+  slow.connect(srv->endpoint());
+  protocol::control_request hello;
+  hello.verb = protocol::control_verb::health;
+  auto enc = protocol::encode_request(request{hello});
+  ASSERT_TRUE(enc.ok());
+  ASSERT_TRUE(slow.send(zmq::buffer(enc->header), zmq::send_flags::sndmore));
+  ASSERT_TRUE(slow.send(zmq::buffer(enc->payload), zmq::send_flags::none));
+  const client_id slow_id = wait_ids(1);
+  auto fast = make_client(srv->endpoint());
+  ASSERT_TRUE(fast->send(request{hello}).ok());  // unanswered: the handler only records ids
+  const client_id fast_id = wait_ids(2);
+
+  auto chunk = [](uint32_t seq, size_t text) {
+    protocol::chunk_event e;
+    e.request_id = 1;
+    e.seq = seq;
+    e.token_ids = {seq};
+    e.text = std::string(text, 'x');
+    return reply{e};
+  };
+  const uint32_t n_slow = 400, n_fast = 50;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint32_t i = 0; i < n_slow; ++i) {
+    ASSERT_TRUE(srv->send(slow_id, chunk(i, 32 << 10)).ok());
+    if (i < n_fast) ASSERT_TRUE(srv->send(fast_id, chunk(i, 16)).ok());
+  }
+  protocol::final_event fin;
+  fin.request_id = 1;
+  ASSERT_TRUE(srv->send(slow_id, reply{fin}).ok());
+  ASSERT_TRUE(srv->send(fast_id, reply{fin}).ok());
+  for (uint32_t i = 0; i <= n_fast; ++i) {
+    auto r = fast->receive(5s);
+    ASSERT_TRUE(r.ok()) << i << ": " << r.get_status().to_string();
+    if (i < n_fast) {
+      ASSERT_TRUE(std::holds_alternative<protocol::chunk_event>(*r));
+      EXPECT_EQ(std::get<protocol::chunk_event>(*r).seq, i);
+    } else {
+      EXPECT_TRUE(std::holds_alternative<protocol::final_event>(*r));
+    }
+  }
+  const auto fast_done = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(fast_done, 2s) << "the other client waited behind the slow one";
+  EXPECT_EQ(slow_calls.load(), 0) << "declared slow before its timeout";
+
+  for (int i = 0; i < 1000 && slow_calls.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(slow_calls.load(), 1);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(slow_seen, slow_id);
+  }
+  // Now it reads.
+  uint32_t chunks = 0, next_seq = 0;
+  bool error_seen = false, final_seen = false;
+  while (!final_seen) {
+    std::vector<zmq::message_t> frames;
+    zmq::pollitem_t item{slow.handle(), 0, ZMQ_POLLIN, 0};
+    ASSERT_GT(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 0) << "the slow client's replies stopped";
+    ASSERT_TRUE(zmq::recv_multipart(slow, std::back_inserter(frames)));
+    ASSERT_EQ(frames.size(), 2u);
+    auto r = protocol::decode_reply({frames[0].data(), frames[0].size()}, {frames[1].data(), frames[1].size()});
+    ASSERT_TRUE(r.ok());
+    if (auto* c = std::get_if<protocol::chunk_event>(&*r)) {
+      ASSERT_FALSE(error_seen) << "a chunk after the slow-reader error";
+      EXPECT_EQ(c->seq, next_seq++) << "chunks before the error come in order, none missing";
+      ++chunks;
+    } else if (auto* e = std::get_if<protocol::error_reply>(&*r)) {
+      EXPECT_EQ(e->code, status_code::resource_exhausted);
+      EXPECT_NE(e->message.find("aborted"), std::string::npos) << e->message;
+      error_seen = true;
+    } else {
+      ASSERT_TRUE(std::holds_alternative<protocol::final_event>(*r));
+      EXPECT_TRUE(error_seen) << "the final comes after the error";
+      final_seen = true;
+    }
+  }
+  const server_counters c = srv->counters();
+  EXPECT_EQ(c.slow_clients, 1u);
+  EXPECT_GT(c.stalled, 0u);
+  EXPECT_EQ(chunks + c.stalled, n_slow) << "every chunk delivered or counted dropped";
+  // Caught up: an ordinary peer again, its chunks delivered.
+  ASSERT_TRUE(srv->send(slow_id, chunk(7, 16)).ok());
+  std::vector<zmq::message_t> frames;
+  zmq::pollitem_t item{slow.handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_GT(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 0);
+  ASSERT_TRUE(zmq::recv_multipart(slow, std::back_inserter(frames)));
+  auto r = protocol::decode_reply({frames[0].data(), frames[0].size()}, {frames[1].data(), frames[1].size()});
+  ASSERT_TRUE(r.ok() && std::holds_alternative<protocol::chunk_event>(*r));
+  EXPECT_EQ(srv->counters().slow_clients, 1u);
 }
 
 TEST(transport, send_to_a_vanished_client_is_counted_not_fatal) {
