@@ -15,6 +15,7 @@ struct live_generation {
   uint64_t client_request_id = 0;
   std::vector<uint32_t> next_seq;  // per sample
   int32_t remaining = 0;           // samples without a final yet
+  int64_t prompt_tokens = 0;
   bool logprobs = false;
   bool top_logprobs = false;
 };
@@ -27,6 +28,9 @@ struct gateway_state {
   uint64_t next_id = 1;
   std::map<uint64_t, live_generation> live;                                     // internal id → generation
   std::map<std::pair<transport::client_id, uint64_t>, uint64_t> by_client_id;  // (client, its id) → internal id
+  std::map<transport::client_id, int64_t> live_per_client;  // clients with live generations only
+  int64_t live_prompt_tokens = 0;
+  uint64_t refused_limits = 0;  // generates refused by an admission limit
   /// HTTP exchanges by client id: weak, so an exchange that ended (its client gone) takes its
   /// queue with it and later replies for it are dropped. Their ids cannot be a ZeroMQ peer's
   /// (runtime/http/exchange.h); a reply for an id not here goes to the ZeroMQ server.
@@ -44,11 +48,15 @@ struct gateway_state {
     if (!s.ok()) HART_LOG_WARN("reply to a client dropped: %s", s.to_string().c_str());
   }
 
-  /// The scheduler's stats plus what only the socket knows: slow readers and the replies they
-  /// or vanished clients did not get.
-  protocol::stats_reply with_transport_stats(protocol::stats_reply st) const {
+  /// The scheduler's stats plus what only the gateway and the socket know: admission (live
+  /// generations, their prompt tokens, refusals) and slow readers and the replies they or
+  /// vanished clients did not get.
+  protocol::stats_reply with_gateway_stats(protocol::stats_reply st) const {
     const transport::server_counters c = params.server->counters();
-    for (const auto& [name, value] : {std::pair<const char*, uint64_t>{"slow_clients", c.slow_clients},
+    for (const auto& [name, value] : {std::pair<const char*, uint64_t>{"live_requests", live.size()},
+                                      {"live_prompt_tokens", uint64_t(live_prompt_tokens)},
+                                      {"requests_refused_limits", refused_limits},
+                                      {"slow_clients", c.slow_clients},
                                       {"replies_dropped_slow", c.stalled},
                                       {"replies_unroutable", c.unroutable}}) {
       st.entries.emplace_back(name, double(value));
@@ -77,7 +85,16 @@ struct gateway_state {
       send(client, protocol::error_reply_from(r.get_status(), g.request_id));
       return;
     }
+    const int64_t prompt_tokens = int64_t(r->prompt.size());
+    if (status st = admit(client, prompt_tokens); !st.ok()) {
+      ++refused_limits;
+      send(client, protocol::error_reply_from(st, g.request_id));
+      return;
+    }
+    ++live_per_client[client];
+    live_prompt_tokens += prompt_tokens;
     live_generation lg;
+    lg.prompt_tokens = prompt_tokens;
     lg.client = client;
     lg.client_request_id = g.request_id;
     lg.next_seq.assign(std::max<uint32_t>(1, g.sampling.n), 0);
@@ -87,6 +104,29 @@ struct gateway_state {
     live.emplace(id, std::move(lg));
     by_client_id.emplace(key, id);
     self->send(params.scheduler, submit_atom::value, std::make_shared<const submit_request>(submit_request{std::move(r).value()}));
+  }
+
+  /// The admission limits (gateway_params) for one more generation of `prompt_tokens`.
+  status admit(const transport::client_id& client, int64_t prompt_tokens) const {
+    if (params.max_requests > 0 && int64_t(live.size()) >= params.max_requests) {
+      return resource_exhausted("%zu generations are in flight, the server's limit (--max-requests %lld); retry later",
+                                live.size(), (long long)params.max_requests);
+    }
+    if (params.max_requests_per_client > 0) {
+      const auto it = live_per_client.find(client);
+      if (it != live_per_client.end() && it->second >= params.max_requests_per_client) {
+        return resource_exhausted("this client has %lld generations in flight, the limit per client "
+                                  "(--max-requests-per-client %lld); retry when one ends",
+                                  (long long)it->second, (long long)params.max_requests_per_client);
+      }
+    }
+    if (params.max_prompt_tokens > 0 && live_prompt_tokens + prompt_tokens > params.max_prompt_tokens) {
+      return resource_exhausted("%lld prompt tokens are in flight and this prompt has %lld, over the limit "
+                                "(--max-prompt-tokens %lld); retry later",
+                                (long long)live_prompt_tokens, (long long)prompt_tokens,
+                                (long long)params.max_prompt_tokens);
+    }
+    return {};
   }
 
   void on_control(gateway_self self, const transport::client_id& client, const protocol::control_request& c,
@@ -127,6 +167,10 @@ struct gateway_state {
       send(g.client, fe);
       if (--g.remaining <= 0) {
         by_client_id.erase({g.client, g.client_request_id});
+        if (auto c = live_per_client.find(g.client); c != live_per_client.end() && --c->second <= 0) {
+          live_per_client.erase(c);
+        }
+        live_prompt_tokens -= g.prompt_tokens;
         live.erase(it);
       }
     }
@@ -149,7 +193,7 @@ gateway_actor::behavior_type gateway_impl(gateway_self self, gateway_params para
       },
       [=](reply_atom, std::shared_ptr<const addressed_reply> r) {
         if (const auto* st = std::get_if<protocol::stats_reply>(&r->reply)) {
-          self->state.send(r->client, protocol::reply{self->state.with_transport_stats(*st)});
+          self->state.send(r->client, protocol::reply{self->state.with_gateway_stats(*st)});
         } else {
           self->state.send(r->client, r->reply);
         }

@@ -24,6 +24,12 @@ struct gateway_params {
   int64_t max_routing_ids = protocol::max_routing_ids;
   /// The scheduler's (0 = none): a prompt that leaves no room under it is refused here.
   int64_t max_context = 0;
+  /// Admission limits (0 = none): generations accepted and not yet finished, in all and per
+  /// client, and their prompt tokens in all. Past one, a generate is refused with
+  /// resource_exhausted naming the limit; nothing else changes.
+  int64_t max_requests = 0;
+  int64_t max_requests_per_client = 0;
+  int64_t max_prompt_tokens = 0;
 };
 
 gateway_actor spawn_gateway_actor(caf::actor_system& sys, const gateway_params& params);

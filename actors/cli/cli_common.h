@@ -89,6 +89,9 @@ struct serve_options {
   int64_t catch_step_us = -1;          // scheduler spins this long around a decode step's end; -1 = by core count
   int slow_reader_ms = 2000;           // a client that reads nothing this long at the send limit has its generations aborted
   int send_hwm = 10000;                // replies ZeroMQ queues per client before the server's own per-client queue
+  int64_t max_requests = 8192;         // generations in flight, all clients (0 = no limit)
+  int64_t max_requests_per_client = 4096;  // generations in flight per client (0 = no limit)
+  int64_t max_prompt_tokens = int64_t(1) << 25;  // prompt tokens of the generations in flight (0 = no limit)
   std::string weight_sync_endpoint;    // empty: no weight sync; loopback unless curve_secret_key
   int64_t weight_sync_idle_ms = 60000; // a staged update silent this long is dropped
   std::string http_bind;               // empty: no HTTP; host:port, loopback unless api_key

@@ -244,8 +244,10 @@ int run_serve(const serve_options& o) {
     std::lock_guard<std::mutex> lock(slot->m);
     slot->gateway = actors::gateway_actor{};
   });
-  actors::gateway_actor gateway = actors::spawn_gateway_actor(
-      sys, {srv, *scheduler, tok.get(), cfg.vocab_size, o.routing_ids_per_message, sp.sched.max_context});
+  actors::gateway_actor gateway =
+      actors::spawn_gateway_actor(sys, {srv, *scheduler, tok.get(), cfg.vocab_size, o.routing_ids_per_message,
+                                        sp.sched.max_context, o.max_requests, o.max_requests_per_client,
+                                        o.max_prompt_tokens});
   teardown.actors.push_back(caf::actor_cast<caf::actor>(gateway));
   caf::anon_send(*scheduler, gateway);
   {

@@ -169,6 +169,21 @@ int main(int argc, char** argv) {
                 "(other clients never wait for it; stats slow_clients, replies_dropped_slow)")
       ->check(CLI::Range(1, 3600000))
       ->capture_default_str();
+  v->add_option("--max-requests", sv.max_requests,
+                "Generations in flight (accepted, not yet finished) across all clients; past it a generate is "
+                "refused with resource_exhausted (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  v->add_option("--max-requests-per-client", sv.max_requests_per_client,
+                "Generations in flight per client (a ZeroMQ connection; an HTTP request is its own client); past "
+                "it that client's generates are refused with resource_exhausted (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  v->add_option("--max-prompt-tokens", sv.max_prompt_tokens,
+                "Prompt tokens of the generations in flight, all clients: bounds the memory queued prompts hold; a "
+                "prompt that would pass it is refused with resource_exhausted (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   v->add_option("--send-hwm", sv.send_hwm,
                 "Replies ZeroMQ queues for one client before they wait in the server's own queue for it (ZMQ_SNDHWM)")
       ->check(CLI::Range(1, 1000000))

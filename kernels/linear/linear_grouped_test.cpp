@@ -182,30 +182,35 @@ std::vector<linear_group_weight> host_groups(const problem& p) {
   return g;
 }
 
+// linear_grouped_cpu on `p` within 1e-5·Σ|x·w| of the double sums (linear_cpu's bound), rows in no tile untouched.
+void expect_cpu_exact(const problem& p, bool mxfp4) {
+  const std::vector<linear_group_weight> g = host_groups(p);
+  std::vector<float> y(size_t(p.n_rows * p.out), k_sentinel);
+  const int32_t n_tiles = int32_t(p.tiles.group.size());
+  linear_grouped_params lp{p.x.data(), y.data(), g.data(), int64_t(g.size()), p.tiles.group.data(),
+                           p.tiles.row0.data(), p.tiles.rows.data(), &n_tiles, n_tiles, p.n_rows, p.in, p.out};
+  lp.w_mxfp4 = mxfp4;
+  ASSERT_TRUE(linear_grouped_cpu(lp).ok());
+  std::vector<double> want, mag;
+  exact(p.x, p.groups, p.tiles, p.in, p.out, &want, &mag);
+  for (int64_t r = 0; r < p.n_rows; ++r) {
+    for (int64_t o = 0; o < p.out; ++o) {
+      const size_t i = size_t(r * p.out + o);
+      if (p.tiles.group_of_row[size_t(r)] < 0) {
+        ASSERT_EQ(y[i], k_sentinel) << "row " << r << " is in no tile";
+      } else {
+        ASSERT_LE(std::fabs(y[i] - want[i]), 1e-5 * mag[i]) << "row " << r << " out " << o;
+      }
+    }
+  }
+}
+
 TEST(linear_grouped, cpu_matches_the_exact_sum_and_leaves_other_rows) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
   for (const auto& [in, out, n_rows] : {std::tuple<int64_t, int64_t, int64_t>{256, 136, 40}, {200, 64, 17}, {129, 7, 3}}) {
-    const problem p = make_problem(rng, in, out, n_rows);
-    const std::vector<linear_group_weight> g = host_groups(p);
-    std::vector<float> y(size_t(n_rows * out), k_sentinel);
-    const int32_t n_tiles = int32_t(p.tiles.group.size());
-    const linear_grouped_params lp{p.x.data(), y.data(), g.data(), int64_t(g.size()), p.tiles.group.data(),
-                                   p.tiles.row0.data(), p.tiles.rows.data(), &n_tiles, n_tiles, n_rows, in, out};
-    ASSERT_TRUE(linear_grouped_cpu(lp).ok());
-    std::vector<double> want, mag;
-    exact(p.x, p.groups, p.tiles, in, out, &want, &mag);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      for (int64_t o = 0; o < out; ++o) {
-        const size_t i = size_t(r * out + o);
-        if (p.tiles.group_of_row[size_t(r)] < 0) {
-          ASSERT_EQ(y[i], k_sentinel) << "row " << r << " is in no tile";
-        } else {
-          ASSERT_LE(std::fabs(y[i] - want[i]), 1e-5 * mag[i]) << "row " << r << " out " << o;
-        }
-      }
-    }
+    expect_cpu_exact(make_problem(rng, in, out, n_rows), false);
   }
 }
 
@@ -221,26 +226,13 @@ TEST(linear_grouped, cpu_decodes_mxfp4_groups) {
   for (int i = 0; i < 3; ++i) p.groups.push_back(random_mxfp4_group(rng, out, in));
   p.tiles = random_tiling(rng, n_rows, 3);
   p.x = qdq_rows(normal_vec(rng, n_rows * in, 1.0f), n_rows, in);
+  expect_cpu_exact(p, true);
   const std::vector<linear_group_weight> g = host_groups(p);
   std::vector<float> y(size_t(n_rows * out), k_sentinel);
   const int32_t n_tiles = int32_t(p.tiles.group.size());
   linear_grouped_params lp{p.x.data(), y.data(), g.data(), int64_t(g.size()), p.tiles.group.data(),
-                           p.tiles.row0.data(), p.tiles.rows.data(), &n_tiles, n_tiles, n_rows, in, out};
-  lp.w_mxfp4 = true;
-  ASSERT_TRUE(linear_grouped_cpu(lp).ok());
-  std::vector<double> want, mag;
-  exact(p.x, p.groups, p.tiles, in, out, &want, &mag);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    for (int64_t o = 0; o < out; ++o) {
-      const size_t i = size_t(r * out + o);
-      if (p.tiles.group_of_row[size_t(r)] < 0) {
-        ASSERT_EQ(y[i], k_sentinel) << "row " << r << " is in no tile";
-      } else {
-        ASSERT_LE(std::fabs(y[i] - want[i]), 1e-5 * mag[i]) << "row " << r << " out " << o;
-      }
-    }
-  }
-  lp.in = 96;  // not whole 128-blocks
+                           p.tiles.row0.data(), p.tiles.rows.data(), &n_tiles, n_tiles, n_rows, 96, out};
+  lp.w_mxfp4 = true;  // in = 96: not whole 128-blocks
   EXPECT_EQ(linear_grouped_cpu(lp).code(), status_code::invalid_argument);
 }
 

@@ -9,7 +9,7 @@ namespace hart::http {
 namespace {
 
 // The stats entries that count since start (scheduler_actor.cpp make_stats, gateway_actor.cpp
-// with_transport_stats); the others are
+// with_gateway_stats); the others are
 // levels or windowed statistics. NOTE(hart): a new monotonic entry belongs here, or it is
 // exposed as a gauge (still parseable, but rate() would not treat resets right).
 const std::set<std::string>& counters() {
@@ -24,6 +24,7 @@ const std::set<std::string>& counters() {
                                               "decode_outcomes_caught",
                                               "cache_evicted_full_pages",
                                               "worker_failures",
+                                              "requests_refused_limits",
                                               "slow_clients",
                                               "replies_dropped_slow",
                                               "replies_unroutable"};

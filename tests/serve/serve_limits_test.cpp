@@ -1,0 +1,133 @@
+// Admission limits (issue 27, finding 3: 10,000 queued requests and 100 queued 4 MiB prompts were
+// accepted at once). `hart serve` on tiny-a with --max-requests 3, --max-requests-per-client 2
+// and --max-prompt-tokens 200: a generate past each limit gets one resource_exhausted error
+// naming the limit, the generations already running go on untouched, a slot freed by an abort
+// is taken again, and the stats count live generations, their prompt tokens and refusals.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
+
+namespace hart::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+protocol::generate_request long_generate(uint64_t id, int n_prompt) {
+  protocol::generate_request g;
+  g.request_id = id;
+  g.kind = protocol::prompt_kind::token_ids;
+  for (int k = 0; k < n_prompt; ++k) g.token_ids.push_back(uint32_t(6 + (k * 37) % 500));
+  g.sampling.temperature = 0;
+  g.sampling.max_new_tokens = 100000;
+  g.sampling.ignore_eos = true;
+  return g;
+}
+
+std::unique_ptr<transport::client> connect(const server_process& srv) {
+  transport::client_params p;
+  p.endpoint = srv.endpoint();
+  auto c = transport::client::connect(p);
+  EXPECT_TRUE(c.ok()) << c.get_status().to_string();
+  return std::move(c).value();
+}
+
+// Replies until the first about request `id` (chunks of other requests skipped).
+protocol::reply first_about(transport::client& c, uint64_t id) {
+  for (;;) {
+    auto r = c.receive(60s);
+    if (!r.ok()) {
+      ADD_FAILURE() << "request " << id << ": " << r.get_status().to_string();
+      return protocol::reply{};
+    }
+    if (auto* ch = std::get_if<protocol::chunk_event>(&*r); ch && ch->request_id == id) return *r;
+    if (auto* e = std::get_if<protocol::error_reply>(&*r); e && e->request_id == id) return *r;
+    if (auto* f = std::get_if<protocol::final_event>(&*r); f && f->request_id == id) return *r;
+  }
+}
+
+void expect_running(transport::client& c, const protocol::generate_request& g) {
+  ASSERT_TRUE(c.send(protocol::request{g}).ok());
+  const protocol::reply r = first_about(c, g.request_id);
+  EXPECT_TRUE(std::holds_alternative<protocol::chunk_event>(r)) << "request " << g.request_id << " did not start";
+}
+
+void expect_refused(transport::client& c, const protocol::generate_request& g, const std::string& limit) {
+  ASSERT_TRUE(c.send(protocol::request{g}).ok());
+  const protocol::reply r = first_about(c, g.request_id);
+  const auto* e = std::get_if<protocol::error_reply>(&r);
+  ASSERT_NE(e, nullptr) << "request " << g.request_id << " was not refused";
+  EXPECT_EQ(e->code, status_code::resource_exhausted);
+  EXPECT_NE(e->message.find(limit), std::string::npos) << e->message;
+}
+
+std::map<std::string, double> stats_of(transport::client& c, uint64_t tag) {
+  protocol::control_request q;
+  q.tag = tag;
+  q.verb = protocol::control_verb::stats;
+  EXPECT_TRUE(c.send(protocol::request{q}).ok());
+  for (;;) {
+    auto r = c.receive(30s);
+    if (!r.ok()) return {};
+    if (auto* s = std::get_if<protocol::stats_reply>(&*r); s && s->tag == tag) {
+      return std::map<std::string, double>(s->entries.begin(), s->entries.end());
+    }
+  }
+}
+
+// Aborts `id` and waits for its final.
+void abort_and_wait(transport::client& c, uint64_t id) {
+  protocol::control_request a;
+  a.tag = 900 + id;
+  a.verb = protocol::control_verb::abort;
+  a.request_id = id;
+  ASSERT_TRUE(c.send(protocol::request{a}).ok());
+  for (;;) {
+    auto r = c.receive(60s);
+    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+    if (auto* f = std::get_if<protocol::final_event>(&*r); f && f->request_id == id) return;
+  }
+}
+
+TEST(serve_limits, past_each_limit_a_generate_is_refused_and_nothing_else_changes) {
+  server_process srv(std::string(HART_TEST_DATA) + "/tiny-a",
+                     {"--max-requests", "3", "--max-requests-per-client", "2", "--max-prompt-tokens", "200",
+                      "--slow-reader-ms", "600000"});  // clients here read only between steps
+  ASSERT_FALSE(srv.endpoint().empty());
+  auto a = connect(srv), b = connect(srv), c = connect(srv);
+  expect_running(*a, long_generate(1, 20));
+  expect_running(*a, long_generate(2, 20));
+  expect_refused(*a, long_generate(3, 20), "--max-requests-per-client 2");
+  expect_running(*b, long_generate(1, 20));
+  expect_refused(*b, long_generate(2, 20), "--max-requests 3");
+  auto st = stats_of(*c, 1);
+  EXPECT_EQ(st["live_requests"], 3);
+  EXPECT_EQ(st["live_prompt_tokens"], 60);
+  EXPECT_EQ(st["requests_refused_limits"], 2);
+  EXPECT_EQ(st["running"] + st["queue_depth"], 3) << "the refusals touched a running generation";
+
+  abort_and_wait(*a, 1);  // a slot and 20 prompt tokens come back
+  expect_refused(*c, long_generate(1, 170), "--max-prompt-tokens 200");
+  expect_running(*c, long_generate(2, 160));
+  st = stats_of(*c, 2);
+  EXPECT_EQ(st["live_requests"], 3);
+  EXPECT_EQ(st["live_prompt_tokens"], 200);
+  EXPECT_EQ(st["requests_refused_limits"], 3);
+
+  abort_and_wait(*a, 2);
+  abort_and_wait(*b, 1);
+  abort_and_wait(*c, 2);
+  st = stats_of(*c, 3);
+  EXPECT_EQ(st["live_requests"], 0);
+  EXPECT_EQ(st["live_prompt_tokens"], 0);
+  expect_running(*a, long_generate(4, 20));  // the per-client count came back too
+  abort_and_wait(*a, 4);
+}
+
+}  // namespace
+}  // namespace hart::testing
