@@ -160,20 +160,29 @@ struct gateway_state {
       auto it = live.find(f.request_id);
       if (it == live.end()) continue;
       live_generation& g = it->second;
+      if (f.refused) {  // before it started: one error reply, no finals (protocol §5.1)
+        send(g.client, protocol::error_reply_from(status(f.code, f.message), g.client_request_id));
+        forget(it);
+        continue;
+      }
       std::vector<protocol::routing_part> parts;
       protocol::final_event fe = to_final(f, g.client_request_id, params.max_routing_ids, &parts);
       fe.weight_version = weight_version;
       for (protocol::routing_part& p : parts) send(g.client, protocol::reply{std::move(p)});
       send(g.client, fe);
-      if (--g.remaining <= 0) {
-        by_client_id.erase({g.client, g.client_request_id});
-        if (auto c = live_per_client.find(g.client); c != live_per_client.end() && --c->second <= 0) {
-          live_per_client.erase(c);
-        }
-        live_prompt_tokens -= g.prompt_tokens;
-        live.erase(it);
-      }
+      if (--g.remaining <= 0) forget(it);
     }
+  }
+
+  /// A generation whose last final (or refusal) went out: its admission counts come back.
+  void forget(std::map<uint64_t, live_generation>::iterator it) {
+    const live_generation& g = it->second;
+    by_client_id.erase({g.client, g.client_request_id});
+    if (auto c = live_per_client.find(g.client); c != live_per_client.end() && --c->second <= 0) {
+      live_per_client.erase(c);
+    }
+    live_prompt_tokens -= g.prompt_tokens;
+    live.erase(it);
   }
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -300,16 +301,16 @@ struct scheduler_state {
   void on_submit(scheduler_self self, const sched::gen_request& r) {
     status s = core->submit(r);
     if (!s.ok()) {
+      // Refused before it started: the gateway answers with one error reply (protocol §5.1).
       sched::event_batch ev;
       sched::finish_event f;
       f.request_id = r.id;
       f.reason = sched::finish_reason::error;
-      f.message = s.to_string();
+      f.message = s.message();
+      f.refused = true;
+      f.code = s.code();
       f.prompt_tokens = int64_t(r.prompt.size());
-      for (int32_t i = 0; i < std::max(1, r.n); ++i) {
-        f.sample = i;
-        ev.finishes.push_back(f);
-      }
+      ev.finishes.push_back(f);
       publish(self, std::move(ev));
     }
     advance(self);
@@ -319,19 +320,26 @@ struct scheduler_state {
     using protocol::control_verb;
     const protocol::control_request& ctl = c.control;
     switch (ctl.verb) {
+      // The ack first, then the aborted samples' finals (protocol §4.2).
       case control_verb::abort: {
         sched::event_batch ev;
         for (uint64_t id : c.ids) ev.append(core->abort(id));
-        publish(self, std::move(ev));
         if (c.ack) reply(self, c.client, protocol::ack_reply{ctl.tag, ctl.verb, uint32_t(c.ids.size())});
+        publish(self, std::move(ev));
         break;
       }
       case control_verb::pause: {
         const sched::pause_mode m = ctl.mode == protocol::pause_mode::abort     ? sched::pause_mode::abort
                                     : ctl.mode == protocol::pause_mode::retract ? sched::pause_mode::retract
                                                                                 : sched::pause_mode::in_place;
-        publish(self, core->pause(m));
-        reply(self, c.client, protocol::ack_reply{ctl.tag, ctl.verb, 0});
+        const int64_t running = core->sched().n_running();
+        sched::event_batch ev = core->pause(m);
+        // affected: the generations aborted (abort), or the sequences retracted / frozen.
+        std::set<uint64_t> aborted;
+        for (const sched::finish_event& f : ev.finishes) aborted.insert(f.request_id);
+        const int64_t affected = m == sched::pause_mode::abort ? int64_t(aborted.size()) : running;
+        reply(self, c.client, protocol::ack_reply{ctl.tag, ctl.verb, uint32_t(affected)});
+        publish(self, std::move(ev));
         break;
       }
       case control_verb::resume:

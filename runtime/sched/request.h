@@ -87,6 +87,10 @@ struct finish_event {
   int32_t sample = 0;
   finish_reason reason = finish_reason::stop;
   std::string message;  // why, for abort and error
+  /// The request was refused before it started (reason error, one event for all its samples):
+  /// the client gets one error reply with `code`, not finals.
+  bool refused = false;
+  status_code code = status_code::ok;
   std::string text;     // held-back text released at the end (abort, error)
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;

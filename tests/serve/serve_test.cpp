@@ -250,12 +250,12 @@ TEST_F(serve, pause_modes_then_resume) {
   ASSERT_TRUE(first.ok());
   std::vector<protocol::reply> backlog;
   auto ack = control(*c, protocol::control_verb::pause, 4, protocol::pause_mode::abort, &backlog);
-  EXPECT_TRUE(std::holds_alternative<protocol::ack_reply>(ack));
-  bool aborted = false;
+  ASSERT_TRUE(std::holds_alternative<protocol::ack_reply>(ack));
+  EXPECT_EQ(std::get<protocol::ack_reply>(ack).affected, 1u) << "one generation aborted";
   for (const protocol::reply& r : backlog) {
-    if (const auto* f = std::get_if<protocol::final_event>(&r)) aborted = f->reason == protocol::finish_reason::abort;
+    EXPECT_FALSE(std::holds_alternative<protocol::final_event>(r)) << "the final came before the ack";
   }
-  while (!aborted) {
+  for (;;) {
     auto r = c->receive(60s);
     ASSERT_TRUE(r.ok());
     if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
@@ -263,7 +263,22 @@ TEST_F(serve, pause_modes_then_resume) {
       break;
     }
   }
+  // Paused, a generate waits in the queue (docs/protocol.md §4.2): nothing for it until resume.
+  ASSERT_TRUE(c->send(protocol::request{greedy_request(31, prompt, 4)}).ok());
+  EXPECT_FALSE(c->receive(300ms).ok()) << "a generate ran while paused";
   control(*c, protocol::control_verb::resume, 5);
+  int64_t tokens = 0;
+  for (;;) {
+    auto r = c->receive(60s);
+    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+    if (const auto* ch = std::get_if<protocol::chunk_event>(&*r)) tokens += int64_t(ch->token_ids.size());
+    if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
+      EXPECT_EQ(f->request_id, 31u);
+      EXPECT_EQ(f->reason, protocol::finish_reason::length);
+      break;
+    }
+  }
+  EXPECT_EQ(tokens, 4);
 }
 
 TEST_F(serve, bad_input_gets_typed_errors_and_the_server_keeps_serving) {
