@@ -265,6 +265,20 @@ TEST(codec, error_reply_round_trip_every_code) {
   EXPECT_EQ(from.message, "bad 1");
 }
 
+// Error texts may quote a client's bytes (an unknown chat role): on the wire they are valid
+// UTF-8, each ill-formed subpart a U+FFFD (issue 27, finding 7: pycapnp could not read them).
+TEST(codec, error_texts_are_valid_utf8_on_the_wire) {
+  reply e = round_trip(reply{error_reply_from(invalid_argument("unknown role \"\xff\xfeok\xC3\""), 4, 2)});
+  ASSERT_TRUE(std::holds_alternative<error_reply>(e));
+  EXPECT_EQ(std::get<error_reply>(e).message, "unknown role \"\xEF\xBF\xBD\xEF\xBF\xBDok\xEF\xBF\xBD\"");
+  final_event f;
+  f.reason = finish_reason::error;
+  f.error_message = "stop \xC3\x28";
+  reply r = round_trip(reply{f});
+  ASSERT_TRUE(std::holds_alternative<final_event>(r));
+  EXPECT_EQ(std::get<final_event>(r).error_message, "stop \xEF\xBF\xBD(");
+}
+
 TEST(codec, control_replies_round_trip) {
   for (auto v : {control_verb::abort, control_verb::pause, control_verb::resume,
                  control_verb::flush_cache}) {

@@ -2,6 +2,8 @@
 
 #include <type_traits>
 
+#include "runtime/core/utf8.h"
+
 namespace hart::protocol::internal {
 namespace {
 
@@ -286,7 +288,8 @@ void write_reply(const reply& in, wire::Reply::Builder out) {
           t.setTtftUs(r.timings.ttft_us);
           t.setTotalUs(r.timings.total_us);
           o.setWeightVersion(r.weight_version);
-          if (!r.error_message.empty()) o.setErrorMessage(text_ptr(r.error_message));
+          // Messages may quote a client's bytes: the wire's Text is always valid UTF-8.
+          if (!r.error_message.empty()) o.setErrorMessage(text_ptr(utf8_lossy(r.error_message)));
           if (r.routing.positions > 0) write_routing(r.routing, o.initRouting());
           o.setRoutingParts(r.routing_parts);
         } else if constexpr (std::is_same_v<T, routing_part>) {
@@ -300,7 +303,7 @@ void write_reply(const reply& in, wire::Reply::Builder out) {
           auto o = out.initError();
           o.setRequestId(r.request_id);
           o.setCode(static_cast<wire::ErrorCode>(static_cast<uint16_t>(r.code)));
-          o.setMessage(text_ptr(r.message));
+          o.setMessage(text_ptr(utf8_lossy(r.message)));
         } else if constexpr (std::is_same_v<T, ack_reply>) {
           out.setTag(r.tag);
           auto o = out.initAck();

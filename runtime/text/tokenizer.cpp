@@ -20,53 +20,14 @@
 #include <unordered_map>
 #include <utility>
 
+#include "runtime/core/utf8.h"
+
 namespace hart {
 namespace {
 
 using json = nlohmann::json;
 
 constexpr int64_t k_max_vocab = int64_t{1} << 24;  // bounds id-indexed tables; real ones ~130k
-constexpr std::string_view k_replacement = "\xEF\xBF\xBD";  // U+FFFD
-
-// -- UTF-8 ---
-// Length of the UTF-8 sequence at s[0..n), n >= 1: > 0 valid; 0 a valid prefix cut off by the
-// end of the buffer; -k ill-formed, k being the maximal ill-formed subpart (Unicode §3.9). Only
-// the second byte has a narrowed range (no overlongs, surrogates or code points > U+10FFFF).
-int utf8_next(const unsigned char* s, size_t n) {
-  unsigned char b = s[0];
-  if (b < 0x80) return 1;
-  int need = b < 0xC2 ? 0 : b <= 0xDF ? 1 : b <= 0xEF ? 2 : b <= 0xF4 ? 3 : 0;
-  if (need == 0) return -1;
-  unsigned char lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
-  unsigned char hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
-  for (int k = 1; k <= need; ++k) {
-    if (static_cast<size_t>(k) >= n) return 0;
-    if (s[k] < (k == 1 ? lo : 0x80) || s[k] > (k == 1 ? hi : 0xBF)) return -k;
-  }
-  return need + 1;
-}
-
-// Appends `bytes` to `out` with each maximal ill-formed subpart replaced by U+FFFD (as Rust's
-// from_utf8_lossy). Unless `final`, stops before a truncated sequence at the end. Returns the
-// number of bytes consumed.
-size_t utf8_append_lossy(std::string& out, std::string_view bytes, bool final) {
-  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
-  size_t n = bytes.size(), i = 0, run = 0;  // [run, i) is valid and not yet appended
-  while (i < n) {
-    int len = utf8_next(s + i, n - i);
-    if (len > 0) {
-      i += static_cast<size_t>(len);
-      continue;
-    }
-    out.append(bytes.data() + run, i - run);
-    if (len == 0 && !final) return i;
-    out.append(k_replacement);
-    i += len == 0 ? n - i : static_cast<size_t>(-len);
-    run = i;
-  }
-  out.append(bytes.data() + run, i - run);
-  return i;
-}
 
 // -- GPT-2 byte alphabet ---
 // bytes_to_unicode() inverted: the byte code point `cp` stands for, -1 outside the alphabet.
