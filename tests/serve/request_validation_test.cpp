@@ -225,6 +225,8 @@ TEST_F(request_validation, each_bad_field_over_the_wire_gets_a_typed_error_with_
     EXPECT_EQ(e.code, cases[i].code) << cases[i].name << ": " << e.message;
     EXPECT_EQ(e.tag, 0u) << cases[i].name;
     EXPECT_NE(e.message.find(cases[i].needle), std::string::npos) << cases[i].name << ": " << e.message;
+    // The reply carries the client's id; the text names no server-internal request id.
+    EXPECT_EQ(e.message.find("request "), std::string::npos) << cases[i].name << ": " << e.message;
   }
   ASSERT_EQ(control_errors.count(77), 1u);
   EXPECT_EQ(control_errors[77].code, status_code::invalid_argument);
