@@ -46,7 +46,8 @@ json reply_to_json(const protocol::reply& r) {
       [](const auto& x) -> json {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, protocol::chunk_event>) {
-          json j = {{"id", x.request_id}, {"sample", x.sample_index}, {"seq", x.seq}, {"tokens", x.token_ids}, {"text", x.text}};
+          json j = {{"id", x.request_id}, {"sample", x.sample_index}, {"seq", x.seq}, {"tokens", x.token_ids},
+                    {"text", x.text}, {"weight_version", x.weight_version}};
           if (!x.logprobs.empty()) j["logprobs"] = x.logprobs;
           if (!x.top_logprobs.empty()) {
             json tops = json::array();
@@ -62,7 +63,8 @@ json reply_to_json(const protocol::reply& r) {
           json j = {{"id", x.request_id}, {"sample", x.sample_index}, {"finish_reason", reason_name(x.reason)},
                     {"usage", {{"prompt_tokens", x.usage.prompt_tokens}, {"completion_tokens", x.usage.completion_tokens},
                                {"cached_tokens", x.usage.cached_tokens}}},
-                    {"timings_us", {{"queue", x.timings.queue_us}, {"ttft", x.timings.ttft_us}, {"total", x.timings.total_us}}}};
+                    {"timings_us", {{"queue", x.timings.queue_us}, {"ttft", x.timings.ttft_us}, {"total", x.timings.total_us}}},
+                    {"weight_version", x.weight_version}};
           if (!x.error_message.empty()) j["error"] = x.error_message;
           if (x.routing.positions > 0) j["routing"] = routing_to_json(x.routing);
           return {{"final", j}};

@@ -344,6 +344,9 @@ TEST_F(request_validation, hart_client_refuses_each_bad_field_by_id_and_serves_t
     } else if (l.contains("final")) {
       ++finals[l["final"]["id"].get<uint64_t>()];
       EXPECT_EQ(l["final"]["finish_reason"], "length") << l.dump();
+      EXPECT_EQ(l["final"].value("weight_version", -1), 0) << "the weights that made it: " << l.dump();
+    } else if (l.contains("chunk")) {
+      EXPECT_EQ(l["chunk"].value("weight_version", -1), 0) << l.dump();
     } else if (l.contains("health")) {
       ++health;
     }
