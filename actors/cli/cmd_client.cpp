@@ -2,6 +2,9 @@
 //   hart client  — JSON lines in (one request per line), JSON lines out (every reply);
 //   hart chat    — an interactive, streaming, multi-turn session;
 //   hart stats   — the server's metrics as Prometheus text.
+#include <poll.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -110,83 +113,130 @@ status_or<std::unique_ptr<transport::client>> connect(const client_options& o) {
   return c;
 }
 
-}  // namespace
+// The client's bookkeeping: what it still owes the user before it may exit.
+class client_session {
+ public:
+  explicit client_session(transport::client& c) : c_(c) {}
 
-int run_client(const client_options& o) {
-  auto c = connect(o);
-  if (!c.ok()) return fail(c.get_status());
-  // Every request is sent first; then replies are printed until every generation has
-  // its finals (or its error) and every control verb its answer. A line that is not a
-  // valid request is answered here with one error line and not sent; the others go on.
-  bool refused = false;
-  int64_t pending_controls = 0;
-  // Per request id, the finals each generation sent with it still owes, oldest first: a
-  // refusal from the server (an error with the id) answers the newest one in full.
-  std::map<uint64_t, std::deque<int64_t>> finals_owed;
-  int64_t pending_finals = 0;
-  std::string line;
-  uint64_t tag = 1;
-  while (std::getline(std::cin, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+  /// One input line: sent, or answered here with one error line.
+  void line(const std::string& line) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) return;
     json j = json::parse(line, nullptr, false);
     parsed_request p;
     if (j.is_discarded()) {
       p.error = invalid_argument("not JSON: %s", (line.size() <= 80 ? line : line.substr(0, 77) + "...").c_str());
     } else {
-      p = request_from_json(j, tag++);
+      p = request_from_json(j, tag_++);
     }
     if (p.error.ok()) {
-      if (status s = (*c)->send(p.request); !s.ok()) p.error = s;
+      if (status s = c_.send(p.request); !s.ok()) p.error = s;
     }
     if (!p.error.ok()) {
-      refused = true;
+      refused_ = true;
       // replace: a line that is not JSON may not be UTF-8 either.
       std::cout << error_line(p).dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
-      continue;
+      return;
     }
     if (const auto* g = std::get_if<protocol::generate_request>(&p.request)) {
-      finals_owed[g->request_id].push_back(g->sampling.n);
-      pending_finals += g->sampling.n;
+      finals_owed_[g->request_id].push_back(g->sampling.n);
+      pending_finals_ += g->sampling.n;
     } else {
-      ++pending_controls;
+      ++pending_controls_;
     }
   }
+
+  /// One reply: printed (routing parts joined into their final) and counted.
+  void reply(protocol::reply&& r) {
+    status joined;
+    if (auto* p = std::get_if<protocol::routing_part>(&r)) {
+      if (joined = routing_.add(std::move(*p)); joined.ok()) return;
+    } else if (auto* f = std::get_if<protocol::final_event>(&r)) {
+      joined = routing_.complete(f);
+    }
+    if (!joined.ok()) std::cout << json{{"error", {{"code", status_code_name(joined.code())}, {"message", joined.message()}}}}.dump() << std::endl;
+    if (std::holds_alternative<protocol::routing_part>(r)) return;
+    std::cout << reply_to_json(r).dump() << std::endl;
+    if (const auto* f = std::get_if<protocol::final_event>(&r)) {
+      auto it = finals_owed_.find(f->request_id);
+      if (it == finals_owed_.end()) return;
+      --pending_finals_;
+      if (--it->second.front() == 0) it->second.pop_front();
+      if (it->second.empty()) finals_owed_.erase(it);
+    } else if (const auto* e = std::get_if<protocol::error_reply>(&r)) {
+      if (e->tag) {
+        --pending_controls_;
+      } else if (auto it = finals_owed_.find(e->request_id); it != finals_owed_.end()) {
+        pending_finals_ -= it->second.back();  // a refused generation gets no finals
+        it->second.pop_back();
+        if (it->second.empty()) finals_owed_.erase(it);
+      }
+    } else if (!std::holds_alternative<protocol::chunk_event>(r)) {
+      --pending_controls_;
+    }
+  }
+
+  bool owes() const { return pending_finals_ > 0 || pending_controls_ > 0; }
+  bool refused() const { return refused_; }
+
+ private:
+  transport::client& c_;
+  bool refused_ = false;
+  int64_t pending_controls_ = 0;
+  // Per request id, the finals each generation sent with it still owes, oldest first: a
+  // refusal from the server (an error with the id) answers the newest one in full.
+  std::map<uint64_t, std::deque<int64_t>> finals_owed_;
+  int64_t pending_finals_ = 0;
+  uint64_t tag_ = 1;
+  protocol::routing_assembler routing_;
+};
+
+}  // namespace
+
+int run_client(const client_options& o) {
+  auto c = connect(o);
+  if (!c.ok()) return fail(c.get_status());
+  // Lines are sent as they arrive and replies printed as they come, so a user can watch a
+  // stream and abort it from the same terminal. After stdin closes the client waits (up to
+  // --timeout-ms) until every generation has its finals (or its error) and every control
+  // verb its answer. A line that is not a valid request is answered here with one error line.
+  client_session session(**c);
+  std::string pending;  // input bytes after the last complete line
+  bool input_open = true;
+  auto drain = [&](milliseconds wait) -> status {
+    for (;;) {
+      auto r = (*c)->receive(wait);
+      if (!r.ok()) return r.get_status().code() == status_code::unavailable ? status{} : r.get_status();
+      session.reply(std::move(*r));
+      wait = milliseconds(0);
+    }
+  };
+  while (input_open) {
+    pollfd in{STDIN_FILENO, POLLIN, 0};
+    const int ready = ::poll(&in, 1, 10);
+    if (ready > 0) {
+      char buf[65536];
+      const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+      if (n <= 0) {
+        input_open = false;
+        if (!pending.empty()) session.line(pending);
+      } else {
+        pending.append(buf, size_t(n));
+        for (size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1)) {
+          session.line(pending.substr(0, nl));
+        }
+      }
+    }
+    if (status s = drain(milliseconds(0)); !s.ok()) return fail(s);
+  }
   const auto deadline = steady_clock::now() + milliseconds(o.timeout_ms);
-  protocol::routing_assembler routing;
-  while (pending_finals > 0 || pending_controls > 0) {
+  while (session.owes()) {
     auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
     if (left.count() <= 0) return fail(status(status_code::unavailable, "timed out waiting for replies"));
     auto r = (*c)->receive(left);
     if (!r.ok()) return fail(r.get_status());
-    // Routing too long for a final arrives in parts before it: printed joined, in the final.
-    status joined;
-    if (auto* p = std::get_if<protocol::routing_part>(&*r)) {
-      if (joined = routing.add(std::move(*p)); joined.ok()) continue;
-    } else if (auto* f = std::get_if<protocol::final_event>(&*r)) {
-      joined = routing.complete(f);
-    }
-    if (!joined.ok()) std::cout << json{{"error", {{"code", status_code_name(joined.code())}, {"message", joined.message()}}}}.dump() << std::endl;
-    if (std::holds_alternative<protocol::routing_part>(*r)) continue;
-    std::cout << reply_to_json(*r).dump() << std::endl;
-    if (const auto* f = std::get_if<protocol::final_event>(&*r)) {
-      auto it = finals_owed.find(f->request_id);
-      if (it == finals_owed.end()) continue;
-      --pending_finals;
-      if (--it->second.front() == 0) it->second.pop_front();
-      if (it->second.empty()) finals_owed.erase(it);
-    } else if (const auto* e = std::get_if<protocol::error_reply>(&*r)) {
-      if (e->tag) {
-        --pending_controls;
-      } else if (auto it = finals_owed.find(e->request_id); it != finals_owed.end()) {
-        pending_finals -= it->second.back();  // a refused generation gets no finals
-        it->second.pop_back();
-        if (it->second.empty()) finals_owed.erase(it);
-      }
-    } else if (!std::holds_alternative<protocol::chunk_event>(*r)) {
-      --pending_controls;
-    }
+    session.reply(std::move(*r));
   }
-  return refused ? 1 : 0;
+  return session.refused() ? 1 : 0;
 }
 
 int run_chat(const client_options& o) {

@@ -10,6 +10,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -276,6 +280,69 @@ run_result run_client(const std::string& endpoint, const std::vector<std::string
   r.err = std::string(std::istreambuf_iterator<char>(e), {});
   std::system(("rm -rf " + dir).c_str());
   return r;
+}
+
+// `hart client` in a terminal (issue 27, finding 6: it printed nothing until stdin closed, so a
+// stream could not be watched or aborted from the same input). stdin and stdout are pipes the
+// test holds open: a long generation's chunks appear while stdin is still open, an abort line
+// typed then ends it (its ack, then a final of reason abort), and closing stdin ends the client.
+TEST_F(request_validation, hart_client_prints_replies_while_its_input_is_open) {
+  int in[2], out[2];
+  ASSERT_EQ(pipe(in), 0);
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    close(in[1]);
+    close(out[0]);
+    const std::string ep = srv_->endpoint();
+    execl(HART_BINARY, HART_BINARY, "--log", "warn", "client", "--connect", ep.c_str(), "--timeout-ms", "30000",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  std::string got;  // stdout bytes not yet returned as lines
+  auto say = [&](const std::string& l) {
+    const std::string line = l + "\n";
+    ASSERT_EQ(write(in[1], line.data(), line.size()), ssize_t(line.size()));
+  };
+  // The next reply line, or null after 30 s without one.
+  auto next = [&]() -> json {
+    for (size_t nl; (nl = got.find('\n')) == std::string::npos;) {
+      pollfd p{out[0], POLLIN, 0};
+      char buf[65536];
+      if (poll(&p, 1, 30000) <= 0) return json();
+      const ssize_t n = read(out[0], buf, sizeof buf);
+      if (n <= 0) return json();
+      got.append(buf, size_t(n));
+    }
+    const size_t nl = got.find('\n');
+    json j = json::parse(got.substr(0, nl), nullptr, false);
+    got.erase(0, nl + 1);
+    return j;
+  };
+  say(R"({"generate": {"id": 1, "tokens": [5, 6, 7], "max_new_tokens": 100000, "ignore_eos": true}})");
+  json l = next();
+  ASSERT_TRUE(l.contains("chunk")) << "no chunk while stdin is open: " << l.dump();
+  say(R"({"abort": {"id": 1}})");
+  bool acked = false, ended = false;
+  while (!ended) {
+    l = next();
+    ASSERT_FALSE(l.is_null()) << "the abort got no answer";
+    if (l.contains("ack")) acked = true;
+    if (l.contains("final")) {
+      EXPECT_TRUE(acked) << "the final came before the ack";
+      EXPECT_EQ(l["final"]["finish_reason"], "abort") << l.dump();
+      ended = true;
+    }
+  }
+  close(in[1]);
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "exit status " << st;
+  close(out[0]);
 }
 
 TEST_F(request_validation, hart_client_refuses_each_bad_field_by_id_and_serves_the_other_lines) {
