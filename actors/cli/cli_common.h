@@ -125,6 +125,7 @@ struct client_options {
   std::string system;
   int64_t max_new_tokens = 256;
   float temperature = 0.0f;
+  bool ignore_eos = false;
 };
 
 struct bench_serve_options {

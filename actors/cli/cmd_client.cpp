@@ -3,9 +3,11 @@
 //   hart chat    — an interactive, streaming, multi-turn session;
 //   hart stats   — the server's metrics as Prometheus text.
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <deque>
 #include <iostream>
@@ -239,12 +241,71 @@ int run_client(const client_options& o) {
   return session.refused() ? 1 : 0;
 }
 
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_interrupt(int) { g_interrupted = 1; }
+
+// One answer of a chat, streamed to stdout. Ctrl-C (SIGINT while it runs) aborts it on the
+// server and ends it with reason abort; the user's next line goes on from there.
+struct chat_answer {
+  std::string text;
+  protocol::final_event final;
+};
+
+status_or<chat_answer> stream_answer(transport::client& c, const protocol::generate_request& g,
+                                     milliseconds timeout) {
+  struct sigaction on{}, before{};
+  on.sa_handler = on_interrupt;
+  sigemptyset(&on.sa_mask);
+  g_interrupted = 0;
+  sigaction(SIGINT, &on, &before);
+  struct restore {
+    struct sigaction* before;
+    ~restore() { sigaction(SIGINT, before, nullptr); }
+  } restore_on_exit{&before};
+  HART_RETURN_IF_ERROR(c.send(protocol::request{g}));
+  const auto deadline = steady_clock::now() + timeout;
+  chat_answer a;
+  bool abort_sent = false;
+  for (;;) {
+    if (g_interrupted && !abort_sent) {
+      protocol::control_request abort;
+      abort.tag = g.request_id;
+      abort.verb = protocol::control_verb::abort;
+      abort.request_id = g.request_id;
+      HART_RETURN_IF_ERROR(c.send(protocol::request{abort}));
+      abort_sent = true;
+    }
+    if (steady_clock::now() > deadline) return unavailable("no answer within --timeout-ms");
+    // Short waits: a signal or the deadline is noticed within 100 ms (unavailable: timed out or interrupted).
+    auto r = c.receive(milliseconds(100));
+    if (!r.ok()) {
+      if (r.get_status().code() == status_code::unavailable) continue;
+      return r.get_status();
+    }
+    if (const auto* ch = std::get_if<protocol::chunk_event>(&*r); ch && ch->request_id == g.request_id) {
+      std::fputs(ch->text.c_str(), stdout);
+      std::fflush(stdout);
+      a.text += ch->text;
+    } else if (auto* f = std::get_if<protocol::final_event>(&*r); f && f->request_id == g.request_id) {
+      a.final = std::move(*f);
+      return a;
+    } else if (const auto* e = std::get_if<protocol::error_reply>(&*r); e && e->request_id == g.request_id) {
+      return status(e->code, e->message);
+    }
+  }
+}
+
+}  // namespace
+
 int run_chat(const client_options& o) {
   auto c = connect(o);
   if (!c.ok()) return fail(c.get_status());
   std::vector<protocol::chat_message> history;
   if (!o.system.empty()) history.push_back({"system", o.system});
-  std::fprintf(stderr, "hart chat on %s — /reset clears the conversation, /quit or Ctrl-D ends\n", o.connect.c_str());
+  std::fprintf(stderr, "hart chat on %s — Ctrl-C stops an answer, /reset clears the conversation, /quit or Ctrl-D ends\n",
+               o.connect.c_str());
   uint64_t id = 1;
   std::string line;
   while (std::fprintf(stderr, "> "), std::getline(std::cin, line)) {
@@ -261,23 +322,22 @@ int run_chat(const client_options& o) {
     g.messages = history;
     g.sampling.temperature = o.temperature;
     g.sampling.max_new_tokens = uint32_t(o.max_new_tokens);
+    g.sampling.ignore_eos = o.ignore_eos;
     const auto t0 = steady_clock::now();
-    auto res = (*c)->generate(g, milliseconds(o.timeout_ms), [](const protocol::chunk_event& ch) {
-      std::fputs(ch.text.c_str(), stdout);
-      std::fflush(stdout);
-    });
+    auto res = stream_answer(**c, g, milliseconds(o.timeout_ms));
     std::fputs("\n", stdout);
+    std::fflush(stdout);
     if (!res.ok()) {
       std::fprintf(stderr, "hart: error: %s\n", res.get_status().to_string().c_str());
       history.pop_back();
       continue;
     }
-    const auto& s = res->samples[0];
+    const protocol::final_event& f = res->final;
     const double secs = duration<double>(steady_clock::now() - t0).count();
     std::fprintf(stderr, "[%u prompt tokens (%u cached), %u generated in %.2f s, %.1f tok/s, %s]\n",
-                 s.final.usage.prompt_tokens, s.final.usage.cached_tokens, s.final.usage.completion_tokens, secs,
-                 s.final.usage.completion_tokens / std::max(secs, 1e-9), reason_name(s.final.reason));
-    history.push_back({"assistant", s.text});
+                 f.usage.prompt_tokens, f.usage.cached_tokens, f.usage.completion_tokens, secs,
+                 f.usage.completion_tokens / std::max(secs, 1e-9), reason_name(f.reason));
+    history.push_back({"assistant", res->text});
   }
   return 0;
 }

@@ -239,13 +239,14 @@ int main(int argc, char** argv) {
       std::string("FLOAT in ") + temperature_range_text);
   CLI::App* k = app.add_subcommand("client", "JSON lines in (one request per line), JSON lines out (every reply)");
   add_connect(k);
-  CLI::App* h = app.add_subcommand("chat", "Interactive streaming chat with a running server");
+  CLI::App* h = app.add_subcommand("chat", "Interactive streaming chat with a running server (Ctrl-C stops an answer)");
   add_connect(h);
   h->add_option("--system", cl.system, "System prompt");
   h->add_option("-n,--max-new-tokens", cl.max_new_tokens, "Tokens per answer at most")
       ->check(CLI::Range(int64_t(1), int64_t(std::numeric_limits<uint32_t>::max())))
       ->capture_default_str();
   h->add_option("--temperature", cl.temperature, "0 = greedy")->check(temperature_range)->capture_default_str();
+  h->add_flag("--ignore-eos", cl.ignore_eos, "Keep generating past the end-of-sequence token (up to --max-new-tokens)");
   CLI::App* st = app.add_subcommand("stats", "Print a running server's metrics (Prometheus text)");
   add_connect(st);
 

@@ -14,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -22,6 +24,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace hart::testing {
@@ -343,6 +346,70 @@ TEST_F(request_validation, hart_client_prints_replies_while_its_input_is_open) {
   ASSERT_EQ(waitpid(pid, &st, 0), pid);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "exit status " << st;
   close(out[0]);
+}
+
+// `hart chat` and Ctrl-C (issue 27, finding 4: it sent no abort, so the server generated on):
+// SIGINT while an answer streams aborts it on the server (nothing is left running or held), the
+// answer ends with reason abort, and the chat goes on (/quit ends it with exit 0).
+TEST_F(request_validation, hart_chat_ctrl_c_aborts_the_answer_on_the_server) {
+  int in[2], out[2], err[2];
+  ASSERT_EQ(pipe(in), 0);
+  ASSERT_EQ(pipe(out), 0);
+  ASSERT_EQ(pipe(err), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    for (int fd : {in[1], out[0], err[0]}) close(fd);
+    const std::string ep = srv_->endpoint();
+    execl(HART_BINARY, HART_BINARY, "--log", "warn", "chat", "--connect", ep.c_str(), "-n", "100000", "--ignore-eos",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int fd : {in[0], out[1], err[1]}) close(fd);
+  // Reads `fd` into `into` until `done(into)` or 30 s pass.
+  auto read_until = [](int fd, std::string& into, const std::function<bool(const std::string&)>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!done(into) && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      into.append(buf, size_t(n));
+    }
+    return done(into);
+  };
+  const std::string hello = "hello\n";
+  ASSERT_EQ(write(in[1], hello.data(), hello.size()), ssize_t(hello.size()));
+  std::string answer, messages;
+  ASSERT_TRUE(read_until(out[0], answer, [](const std::string& s) { return s.size() >= 8; })) << "no answer streamed";
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  ASSERT_TRUE(read_until(err[0], messages, [](const std::string& s) { return s.find("abort]") != std::string::npos; }))
+      << "the answer did not end with abort: " << messages;
+  // The abort's pages come back through the cache shard just after the final: allow it a moment.
+  auto c = connect();
+  double held = -1;
+  for (int i = 0; i < 100 && held != 0; ++i) {
+    if (i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    control(*c, protocol::control_verb::flush_cache, 90);
+    auto st = control(*c, protocol::control_verb::stats, 91);
+    ASSERT_TRUE(std::holds_alternative<protocol::stats_reply>(st));
+    held = 0;
+    for (const auto& [k, v] : std::get<protocol::stats_reply>(st).entries) {
+      if (k == "cache_full_pages_used" || k == "cache_swa_pages_used" || k == "running" || k == "queue_depth") held += v;
+    }
+  }
+  EXPECT_EQ(held, 0) << "the aborted answer still runs or holds pages";
+  const std::string quit = "/quit\n";
+  ASSERT_EQ(write(in[1], quit.data(), quit.size()), ssize_t(quit.size()));
+  close(in[1]);
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "exit status " << st << ": " << messages;
+  close(out[0]);
+  close(err[0]);
 }
 
 TEST_F(request_validation, hart_client_refuses_each_bad_field_by_id_and_serves_the_other_lines) {
