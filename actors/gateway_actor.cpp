@@ -1,13 +1,19 @@
 #include "actors/gateway_actor.h"
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
+#include "actors/chat_sessions.h"
 #include "actors/request_convert.h"
 #include "runtime/core/log.h"
 
 namespace hart::actors {
 namespace {
+
+// Chat sessions remembered for prefix reuse (the least recently used beyond are forgotten).
+constexpr size_t k_max_chat_sessions = 4096;
 
 // One live generation, as its client sees it.
 struct live_generation {
@@ -16,6 +22,11 @@ struct live_generation {
   std::vector<uint32_t> next_seq;  // per sample
   int32_t remaining = 0;           // samples without a final yet
   int64_t prompt_tokens = 0;
+  // A chat turn with a session id (chat_sessions): what the session remembers once it ends.
+  std::string session;
+  std::vector<protocol::chat_message> messages;
+  std::vector<int32_t> prompt, answer_ids;
+  std::string answer_text;
   bool logprobs = false;
   bool top_logprobs = false;
 };
@@ -31,6 +42,7 @@ struct gateway_state {
   std::map<transport::client_id, int64_t> live_per_client;  // clients with live generations only
   int64_t live_prompt_tokens = 0;
   uint64_t refused_limits = 0;  // generates refused by an admission limit
+  std::unique_ptr<chat_sessions> sessions;
   /// HTTP exchanges by client id: weak, so an exchange that ended (its client gone) takes its
   /// queue with it and later replies for it are dropped. Their ids cannot be a ZeroMQ peer's
   /// (runtime/http/exchange.h); a reply for an id not here goes to the ZeroMQ server.
@@ -80,7 +92,19 @@ struct gateway_state {
       return;
     }
     const uint64_t id = next_id++;
-    auto r = to_gen_request(g, id, params.tok, params.vocab_size, params.max_context);
+    // A chat turn that continues its session's last one keeps that turn's token ids.
+    const bool chat_turn = !g.session_id.empty() && g.kind == protocol::prompt_kind::messages && g.sampling.n == 1;
+    std::optional<std::vector<int32_t>> continued;
+    if (chat_turn) {
+      auto c = sessions->continuation(g.session_id, g.messages);
+      if (!c.ok()) {
+        send(client, protocol::error_reply_from(c.get_status(), g.request_id));
+        return;
+      }
+      continued = std::move(*c);
+    }
+    auto r = continued ? to_gen_request(with_token_ids(g, *continued), id, params.tok, params.vocab_size, params.max_context)
+                       : to_gen_request(g, id, params.tok, params.vocab_size, params.max_context);
     if (!r.ok()) {
       send(client, protocol::error_reply_from(r.get_status(), g.request_id));
       return;
@@ -95,6 +119,11 @@ struct gateway_state {
     live_prompt_tokens += prompt_tokens;
     live_generation lg;
     lg.prompt_tokens = prompt_tokens;
+    if (chat_turn) {
+      lg.session = g.session_id;
+      lg.messages = g.messages;
+      lg.prompt = r->prompt;
+    }
     lg.client = client;
     lg.client_request_id = g.request_id;
     lg.next_seq.assign(std::max<uint32_t>(1, g.sampling.n), 0);
@@ -152,6 +181,10 @@ struct gateway_state {
       auto it = live.find(t.request_id);
       if (it == live.end()) continue;
       live_generation& g = it->second;
+      if (!g.session.empty()) {
+        g.answer_ids.push_back(t.token);
+        g.answer_text += t.text;
+      }
       protocol::chunk_event c = to_chunk(t, g.client_request_id, g.next_seq[t.sample]++, g.logprobs, g.top_logprobs);
       c.weight_version = weight_version;
       send(g.client, c);
@@ -170,8 +203,28 @@ struct gateway_state {
       fe.weight_version = weight_version;
       for (protocol::routing_part& p : parts) send(g.client, protocol::reply{std::move(p)});
       send(g.client, fe);
-      if (--g.remaining <= 0) forget(it);
+      if (--g.remaining <= 0) {
+        if (!g.session.empty()) {
+          sessions->remember(g.session, std::move(g.messages), std::move(g.prompt), g.answer_ids,
+                             std::move(g.answer_text), f.reason);
+        }
+        forget(it);
+      }
     }
+  }
+
+  /// `g` with `ids` as its prompt (a continued chat turn).
+  static protocol::generate_request with_token_ids(const protocol::generate_request& g, const std::vector<int32_t>& ids) {
+    protocol::generate_request t;
+    t.request_id = g.request_id;
+    t.kind = protocol::prompt_kind::token_ids;
+    t.token_ids.assign(ids.begin(), ids.end());
+    t.sampling = g.sampling;
+    t.session_id = g.session_id;
+    t.priority = g.priority;
+    t.return_routing = g.return_routing;
+    t.return_indexer_picks = g.return_indexer_picks;
+    return t;
   }
 
   /// A generation whose last final (or refusal) went out: its admission counts come back.
@@ -188,6 +241,7 @@ struct gateway_state {
 
 gateway_actor::behavior_type gateway_impl(gateway_self self, gateway_params params) {
   self->state.params = std::move(params);
+  self->state.sessions = std::make_unique<chat_sessions>(self->state.params.tok, k_max_chat_sessions);
   return {
       [=](inbound_atom, std::shared_ptr<const inbound_request> in) {
         if (in->local) self->state.register_local(in->client, in->local);

@@ -307,11 +307,19 @@ int run_chat(const client_options& o) {
   std::fprintf(stderr, "hart chat on %s — Ctrl-C stops an answer, /reset clears the conversation, /quit or Ctrl-D ends\n",
                o.connect.c_str());
   uint64_t id = 1;
+  // One session per conversation: the server then continues each turn from the previous one's
+  // token ids, so the whole conversation so far is a prefix-cache hit (chat_sessions.h).
+  const auto new_session = [] {
+    return "hart-chat-" + std::to_string(::getpid()) + "-" +
+           std::to_string(steady_clock::now().time_since_epoch().count());
+  };
+  std::string session = new_session();
   std::string line;
   while (std::fprintf(stderr, "> "), std::getline(std::cin, line)) {
     if (line == "/quit") break;
     if (line == "/reset") {
       history.resize(o.system.empty() ? 0 : 1);
+      session = new_session();
       continue;
     }
     if (line.empty()) continue;
@@ -323,6 +331,7 @@ int run_chat(const client_options& o) {
     g.sampling.temperature = o.temperature;
     g.sampling.max_new_tokens = uint32_t(o.max_new_tokens);
     g.sampling.ignore_eos = o.ignore_eos;
+    g.session_id = session;
     const auto t0 = steady_clock::now();
     auto res = stream_answer(**c, g, milliseconds(o.timeout_ms));
     std::fputs("\n", stdout);

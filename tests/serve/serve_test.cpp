@@ -162,6 +162,39 @@ TEST_F(serve, concurrent_streaming_clients_get_what_the_engine_computes_alone) {
   EXPECT_GE(caught, 0) << "stats has no decode_outcomes_caught";
 }
 
+// A chat sent as text each turn, with a session id (issue 27, finding 8: turn 2 hit the cache for
+// 0 of 385 prompt tokens): the second turn continues from the first one's token ids, so its
+// prompt and all 600 generated tokens are cache hits (full pages of 256), whatever the answer's
+// text would re-encode to.
+TEST_F(serve, a_chat_session_reuses_the_previous_turn) {
+  auto c = connect();
+  auto turn = [&](uint64_t id, const std::vector<protocol::chat_message>& m, uint32_t n_new, const std::string& session) {
+    protocol::generate_request g;
+    g.request_id = id;
+    g.kind = protocol::prompt_kind::messages;
+    g.messages = m;
+    g.sampling.temperature = 0;
+    g.sampling.max_new_tokens = n_new;
+    g.sampling.ignore_eos = true;
+    g.session_id = session;
+    return c->generate(g, 120s);
+  };
+  std::vector<protocol::chat_message> m = {{"user", "tell me a long story"}};
+  auto first = turn(60, m, 600, "story");
+  ASSERT_TRUE(first.ok()) << first.get_status().to_string();
+  const auto& a = first->samples[0];
+  m.push_back({"assistant", a.text});
+  m.push_back({"user", "go on"});
+  auto second = turn(61, m, 4, "story");
+  ASSERT_TRUE(second.ok()) << second.get_status().to_string();
+  const protocol::usage_info& u = second->samples[0].final.usage;
+  const uint32_t computed = a.final.usage.prompt_tokens + 599;  // the last answer token was never fed
+  std::printf("chat session: turn 2 prompt %u tokens, %u cached (turn 1: %u prompt + 600 generated)\n",
+              u.prompt_tokens, u.cached_tokens, a.final.usage.prompt_tokens);
+  EXPECT_GT(u.prompt_tokens, computed + 1);
+  EXPECT_GE(u.cached_tokens, computed / 256 * 256) << "the previous turn was not reused";
+}
+
 TEST_F(serve, seeded_samples_replay) {
   auto c = connect();
   protocol::generate_request g = greedy_request(7, prompt_of(3), 12);
