@@ -6,7 +6,8 @@
 
 namespace hart::actors {
 
-chat_sessions::chat_sessions(const tokenizer* tok, size_t capacity) : tok_(tok), capacity_(capacity) {
+chat_sessions::chat_sessions(const tokenizer* tok, size_t capacity, size_t max_tokens)
+    : tok_(tok), capacity_(capacity), max_tokens_(max_tokens) {
   if (tok_) {
     auto eos = tok_->encode(chat_tokens::eos);
     if (eos.ok()) end_of_answer_ = std::move(*eos);
@@ -42,11 +43,7 @@ status_or<std::optional<std::vector<int32_t>>> chat_sessions::continuation(
 void chat_sessions::remember(const std::string& id, std::vector<protocol::chat_message> messages,
                              std::vector<int32_t> prompt, const std::vector<int32_t>& answer_ids,
                              std::string answer_text, sched::finish_reason reason) {
-  auto old = sessions_.find(id);
-  if (old != sessions_.end()) {
-    lru_.erase(old->second.lru);
-    sessions_.erase(old);
-  }
+  if (auto old = sessions_.find(id); old != sessions_.end()) erase(old);
   if (!tok_ || end_of_answer_.empty()) return;
   // The template closes an answer with its end-of-sentence marker: an answer that ended on it
   // has it already, one cut by max_new_tokens gets it; any other end cannot be continued.
@@ -60,13 +57,18 @@ void chat_sessions::remember(const std::string& id, std::vector<protocol::chat_m
   t.ids.insert(t.ids.end(), answer_ids.begin(), answer_ids.end());
   if (!ended_on_marker) t.ids.insert(t.ids.end(), end_of_answer_.begin(), end_of_answer_.end());
   t.answer = std::move(answer_text);
+  if (t.ids.size() > max_tokens_) return;
+  tokens_ += t.ids.size();
   lru_.push_front(id);
   t.lru = lru_.begin();
   sessions_.emplace(id, std::move(t));
-  while (sessions_.size() > capacity_) {
-    sessions_.erase(lru_.back());
-    lru_.pop_back();
-  }
+  while (sessions_.size() > capacity_ || tokens_ > max_tokens_) erase(sessions_.find(lru_.back()));
+}
+
+void chat_sessions::erase(std::map<std::string, turn>::iterator it) {
+  tokens_ -= it->second.ids.size();
+  lru_.erase(it->second.lru);
+  sessions_.erase(it);
 }
 
 }  // namespace hart::actors

@@ -8,7 +8,7 @@
 // answer plus new messages, its prompt is the remembered ids, the end-of-answer marker the
 // template writes, then the new messages encoded: every token of the previous turn is a cache hit.
 //
-//   chat_sessions s(tok, 4096);
+//   chat_sessions s(tok, 4096, 1 << 25);
 //   auto ids = s.continuation("s1", messages);   // std::nullopt: encode the whole conversation
 //   ... the turn runs ...
 //   s.remember("s1", messages, prompt, answer_ids, answer_text, reason);
@@ -29,8 +29,9 @@ namespace hart::actors {
 
 class chat_sessions {
  public:
-  /// `tok` must outlive this; at most `capacity` sessions are kept (least recently used dropped).
-  chat_sessions(const tokenizer* tok, size_t capacity);
+  /// `tok` must outlive this; at most `capacity` sessions and `max_tokens` remembered token ids
+  /// in all are kept (the least recently used sessions dropped first).
+  chat_sessions(const tokenizer* tok, size_t capacity, size_t max_tokens);
 
   /// The prompt ids of `messages` as a continuation of session `id`'s last turn, or nullopt
   /// when they do not continue it (or the turn cannot be continued: it ended on a stop string
@@ -45,6 +46,7 @@ class chat_sessions {
                 const std::vector<int32_t>& answer_ids, std::string answer_text, sched::finish_reason reason);
 
   size_t size() const { return sessions_.size(); }
+  size_t tokens() const { return tokens_; }
 
  private:
   struct turn {
@@ -53,8 +55,12 @@ class chat_sessions {
     std::string answer;
     std::list<std::string>::iterator lru;
   };
+  /// Forgets session `it` (its LRU entry and its tokens).
+  void erase(std::map<std::string, turn>::iterator it);
+
   const tokenizer* tok_;
-  size_t capacity_;
+  size_t capacity_, max_tokens_;
+  size_t tokens_ = 0;  // ids held by all sessions
   std::vector<int32_t> end_of_answer_;  // the template's end-of-sentence marker as ids
   std::map<std::string, turn> sessions_;
   std::list<std::string> lru_;  // most recently used first

@@ -1,7 +1,8 @@
 // chat_sessions on tiny-a's tokenizer: a turn that extends the last one by its answer and new
 // messages continues from the remembered ids (prompt, answer, the end-of-sentence marker the
 // template writes after an answer); anything else is not a continuation; answers that ended on
-// a stop string are not remembered; the least recently used session goes first.
+// a stop string are not remembered; the least recently used session goes first, past a count
+// or a token bound.
 #include "actors/chat_sessions.h"
 
 #include <gtest/gtest.h>
@@ -37,7 +38,7 @@ tokenizer* chat_sessions_test::tok_ = nullptr;
 using msgs = std::vector<protocol::chat_message>;
 
 TEST_F(chat_sessions_test, a_turn_that_extends_the_last_continues_from_its_ids) {
-  chat_sessions s(tok_, 8);
+  chat_sessions s(tok_, 8, 1000);
   const msgs turn1 = {{"system", "be brief"}, {"user", "hi"}};
   const std::vector<int32_t> prompt = {0, 11, 12, 13}, answer = {40, 41, 42};
   const std::vector<int32_t> eos = encode(std::string(chat_tokens::eos));
@@ -59,7 +60,7 @@ TEST_F(chat_sessions_test, a_turn_that_extends_the_last_continues_from_its_ids) 
 }
 
 TEST_F(chat_sessions_test, anything_else_is_not_a_continuation) {
-  chat_sessions s(tok_, 8);
+  chat_sessions s(tok_, 8, 1000);
   const msgs turn1 = {{"user", "hi"}};
   s.remember("a", turn1, {0, 11}, {40, 41}, "xy", sched::finish_reason::length);
   auto none = [&](const std::string& id, const msgs& m) {
@@ -82,7 +83,7 @@ TEST_F(chat_sessions_test, anything_else_is_not_a_continuation) {
 }
 
 TEST_F(chat_sessions_test, the_least_recently_used_session_goes_first) {
-  chat_sessions s(tok_, 2);
+  chat_sessions s(tok_, 2, 1000);
   const msgs turn1 = {{"user", "hi"}};
   const msgs turn2 = {{"user", "hi"}, {"assistant", "xy"}, {"user", "more"}};
   s.remember("a", turn1, {0}, {40}, "xy", sched::finish_reason::length);
@@ -93,6 +94,15 @@ TEST_F(chat_sessions_test, the_least_recently_used_session_goes_first) {
   EXPECT_TRUE(s.continuation("a", turn2)->has_value());
   EXPECT_FALSE(s.continuation("b", turn2)->has_value());
   EXPECT_TRUE(s.continuation("c", turn2)->has_value());
+  // The token bound: each turn holds 1 prompt + 1 answer + 1 marker id; 7 tokens keep two.
+  chat_sessions t(tok_, 100, 7);
+  for (const char* id : {"a", "b", "c"}) t.remember(id, turn1, {0}, {40}, "xy", sched::finish_reason::length);
+  EXPECT_EQ(t.size(), 2u);
+  EXPECT_EQ(t.tokens(), 6u);
+  EXPECT_FALSE(t.continuation("a", turn2)->has_value());
+  t.remember("big", turn1, std::vector<int32_t>(8, 0), {40}, "xy", sched::finish_reason::length);  // over the bound alone
+  EXPECT_FALSE(t.continuation("big", turn2)->has_value());
+  EXPECT_EQ(t.tokens(), 6u);
 }
 
 }  // namespace

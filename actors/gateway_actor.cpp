@@ -12,8 +12,10 @@
 namespace hart::actors {
 namespace {
 
-// Chat sessions remembered for prefix reuse (the least recently used beyond are forgotten).
+// Chat sessions remembered for prefix reuse, and their token ids in all (128 MiB of ids; the
+// least recently used beyond either bound are forgotten).
 constexpr size_t k_max_chat_sessions = 4096;
+constexpr size_t k_max_chat_session_tokens = size_t(1) << 25;
 
 // One live generation, as its client sees it.
 struct live_generation {
@@ -241,7 +243,8 @@ struct gateway_state {
 
 gateway_actor::behavior_type gateway_impl(gateway_self self, gateway_params params) {
   self->state.params = std::move(params);
-  self->state.sessions = std::make_unique<chat_sessions>(self->state.params.tok, k_max_chat_sessions);
+  self->state.sessions = std::make_unique<chat_sessions>(self->state.params.tok, k_max_chat_sessions,
+                                                                k_max_chat_session_tokens);
   return {
       [=](inbound_atom, std::shared_ptr<const inbound_request> in) {
         if (in->local) self->state.register_local(in->client, in->local);
