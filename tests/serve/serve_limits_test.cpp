@@ -12,6 +12,7 @@
 
 #include "runtime/transport/client.h"
 #include "tests/serve/server_process.h"
+#include "tests/serve/server_stats.h"
 
 namespace hart::testing {
 namespace {
@@ -64,20 +65,6 @@ void expect_refused(transport::client& c, const protocol::generate_request& g, c
   ASSERT_NE(e, nullptr) << "request " << g.request_id << " was not refused";
   EXPECT_EQ(e->code, status_code::resource_exhausted);
   EXPECT_NE(e->message.find(limit), std::string::npos) << e->message;
-}
-
-std::map<std::string, double> stats_of(transport::client& c, uint64_t tag) {
-  protocol::control_request q;
-  q.tag = tag;
-  q.verb = protocol::control_verb::stats;
-  EXPECT_TRUE(c.send(protocol::request{q}).ok());
-  for (;;) {
-    auto r = c.receive(30s);
-    if (!r.ok()) return {};
-    if (auto* s = std::get_if<protocol::stats_reply>(&*r); s && s->tag == tag) {
-      return std::map<std::string, double>(s->entries.begin(), s->entries.end());
-    }
-  }
 }
 
 // Aborts `id` and waits for its final.

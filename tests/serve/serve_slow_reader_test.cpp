@@ -19,28 +19,12 @@
 #include "runtime/protocol/codec.h"
 #include "runtime/transport/client.h"
 #include "tests/serve/server_process.h"
+#include "tests/serve/server_stats.h"
 
 namespace hart::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::map<std::string, double> stats_of(transport::client& c, uint64_t tag) {
-  protocol::control_request q;
-  q.tag = tag;
-  q.verb = protocol::control_verb::stats;
-  EXPECT_TRUE(c.send(protocol::request{q}).ok());
-  for (;;) {
-    auto r = c.receive(30s);
-    if (!r.ok()) {
-      ADD_FAILURE() << r.get_status().to_string();
-      return {};
-    }
-    if (auto* s = std::get_if<protocol::stats_reply>(&*r); s && s->tag == tag) {
-      return std::map<std::string, double>(s->entries.begin(), s->entries.end());
-    }
-  }
-}
 
 TEST(serve_slow_reader, is_told_its_generations_are_aborted_and_nothing_is_lost_silently) {
   server_process srv(std::string(HART_TEST_DATA) + "/tiny-a",
