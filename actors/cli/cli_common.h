@@ -87,7 +87,7 @@ struct serve_options {
   int64_t worker_restarts = -1;        // dead worker processes replaced at most this often; -1 = always
   bool overlap_schedule = false;       // plan each decode step's successor before it runs
   int64_t catch_step_us = -1;          // scheduler spins this long around a decode step's end; -1 = by core count
-  int slow_reader_ms = 2000;           // a client that reads nothing this long at the send limit has its generations aborted
+  int slow_reader_ms = 10000;          // a client that reads nothing this long at the send limit has its generations aborted
   int send_hwm = 10000;                // replies ZeroMQ queues per client before the server's own per-client queue
   int64_t max_requests = 8192;         // generations in flight, all clients (0 = no limit)
   int64_t max_requests_per_client = 4096;  // generations in flight per client (0 = no limit)
