@@ -22,6 +22,8 @@ struct common_options {
   bool deterministic = false;
   bool enforce_eager = false;  // --device cuda: decode without CUDA graphs (gpu_engine_params::decode_launch)
   std::string device = "cpu";  // generate / score / serve / worker: cpu or cuda (device_engine.h, device_executor.h)
+  std::string load_format = "auto";  // generate / serve: auto (the checkpoint) or dummy (dummy_model.h)
+  int64_t num_layers = 0;            // with dummy: the config's first N layers (0 = all)
 };
 
 struct generate_options {

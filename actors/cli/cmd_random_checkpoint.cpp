@@ -11,25 +11,6 @@
 
 namespace hart::cli {
 
-namespace {
-
-// The config truncated to its first n layers (every per-layer list shortened).
-status truncate_layers(nlohmann::json& c, int64_t n) {
-  const int64_t have = c.value("num_hidden_layers", int64_t(0));
-  if (n > have) return invalid_argument("--num-layers %lld: the config has %lld layers", (long long)n, (long long)have);
-  c["num_hidden_layers"] = n;
-  for (const char* key : {"compress_ratios", "layer_types"}) {
-    if (c.contains(key) && c[key].is_array() && int64_t(c[key].size()) > n) {
-      nlohmann::json& a = c[key];
-      a.erase(a.begin() + n, a.end());
-    }
-  }
-  if (c.value("num_hash_layers", int64_t(0)) > n) c["num_hash_layers"] = n;
-  return {};
-}
-
-}  // namespace
-
 int run_random_checkpoint(const random_checkpoint_cli_options& o) {
   std::ifstream in(o.config);
   nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
@@ -37,7 +18,7 @@ int run_random_checkpoint(const random_checkpoint_cli_options& o) {
     return fail(invalid_argument("--config %s: not a JSON object", o.config.c_str()));
   }
   if (o.num_layers > 0) {
-    if (status s = truncate_layers(config, o.num_layers); !s.ok()) return fail(s);
+    if (status s = random_checkpoint_truncate_layers(config, o.num_layers); !s.ok()) return fail(s);
   }
   random_checkpoint_options opt;
   opt.seed = o.seed;

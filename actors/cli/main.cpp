@@ -4,12 +4,15 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "actors/cli/cli_common.h"
 #include "actors/cli/cmd_bench.h"
 #include "actors/cli/cmd_check_ops.h"
+#include "actors/cli/dummy_model.h"
 #include "runtime/core/log.h"
 #include "runtime/protocol/messages.h"
 
@@ -32,6 +35,33 @@ void add_common(CLI::App* cmd, hart::cli::common_options* o) {
                 "(same logits; for debugging and profiling)");
 }
 
+// generate and serve: random weights at the model's shapes instead of its checkpoint.
+void add_load_format(CLI::App* cmd, hart::cli::common_options* o) {
+  cmd->add_option("--load-format", o->load_format,
+                  "auto: the checkpoint in --model; dummy: random weights at --model's config.json shapes (FP8 + "
+                  "MXFP4 as released where the shapes allow, else BF16), written to a temporary directory removed "
+                  "at exit (for trying shapes and measuring; the outputs are noise)")
+      ->check(CLI::IsMember({"auto", "dummy"}))
+      ->capture_default_str();
+  cmd->add_option("--num-layers", o->num_layers, "With --load-format dummy: only the config's first N layers (0 = all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+// --load-format dummy: the random model's directory replaces --model until the command ends.
+int with_model(hart::cli::common_options& o, const std::function<int()>& run) {
+  std::unique_ptr<hart::cli::dummy_model> dummy;
+  if (o.load_format == "dummy") {
+    auto d = hart::cli::dummy_model::create(o.model_dir, o.num_layers, 1);
+    if (!d.ok()) return hart::cli::fail(d.get_status());
+    dummy = std::move(*d);
+    o.model_dir = dummy->dir();
+  } else if (o.num_layers > 0) {
+    return hart::cli::fail(hart::invalid_argument("--num-layers needs --load-format dummy"));
+  }
+  return run();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,6 +75,7 @@ int main(int argc, char** argv) {
   hart::cli::generate_options gen;
   CLI::App* g = app.add_subcommand("generate", "Generate text from a prompt or chat messages, streamed to stdout");
   add_common(g, &gen.common);
+  add_load_format(g, &gen.common);
   g->add_option("--device", gen.common.device, "Run the model on: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   g->add_option("-p,--prompt", gen.prompt, "Prompt text (sent as one user message unless --raw)");
   g->add_option("--messages", gen.messages_file, "JSON file with chat messages [{\"role\":..,\"content\":..}]")
@@ -120,6 +151,7 @@ int main(int argc, char** argv) {
   CLI::App* v = app.add_subcommand("serve", "Serve the model over the ZeroMQ message API (docs/protocol.md)");
   v->set_config("--config", "", "TOML file with any of these options (e.g. configs/serve.toml)");
   add_common(v, &sv.common);
+  add_load_format(v, &sv.common);
   v->add_option("--device", sv.common.device,
                 "Run the model on: cpu, or cuda (the GPU engine; exact or fp8)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
@@ -365,12 +397,12 @@ int main(int argc, char** argv) {
   if (log_level == "off") lv = hart::log_level::off;
   hart::log_set_level(lv);
 
-  if (*g) return hart::cli::run_generate(gen);
+  if (*g) return with_model(gen.common, [&] { return hart::cli::run_generate(gen); });
   if (*t) return hart::cli::run_tokenize(tok);
   if (*s) return hart::cli::run_score(sc);
   if (*c) return hart::cli::run_cache_plan(cp);
   if (*rck) return hart::cli::run_random_checkpoint(rc);
-  if (*v) return hart::cli::run_serve(sv);
+  if (*v) return with_model(sv.common, [&] { return hart::cli::run_serve(sv); });
   if (*w) return hart::cli::run_worker(wk);
   if (*k) return hart::cli::run_client(cl);
   if (*h) return hart::cli::run_chat(cl);

@@ -239,6 +239,22 @@ bool checkpoint_format_parse(const std::string& s, checkpoint_format* out) {
   return true;
 }
 
+status random_checkpoint_truncate_layers(nlohmann::json& c, int64_t n) {
+  const int64_t have = c.value("num_hidden_layers", int64_t(0));
+  if (n < 1 || n > have) {
+    return invalid_argument("%lld layers asked for: the config has %lld", (long long)n, (long long)have);
+  }
+  c["num_hidden_layers"] = n;
+  for (const char* key : {"compress_ratios", "layer_types", "mlp_layer_types"}) {
+    if (c.contains(key) && c[key].is_array() && int64_t(c[key].size()) > n) {
+      nlohmann::json& a = c[key];
+      a.erase(a.begin() + n, a.end());
+    }
+  }
+  if (c.value("num_hash_layers", int64_t(0)) > n) c["num_hash_layers"] = n;
+  return {};
+}
+
 status random_checkpoint_write(const std::string& dir, const nlohmann::json& config,
                                const random_checkpoint_options& options) {
   HART_ASSIGN_OR_RETURN(model_config c, model_config_parse(config.dump(), dir + "/config.json"));

@@ -41,6 +41,11 @@ struct random_checkpoint_options {
   int64_t shard_bytes = 0;
 };
 
+/// `config` cut to its first `n` layers (num_hidden_layers and every per-layer list:
+/// compress_ratios, layer_types, mlp_layer_types; num_hash_layers at most n). invalid_argument
+/// when it has fewer.
+status random_checkpoint_truncate_layers(nlohmann::json& config, int64_t n);
+
 /// Creates `dir` (and its parents) and writes the checkpoint; the config's
 /// errors are model_config_parse's. The release format needs every FP8
 /// linear's dimensions to be multiples of 128 and the experts' of 32

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include <unistd.h>
@@ -126,6 +127,32 @@ TEST_F(cli, tokenize_round_trip_and_generate_streams) {
   r = run("generate -m " + model + " -n 8");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("--prompt"), std::string::npos) << r.out;
+}
+
+// --load-format dummy (issue 21 item 2): random weights at the model's shapes, cut to
+// --num-layers, loaded through the real loader (the log says how many parameters), the
+// temporary directory gone afterwards; bad layer counts and --num-layers alone are usage errors.
+TEST_F(cli, generate_with_dummy_weights_at_the_configs_shapes) {
+  const std::string model = std::string(HART_TEST_DATA) + "/tiny-a";
+  run_result r = run("generate -m " + model + " --load-format dummy --num-layers 2 -p hi -n 5");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("generated 5 tokens"), std::string::npos) << r.out;
+  const size_t at = r.out.find("dummy weights (random, ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 layers) in "), std::string::npos) << r.out;
+  const size_t in = r.out.find(" in ", at) + 4;
+  const std::string dir = r.out.substr(in, r.out.find('\n', in) - in);
+  EXPECT_FALSE(std::ifstream(dir + "/config.json").good()) << dir << " was not removed";
+  // All layers, fp8: the whole config's shapes.
+  r = run("generate -m " + model + " --load-format dummy --precision fp8 -p hi -n 3");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("6 layers) in "), std::string::npos) << r.out;
+  r = run("generate -m " + model + " --load-format dummy --num-layers 99 -p hi -n 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--num-layers: 99 layers asked for: the config has 6"), std::string::npos) << r.out;
+  r = run("generate -m " + model + " --num-layers 2 -p hi -n 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--num-layers needs --load-format dummy"), std::string::npos) << r.out;
 }
 
 // Without a device check-ops says so and fails; with one every line passes.
