@@ -33,6 +33,8 @@ status_or<std::unique_ptr<dummy_model>> dummy_model::create(const std::string& m
   opt.seed = seed;
   opt.format = checkpoint_format::release;
   if (!random_checkpoint_write(d->dir_, config, opt).ok()) {  // shapes off the FP8/MXFP4 blocks: BF16
+    std::error_code ec;  // whatever the release attempt wrote goes first (its index would win at load)
+    for (const fs::directory_entry& e : fs::directory_iterator(d->dir_, ec)) fs::remove_all(e.path(), ec);
     opt.format = checkpoint_format::bf16;
     HART_RETURN_IF_ERROR(random_checkpoint_write(d->dir_, config, opt));
   }
