@@ -1,5 +1,6 @@
 #include "actors/chat_sessions.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "runtime/text/chat_template.h"

@@ -246,56 +246,23 @@ namespace {
 volatile std::sig_atomic_t g_interrupted = 0;
 extern "C" void on_interrupt(int) { g_interrupted = 1; }
 
-// One answer of a chat, streamed to stdout. Ctrl-C (SIGINT while it runs) aborts it on the
-// server and ends it with reason abort; the user's next line goes on from there.
-struct chat_answer {
-  std::string text;
-  protocol::final_event final;
-};
-
-status_or<chat_answer> stream_answer(transport::client& c, const protocol::generate_request& g,
-                                     milliseconds timeout) {
-  struct sigaction on{}, before{};
-  on.sa_handler = on_interrupt;
-  sigemptyset(&on.sa_mask);
-  g_interrupted = 0;
-  sigaction(SIGINT, &on, &before);
-  struct restore {
-    struct sigaction* before;
-    ~restore() { sigaction(SIGINT, before, nullptr); }
-  } restore_on_exit{&before};
-  HART_RETURN_IF_ERROR(c.send(protocol::request{g}));
-  const auto deadline = steady_clock::now() + timeout;
-  chat_answer a;
-  bool abort_sent = false;
-  for (;;) {
-    if (g_interrupted && !abort_sent) {
-      protocol::control_request abort;
-      abort.tag = g.request_id;
-      abort.verb = protocol::control_verb::abort;
-      abort.request_id = g.request_id;
-      HART_RETURN_IF_ERROR(c.send(protocol::request{abort}));
-      abort_sent = true;
-    }
-    if (steady_clock::now() > deadline) return unavailable("no answer within --timeout-ms");
-    // Short waits: a signal or the deadline is noticed within 100 ms (unavailable: timed out or interrupted).
-    auto r = c.receive(milliseconds(100));
-    if (!r.ok()) {
-      if (r.get_status().code() == status_code::unavailable) continue;
-      return r.get_status();
-    }
-    if (const auto* ch = std::get_if<protocol::chunk_event>(&*r); ch && ch->request_id == g.request_id) {
-      std::fputs(ch->text.c_str(), stdout);
-      std::fflush(stdout);
-      a.text += ch->text;
-    } else if (auto* f = std::get_if<protocol::final_event>(&*r); f && f->request_id == g.request_id) {
-      a.final = std::move(*f);
-      return a;
-    } else if (const auto* e = std::get_if<protocol::error_reply>(&*r); e && e->request_id == g.request_id) {
-      return status(e->code, e->message);
-    }
+// SIGINT sets g_interrupted while one of these lives (an answer streams); the default after.
+class interrupt_catcher {
+ public:
+  interrupt_catcher() {
+    struct sigaction on {};
+    on.sa_handler = on_interrupt;
+    sigemptyset(&on.sa_mask);
+    g_interrupted = 0;
+    sigaction(SIGINT, &on, &before_);
   }
-}
+  ~interrupt_catcher() { sigaction(SIGINT, &before_, nullptr); }
+  interrupt_catcher(const interrupt_catcher&) = delete;
+  interrupt_catcher& operator=(const interrupt_catcher&) = delete;
+
+ private:
+  struct sigaction before_ {};
+};
 
 }  // namespace
 
@@ -333,7 +300,17 @@ int run_chat(const client_options& o) {
     g.sampling.ignore_eos = o.ignore_eos;
     g.session_id = session;
     const auto t0 = steady_clock::now();
-    auto res = stream_answer(**c, g, milliseconds(o.timeout_ms));
+    // Ctrl-C while it streams aborts the answer on the server; the conversation goes on.
+    status_or<transport::generation_result> res = [&] {
+      interrupt_catcher ctrl_c;
+      return (*c)->generate(
+          g, milliseconds(o.timeout_ms),
+          [](const protocol::chunk_event& ch) {
+            std::fputs(ch.text.c_str(), stdout);
+            std::fflush(stdout);
+          },
+          [] { return g_interrupted != 0; });
+    }();
     std::fputs("\n", stdout);
     std::fflush(stdout);
     if (!res.ok()) {
@@ -341,12 +318,12 @@ int run_chat(const client_options& o) {
       history.pop_back();
       continue;
     }
-    const protocol::final_event& f = res->final;
+    const protocol::final_event& f = res->samples[0].final;
     const double secs = duration<double>(steady_clock::now() - t0).count();
     std::fprintf(stderr, "[%u prompt tokens (%u cached), %u generated in %.2f s, %.1f tok/s, %s]\n",
                  f.usage.prompt_tokens, f.usage.cached_tokens, f.usage.completion_tokens, secs,
                  f.usage.completion_tokens / std::max(secs, 1e-9), reason_name(f.reason));
-    history.push_back({"assistant", res->text});
+    history.push_back({"assistant", res->samples[0].text});
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "runtime/transport/client.h"
 
+#include <algorithm>
 #include <deque>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -98,7 +99,7 @@ status_or<protocol::reply> client::receive(std::chrono::milliseconds timeout) {
 
 status_or<generation_result> client::generate(
     const protocol::generate_request& g, std::chrono::milliseconds timeout,
-    const std::function<void(const protocol::chunk_event&)>& on_chunk) {
+    const std::function<void(const protocol::chunk_event&)>& on_chunk, const std::function<bool()>& cancelled) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + timeout;
   // Replies for other requests that arrive meanwhile are kept here, then re-queued in order.
@@ -113,11 +114,26 @@ status_or<generation_result> client::generate(
   std::vector<bool> done(g.sampling.n, false);
   uint32_t n_done = 0;
   protocol::routing_assembler routing;  // routing too long for a final arrives in parts before it
+  bool abort_sent = false;
+  const uint64_t abort_tag = g.request_id;
   while (n_done < g.sampling.n) {
+    if (cancelled && !abort_sent && cancelled()) {
+      protocol::control_request abort;
+      abort.tag = abort_tag;
+      abort.verb = protocol::control_verb::abort;
+      abort.request_id = g.request_id;
+      if (status st = send(protocol::request{abort}); !st.ok()) return finish(status_or<generation_result>(st));
+      abort_sent = true;
+    }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
     if (left.count() < 0) left = std::chrono::milliseconds(0);
+    if (cancelled) left = std::min(left, std::chrono::milliseconds(100));
     auto rep = receive(left);
-    if (!rep.ok()) return finish(status_or<generation_result>(rep.get_status()));
+    if (!rep.ok()) {
+      // With `cancelled`, a short wait that timed out or met a signal: ask again, until the deadline.
+      if (cancelled && rep.get_status().code() == status_code::unavailable && clock::now() < deadline) continue;
+      return finish(status_or<generation_result>(rep.get_status()));
+    }
     protocol::reply& r = *rep;
     if (auto* c = std::get_if<protocol::chunk_event>(&r); c && c->request_id == g.request_id) {
       if (c->sample_index >= g.sampling.n || done[c->sample_index])
@@ -148,6 +164,8 @@ status_or<generation_result> client::generate(
     } else if (auto* e = std::get_if<protocol::error_reply>(&r);
                e && (e->request_id == g.request_id || e->request_id == 0)) {
       return finish(status_or<generation_result>(status(e->code, e->message)));
+    } else if (auto* a = std::get_if<protocol::ack_reply>(&r); a && abort_sent && a->tag == abort_tag) {
+      continue;  // our abort's ack
     } else {
       others.push_back(std::move(r));
     }

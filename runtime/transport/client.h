@@ -60,9 +60,13 @@ class client {
   /// other requests are kept for later receive() calls. Errors: the server's error reply for
   /// this request (or a request-less one), data_loss on a sequence gap, unavailable on timeout
   /// (the whole generation must finish within `timeout`).
+  /// `cancelled` (optional) is asked at least every 100 ms (a wait interrupted by a signal is
+  /// not an error then); once it says true, `g` is aborted on the server (its ack consumed here)
+  /// and its samples end with finals of reason abort, returned as usual.
   status_or<generation_result> generate(
       const protocol::generate_request& g, std::chrono::milliseconds timeout,
-      const std::function<void(const protocol::chunk_event&)>& on_chunk = {});
+      const std::function<void(const protocol::chunk_event&)>& on_chunk = {},
+      const std::function<bool()>& cancelled = {});
 
   struct impl;
 

@@ -344,7 +344,9 @@ TEST(transport, a_slow_reader_is_told_and_other_clients_do_not_wait) {
   const auto t0 = std::chrono::steady_clock::now();
   for (uint32_t i = 0; i < n_slow; ++i) {
     ASSERT_TRUE(srv->send(slow_id, chunk(i, 32 << 10)).ok());
-    if (i < n_fast) ASSERT_TRUE(srv->send(fast_id, chunk(i, 16)).ok());
+    if (i < n_fast) {
+      ASSERT_TRUE(srv->send(fast_id, chunk(i, 16)).ok());
+    }
   }
   protocol::final_event fin;
   fin.request_id = 1;

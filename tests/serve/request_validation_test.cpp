@@ -285,54 +285,103 @@ run_result run_client(const std::string& endpoint, const std::vector<std::string
   return r;
 }
 
+// `hart ARGS...` as a terminal user runs it: stdin, stdout and stderr on pipes the test holds
+// open, so it can type while the command runs and read what it printed so far.
+class hart_process {
+ public:
+  explicit hart_process(std::vector<std::string> args) {
+    args.insert(args.begin(), {HART_BINARY, "--log", "warn"});
+    int in[2], out[2], err[2];
+    EXPECT_EQ(pipe(in), 0);
+    EXPECT_EQ(pipe(out), 0);
+    EXPECT_EQ(pipe(err), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], STDIN_FILENO);
+      dup2(out[1], STDOUT_FILENO);
+      dup2(err[1], STDERR_FILENO);
+      for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(HART_BINARY, argv.data());
+      _exit(127);
+    }
+    for (int fd : {in[0], out[1], err[1]}) close(fd);
+    in_ = in[1];
+    out_ = out[0];
+    err_ = err[0];
+  }
+  ~hart_process() {
+    for (int fd : {in_, out_, err_}) {
+      if (fd >= 0) close(fd);
+    }
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  hart_process(const hart_process&) = delete;
+  hart_process& operator=(const hart_process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  /// Types `line` and Enter.
+  void say(const std::string& line) {
+    const std::string l = line + "\n";
+    EXPECT_EQ(write(in_, l.data(), l.size()), ssize_t(l.size()));
+  }
+  /// Reads stdout (or stderr) into out() (err()) until `done` holds for it or 30 s pass.
+  bool read_until(bool from_stderr, const std::function<bool(const std::string&)>& done) {
+    std::string& into = from_stderr ? err_text_ : out_text_;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!done(into) && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{from_stderr ? err_ : out_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char buf[65536];
+      const ssize_t n = read(p.fd, buf, sizeof buf);
+      if (n <= 0) break;
+      into.append(buf, size_t(n));
+    }
+    return done(into);
+  }
+  /// The next stdout line as JSON (null after 30 s without one).
+  json next_line() {
+    if (!read_until(false, [](const std::string& s) { return s.find('\n') != std::string::npos; })) return json();
+    const size_t nl = out_text_.find('\n');
+    json j = json::parse(out_text_.substr(0, nl), nullptr, false);
+    out_text_.erase(0, nl + 1);
+    return j;
+  }
+  /// Closes stdin and waits: the exit status (-1 if it did not exit normally).
+  int finish() {
+    close(in_);
+    in_ = -1;
+    int st = 0;
+    EXPECT_EQ(waitpid(pid_, &st, 0), pid_);
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+  const std::string& err() const { return err_text_; }
+
+ private:
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+  std::string out_text_, err_text_;  // read, not yet consumed
+};
+
 // `hart client` in a terminal (issue 27, finding 6: it printed nothing until stdin closed, so a
 // stream could not be watched or aborted from the same input). stdin and stdout are pipes the
 // test holds open: a long generation's chunks appear while stdin is still open, an abort line
 // typed then ends it (its ack, then a final of reason abort), and closing stdin ends the client.
 TEST_F(request_validation, hart_client_prints_replies_while_its_input_is_open) {
-  int in[2], out[2];
-  ASSERT_EQ(pipe(in), 0);
-  ASSERT_EQ(pipe(out), 0);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(in[0], STDIN_FILENO);
-    dup2(out[1], STDOUT_FILENO);
-    close(in[1]);
-    close(out[0]);
-    const std::string ep = srv_->endpoint();
-    execl(HART_BINARY, HART_BINARY, "--log", "warn", "client", "--connect", ep.c_str(), "--timeout-ms", "30000",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  std::string got;  // stdout bytes not yet returned as lines
-  auto say = [&](const std::string& l) {
-    const std::string line = l + "\n";
-    ASSERT_EQ(write(in[1], line.data(), line.size()), ssize_t(line.size()));
-  };
-  // The next reply line, or null after 30 s without one.
-  auto next = [&]() -> json {
-    for (size_t nl; (nl = got.find('\n')) == std::string::npos;) {
-      pollfd p{out[0], POLLIN, 0};
-      char buf[65536];
-      if (poll(&p, 1, 30000) <= 0) return json();
-      const ssize_t n = read(out[0], buf, sizeof buf);
-      if (n <= 0) return json();
-      got.append(buf, size_t(n));
-    }
-    const size_t nl = got.find('\n');
-    json j = json::parse(got.substr(0, nl), nullptr, false);
-    got.erase(0, nl + 1);
-    return j;
-  };
-  say(R"({"generate": {"id": 1, "tokens": [5, 6, 7], "max_new_tokens": 100000, "ignore_eos": true}})");
-  json l = next();
+  hart_process client({"client", "--connect", srv_->endpoint(), "--timeout-ms", "30000"});
+  client.say(R"({"generate": {"id": 1, "tokens": [5, 6, 7], "max_new_tokens": 100000, "ignore_eos": true}})");
+  json l = client.next_line();
   ASSERT_TRUE(l.contains("chunk")) << "no chunk while stdin is open: " << l.dump();
-  say(R"({"abort": {"id": 1}})");
+  client.say(R"({"abort": {"id": 1}})");
   bool acked = false, ended = false;
   while (!ended) {
-    l = next();
+    l = client.next_line();
     ASSERT_FALSE(l.is_null()) << "the abort got no answer";
     if (l.contains("ack")) acked = true;
     if (l.contains("final")) {
@@ -341,53 +390,19 @@ TEST_F(request_validation, hart_client_prints_replies_while_its_input_is_open) {
       ended = true;
     }
   }
-  close(in[1]);
-  int st = 0;
-  ASSERT_EQ(waitpid(pid, &st, 0), pid);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "exit status " << st;
-  close(out[0]);
+  EXPECT_EQ(client.finish(), 0);
 }
 
 // `hart chat` and Ctrl-C (issue 27, finding 4: it sent no abort, so the server generated on):
 // SIGINT while an answer streams aborts it on the server (nothing is left running or held), the
 // answer ends with reason abort, and the chat goes on (/quit ends it with exit 0).
 TEST_F(request_validation, hart_chat_ctrl_c_aborts_the_answer_on_the_server) {
-  int in[2], out[2], err[2];
-  ASSERT_EQ(pipe(in), 0);
-  ASSERT_EQ(pipe(out), 0);
-  ASSERT_EQ(pipe(err), 0);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(in[0], STDIN_FILENO);
-    dup2(out[1], STDOUT_FILENO);
-    dup2(err[1], STDERR_FILENO);
-    for (int fd : {in[1], out[0], err[0]}) close(fd);
-    const std::string ep = srv_->endpoint();
-    execl(HART_BINARY, HART_BINARY, "--log", "warn", "chat", "--connect", ep.c_str(), "-n", "100000", "--ignore-eos",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  for (int fd : {in[0], out[1], err[1]}) close(fd);
-  // Reads `fd` into `into` until `done(into)` or 30 s pass.
-  auto read_until = [](int fd, std::string& into, const std::function<bool(const std::string&)>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!done(into) && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{fd, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char buf[4096];
-      const ssize_t n = read(fd, buf, sizeof buf);
-      if (n <= 0) break;
-      into.append(buf, size_t(n));
-    }
-    return done(into);
-  };
-  const std::string hello = "hello\n";
-  ASSERT_EQ(write(in[1], hello.data(), hello.size()), ssize_t(hello.size()));
-  std::string answer, messages;
-  ASSERT_TRUE(read_until(out[0], answer, [](const std::string& s) { return s.size() >= 8; })) << "no answer streamed";
-  ASSERT_EQ(kill(pid, SIGINT), 0);
-  ASSERT_TRUE(read_until(err[0], messages, [](const std::string& s) { return s.find("abort]") != std::string::npos; }))
-      << "the answer did not end with abort: " << messages;
+  hart_process chat({"chat", "--connect", srv_->endpoint(), "-n", "100000", "--ignore-eos"});
+  chat.say("hello");
+  ASSERT_TRUE(chat.read_until(false, [](const std::string& s) { return s.size() >= 8; })) << "no answer streamed";
+  ASSERT_EQ(kill(chat.pid(), SIGINT), 0);
+  ASSERT_TRUE(chat.read_until(true, [](const std::string& s) { return s.find("abort]") != std::string::npos; }))
+      << "the answer did not end with abort: " << chat.err();
   // The abort's pages come back through the cache shard just after the final: allow it a moment.
   auto c = connect();
   double held = -1;
@@ -402,14 +417,8 @@ TEST_F(request_validation, hart_chat_ctrl_c_aborts_the_answer_on_the_server) {
     }
   }
   EXPECT_EQ(held, 0) << "the aborted answer still runs or holds pages";
-  const std::string quit = "/quit\n";
-  ASSERT_EQ(write(in[1], quit.data(), quit.size()), ssize_t(quit.size()));
-  close(in[1]);
-  int st = 0;
-  ASSERT_EQ(waitpid(pid, &st, 0), pid);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "exit status " << st << ": " << messages;
-  close(out[0]);
-  close(err[0]);
+  chat.say("/quit");
+  EXPECT_EQ(chat.finish(), 0) << chat.err();
 }
 
 TEST_F(request_validation, hart_client_refuses_each_bad_field_by_id_and_serves_the_other_lines) {

@@ -195,6 +195,23 @@ TEST_F(serve, a_chat_session_reuses_the_previous_turn) {
   EXPECT_GE(u.cached_tokens, computed / 256 * 256) << "the previous turn was not reused";
 }
 
+// client::generate with `cancelled` (what hart chat's Ctrl-C uses): once it says true the
+// request is aborted on the server and the call returns its partial output with reason abort;
+// the abort's ack does not linger for a later receive().
+TEST_F(serve, a_cancelled_generate_returns_its_partial_output) {
+  auto c = connect();
+  int chunks = 0;
+  auto res = c->generate(greedy_request(70, prompt_of(2), 100000), 60s,
+                         [&](const protocol::chunk_event&) { ++chunks; }, [&] { return chunks >= 3; });
+  ASSERT_TRUE(res.ok()) << res.get_status().to_string();
+  const auto& s = res->samples[0];
+  EXPECT_EQ(s.final.reason, protocol::finish_reason::abort);
+  EXPECT_GE(s.token_ids.size(), 3u);
+  EXPECT_LT(s.token_ids.size(), 100000u);
+  auto h = control(*c, protocol::control_verb::health, 71);
+  EXPECT_TRUE(std::holds_alternative<protocol::health_reply>(h)) << "the next reply was not the health answer";
+}
+
 TEST_F(serve, seeded_samples_replay) {
   auto c = connect();
   protocol::generate_request g = greedy_request(7, prompt_of(3), 12);
