@@ -1,5 +1,6 @@
 #include "runtime/model/random_checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -51,7 +52,9 @@ class writer {
         return;
       }
       std::vector<uint8_t> q(size_t(out * in)), s(size_t(out / 128 * (in / 128)));
-      fail(fp8_block_quantize(v.data(), out, in, 128, q.data(), s.data()));
+      fail(by_row_blocks(out, [&](int64_t r, int64_t n) {
+        return fp8_block_quantize(v.data() + r * in, n, in, 128, q.data() + r * in, s.data() + r / 128 * (in / 128));
+      }));
       add(name, dtype::e4m3, {out, in}, q.data(), q.size());
       add(scale_name(name), dtype::e8m0, {out / 128, in / 128}, s.data(), s.size());
       return;
@@ -62,7 +65,9 @@ class writer {
       return;
     }
     std::vector<uint8_t> q(size_t(out * in / 2)), s(size_t(out * (in / 32)));
-    fail(mxfp4_quantize(v.data(), out, in, q.data(), s.data()));
+    fail(by_row_blocks(out, [&](int64_t r, int64_t n) {
+      return mxfp4_quantize(v.data() + r * in, n, in, q.data() + r * in / 2, s.data() + r * (in / 32));
+    }));
     add(name, dtype::i8, {out, in / 2}, q.data(), q.size());
     add(scale_name(name), dtype::e8m0, {out, in / 32}, s.data(), s.size());
   }
@@ -118,15 +123,32 @@ class writer {
   static std::string scale_name(const std::string& weight) {
     return weight.substr(0, weight.size() - std::string(".weight").size()) + ".scale";
   }
+  // The next n uniforms of the stream, on every core: splitmix64's i-th output
+  // depends only on state + i·gamma, so the bytes do not depend on the thread count.
   std::vector<float> draw(int64_t n, float lo, float hi) {
     std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = lo + (hi - lo) * uniform();
+    const uint64_t base = state_;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = lo + (hi - lo) * unit(mix(base + uint64_t(i + 1) * k_gamma));
+    state_ = base + uint64_t(n) * k_gamma;
     return v;
   }
   void bf16(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
     std::vector<uint16_t> b(v.size());
-    f32_to_bf16(v.data(), b.data(), int64_t(v.size()));
+    const int64_t n = int64_t(v.size()), chunk = int64_t(1) << 20;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i += chunk) f32_to_bf16(v.data() + i, b.data() + i, std::min(chunk, n - i));
     add(name, dtype::bf16, std::move(shape), b.data(), b.size() * sizeof(uint16_t));
+  }
+  // quantize(first_row, rows) over blocks of 128 rows (the FP8 tile height) on every core.
+  template <class F>
+  status by_row_blocks(int64_t rows, F quantize) {
+    const int64_t blocks = (rows + 127) / 128;
+    std::vector<status> errors(static_cast<size_t>(blocks));
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int64_t b = 0; b < blocks; ++b) errors[size_t(b)] = quantize(b * 128, std::min<int64_t>(128, rows - b * 128));
+    for (const status& e : errors) HART_RETURN_IF_ERROR(e);
+    return {};
   }
   void fail(const status& s) {
     if (!s.ok() && error_.ok()) error_ = s;
@@ -154,13 +176,14 @@ class writer {
     shard_bytes_ = 0;
     return {};
   }
-  uint64_t next() {  // splitmix64: fast enough for a GB of weights
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  static constexpr uint64_t k_gamma = 0x9E3779B97F4A7C15ull;
+  static uint64_t mix(uint64_t z) {  // splitmix64's output of state z
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   }
-  float uniform() { return float(next() >> 40) * 0x1p-24f; }  // [0, 1)
+  static float unit(uint64_t r) { return float(r >> 40) * 0x1p-24f; }  // [0, 1)
+  uint64_t next() { return mix(state_ += k_gamma); }
 
   std::string dir_;
   random_checkpoint_options opt_;

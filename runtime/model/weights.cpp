@@ -33,7 +33,28 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-// Reads tensors by canonical name and converts them to fp32.
+bool packed_fp4(dtype t) { return t == dtype::i8 || t == dtype::u8 || t == dtype::e2m1x2; }
+bool dense(dtype t) { return t == dtype::f32 || t == dtype::f64 || t == dtype::bf16 || t == dtype::f16; }
+
+// `n` elements of a dense tensor from element `first`, as fp32.
+void decode_dense(const tensor_entry& e, int64_t first, int64_t n, float* out) {
+  const uint8_t* p = e.data + first * int64_t(dtype_size(e.type));
+  switch (e.type) {
+    case dtype::f32: std::memcpy(out, p, n * sizeof(float)); break;
+    case dtype::f64:
+      for (int64_t i = 0; i < n; ++i) {
+        double v;
+        std::memcpy(&v, p + i * 8, 8);
+        out[i] = float(v);
+      }
+      break;
+    case dtype::bf16: bf16_to_f32(reinterpret_cast<const uint16_t*>(p), out, n); break;
+    case dtype::f16: f16_to_f32(reinterpret_cast<const uint16_t*>(p), out, n); break;
+    default: break;  // callers check dense() first
+  }
+}
+
+// Finds tensors by canonical name and checks them against the shapes the config gives.
 class tensor_reader {
  public:
   static status_or<tensor_reader> open(const tensor_source& src) {
@@ -57,58 +78,92 @@ class tensor_reader {
     return it == by_canonical_.end() ? nullptr : it->second;
   }
 
-  // Floats of tensor `canon` with logical shape `shape` (packed FP4 counts logical columns).
-  status_or<std::vector<float>> floats(const std::string& canon, std::vector<int64_t> shape) const {
+  const std::map<std::string, const tensor_entry*>& all() const { return by_canonical_; }
+
+  // Where the [rows, cols] matrix `canon` is (packed FP4 counts logical columns), checked.
+  status_or<stored_linear> matrix(const std::string& canon, int64_t rows, int64_t cols) const {
     const tensor_entry* e = find(canon);
     if (!e) return not_found("%s lacks tensor '%s'", what_.c_str(), canon.c_str());
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    std::vector<float> out(numel);
-    const bool packed_fp4 = (e->type == dtype::i8 || e->type == dtype::u8 || e->type == dtype::e2m1x2);
-    std::vector<int64_t> stored = shape;
-    if (packed_fp4 && !stored.empty()) stored.back() /= 2;
+    std::vector<int64_t> stored = {rows, packed_fp4(e->type) ? cols / 2 : cols};
     if (e->shape != stored) {
-      return invalid_argument("tensor '%s' (%s) has shape %s %s, expected %s", canon.c_str(),
-                              e->name.c_str(), e->shape_string().c_str(),
-                              std::string(dtype_name(e->type)).c_str(), shape_str(stored).c_str());
+      return invalid_argument("tensor '%s' (%s) has shape %s %s, expected %s", canon.c_str(), e->name.c_str(),
+                              e->shape_string().c_str(), std::string(dtype_name(e->type)).c_str(),
+                              shape_str(stored).c_str());
     }
-    switch (e->type) {
-      case dtype::f32: std::memcpy(out.data(), e->data, numel * sizeof(float)); break;
-      case dtype::f64:
-        for (int64_t i = 0; i < numel; ++i) {
-          double v;
-          std::memcpy(&v, e->data + i * 8, 8);
-          out[i] = float(v);
-        }
-        break;
-      case dtype::bf16: bf16_to_f32(reinterpret_cast<const uint16_t*>(e->data), out.data(), numel); break;
-      case dtype::f16: f16_to_f32(reinterpret_cast<const uint16_t*>(e->data), out.data(), numel); break;
-      case dtype::e4m3: {
-        if (shape.size() != 2) return invalid_argument("FP8 tensor '%s' must be 2-D", canon.c_str());
-        HART_ASSIGN_OR_RETURN(const tensor_entry* s, scale_of(canon, {(shape[0] + 127) / 128, (shape[1] + 127) / 128}));
-        if (s->type == dtype::e8m0) {
-          HART_RETURN_IF_ERROR(fp8_block_dequantize(e->data, s->data, shape[0], shape[1], k_fp8_block, out.data()));
-        } else {
-          HART_ASSIGN_OR_RETURN(std::vector<float> sf, floats(canonical_scale_name(canon), s->shape));
-          HART_RETURN_IF_ERROR(fp8_block_dequantize(e->data, sf.data(), shape[0], shape[1], k_fp8_block, out.data()));
-        }
-        break;
+    stored_linear s{e};
+    if (e->type == dtype::e4m3) {
+      HART_ASSIGN_OR_RETURN(s.scales, scale_of(canon, {(rows + 127) / 128, (cols + 127) / 128}));
+      if (s.scales->type != dtype::e8m0 && !dense(s.scales->type)) {
+        return invalid_argument("FP8 tensor '%s' needs an F8_E8M0 or float scale, got %s", canon.c_str(),
+                                std::string(dtype_name(s.scales->type)).c_str());
       }
-      case dtype::i8: case dtype::u8: case dtype::e2m1x2: {
-        if (shape.size() != 2 || shape[1] % 32) return invalid_argument("FP4 tensor '%s' must be 2-D with K %% 32 == 0", canon.c_str());
-        HART_ASSIGN_OR_RETURN(const tensor_entry* s, scale_of(canon, {shape[0], shape[1] / 32}));
-        if (s->type != dtype::e8m0 && s->type != dtype::u8) {
-          return invalid_argument("FP4 tensor '%s' needs an F8_E8M0 scale, got %s", canon.c_str(),
-                                  std::string(dtype_name(s->type)).c_str());
-        }
-        HART_RETURN_IF_ERROR(mxfp4_dequantize(e->data, s->data, shape[0], shape[1], out.data()));
-        break;
+    } else if (packed_fp4(e->type)) {
+      if (cols % 32) return invalid_argument("FP4 tensor '%s' must be 2-D with K %% 32 == 0", canon.c_str());
+      HART_ASSIGN_OR_RETURN(s.scales, scale_of(canon, {rows, cols / 32}));
+      if (s.scales->type != dtype::e8m0 && s.scales->type != dtype::u8) {
+        return invalid_argument("FP4 tensor '%s' needs an F8_E8M0 scale, got %s", canon.c_str(),
+                                std::string(dtype_name(s.scales->type)).c_str());
       }
-      default:
-        return invalid_argument("tensor '%s' has unsupported dtype %s", canon.c_str(),
-                                std::string(dtype_name(e->type)).c_str());
+    } else if (!dense(e->type)) {
+      return invalid_argument("tensor '%s' has unsupported dtype %s", canon.c_str(),
+                              std::string(dtype_name(e->type)).c_str());
     }
+    return s;
+  }
+
+  // Floats of the dense or quantized tensor `canon` with logical shape `shape` (1-D or 2-D).
+  status_or<std::vector<float>> floats(const std::string& canon, std::vector<int64_t> shape) const {
+    const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.empty() ? 1 : shape.back();
+    if (shape.size() == 2) {
+      HART_ASSIGN_OR_RETURN(stored_linear s, matrix(canon, rows, cols));
+      std::vector<float> out(rows * cols);
+      HART_RETURN_IF_ERROR(read_rows(s, rows, cols, 0, rows, out.data()));
+      return out;
+    }
+    const tensor_entry* e = find(canon);
+    if (!e) return not_found("%s lacks tensor '%s'", what_.c_str(), canon.c_str());
+    if (e->shape != shape) {
+      return invalid_argument("tensor '%s' (%s) has shape %s, expected %s", canon.c_str(), e->name.c_str(),
+                              e->shape_string().c_str(), shape_str(shape).c_str());
+    }
+    if (!dense(e->type)) {
+      return invalid_argument("tensor '%s' has unsupported dtype %s", canon.c_str(),
+                              std::string(dtype_name(e->type)).c_str());
+    }
+    std::vector<float> out(rows * cols);
+    decode_dense(*e, 0, rows * cols, out.data());
     return out;
+  }
+
+  // Rows [row0, row0 + n) of the [rows, cols] matrix at `s` as fp32; row0 % 128 == 0.
+  static status read_rows(const stored_linear& s, int64_t rows, int64_t cols, int64_t row0, int64_t n, float* out) {
+    if (row0 < 0 || n < 0 || row0 + n > rows || row0 % k_fp8_block) {
+      return invalid_argument("read_rows: rows [%lld, %lld) of a [%lld, %lld] linear (row0 a multiple of 128)",
+                              (long long)row0, (long long)(row0 + n), (long long)rows, (long long)cols);
+    }
+    const tensor_entry& e = *s.values;
+    if (dense(e.type)) {
+      decode_dense(e, (s.row0 + row0) * cols, n * cols, out);
+    } else if (e.type == dtype::e4m3) {
+      const int64_t tiles = (cols + 127) / 128, first = row0 / 128 * tiles, count = (n + 127) / 128 * tiles;
+      const uint8_t* q = e.data + row0 * cols;
+      if (s.scales->type == dtype::e8m0) {
+        HART_RETURN_IF_ERROR(fp8_block_dequantize(q, s.scales->data + first, n, cols, k_fp8_block, out));
+      } else {
+        std::vector<float> sf(count);
+        decode_dense(*s.scales, first, count, sf.data());
+        HART_RETURN_IF_ERROR(fp8_block_dequantize(q, sf.data(), n, cols, k_fp8_block, out));
+      }
+    } else {
+      HART_RETURN_IF_ERROR(mxfp4_dequantize(e.data + row0 * cols / 2, s.scales->data + row0 * cols / 32, n, cols, out));
+    }
+    if (s.qdq) {
+      // Round-trip through the checkpoint's FP8 format so fp32 weights carry FP8 values (tiles of 128 rows).
+      std::vector<uint8_t> q(n * cols), sc(((n + 127) / 128) * ((cols + 127) / 128));
+      HART_RETURN_IF_ERROR(fp8_block_quantize(out, n, cols, k_fp8_block, q.data(), sc.data()));
+      HART_RETURN_IF_ERROR(fp8_block_dequantize(q.data(), sc.data(), n, cols, k_fp8_block, out));
+    }
+    return {};
   }
 
   status_or<std::vector<int32_t>> ints(const std::string& canon, std::vector<int64_t> shape) const {
@@ -165,7 +220,7 @@ struct loader {
   const tensor_reader& r;
   const model_config& cfg;
   precision prec;
-  bool bf16;  // linears whose outputs the official inference keeps in bf16 say so
+  model_weights_reader::options opts;
   int64_t n_params = 0;
 
   status vec(const std::string& name, int64_t n, std::vector<float>* out) {
@@ -180,39 +235,42 @@ struct loader {
     return {};
   }
 
+  // Values of `w` (stored set) unless lazy.
+  status finish_linear(linear_weight* w) {
+    n_params += w->out * w->in;
+    if (opts.lazy) return {};
+    w->w.resize(w->out * w->in);
+    HART_RETURN_IF_ERROR(tensor_reader::read_rows(w->stored, w->out, w->in, 0, w->out, w->w.data()));
+    w->stored = {};  // the source may go before the weights
+    return {};
+  }
+
   // `fp8`: the reference runs this linear in FP8 (weights e4m3, inputs quantized per 128).
   // `fp8_weight_only`: weights are FP8 values but inputs stay unquantized (wo_a).
   // `fp32_output`: the reference keeps this linear's output in fp32 (fp32 weights there).
-  // Reads `fp4` from the tensor's dtype (MXFP4 experts keep their values, sum per 32).
+  // MXFP4 values (routed experts) keep their values and sum per 32.
   status linear(const std::string& name, int64_t out, int64_t in, bool fp8, linear_weight* w,
                 bool fp8_weight_only = false, bool fp32_output = false) {
     w->out = out;
     w->in = in;
-    w->bf16_output = bf16 && !fp32_output;
-    HART_RETURN_IF_ERROR(mat(name, out, in, &w->w));
+    w->bf16_output = opts.bf16_activations && !fp32_output;
+    w->row_invariant = opts.row_invariant;
+    HART_ASSIGN_OR_RETURN(w->stored, r.matrix(name, out, in));
     const bool quantize = prec == precision::fp8 && (fp8 || fp8_weight_only);
-    const tensor_entry* e = r.find(name);
-    const bool fp4 = e && (e->type == dtype::i8 || e->type == dtype::e2m1x2);
+    const bool fp4 = packed_fp4(w->stored.values->type);
     if (quantize) {
-      const bool already_fp8 = e && e->type == dtype::e4m3;
-      if (!already_fp8 && !fp4) {
-        // Round-trip through the checkpoint's FP8 format so fp32 weights carry FP8 values.
-        std::vector<uint8_t> q(w->w.size());
-        std::vector<uint8_t> s(((out + 127) / 128) * ((in + 127) / 128));
-        HART_RETURN_IF_ERROR(fp8_block_quantize(w->w.data(), out, in, k_fp8_block, q.data(), s.data()));
-        HART_RETURN_IF_ERROR(fp8_block_dequantize(q.data(), s.data(), out, in, k_fp8_block, w->w.data()));
-      }
+      w->stored.qdq = w->stored.values->type != dtype::e4m3 && !fp4;
       w->fp8_input = fp8;
     }
     // bf16 activations: the official kernels' sums (fp8_gemm per 128, fp4_gemm per 32); its fp32
     // GEMMs (fp32 weights: compressors, router, head) in K order as cuBLAS's SGEMM adds (blocks
     // of 1: measured to keep the CSA layer's picks where one exact dot flips one); its bf16 GEMMs
     // (and widths its kernels cannot take) as one exactly rounded dot.
-    if (bf16) {
+    if (opts.bf16_activations) {
       const int64_t block = quantize && fp8 ? (fp4 ? 32 : 128) : fp32_output ? 1 : in;
       w->k_block = in % block == 0 ? block : in;
     }
-    return {};
+    return finish_linear(w);
   }
 
   status compressor(const std::string& p, int64_t rate, int64_t dim, bool overlap, compressor_weights* c) {
@@ -226,32 +284,45 @@ struct loader {
     return vec(p + ".norm.weight", dim, &c->norm);
   }
 
+  // HF stacked layout: gate_up_proj [E, 2I, D] (gate rows first), down_proj [E, D, I], dense dtypes.
+  status stacked_experts(const std::string& p, layer_weights* L) {
+    const int64_t D = cfg.hidden_size, I = cfg.moe_inter_dim, E = cfg.n_routed_experts;
+    const tensor_entry* gu = r.find(p + ".experts.gate_up_proj");
+    const tensor_entry* dn = r.find(p + ".experts.down_proj");
+    if (!dn) return not_found("%s has gate_up_proj but lacks tensor '%s.experts.down_proj'", p.c_str(), p.c_str());
+    auto check = [&](const tensor_entry* e, std::vector<int64_t> shape) -> status {
+      if (e->shape == shape && dense(e->type)) return {};
+      return invalid_argument("tensor '%s' has shape %s %s, expected %s of BF16, F16 or F32", e->name.c_str(),
+                              e->shape_string().c_str(), std::string(dtype_name(e->type)).c_str(),
+                              shape_str(shape).c_str());
+    };
+    HART_RETURN_IF_ERROR(check(gu, {E, 2 * I, D}));
+    HART_RETURN_IF_ERROR(check(dn, {E, D, I}));
+    for (int64_t e = 0; e < E; ++e) {
+      expert_weights& x = L->experts[e];
+      const std::pair<linear_weight*, stored_linear> parts[3] = {
+          {&x.w1, {gu, nullptr, e * 2 * I}}, {&x.w3, {gu, nullptr, e * 2 * I + I}}, {&x.w2, {dn, nullptr, e * D}}};
+      for (auto [w, at] : parts) {
+        w->out = w == &x.w2 ? D : I;
+        w->in = w == &x.w2 ? I : D;
+        w->stored = at;
+        w->bf16_output = opts.bf16_activations;
+        w->row_invariant = opts.row_invariant;
+        if (prec == precision::fp8) {
+          w->stored.qdq = true;
+          w->fp8_input = true;
+          if (opts.bf16_activations) w->k_block = 128;
+        }
+        HART_RETURN_IF_ERROR(finish_linear(w));
+      }
+    }
+    return {};
+  }
+
   status experts(const std::string& p, layer_weights* L) {
     const int64_t D = cfg.hidden_size, I = cfg.moe_inter_dim, E = cfg.n_routed_experts;
     L->experts.resize(E);
-    if (!r.find(p + ".experts.0.w1.weight") && r.find(p + ".experts.gate_up_proj")) {
-      // HF stacked layout: gate_up_proj [E, 2I, D] (gate rows first), down_proj [E, D, I].
-      HART_ASSIGN_OR_RETURN(std::vector<float> gu, r.floats(p + ".experts.gate_up_proj", {E, 2 * I, D}));
-      HART_ASSIGN_OR_RETURN(std::vector<float> dn, r.floats(p + ".experts.down_proj", {E, D, I}));
-      for (int64_t e = 0; e < E; ++e) {
-        expert_weights& x = L->experts[e];
-        x.w1 = {std::vector<float>(gu.begin() + e * 2 * I * D, gu.begin() + (e * 2 + 1) * I * D), I, D, false};
-        x.w3 = {std::vector<float>(gu.begin() + (e * 2 + 1) * I * D, gu.begin() + (e + 1) * 2 * I * D), I, D, false};
-        x.w2 = {std::vector<float>(dn.begin() + e * D * I, dn.begin() + (e + 1) * D * I), D, I, false};
-        for (linear_weight* w : {&x.w1, &x.w3, &x.w2}) {
-          if (prec == precision::fp8) {
-            std::vector<uint8_t> q(w->w.size()), s(((w->out + 127) / 128) * ((w->in + 127) / 128));
-            HART_RETURN_IF_ERROR(fp8_block_quantize(w->w.data(), w->out, w->in, k_fp8_block, q.data(), s.data()));
-            HART_RETURN_IF_ERROR(fp8_block_dequantize(q.data(), s.data(), w->out, w->in, k_fp8_block, w->w.data()));
-            w->fp8_input = true;
-            if (bf16) w->k_block = 128;
-          }
-          w->bf16_output = bf16;
-        }
-      }
-      n_params += E * 3 * I * D;
-      return {};
-    }
+    if (!r.find(p + ".experts.0.w1.weight") && r.find(p + ".experts.gate_up_proj")) return stacked_experts(p, L);
     for (int64_t e = 0; e < E; ++e) {
       const std::string q = p + ".experts." + std::to_string(e);
       HART_RETURN_IF_ERROR(linear(q + ".w1.weight", I, D, true, &L->experts[e].w1));
@@ -322,6 +393,99 @@ struct loader {
 
 }  // namespace
 
+bool stored_linear::fp8_e8m0() const {
+  return values && values->type == dtype::e4m3 && scales->type == dtype::e8m0 && !qdq && row0 == 0;
+}
+bool stored_linear::mxfp4() const { return values && packed_fp4(values->type) && !qdq && row0 == 0; }
+bool stored_linear::bf16() const { return values && values->type == dtype::bf16 && !qdq; }
+
+struct model_weights_reader::impl {
+  impl(const tensor_source& s, const model_config& c, tensor_reader r, precision prec, options opts)
+      : src(s), cfg(c), reader(std::move(r)), ld{reader, cfg, prec, opts} {}
+  const tensor_source& src;
+  const model_config cfg;
+  const tensor_reader reader;
+  loader ld;  // reads `reader`
+};
+
+model_weights_reader::model_weights_reader(std::unique_ptr<impl> p) : p_(std::move(p)) {}
+model_weights_reader::~model_weights_reader() = default;
+
+status_or<std::unique_ptr<model_weights_reader>> model_weights_reader::open(const tensor_source& src,
+                                                                            const model_config& cfg, precision prec,
+                                                                            options opts) {
+  HART_RETURN_IF_ERROR(cfg.validate());
+  HART_ASSIGN_OR_RETURN(tensor_reader reader, tensor_reader::open(src));
+  auto p = std::make_unique<impl>(src, cfg, std::move(reader), prec, opts);
+  return std::unique_ptr<model_weights_reader>(new model_weights_reader(std::move(p)));
+}
+
+status_or<model_weights> model_weights_reader::globals() {
+  loader& ld = p_->ld;
+  const model_config& cfg = p_->cfg;
+  model_weights w;
+  const int64_t D = cfg.hidden_size, V = cfg.vocab_size, n = cfg.hc_mult;
+  HART_RETURN_IF_ERROR(ld.linear("embed.weight", V, D, false, &w.embed));
+  w.embed.row_invariant = false;  // rows gathered, never multiplied
+  if (p_->reader.find("head.weight")) {
+    HART_RETURN_IF_ERROR(ld.linear("head.weight", V, D, false, &w.head, false, /*fp32_output=*/true));
+  } else if (cfg.tie_word_embeddings) {
+    w.head = w.embed;
+    w.head.bf16_output = false;
+    w.head.row_invariant = ld.opts.row_invariant;
+  } else {
+    return not_found("%s lacks tensor 'head.weight' (lm_head) and embeddings are not tied", p_->src.describe().c_str());
+  }
+  HART_RETURN_IF_ERROR(ld.vec("norm.weight", D, &w.norm));
+  HART_RETURN_IF_ERROR(ld.mat("hc_head_fn", n, n * D, &w.hc_head_fn));
+  HART_RETURN_IF_ERROR(ld.vec("hc_head_base", n, &w.hc_head_base));
+  HART_RETURN_IF_ERROR(ld.vec("hc_head_scale", 1, &w.hc_head_scale));
+  w.inv_freq_main = rope_inv_freq(cfg.rope_main, cfg.head_dim);
+  w.inv_freq_compress = rope_inv_freq(cfg.rope_compress, cfg.head_dim);
+  if ((int64_t)w.inv_freq_main.size() * 2 != cfg.rope_dim || (int64_t)w.inv_freq_compress.size() * 2 != cfg.rope_dim) {
+    return invalid_argument("config: partial_rotary_factor gives %zu rope dims, qk_rope_head_dim is %lld",
+                            w.inv_freq_main.size() * 2, (long long)cfg.rope_dim);
+  }
+  return w;
+}
+
+status_or<layer_weights> model_weights_reader::layer(int64_t il) {
+  if (il < 0 || il >= p_->cfg.n_layers) {
+    return invalid_argument("model_weights_reader: layer %lld of %lld", (long long)il, (long long)p_->cfg.n_layers);
+  }
+  layer_weights L;
+  status s = p_->ld.layer(il, &L);
+  if (!s.ok()) return status(s.code(), p_->src.describe() + ": layer " + std::to_string(il) + ": " + s.message());
+  return L;
+}
+
+status model_weights_reader::read_rows(const linear_weight& w, int64_t row0, int64_t rows, float* out) const {
+  if (!w.stored.values) return invalid_argument("read_rows: the linear has no stored values (not read lazily)");
+  return tensor_reader::read_rows(w.stored, w.out, w.in, row0, rows, out);
+}
+
+status model_weights_reader::read(linear_weight* w) const {
+  w->w.resize(w->out * w->in);
+  return read_rows(*w, 0, w->out, w->w.data());
+}
+
+int64_t model_weights_reader::n_params() const { return p_->ld.n_params; }
+
+int64_t model_weights_reader::layer_bytes(int64_t il) const {
+  const std::string prefix = "layers." + std::to_string(il) + ".";
+  int64_t bytes = 0;
+  for (auto it = p_->reader.all().lower_bound(prefix); it != p_->reader.all().end() && it->first.rfind(prefix, 0) == 0; ++it) {
+    bytes += int64_t(it->second->n_bytes);
+  }
+  return bytes;
+}
+
+int64_t model_weights_reader::total_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [name, e] : p_->reader.all()) bytes += int64_t(e->n_bytes);
+  return bytes;
+}
+
 std::vector<float> rope_inv_freq(const rope_config& r, int64_t head_dim) {
   const int64_t dim = static_cast<int64_t>(double(head_dim) * r.partial_rotary_factor);
   const int64_t half = dim / 2;
@@ -357,55 +521,18 @@ status_or<model_weights> model_weights_load(const std::string& dir, const model_
 status_or<model_weights> model_weights_load(const tensor_source& src, const model_config& cfg,
                                             precision prec, void (*on_progress)(const load_progress&),
                                             bool row_invariant, bool bf16_activations) {
-  HART_RETURN_IF_ERROR(cfg.validate());
-  HART_ASSIGN_OR_RETURN(tensor_reader reader, tensor_reader::open(src));
-  loader ld{reader, cfg, prec, bf16_activations};
-  model_weights w;
-  const int64_t D = cfg.hidden_size, V = cfg.vocab_size, n = cfg.hc_mult;
-  HART_RETURN_IF_ERROR(ld.linear("embed.weight", V, D, false, &w.embed));
-  if (reader.find("head.weight")) {
-    HART_RETURN_IF_ERROR(ld.linear("head.weight", V, D, false, &w.head, false, /*fp32_output=*/true));
-  } else if (cfg.tie_word_embeddings) {
-    w.head = w.embed;
-    w.head.bf16_output = false;
-  } else {
-    return not_found("%s lacks tensor 'head.weight' (lm_head) and embeddings are not tied", src.describe().c_str());
-  }
-  HART_RETURN_IF_ERROR(ld.vec("norm.weight", D, &w.norm));
-  HART_RETURN_IF_ERROR(ld.mat("hc_head_fn", n, n * D, &w.hc_head_fn));
-  HART_RETURN_IF_ERROR(ld.vec("hc_head_base", n, &w.hc_head_base));
-  HART_RETURN_IF_ERROR(ld.vec("hc_head_scale", 1, &w.hc_head_scale));
-  w.layers.resize(cfg.n_layers);
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<model_weights_reader> reader,
+                        model_weights_reader::open(src, cfg, prec, {row_invariant, bf16_activations, false}));
+  HART_ASSIGN_OR_RETURN(model_weights w, reader->globals());
+  w.layers.reserve(cfg.n_layers);
   load_progress prog{0, cfg.n_layers};
   for (int64_t il = 0; il < cfg.n_layers; ++il) {
-    status s = ld.layer(il, &w.layers[il]);
-    if (!s.ok()) return status(s.code(), src.describe() + ": layer " + std::to_string(il) + ": " + s.message());
+    HART_ASSIGN_OR_RETURN(layer_weights L, reader->layer(il));
+    w.layers.push_back(std::move(L));
     prog.layers_done = il + 1;
     if (on_progress) on_progress(prog);
   }
-  w.inv_freq_main = rope_inv_freq(cfg.rope_main, cfg.head_dim);
-  w.inv_freq_compress = rope_inv_freq(cfg.rope_compress, cfg.head_dim);
-  if ((int64_t)w.inv_freq_main.size() * 2 != cfg.rope_dim || (int64_t)w.inv_freq_compress.size() * 2 != cfg.rope_dim) {
-    return invalid_argument("config: partial_rotary_factor gives %zu rope dims, qk_rope_head_dim is %lld",
-                            w.inv_freq_main.size() * 2, (long long)cfg.rope_dim);
-  }
-  w.n_params = ld.n_params;
-  if (row_invariant) {
-    auto mark = [](linear_weight& l) { l.row_invariant = true; };
-    mark(w.head);
-    for (layer_weights& L : w.layers) {
-      for (linear_weight* l : {&L.wq_a, &L.wq_b, &L.wkv, &L.wo_a, &L.wo_b, &L.compressor.wkv, &L.compressor.wgate,
-                               &L.indexer.wq_b, &L.indexer.weights_proj, &L.indexer.compressor.wkv,
-                               &L.indexer.compressor.wgate, &L.gate, &L.shared.w1, &L.shared.w2, &L.shared.w3}) {
-        mark(*l);
-      }
-      for (expert_weights& e : L.experts) {
-        mark(e.w1);
-        mark(e.w2);
-        mark(e.w3);
-      }
-    }
-  }
+  w.n_params = reader->n_params();
   return w;
 }
 

@@ -5,9 +5,13 @@
 // the linears the reference runs in FP8 are quantized to e4m3 with 128×128
 // power-of-two block scales (if the checkpoint is not FP8 already) and carry
 // `fp8_input = true`: their inputs are quantized per token, per 128 channels.
+// model_weights_reader reads the same model piece by piece, its linears'
+// values left in the source until asked for (the GPU engine streams them to
+// the device without ever holding the whole model on the host).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,14 +24,33 @@ enum class precision { exact, fp8 };
 const char* precision_name(precision p);
 bool precision_parse(const std::string& s, precision* out);
 
+struct tensor_entry;
+
+/// Where a linear's values are in its source: rows [row0, row0 + out) of the
+/// 2-D view of `values` (row0 > 0: one expert of a stacked [E, rows, in]
+/// tensor), with `scales` for FP8 (per 128×128) and MXFP4 (per 32) codes.
+struct stored_linear {
+  const tensor_entry* values = nullptr;
+  const tensor_entry* scales = nullptr;
+  int64_t row0 = 0;
+  bool qdq = false;  // read through FP8 quantization (fp8 precision, values not FP8 or MXFP4 already)
+
+  /// As stored, the values are: e4m3 codes with e8m0 scales per 128×128 (whole tensor);
+  /// e2m1 pairs [out, in/2] with e8m0 scales [out, in/32] (whole tensor); bf16 rows.
+  bool fp8_e8m0() const;
+  bool mxfp4() const;
+  bool bf16() const;
+};
+
 struct linear_weight {
-  std::vector<float> w;  // [in, out] row-major [out][in]
+  std::vector<float> w;  // [in, out] row-major [out][in]; empty while `stored` is not read (lazy)
   int64_t out = 0;
   int64_t in = 0;
   bool fp8_input = false;  // quantize inputs per 128 channels before the GEMM (fp8 mode)
   bool row_invariant = false;  // batch-invariant GEMM (engine_params::deterministic)
   bool bf16_output = false;  // round outputs to bf16, as the official inference's bf16 activations
   int64_t k_block = 0;       // > 0: summed by linear_blocked (the official GEMMs: 128 FP8, 32 MXFP4)
+  stored_linear stored;      // set only by a lazy model_weights_reader; its source must outlive it
 };
 
 struct compressor_weights {
@@ -88,6 +111,46 @@ struct load_progress {
 };
 
 class tensor_source;
+
+/// Reads the model from `src` piece by piece: what model_weights_load holds,
+/// with the same checks (a missing, mis-shaped or wrong-dtype tensor is an
+/// error naming it, raised when its piece is read). `lazy`: linears come with
+/// `w` empty and `stored` set, their values read by read_rows when wanted
+/// (everything else is read at once: vectors, mHC and RoPE tables, hash
+/// routing tables). The source must outlive the reader and lazy pieces.
+class model_weights_reader {
+ public:
+  struct options {
+    bool row_invariant = false;     // linear_weight::row_invariant on every linear
+    bool bf16_activations = false;  // linear_weight::bf16_output / k_block as the official inference sums
+    bool lazy = false;
+  };
+  static status_or<std::unique_ptr<model_weights_reader>> open(const tensor_source& src, const model_config& cfg,
+                                                               precision prec, options opts);
+  ~model_weights_reader();
+
+  /// Everything outside the layers (embed, head, final norm, mHC head, RoPE tables); `layers` empty.
+  status_or<model_weights> globals();
+  /// Layer `il`, routed experts included. Errors name the layer.
+  status_or<layer_weights> layer(int64_t il);
+  /// Rows [row0, row0 + rows) of `w` ([out, in], from this reader) as the
+  /// eager load holds them (FP8 and MXFP4 codes decoded, QDQ when
+  /// stored.qdq) into `out` [rows, in]. row0 a multiple of 128 (a row block
+  /// of the FP8 tiles); data_loss for a NaN scale code.
+  status read_rows(const linear_weight& w, int64_t row0, int64_t rows, float* out) const;
+  /// The whole of a lazy `w` into w->w (stored kept).
+  status read(linear_weight* w) const;
+  /// Parameters counted by the pieces read so far.
+  int64_t n_params() const;
+  /// Bytes of the source's tensors under layer `il` ("layers.il."), and of all it holds (progress).
+  int64_t layer_bytes(int64_t il) const;
+  int64_t total_bytes() const;
+
+ private:
+  struct impl;
+  explicit model_weights_reader(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> p_;
+};
 
 /// Loads every tensor the config needs from `src`, checking names, shapes and
 /// dtypes; a missing, mis-shaped or wrong-dtype tensor is an error that names
