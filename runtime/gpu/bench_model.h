@@ -7,11 +7,11 @@
 // weights_proj, router and head bf16; the rest (embedding, mHC, norms) fp32.
 // In `exact` the FP8 linears are fp32 (experts) or bf16 (the others).
 //
-// NOTE(bench): not through a tensor_source + model_weights_load. That path
-// holds every weight as host fp32 and re-encodes each FP8 tile on one core at
-// upload; for 4 Flash layers (25.8 G routed-expert parameters) that is ~110 GB
-// of host memory and minutes of load. The layout and formats here are the
-// ones gpu_weights.cpp produces from a real FP8 checkpoint.
+// NOTE(bench): not through a checkpoint and device_weights_load: writing a
+// random V4-Flash checkpoint costs ~1.5 min per layer on 2 cores (3.4 GB of
+// MXFP4 experts each) and the disk to hold it; generated here, 4 layers take
+// seconds. The layout and formats are the ones device_weights_load produces
+// from a real FP8 checkpoint.
 //
 //   HART_ASSIGN_OR_RETURN(gpu::device_weights w, gpu::bench_weights_make(cfg, precision::fp8, 1));
 //   HART_ASSIGN_OR_RETURN(auto eng, gpu_engine::load(params, cfg, std::move(w)));

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace hart::gpu {
@@ -10,6 +11,20 @@ namespace hart::gpu {
 status cuda_status(int e, const char* what) {
   if (e == cudaSuccess) return {};
   return internal_error("%s: %s", what, cudaGetErrorString(cudaError_t(e)));
+}
+
+namespace {
+std::atomic<size_t> g_live_bytes{0};
+}  // namespace
+
+size_t device_buffer::live_bytes() { return g_live_bytes.load(); }
+
+void device_buffer::release() {
+  if (!ptr_) return;
+  cudaFree(ptr_);
+  g_live_bytes -= bytes_;
+  ptr_ = nullptr;
+  bytes_ = 0;
 }
 
 status_or<device_buffer> device_buffer::create(size_t bytes) {
@@ -21,16 +36,15 @@ status_or<device_buffer> device_buffer::create(size_t bytes) {
     return resource_exhausted("gpu engine: cudaMalloc of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
   }
   b.bytes_ = bytes;
+  g_live_bytes += bytes;
   return b;
 }
 
-device_buffer::~device_buffer() {
-  if (ptr_) cudaFree(ptr_);
-}
+device_buffer::~device_buffer() { release(); }
 
 device_buffer& device_buffer::operator=(device_buffer&& o) noexcept {
   if (this != &o) {
-    if (ptr_) cudaFree(ptr_);
+    release();
     ptr_ = std::exchange(o.ptr_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
   }

@@ -34,8 +34,11 @@ class device_buffer {
 
   void* get() const { return ptr_; }
   size_t bytes() const { return bytes_; }
+  /// Bytes held by every live device_buffer of the process (what a failed load must give back).
+  static size_t live_bytes();
 
  private:
+  void release();
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };

@@ -12,6 +12,7 @@
 #include "runtime/gpu/engine_kernels.h"
 #include "runtime/gpu/moe_dispatch.h"
 #include "runtime/gpu/gpu_engine_impl.h"
+#include "runtime/model/tensor_source.h"
 
 namespace hart {
 
@@ -499,9 +500,10 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
   if (weights) {
     s->w = std::move(*weights);
   } else {
-    HART_ASSIGN_OR_RETURN(model_weights host, model_weights_load(params.base.model_dir, c, params.base.prec));
-    HART_ASSIGN_OR_RETURN(s->w, gpu::device_weights_upload(host, c, params.base.prec, params.fp8_tensor_cores));
-  }  // host weights released: the device copy is the only one
+    HART_ASSIGN_OR_RETURN(std::unique_ptr<tensor_source> src, checkpoint_source_open(params.base.model_dir));
+    HART_ASSIGN_OR_RETURN(s->w, gpu::device_weights_load(*src, c, params.base.prec, params.fp8_tensor_cores,
+                                                         gpu::weights_load_reporter()));
+  }
   s->swa_keep = std::max<int64_t>(c.window, 2 * c.csa_rate);
   s->pages_per_seq = (params.max_context + P - 1) / P;
   s->max_entries = std::max<int64_t>(params.max_context / c.csa_rate, 1);

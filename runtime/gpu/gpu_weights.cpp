@@ -3,12 +3,16 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "kernels/linear/linear.h"
 #include "kernels/quant/quant.h"
 #include "runtime/core/codecs.h"
+#include "runtime/core/log.h"
 #include "runtime/gpu/weight_requant.h"
+#include "runtime/model/safetensors.h"
+#include "runtime/model/tensor_source.h"
 
 namespace hart::gpu {
 namespace {
@@ -32,11 +36,16 @@ struct mxfp4_codes {
 };
 
 // Uploads host weights. Load (`like_` null): fp8 linears arrive QDQ'd from the
-// host loader and are encoded on the host. Update (`like_` set): raw fp32
-// values, fp8 linears chosen by the serving set and re-quantized on the device.
+// host loader and are encoded on the host. A streamed load (`src_` set) gets
+// lazy linears: what the device keeps in the checkpoint's own format (FP8
+// codes with e8m0 scales, MXFP4 experts, bf16) goes up as stored, the rest is
+// read one linear at a time and dropped after its upload. Update (`like_`
+// set): raw fp32 values, fp8 linears chosen by the serving set and
+// re-quantized on the device.
 class uploader {
  public:
-  uploader(device_weights* d, const device_weights* like, cudaStream_t stream) : d_(d), like_(like), stream_(stream) {}
+  uploader(device_weights* d, const device_weights* like, cudaStream_t stream, const model_weights_reader* src = nullptr)
+      : d_(d), like_(like), stream_(stream), src_(src) {}
 
   bool updating() const { return like_ != nullptr; }
 
@@ -59,14 +68,34 @@ class uploader {
       return dense(w, out, narrow);
     }
     if (prec == precision::fp8 && w.fp8_input) {
+      if (lazy(w) && w.stored.fp8_e8m0()) return put_stored_fp8(w, out);
+      linear_weight read;
+      HART_ASSIGN_OR_RETURN(const linear_weight* v, values(w, &read));
       // The host values are FP8 tiles unless they came from MXFP4: codes only if exact.
-      HART_RETURN_IF_ERROR(encode_if_exact(w, out));
+      HART_RETURN_IF_ERROR(encode_if_exact(*v, out));
       if (out->codes) return {};
       out->qdq_input = true;
-      HART_ASSIGN_OR_RETURN(out->f32, put(w.w));
+      HART_ASSIGN_OR_RETURN(out->f32, put(v->w));
       return {};
     }
-    return dense(w, out, narrow);
+    return dense_or_stored(w, out, narrow);
+  }
+
+  /// A matrix the device keeps in fp32 (the embedding): a lazy one read in row
+  /// blocks of at most k_chunk_bytes, so no copy of it is ever whole on the host.
+  status_or<const float*> put_rows(const linear_weight& w) {
+    if (!lazy(w)) return put(w.w);
+    HART_ASSIGN_OR_RETURN(device_buffer b, device_buffer::create(size_t(w.out * w.in) * sizeof(float)));
+    const int64_t rows = std::max<int64_t>(128, k_chunk_bytes / int64_t(sizeof(float) * w.in) / 128 * 128);
+    std::vector<float> chunk(size_t(std::min(rows, w.out) * w.in));
+    auto* dst = static_cast<float*>(b.get());
+    for (int64_t r = 0; r < w.out; r += rows) {
+      const int64_t n = std::min(rows, w.out - r);
+      HART_RETURN_IF_ERROR(src_->read_rows(w, r, n, chunk.data()));
+      HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(dst + r * w.in, chunk.data(), size_t(n * w.in) * sizeof(float),
+                                                  cudaMemcpyHostToDevice), "gpu engine: weight upload"));
+    }
+    return static_cast<const float*>(track(std::move(b)));
   }
 
   /// wo_a: in fp8 precision its values are FP8 (QDQ'd), its inputs not: codes
@@ -76,17 +105,23 @@ class uploader {
   status fp8_values(const linear_weight& w, precision prec, device_linear* out) {
     out->in = w.in;
     out->out = w.out;
-    if (prec != precision::fp8 || w.w.empty()) return dense(w, out, true);
+    if (prec != precision::fp8 || (w.w.empty() && !lazy(w))) return dense_or_stored(w, out, true);
     if (updating()) {
       out->raw_input = true;
       return requant(w, out);  // codes of QDQ(raw), always (finish() refuses the update otherwise)
     }
-    HART_RETURN_IF_ERROR(encode_if_exact(w, out));
+    if (lazy(w) && w.stored.fp8_e8m0()) {
+      out->raw_input = true;
+      return put_stored_fp8(w, out);
+    }
+    linear_weight read;
+    HART_ASSIGN_OR_RETURN(const linear_weight* v, values(w, &read));
+    HART_RETURN_IF_ERROR(encode_if_exact(*v, out));
     if (out->codes) {
       out->raw_input = true;
       return {};
     }
-    HART_ASSIGN_OR_RETURN(out->f32, put(w.w));
+    HART_ASSIGN_OR_RETURN(out->f32, put(v->w));
     return {};
   }
 
@@ -104,11 +139,15 @@ class uploader {
   /// A layer's routed experts: MXFP4 (`mxfp4`, a load in fp8 precision) when
   /// every w1/w3/w2 is an FP8-input linear of whole 128-blocks whose values
   /// re-encode to MXFP4 exactly with scale codes the kernel takes (>= 1);
-  /// else each as expert() keeps it.
+  /// else each as expert() keeps it. A streamed load keeps them MXFP4 when
+  /// the checkpoint stores them so (stored_mxfp4_experts), as stored.
   status routed_experts(const std::vector<expert_weights>& ex, precision prec, bool mxfp4,
                         std::vector<device_expert>* out, const device_layer* like) {
     out->resize(ex.size());
-    if (mxfp4 && !updating() && prec == precision::fp8) {
+    if (mxfp4 && !updating() && prec == precision::fp8 && !ex.empty() && lazy(ex[0].w1)) {
+      HART_ASSIGN_OR_RETURN(bool as_stored, stored_mxfp4_experts(ex));
+      if (as_stored) return put_stored_mxfp4(ex, out);
+    } else if (mxfp4 && !updating() && prec == precision::fp8) {
       std::vector<mxfp4_codes> enc;
       enc.reserve(ex.size() * 3);
       auto encode_all = [&] {
@@ -157,6 +196,88 @@ class uploader {
   }
 
  private:
+  static constexpr int64_t k_chunk_bytes = int64_t(64) << 20;  // host rows read at once for put_rows
+
+  bool lazy(const linear_weight& w) const { return w.w.empty() && w.stored.values; }
+
+  // `w` with its values: itself, or (lazy) read whole from the source into `read`.
+  status_or<const linear_weight*> values(const linear_weight& w, linear_weight* read) const {
+    if (!lazy(w)) return &w;
+    if (!src_) return internal_error("gpu weights: a lazy linear without its source");
+    *read = w;
+    HART_RETURN_IF_ERROR(src_->read(read));
+    return static_cast<const linear_weight*>(read);
+  }
+
+  const void* track(device_buffer b) {
+    const void* p = b.get();
+    d_->bytes += b.bytes();
+    d_->buffers.push_back(std::move(b));
+    return p;
+  }
+
+  // `n` elements of type T of a stored tensor from element `first`, straight from the source.
+  template <class T>
+  status_or<const T*> put_stored(const tensor_entry& e, int64_t first, int64_t n) {
+    HART_ASSIGN_OR_RETURN(device_buffer b, device_buffer::create(size_t(n) * sizeof(T)));
+    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(b.get(), e.data + first * int64_t(sizeof(T)), size_t(n) * sizeof(T),
+                                                cudaMemcpyHostToDevice), "gpu engine: weight upload"));
+    return static_cast<const T*>(track(std::move(b)));
+  }
+
+  // Scale codes that are NaN (0xff) fail the load, as reading the values would.
+  static status check_scales(const tensor_entry& s, uint8_t lowest) {
+    const auto [lo, hi] = std::minmax_element(s.data, s.data + s.n_bytes);
+    if (s.n_bytes && *hi == 0xff) return data_loss("tensor '%s' holds a NaN scale code (0xff)", s.name.c_str());
+    if (s.n_bytes && *lo < lowest) return failed_precondition("tensor '%s' holds scale code %d", s.name.c_str(), int(*lo));
+    return {};
+  }
+
+  // FP8 codes and e8m0 scales as the checkpoint stores them: the values the host
+  // path would re-encode (every stored tile re-encodes exactly; power-of-two
+  // scales make the GEMM's sums the same).
+  status put_stored_fp8(const linear_weight& w, device_linear* out) {
+    HART_RETURN_IF_ERROR(check_scales(*w.stored.scales, 0));
+    HART_ASSIGN_OR_RETURN(out->codes, put_stored<uint8_t>(*w.stored.values, 0, w.out * w.in));
+    HART_ASSIGN_OR_RETURN(out->scales, put_stored<uint8_t>(*w.stored.scales, 0, n_scales(w.out, w.in)));
+    return {};
+  }
+
+  // Whether every routed expert's w1/w3/w2 is stored MXFP4 the tensor-core
+  // kernels take as it is: FP8-input linears of whole 128-blocks, scale codes
+  // >= 1 (the kernel reads code 0 as 0). NaN codes fail the load.
+  status_or<bool> stored_mxfp4_experts(const std::vector<expert_weights>& ex) const {
+    for (const expert_weights& e : ex) {
+      for (const linear_weight* l : {&e.w1, &e.w3, &e.w2}) {
+        if (!lazy(*l) || !l->fp8_input || !l->stored.mxfp4() || l->in % 128 || l->out % 128) return false;
+        status s = check_scales(*l->stored.scales, 1);
+        if (s.code() == status_code::failed_precondition) return false;
+        HART_RETURN_IF_ERROR(s);
+      }
+    }
+    return true;
+  }
+
+  // The pairs reordered for the kernel (mxfp4_mma_order), the scales as stored.
+  status put_stored_mxfp4(const std::vector<expert_weights>& ex, std::vector<device_expert>* out) {
+    std::vector<uint8_t> packed;
+    for (size_t e = 0; e < ex.size(); ++e) {
+      device_linear* dl[3] = {&(*out)[e].w1, &(*out)[e].w3, &(*out)[e].w2};
+      const linear_weight* hl[3] = {&ex[e].w1, &ex[e].w3, &ex[e].w2};
+      for (int i = 0; i < 3; ++i) {
+        const linear_weight& w = *hl[i];
+        dl[i]->in = w.in;
+        dl[i]->out = w.out;
+        d_->max_linear_in = std::max(d_->max_linear_in, w.in);
+        packed.assign(w.stored.values->data, w.stored.values->data + w.out * w.in / 2);
+        HART_RETURN_IF_ERROR(mxfp4_mma_order(packed.data(), w.out, w.in, packed.data()));
+        HART_ASSIGN_OR_RETURN(dl[i]->fp4, put(packed));
+        HART_ASSIGN_OR_RETURN(dl[i]->fp4_scales, put_stored<uint8_t>(*w.stored.scales, 0, w.out * w.in / 32));
+      }
+    }
+    return {};
+  }
+
   template <class T>
   status_or<T*> put_mutable(const std::vector<T>& v) {
     if (v.empty()) return static_cast<T*>(nullptr);
@@ -183,6 +304,17 @@ class uploader {
     HART_ASSIGN_OR_RETURN(out->codes, put(q));
     HART_ASSIGN_OR_RETURN(out->scales, put(s));
     return {};
+  }
+
+  // dense() of a lazy linear too: a bf16 one goes up as stored when `narrow`, others are read first.
+  status dense_or_stored(const linear_weight& w, device_linear* out, bool narrow) {
+    if (lazy(w) && narrow && w.stored.bf16()) {
+      HART_ASSIGN_OR_RETURN(out->bf16, put_stored<uint16_t>(*w.stored.values, w.stored.row0 * w.in, w.out * w.in));
+      return {};
+    }
+    linear_weight read;
+    HART_ASSIGN_OR_RETURN(const linear_weight* v, values(w, &read));
+    return dense(*v, out, narrow);
   }
 
   // A linear kept unquantized: bf16 when `narrow` and every value is one (the
@@ -262,12 +394,66 @@ class uploader {
   device_weights* d_;
   const device_weights* like_;
   cudaStream_t stream_;
+  const model_weights_reader* src_;  // a streamed load's source
   weight_requant_scratch scratch_;
   staging staging_[2];
   int64_t n_requant_ = 0;
 };
 
-// The walk shared by load and update; `like` (update) is the serving set, same layout.
+// The walk shared by load, streamed load and update; `like` (update) is the serving set, same layout.
+status upload_globals(uploader& up, const model_weights& w, precision prec, const device_weights* like,
+                      device_weights* d) {
+  HART_ASSIGN_OR_RETURN(d->embed, up.put_rows(w.embed));
+  HART_RETURN_IF_ERROR(up.linear(w.head, prec, &d->head, like ? &like->head : nullptr));
+  HART_ASSIGN_OR_RETURN(d->norm, up.put(w.norm));
+  HART_ASSIGN_OR_RETURN(d->hc_head_fn, up.put(w.hc_head_fn));
+  HART_ASSIGN_OR_RETURN(d->hc_head_base, up.put(w.hc_head_base));
+  HART_ASSIGN_OR_RETURN(d->hc_head_scale, up.put(w.hc_head_scale));
+  HART_ASSIGN_OR_RETURN(d->inv_freq_main, up.put(w.inv_freq_main));
+  HART_ASSIGN_OR_RETURN(d->inv_freq_compress, up.put(w.inv_freq_compress));
+  return {};
+}
+
+status upload_layer(uploader& up, const layer_weights& L, size_t il, const model_config& cfg, precision prec,
+                    const device_layer* lk, bool mxfp4_experts, device_weights* d) {
+  device_layer& o = d->layers[il];
+  o.kind = L.kind;
+  o.hash_moe = L.hash_moe;
+  HART_ASSIGN_OR_RETURN(o.hc_attn_fn, up.put(L.hc_attn_fn));
+  HART_ASSIGN_OR_RETURN(o.hc_attn_base, up.put(L.hc_attn_base));
+  HART_ASSIGN_OR_RETURN(o.hc_attn_scale, up.put(L.hc_attn_scale));
+  HART_ASSIGN_OR_RETURN(o.hc_ffn_fn, up.put(L.hc_ffn_fn));
+  HART_ASSIGN_OR_RETURN(o.hc_ffn_base, up.put(L.hc_ffn_base));
+  HART_ASSIGN_OR_RETURN(o.hc_ffn_scale, up.put(L.hc_ffn_scale));
+  HART_ASSIGN_OR_RETURN(o.attn_norm, up.put(L.attn_norm));
+  HART_ASSIGN_OR_RETURN(o.ffn_norm, up.put(L.ffn_norm));
+  HART_RETURN_IF_ERROR(up.linear(L.wq_a, prec, &o.wq_a, lk ? &lk->wq_a : nullptr));
+  HART_RETURN_IF_ERROR(up.linear(L.wq_b, prec, &o.wq_b, lk ? &lk->wq_b : nullptr));
+  HART_RETURN_IF_ERROR(up.linear(L.wkv, prec, &o.wkv, lk ? &lk->wkv : nullptr));
+  HART_RETURN_IF_ERROR(up.linear(L.wo_b, prec, &o.wo_b, lk ? &lk->wo_b : nullptr));
+  HART_RETURN_IF_ERROR(up.fp8_values(L.wo_a, prec, &o.wo_a));
+  HART_ASSIGN_OR_RETURN(o.q_norm, up.put(L.q_norm));
+  HART_ASSIGN_OR_RETURN(o.kv_norm, up.put(L.kv_norm));
+  HART_ASSIGN_OR_RETURN(o.attn_sink, up.put(L.attn_sink));
+  if (L.kind != attention_kind::sliding) {
+    HART_RETURN_IF_ERROR(up.compressor(L.compressor, prec, &o.compressor, lk ? &lk->compressor : nullptr));
+  }
+  if (L.kind == attention_kind::csa) {
+    HART_RETURN_IF_ERROR(up.compressor(L.indexer.compressor, prec, &o.index_compressor, lk ? &lk->index_compressor : nullptr));
+    HART_RETURN_IF_ERROR(up.linear(L.indexer.wq_b, prec, &o.index_wq_b, lk ? &lk->index_wq_b : nullptr));
+    HART_RETURN_IF_ERROR(up.linear(L.indexer.weights_proj, prec, &o.index_weights_proj, lk ? &lk->index_weights_proj : nullptr));
+  }
+  HART_RETURN_IF_ERROR(up.linear(L.gate, prec, &o.gate, lk ? &lk->gate : nullptr));
+  HART_ASSIGN_OR_RETURN(o.gate_bias, up.put(L.gate_bias));
+  if (lk && lk->experts.size() != L.experts.size()) {
+    return invalid_argument("gpu weight update: layer %zu has %zu experts, the serving weights %zu", il,
+                            L.experts.size(), lk->experts.size());
+  }
+  HART_RETURN_IF_ERROR(up.routed_experts(L.experts, prec, mxfp4_experts, &o.experts, lk));
+  if (cfg.n_shared_experts > 0) HART_RETURN_IF_ERROR(up.expert(L.shared, prec, &o.shared, lk ? &lk->shared : nullptr));
+  return device_layer_finish(&o, L.tid2eid, d);
+}
+
 status_or<device_weights> upload_all(const model_weights& w, const model_config& cfg, precision prec,
                                      const device_weights* like, cudaStream_t stream, bool mxfp4_experts) {
   if (like && (like->layers.size() != w.layers.size())) {
@@ -276,54 +462,11 @@ status_or<device_weights> upload_all(const model_weights& w, const model_config&
   }
   device_weights d;
   uploader up(&d, like, stream);
-  HART_ASSIGN_OR_RETURN(d.embed, up.put(w.embed.w));
-  HART_RETURN_IF_ERROR(up.linear(w.head, prec, &d.head, like ? &like->head : nullptr));
-  HART_ASSIGN_OR_RETURN(d.norm, up.put(w.norm));
-  HART_ASSIGN_OR_RETURN(d.hc_head_fn, up.put(w.hc_head_fn));
-  HART_ASSIGN_OR_RETURN(d.hc_head_base, up.put(w.hc_head_base));
-  HART_ASSIGN_OR_RETURN(d.hc_head_scale, up.put(w.hc_head_scale));
-  HART_ASSIGN_OR_RETURN(d.inv_freq_main, up.put(w.inv_freq_main));
-  HART_ASSIGN_OR_RETURN(d.inv_freq_compress, up.put(w.inv_freq_compress));
+  HART_RETURN_IF_ERROR(upload_globals(up, w, prec, like, &d));
   d.layers.resize(w.layers.size());
   for (size_t il = 0; il < w.layers.size(); ++il) {
-    const layer_weights& L = w.layers[il];
-    device_layer& o = d.layers[il];
-    const device_layer* lk = like ? &like->layers[il] : nullptr;
-    o.kind = L.kind;
-    o.hash_moe = L.hash_moe;
-    HART_ASSIGN_OR_RETURN(o.hc_attn_fn, up.put(L.hc_attn_fn));
-    HART_ASSIGN_OR_RETURN(o.hc_attn_base, up.put(L.hc_attn_base));
-    HART_ASSIGN_OR_RETURN(o.hc_attn_scale, up.put(L.hc_attn_scale));
-    HART_ASSIGN_OR_RETURN(o.hc_ffn_fn, up.put(L.hc_ffn_fn));
-    HART_ASSIGN_OR_RETURN(o.hc_ffn_base, up.put(L.hc_ffn_base));
-    HART_ASSIGN_OR_RETURN(o.hc_ffn_scale, up.put(L.hc_ffn_scale));
-    HART_ASSIGN_OR_RETURN(o.attn_norm, up.put(L.attn_norm));
-    HART_ASSIGN_OR_RETURN(o.ffn_norm, up.put(L.ffn_norm));
-    HART_RETURN_IF_ERROR(up.linear(L.wq_a, prec, &o.wq_a, lk ? &lk->wq_a : nullptr));
-    HART_RETURN_IF_ERROR(up.linear(L.wq_b, prec, &o.wq_b, lk ? &lk->wq_b : nullptr));
-    HART_RETURN_IF_ERROR(up.linear(L.wkv, prec, &o.wkv, lk ? &lk->wkv : nullptr));
-    HART_RETURN_IF_ERROR(up.linear(L.wo_b, prec, &o.wo_b, lk ? &lk->wo_b : nullptr));
-    HART_RETURN_IF_ERROR(up.fp8_values(L.wo_a, prec, &o.wo_a));
-    HART_ASSIGN_OR_RETURN(o.q_norm, up.put(L.q_norm));
-    HART_ASSIGN_OR_RETURN(o.kv_norm, up.put(L.kv_norm));
-    HART_ASSIGN_OR_RETURN(o.attn_sink, up.put(L.attn_sink));
-    if (L.kind != attention_kind::sliding) {
-      HART_RETURN_IF_ERROR(up.compressor(L.compressor, prec, &o.compressor, lk ? &lk->compressor : nullptr));
-    }
-    if (L.kind == attention_kind::csa) {
-      HART_RETURN_IF_ERROR(up.compressor(L.indexer.compressor, prec, &o.index_compressor, lk ? &lk->index_compressor : nullptr));
-      HART_RETURN_IF_ERROR(up.linear(L.indexer.wq_b, prec, &o.index_wq_b, lk ? &lk->index_wq_b : nullptr));
-      HART_RETURN_IF_ERROR(up.linear(L.indexer.weights_proj, prec, &o.index_weights_proj, lk ? &lk->index_weights_proj : nullptr));
-    }
-    HART_RETURN_IF_ERROR(up.linear(L.gate, prec, &o.gate, lk ? &lk->gate : nullptr));
-    HART_ASSIGN_OR_RETURN(o.gate_bias, up.put(L.gate_bias));
-    if (lk && lk->experts.size() != L.experts.size()) {
-      return invalid_argument("gpu weight update: layer %zu has %zu experts, the serving weights %zu", il,
-                              L.experts.size(), lk->experts.size());
-    }
-    HART_RETURN_IF_ERROR(up.routed_experts(L.experts, prec, mxfp4_experts, &o.experts, lk));
-    if (cfg.n_shared_experts > 0) HART_RETURN_IF_ERROR(up.expert(L.shared, prec, &o.shared, lk ? &lk->shared : nullptr));
-    HART_RETURN_IF_ERROR(device_layer_finish(&o, L.tid2eid, &d));
+    HART_RETURN_IF_ERROR(upload_layer(up, w.layers[il], il, cfg, prec, like ? &like->layers[il] : nullptr,
+                                      mxfp4_experts, &d));
   }
   HART_RETURN_IF_ERROR(up.finish());
   return d;
@@ -368,6 +511,58 @@ status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2
 status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec,
                                                 bool mxfp4_experts) {
   return upload_all(w, cfg, prec, nullptr, nullptr, mxfp4_experts);
+}
+
+status_or<device_weights> device_weights_load(const tensor_source& src, const model_config& cfg, precision prec,
+                                              bool mxfp4_experts,
+                                              const std::function<void(const weights_load_progress&)>& on_progress) {
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<model_weights_reader> reader,
+                        model_weights_reader::open(src, cfg, prec, {false, false, /*lazy=*/true}));
+  const auto start = std::chrono::steady_clock::now();
+  weights_load_progress prog{0, cfg.n_layers, 0, reader->total_bytes(), 0};
+  int64_t layer_bytes = 0;
+  for (int64_t il = 0; il < cfg.n_layers; ++il) layer_bytes += reader->layer_bytes(il);
+  auto report = [&](int64_t done_bytes) {
+    prog.bytes_done = done_bytes;
+    prog.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (on_progress) on_progress(prog);
+  };
+  device_weights d;
+  uploader up(&d, nullptr, nullptr, reader.get());
+  {
+    HART_ASSIGN_OR_RETURN(model_weights g, reader->globals());
+    HART_RETURN_IF_ERROR(upload_globals(up, g, prec, nullptr, &d));
+  }
+  int64_t done = prog.bytes_total - layer_bytes;  // the tensors outside the layers
+  report(done);
+  d.layers.resize(cfg.n_layers);
+  for (int64_t il = 0; il < cfg.n_layers; ++il) {
+    HART_ASSIGN_OR_RETURN(layer_weights L, reader->layer(il));
+    status s = upload_layer(up, L, size_t(il), cfg, prec, nullptr, mxfp4_experts, &d);
+    if (!s.ok()) return status(s.code(), src.describe() + ": layer " + std::to_string(il) + ": " + s.message());
+    done += reader->layer_bytes(il);
+    prog.layers_done = il + 1;
+    report(done);
+  }
+  HART_RETURN_IF_ERROR(up.finish());
+  return d;
+}
+
+std::function<void(const weights_load_progress&)> weights_load_reporter() {
+  return [last = -1.0](const weights_load_progress& p) mutable {
+    const bool done = p.layers_done == p.layers_total;
+    if (!done && last >= 0 && p.seconds - last < 2.0) return;
+    last = p.seconds;
+    const double gb = 1e-9, rate = p.seconds > 0 ? double(p.bytes_done) / p.seconds : 0;
+    if (done) {
+      HART_LOG_INFO("loaded weights: %lld layers, %.1f GB in %.1f s (%.2f GB/s)", (long long)p.layers_total,
+                    double(p.bytes_done) * gb, p.seconds, rate * gb);
+      return;
+    }
+    const double eta = rate > 0 ? double(p.bytes_total - p.bytes_done) / rate : 0;
+    HART_LOG_INFO("loading weights: layer %lld/%lld, %.1f/%.1f GB, %.2f GB/s, ETA %.0f s", (long long)p.layers_done,
+                  (long long)p.layers_total, double(p.bytes_done) * gb, double(p.bytes_total) * gb, rate * gb, eta);
+  };
 }
 
 status_or<device_weights> device_weights_build(const model_weights& raw, const device_weights& like,

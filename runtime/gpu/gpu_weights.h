@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -99,6 +100,29 @@ status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2
 /// e2m1 pairs + per-32 scales, an eighth of fp32's bytes and half of FP8's.
 status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec,
                                                 bool mxfp4_experts = false);
+
+struct weights_load_progress {
+  int64_t layers_done = 0, layers_total = 0;
+  int64_t bytes_done = 0, bytes_total = 0;  // of the source's tensors
+  double seconds = 0;                       // since the load began
+};
+
+/// As device_weights_upload of model_weights_load(src, cfg, prec), streamed:
+/// each linear goes to the device on its own and its host copy is dropped, so
+/// host memory holds at most one linear (64 MiB of the embedding at a time)
+/// beyond the source's mapped pages, whatever the model's size. What the
+/// device keeps in the checkpoint's format is uploaded as stored, unconverted:
+/// FP8 codes with e8m0 scales, bf16 linears and, with `mxfp4_experts`, routed
+/// experts stored MXFP4 (pairs reordered for the kernel). Same checks and
+/// errors as the host load (a layer's errors name it); on error every device
+/// buffer taken so far is freed. `on_progress` follows the globals and each layer.
+status_or<device_weights> device_weights_load(const tensor_source& src, const model_config& cfg, precision prec,
+                                              bool mxfp4_experts,
+                                              const std::function<void(const weights_load_progress&)>& on_progress = {});
+
+/// A progress callback that logs one line at most every 2 s and the last:
+/// "loading weights: layer 12/43, 40.1/149.0 GB, 2.1 GB/s, ETA 52 s".
+std::function<void(const weights_load_progress&)> weights_load_reporter();
 
 /// A second set of weights laid out like `like` (the serving set, same config
 /// and precision) from `raw`: weights loaded in `exact` precision (no host
