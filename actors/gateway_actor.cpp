@@ -63,8 +63,8 @@ struct gateway_state {
   }
 
   /// The scheduler's stats plus what only the gateway and the socket know: admission (live
-  /// generations, their prompt tokens, refusals) and slow readers and the replies they or
-  /// vanished clients did not get.
+  /// generations, their prompt tokens, refusals), slow readers and the replies they or
+  /// vanished clients did not get, and CURVE handshakes the allowlist refused.
   protocol::stats_reply with_gateway_stats(protocol::stats_reply st) const {
     const transport::server_counters c = params.server->counters();
     for (const auto& [name, value] : {std::pair<const char*, uint64_t>{"live_requests", live.size()},
@@ -72,7 +72,8 @@ struct gateway_state {
                                       {"requests_refused_limits", refused_limits},
                                       {"slow_clients", c.slow_clients},
                                       {"replies_dropped_slow", c.stalled},
-                                      {"replies_unroutable", c.unroutable}}) {
+                                      {"replies_unroutable", c.unroutable},
+                                      {"auth_refused", c.auth_refused}}) {
       st.entries.emplace_back(name, double(value));
       st.prometheus += std::string("hart_") + name + ' ' + std::to_string(value) + '\n';
     }

@@ -226,6 +226,8 @@ status_or<std::unique_ptr<rollout_client>> rollout_client::connect(const rollout
   p->params = params;
   transport::client_params cp;
   cp.endpoint = params.endpoint;
+  cp.curve_server_key = params.curve_server_key;
+  cp.curve_secret_key = params.curve_secret_key;
   HART_ASSIGN_OR_RETURN(p->conn, transport::client::connect(cp));
   return std::unique_ptr<rollout_client>(new rollout_client(std::move(p)));
 }

@@ -33,6 +33,8 @@ namespace hart {
 
 struct rollout_client_params {
   std::string endpoint = "tcp://127.0.0.1:5557";
+  std::string curve_server_key{};  ///< the server's Z85 public key; enables CURVE
+  std::string curve_secret_key{};  ///< this client's Z85 secret key (a server with an allowlist); a fresh pair when empty
   /// Longest wait for one batch to complete (wait / generate) or one control reply.
   std::chrono::milliseconds timeout{600000};
   /// Requests (prompts) outstanding on the server at once; more wait in the client.

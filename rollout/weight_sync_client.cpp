@@ -7,6 +7,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "runtime/transport/curve_auth.h"
 #include "runtime/weight_sync/crc_pool.h"
 #include "runtime/weight_sync/cuda_ipc.h"
 #include "runtime/weight_sync/nccl_group.h"
@@ -53,6 +54,7 @@ struct weight_sync_client::impl {
         auto sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
         sock->set(zmq::sockopt::linger, 0);
         sock->set(zmq::sockopt::sndhwm, 0);  // buckets reference caller memory; no copy to bound
+        HART_RETURN_IF_ERROR(transport::curve_client_setup(*sock, params.curve_server_key, params.curve_secret_key));
         if (n_lanes() > 1) {
           connect_after_handshake(*sock, i);
         } else {

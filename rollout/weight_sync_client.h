@@ -42,6 +42,8 @@ enum class device_transport {
 
 struct weight_sync_client_params {
   std::string endpoint = "tcp://127.0.0.1:5558";
+  std::string curve_server_key{};  ///< the server's Z85 public key; enables CURVE
+  std::string curve_secret_key{};  ///< this client's Z85 secret key (its public key derived); a fresh pair when empty
   uint64_t bucket_bytes = uint64_t(128) << 20;  ///< tensor bytes per bucket, 1 .. 1 GiB (several per lane keep the lanes busy)
   /// Largest data frame (a tensor is cut into chunks of at most this). Frames
   /// the server's allocator can recycle (below glibc's 32 MiB mmap ceiling)

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "runtime/transport/curve_auth.h"
+
 namespace hart::cli {
 
 int fail(const status& s) {
@@ -19,6 +21,28 @@ status_or<std::unique_ptr<engine>> load_engine(const common_options& o) {
     return invalid_argument("unknown precision '%s' (exact or fp8)", o.precision_name.c_str());
   }
   return engine::load(p);
+}
+
+status curve_client_keys(const curve_client_options& o, std::string* server_key, std::string* secret_key) {
+  if (o.server_key.empty()) {
+    if (!o.client_key_file.empty()) return invalid_argument("--curve-client-key-file needs --curve-server-key");
+    return {};
+  }
+  *server_key = o.server_key;
+  if (!o.client_key_file.empty()) {
+    HART_ASSIGN_OR_RETURN(*secret_key, transport::curve_key_file_read(o.client_key_file, /*secret=*/true));
+  }
+  return {};
+}
+
+int run_curve_keygen(const std::string& prefix) {
+  if (status st = transport::curve_keypair_write(prefix); !st.ok()) return fail(st);
+  auto pub = transport::curve_key_file_read(prefix + ".pub", /*secret=*/false);
+  if (!pub.ok()) return fail(pub.get_status());
+  std::printf("%s\n", pub->c_str());
+  std::fflush(stdout);  // the key first, then where it went
+  std::fprintf(stderr, "hart: wrote %s.key (secret, mode 600) and %s.pub\n", prefix.c_str(), prefix.c_str());
+  return 0;
 }
 
 status_or<tokenizer> load_tokenizer(const std::string& model_dir) {

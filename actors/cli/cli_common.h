@@ -70,10 +70,21 @@ struct cache_plan_options {
   int64_t page_size = 256;
 };
 
+/// A client command's CURVE options: the server's public key (public, so argv is fine) and
+/// this client's secret key file (never argv: `ps` shows it).
+struct curve_client_options {
+  std::string server_key;       // Z85; empty: no CURVE
+  std::string client_key_file;  // empty: a fresh key pair (servers without an allowlist)
+};
+
+/// The Z85 keys for transport::client_params / weight_sync_client_params.
+status curve_client_keys(const curve_client_options& o, std::string* server_key, std::string* secret_key);
+
 struct serve_options {
   common_options common;
   std::string bind = "tcp://127.0.0.1:5557";
-  std::string curve_secret_key;
+  std::string curve_secret_key_file;       // the server's Z85 secret key; needed beyond loopback
+  std::string curve_allowed_clients_file;  // client public keys let in (empty: any client with the server's key)
   int64_t page_size = 128;
   int64_t full_pages = 256;
   int64_t swa_pages = 64;
@@ -94,7 +105,7 @@ struct serve_options {
   int64_t max_requests = 8192;         // generations in flight, all clients (0 = no limit)
   int64_t max_requests_per_client = 4096;  // generations in flight per client (0 = no limit)
   int64_t max_prompt_tokens = int64_t(1) << 25;  // prompt tokens of the generations in flight (0 = no limit)
-  std::string weight_sync_endpoint;    // empty: no weight sync; loopback unless curve_secret_key
+  std::string weight_sync_endpoint;    // empty: no weight sync; loopback unless curve_secret_key_file
   int64_t weight_sync_idle_ms = 60000; // a staged update silent this long is dropped
   std::string http_bind;               // empty: no HTTP; host:port, loopback unless api_key
   std::string api_key;                 // HTTP: required as `Authorization: Bearer KEY` when set
@@ -110,6 +121,7 @@ struct push_weights_options {
   std::string bucket = "128MiB";  // several per lane, so the lanes overlap
   int64_t timeout_ms = 600000;
   int lanes = 0;          // connections; 0 = a quarter of the cores, 1 to 4
+  curve_client_options curve;
 };
 
 struct worker_options {
@@ -123,6 +135,7 @@ struct client_options {
   std::string connect = "tcp://127.0.0.1:5557";
   int64_t timeout_ms = 600000;
   int64_t connect_timeout_ms = 5000;  // the server must answer a health check within this
+  curve_client_options curve;
   // chat
   std::string system;
   int64_t max_new_tokens = 256;
@@ -138,6 +151,7 @@ struct bench_serve_options {
   int64_t requests_per_user = 4;
   int64_t vocab = 512;  // prompt token ids are drawn from [2, vocab)
   uint64_t seed = 1;
+  curve_client_options curve;
 };
 
 /// "80GiB", "512M", "1M" (binary multiples; a trailing B is allowed when `bytes`).
@@ -151,6 +165,7 @@ int run_tokenize(const tokenize_options& o);
 int run_score(const score_options& o);
 int run_cache_plan(const cache_plan_options& o);
 int run_random_checkpoint(const random_checkpoint_cli_options& o);
+int run_curve_keygen(const std::string& prefix);
 int run_serve(const serve_options& o);
 int run_worker(const worker_options& o);
 int run_client(const client_options& o);

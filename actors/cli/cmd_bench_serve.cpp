@@ -51,6 +51,7 @@ double server_stat(transport::client& c, const char* name) {
 int run_bench_serve(const bench_serve_options& o) {
   transport::client_params cp;
   cp.endpoint = o.connect;
+  if (status st = curve_client_keys(o.curve, &cp.curve_server_key, &cp.curve_secret_key); !st.ok()) return fail(st);
   auto probe = transport::client::connect(cp);
   if (!probe.ok()) return fail(probe.get_status());
   std::printf("%-5s %6s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s "

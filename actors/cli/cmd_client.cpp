@@ -101,6 +101,7 @@ status_or<std::unique_ptr<transport::client>> connect(const client_options& o) {
   constexpr uint64_t k_health_tag = ~uint64_t(0);  // a tag no command line of the user sends first
   transport::client_params p;
   p.endpoint = o.connect;
+  HART_RETURN_IF_ERROR(curve_client_keys(o.curve, &p.curve_server_key, &p.curve_secret_key));
   HART_ASSIGN_OR_RETURN(std::unique_ptr<transport::client> c, transport::client::connect(p));
   protocol::control_request q;
   q.tag = k_health_tag;

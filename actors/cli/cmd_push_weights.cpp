@@ -16,6 +16,7 @@ int run_push_weights(const push_weights_options& o) {
   if (!ckpt.ok()) return fail(ckpt.get_status());
   weight_sync_client_params p;
   p.endpoint = o.endpoint;
+  if (status st = curve_client_keys(o.curve, &p.curve_server_key, &p.curve_secret_key); !st.ok()) return fail(st);
   p.bucket_bytes = uint64_t(*bucket);
   p.reply_timeout = std::chrono::milliseconds(o.timeout_ms);
   p.lanes = o.lanes;

@@ -21,6 +21,7 @@
 #include "runtime/core/log.h"
 #include "runtime/core/malloc_tuning.h"
 #include "runtime/http/http_server.h"
+#include "runtime/transport/curve_auth.h"
 #include "runtime/worker/serving_loop.h"
 #include "runtime/worker_link/remote_worker.h"
 
@@ -67,6 +68,20 @@ int run_serve(const serve_options& o) {
     return fail(unimplemented("--weight-sync-endpoint with --worker-process: the worker process cannot swap weights yet"));
   }
   if (status st = device_usable(o.common.device); !st.ok()) return fail(st);
+  // Keys are read before anything loads: a bad key file fails in milliseconds, not after the model.
+  std::string curve_secret_key;
+  std::vector<std::string> curve_allowed_clients;
+  if (!o.curve_secret_key_file.empty()) {
+    auto k = transport::curve_key_file_read(o.curve_secret_key_file, /*secret=*/true);
+    if (!k.ok()) return fail(k.get_status());
+    curve_secret_key = *k;
+  }
+  if (!o.curve_allowed_clients_file.empty()) {
+    if (curve_secret_key.empty()) return fail(invalid_argument("--curve-allowed-clients needs --curve-secret-key-file"));
+    auto a = transport::curve_allowlist_read(o.curve_allowed_clients_file);
+    if (!a.ok()) return fail(a.get_status());
+    curve_allowed_clients = *a;
+  }
   // HTTP options are checked before anything loads; the model facts are filled in below.
   http::http_params hp;
   if (!o.http_bind.empty()) {
@@ -215,7 +230,8 @@ int run_serve(const serve_options& o) {
   auto slot = std::make_shared<gateway_slot>();
   transport::server_params tp;
   tp.endpoint = o.bind;
-  tp.curve_secret_key = o.curve_secret_key;
+  tp.curve_secret_key = curve_secret_key;
+  tp.curve_allowed_clients = curve_allowed_clients;
   tp.stall_timeout_ms = o.slow_reader_ms;
   tp.send_hwm = o.send_hwm;
   auto to_gateway = [slot](const transport::client_id& client, protocol::request r, bool from_server) {
@@ -265,7 +281,8 @@ int run_serve(const serve_options& o) {
   if (!o.weight_sync_endpoint.empty()) {
     weight_sync::sync_server_params wp;
     wp.endpoint = o.weight_sync_endpoint;
-    wp.curve_secret_key = o.curve_secret_key;
+    wp.curve_secret_key = curve_secret_key;
+    wp.curve_allowed_clients = curve_allowed_clients;
     auto ws = weight_sync::sync_server::start(wp, [wslot](std::shared_ptr<const weight_sync::inbound_sync> m) {
       std::lock_guard<std::mutex> lock(wslot->m);
       if (wslot->actor) caf::anon_send(wslot->actor, actors::sync_atom::value, std::move(m));

@@ -11,6 +11,8 @@
 // spawning).
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -138,6 +140,10 @@ int run_worker(const worker_options& o) {
   worker_link::worker_hello hello;
   hello.pid = getpid();
   hello.model = model_summary_of(cfg, o.common);
+  if (const char* t = std::getenv("HART_WORKER_TOKEN")) {  // from the server that spawned this process
+    hello.token = t;
+    unsetenv("HART_WORKER_TOKEN");
+  }
   if (!send_msg(sock, hello)) return 1;
 
   std::unique_ptr<sched::step_executor> worker;

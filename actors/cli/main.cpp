@@ -147,6 +147,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   rck->add_option("--shard-size", rc.shard_size, "release: start a new shard after this many bytes")->capture_default_str();
 
+  std::string keygen_prefix;
+  CLI::App* kg = app.add_subcommand("curve-keygen", "Write a CURVE key pair: PREFIX.key (secret, mode 600) and PREFIX.pub");
+  kg->add_option("-o,--out", keygen_prefix, "Path prefix of the two files (neither may exist)")->required();
+
   hart::cli::serve_options sv;
   CLI::App* v = app.add_subcommand("serve", "Serve the model over the ZeroMQ message API (docs/protocol.md)");
   v->set_config("--config", "", "TOML file with any of these options (e.g. configs/serve.toml)");
@@ -156,8 +160,15 @@ int main(int argc, char** argv) {
                 "Run the model on: cpu, or cuda (the GPU engine; exact or fp8)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  v->add_option("--bind", sv.bind, "Endpoint to bind; loopback unless --curve-secret-key is given")->capture_default_str();
-  v->add_option("--curve-secret-key", sv.curve_secret_key, "Z85 CURVE secret key (required for non-loopback binds)");
+  v->add_option("--bind", sv.bind, "Endpoint to bind; loopback unless --curve-secret-key-file is given")->capture_default_str();
+  v->add_option("--curve-secret-key-file", sv.curve_secret_key_file,
+                "File with the server's Z85 CURVE secret key (`hart curve-keygen`; mode 600): encrypts the message API "
+                "and weight sync, required for non-loopback binds")
+      ->check(CLI::ExistingFile);
+  v->add_option("--curve-allowed-clients", sv.curve_allowed_clients_file,
+                "File of client Z85 public keys, one per line: only they get in (default: any client that knows the "
+                "server's public key)")
+      ->check(CLI::ExistingFile);
   v->add_option("--page-size", sv.page_size, "KV page size in tokens (multiple of 128)")->capture_default_str();
   v->add_option("--full-pages", sv.full_pages, "Full pages (compressed KV; prefix cache)")->capture_default_str();
   v->add_option("--swa-pages", sv.swa_pages, "SWA pages (window KV and compressor rings)")->capture_default_str();
@@ -248,8 +259,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   w->add_option("--pid-file", wk.pid_file, "Write this process's pid here once the model is loaded");
 
+  auto add_curve = [](CLI::App* cmd, hart::cli::curve_client_options* o) {
+    cmd->add_option("--curve-server-key", o->server_key, "The server's Z85 CURVE public key (a server started with "
+                    "--curve-secret-key-file)");
+    cmd->add_option("--curve-client-key-file", o->client_key_file,
+                    "File with this client's Z85 secret key (`hart curve-keygen`), for a server with an allowlist")
+        ->check(CLI::ExistingFile);
+  };
   hart::cli::client_options cl;
   auto add_connect = [&](CLI::App* cmd) {
+    add_curve(cmd, &cl.curve);
     cmd->add_option("--connect", cl.connect, "Server endpoint")->capture_default_str();
     cmd->add_option("--timeout-ms", cl.timeout_ms, "Give up after this long")
         ->check(CLI::Range(int64_t(1), int64_t(1) << 40))  // ~34 years: deadlines stay in the clock's range
@@ -285,6 +304,7 @@ int main(int argc, char** argv) {
   hart::cli::bench_serve_options bs;
   CLI::App* b = app.add_subcommand("bench-serve", "Load generator against a running server: a concurrency sweep");
   b->add_option("--connect", bs.connect, "Server endpoint")->capture_default_str();
+  add_curve(b, &bs.curve);
   // The request fields these become are checked here, so none wraps into its wire type.
   b->add_option("--concurrency", bs.concurrency, "Concurrent users, one summary line each")
       ->check(CLI::Range(int64_t(1), int64_t(4096)))
@@ -309,6 +329,7 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingDirectory);
   pu->add_option("--endpoint", pw.endpoint, "The server's --weight-sync-endpoint")->required();
+  add_curve(pu, &pw.curve);
   pu->add_option("--version", pw.version, "Weight version; above the serving one")->required();
   pu->add_option("--bucket", pw.bucket, "Tensor bytes per bucket (at most 1GiB)")->capture_default_str();
   pu->add_option("--timeout-ms", pw.timeout_ms, "Longest wait for one reply")->capture_default_str();
@@ -402,6 +423,7 @@ int main(int argc, char** argv) {
   if (*s) return hart::cli::run_score(sc);
   if (*c) return hart::cli::run_cache_plan(cp);
   if (*rck) return hart::cli::run_random_checkpoint(rc);
+  if (*kg) return hart::cli::run_curve_keygen(keygen_prefix);
   if (*v) return with_model(sv.common, [&] { return hart::cli::run_serve(sv); });
   if (*w) return hart::cli::run_worker(wk);
   if (*k) return hart::cli::run_client(cl);

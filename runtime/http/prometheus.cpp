@@ -27,7 +27,8 @@ const std::set<std::string>& counters() {
                                               "requests_refused_limits",
                                               "slow_clients",
                                               "replies_dropped_slow",
-                                              "replies_unroutable"};
+                                              "replies_unroutable",
+                                              "auth_refused"};
   return names;
 }
 

@@ -6,6 +6,7 @@
 #include <zmq_addon.hpp>
 
 #include "runtime/protocol/codec.h"
+#include "runtime/transport/curve_auth.h"
 #include "runtime/protocol/routing_parts.h"
 #include "runtime/protocol/validate.h"
 
@@ -31,19 +32,7 @@ status_or<std::unique_ptr<client>> client::connect(const client_params& params) 
     s.set(zmq::sockopt::linger, 0);
     s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::max_frame_bytes + 64));
     if (!params.routing_id.empty()) s.set(zmq::sockopt::routing_id, params.routing_id);
-    if (!params.curve_server_key.empty()) {
-      std::string pub = params.curve_public_key, sec = params.curve_secret_key;
-      if (pub.empty() || sec.empty()) {
-        char pub_z85[41], sec_z85[41];
-        if (zmq_curve_keypair(pub_z85, sec_z85) != 0)
-          return internal_error("client::connect: zmq_curve_keypair failed");
-        pub = pub_z85;
-        sec = sec_z85;
-      }
-      s.set(zmq::sockopt::curve_serverkey, params.curve_server_key);
-      s.set(zmq::sockopt::curve_publickey, pub);
-      s.set(zmq::sockopt::curve_secretkey, sec);
-    }
+    HART_RETURN_IF_ERROR(curve_client_setup(s, params.curve_server_key, params.curve_secret_key));
     s.connect(params.endpoint);
   } catch (const zmq::error_t& e) {
     return unavailable("client::connect: " + params.endpoint + ": " + e.what());

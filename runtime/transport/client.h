@@ -24,8 +24,7 @@ struct client_params {
   std::string endpoint = "tcp://127.0.0.1:5557";  ///< the server's endpoint
   std::string routing_id;        ///< optional stable identity (1..255 bytes, not starting with 0)
   std::string curve_server_key;  ///< the server's Z85 public key; enables CURVE
-  std::string curve_public_key;  ///< this client's keypair (Z85); generated when empty
-  std::string curve_secret_key;
+  std::string curve_secret_key;  ///< this client's Z85 secret key (public key derived); a fresh pair when empty
 };
 
 /// One sample of a finished generation, assembled from its chunks.

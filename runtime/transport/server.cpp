@@ -16,6 +16,7 @@
 
 #include "runtime/core/log.h"
 #include "runtime/protocol/codec.h"
+#include "runtime/transport/curve_auth.h"
 
 namespace hart::transport {
 
@@ -65,9 +66,11 @@ status server_params::validate() const {
                             curve_secret_key.size());
   if (send_hwm < 0 || recv_hwm < 0 || stall_timeout_ms < 0)
     return invalid_argument("server_params: hwm and stall_timeout_ms must be >= 0");
+  if (!curve_allowed_clients.empty() && curve_secret_key.empty())
+    return invalid_argument("server_params.curve_allowed_clients: an allowlist needs curve_secret_key");
   if (curve_secret_key.empty() && !endpoint_is_local(endpoint))
     return failed_precondition(
-        "server_params.endpoint: %s is not loopback; binding it needs curve_secret_key",
+        "server_params.endpoint: %s is not loopback; binding it needs a CURVE secret key (hart serve --curve-secret-key-file)",
         endpoint.c_str());
   return {};
 }
@@ -79,6 +82,7 @@ struct server::impl {
   request_handler on_request;
   zmq::context_t ctx{1};
   zmq::socket_t sock{ctx, zmq::socket_type::router};
+  std::unique_ptr<zap_authenticator> zap;  ///< with curve_allowed_clients; goes before ctx
   int wake_fd = -1;  ///< eventfd: send() and stop() write, the socket thread reads
   std::string endpoint;
 
@@ -313,6 +317,10 @@ status_or<std::unique_ptr<server>> server::start(const server_params& params,
       s.set(zmq::sockopt::curve_server, 1);
       s.set(zmq::sockopt::curve_secretkey, params.curve_secret_key);
     }
+    if (!params.curve_allowed_clients.empty()) {
+      HART_ASSIGN_OR_RETURN(p->zap, zap_authenticator::start(p->ctx, params.curve_allowed_clients));
+      s.set(zmq::sockopt::zap_domain, "hart");
+    }
     s.bind(params.endpoint);
     p->endpoint = s.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -371,6 +379,7 @@ server_counters server::counters() const {
   c.stalled = m.stalled.load(std::memory_order_relaxed);
   c.rejected = m.rejected.load(std::memory_order_relaxed);
   c.slow_clients = m.slow_clients.load(std::memory_order_relaxed);
+  c.auth_refused = m.zap ? m.zap->refused() : 0;
   return c;
 }
 

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/core/status.h"
 #include "runtime/protocol/messages.h"
@@ -40,6 +41,9 @@ struct server_params {
   std::string endpoint = "tcp://127.0.0.1:5557";  ///< bind endpoint; "tcp://127.0.0.1:*" = any port
   /// Z85 CURVE secret key (40 chars). Required to bind anything but loopback, ipc or inproc.
   std::string curve_secret_key;
+  /// Z85 public keys of the clients let in (curve_auth.h's ZAP handler); empty: any client
+  /// that knows the server's public key. Needs curve_secret_key.
+  std::vector<std::string> curve_allowed_clients;
   size_t outbox_capacity = 65536;           ///< queued chunk replies (messages)
   /// Extra room for every reply that is not a chunk (final, error, ack, ...), so the end of a
   /// stream and control answers are not refused because tokens filled the outbox.
@@ -63,6 +67,7 @@ struct server_counters {
   uint64_t stalled = 0;         ///< chunks dropped for slow readers (each told so by an error)
   uint64_t rejected = 0;        ///< send() calls refused because the outbox was full
   uint64_t slow_clients = 0;    ///< times a peer was declared a slow reader
+  uint64_t auth_refused = 0;    ///< CURVE handshakes refused: the client key is not in the allowlist
 };
 
 /// Called on the socket thread for every well-formed request. It must not block (post to an

@@ -2,8 +2,13 @@
 // shutdown and bind policy.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -14,6 +19,7 @@
 
 #include "runtime/protocol/codec.h"
 #include "runtime/transport/client.h"
+#include "runtime/transport/curve_auth.h"
 #include "runtime/transport/server.h"
 
 namespace hart::transport {
@@ -454,6 +460,102 @@ TEST(transport, bind_policy) {
   auto c = client::connect(cp);
   ASSERT_TRUE(c.ok());
   expect_health(*c.value(), 77);
+}
+
+
+// An allowlist lets in exactly its client keys: a listed client is answered, a client with
+// another key (or a fresh pair) never gets through the handshake, and the server counts it.
+TEST(transport_curve, only_allowlisted_client_keys_get_in) {
+  char spub[41], ssec[41], apub[41], asec[41], bpub[41], bsec[41];
+  ASSERT_EQ(zmq_curve_keypair(spub, ssec), 0);
+  ASSERT_EQ(zmq_curve_keypair(apub, asec), 0);
+  ASSERT_EQ(zmq_curve_keypair(bpub, bsec), 0);
+  server_params p;
+  p.endpoint = "tcp://127.0.0.1:*";
+  p.curve_secret_key = ssec;
+  p.curve_allowed_clients = {apub};
+  std::unique_ptr<server> srv;
+  std::atomic<int> handled{0};
+  auto s = server::start(p, [&](const client_id& c, request r) {
+    ++handled;
+    auto& k = std::get<protocol::control_request>(r);
+    (void)srv->send(c, reply{protocol::health_reply{k.tag, true, 0}});
+  });
+  ASSERT_TRUE(s.ok()) << s.get_status().to_string();
+  srv = std::move(s).value();
+  client_params cp;
+  cp.endpoint = srv->endpoint();
+  cp.curve_server_key = spub;
+  cp.curve_secret_key = asec;
+  auto allowed = client::connect(cp);
+  ASSERT_TRUE(allowed.ok());
+  expect_health(*allowed.value(), 1);
+
+  for (const char* key : {static_cast<const char*>(bsec), ""}) {  // another client's key, then a fresh pair
+    cp.curve_secret_key = key;
+    auto other = client::connect(cp);
+    ASSERT_TRUE(other.ok());
+    protocol::control_request h;
+    h.tag = 2;
+    h.verb = protocol::control_verb::health;
+    ASSERT_TRUE(other.value()->send(request{h}).ok());
+    auto r = other.value()->receive(1500ms);
+    EXPECT_EQ(r.get_status().code(), status_code::unavailable) << "a refused client got a reply";
+  }
+  EXPECT_EQ(handled.load(), 1);
+  EXPECT_GE(srv->counters().auth_refused, 2u);
+
+  // Allowlist without a secret key: refused as a configuration error.
+  server_params bad;
+  bad.curve_allowed_clients = {apub};
+  EXPECT_EQ(server::start(bad, [](const client_id&, request) {}).get_status().code(), status_code::invalid_argument);
+}
+
+struct key_dir {
+  std::string path = (std::filesystem::temp_directory_path() / ("hart-keys-" + std::to_string(::getpid()))).string();
+  key_dir() { std::filesystem::create_directories(path); }
+  ~key_dir() { std::filesystem::remove_all(path); }
+};
+
+TEST(transport_curve, key_files_are_read_checked_and_written_private) {
+  key_dir d;
+  const std::string prefix = d.path + "/server";
+  ASSERT_TRUE(curve_keypair_write(prefix).ok());
+  EXPECT_EQ(curve_keypair_write(prefix).code(), status_code::failed_precondition);  // never overwrites a key
+  struct stat st {};
+  ASSERT_EQ(::stat((prefix + ".key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto sec = curve_key_file_read(prefix + ".key", true);
+  auto pub = curve_key_file_read(prefix + ".pub", false);
+  ASSERT_TRUE(sec.ok() && pub.ok()) << sec.get_status().to_string();
+  EXPECT_EQ(*curve_public_of(*sec), *pub);
+
+  ::chmod((prefix + ".key").c_str(), 0644);
+  auto loose = curve_key_file_read(prefix + ".key", true);
+  EXPECT_EQ(loose.get_status().code(), status_code::invalid_argument);
+  EXPECT_NE(loose.get_status().message().find("chmod 600"), std::string::npos);
+  EXPECT_EQ(curve_key_file_read(d.path + "/missing.key", false).get_status().code(), status_code::not_found);
+
+  const std::string list = d.path + "/clients";
+  {
+    std::ofstream out(list);
+    out << "# RL trainers\n\n" << *pub << "\n  " << *pub << "  \n";
+  }
+  auto keys = curve_allowlist_read(list);
+  ASSERT_TRUE(keys.ok()) << keys.get_status().to_string();
+  EXPECT_EQ(keys->size(), 2u);
+  {
+    std::ofstream out(list);
+    out << *pub << "\nnot-a-key\n";
+  }
+  auto bad = curve_allowlist_read(list);
+  EXPECT_EQ(bad.get_status().code(), status_code::invalid_argument);
+  EXPECT_NE(bad.get_status().message().find(":2:"), std::string::npos) << bad.get_status().message();
+  {
+    std::ofstream out(list);
+    out << "# nobody\n";
+  }
+  EXPECT_EQ(curve_allowlist_read(list).get_status().code(), status_code::invalid_argument);
 }
 
 }  // namespace

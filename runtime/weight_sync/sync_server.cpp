@@ -12,6 +12,7 @@
 #include <zmq_addon.hpp>
 
 #include "runtime/core/log.h"
+#include "runtime/transport/curve_auth.h"
 #include "runtime/transport/server.h"
 #include "runtime/weight_sync/crc_pool.h"
 
@@ -19,6 +20,9 @@ namespace hart::weight_sync {
 
 status sync_server_params::validate() const {
   if (endpoint.empty()) return invalid_argument("weight sync endpoint: empty");
+  if (!curve_allowed_clients.empty() && curve_secret_key.empty()) {
+    return invalid_argument("weight sync: an allowlist of client keys needs a CURVE secret key");
+  }
   if (curve_secret_key.empty() && !transport::endpoint_is_local(endpoint)) {
     return failed_precondition("weight sync endpoint %s is not loopback; binding it needs a CURVE secret key",
                                endpoint.c_str());
@@ -34,6 +38,7 @@ struct sync_server::impl {
   // client's lanes are received in parallel; the kernel's copy is the cost).
   zmq::context_t ctx{crc_pool_default_threads()};
   zmq::socket_t sock{ctx, zmq::socket_type::router};
+  std::unique_ptr<transport::zap_authenticator> zap;  // with curve_allowed_clients; goes before ctx
   int wake_fd = -1;
   std::string endpoint;
   std::mutex mu;  // guards outbox
@@ -167,6 +172,10 @@ status_or<std::unique_ptr<sync_server>> sync_server::start(const sync_server_par
     if (!params.curve_secret_key.empty()) {
       p->sock.set(zmq::sockopt::curve_server, 1);
       p->sock.set(zmq::sockopt::curve_secretkey, params.curve_secret_key);
+    }
+    if (!params.curve_allowed_clients.empty()) {
+      HART_ASSIGN_OR_RETURN(p->zap, transport::zap_authenticator::start(p->ctx, params.curve_allowed_clients));
+      p->sock.set(zmq::sockopt::zap_domain, "hart");
     }
     p->sock.bind(params.endpoint);
     p->endpoint = p->sock.get(zmq::sockopt::last_endpoint);

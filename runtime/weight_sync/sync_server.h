@@ -28,6 +28,7 @@ namespace hart::weight_sync {
 struct sync_server_params {
   std::string endpoint = "tcp://127.0.0.1:5558";  ///< "tcp://127.0.0.1:*" = any port; loopback unless CURVE
   std::string curve_secret_key;                     ///< Z85; required for a non-loopback bind
+  std::vector<std::string> curve_allowed_clients;   ///< Z85 public keys let in (empty: any); needs curve_secret_key
   uint64_t max_inflight_bytes = uint64_t(2) << 30;  ///< received data not yet released by the handler
 
   status validate() const;

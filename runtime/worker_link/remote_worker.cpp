@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <zmq.hpp>
@@ -22,6 +23,24 @@ status unavailable(std::string m) { return status(status_code::unavailable, std:
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+constexpr const char* k_token_env = "HART_WORKER_TOKEN";
+
+// 32 random bytes as hex, from the kernel's CSPRNG.
+status_or<std::string> random_token() {
+  unsigned char b[32];
+  FILE* f = std::fopen("/dev/urandom", "rb");
+  const bool ok = f && std::fread(b, 1, sizeof b, f) == sizeof b;
+  if (f) std::fclose(f);
+  if (!ok) return status(status_code::internal, "worker token: cannot read /dev/urandom");
+  static const char* hex = "0123456789abcdef";
+  std::string t;
+  for (unsigned char c : b) {
+    t += hex[c >> 4];
+    t += hex[c & 15];
+  }
+  return t;
 }
 
 std::string describe_exit(int wstatus) {
@@ -41,6 +60,7 @@ struct remote_worker::impl {
   std::string peer;         // routing id of the configured worker; empty: none
   int64_t peer_pid = 0;
   int64_t n_spawned = 0;
+  std::string token;        // what a hello must carry: params.token, or the spawned child's
 
   status send_to(const std::string& id, const worker_message& m) {
     HART_ASSIGN_OR_RETURN(std::vector<uint8_t> frame, encode(m));
@@ -52,6 +72,15 @@ struct remote_worker::impl {
       return unavailable(std::string("cannot reach the worker: ") + e.what());
     }
     return {};
+  }
+
+  // Compared in constant time: a local process must not learn the token byte by byte.
+  bool token_matches(const std::string& t) const {
+    if (token.empty()) return true;
+    if (t.size() != token.size()) return false;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < t.size(); ++i) diff |= static_cast<unsigned char>(t[i] ^ token[i]);
+    return diff == 0;
   }
 
   /// Reaps the child if it has exited; returns a description then, else "".
@@ -85,6 +114,16 @@ struct remote_worker::impl {
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    HART_ASSIGN_OR_RETURN(token, random_token());
+    // The environment, not argv: other users' `ps` shows argv.
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      if (std::strncmp(*e, k_token_env, std::strlen(k_token_env)) != 0 || (*e)[std::strlen(k_token_env)] != '=') env.emplace_back(*e);
+    }
+    env.push_back(std::string(k_token_env) + "=" + token);
+    std::vector<char*> envp;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
     const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) return unavailable(std::string("fork: ") + std::strerror(errno));
@@ -95,7 +134,7 @@ struct remote_worker::impl {
       sigprocmask(SIG_SETMASK, &none, nullptr);  // `hart serve` blocks SIGINT/SIGTERM in every thread
       prctl(PR_SET_PDEATHSIG, SIGKILL);          // the worker never outlives the server
       if (getppid() != parent) _exit(1);
-      execv(argv[0], argv.data());
+      execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
     child = pid;
@@ -123,6 +162,12 @@ struct remote_worker::impl {
 
   /// Handles a hello: configures a matching worker and makes it the peer.
   void on_hello(const std::string& id, const worker_hello& h) {
+    if (!token_matches(h.token)) {
+      HART_LOG_ERROR("refusing worker pid %lld: its hello does not carry the token this server gave its worker",
+                     (long long)h.pid);
+      (void)send_to(id, worker_bye{});
+      return;
+    }
     if (h.version != link_version || h.model != params.expect) {
       HART_LOG_ERROR("refusing worker pid %lld: version %u (want %u), model {%s} (want {%s})", (long long)h.pid,
                      h.version, link_version, h.model.to_string().c_str(), params.expect.to_string().c_str());
@@ -308,6 +353,7 @@ status_or<std::unique_ptr<remote_worker>> remote_worker::start(remote_worker_par
   if (params.config.page_size <= 0) return invalid_argument("remote_worker: page_size must be set");
   auto p = std::make_unique<impl>();
   p->params = std::move(params);
+  p->token = p->params.token;  // replaced by a fresh one at each spawn
   try {
     p->sock.set(zmq::sockopt::router_mandatory, 1);
     p->sock.set(zmq::sockopt::linger, 0);

@@ -54,6 +54,10 @@ struct remote_worker_params {
   /// Spawned workers that died are replaced at most this often (-1 = always);
   /// past it, execute() fails at once with unavailable.
   int64_t max_restarts = -1;
+  /// A hello must carry this token (worker_hello::token) to be answered; empty: any hello (a
+  /// loopback endpoint). A spawned worker gets a fresh random token instead, in its
+  /// environment (HART_WORKER_TOKEN, not argv), so no other local process can take its place.
+  std::string token;
   /// Called with each spawned child's pid (e.g. to log it).
   std::function<void(int64_t pid)> on_spawn;
 };

@@ -33,13 +33,15 @@ worker_message recv(zmq::socket_t& s) {
 }
 
 // A fake worker's DEALER socket on `ep`, its hello (pid, model) already sent.
-zmq::socket_t fake_worker(zmq::context_t& ctx, const std::string& ep, int64_t pid, const model_summary& model) {
+zmq::socket_t fake_worker(zmq::context_t& ctx, const std::string& ep, int64_t pid, const model_summary& model,
+                          const std::string& token = "") {
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
   s.connect(ep);
   worker_hello h;
   h.pid = pid;
   h.model = model;
+  h.token = token;
   send(s, h);
   return s;
 }
@@ -183,6 +185,32 @@ TEST(remote_worker, wrong_model_is_refused) {
   });
   status st = (*rw)->ensure_worker();
   EXPECT_FALSE(st.ok());
+  fake.join();
+}
+
+
+// A hello without the server's token (another local process dialing the loopback port) is
+// refused; the worker that has it is configured.
+TEST(remote_worker, a_hello_without_the_token_is_refused) {
+  remote_worker_params p;
+  p.config = {128, 16, 8};
+  p.expect = summary();
+  p.hello_timeout_ms = 2000;
+  p.token = "0123456789abcdef0123456789abcdef";
+  auto rw = remote_worker::start(p);
+  ASSERT_TRUE(rw.ok());
+  const std::string ep = (*rw)->endpoint();
+  std::thread fake([ep] {
+    zmq::context_t ctx;
+    for (const char* wrong : {"", "0123456789abcdef0123456789abcdee", "0123"}) {
+      zmq::socket_t s = fake_worker(ctx, ep, 5, summary(), wrong);
+      EXPECT_TRUE(std::holds_alternative<worker_bye>(recv(s))) << wrong;
+    }
+    zmq::socket_t s = fake_worker(ctx, ep, 6, summary(), "0123456789abcdef0123456789abcdef");
+    EXPECT_TRUE(std::holds_alternative<worker_configure>(recv(s)));
+  });
+  EXPECT_TRUE((*rw)->ensure_worker().ok());
+  EXPECT_EQ((*rw)->worker_pid(), 6);
   fake.join();
 }
 

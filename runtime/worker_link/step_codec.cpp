@@ -197,6 +197,7 @@ status_or<std::vector<uint8_t>> encode(const worker_message& m) {
       b.setPid(h->pid);
       fill_summary(b.initModel(), h->model);
       b.setPageSize(h->page_size);
+      b.setToken(h->token);
     } else if (auto* c = std::get_if<worker_configure>(&m)) {
       auto b = root.initConfigure();
       b.setPageSize(c->page_size);
@@ -260,6 +261,7 @@ status_or<worker_message> decode(const void* data, size_t size) {
         out.model.precision = m.getPrecision().cStr();
         out.model.deterministic = m.getDeterministic();
         out.page_size = h.getPageSize();
+        out.token = h.getToken().cStr();
         return worker_message{std::move(out)};
       }
       case w::WorkerMessage::CONFIGURE: {

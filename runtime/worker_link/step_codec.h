@@ -51,6 +51,7 @@ struct worker_hello {
   int64_t pid = 0;
   model_summary model;
   int64_t page_size = 0;  // 0 before configure
+  std::string token;      // the per-spawn secret from HART_WORKER_TOKEN (remote_worker checks it)
 };
 
 struct worker_configure {

@@ -93,6 +93,7 @@ struct Hello {
   pid @1 :Int64;
   model @2 :ModelSummary;
   pageSize @3 :Int64;     # the worker's current page size; 0 before configure
+  token @4 :Text;         # the secret its server gave it at spawn (HART_WORKER_TOKEN); empty if none
 }
 
 struct Configure {

@@ -1,0 +1,67 @@
+// File: runtime/transport/curve_auth.h
+// Who may talk to a CURVE server: key files (never argv, where `ps` shows them) and a ZAP
+// handler (ZeroMQ RFC 27) that lets in only the client public keys of an allowlist.
+//
+//   HART_ASSIGN_OR_RETURN(std::string secret, curve_key_file_read("server.key", true));
+//   HART_ASSIGN_OR_RETURN(auto allowed, curve_allowlist_read("clients.pub"));
+//   HART_ASSIGN_OR_RETURN(auto zap, zap_authenticator::start(ctx, allowed));  // before bind
+//   sock.set(zmq::sockopt::zap_domain, "hart");
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.h"
+
+namespace zmq {
+class context_t;
+class socket_t;
+}
+
+namespace hart::transport {
+
+/// The Z85 key (40 characters) a key file holds: its first line that is not blank or a
+/// `#` comment. `secret`: the file must not be readable by group or others (as ssh requires of
+/// a private key). invalid_argument naming the file otherwise, not_found when it is missing.
+status_or<std::string> curve_key_file_read(const std::string& path, bool secret);
+
+/// The Z85 public keys of an allowlist file, one per line (blank and `#` lines skipped).
+/// invalid_argument naming the line of a key that is not 40 Z85 characters, or an empty list.
+status_or<std::vector<std::string>> curve_allowlist_read(const std::string& path);
+
+/// The public key (Z85) of a Z85 secret key.
+status_or<std::string> curve_public_of(const std::string& secret_z85);
+
+/// Makes `sock` a CURVE client of the server with public key `server_z85` (nothing when
+/// empty), as the key pair of `secret_z85` (its public key derived) or, when that is empty, a
+/// fresh pair (the server then knows nothing of this client: fine without an allowlist).
+status curve_client_setup(zmq::socket_t& sock, const std::string& server_z85, const std::string& secret_z85);
+
+/// Writes a fresh key pair: `prefix`.key (the secret, mode 0600) and `prefix`.pub. Refuses
+/// to overwrite either (failed_precondition).
+status curve_keypair_write(const std::string& prefix);
+
+/// Answers ZAP requests on `ctx` from its own thread: a CURVE client whose public key is in
+/// the allowlist is let in (its key becomes the user id), every other handshake is refused.
+/// Start it before binding the sockets it guards, and set their zap_domain; it stops (joins)
+/// when destroyed, which must happen before the context is closed.
+class zap_authenticator {
+ public:
+  static status_or<std::unique_ptr<zap_authenticator>> start(zmq::context_t& ctx, std::vector<std::string> allowed_z85);
+  ~zap_authenticator();
+  zap_authenticator(const zap_authenticator&) = delete;
+  zap_authenticator& operator=(const zap_authenticator&) = delete;
+
+  /// Handshakes let in and refused so far.
+  uint64_t accepted() const;
+  uint64_t refused() const;
+
+ private:
+  struct impl;
+  explicit zap_authenticator(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> p_;
+};
+
+}  // namespace hart::transport
