@@ -10,6 +10,7 @@
 #include <exception>
 #include <new>
 
+#include "runtime/core/wire_limits.h"
 #include "runtime/protocol/validate.h"
 #include "runtime/protocol/wire_convert.h"
 
@@ -78,7 +79,7 @@ status_or<T> decode(byte_view header, byte_view payload, frame_kind kind, Read&&
       words = owned.asPtr();
     }
     capnp::ReaderOptions opts;
-    opts.traversalLimitInWords = traversal_limit_words;
+    opts.traversalLimitInWords = traversal_budget_words(n_words, traversal_limit_words);
     opts.nestingLimit = nesting_limit;
     capnp::FlatArrayMessageReader reader(words, opts);
     if (reader.getEnd() != words.end())

@@ -168,6 +168,15 @@ struct tokenizer::impl {
   std::vector<regex_ptr> splits;                       // pre-tokenizer Split steps, in order
   tokenizer_config config;
 
+  // An id as JSON holds it: an integer in [0, k_max_vocab). A float (2e45, 1.5) is refused
+  // before any conversion (converting an out-of-range double to an integer is undefined).
+  static status_or<int64_t> token_id(const json& v, const char* what) {
+    if (!v.is_number_integer()) return invalid_argument("%s %s is not an integer", what, v.dump().c_str());
+    const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(k_max_vocab) ? -1 : v.get<int64_t>();
+    if (id < 0 || id >= k_max_vocab) return invalid_argument("%s %s is outside [0, %lld)", what, v.dump().c_str(), (long long)k_max_vocab);
+    return id;
+  }
+
   status build(const json& tj) {
     const json norm = tj.value("normalizer", json());
     bool none = norm.is_null() || norm.dump() == R"({"normalizers":[],"type":"Sequence"})";
@@ -175,8 +184,7 @@ struct tokenizer::impl {
     int64_t max_id = -1;
     HART_RETURN_IF_ERROR(build_model(tj.at("model"), max_id));
     for (const json& a : tj.value("added_tokens", json::array())) {
-      int64_t id = a.at("id").get<int64_t>();
-      if (id < 0 || id >= k_max_vocab) return invalid_argument("added token id %" PRId64, id);
+      HART_ASSIGN_OR_RETURN(int64_t id, token_id(a.at("id"), "added token id"));
       added_token t{a.at("content").get<std::string>(), static_cast<int32_t>(id),
                     a.value("special", false), a.value("lstrip", false), a.value("rstrip", false)};
       if (t.content.empty()) continue;
@@ -220,8 +228,7 @@ struct tokenizer::impl {
     if (!vocab.is_object()) return invalid_argument("model.vocab is not an object");
     piece_ids.reserve(vocab.size() + 1024);
     for (const auto& [piece, v] : vocab.items()) {
-      int64_t id = v.get<int64_t>();
-      if (id < 0 || id >= k_max_vocab) return invalid_argument("vocab id %" PRId64, id);
+      HART_ASSIGN_OR_RETURN(int64_t id, token_id(v, "vocab id"));
       piece_ids.emplace(piece, static_cast<int32_t>(id));
       max_id = std::max(max_id, id);
     }

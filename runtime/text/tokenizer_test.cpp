@@ -310,6 +310,24 @@ TEST(tokenizer_errors, bad_tokenizer_contents) {
             status_code::invalid_argument);
 }
 
+// Ids must be JSON integers in range: a float like 2e45 (found by fuzz/targets.h's
+// tokenizer_json; converting it to an integer was undefined behaviour) or 1.5 is refused by name.
+TEST(tokenizer_errors, ids_that_are_not_integers_in_range) {
+  json base = json::parse(read_all(data_path("tiny-a/tokenizer.json")));
+  for (const json& id : {json(2.1777e45), json(1.5), json(-3), json(uint64_t(1) << 63), json("7")}) {
+    SCOPED_TRACE(id.dump());
+    json vocab = base;
+    vocab["model"]["vocab"]["zz"] = id;
+    status_or<tokenizer> t = load_json(vocab.dump());
+    ASSERT_FALSE(t.ok());
+    EXPECT_EQ(t.get_status().code(), status_code::invalid_argument);
+    EXPECT_NE(t.get_status().message().find("vocab id"), std::string::npos) << t.get_status().message();
+    json added = base;
+    added["added_tokens"][0]["id"] = id;
+    EXPECT_EQ(load_json(added.dump()).get_status().code(), status_code::invalid_argument);
+  }
+}
+
 TEST(tokenizer_errors, id_out_of_range) {
   tokenizer tok = load_or_die("tiny-a");
   status_or<std::string> s = tok.decode({45, 512});

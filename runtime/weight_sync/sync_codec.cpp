@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "runtime/core/wire_limits.h"
 #include "runtime/weight_sync/weight_sync.capnp.h"
 
 namespace hart::weight_sync {
@@ -77,7 +78,7 @@ auto decode(frame_view header, frame_view payload, uint8_t kind, Read&& read) ->
     kj::Array<capnp::word> owned = kj::heapArray<capnp::word>(payload.size / sizeof(capnp::word));
     std::memcpy(owned.begin(), payload.data, payload.size);
     capnp::ReaderOptions opts;
-    opts.traversalLimitInWords = 4 * (k_max_message_bytes / sizeof(capnp::word));
+    opts.traversalLimitInWords = traversal_budget_words(owned.size(), 4 * (k_max_message_bytes / sizeof(capnp::word)));
     opts.nestingLimit = 16;
     kj::ArrayPtr<const capnp::word> words = owned.asPtr();
     capnp::FlatArrayMessageReader rd(words, opts);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "runtime/core/wire_limits.h"
 #include "runtime/worker_link/worker.capnp.h"
 
 namespace hart::worker_link {
@@ -242,7 +243,7 @@ status_or<worker_message> decode(const void* data, size_t size) {
       words = owned.asPtr();
     }
     capnp::ReaderOptions opts;
-    opts.traversalLimitInWords = traversal_limit_words;
+    opts.traversalLimitInWords = traversal_budget_words(n_words, traversal_limit_words);
     opts.nestingLimit = nesting_limit;
     capnp::FlatArrayMessageReader reader(words, opts);
     if (reader.getEnd() != words.end()) return invalid_argument("worker frame: trailing bytes after the message");
