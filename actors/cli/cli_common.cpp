@@ -1,7 +1,10 @@
 #include "actors/cli/cli_common.h"
 
 #include <cstdio>
+#include <type_traits>
+#include <variant>
 
+#include "runtime/transport/client.h"
 #include "runtime/transport/curve_auth.h"
 
 namespace hart::cli {
@@ -33,6 +36,30 @@ status curve_client_keys(const curve_client_options& o, std::string* server_key,
     HART_ASSIGN_OR_RETURN(*secret_key, transport::curve_key_file_read(o.client_key_file, /*secret=*/true));
   }
   return {};
+}
+
+status_or<protocol::reply> control_call(transport::client& c, const protocol::control_request& q,
+                                        std::chrono::milliseconds timeout) {
+  HART_RETURN_IF_ERROR(c.send(protocol::request{q}));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return unavailable("no answer to control request %llu", (unsigned long long)q.tag);
+    HART_ASSIGN_OR_RETURN(protocol::reply r, c.receive(left));
+    if (const auto* e = std::get_if<protocol::error_reply>(&r); e && e->tag == q.tag) return status(e->code, e->message);
+    const uint64_t tag = std::visit(
+        [](const auto& v) -> uint64_t {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, protocol::ack_reply> || std::is_same_v<T, protocol::health_reply> ||
+                        std::is_same_v<T, protocol::stats_reply> || std::is_same_v<T, protocol::weight_version_reply>) {
+            return v.tag;
+          } else {
+            return 0;
+          }
+        },
+        r);
+    if (tag == q.tag) return r;
+  }
 }
 
 int run_curve_keygen(const std::string& prefix) {

@@ -3,6 +3,7 @@
 // loaders with readable errors, and exit codes (0 ok, 1 runtime error, 2 usage).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,8 +11,13 @@
 
 #include "runtime/core/status.h"
 #include "runtime/model/engine.h"
+#include "runtime/protocol/messages.h"
 #include "runtime/sample/sampler.h"
 #include "runtime/text/tokenizer.h"
+
+namespace hart::transport {
+class client;
+}
 
 namespace hart::cli {
 
@@ -80,6 +86,12 @@ struct curve_client_options {
 /// The Z85 keys for transport::client_params / weight_sync_client_params.
 status curve_client_keys(const curve_client_options& o, std::string* server_key, std::string* secret_key);
 
+/// Sends control request `q` and returns the reply carrying its tag (an ack, health, stats or
+/// weight-version reply), skipping others; the server's error reply for it as a status;
+/// unavailable when none arrives within `timeout`.
+status_or<protocol::reply> control_call(transport::client& c, const protocol::control_request& q,
+                                        std::chrono::milliseconds timeout);
+
 struct serve_options {
   common_options common;
   std::string bind = "tcp://127.0.0.1:5557";
@@ -143,6 +155,26 @@ struct client_options {
   bool ignore_eos = false;
 };
 
+struct soak_options {
+  std::string connect = "tcp://127.0.0.1:5557";
+  curve_client_options curve;
+  int64_t requests = 10000;
+  int users = 8;
+  int64_t max_prompt_tokens = 64;
+  int64_t max_new_tokens = 48;
+  int64_t vocab = 512;          // prompt ids from [2, vocab)
+  double abort_rate = 0.1;      // requests aborted mid-stream
+  double disconnect_rate = 0.05;  // requests whose client drops the connection mid-stream
+  int64_t pause_ms = 2000;      // pause + resume this often (0: never)
+  std::string weight_sync_endpoint;  // push -m's tensors there every push_ms (empty: no pushes)
+  std::string model_dir;
+  int64_t push_ms = 5000;
+  int64_t server_pid = 0;       // read the server's RSS at start and end (0: not)
+  int64_t timeout_ms = 120000;  // a request without its finals after this is lost
+  int64_t connect_timeout_ms = 5000;
+  uint64_t seed = 1;
+};
+
 struct bench_serve_options {
   std::string connect = "tcp://127.0.0.1:5557";
   std::vector<int64_t> concurrency = {1, 2, 4, 8};
@@ -166,6 +198,7 @@ int run_score(const score_options& o);
 int run_cache_plan(const cache_plan_options& o);
 int run_random_checkpoint(const random_checkpoint_cli_options& o);
 int run_curve_keygen(const std::string& prefix);
+int run_soak(const soak_options& o);
 int run_serve(const serve_options& o);
 int run_worker(const worker_options& o);
 int run_client(const client_options& o);

@@ -33,17 +33,12 @@ double server_stat(transport::client& c, const char* name) {
   protocol::control_request q;
   q.tag = 77;
   q.verb = protocol::control_verb::stats;
-  if (!c.send(protocol::request{q}).ok()) return -1;
-  for (;;) {
-    auto r = c.receive(seconds(10));
-    if (!r.ok()) return -1;
-    if (const auto* s = std::get_if<protocol::stats_reply>(&*r)) {
-      for (const auto& [k, v] : s->entries) {
-        if (k == name) return v;
-      }
-      return -1;
-    }
+  auto r = control_call(c, q, seconds(10));
+  if (!r.ok()) return -1;
+  for (const auto& [k, v] : std::get<protocol::stats_reply>(*r).entries) {
+    if (k == name) return v;
   }
+  return -1;
 }
 
 }  // namespace

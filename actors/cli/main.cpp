@@ -147,6 +147,37 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   rck->add_option("--shard-size", rc.shard_size, "release: start a new shard after this many bytes")->capture_default_str();
 
+  auto add_curve = [](CLI::App* cmd, hart::cli::curve_client_options* o) {
+    cmd->add_option("--curve-server-key", o->server_key, "The server's Z85 CURVE public key (a server started with "
+                    "--curve-secret-key-file)");
+    cmd->add_option("--curve-client-key-file", o->client_key_file,
+                    "File with this client's Z85 secret key (`hart curve-keygen`), for a server with an allowlist")
+        ->check(CLI::ExistingFile);
+  };  hart::cli::soak_options so;
+  CLI::App* sk = app.add_subcommand("soak", "A long mixed workload (aborts, disconnects, pauses, weight pushes) against a "
+                                            "running server; prints what was lost or leaked, exit 1 if anything was");
+  sk->add_option("--connect", so.connect, "Server endpoint")->capture_default_str();
+  add_curve(sk, &so.curve);
+  sk->add_option("--requests", so.requests, "Requests in all")->check(CLI::Range(int64_t(1), int64_t(1) << 40))->capture_default_str();
+  sk->add_option("--users", so.users, "Concurrent clients")->check(CLI::Range(1, 1024))->capture_default_str();
+  sk->add_option("--max-prompt-tokens", so.max_prompt_tokens, "Prompts have 1..N random token ids")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
+  sk->add_option("--max-new-tokens", so.max_new_tokens, "Each request generates 1..N tokens")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
+  sk->add_option("--vocab", so.vocab, "Prompt ids are drawn from [2, vocab)")->check(CLI::Range(int64_t(3), int64_t(1) << 32))->capture_default_str();
+  sk->add_option("--abort-rate", so.abort_rate, "Share of requests aborted mid-stream")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  sk->add_option("--disconnect-rate", so.disconnect_rate, "Share of requests whose client drops its connection mid-stream")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  sk->add_option("--pause-ms", so.pause_ms, "Pause (in place, retract, abort in turn) and resume this often; 0 = never")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  sk->add_option("--weight-sync-endpoint", so.weight_sync_endpoint, "Push -m's tensors there every --push-ms as new versions");
+  sk->add_option("-m,--model", so.model_dir, "Checkpoint pushed with --weight-sync-endpoint");
+  sk->add_option("--push-ms", so.push_ms, "Time between weight pushes")->check(CLI::Range(int64_t(1), int64_t(1) << 40))->capture_default_str();
+  sk->add_option("--server-pid", so.server_pid, "Report this process's RSS at start and end (the server)");
+  sk->add_option("--timeout-ms", so.timeout_ms, "A request without all its finals after this counts as lost")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))->capture_default_str();
+  sk->add_option("--seed", so.seed, "Seed of the workload")->capture_default_str();
+
   std::string keygen_prefix;
   CLI::App* kg = app.add_subcommand("curve-keygen", "Write a CURVE key pair: PREFIX.key (secret, mode 600) and PREFIX.pub");
   kg->add_option("-o,--out", keygen_prefix, "Path prefix of the two files (neither may exist)")->required();
@@ -259,13 +290,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   w->add_option("--pid-file", wk.pid_file, "Write this process's pid here once the model is loaded");
 
-  auto add_curve = [](CLI::App* cmd, hart::cli::curve_client_options* o) {
-    cmd->add_option("--curve-server-key", o->server_key, "The server's Z85 CURVE public key (a server started with "
-                    "--curve-secret-key-file)");
-    cmd->add_option("--curve-client-key-file", o->client_key_file,
-                    "File with this client's Z85 secret key (`hart curve-keygen`), for a server with an allowlist")
-        ->check(CLI::ExistingFile);
-  };
+
   hart::cli::client_options cl;
   auto add_connect = [&](CLI::App* cmd) {
     add_curve(cmd, &cl.curve);
@@ -424,6 +449,7 @@ int main(int argc, char** argv) {
   if (*c) return hart::cli::run_cache_plan(cp);
   if (*rck) return hart::cli::run_random_checkpoint(rc);
   if (*kg) return hart::cli::run_curve_keygen(keygen_prefix);
+  if (*sk) return hart::cli::run_soak(so);
   if (*v) return with_model(sv.common, [&] { return hart::cli::run_serve(sv); });
   if (*w) return hart::cli::run_worker(wk);
   if (*k) return hart::cli::run_client(cl);

@@ -72,6 +72,7 @@ class server_process {
     return s;
   }
   const std::string& endpoint() const { return endpoint_; }
+  pid_t pid() const { return pid_; }
   int64_t worker_pid() const { return worker_pid_; }
   const std::string& weight_sync_endpoint() const { return weight_sync_endpoint_; }
   /// host:port of --http-bind ("" without it).
