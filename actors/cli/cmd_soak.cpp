@@ -200,7 +200,21 @@ int run_soak(const soak_options& o) {
   std::thread pause_thread, push_thread;
   if (o.pause_ms > 0) pause_thread = std::thread(pauser, std::cref(o), std::ref(stop), std::ref(t));
   if (!o.weight_sync_endpoint.empty()) push_thread = std::thread(pusher, std::cref(o), std::ref(stop), std::ref(t));
-  for (std::thread& th : users) th.join();
+  // A line on stderr every 10 s: a long soak shows where it is.
+  std::atomic<int> users_done{0};
+  std::thread progress([&] {
+    for (auto last = steady_clock::now(); users_done < o.users; std::this_thread::sleep_for(milliseconds(100))) {
+      if (steady_clock::now() - last < seconds(10)) continue;
+      last = steady_clock::now();
+      std::fprintf(stderr, "soak: %llu/%lld requests sent, %llu lost so far, %.0f s\n", (unsigned long long)t.sent.load(),
+                   (long long)o.requests, (unsigned long long)t.lost.load(), duration<double>(last - t0).count());
+    }
+  });
+  for (std::thread& th : users) {
+    th.join();
+    ++users_done;
+  }
+  progress.join();
   stop = true;
   if (pause_thread.joinable()) pause_thread.join();
   if (push_thread.joinable()) push_thread.join();
