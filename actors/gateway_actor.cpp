@@ -1,5 +1,6 @@
 #include "actors/gateway_actor.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -112,6 +113,7 @@ struct gateway_state {
       send(client, protocol::error_reply_from(r.get_status(), g.request_id));
       return;
     }
+    r->client = std::hash<transport::client_id>{}(client) | 1;  // the scheduler's turns are per connection; 0 is "shared"
     const int64_t prompt_tokens = int64_t(r->prompt.size());
     if (status st = admit(client, prompt_tokens); !st.ok()) {
       ++refused_limits;

@@ -49,7 +49,8 @@ struct gen_request {
   /// and position, ~40x the experts' size on V4); else only the experts.
   bool return_indexer_picks = false;
   // -- scheduling ---
-  int32_t priority = 0;     // larger is served first; FCFS within a priority
+  int32_t priority = 0;     // larger is served first; within a priority, clients take turns (scheduler.h)
+  uint64_t client = 0;      // who asked (the gateway's key of the connection); 0 = one shared client
   int64_t deadline_us = 0;  // absolute, on the scheduler's clock; 0 = none; past it: finish abort
 
   /// Every check of a request's values, in one place: the gateway runs it before it

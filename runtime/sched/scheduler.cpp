@@ -78,6 +78,20 @@ void scheduler::dequeue(seq& s) { waiting_.erase(key(s)); }
 void scheduler::add_running(seq& s) {
   running_.insert(key(s));
   s.running = true;
+  vtime_ = std::max(vtime_, s.ticket);
+}
+
+uint64_t scheduler::take_ticket(uint64_t client) {
+  // Clients whose next ticket the virtual time has passed would get vtime_ anyway: forget them.
+  if (next_ticket_.size() > 4096) {
+    for (auto it = next_ticket_.begin(); it != next_ticket_.end();) {
+      it = it->second <= vtime_ ? next_ticket_.erase(it) : std::next(it);
+    }
+  }
+  uint64_t& next = next_ticket_[client];
+  const uint64_t t = std::max(vtime_, next);
+  next = t + 1;
+  return t;
 }
 void scheduler::remove_running(seq& s) {
   running_.erase(key(s));
@@ -101,7 +115,7 @@ status scheduler::submit(gen_request r) {
     s->tokens = rec->req.prompt;
     s->waiting_tokens = prompt;
     s->n_prompt = int64_t(s->tokens.size());
-    s->ticket = next_ticket_++;
+    s->ticket = take_ticket(rec->req.client);
     rec->seq_ids.push_back(s->id);
     enqueue(*s);
     seqs_.emplace(s->id, std::move(s));

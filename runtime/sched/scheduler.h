@@ -44,6 +44,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <unordered_map>
 #include <tuple>
 #include <vector>
 
@@ -176,8 +177,14 @@ class scheduler {
  private:
   struct request_rec;
   struct seq;
-  /// (−priority, arrival ticket, seq id): best first.
+  /// (−priority, ticket, seq id): best first. Tickets are start tags of start-time fair
+  /// queuing across clients: a sequence of client c gets max(vtime_, the ticket after c's
+  /// previous one), and vtime_ follows the tickets admitted. One client's sequences keep their
+  /// arrival order (FCFS); a client that sends 48 requests at once queues them 48 tickets
+  /// deep, while another's request gets the current vtime_ and is admitted, and kept under
+  /// preemption (the shard preempts from the end of this order), before that backlog.
   using order_key = std::tuple<int64_t, uint64_t, uint64_t>;
+  uint64_t take_ticket(uint64_t client);
 
   order_key key(const seq& s) const;
   void enqueue(seq& s);
@@ -207,7 +214,9 @@ class scheduler {
   std::map<uint64_t, std::unique_ptr<seq>> seqs_;              // by seq id
   std::set<order_key> waiting_;
   std::set<order_key> running_;
-  uint64_t next_seq_id_ = 1, next_ticket_ = 1, next_step_ = 1;
+  uint64_t next_seq_id_ = 1, next_step_ = 1;
+  uint64_t vtime_ = 1;                              // the largest ticket admitted so far
+  std::unordered_map<uint64_t, uint64_t> next_ticket_;  // by client: the ticket its next sequence may take
   bool paused_ = false;
   std::deque<uint64_t> in_flight_steps_;  // oldest first
   /// Between schedule_begin and schedule_end: the plan being made, and whether

@@ -88,6 +88,38 @@ TEST(scheduler, higher_priority_is_admitted_first) {
   EXPECT_EQ(ev.finishes[0].reason, finish_reason::length);
 }
 
+// Within a priority, clients take turns (start-time fair queuing): a client that queued six
+// requests keeps their order, and a second client's request, sent after all six while none
+// had been admitted, ranks with the first of them (the virtual time was still at its ticket),
+// not after the six (before: FCFS across clients, issue 27's starvation of short requests
+// behind another client's batch).
+TEST(scheduler, clients_take_turns_within_a_priority) {
+  cache::cache_shard c(small_cache());
+  scheduler_params sp;
+  sp.max_running = 2;
+  sp.vocab_size = 512;
+  scheduler s(sp, small_cache(), nullptr);
+  for (uint64_t id = 1; id <= 6; ++id) {
+    gen_request r = make(id, 10, 3);
+    r.client = 11;
+    ASSERT_TRUE(s.submit(r).ok());
+  }
+  gen_request other = make(100, 10, 3);
+  other.client = 22;
+  ASSERT_TRUE(s.submit(other).ok());
+  std::vector<uint64_t> admitted;
+  while (!s.idle()) {
+    step_plan p = s.schedule(c);
+    ASSERT_FALSE(p.empty());
+    for (const step_item& it : p.items) {
+      if (std::find(admitted.begin(), admitted.end(), it.request_id) == admitted.end()) admitted.push_back(it.request_id);
+    }
+    (void)s.complete(p, fake_execute(p));
+    c.apply(s.take_cache_ops());
+  }
+  EXPECT_EQ(admitted, (std::vector<uint64_t>{1, 100, 2, 3, 4, 5, 6}));
+}
+
 TEST(scheduler, abort_while_in_flight_ends_now_and_frees_in_complete) {
   cache::cache_shard c(small_cache());
   scheduler_params sp;
