@@ -74,7 +74,9 @@ struct gateway_state {
                                       {"slow_clients", c.slow_clients},
                                       {"replies_dropped_slow", c.stalled},
                                       {"replies_unroutable", c.unroutable},
-                                      {"auth_refused", c.auth_refused}}) {
+                                      {"auth_refused", c.auth_refused},
+                                      {"connections", uint64_t(c.connections)},
+                                      {"connections_refused", c.connections_refused}}) {
       st.entries.emplace_back(name, double(value));
       st.prometheus += std::string("hart_") + name + ' ' + std::to_string(value) + '\n';
     }

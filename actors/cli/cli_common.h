@@ -117,6 +117,7 @@ struct serve_options {
   int64_t max_requests = 8192;         // generations in flight, all clients (0 = no limit)
   int64_t max_requests_per_client = 4096;  // generations in flight per client (0 = no limit)
   int64_t max_prompt_tokens = int64_t(1) << 25;  // prompt tokens of the generations in flight (0 = no limit)
+  int64_t max_connections = 4096;      // message-API connections open at once; more are refused at the handshake (0 = no limit)
   std::string weight_sync_endpoint;    // empty: no weight sync; loopback unless curve_secret_key_file
   int64_t weight_sync_idle_ms = 60000; // a staged update silent this long is dropped
   std::string http_bind;               // empty: no HTTP; host:port, loopback unless api_key

@@ -232,6 +232,7 @@ int run_serve(const serve_options& o) {
   tp.endpoint = o.bind;
   tp.curve_secret_key = curve_secret_key;
   tp.curve_allowed_clients = curve_allowed_clients;
+  tp.max_connections = o.max_connections;
   tp.stall_timeout_ms = o.slow_reader_ms;
   tp.send_hwm = o.send_hwm;
   auto to_gateway = [slot](const transport::client_id& client, protocol::request r, bool from_server) {

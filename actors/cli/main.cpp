@@ -258,6 +258,11 @@ int main(int argc, char** argv) {
                 "prompt that would pass it is refused with resource_exhausted (0 = no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  v->add_option("--max-connections", sv.max_connections,
+                "Message-API connections open at once; a new one past it is refused at the handshake (the client "
+                "sees no server; stats connections_refused, a warning in the log) (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   v->add_option("--send-hwm", sv.send_hwm,
                 "Replies ZeroMQ queues for one client before they wait in the server's own queue for it (ZMQ_SNDHWM)")
       ->check(CLI::Range(1, 1000000))

@@ -28,7 +28,8 @@ const std::set<std::string>& counters() {
                                               "slow_clients",
                                               "replies_dropped_slow",
                                               "replies_unroutable",
-                                              "auth_refused"};
+                                              "auth_refused",
+                                              "connections_refused"};
   return names;
 }
 

@@ -7,8 +7,12 @@
 #include <cctype>
 #include <fstream>
 #include <set>
+#include <cstring>
+#include <iterator>
+#include <optional>
 #include <thread>
 #include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include "runtime/core/log.h"
 
@@ -134,33 +138,66 @@ status curve_keypair_write(const std::string& prefix) {
 
 struct zap_authenticator::impl {
   zmq::socket_t sock;
-  std::set<std::string> allowed;  // 32-byte public keys
+  std::optional<zmq::socket_t> monitor;  // the guarded socket's connection events (max_connections)
+  std::set<std::string> allowed;  // 32-byte public keys; empty: any
+  int64_t max_connections = 0;
   std::set<std::string> logged;   // refused keys already logged
+  bool at_limit_logged = false;   // the limit's refusal logged since connections last fell below it
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> accepted{0}, refused{0};
+  std::atomic<uint64_t> accepted{0}, refused{0}, refused_limit{0};
+  std::atomic<int64_t> open{0};
   std::thread thread;
 
   explicit impl(zmq::context_t& ctx) : sock(ctx, zmq::socket_type::rep) {}
+
+  // One monitor event: [u16 event, u32 value][endpoint].
+  void on_monitor_event() {
+    std::vector<zmq::message_t> ev;
+    (void)zmq::recv_multipart(*monitor, std::back_inserter(ev), zmq::recv_flags::dontwait);
+    if (ev.empty() || ev[0].size() < 2) return;
+    uint16_t event;
+    std::memcpy(&event, ev[0].data(), 2);
+    if (event == ZMQ_EVENT_ACCEPTED) ++open;
+    if (event == ZMQ_EVENT_DISCONNECTED && open > 0) --open;
+    if (open < max_connections) at_limit_logged = false;
+  }
 
   // One ZAP request (RFC 27): version, request id, domain, address, identity, mechanism, credentials.
   void authenticate(std::vector<zmq::message_t>& req) {
     const auto str = [&](size_t i) { return i < req.size() ? req[i].to_string() : std::string(); };
     const std::string version = str(0), request_id = str(1), address = str(3), mechanism = str(5);
-    bool ok = false;
-    std::string user;
-    if (version == "1.0" && mechanism == "CURVE" && req.size() >= 7 && req[6].size() == 32) {
+    std::string user, why;
+    if (version != "1.0") {
+      why = "bad ZAP version";
+    } else if (mechanism == "CURVE" && req.size() >= 7 && req[6].size() == 32) {
       const std::string key = req[6].to_string();
-      ok = allowed.count(key) > 0;
       char z85[41];
       zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(key.data()), 32);
       user = z85;
+      if (!allowed.empty() && !allowed.count(key)) why = "key not allowed";
+    } else if (mechanism != "NULL" || !allowed.empty()) {
+      why = "mechanism " + mechanism + " not allowed";
     }
-    (ok ? accepted : refused).fetch_add(1, std::memory_order_relaxed);
-    if (!ok && logged.size() < k_max_logged_keys && logged.insert(user).second) {
-      HART_LOG_WARN("refused a %s client from %s: key %s is not in the allowlist", mechanism.c_str(), address.c_str(),
-                    user.empty() ? "(none)" : user.c_str());
+    // The handshake's own connection is counted already (ACCEPTED comes before its ZAP request).
+    if (why.empty() && max_connections > 0 && open > max_connections) why = "connection limit";
+    const bool ok = why.empty();
+    if (ok) {
+      ++accepted;
+    } else if (why == "connection limit") {
+      ++refused_limit;
+      if (!at_limit_logged) {
+        HART_LOG_WARN("refusing new connections (from %s first): %lld open, the limit (--max-connections)",
+                      address.c_str(), (long long)max_connections);
+        at_limit_logged = true;
+      }
+    } else {
+      ++refused;
+      if (logged.size() < k_max_logged_keys && logged.insert(user).second) {
+        HART_LOG_WARN("refused a %s client from %s: %s%s%s", mechanism.c_str(), address.c_str(), why.c_str(),
+                      user.empty() ? "" : ", key ", user.c_str());
+      }
     }
-    const std::string frames[] = {"1.0", request_id, ok ? "200" : "400", ok ? "OK" : "key not allowed", ok ? user : "", ""};
+    const std::string frames[] = {"1.0", request_id, ok ? "200" : "400", ok ? "OK" : why, ok ? user : "", ""};
     for (size_t i = 0; i < 6; ++i) {
       sock.send(zmq::buffer(frames[i]), i + 1 < 6 ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
@@ -168,18 +205,20 @@ struct zap_authenticator::impl {
 
   void run() {
     while (!stop.load(std::memory_order_acquire)) {
-      zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0},
+                                  {monitor ? monitor->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
       try {
-        if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
+        if (zmq::poll(items, monitor ? 2 : 1, std::chrono::milliseconds(100)) == 0) continue;
+        // Connection events first: a handshake's ACCEPTED is queued before its ZAP request.
+        while (monitor && (items[1].revents & ZMQ_POLLIN)) {
+          on_monitor_event();
+          zmq::pollitem_t again{monitor->handle(), 0, ZMQ_POLLIN, 0};
+          items[1].revents = zmq::poll(&again, 1, std::chrono::milliseconds(0)) > 0 ? ZMQ_POLLIN : 0;
+        }
+        if (!(items[0].revents & ZMQ_POLLIN)) continue;
         std::vector<zmq::message_t> req;
-        do {
-          zmq::message_t m;
-          if (!sock.recv(m)) break;
-          const bool more = m.more();
-          req.push_back(std::move(m));
-          if (!more) break;
-        } while (true);
-        authenticate(req);
+        (void)zmq::recv_multipart(sock, std::back_inserter(req), zmq::recv_flags::dontwait);
+        if (!req.empty()) authenticate(req);
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) return;
         HART_LOG_ERROR("zap: %s", e.what());
@@ -197,18 +236,26 @@ zap_authenticator::~zap_authenticator() {
 
 uint64_t zap_authenticator::accepted() const { return p_->accepted.load(std::memory_order_relaxed); }
 uint64_t zap_authenticator::refused() const { return p_->refused.load(std::memory_order_relaxed); }
+uint64_t zap_authenticator::refused_connections() const { return p_->refused_limit.load(std::memory_order_relaxed); }
+int64_t zap_authenticator::connections() const { return p_->open.load(std::memory_order_relaxed); }
 
-status_or<std::unique_ptr<zap_authenticator>> zap_authenticator::start(zmq::context_t& ctx,
-                                                                       std::vector<std::string> allowed_z85) {
+status_or<std::unique_ptr<zap_authenticator>> zap_authenticator::start(zmq::context_t& ctx, zap_rules rules) {
   auto p = std::make_unique<impl>(ctx);
-  for (const std::string& k : allowed_z85) {
+  for (const std::string& k : rules.allowed_clients) {
     std::string b = z85_bytes(k);
     if (b.empty()) return invalid_argument("zap: '%s' is not a Z85 CURVE public key", k.c_str());
     p->allowed.insert(std::move(b));
   }
+  p->max_connections = rules.max_connections;
   try {
     p->sock.set(zmq::sockopt::linger, 0);
     p->sock.bind(k_zap_endpoint);
+    if (rules.max_connections > 0) {
+      if (rules.monitor_endpoint.empty()) return invalid_argument("zap: max_connections needs the socket's monitor");
+      p->monitor.emplace(ctx, zmq::socket_type::pair);
+      p->monitor->set(zmq::sockopt::linger, 0);
+      p->monitor->connect(rules.monitor_endpoint);
+    }
   } catch (const zmq::error_t& e) {
     return unavailable("zap: binding %s: %s", k_zap_endpoint, e.what());
   }

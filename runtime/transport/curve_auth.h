@@ -1,10 +1,11 @@
 // File: runtime/transport/curve_auth.h
-// Who may talk to a CURVE server: key files (never argv, where `ps` shows them) and a ZAP
-// handler (ZeroMQ RFC 27) that lets in only the client public keys of an allowlist.
+// Who may talk to a server: key files (never argv, where `ps` shows them) and a ZAP handler
+// (ZeroMQ RFC 27) that lets in only the client public keys of an allowlist, and no more
+// connections than a limit.
 //
 //   HART_ASSIGN_OR_RETURN(std::string secret, curve_key_file_read("server.key", true));
 //   HART_ASSIGN_OR_RETURN(auto allowed, curve_allowlist_read("clients.pub"));
-//   HART_ASSIGN_OR_RETURN(auto zap, zap_authenticator::start(ctx, allowed));  // before bind
+//   HART_ASSIGN_OR_RETURN(auto zap, zap_authenticator::start(ctx, {allowed, 0, ""}));  // before bind
 //   sock.set(zmq::sockopt::zap_domain, "hart");
 #pragma once
 
@@ -43,20 +44,34 @@ status curve_client_setup(zmq::socket_t& sock, const std::string& server_z85, co
 /// to overwrite either (failed_precondition).
 status curve_keypair_write(const std::string& prefix);
 
-/// Answers ZAP requests on `ctx` from its own thread: a CURVE client whose public key is in
-/// the allowlist is let in (its key becomes the user id), every other handshake is refused.
-/// Start it before binding the sockets it guards, and set their zap_domain; it stops (joins)
-/// when destroyed, which must happen before the context is closed.
+/// What a zap_authenticator lets in.
+struct zap_rules {
+  /// CURVE clients: only these Z85 public keys (empty: any key; NULL-mechanism peers need none).
+  std::vector<std::string> allowed_clients;
+  /// Connections open at once (0: no limit), counted from `monitor_endpoint`: the guarded
+  /// socket's monitor (zmq_socket_monitor with ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED).
+  int64_t max_connections = 0;
+  std::string monitor_endpoint;
+};
+
+/// Answers ZAP requests on `ctx` from its own thread: a handshake is refused when its CURVE key
+/// is not in the allowlist or when max_connections connections are already open; every other
+/// handshake is let in (a CURVE key becomes the user id). Refusals are logged (a key once, the
+/// limit once per episode) and counted. Start it before binding the sockets it guards, and set
+/// their zap_domain; it stops (joins) when destroyed, which must happen before the context is
+/// closed.
 class zap_authenticator {
  public:
-  static status_or<std::unique_ptr<zap_authenticator>> start(zmq::context_t& ctx, std::vector<std::string> allowed_z85);
+  static status_or<std::unique_ptr<zap_authenticator>> start(zmq::context_t& ctx, zap_rules rules);
   ~zap_authenticator();
   zap_authenticator(const zap_authenticator&) = delete;
   zap_authenticator& operator=(const zap_authenticator&) = delete;
 
-  /// Handshakes let in and refused so far.
+  /// Handshakes let in, refused for their key, refused for the connection limit; connections open.
   uint64_t accepted() const;
   uint64_t refused() const;
+  uint64_t refused_connections() const;
+  int64_t connections() const;
 
  private:
   struct impl;

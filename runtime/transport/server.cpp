@@ -64,6 +64,7 @@ status server_params::validate() const {
   if (!curve_secret_key.empty() && curve_secret_key.size() != 40)
     return invalid_argument("server_params.curve_secret_key: %zu chars, expected 40 (Z85)",
                             curve_secret_key.size());
+  if (max_connections < 0) return invalid_argument("server_params.max_connections: must be >= 0");
   if (send_hwm < 0 || recv_hwm < 0 || stall_timeout_ms < 0)
     return invalid_argument("server_params: hwm and stall_timeout_ms must be >= 0");
   if (!curve_allowed_clients.empty() && curve_secret_key.empty())
@@ -317,8 +318,15 @@ status_or<std::unique_ptr<server>> server::start(const server_params& params,
       s.set(zmq::sockopt::curve_server, 1);
       s.set(zmq::sockopt::curve_secretkey, params.curve_secret_key);
     }
-    if (!params.curve_allowed_clients.empty()) {
-      HART_ASSIGN_OR_RETURN(p->zap, zap_authenticator::start(p->ctx, params.curve_allowed_clients));
+    if (!params.curve_allowed_clients.empty() || params.max_connections > 0) {
+      zap_rules rules{params.curve_allowed_clients, params.max_connections, ""};
+      if (params.max_connections > 0) {
+        rules.monitor_endpoint = "inproc://hart-connections-" + std::to_string(reinterpret_cast<uintptr_t>(p.get()));
+        if (zmq_socket_monitor(s.handle(), rules.monitor_endpoint.c_str(), ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
+          return internal_error("server::start: zmq_socket_monitor failed");
+        }
+      }
+      HART_ASSIGN_OR_RETURN(p->zap, zap_authenticator::start(p->ctx, std::move(rules)));
       s.set(zmq::sockopt::zap_domain, "hart");
     }
     s.bind(params.endpoint);
@@ -380,6 +388,8 @@ server_counters server::counters() const {
   c.rejected = m.rejected.load(std::memory_order_relaxed);
   c.slow_clients = m.slow_clients.load(std::memory_order_relaxed);
   c.auth_refused = m.zap ? m.zap->refused() : 0;
+  c.connections_refused = m.zap ? m.zap->refused_connections() : 0;
+  c.connections = m.zap ? m.zap->connections() : 0;
   return c;
 }
 

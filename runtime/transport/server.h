@@ -44,6 +44,9 @@ struct server_params {
   /// Z85 public keys of the clients let in (curve_auth.h's ZAP handler); empty: any client
   /// that knows the server's public key. Needs curve_secret_key.
   std::vector<std::string> curve_allowed_clients;
+  /// Connections open at once; a handshake beyond it is refused (the peer never connects) and
+  /// counted (server_counters::connections_refused). 0: no limit.
+  int64_t max_connections = 0;
   size_t outbox_capacity = 65536;           ///< queued chunk replies (messages)
   /// Extra room for every reply that is not a chunk (final, error, ack, ...), so the end of a
   /// stream and control answers are not refused because tokens filled the outbox.
@@ -68,6 +71,8 @@ struct server_counters {
   uint64_t rejected = 0;        ///< send() calls refused because the outbox was full
   uint64_t slow_clients = 0;    ///< times a peer was declared a slow reader
   uint64_t auth_refused = 0;    ///< CURVE handshakes refused: the client key is not in the allowlist
+  uint64_t connections_refused = 0;  ///< handshakes refused at max_connections
+  int64_t connections = 0;      ///< open now (counted when max_connections is set)
 };
 
 /// Called on the socket thread for every well-formed request. It must not block (post to an

@@ -558,5 +558,45 @@ TEST(transport_curve, key_files_are_read_checked_and_written_private) {
   EXPECT_EQ(curve_allowlist_read(list).get_status().code(), status_code::invalid_argument);
 }
 
+
+// At max_connections a new peer's handshake is refused (it never gets an answer) and counted;
+// once a peer leaves, a new one gets in. No CURVE needed: the ZAP handler sees NULL handshakes.
+TEST(transport_limits, connections_past_the_limit_are_refused_until_one_closes) {
+  server_params p;
+  p.endpoint = "tcp://127.0.0.1:*";
+  p.max_connections = 2;
+  std::unique_ptr<server> srv;
+  auto s = server::start(p, [&](const client_id& c, request r) {
+    auto& k = std::get<protocol::control_request>(r);
+    (void)srv->send(c, reply{protocol::health_reply{k.tag, true, 0}});
+  });
+  ASSERT_TRUE(s.ok()) << s.get_status().to_string();
+  srv = std::move(s).value();
+  client_params cp;
+  cp.endpoint = srv->endpoint();
+  auto a = client::connect(cp), b = client::connect(cp);
+  ASSERT_TRUE(a.ok() && b.ok());
+  expect_health(*a.value(), 1);
+  expect_health(*b.value(), 2);
+  EXPECT_EQ(srv->counters().connections, 2);
+
+  auto third = client::connect(cp);
+  ASSERT_TRUE(third.ok());
+  protocol::control_request h;
+  h.tag = 3;
+  h.verb = protocol::control_verb::health;
+  ASSERT_TRUE(third.value()->send(request{h}).ok());
+  EXPECT_EQ(third.value()->receive(1500ms).get_status().code(), status_code::unavailable);
+  EXPECT_GE(srv->counters().connections_refused, 1u);
+  third.value().reset();
+
+  a.value().reset();  // one leaves: room for a new peer
+  for (int i = 0; i < 100 && srv->counters().connections > 1; ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(srv->counters().connections, 1);
+  auto fourth = client::connect(cp);
+  ASSERT_TRUE(fourth.ok());
+  expect_health(*fourth.value(), 4);
+}
+
 }  // namespace
 }  // namespace hart::transport
