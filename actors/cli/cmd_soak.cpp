@@ -235,15 +235,22 @@ int run_soak(const soak_options& o) {
     if (s.ok() && stat_of(last, "live_requests") == 0 && stat_of(last, "running") == 0 && stat_of(last, "queue_depth") == 0) break;
     std::this_thread::sleep_for(milliseconds(100));
   }
+  // An aborted sequence's pages come back when the step it was in completes, which may be just
+  // after a flush: flush until none is held, for up to 10 s; what is still held then leaked.
   protocol::control_request flush;
   flush.tag = 4;
   flush.verb = protocol::control_verb::flush_cache;
-  (void)control_call(**ctl, flush, seconds(30));
-  auto after = control_call(**ctl, stats, seconds(30));
-  if (!after.ok()) return fail(after.get_status());
-  const protocol::stats_reply& s = std::get<protocol::stats_reply>(*after);
-  const double live = stat_of(s, "live_requests") + stat_of(s, "running") + stat_of(s, "queue_depth");
-  const double leaked = stat_of(s, "cache_full_pages_used") + stat_of(s, "cache_swa_pages_used");
+  protocol::stats_reply s;
+  double live = 0, leaked = 0;
+  for (auto deadline = steady_clock::now() + seconds(10);; std::this_thread::sleep_for(milliseconds(50))) {
+    (void)control_call(**ctl, flush, seconds(30));
+    auto after = control_call(**ctl, stats, seconds(30));
+    if (!after.ok()) return fail(after.get_status());
+    s = std::get<protocol::stats_reply>(*after);
+    live = stat_of(s, "live_requests") + stat_of(s, "running") + stat_of(s, "queue_depth");
+    leaked = stat_of(s, "cache_full_pages_used") + stat_of(s, "cache_swa_pages_used");
+    if ((live == 0 && leaked == 0) || steady_clock::now() >= deadline) break;
+  }
   const double rss_end = rss_mb(o.server_pid);
   std::printf("soak: %llu requests in %.1f s (%d users): %llu samples finished, %llu aborted, %llu errors, "
               "%llu disconnected, %llu lost; %llu tokens; %llu pauses, %llu weight pushes (%llu failed); after: %.0f live, "

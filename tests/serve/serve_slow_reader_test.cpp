@@ -112,11 +112,7 @@ TEST(serve_slow_reader, is_told_its_generations_are_aborted_and_nothing_is_lost_
     }
   }
   EXPECT_EQ(errors, 1);
-  protocol::control_request flush;
-  flush.tag = 1001;
-  flush.verb = protocol::control_verb::flush_cache;
-  ASSERT_TRUE((*other)->send(protocol::request{flush}).ok());
-  st = stats_of(**other, 1002);
+  st = stats_after_flush(**other, 1001);
   EXPECT_GT(st["replies_dropped_slow"], 0);
   EXPECT_EQ(st["cache_full_pages_used"], 0) << "the aborted generation's pages came back";
   EXPECT_EQ(st["cache_swa_pages_used"], 0);

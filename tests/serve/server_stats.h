@@ -1,7 +1,7 @@
 // File: tests/serve/server_stats.h
 // A running server's stats by name, for the serve tests: one `stats` control verb and its
 // reply (chunks, finals and other replies meanwhile are skipped; a test reading a stream
-// itself asks between its reads).
+// itself asks between its reads); and the stats once a cache flush has left no page held.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "runtime/transport/client.h"
 
@@ -28,6 +29,25 @@ inline std::map<std::string, double> stats_of(transport::client& c, uint64_t tag
     if (auto* s = std::get_if<protocol::stats_reply>(&*r); s && s->tag == tag) {
       return std::map<std::string, double>(s->entries.begin(), s->entries.end());
     }
+  }
+}
+
+/// Flushes the cache and reads the stats until no page is held, for up to 10 s (then the
+/// last stats, for the test to fail on): an aborted sequence's pages come back when the step
+/// it was in completes, which may be just after one flush.
+inline std::map<std::string, double> stats_after_flush(transport::client& c, uint64_t tag) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    protocol::control_request flush;
+    flush.tag = tag;
+    flush.verb = protocol::control_verb::flush_cache;
+    EXPECT_TRUE(c.send(protocol::request{flush}).ok());
+    std::map<std::string, double> st = stats_of(c, tag + 1);
+    if ((st["cache_full_pages_used"] == 0 && st["cache_swa_pages_used"] == 0) ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return st;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
