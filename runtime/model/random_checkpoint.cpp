@@ -30,20 +30,20 @@ class writer {
   bool release() const { return opt_.format == checkpoint_format::release; }
 
   void f32(const std::string& name, std::vector<int64_t> shape, float lo, float hi) {
-    std::vector<float> v = draw(numel(shape), lo, hi);
+    const std::vector<float>& v = draw(numel(shape), lo, hi);
     add(name, dtype::f32, std::move(shape), v.data(), v.size() * sizeof(float));
   }
 
   // F32 in the bf16 format, BF16 in the release (norms, the embedding).
   void f32_or_bf16(const std::string& name, std::vector<int64_t> shape, float lo, float hi) {
     if (!release()) return f32(name, std::move(shape), lo, hi);
-    std::vector<float> v = draw(numel(shape), lo, hi);
+    const std::vector<float>& v = draw(numel(shape), lo, hi);
     bf16(name, std::move(shape), v);
   }
 
   void linear(const std::string& name, int64_t out, int64_t in, storage how) {
     const float a = std::sqrt(3.0f / float(in));  // uniform ±a: standard deviation in^-1/2
-    std::vector<float> v = draw(out * in, -a, a);
+    const std::vector<float>& v = draw(out * in, -a, a);
     if (!release() || how == storage::bf16) return bf16(name, {out, in}, v);
     if (how == storage::fp8) {
       if (out % 128 || in % 128) {
@@ -55,8 +55,8 @@ class writer {
       fail(by_row_blocks(out, [&](int64_t r, int64_t n) {
         return fp8_block_quantize(v.data() + r * in, n, in, 128, q.data() + r * in, s.data() + r / 128 * (in / 128));
       }));
-      add(name, dtype::e4m3, {out, in}, q.data(), q.size());
-      add(scale_name(name), dtype::e8m0, {out / 128, in / 128}, s.data(), s.size());
+      add(name, dtype::e4m3, {out, in}, std::move(q));
+      add(scale_name(name), dtype::e8m0, {out / 128, in / 128}, std::move(s));
       return;
     }
     if (in % 32) {
@@ -68,8 +68,8 @@ class writer {
     fail(by_row_blocks(out, [&](int64_t r, int64_t n) {
       return mxfp4_quantize(v.data() + r * in, n, in, q.data() + r * in / 2, s.data() + r * (in / 32));
     }));
-    add(name, dtype::i8, {out, in / 2}, q.data(), q.size());
-    add(scale_name(name), dtype::e8m0, {out, in / 32}, s.data(), s.size());
+    add(name, dtype::i8, {out, in / 2}, std::move(q));
+    add(scale_name(name), dtype::e8m0, {out, in / 32}, std::move(s));
   }
 
   // K distinct experts per token: a random start and a stride coprime to E.
@@ -125,8 +125,11 @@ class writer {
   }
   // The next n uniforms of the stream, on every core: splitmix64's i-th output
   // depends only on state + i·gamma, so the bytes do not depend on the thread count.
-  std::vector<float> draw(int64_t n, float lo, float hi) {
-    std::vector<float> v(static_cast<size_t>(n));
+  // Into one buffer kept across tensors: a fresh one per expert faulted in ~25 GB of pages
+  // per V4-Flash layer, on one core.
+  const std::vector<float>& draw(int64_t n, float lo, float hi) {
+    std::vector<float>& v = draw_buffer_;
+    v.resize(static_cast<size_t>(n));
     const uint64_t base = state_;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) v[size_t(i)] = lo + (hi - lo) * unit(mix(base + uint64_t(i + 1) * k_gamma));
@@ -134,11 +137,12 @@ class writer {
     return v;
   }
   void bf16(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
-    std::vector<uint16_t> b(v.size());
+    std::vector<uint8_t> b(v.size() * sizeof(uint16_t));
+    auto* out = reinterpret_cast<uint16_t*>(b.data());
     const int64_t n = int64_t(v.size()), chunk = int64_t(1) << 20;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i += chunk) f32_to_bf16(v.data() + i, b.data() + i, std::min(chunk, n - i));
-    add(name, dtype::bf16, std::move(shape), b.data(), b.size() * sizeof(uint16_t));
+    for (int64_t i = 0; i < n; i += chunk) f32_to_bf16(v.data() + i, out + i, std::min(chunk, n - i));
+    add(name, dtype::bf16, std::move(shape), std::move(b));
   }
   // quantize(first_row, rows) over blocks of 128 rows (the FP8 tile height) on every core.
   template <class F>
@@ -154,8 +158,14 @@ class writer {
     if (!s.ok() && error_.ok()) error_ = s;
   }
   void add(const std::string& name, dtype type, std::vector<int64_t> shape, const void* data, size_t n) {
-    owned o{name, type, std::move(shape), std::vector<uint8_t>(n)};
-    std::memcpy(o.bytes.data(), data, n);
+    std::vector<uint8_t> bytes(n);
+    std::memcpy(bytes.data(), data, n);
+    add(name, type, std::move(shape), std::move(bytes));
+  }
+  // Takes the bytes as they are (no copy).
+  void add(const std::string& name, dtype type, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+    const size_t n = bytes.size();
+    owned o{name, type, std::move(shape), std::move(bytes)};
     shard_bytes_ += int64_t(n);
     total_bytes_ += int64_t(n);
     pending_.push_back(std::move(o));
@@ -190,6 +200,7 @@ class writer {
   uint64_t state_;
   status error_;
   std::vector<owned> pending_;
+  std::vector<float> draw_buffer_;  // draw()'s values, reused
   int64_t shard_bytes_ = 0, total_bytes_ = 0;
   std::vector<std::string> shard_files_;
   std::map<std::string, std::string> shard_of_;
