@@ -62,6 +62,13 @@ status_or<protocol::reply> control_call(transport::client& c, const protocol::co
   }
 }
 
+double stat_value(const protocol::stats_reply& s, const char* name) {
+  for (const auto& [k, v] : s.entries) {
+    if (k == name) return v;
+  }
+  return -1;
+}
+
 int run_curve_keygen(const std::string& prefix) {
   if (status st = transport::curve_keypair_write(prefix); !st.ok()) return fail(st);
   auto pub = transport::curve_key_file_read(prefix + ".pub", /*secret=*/false);

@@ -91,6 +91,8 @@ status curve_client_keys(const curve_client_options& o, std::string* server_key,
 /// unavailable when none arrives within `timeout`.
 status_or<protocol::reply> control_call(transport::client& c, const protocol::control_request& q,
                                         std::chrono::milliseconds timeout);
+/// The stats entry `name`, or -1 when the reply has none.
+double stat_value(const protocol::stats_reply& s, const char* name);
 
 struct serve_options {
   common_options common;

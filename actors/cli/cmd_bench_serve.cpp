@@ -34,11 +34,7 @@ double server_stat(transport::client& c, const char* name) {
   q.tag = 77;
   q.verb = protocol::control_verb::stats;
   auto r = control_call(c, q, seconds(10));
-  if (!r.ok()) return -1;
-  for (const auto& [k, v] : std::get<protocol::stats_reply>(*r).entries) {
-    if (k == name) return v;
-  }
-  return -1;
+  return r.ok() ? stat_value(std::get<protocol::stats_reply>(*r), name) : -1;
 }
 
 }  // namespace

@@ -169,13 +169,6 @@ void pusher(const soak_options& o, std::atomic<bool>& stop, tallies& t) {
   }
 }
 
-double stat_of(const protocol::stats_reply& s, const char* name) {
-  for (const auto& [k, v] : s.entries) {
-    if (k == name) return v;
-  }
-  return -1;
-}
-
 }  // namespace
 
 int run_soak(const soak_options& o) {
@@ -220,35 +213,26 @@ int run_soak(const soak_options& o) {
   if (push_thread.joinable()) push_thread.join();
   const double seconds_run = duration<double>(steady_clock::now() - t0).count();
 
-  // Idle (the dropped clients' generations run to their end), resumed, flushed: nothing may stay held.
+  // Resumed, then flushed and read until nothing runs and no page is held, for up to 120 s:
+  // dropped clients' generations run to their end, and an aborted sequence's pages come back
+  // when the step it was in completes, which may be just after a flush. What is held then leaked.
   protocol::control_request resume;
   resume.tag = 2;
   resume.verb = protocol::control_verb::resume;
   (void)control_call(**ctl, resume, seconds(30));
-  protocol::control_request stats;
-  stats.tag = 3;
-  stats.verb = protocol::control_verb::stats;
-  protocol::stats_reply last;
-  for (auto deadline = steady_clock::now() + seconds(120); steady_clock::now() < deadline;) {
-    auto s = control_call(**ctl, stats, seconds(30));
-    if (s.ok()) last = std::get<protocol::stats_reply>(*s);
-    if (s.ok() && stat_of(last, "live_requests") == 0 && stat_of(last, "running") == 0 && stat_of(last, "queue_depth") == 0) break;
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-  // An aborted sequence's pages come back when the step it was in completes, which may be just
-  // after a flush: flush until none is held, for up to 10 s; what is still held then leaked.
-  protocol::control_request flush;
-  flush.tag = 4;
+  protocol::control_request flush, stats;
+  flush.tag = 3;
   flush.verb = protocol::control_verb::flush_cache;
-  protocol::stats_reply s;
+  stats.tag = 4;
+  stats.verb = protocol::control_verb::stats;
   double live = 0, leaked = 0;
-  for (auto deadline = steady_clock::now() + seconds(10);; std::this_thread::sleep_for(milliseconds(50))) {
+  for (auto deadline = steady_clock::now() + seconds(120);; std::this_thread::sleep_for(milliseconds(100))) {
     (void)control_call(**ctl, flush, seconds(30));
     auto after = control_call(**ctl, stats, seconds(30));
     if (!after.ok()) return fail(after.get_status());
-    s = std::get<protocol::stats_reply>(*after);
-    live = stat_of(s, "live_requests") + stat_of(s, "running") + stat_of(s, "queue_depth");
-    leaked = stat_of(s, "cache_full_pages_used") + stat_of(s, "cache_swa_pages_used");
+    const protocol::stats_reply& s = std::get<protocol::stats_reply>(*after);
+    live = stat_value(s, "live_requests") + stat_value(s, "running") + stat_value(s, "queue_depth");
+    leaked = stat_value(s, "cache_full_pages_used") + stat_value(s, "cache_swa_pages_used");
     if ((live == 0 && leaked == 0) || steady_clock::now() >= deadline) break;
   }
   const double rss_end = rss_mb(o.server_pid);

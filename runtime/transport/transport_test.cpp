@@ -89,6 +89,21 @@ std::unique_ptr<client> make_client(const std::string& ep) {
   return std::move(c).value();
 }
 
+// A started server that answers every health request (counting them in `handled` when given);
+// null, with the failure recorded, when it does not start.
+std::unique_ptr<server> health_server(const server_params& p, std::atomic<int>* handled = nullptr) {
+  auto self = std::make_shared<server*>(nullptr);  // set before any client can connect
+  auto s = server::start(p, [self, handled](const client_id& c, request r) {
+    if (handled) ++*handled;
+    auto& k = std::get<protocol::control_request>(r);
+    (void)(*self)->send(c, reply{protocol::health_reply{k.tag, true, 0}});
+  });
+  EXPECT_TRUE(s.ok()) << s.get_status().to_string();
+  if (!s.ok()) return nullptr;
+  *self = s->get();
+  return std::move(s).value();
+}
+
 void expect_health(client& c, uint64_t tag) {
   protocol::control_request h;
   h.tag = tag;
@@ -446,13 +461,8 @@ TEST(transport, bind_policy) {
   char pub[41], sec[41];
   ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
   p.curve_secret_key = sec;
-  std::unique_ptr<server> srv;
-  auto s = server::start(p, [&](const client_id& c, request r) {
-    auto& k = std::get<protocol::control_request>(r);
-    (void)srv->send(c, reply{protocol::health_reply{k.tag, true, 0}});
-  });
-  ASSERT_TRUE(s.ok()) << s.get_status().to_string();
-  srv = std::move(s).value();
+  std::unique_ptr<server> srv = health_server(p);
+  ASSERT_NE(srv, nullptr);
   std::string port = srv->endpoint().substr(srv->endpoint().rfind(':'));
   client_params cp;
   cp.endpoint = "tcp://127.0.0.1" + port;
@@ -474,15 +484,9 @@ TEST(transport_curve, only_allowlisted_client_keys_get_in) {
   p.endpoint = "tcp://127.0.0.1:*";
   p.curve_secret_key = ssec;
   p.curve_allowed_clients = {apub};
-  std::unique_ptr<server> srv;
   std::atomic<int> handled{0};
-  auto s = server::start(p, [&](const client_id& c, request r) {
-    ++handled;
-    auto& k = std::get<protocol::control_request>(r);
-    (void)srv->send(c, reply{protocol::health_reply{k.tag, true, 0}});
-  });
-  ASSERT_TRUE(s.ok()) << s.get_status().to_string();
-  srv = std::move(s).value();
+  std::unique_ptr<server> srv = health_server(p, &handled);
+  ASSERT_NE(srv, nullptr);
   client_params cp;
   cp.endpoint = srv->endpoint();
   cp.curve_server_key = spub;
@@ -565,13 +569,8 @@ TEST(transport_limits, connections_past_the_limit_are_refused_until_one_closes) 
   server_params p;
   p.endpoint = "tcp://127.0.0.1:*";
   p.max_connections = 2;
-  std::unique_ptr<server> srv;
-  auto s = server::start(p, [&](const client_id& c, request r) {
-    auto& k = std::get<protocol::control_request>(r);
-    (void)srv->send(c, reply{protocol::health_reply{k.tag, true, 0}});
-  });
-  ASSERT_TRUE(s.ok()) << s.get_status().to_string();
-  srv = std::move(s).value();
+  std::unique_ptr<server> srv = health_server(p);
+  ASSERT_NE(srv, nullptr);
   client_params cp;
   cp.endpoint = srv->endpoint();
   auto a = client::connect(cp), b = client::connect(cp);

@@ -27,14 +27,6 @@ protocol::generate_request request(uint64_t id, uint32_t max_new) {
   return g;
 }
 
-std::unique_ptr<transport::client> connect(const server_process& srv) {
-  transport::client_params p;
-  p.endpoint = srv.endpoint();
-  auto c = transport::client::connect(p);
-  EXPECT_TRUE(c.ok()) << c.get_status().to_string();
-  return std::move(c).value();
-}
-
 TEST(serve_fairness, another_connections_request_is_not_queued_behind_a_batch) {
   server_process srv(std::string(HART_TEST_DATA) + "/tiny-a", {"--max-running", "2"});
   ASSERT_FALSE(srv.endpoint().empty());

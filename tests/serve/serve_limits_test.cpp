@@ -30,14 +30,6 @@ protocol::generate_request long_generate(uint64_t id, int n_prompt) {
   return g;
 }
 
-std::unique_ptr<transport::client> connect(const server_process& srv) {
-  transport::client_params p;
-  p.endpoint = srv.endpoint();
-  auto c = transport::client::connect(p);
-  EXPECT_TRUE(c.ok()) << c.get_status().to_string();
-  return std::move(c).value();
-}
-
 // Replies until the first about request `id` (chunks of other requests skipped).
 protocol::reply first_about(transport::client& c, uint64_t id) {
   for (;;) {

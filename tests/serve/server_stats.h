@@ -1,7 +1,8 @@
 // File: tests/serve/server_stats.h
 // A running server's stats by name, for the serve tests: one `stats` control verb and its
 // reply (chunks, finals and other replies meanwhile are skipped; a test reading a stream
-// itself asks between its reads); and the stats once a cache flush has left no page held.
+// itself asks between its reads); the stats once a cache flush has left no page held; and a
+// client connected to a server_process.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
 
 namespace hart::testing {
 
@@ -49,6 +51,15 @@ inline std::map<std::string, double> stats_after_flush(transport::client& c, uin
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+/// A client of `srv` (a failed connect is recorded and aborts on use).
+inline std::unique_ptr<transport::client> connect(const server_process& srv) {
+  transport::client_params p;
+  p.endpoint = srv.endpoint();
+  auto c = transport::client::connect(p);
+  EXPECT_TRUE(c.ok()) << c.get_status().to_string();
+  return std::move(c).value();
 }
 
 }  // namespace hart::testing
