@@ -24,6 +24,7 @@ using events_atom = caf::atom_constant<caf::atom("events")>;    // scheduler -> 
 using reply_atom = caf::atom_constant<caf::atom("reply")>;      // scheduler -> gateway: a control reply
 using inbound_atom = caf::atom_constant<caf::atom("inbound")>;  // transport -> gateway: a decoded request
 using sync_atom = caf::atom_constant<caf::atom("wsync")>;       // sync socket -> weight sync: a decoded message
+using local_update_atom = caf::atom_constant<caf::atom("wlocal")>;  // HTTP -> weight sync: a checkpoint or a relabel
 // weight sync -> scheduler -> worker: swap at a step boundary; swapped: the outcome, back the same way
 using swap_atom = caf::atom_constant<caf::atom("swap")>;
 using swapped_atom = caf::atom_constant<caf::atom("swapped")>;
@@ -63,8 +64,10 @@ using cache_shard_actor = caf::typed_actor<
     caf::replies_to<shard_metrics_atom>::with<std::shared_ptr<const cache::cache_metrics>>,
     caf::replies_to<shard_check_atom>::with<std::shared_ptr<const status>>>;
 
-/// Staged weight updates in (from the sync socket); the scheduler's swap outcome back.
+/// Staged weight updates in (from the sync socket), local ones (a checkpoint directory, a
+/// relabel); the scheduler's swap outcome back.
 using weight_sync_actor = caf::typed_actor<caf::reacts_to<sync_atom, std::shared_ptr<const weight_sync::inbound_sync>>,
+                                           caf::reacts_to<local_update_atom, std::shared_ptr<const local_update>>,
                                            caf::reacts_to<swapped_atom, std::shared_ptr<const swap_outcome>>>;
 
 /// Requests and control verbs from the gateway, swaps from the weight-sync
@@ -96,6 +99,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::addressed_repl
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::weight_sync::inbound_sync>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::swap_request>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::swap_outcome>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::local_update>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::sched::step_plan>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::actors::step_outcome>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::slot_request>)

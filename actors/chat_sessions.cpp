@@ -28,10 +28,12 @@ status_or<std::optional<std::vector<int32_t>>> chat_sessions::continuation(
     }
   }
   if (messages[n].role != "assistant" || messages[n].content != t.answer) return std::optional<std::vector<int32_t>>{};
-  // The rest as the template writes it after an answer: no BOS, then the generation prompt.
+  // The rest as the template (DeepSeek-V4, chat mode: request_convert's) writes it after an
+  // answer: no BOS, then the generation prompt.
   std::vector<chat_message> rest;
   for (size_t i = n + 1; i < messages.size(); ++i) rest.push_back({messages[i].role, messages[i].content});
   chat_options options;
+  options.thinking = thinking_mode::no_think;
   options.bos_token.clear();
   HART_ASSIGN_OR_RETURN(std::string text, chat_encode(rest, options));
   HART_ASSIGN_OR_RETURN(std::vector<int32_t> tail, tok_->encode(text));

@@ -43,7 +43,9 @@ TEST_F(chat_sessions_test, a_turn_that_extends_the_last_continues_from_its_ids) 
   const std::vector<int32_t> prompt = {0, 11, 12, 13}, answer = {40, 41, 42};
   const std::vector<int32_t> eos = encode(std::string(chat_tokens::eos));
   ASSERT_EQ(eos.size(), 1u);
-  const std::vector<int32_t> tail = encode(std::string(chat_tokens::user) + "more" + std::string(chat_tokens::assistant));
+  // DeepSeek-V4's chat mode, as the gateway renders messages.
+  const std::vector<int32_t> tail = encode(std::string(chat_tokens::user) + "more" + std::string(chat_tokens::assistant) +
+                                           std::string(chat_tokens::think_end));
   // Cut by max_new_tokens: the template's end-of-sentence marker follows the answer.
   s.remember("a", turn1, prompt, answer, "xyz", sched::finish_reason::length);
   msgs turn2 = turn1;

@@ -98,8 +98,11 @@ struct gateway_state {
       return;
     }
     const uint64_t id = next_id++;
-    // A chat turn that continues its session's last one keeps that turn's token ids.
-    const bool chat_turn = !g.session_id.empty() && g.kind == protocol::prompt_kind::messages && g.sampling.n == 1;
+    // A chat turn that continues its session's last one keeps that turn's token ids. Only in chat
+    // mode: in thinking mode DeepSeek-V4's encoding drops the earlier answers' reasoning, so the
+    // kept ids would not be what the template writes.
+    const bool chat_turn = !g.session_id.empty() && g.kind == protocol::prompt_kind::messages && g.sampling.n == 1 &&
+                           !g.thinking;
     std::optional<std::vector<int32_t>> continued;
     if (chat_turn) {
       auto c = sessions->continuation(g.session_id, g.messages);

@@ -24,8 +24,12 @@ status_or<sched::gen_request> to_gen_request(const protocol::generate_request& g
     case protocol::prompt_kind::messages: {
       if (!tok) return failed_precondition("this server has no tokenizer: send token ids");
       std::vector<chat_message> msgs;
-      for (const protocol::chat_message& m : g.messages) msgs.push_back({m.role, m.content});
-      HART_ASSIGN_OR_RETURN(std::string text, chat_encode(msgs, chat_options{}));
+      for (const protocol::chat_message& m : g.messages) msgs.push_back({m.role, m.content, m.reasoning});
+      // DeepSeek-V4's encoding: chat mode unless the request asks for thinking (as SGLang and vLLM).
+      chat_options co;
+      co.thinking = g.thinking ? thinking_mode::think : thinking_mode::no_think;
+      co.reasoning_effort_max = g.effort == protocol::reasoning_effort::max;
+      HART_ASSIGN_OR_RETURN(std::string text, chat_encode(msgs, co));
       HART_ASSIGN_OR_RETURN(r.prompt, tok->encode(text));
       break;
     }

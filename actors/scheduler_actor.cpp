@@ -64,6 +64,10 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_
                {"cache_evicted_full_pages", double(s.cache.evicted_full_pages)},
                {"worker_failures", double(s.worker_failures)},
                {"weight_version", double(weight_version)}};
+  r.histograms = {{"time_to_first_token_seconds", s.ttft},
+                  {"time_per_output_token_seconds", s.tpot},
+                  {"e2e_request_latency_seconds", s.e2e},
+                  {"step_latency_seconds", s.step}};
   std::ostringstream prom;
   for (const auto& [name, value] : r.entries) prom << "hart_" << name << ' ' << value << '\n';
   r.prometheus = prom.str();
@@ -387,9 +391,9 @@ struct scheduler_state {
 
   void on_swapped(scheduler_self self, std::shared_ptr<const swap_outcome> o) {
     swapping = false;
+    // Cached prefixes hold KV of the old weights (a relabel keeps them); live sequences keep theirs.
+    if (o->result.ok() && !swap->relabel()) core->flush_cache();
     swap.reset();
-    // Cached prefixes hold KV of the old weights; live sequences keep theirs.
-    if (o->result.ok()) core->flush_cache();
     weight_version = o->serving_version;
     self->send(swap_from, swapped_atom::value, std::move(o));
     swap_from = weight_sync_actor{};

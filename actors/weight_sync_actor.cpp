@@ -3,6 +3,9 @@
 #include <optional>
 
 #include "runtime/core/log.h"
+#include "runtime/model/config.h"
+#include "runtime/model/engine.h"
+#include "runtime/model/tensor_source.h"
 
 namespace hart::actors {
 namespace {
@@ -29,9 +32,11 @@ struct weight_sync_state {
   /// The staged update receives through `nccl`.
   bool nccl_update = false;
 
-  explicit weight_sync_state(const weight_sync_actor_params& p) : params(p), staging(p.limits) {}
+  explicit weight_sync_state(const weight_sync_actor_params& p)
+      : params(p), staging(p.limits), serving_version(p.target->version()) {}
 
   void answer(const std::string& client, sync_reply r) {
+    if (!params.server) return;  // only local updates (no sync socket)
     r.serving_version = serving_version;
     status s = params.server->send(client, r);
     if (!s.ok()) HART_LOG_WARN("weight sync reply dropped: %s", s.to_string().c_str());
@@ -126,6 +131,57 @@ struct weight_sync_state {
     }
   }
 
+  // Has the scheduler swap `w` in (or relabel the serving weights, when null) at its next step
+  // boundary as `version`, and waits for the outcome.
+  status swap_in(caf::blocking_actor* self, std::shared_ptr<built_weights> w, uint64_t version) {
+    status swapped = status(status_code::unavailable, "the engine did not swap within the swap timeout");
+    self->send(params.engine_actor, swap_atom::value,
+               std::make_shared<const swap_request>(swap_request{std::move(w), version}));
+    self->receive(
+        [&](swapped_atom, std::shared_ptr<const swap_outcome> o) {
+          swapped = o->result;
+          if (swapped.ok()) serving_version = o->serving_version;
+        },
+        caf::after(params.swap_timeout) >> [] {});
+    return swapped;
+  }
+
+  status run_local(caf::blocking_actor* self, const local_update& u, uint64_t version) {
+    if (staging.active()) {
+      return failed_precondition("weight update %llu is being pushed over the weight-sync socket; try again when "
+                                 "it ends", (unsigned long long)staging.version());
+    }
+    HART_RETURN_IF_ERROR(weight_version_check("weight update", version, serving_version));
+    if (u.checkpoint_dir.empty()) return swap_in(self, nullptr, version);
+    HART_ASSIGN_OR_RETURN(model_config cfg, model_config_load(u.checkpoint_dir));
+    HART_RETURN_IF_ERROR(model_config_same_shapes(params.serving_config, cfg, u.checkpoint_dir));
+    HART_ASSIGN_OR_RETURN(auto src, checkpoint_source_open(u.checkpoint_dir));
+    const auto t0 = steady::now();
+    HART_ASSIGN_OR_RETURN(auto built, params.target->build(*src));
+    src.reset();
+    const auto t1 = steady::now();
+    HART_RETURN_IF_ERROR(swap_in(self, std::move(built), version));
+    HART_LOG_INFO("weight version %llu serving, from %s (build %.3f s, swap %.3f s)", (unsigned long long)version,
+                  u.checkpoint_dir.c_str(), std::chrono::duration<double>(t1 - t0).count(),
+                  std::chrono::duration<double>(steady::now() - t1).count());
+    return {};
+  }
+
+  void on_local(caf::blocking_actor* self, const local_update& u) {
+    const uint64_t version = u.version ? u.version : serving_version + 1;
+    swap_outcome o;
+    o.result = run_local(self, u, version);
+    o.serving_version = serving_version;
+    if (!o.result.ok()) {
+      HART_LOG_WARN("weight update %llu%s%s failed: %s", (unsigned long long)version,
+                    u.checkpoint_dir.empty() ? " (relabel)" : " from ", u.checkpoint_dir.c_str(),
+                    o.result.to_string().c_str());
+    } else if (u.checkpoint_dir.empty()) {
+      HART_LOG_INFO("weight version %llu serving (relabelled; the weights are unchanged)", (unsigned long long)version);
+    }
+    if (u.done) u.done(o);
+  }
+
   void on_end(caf::blocking_actor* self, const std::string& client, const weight_sync::end_msg& m) {
     if (staging.active() && m.version == staging.version() && m.n_buckets > staging.buckets_received()) {
       parked_end.emplace(client, m);  // the rest of its buckets are still on their way
@@ -152,15 +208,7 @@ struct weight_sync_state {
       answer(client, reply_of(m.version, sync_phase::end, built.get_status()));
       return;
     }
-    status swapped = status(status_code::unavailable, "the engine did not swap within the swap timeout");
-    self->send(params.engine_actor, swap_atom::value,
-               std::make_shared<const swap_request>(swap_request{std::move(built).value(), m.version}));
-    self->receive(
-        [&](swapped_atom, std::shared_ptr<const swap_outcome> o) {
-          swapped = o->result;
-          if (swapped.ok()) serving_version = o->serving_version;
-        },
-        caf::after(params.swap_timeout) >> [] {});
+    const status swapped = swap_in(self, std::move(built).value(), m.version);
     sync_reply r = reply_of(m.version, sync_phase::end, swapped);
     r.bytes_received = bytes;
     r.build_us = uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count());
@@ -201,6 +249,7 @@ void weight_sync_loop(caf::blocking_actor* self, std::shared_ptr<weight_sync_sta
   for (bool running = true; running;) {
     self->receive(
         [&](sync_atom, std::shared_ptr<const weight_sync::inbound_sync> m) { st->on_message(self, *m); },
+        [&](local_update_atom, std::shared_ptr<const local_update> u) { st->on_local(self, *u); },
         [&](caf::exit_msg& m) {
           running = false;
           self->fail_state(m.reason);

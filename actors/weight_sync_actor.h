@@ -1,7 +1,8 @@
 // File: actors/weight_sync_actor.h
 // The weight-sync actor: a detached actor (building weights blocks for
 // seconds) that owns the staging of one update from the weight-sync socket
-// (runtime/weight_sync), builds and re-quantizes the new weights off the
+// (runtime/weight_sync) or runs a local one (a checkpoint directory, a version
+// relabel: local_update, from the HTTP front door), builds and re-quantizes the new weights off the
 // serving path, asks the scheduler actor to swap them in at a step boundary, and
 // answers the trainer. A broken update (bad chunk, checksum mismatch, missing
 // tensor, a new begin, no message for `idle_timeout`) is dropped and its
@@ -15,6 +16,7 @@
 #include <memory>
 
 #include "actors/caf_compat.h"
+#include "runtime/model/config.h"
 #include "runtime/model/weight_target.h"
 #include "runtime/weight_sync/staging.h"
 #include "runtime/weight_sync/sync_server.h"
@@ -26,7 +28,10 @@ struct weight_sync_actor_params {
   /// the GPU engine of the in-process GPU executor. The worker swaps them through the same target.
   std::shared_ptr<weight_target> target;
   scheduler_actor engine_actor;  ///< swaps them in between steps, on the worker
-  std::shared_ptr<weight_sync::sync_server> server;  ///< replies go here
+  /// Replies to pushes go here; null when there is no sync socket (local updates only).
+  std::shared_ptr<weight_sync::sync_server> server;
+  /// The served model's config: a checkpoint directory given to a local update must match it.
+  model_config serving_config;
   weight_sync::staging_limits limits;
   /// A staged update that receives nothing for this long is dropped (a trainer that died mid-push).
   std::chrono::milliseconds idle_timeout{60000};

@@ -80,8 +80,11 @@ struct worker_state {
 
   swap_outcome swap(const swap_request& r) {
     swap_outcome o;
-    o.result = weights ? weights->swap(r.weights, r.version)
-                       : unimplemented("weight swap: %s", no_swap_reason.c_str());
+    if (!weights) {
+      o.result = unimplemented("weight swap: %s", no_swap_reason.c_str());
+    } else {
+      o.result = r.relabel() ? weights->relabel(r.version) : weights->swap(r.weights, r.version);
+    }
     o.serving_version = weight_version();
     return o;
   }

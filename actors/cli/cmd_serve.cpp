@@ -291,6 +291,9 @@ int run_serve(const serve_options& o) {
     if (!ws.ok()) return fail(ws.get_status());
     sync_srv = std::move(ws).value();
     teardown.sync_srv = sync_srv;
+  }
+  // The weight-sync actor runs pushes from the sync socket and the HTTP weight endpoints' updates.
+  if (wap.weights && (sync_srv || !o.http_bind.empty())) {
     teardown.clear_slots.push_back([wslot] {
       std::lock_guard<std::mutex> lock(wslot->m);
       wslot->actor = actors::weight_sync_actor{};
@@ -299,6 +302,7 @@ int run_serve(const serve_options& o) {
     ap.target = wap.weights;  // the serving engine, CPU or GPU (a worker process is refused above)
     ap.engine_actor = *scheduler;  // swaps at the scheduler's step boundary, on the worker
     ap.server = sync_srv;
+    ap.serving_config = cfg;
     ap.idle_timeout = std::chrono::milliseconds(o.weight_sync_idle_ms);
     sync_actor = actors::spawn_weight_sync_actor(sys, ap);
     teardown.actors.push_back(caf::actor_cast<caf::actor>(sync_actor));
@@ -306,21 +310,59 @@ int run_serve(const serve_options& o) {
       std::lock_guard<std::mutex> lock(wslot->m);
       wslot->actor = sync_actor;
     }
-    std::printf("hart: weight sync on %s\n", sync_srv->endpoint().c_str());
   }
+  if (sync_srv) std::printf("hart: weight sync on %s\n", sync_srv->endpoint().c_str());
   // HTTP: its threads post to the gateway like the socket thread (never blocking on an actor).
   if (!o.http_bind.empty()) {
     hp.max_context = sp.sched.max_context > 0 ? sp.sched.max_context : cfg.max_position;  // 0: the model's
+    hp.server_args = {{"model_path", o.common.model_dir},
+                      {"tokenizer_path", o.common.model_dir},
+                      {"served_model_name", hp.model_name},
+                      {"device", o.common.device},
+                      {"precision", o.common.precision_name},
+                      {"load_format", o.common.load_format},
+                      {"context_length", hp.max_context},
+                      {"page_size", sp.cache.page_size},
+                      {"full_pages", sp.cache.n_full_pages},
+                      {"swa_pages", sp.cache.n_swa_pages},
+                      {"disable_radix_cache", o.no_prefix_cache},
+                      {"max_running_requests", sp.sched.max_running},
+                      {"max_prefill_tokens", sp.sched.max_batch_tokens},
+                      {"chunked_prefill_size", sp.sched.prefill_chunk},
+                      {"tp_size", 1},
+                      {"dp_size", 1},
+                      {"ep_size", 1},
+                      {"worker_process", o.worker_process},
+                      {"deterministic", o.common.deterministic},
+                      {"http_bind", o.http_bind},
+                      {"message_api", o.bind},
+                      {"weight_sync_endpoint", o.weight_sync_endpoint},
+                      {"model_summary", cfg.summary()}};
     hp.eos_token_id = sp.sched.eos_token_id;
     hp.tok = tok.get();
-    auto hs = http::http_server::start(hp, [slot](const std::string& client, protocol::request r,
-                                                  std::shared_ptr<http::reply_queue> q) {
+    auto to_gateway_http = [slot](const std::string& client, protocol::request r, std::shared_ptr<http::reply_queue> q) {
       std::lock_guard<std::mutex> lock(slot->m);
       if (slot->gateway) {
         caf::anon_send(slot->gateway, actors::inbound_atom::value,
                        std::make_shared<const actors::inbound_request>(actors::inbound_request{client, std::move(r), std::move(q)}));
       }
-    });
+    };
+    http::weights_fn to_weight_sync;
+    if (sync_actor) {
+      to_weight_sync = [wslot](const http::weights_update& u, std::function<void(status, uint64_t)> done) {
+        auto m = std::make_shared<actors::local_update>();
+        m->checkpoint_dir = u.checkpoint_dir;
+        m->version = u.version;
+        m->done = [done](const actors::swap_outcome& o) { done(o.result, o.serving_version); };
+        std::lock_guard<std::mutex> lock(wslot->m);
+        if (wslot->actor) {
+          caf::anon_send(wslot->actor, actors::local_update_atom::value, std::shared_ptr<const actors::local_update>(m));
+        } else {
+          done(unavailable("the server is shutting down"), 0);
+        }
+      };
+    }
+    auto hs = http::http_server::start(hp, to_gateway_http, to_weight_sync);
     if (!hs.ok()) return fail(hs.get_status());
     teardown.http_srv = std::move(hs).value();
     std::printf("hart: http on %s\n", teardown.http_srv->endpoint().c_str());

@@ -137,6 +137,8 @@ class gpu_engine final : public forward_engine {
   /// swaps between forward calls. failed_precondition unless `version` >
   /// weight_version(); nothing changes on error. Sequences keep their KV.
   status swap_weights(std::unique_ptr<gpu_built_weights> w, uint64_t version);
+  /// As engine::relabel_weights: the serving weights become `version`, unchanged.
+  status relabel_weights(uint64_t version);
   /// 0 for the weights loaded from params().base.model_dir.
   uint64_t weight_version() const;
 

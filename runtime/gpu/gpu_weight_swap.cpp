@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "runtime/gpu/gpu_engine_impl.h"
+#include "runtime/model/engine.h"
 #include "runtime/model/weights.h"
 
 namespace hart {
@@ -32,10 +33,7 @@ status gpu_engine::swap_weights(std::unique_ptr<gpu_built_weights> w, uint64_t v
   gpu::engine_state& s = *s_;
   if (!w) return invalid_argument("swap_weights: no weights");
   if (w->engine_id != s.id) return invalid_argument("swap_weights: the weights were built by another engine");
-  if (version <= s.w.version) {
-    return failed_precondition("swap_weights: version %llu is not above the current %llu", (unsigned long long)version,
-                               (unsigned long long)s.w.version);
-  }
+  HART_RETURN_IF_ERROR(weight_version_check("swap_weights", version, s.w.version));
   // The arena's QDQ buffer and the linear context are sized for the serving set.
   if (w->w.max_linear_in > s.w.max_linear_in) {
     return invalid_argument("swap_weights: widest linear input %lld, the engine was sized for %lld",
@@ -46,6 +44,12 @@ status gpu_engine::swap_weights(std::unique_ptr<gpu_built_weights> w, uint64_t v
   s.w = std::move(w->w);  // frees the old set
   s.graphs.clear();       // they captured the old set's addresses
   s.w.version = version;
+  return {};
+}
+
+status gpu_engine::relabel_weights(uint64_t version) {
+  HART_RETURN_IF_ERROR(weight_version_check("relabel_weights", version, s_->w.version));
+  s_->w.version = version;
   return {};
 }
 

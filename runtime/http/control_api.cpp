@@ -23,6 +23,65 @@ status_or<protocol::pause_mode> parse_pause_body(const json& body) {
   return invalid_argument("mode: '%s', expected abort, retract or in_place", mode.c_str());
 }
 
+namespace {
+
+// A weight version as SGLang clients send it: a string ("7", as /get_weight_version answers) or
+// an integer; hart's versions are integers that only grow, so it must be one >= 1.
+status get_version(const json_fields& f, const char* key, uint64_t* out) {
+  if (!f.has(key)) return {};
+  const json& v = f.at(key);
+  std::string text;
+  if (v.is_number_unsigned() || v.is_number_integer()) {
+    text = v.dump();
+  } else if (v.is_string()) {
+    text = v.get<std::string>();
+  } else {
+    return invalid_argument("%s: expected a version (a positive integer or its decimal string)", f.name(key).c_str());
+  }
+  uint64_t n = 0;
+  bool ok = !text.empty() && text.size() <= 19;
+  for (char c : text) {
+    ok = ok && c >= '0' && c <= '9';
+    if (ok) n = n * 10 + uint64_t(c - '0');
+  }
+  if (!ok || n == 0)
+    return invalid_argument("%s: '%s' is not a version hart can serve (a positive integer: versions only grow)",
+                            f.name(key).c_str(), text.c_str());
+  *out = n;
+  return {};
+}
+
+}  // namespace
+
+status_or<disk_update_body> parse_disk_update_body(const json& body) {
+  disk_update_body d;
+  json_fields f(body);
+  HART_RETURN_IF_ERROR(f.only({"model_path", "load_format", "weight_version", "abort_all_requests", "flush_cache"}));
+  HART_RETURN_IF_ERROR(f.get("model_path", &d.model_path));
+  if (d.model_path.empty()) return invalid_argument("model_path: required (a checkpoint directory on the server)");
+  std::string format = "auto";
+  HART_RETURN_IF_ERROR(f.get("load_format", &format));
+  if (format != "auto" && format != "safetensors")
+    return invalid_argument("load_format: '%s'; hart reads safetensors checkpoints (auto)", format.c_str());
+  HART_RETURN_IF_ERROR(get_version(f, "weight_version", &d.version));
+  HART_RETURN_IF_ERROR(f.get("abort_all_requests", &d.abort_all));
+  bool flush = true;
+  HART_RETURN_IF_ERROR(f.get("flush_cache", &flush));
+  if (!flush)
+    return invalid_argument("flush_cache: false; cached prefixes hold the old weights' KV, so hart always drops them");
+  return d;
+}
+
+status_or<version_update_body> parse_version_update_body(const json& body) {
+  version_update_body v;
+  json_fields f(body);
+  HART_RETURN_IF_ERROR(f.only({"new_version", "abort_all_requests"}));
+  if (!f.has("new_version")) return invalid_argument("new_version: required");
+  HART_RETURN_IF_ERROR(get_version(f, "new_version", &v.version));
+  HART_RETURN_IF_ERROR(f.get("abort_all_requests", &v.abort_all));
+  return v;
+}
+
 double stats_value(const protocol::stats_reply& stats, const std::string& name) {
   for (const auto& [k, v] : stats.entries) {
     if (k == name) return v;
@@ -69,6 +128,16 @@ json model_info_json(const std::string& model_path, uint64_t weight_version) {
           {"weight_version", std::to_string(weight_version)},
           {"has_image_understanding", false},
           {"has_audio_understanding", false}};
+}
+
+json server_info_json(const json& server_args, const protocol::stats_reply& stats, uint64_t weight_version) {
+  json j = server_args.is_object() ? server_args : json::object();
+  json state = json::object();
+  for (const auto& [k, v] : stats.entries) state[k] = v;
+  j["version"] = "hart";
+  j["weight_version"] = std::to_string(weight_version);
+  j["internal_states"] = json::array({std::move(state)});
+  return j;
 }
 
 json weight_version_json(uint64_t weight_version) {

@@ -1,12 +1,61 @@
 #include "runtime/http/generation.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace hart::http {
 
 generation::generation(const protocol::sampling_options& s, int32_t eos_token_id)
     : samples_(std::max<uint32_t>(1, s.n)), stop_ids_(s.stop_token_ids), min_new_tokens_(s.min_new_tokens) {
   if (eos_token_id >= 0 && !s.ignore_eos) stop_ids_.push_back(uint32_t(eos_token_id));
+}
+
+namespace {
+
+constexpr std::string_view k_think_end = "</think>";
+
+// The length of the longest suffix of `s` that begins "</think>".
+size_t marker_prefix_at_end(const std::string& s) {
+  for (size_t n = std::min(s.size(), k_think_end.size() - 1); n > 0; --n) {
+    if (s.compare(s.size() - n, n, k_think_end.data(), n) == 0) return n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void generation::split_reasoning(std::optional<int32_t> think_end_id) {
+  split_ = true;
+  think_end_id_ = think_end_id;
+  reasoning_open_.assign(samples_.size(), true);
+  held_.assign(samples_.size(), std::string());
+}
+
+void generation::route_text(size_t i, const protocol::chunk_event& c) {
+  sample_output& s = samples_[i];
+  s.text_delta.clear();
+  s.reasoning_delta.clear();
+  if (!split_ || !reasoning_open_[i]) {
+    s.text_delta = c.text;
+    return;
+  }
+  const bool marker_token =
+      think_end_id_ && std::find(c.token_ids.begin(), c.token_ids.end(), uint32_t(*think_end_id_)) != c.token_ids.end();
+  std::string pending = std::move(held_[i]) + c.text;
+  held_[i].clear();
+  if (const size_t at = pending.find(k_think_end); at != std::string::npos) {
+    s.reasoning_delta = pending.substr(0, at);
+    s.text_delta = pending.substr(at + k_think_end.size());
+    reasoning_open_[i] = false;
+  } else if (marker_token) {  // a special token: its text is not in the output
+    s.reasoning_delta = std::move(pending);
+    reasoning_open_[i] = false;
+  } else {
+    const size_t keep = marker_prefix_at_end(pending);
+    held_[i] = pending.substr(pending.size() - keep);
+    pending.resize(pending.size() - keep);
+    s.reasoning_delta = std::move(pending);
+  }
 }
 
 int generation::apply(const protocol::reply& r) {
@@ -16,13 +65,22 @@ int generation::apply(const protocol::reply& r) {
     s.token_ids.insert(s.token_ids.end(), c->token_ids.begin(), c->token_ids.end());
     s.logprobs.insert(s.logprobs.end(), c->logprobs.begin(), c->logprobs.end());
     s.top_logprobs.insert(s.top_logprobs.end(), c->top_logprobs.begin(), c->top_logprobs.end());
-    s.text += c->text;
+    route_text(c->sample_index, *c);
+    s.text += s.text_delta;
+    s.reasoning += s.reasoning_delta;
     weight_version_ = c->weight_version;
     return int(c->sample_index);
   }
   if (const auto* f = std::get_if<protocol::final_event>(&r)) {
     if (f->sample_index >= samples_.size() || samples_[f->sample_index].finished) return -1;
     sample_output& s = samples_[f->sample_index];
+    s.text_delta.clear();
+    s.reasoning_delta.clear();
+    if (split_ && !held_[f->sample_index].empty()) {  // never closed: what was held is reasoning too
+      s.reasoning_delta = std::move(held_[f->sample_index]);
+      held_[f->sample_index].clear();
+      s.reasoning += s.reasoning_delta;
+    }
     s.finished = true;
     s.final = *f;
     weight_version_ = f->weight_version;

@@ -3,7 +3,8 @@
 // replies, one token per chunk): per sample the tokens, text, log-probs and final. Also which
 // trailing token is the stop token that ended a sample (EOS unless ignore_eos, or a stop id,
 // once min_new_tokens are out: sched/stop_rules.h). Its text is never emitted; the OpenAI
-// responses leave it out, SGLang's keep it only with no_stop_trim.
+// responses leave it out, SGLang's keep it only with no_stop_trim. In thinking mode it splits
+// each sample's text into reasoning and answer.
 //
 //   generation gen(g.sampling, eos_id);
 //   while (!gen.done()) if (auto r = ex.next(50ms)) gen.apply(*r);
@@ -24,7 +25,10 @@ struct sample_output {
   std::vector<uint32_t> token_ids;
   std::vector<float> logprobs;                                     // one per token when asked
   std::vector<std::vector<protocol::token_logprob>> top_logprobs;  // one list per token when asked
-  std::string text;
+  std::string text;       ///< the answer (after the reasoning, when split_reasoning)
+  std::string reasoning;  ///< split_reasoning: the thinking before "</think>"
+  /// What the last chunk applied added to text and to reasoning.
+  std::string text_delta, reasoning_delta;
   bool finished = false;
   protocol::final_event final;  // valid once finished
 };
@@ -33,6 +37,12 @@ class generation {
  public:
   /// `eos_token_id` < 0: none.
   generation(const protocol::sampling_options& s, int32_t eos_token_id);
+
+  /// DeepSeek-V4 thinking mode: the prompt ended "<think>", so each sample's output is its
+  /// reasoning up to "</think>" (the token `think_end_id`, or the text where that token is not
+  /// special) and its answer after it; reasoning and text get them apart (SGLang's deepseek-v4
+  /// reasoning parser). A sample that never closes its thinking is all reasoning.
+  void split_reasoning(std::optional<int32_t> think_end_id);
 
   /// Applies one reply of this generation's exchange and returns the sample it extended or
   /// ended; -1 for replies that are not part of it (control answers), or for an error reply,
@@ -60,6 +70,12 @@ class generation {
   size_t n_finished_ = 0;
   status error_;
   uint64_t weight_version_ = 0;
+  bool split_ = false;
+  std::optional<int32_t> think_end_id_;
+  /// Per sample, while split_: still reasoning; bytes held back that may start "</think>".
+  std::vector<bool> reasoning_open_;
+  std::vector<std::string> held_;
+  void route_text(size_t i, const protocol::chunk_event& c);
 };
 
 }  // namespace hart::http

@@ -68,6 +68,24 @@ status_or<protocol::stats_reply> http_server::impl::stats() {
   return internal_error("stats: unexpected answer");
 }
 
+size_t http_server::impl::abort_matching(const std::string* rid) {
+  std::vector<std::shared_ptr<exchange>> targets;
+  {
+    std::lock_guard<std::mutex> lock(live_m);
+    for (auto it = live.begin(); it != live.end();) {
+      std::shared_ptr<exchange> ex = it->second.lock();
+      if (!ex) {
+        it = live.erase(it);
+        continue;
+      }
+      if (!rid || it->first == *rid) targets.push_back(std::move(ex));
+      ++it;
+    }
+  }
+  for (const auto& ex : targets) ex->abort();
+  return targets.size();
+}
+
 std::shared_ptr<http_server::impl::tracked> http_server::impl::track(const std::string& rid,
                                                                      const std::shared_ptr<exchange>& ex) {
   // The exchange's serial names it: unique for the server's life.
@@ -278,11 +296,13 @@ void http_server::stop() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-status_or<std::unique_ptr<http_server>> http_server::start(const http_params& params, submit_fn submit) {
+status_or<std::unique_ptr<http_server>> http_server::start(const http_params& params, submit_fn submit,
+                                                          weights_fn weights) {
   HART_RETURN_IF_ERROR(params.validate());
   auto p = std::make_unique<impl>();
   p->params = params;
   p->submit = std::move(submit);
+  p->weights = std::move(weights);
   httplib::Server& srv = p->srv;
   const size_t threads = size_t(params.threads);
   srv.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -332,6 +352,7 @@ status_or<std::unique_ptr<http_server>> http_server::start(const http_params& pa
   add_info_routes(*p);
   add_openai_routes(*p);
   add_sglang_routes(*p);
+  add_weights_routes(*p);
 
   std::string host;
   int port = 0;

@@ -15,10 +15,12 @@
 
 #include "runtime/core/status.h"
 #include "runtime/http/exchange.h"
+#include "runtime/http/json_fields.h"
 #include "runtime/text/tokenizer.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,15 +40,29 @@ struct http_params {
   int64_t max_context = 0;         ///< /v1/models max_model_len (0 = unknown)
   int32_t eos_token_id = -1;       ///< the stop token the scheduler ends samples with (< 0: none)
   const tokenizer* tok = nullptr;  ///< token texts of log-probs; may be null; outlives the server
+  /// /server_info's server_args: how the server was started (options, precision, page size, ...).
+  json server_args = json::object();
 
   status validate() const;
 };
 
+/// A weight update asked over HTTP: the checkpoint directory to serve (empty: relabel the
+/// serving weights) as `version` (0: the serving version + 1).
+struct weights_update {
+  std::string checkpoint_dir;
+  uint64_t version = 0;
+};
+/// Runs `u` (the weight-sync actor does, one update at a time, at a step boundary) and calls
+/// `done` once with the result and the version serving after it, on any thread; must not block.
+using weights_fn = std::function<void(const weights_update& u, std::function<void(status, uint64_t)> done)>;
+
 class http_server {
  public:
   /// Binds and starts the threads. invalid_argument for bad params (a non-loopback host
-  /// without api_key among them), unavailable when the address does not bind.
-  static status_or<std::unique_ptr<http_server>> start(const http_params& params, submit_fn submit);
+  /// without api_key among them), unavailable when the address does not bind. Without
+  /// `weights` the weight endpoints answer 501 (the engine runs in a worker process).
+  static status_or<std::unique_ptr<http_server>> start(const http_params& params, submit_fn submit,
+                                                       weights_fn weights = nullptr);
 
   ~http_server();  ///< stop()s
   http_server(const http_server&) = delete;

@@ -35,6 +35,7 @@ using stream_end_fn = std::function<std::string(const generation&)>;
 struct http_server::impl {
   http_params params;
   submit_fn submit;
+  weights_fn weights;  ///< null: the weight endpoints answer 501
   httplib::Server srv;
   std::thread thread;
   int port = 0;
@@ -49,6 +50,10 @@ struct http_server::impl {
   std::shared_ptr<exchange> new_exchange();
   /// A control verb through a fresh exchange; the answer or the error.
   status_or<protocol::reply> control(protocol::control_request c);
+  /// Aborts the running HTTP generations named `rid` (all of them: null); how many there were.
+  size_t abort_matching(const std::string* rid);
+  size_t abort_all() { return abort_matching(nullptr); }
+  size_t abort_rid(const std::string& rid) { return abort_matching(&rid); }
   /// The scheduler's stats (the `stats` verb).
   status_or<protocol::stats_reply> stats();
   /// A generation /abort_request reaches by name while this lives (a handler's scope, or a
@@ -97,5 +102,6 @@ void add_info_routes(
     http_server::impl& s);  // health, models, model info, weight version, loads, metrics, control
 void add_openai_routes(http_server::impl& s);  // /v1/chat/completions, /v1/completions
 void add_sglang_routes(http_server::impl& s);  // /generate
+void add_weights_routes(http_server::impl& s);  // /update_weights_from_disk, /update_weight_version
 
 }  // namespace hart::http

@@ -57,10 +57,63 @@ status parse_messages(const json_fields& f, std::vector<protocol::chat_message>*
     HART_RETURN_IF_ERROR(m.unsupported("function_call", "function calling"));
     if (m.has("content"))
       HART_RETURN_IF_ERROR(parse_content(m.at("content"), name + ".content", &cm.content));
-    // reasoning_content / reasoning of earlier assistant turns: the DeepSeek template drops
-    // earlier reasoning, so they are accepted and not rendered.
+    // An assistant turn's thinking: SGLang's and DeepSeek's reasoning_content, vLLM's reasoning.
+    // DeepSeek-V4's template keeps it only after the last user turn in thinking mode.
+    for (const char* key : {"reasoning_content", "reasoning"}) {
+      if (m.has(key)) HART_RETURN_IF_ERROR(parse_content(m.at(key), name + "." + key, &cm.reasoning));
+    }
     out->push_back(std::move(cm));
   }
+  return {};
+}
+
+// reasoning_effort as the clients send it: DeepSeek-V4's encoding renders only "max" apart;
+// "none" turns thinking off (vLLM's V4 mapping).
+status parse_effort(const json_fields& f, const char* key, protocol::generate_request* g, bool* off) {
+  std::string e;
+  HART_RETURN_IF_ERROR(f.get(key, &e));
+  if (e.empty()) return {};
+  if (e == "max") {
+    g->effort = protocol::reasoning_effort::max;
+  } else if (e == "high") {
+    g->effort = protocol::reasoning_effort::high;
+  } else if (e == "none") {
+    *off = true;
+  } else if (e != "low" && e != "minimal" && e != "medium") {
+    return invalid_argument("%s: '%s', expected none, minimal, low, medium, high or max", f.name(key).c_str(),
+                            e.c_str());
+  }
+  return {};
+}
+
+// DeepSeek-V4's thinking mode: chat_template_kwargs {thinking | enable_thinking, reasoning_effort}
+// (SGLang, vLLM), DeepSeek's API `thinking: {"type": "enabled"}`, and `reasoning_effort`.
+status parse_thinking(const json_fields& f, protocol::generate_request* g) {
+  bool off = false;
+  if (f.has("chat_template_kwargs")) {
+    const json* kw = nullptr;
+    HART_RETURN_IF_ERROR(f.get_object("chat_template_kwargs", &kw));
+    json_fields k(*kw, "chat_template_kwargs.");
+    HART_RETURN_IF_ERROR(k.only({"thinking", "enable_thinking", "reasoning_effort"}));
+    bool on = false;
+    HART_RETURN_IF_ERROR(k.get("thinking", &on));
+    g->thinking = on;
+    HART_RETURN_IF_ERROR(k.get("enable_thinking", &on));
+    g->thinking = g->thinking || on;
+    HART_RETURN_IF_ERROR(parse_effort(k, "reasoning_effort", g, &off));
+  }
+  if (f.has("thinking")) {
+    const json* t = nullptr;
+    HART_RETURN_IF_ERROR(f.get_object("thinking", &t));
+    json_fields tf(*t, "thinking.");
+    std::string type;
+    HART_RETURN_IF_ERROR(tf.get("type", &type));
+    if (type != "enabled" && type != "disabled")
+      return invalid_argument("thinking.type: '%s', expected enabled or disabled", type.c_str());
+    g->thinking = type == "enabled";
+  }
+  HART_RETURN_IF_ERROR(parse_effort(f, "reasoning_effort", g, &off));
+  if (off) g->thinking = false;
   return {};
 }
 
@@ -156,7 +209,7 @@ status_or<openai_request> parse_openai_request(const json& body, bool chat, cons
   HART_RETURN_IF_ERROR(f.unsupported("presence_penalty", "a presence penalty"));
   HART_RETURN_IF_ERROR(f.unsupported("echo", "echo"));
   HART_RETURN_IF_ERROR(f.unsupported("suffix", "suffix"));
-  HART_RETURN_IF_ERROR(f.unsupported("chat_template_kwargs", "chat_template_kwargs"));
+  if (chat) HART_RETURN_IF_ERROR(parse_thinking(f, &g));
   HART_RETURN_IF_ERROR(f.unsupported("prompt_logprobs", "prompt_logprobs"));
   if (f.has("response_format")) {
     const json* rf = nullptr;
@@ -252,6 +305,7 @@ json openai_response(const openai_request& r, const generation& gen, const opena
     json c = {{"index", i}, {"finish_reason", openai_finish_reason(s.final.reason)}};
     if (r.chat) {
       c["message"] = {{"role", "assistant"}, {"content", s.text}};
+      if (r.g.thinking) c["message"]["reasoning_content"] = s.reasoning;
       c["logprobs"] = r.g.sampling.logprobs ? chat_logprobs(s, 0, n, ctx.tok) : json(nullptr);
     } else {
       c["text"] = s.text;
@@ -290,14 +344,22 @@ std::string openai_stream::on_reply(const generation& gen, int sample, const pro
                                          {"finish_reason", nullptr}}})));
   }
   const sample_output& s = gen.sample(size_t(sample));
+  // Reasoning that the final released (held back in case it began "</think>").
+  if (r_.chat && std::holds_alternative<protocol::final_event>(reply) && !s.reasoning_delta.empty()) {
+    out += sse_event(chunk(json::array({{{"index", sample},
+                                         {"delta", {{"reasoning_content", s.reasoning_delta}}},
+                                         {"logprobs", nullptr},
+                                         {"finish_reason", nullptr}}})));
+  }
   if (const auto* c = std::get_if<protocol::chunk_event>(&reply)) {
     const size_t to = s.token_ids.size(), from = to - c->token_ids.size();
     const bool stop_token = c->token_ids.size() == 1 && gen.is_stop_token(c->token_ids[0], from);
     const bool lp = r_.g.sampling.logprobs && !stop_token;
-    if (c->text.empty() && !lp) return out;
+    if (s.text_delta.empty() && s.reasoning_delta.empty() && !lp) return out;
     json choice = {{"index", sample}, {"finish_reason", nullptr}};
     if (r_.chat) {
-      choice["delta"] = {{"content", c->text}};
+      choice["delta"] = {{"content", s.text_delta}};
+      if (!s.reasoning_delta.empty()) choice["delta"]["reasoning_content"] = s.reasoning_delta;
       choice["logprobs"] = lp ? chat_logprobs(s, from, to, ctx_.tok) : json(nullptr);
     } else {
       choice["text"] = c->text;

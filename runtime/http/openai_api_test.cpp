@@ -85,6 +85,68 @@ TEST(openai_api, bad_requests_are_typed_errors_naming_the_field) {
   EXPECT_EQ(parse(R"({})").get_status().message(), "messages: required");
 }
 
+// DeepSeek-V4 thinking as SGLang, vLLM and DeepSeek's API ask for it; chat mode by default.
+TEST(openai_api, thinking_options_and_reasoning_content) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": "a", "reasoning_content": "r"}, {"role": "user", "content": "q2"}])";
+  auto r = parse(("{" + msgs + "}").c_str());
+  ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+  EXPECT_FALSE(r->g.thinking);
+  EXPECT_EQ(r->g.messages[1].reasoning, "r");
+  r = parse(("{" + msgs + R"(, "chat_template_kwargs": {"thinking": true, "reasoning_effort": "max"}})").c_str());
+  ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+  EXPECT_TRUE(r->g.thinking);
+  EXPECT_EQ(r->g.effort, protocol::reasoning_effort::max);
+  r = parse(("{" + msgs + R"(, "chat_template_kwargs": {"enable_thinking": true}, "reasoning_effort": "high"})").c_str());
+  EXPECT_TRUE(r->g.thinking);
+  EXPECT_EQ(r->g.effort, protocol::reasoning_effort::high);
+  r = parse(("{" + msgs + R"(, "thinking": {"type": "enabled"}})").c_str());
+  EXPECT_TRUE(r->g.thinking);
+  r = parse(("{" + msgs + R"(, "thinking": {"type": "enabled"}, "reasoning_effort": "none"})").c_str());
+  EXPECT_FALSE(r->g.thinking);
+  r = parse(R"({"messages": [{"role": "assistant", "content": "a", "reasoning": "vllm's name"}]})");
+  EXPECT_EQ(r->g.messages[0].reasoning, "vllm's name");
+  EXPECT_EQ(parse(("{" + msgs + R"(, "chat_template_kwargs": {"drop_thinking": false}})").c_str()).get_status().message(),
+            "chat_template_kwargs.drop_thinking: unknown field");
+  EXPECT_NE(parse(("{" + msgs + R"(, "reasoning_effort": "extreme"})").c_str()).get_status().message().find(
+                "reasoning_effort: 'extreme'"),
+            std::string::npos);
+  EXPECT_NE(parse(("{" + msgs + R"(, "thinking": {"type": "on"}})").c_str()).get_status().message().find("thinking.type"),
+            std::string::npos);
+}
+
+// Thinking mode splits each sample at "</think>": a special token (not in the text), or the
+// text itself, also when it comes in pieces; a sample that never closes it is all reasoning.
+TEST(openai_api, reasoning_splits_at_the_end_of_thinking) {
+  protocol::sampling_options so;
+  so.n = 3;
+  generation gen(so, -1);
+  gen.split_reasoning(5);
+  gen.apply(chunk(0, 10, "think", 0));
+  gen.apply(chunk(0, 5, "", 0));
+  gen.apply(chunk(0, 11, "answer", 0));
+  EXPECT_EQ(gen.sample(0).reasoning, "think");
+  EXPECT_EQ(gen.sample(0).text, "answer");
+  EXPECT_EQ(gen.sample(0).text_delta, "answer");
+  gen.apply(chunk(1, 20, "a</th", 0));
+  EXPECT_EQ(gen.sample(1).reasoning_delta, "a");  // "</th" held: it may be the marker
+  gen.apply(chunk(1, 21, "ink>b", 0));
+  EXPECT_EQ(gen.sample(1).reasoning, "a");
+  EXPECT_EQ(gen.sample(1).text, "b");
+  gen.apply(chunk(2, 30, "x</t", 0));
+  gen.apply(final(2, protocol::finish_reason::length, 1));
+  EXPECT_EQ(gen.sample(2).reasoning, "x</t");
+  EXPECT_EQ(gen.sample(2).reasoning_delta, "</t");
+  EXPECT_EQ(gen.sample(2).text, "");
+
+  openai_request req = parse(R"({"messages": [{"role": "user", "content": "q"}], "thinking": {"type": "enabled"}})").value();
+  gen.apply(final(0, protocol::finish_reason::stop, 3));
+  gen.apply(final(1, protocol::finish_reason::stop, 2));
+  const json answer = openai_response(req, gen, openai_context{"chatcmpl-1", 0, "tiny", nullptr});
+  EXPECT_EQ(answer["choices"][0]["message"]["reasoning_content"], "think");
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], "answer");
+}
+
 TEST(openai_api, completions_take_text_or_token_ids_and_legacy_logprobs) {
   auto r = parse(R"({"prompt": "Once", "logprobs": 2})", false);
   ASSERT_TRUE(r.ok()) << r.get_status().to_string();

@@ -48,10 +48,34 @@ std::string metric_name(const std::string& name) {
   return out;
 }
 
+std::string bound_text(double b) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", b);
+  return buf;
+}
+
+const char* histogram_help(const std::string& name) {
+  if (name == "time_to_first_token_seconds") return "arrival to first generated token, per sample";
+  if (name == "time_per_output_token_seconds") return "per output token after the first, per sample of two or more";
+  if (name == "e2e_request_latency_seconds") return "arrival to finish, per sample";
+  if (name == "step_latency_seconds") return "scheduler step, plan made to result applied";
+  return "hart latency histogram";
+}
+
 }  // namespace
 
 std::string prometheus_text(const protocol::stats_reply& stats) {
   std::string out;
+  for (const auto& [name, h] : stats.histograms) {
+    const std::string m = metric_name(name);
+    out += "# HELP " + m + " " + histogram_help(name) + "\n";
+    out += "# TYPE " + m + " histogram\n";
+    for (size_t i = 0; i < h.bounds.size(); ++i)
+      out += m + "_bucket{le=\"" + bound_text(h.bounds[i]) + "\"} " + std::to_string(h.cumulative(i)) + "\n";
+    out += m + "_bucket{le=\"+Inf\"} " + std::to_string(h.count) + "\n";
+    out += m + "_sum " + value_text(h.sum) + "\n";
+    out += m + "_count " + std::to_string(h.count) + "\n";
+  }
   for (const auto& [name, value] : stats.entries) {
     const bool counter = counters().count(name) > 0;
     const std::string m = metric_name(name) + (counter ? "_total" : "");

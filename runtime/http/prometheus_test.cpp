@@ -25,5 +25,22 @@ TEST(prometheus, counters_get_total_and_every_metric_its_type) {
             "hart_odd NaN\n");
 }
 
+TEST(prometheus, histograms_have_cumulative_buckets_sum_and_count) {
+  protocol::stats_reply s;
+  latency_histogram h;
+  h.bounds = {0.01, 0.1};
+  h.counts.assign(3, 0);
+  for (double v : {0.004, 0.05, 0.07, 3.0}) h.add(v);
+  s.histograms = {{"time_to_first_token_seconds", h}};
+  EXPECT_EQ(prometheus_text(s),
+            "# HELP hart_time_to_first_token_seconds arrival to first generated token, per sample\n"
+            "# TYPE hart_time_to_first_token_seconds histogram\n"
+            "hart_time_to_first_token_seconds_bucket{le=\"0.01\"} 1\n"
+            "hart_time_to_first_token_seconds_bucket{le=\"0.1\"} 3\n"
+            "hart_time_to_first_token_seconds_bucket{le=\"+Inf\"} 4\n"
+            "hart_time_to_first_token_seconds_sum 3.1240000000000001\n"
+            "hart_time_to_first_token_seconds_count 4\n");
+}
+
 }  // namespace
 }  // namespace hart::http

@@ -1,5 +1,5 @@
-// GET /health, /health_generate, /v1/models, /get_weight_version, /model_info, /v1/loads,
-// /metrics and the control verbs (/abort_request, /pause_generation, /continue_generation,
+// GET /health, /health_generate, /v1/models, /get_weight_version, /model_info, /server_info,
+// /v1/loads, /metrics and the control verbs (/abort_request, /pause_generation, /continue_generation,
 // /flush_cache): each a control verb or a short generation through the gateway.
 #include "runtime/http/api_error.h"
 #include "runtime/http/control_api.h"
@@ -99,6 +99,14 @@ void add_info_routes(http_server::impl& s) {
       http_server::impl::reply_json(res, 200, model_info_json(s.params.model_path, *v));
     });
   }
+  for (const char* path : {"/server_info", "/get_server_info"}) {
+    srv.Get(path, [&s](const Request&, Response& res) {
+      status_or<protocol::stats_reply> st = s.stats();
+      if (!st.ok()) return http_server::impl::reply_error(res, st.get_status());
+      http_server::impl::reply_json(
+          res, 200, server_info_json(s.params.server_args, *st, uint64_t(stats_value(*st, "weight_version"))));
+    });
+  }
   srv.Get("/v1/loads", [&s](const Request&, Response& res) {
     status_or<protocol::stats_reply> st = s.stats();
     if (!st.ok()) return http_server::impl::reply_error(res, st.get_status());
@@ -116,22 +124,9 @@ void add_info_routes(http_server::impl& s) {
     if (!s.read_json(reader, res, &body)) return;
     status_or<abort_body> a = parse_abort_body(body);
     if (!a.ok()) return http_server::impl::reply_error(res, a.get_status(), true);
-    std::vector<std::shared_ptr<exchange>> targets;
-    {
-      std::lock_guard<std::mutex> lock(s.live_m);
-      for (auto it = s.live.begin(); it != s.live.end();) {
-        std::shared_ptr<exchange> ex = it->second.lock();
-        if (!ex) {
-          it = s.live.erase(it);
-          continue;
-        }
-        if (a->all || it->first == a->rid) targets.push_back(std::move(ex));
-        ++it;
-      }
-    }
-    for (const auto& ex : targets) ex->abort();
     // SGLang answers 200 for a rid that already ended (or never ran): abort is idempotent.
-    http_server::impl::reply_json(res, 200, {{"success", true}, {"aborted", targets.size()}});
+    const size_t aborted = a->all ? s.abort_all() : s.abort_rid(a->rid);
+    http_server::impl::reply_json(res, 200, {{"success", true}, {"aborted", aborted}});
   });
   srv.Post("/pause_generation", [&s](const Request&, Response& res, const ContentReader& reader) {
     json body;

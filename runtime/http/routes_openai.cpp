@@ -2,6 +2,7 @@
 // whole or as server-sent events (openai_api.h).
 #include "runtime/http/http_server_impl.h"
 #include "runtime/http/openai_api.h"
+#include "runtime/text/chat_template.h"
 
 #include <cstdio>
 #include <ctime>
@@ -37,6 +38,8 @@ void completions(http_server::impl& s, bool chat, const ContentReader& reader, R
   // Named so /abort_request {"abort_all": true} reaches OpenAI requests too.
   x->name = s.track("", ex);
   auto gen = std::make_shared<generation>(x->request.g.sampling, s.params.eos_token_id);
+  if (x->request.g.thinking)
+    gen->split_reasoning(s.params.tok ? s.params.tok->token_id(chat_tokens::think_end) : std::nullopt);
   std::vector<protocol::reply> pending;
   if (!s.start(*ex, x->request.g, *gen, &pending, res)) return;
   if (!x->request.stream) {

@@ -227,6 +227,51 @@ std::string model_config::summary() const {
   return s.str();
 }
 
+status model_config_same_shapes(const model_config& a, const model_config& b, const std::string& origin) {
+  const std::pair<const char*, std::pair<int64_t, int64_t>> ints[] = {
+      {"vocab_size", {a.vocab_size, b.vocab_size}},
+      {"hidden_size", {a.hidden_size, b.hidden_size}},
+      {"num_hidden_layers", {a.n_layers, b.n_layers}},
+      {"num_attention_heads", {a.n_heads, b.n_heads}},
+      {"head_dim", {a.head_dim, b.head_dim}},
+      {"qk_rope_head_dim", {a.rope_dim, b.rope_dim}},
+      {"q_lora_rank", {a.q_lora_rank, b.q_lora_rank}},
+      {"o_groups", {a.o_groups, b.o_groups}},
+      {"o_lora_rank", {a.o_lora_rank, b.o_lora_rank}},
+      {"sliding_window", {a.window, b.window}},
+      {"index_n_heads", {a.index_n_heads, b.index_n_heads}},
+      {"index_head_dim", {a.index_head_dim, b.index_head_dim}},
+      {"index_topk", {a.index_topk, b.index_topk}},
+      {"n_routed_experts", {a.n_routed_experts, b.n_routed_experts}},
+      {"n_shared_experts", {a.n_shared_experts, b.n_shared_experts}},
+      {"num_experts_per_tok", {a.n_activated_experts, b.n_activated_experts}},
+      {"moe_intermediate_size", {a.moe_inter_dim, b.moe_inter_dim}},
+      {"hc_mult", {a.hc_mult, b.hc_mult}},
+  };
+  for (const auto& [name, v] : ints) {
+    if (v.first != v.second) {
+      return invalid_argument("%s: %s is %lld, the served model's is %lld", origin.c_str(), name, (long long)v.second,
+                              (long long)v.first);
+    }
+  }
+  // The rest (layer kinds and hash layers, compress rates, routing and RoPE numbers) as the one-line summary and
+  // the numbers it leaves out.
+  const auto rope_same = [](const rope_config& x, const rope_config& y) {
+    return x.theta == y.theta && x.yarn == y.yarn && x.factor == y.factor &&
+           x.original_max_position == y.original_max_position && x.partial_rotary_factor == y.partial_rotary_factor;
+  };
+  if (a.summary() != b.summary() || a.csa_rate != b.csa_rate || a.hca_rate != b.hca_rate) {
+    return invalid_argument("%s: %s; the served model is %s", origin.c_str(), b.summary().c_str(), a.summary().c_str());
+  }
+  if (a.route_scale != b.route_scale || a.swiglu_limit != b.swiglu_limit || a.norm_eps != b.norm_eps ||
+      !rope_same(a.rope_main, b.rope_main) || !rope_same(a.rope_compress, b.rope_compress)) {
+    return invalid_argument("%s: routed_scaling_factor, swiglu_limit, rms_norm_eps or the RoPE settings differ from "
+                            "the served model's",
+                            origin.c_str());
+  }
+  return {};
+}
+
 status_or<model_config> model_config_parse(const std::string& text, const std::string& origin) {
   json j;
   try {

@@ -74,6 +74,11 @@ struct model_config {
   std::string summary() const;
 };
 
+/// ok when `other` (the config.json of `origin`) describes the same network as `serving`:
+/// every shape, layer kind, routing and RoPE setting equal (the weights of one can replace the
+/// other's); invalid_argument naming the first field that differs.
+status model_config_same_shapes(const model_config& serving, const model_config& other, const std::string& origin);
+
 /// Parses config.json text; `origin` names the source in error messages.
 status_or<model_config> model_config_parse(const std::string& json_text, const std::string& origin);
 /// Reads `path` (a config.json, or a directory containing one).

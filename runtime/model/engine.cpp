@@ -70,12 +70,15 @@ status_or<std::shared_ptr<const model_weights>> engine::build_weights(const tens
   return std::make_shared<const model_weights>(std::move(w));
 }
 
+status weight_version_check(const char* what, uint64_t version, uint64_t current) {
+  if (version > current) return {};
+  return failed_precondition("%s: version %llu is not above the current %llu", what, (unsigned long long)version,
+                             (unsigned long long)current);
+}
+
 status engine::swap_weights(std::shared_ptr<const model_weights> w, uint64_t version) {
   if (!w) return invalid_argument("swap_weights: no weights");
-  if (version <= weight_version_) {
-    return failed_precondition("swap_weights: version %llu is not above the current %llu", (unsigned long long)version,
-                               (unsigned long long)weight_version_);
-  }
+  HART_RETURN_IF_ERROR(weight_version_check("swap_weights", version, weight_version_));
   // build_weights checked every shape against cfg_; a layer count that differs means another engine's weights.
   if (int64_t(w->layers.size()) != cfg_.n_layers || w->embed.out != cfg_.vocab_size) {
     return invalid_argument("swap_weights: weights for %zu layers, vocab %lld; this model has %lld, %lld",
@@ -83,6 +86,12 @@ status engine::swap_weights(std::shared_ptr<const model_weights> w, uint64_t ver
                             (long long)cfg_.vocab_size);
   }
   weights_ = std::move(w);
+  weight_version_ = version;
+  return {};
+}
+
+status engine::relabel_weights(uint64_t version) {
+  HART_RETURN_IF_ERROR(weight_version_check("relabel_weights", version, weight_version_));
   weight_version_ = version;
   return {};
 }

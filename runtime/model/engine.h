@@ -72,6 +72,10 @@ struct forward_trace {
   std::map<int64_t, std::vector<int32_t>> experts;
 };
 
+/// ok when `version` is above `current`, else failed_precondition naming `what` (a weight swap or
+/// relabel: versions only grow, so an event's version says which weights made it).
+status weight_version_check(const char* what, uint64_t version, uint64_t current);
+
 class engine {
  public:
   static status_or<std::unique_ptr<engine>> load(const engine_params& params);
@@ -91,6 +95,9 @@ class engine {
   /// failed_precondition unless `version` > weight_version(); nothing changes then.
   /// Sequences keep their KV (computed with the old weights).
   status swap_weights(std::shared_ptr<const model_weights> w, uint64_t version);
+  /// Names the serving weights `version` without changing them (a trainer that counts its
+  /// steps: SGLang's /update_weight_version); the same rule and timing as swap_weights.
+  status relabel_weights(uint64_t version);
   /// 0 for the weights loaded from params().model_dir.
   uint64_t weight_version() const { return weight_version_; }
 

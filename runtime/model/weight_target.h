@@ -36,6 +36,9 @@ class weight_target {
   /// invalid_argument for weights another target built, failed_precondition for weights
   /// already swapped). Not concurrent with forward: the caller swaps between steps.
   virtual status swap(std::shared_ptr<built_weights> w, uint64_t version) = 0;
+  /// Names the serving weights `version`, unchanged (the engine's relabel_weights errors); when
+  /// a swap would happen.
+  virtual status relabel(uint64_t version) = 0;
   /// 0 for the weights loaded from the checkpoint.
   virtual uint64_t version() const = 0;
 };
@@ -62,6 +65,7 @@ class engine_weight_target final : public weight_target {
     if (!b || b->owner != &eng_) return invalid_argument("weight swap: the weights were built for another engine");
     return eng_.swap_weights(b->w, version);
   }
+  status relabel(uint64_t version) override { return eng_.relabel_weights(version); }
   uint64_t version() const override { return eng_.weight_version(); }
 
  private:

@@ -59,8 +59,11 @@ void expect_same(const generate_request& a, const generate_request& b) {
   for (size_t i = 0; i < a.messages.size(); ++i) {
     EXPECT_EQ(a.messages[i].role, b.messages[i].role);
     EXPECT_EQ(a.messages[i].content, b.messages[i].content);
+    EXPECT_EQ(a.messages[i].reasoning, b.messages[i].reasoning);
   }
   EXPECT_EQ(a.text, b.text);
+  EXPECT_EQ(a.thinking, b.thinking);
+  EXPECT_EQ(a.effort, b.effort);
   const auto &s = a.sampling, &t = b.sampling;
   EXPECT_EQ(s.temperature, t.temperature);
   EXPECT_EQ(s.top_p, t.top_p);
@@ -102,7 +105,9 @@ TEST(codec, generate_messages_round_trip) {
   generate_request g = full_generate();
   g.kind = prompt_kind::messages;
   g.token_ids.clear();
-  g.messages = {{"system", "Be brief."}, {"user", "Héllo, 世界 🌍"}, {"assistant", ""}};
+  g.messages = {{"system", "Be brief."}, {"user", "Héllo, 世界 🌍"}, {"assistant", "", "thought 🤔"}};
+  g.thinking = true;
+  g.effort = reasoning_effort::max;
   request out = round_trip(request{g});
   ASSERT_TRUE(std::holds_alternative<generate_request>(out));
   expect_same(g, std::get<generate_request>(out));

@@ -19,6 +19,13 @@ $Cxx.namespace("hart::wire");
 struct ChatMessage {
   role @0 :Text;       # system | developer | user | assistant | tool
   content @1 :Text;    # UTF-8
+  reasoning @2 :Text;  # an assistant turn's thinking (reasoning_content); kept where DeepSeek-V4 keeps it
+}
+
+enum ReasoningEffort {
+  standard @0;  # the model's default
+  high @1;      # renders as standard (DeepSeek-V4's encoding)
+  max @2;       # thinking mode: DeepSeek-V4's "max" instruction before the first message
 }
 
 struct SamplingParams {
@@ -50,6 +57,8 @@ struct GenerateRequest {
   priority @6 :Int32 = 0;          # larger = sooner
   returnRouting @7 :Bool = false;  # Final.routing for replay; the prompt is then computed, not cached
   returnIndexerPicks @8 :Bool = false;  # with returnRouting: also the indexer's top-k (index_topk ids per CSA layer and position)
+  thinking @9 :Bool = false;       # messages: DeepSeek-V4 thinking mode ("<think>"), else chat mode ("</think>")
+  reasoningEffort @10 :ReasoningEffort;  # messages, thinking mode
 }
 
 enum PauseMode {
@@ -203,9 +212,18 @@ struct Stat {
   value @1 :Float64;
 }
 
+struct Histogram {
+  name @0 :Text;
+  upperBounds @1 :List(Float64);   # seconds, ascending; a +Inf bucket follows
+  counts @2 :List(UInt64);         # per bucket (not cumulative), the +Inf bucket last
+  sum @3 :Float64;
+  count @4 :UInt64;
+}
+
 struct Stats {
   entries @0 :List(Stat);
   prometheus @1 :Text;             # Prometheus text exposition format
+  histograms @2 :List(Histogram);  # latencies since start (docs/protocol.md)
 }
 
 struct WeightVersion {

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/core/histogram.h"
 #include "runtime/core/status.h"
 
 namespace hart::protocol {
@@ -66,9 +67,17 @@ constexpr float max_temperature = 100.0f;
 // -- requests (client -> server) -------------------------------------------------------------
 
 struct chat_message {
-  std::string role;     ///< system | developer | user | assistant | tool
-  std::string content;  ///< UTF-8
+  chat_message() = default;
+  chat_message(std::string role_, std::string content_, std::string reasoning_ = {})
+      : role(std::move(role_)), content(std::move(content_)), reasoning(std::move(reasoning_)) {}
+
+  std::string role;       ///< system | developer | user | assistant | tool
+  std::string content;    ///< UTF-8
+  std::string reasoning;  ///< assistant: its thinking (reasoning_content), UTF-8
 };
+
+/// DeepSeek-V4's reasoning_effort; only max changes the prompt (in thinking mode).
+enum class reasoning_effort : uint8_t { standard, high, max };
 
 enum class prompt_kind : uint8_t { token_ids, messages, text };
 
@@ -100,6 +109,9 @@ struct generate_request {
   int32_t priority = 0;            ///< larger = sooner
   bool return_routing = false;     ///< final_event::routing (the prompt is computed, not cached)
   bool return_indexer_picks = false;  ///< with return_routing: the indexer picks too (large)
+  /// kind == messages: DeepSeek-V4's thinking mode (the prompt ends "<think>") or chat mode ("</think>").
+  bool thinking = false;
+  reasoning_effort effort = reasoning_effort::standard;
 };
 
 enum class control_verb : uint8_t {
@@ -220,6 +232,8 @@ struct stats_reply {
   uint64_t tag = 0;
   std::vector<std::pair<std::string, double>> entries;
   std::string prometheus;
+  /// Latency histograms since start (time_to_first_token_seconds, ...).
+  std::vector<std::pair<std::string, latency_histogram>> histograms;
 };
 
 struct weight_version_reply {

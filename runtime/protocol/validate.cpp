@@ -87,7 +87,9 @@ status validate_generate(const generate_request& g) {
                                   max_role_bytes);
         if (!utf8_valid(m.content))
           return invalid_argument("prompt.messages[%zu].content: not UTF-8", i);
-        total += m.content.size();
+        if (!utf8_valid(m.reasoning))
+          return invalid_argument("prompt.messages[%zu].reasoning: not UTF-8", i);
+        total += m.content.size() + m.reasoning.size();
       }
       if (total > max_prompt_text_bytes)
         return invalid_argument("prompt.messages: %zu content bytes, limit %zu", total,

@@ -83,6 +83,7 @@ void write_generate(const generate_request& g, wire::GenerateRequest::Builder o)
       for (size_t i = 0; i < g.messages.size(); ++i) {
         l[static_cast<unsigned>(i)].setRole(text_ptr(g.messages[i].role));
         l[static_cast<unsigned>(i)].setContent(text_ptr(g.messages[i].content));
+        if (!g.messages[i].reasoning.empty()) l[static_cast<unsigned>(i)].setReasoning(text_ptr(g.messages[i].reasoning));
       }
       break;
     }
@@ -93,6 +94,8 @@ void write_generate(const generate_request& g, wire::GenerateRequest::Builder o)
   o.setPriority(g.priority);
   o.setReturnRouting(g.return_routing);
   o.setReturnIndexerPicks(g.return_indexer_picks);
+  o.setThinking(g.thinking);
+  o.setReasoningEffort(static_cast<wire::ReasoningEffort>(g.effort));
 }
 
 void write_control(const control_request& c, wire::Request::Builder o) {
@@ -168,11 +171,12 @@ status_or<generate_request> read_generate(wire::GenerateRequest::Reader in) {
       for (auto msg : m) {
         auto role = msg.getRole();
         auto content = msg.getContent();
-        total += content.size();
+        auto reasoning = msg.getReasoning();
+        total += content.size() + reasoning.size();
         if (role.size() > max_role_bytes || total > max_prompt_text_bytes)
           return invalid_argument("prompt.messages: role over %zu bytes or contents over %zu bytes",
                                   max_role_bytes, max_prompt_text_bytes);
-        g.messages.push_back({to_string(role), to_string(content)});
+        g.messages.push_back({to_string(role), to_string(content), to_string(reasoning)});
       }
       break;
     }
@@ -196,6 +200,10 @@ status_or<generate_request> read_generate(wire::GenerateRequest::Reader in) {
   g.priority = in.getPriority();
   g.return_routing = in.getReturnRouting();
   g.return_indexer_picks = in.getReturnIndexerPicks();
+  g.thinking = in.getThinking();
+  const auto effort = in.getReasoningEffort();
+  if (raw(effort) > raw(wire::ReasoningEffort::MAX)) return invalid_argument("reasoningEffort: unknown value %u", raw(effort));
+  g.effort = static_cast<reasoning_effort>(effort);
   return g;
 }
 
@@ -323,6 +331,18 @@ void write_reply(const reply& in, wire::Reply::Builder out) {
             l[static_cast<unsigned>(i)].setValue(r.entries[i].second);
           }
           o.setPrometheus(text_ptr(r.prometheus));
+          auto hl = o.initHistograms(static_cast<unsigned>(r.histograms.size()));
+          for (size_t i = 0; i < r.histograms.size(); ++i) {
+            const latency_histogram& h = r.histograms[i].second;
+            auto w = hl[static_cast<unsigned>(i)];
+            w.setName(text_ptr(r.histograms[i].first));
+            auto b = w.initUpperBounds(static_cast<unsigned>(h.bounds.size()));
+            for (size_t k = 0; k < h.bounds.size(); ++k) b.set(static_cast<unsigned>(k), h.bounds[k]);
+            auto c = w.initCounts(static_cast<unsigned>(h.counts.size()));
+            for (size_t k = 0; k < h.counts.size(); ++k) c.set(static_cast<unsigned>(k), h.counts[k]);
+            w.setSum(h.sum);
+            w.setCount(h.count);
+          }
         } else {
           static_assert(std::is_same_v<T, weight_version_reply>);
           out.setTag(r.tag);
@@ -459,6 +479,18 @@ status_or<reply> read_reply(wire::Reply::Reader in) {
       r.tag = tag;
       for (auto e : s.getEntries()) r.entries.emplace_back(to_string(e.getName()), e.getValue());
       r.prometheus = to_string(s.getPrometheus());
+      for (auto w : s.getHistograms()) {
+        latency_histogram h;
+        h.bounds.clear();
+        h.counts.clear();
+        for (double b : w.getUpperBounds()) h.bounds.push_back(b);
+        for (uint64_t c : w.getCounts()) h.counts.push_back(c);
+        h.sum = w.getSum();
+        h.count = w.getCount();
+        const std::string name = to_string(w.getName());
+        if (status st = h.validate(); !st.ok()) return invalid_argument("stats: %s: %s", name.c_str(), st.message().c_str());
+        r.histograms.emplace_back(name, std::move(h));
+      }
       return reply{std::move(r)};
     }
     case wire::Reply::WEIGHT_VERSION:

@@ -226,6 +226,9 @@ void scheduler::finish(seq& s, finish_reason reason, std::string message, event_
     s.routing.truncate(s.n_computed);
     fe.routing = std::move(s.routing);
   }
+  counters_.e2e.add(double(fe.total_us) * 1e-6);
+  if (fe.completion_tokens >= 2 && s.first_token_us >= 0)
+    counters_.tpot.add(double(now - s.first_token_us) * 1e-6 / double(fe.completion_tokens - 1));
   ev.finishes.push_back(std::move(fe));
   ++counters_.finished;
 
@@ -569,6 +572,7 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
         s.first_token_us = clock_();
         counters_.ttft_us_sum += s.first_token_us - s.req->arrival_us;
         ++counters_.ttft_count;
+        counters_.ttft.add(double(s.first_token_us - s.req->arrival_us) * 1e-6);
       }
       stop_outcome o = s.stop.push(tok->token);
       token_event te;

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "runtime/cache/cache_shard.h"
+#include "runtime/core/histogram.h"
 #include "runtime/cache/shard_protocol.h"
 #include "runtime/sched/request.h"
 #include "runtime/sched/step.h"
@@ -85,6 +86,9 @@ struct scheduler_counters {
   int64_t fed_tokens = 0;          // tokens through the model (prompt, recompute, decode)
   int64_t generated_tokens = 0;
   int64_t ttft_us_sum = 0, ttft_count = 0;
+  /// Seconds, per sample: to its first token; per output token after the first (two or more);
+  /// arrival to finish.
+  latency_histogram ttft, tpot, e2e;
 };
 
 class scheduler {

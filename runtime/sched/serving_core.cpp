@@ -79,6 +79,7 @@ event_batch serving_core::finish_step(const step_plan& plan, const status_or<ste
   }
   const int64_t dt = now_us() - timing.planned_us;
   step_us_.add(dt);
+  step_hist_.add(double(dt) * 1e-6);
   busy_us_ += dt;
   const bool decode_only = std::all_of(plan.items.begin(), plan.items.end(),
                                        [](const step_item& it) { return it.tokens.size() == 1; });
@@ -146,6 +147,10 @@ serving_stats serving_core::stats(const cache::cache_metrics& cache) const {
   s.worker_failures = worker_failures_;
   s.tokens_per_s = busy_us_ > 0 ? double(c.generated_tokens) * 1e6 / double(busy_us_) : 0.0;
   s.ttft_us_mean = c.ttft_count ? double(c.ttft_us_sum) / double(c.ttft_count) : 0.0;
+  s.ttft = c.ttft;
+  s.tpot = c.tpot;
+  s.e2e = c.e2e;
+  s.step = step_hist_;
   auto percentiles = [](std::vector<int64_t> v, double* p50, double* p99, double* mean) {
     if (v.empty()) return;
     std::sort(v.begin(), v.end());

@@ -49,6 +49,9 @@ struct serving_stats {
   int64_t worker_failures = 0;
   double tokens_per_s = 0;    // generated tokens / time from plan to applied result
   double ttft_us_mean = 0;    // over samples that produced a token
+  /// Since start, seconds: time to first token, time per output token after the first (per
+  /// sample with two or more), sample latency (arrival to finish), step latency (plan to applied).
+  latency_histogram ttft, tpot, e2e, step;
   // Over the last k_latency_window non-empty steps:
   double step_us_mean = 0, step_us_p50 = 0, step_us_p99 = 0;  // plan made -> result applied
   double decode_step_us_p50 = 0, decode_step_us_p99 = 0;      // the same, steps feeding one token per sequence
@@ -179,6 +182,7 @@ class serving_core {
   std::unique_ptr<scheduler> sched_;
   int64_t worker_failures_ = 0;
   latency_ring step_us_, decode_step_us_, decode_exec_us_, decode_gap_us_;
+  latency_histogram step_hist_;  // every step since start, seconds
   latency_ring decode_gap_grants_us_, decode_gap_shard_us_;
   latency_ring gap_wake_us_, gap_apply_us_, gap_plan_us_, gap_handoff_us_;
   /// Steps in flight that were planned with the shard, oldest first.

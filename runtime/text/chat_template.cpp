@@ -18,17 +18,48 @@ const char* thinking_mode_name(thinking_mode m) {
   return "unknown";
 }
 
-status_or<std::string> chat_encode(const std::vector<chat_message>& messages,
-                                   const chat_options& options) {
-  if (options.thinking != thinking_mode::none && !options.add_generation_prompt) {
-    return invalid_argument("chat_encode: thinking=%s needs add_generation_prompt",
-                            thinking_mode_name(options.thinking));
+namespace {
+
+// DeepSeek-V4's encoding (encoding_dsv4.py, drop_thinking): the thinking marker goes after the
+// "<｜Assistant｜>" a user turn ends with, and earlier turns' reasoning is dropped.
+status encode_v4(const std::vector<chat_message>& messages, const chat_options& options, std::string& out) {
+  const bool think = options.thinking == thinking_mode::think;
+  size_t last_user = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].role == "user") last_user = i;
   }
-  size_t n_bytes = options.bos_token.size() + 64;
-  for (const chat_message& m : messages) n_bytes += m.content.size() + 48;
-  std::string out;
-  out.reserve(n_bytes);
-  out += options.bos_token;
+  const auto assistant_prompt = [&](size_t i) {
+    out += chat_tokens::assistant;
+    out += think && i >= last_user ? chat_tokens::think_begin : chat_tokens::think_end;
+  };
+  if (think && options.reasoning_effort_max) out += chat_tokens::reasoning_effort_max;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const chat_message& m = messages[i];
+    if (m.role == "system") {
+      out += m.content;
+    } else if (m.role == "user") {
+      out += chat_tokens::user;
+      out += m.content;
+      const bool answered = i + 1 < messages.size() && messages[i + 1].role == "assistant";
+      if (answered || (i + 1 == messages.size() && options.add_generation_prompt)) assistant_prompt(i);
+    } else if (m.role == "assistant") {
+      if (think && i > last_user) {
+        out += m.reasoning;
+        out += chat_tokens::think_end;
+      }
+      out += m.content;
+      out += chat_tokens::eos;
+    } else {
+      return invalid_argument("chat_encode: message %zu has unknown role \"%s\"", i, m.role.c_str());
+    }
+  }
+  if (options.add_generation_prompt && (messages.empty() || messages.back().role != "user"))
+    assistant_prompt(messages.size());
+  return {};
+}
+
+// The tokenizer_config.json template (thinking none).
+status encode_v3(const std::vector<chat_message>& messages, const chat_options& options, std::string& out) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const chat_message& m = messages[i];
     if (m.role == "system") {
@@ -41,15 +72,28 @@ status_or<std::string> chat_encode(const std::vector<chat_message>& messages,
       out += m.content;
       out += chat_tokens::eos;
     } else {
-      return invalid_argument("chat_encode: message %zu has unknown role \"%s\"", i,
-                              m.role.c_str());
+      return invalid_argument("chat_encode: message %zu has unknown role \"%s\"", i, m.role.c_str());
     }
   }
-  if (options.add_generation_prompt) {
-    out += chat_tokens::assistant;
-    if (options.thinking == thinking_mode::think) out += chat_tokens::think_begin;
-    if (options.thinking == thinking_mode::no_think) out += chat_tokens::think_end;
+  if (options.add_generation_prompt) out += chat_tokens::assistant;
+  return {};
+}
+
+}  // namespace
+
+status_or<std::string> chat_encode(const std::vector<chat_message>& messages,
+                                   const chat_options& options) {
+  if (options.thinking != thinking_mode::none && !options.add_generation_prompt) {
+    return invalid_argument("chat_encode: thinking=%s needs add_generation_prompt",
+                            thinking_mode_name(options.thinking));
   }
+  size_t n_bytes = options.bos_token.size() + chat_tokens::reasoning_effort_max.size() + 64;
+  for (const chat_message& m : messages) n_bytes += m.content.size() + m.reasoning.size() + 48;
+  std::string out;
+  out.reserve(n_bytes);
+  out += options.bos_token;
+  HART_RETURN_IF_ERROR(options.thinking == thinking_mode::none ? encode_v3(messages, options, out)
+                                                               : encode_v4(messages, options, out));
   return out;
 }
 

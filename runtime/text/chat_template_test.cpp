@@ -41,6 +41,37 @@ TEST(chat_encode, generation_prompt_and_thinking) {
   EXPECT_EQ(chat_encode({}, opt).value(), "<｜Assistant｜></think>");
 }
 
+// DeepSeek-V4's encoding (encoding_dsv4.py): the marker after every "<｜Assistant｜>" a user turn
+// ends with, earlier reasoning dropped in thinking mode, the "max" effort's instruction first.
+TEST(chat_encode, deepseek_v4_chat_and_thinking_modes) {
+  chat_options opt;
+  opt.thinking = thinking_mode::no_think;
+  std::vector<chat_message> conv = k_conversation;
+  conv[2].reasoning = "two and two";
+  EXPECT_EQ(chat_encode(conv, opt).value(),
+            "<｜begin▁of▁sentence｜>You are terse.<｜User｜>2+2?<｜Assistant｜></think>4"
+            "<｜end▁of▁sentence｜><｜User｜>中文呢？<｜Assistant｜></think>");
+  opt.thinking = thinking_mode::think;
+  EXPECT_EQ(chat_encode(conv, opt).value(),
+            "<｜begin▁of▁sentence｜>You are terse.<｜User｜>2+2?<｜Assistant｜></think>4"
+            "<｜end▁of▁sentence｜><｜User｜>中文呢？<｜Assistant｜><think>");
+  // An answer after the last user turn keeps its reasoning (the reference's golden test 2).
+  const std::vector<chat_message> kept = {{"user", "Hello"},
+                                          {"assistant", "Hi there!"},
+                                          {"user", "Capital of France?"},
+                                          {"assistant", "Paris.", "The user asks."}};
+  EXPECT_EQ(chat_encode(kept, opt).value(),
+            "<｜begin▁of▁sentence｜><｜User｜>Hello<｜Assistant｜></think>Hi there!<｜end▁of▁sentence｜>"
+            "<｜User｜>Capital of France?<｜Assistant｜><think>The user asks.</think>Paris.<｜end▁of▁sentence｜>"
+            "<｜Assistant｜><think>");
+  opt.reasoning_effort_max = true;
+  EXPECT_EQ(chat_encode({{"user", "hi"}}, opt).value(),
+            "<｜begin▁of▁sentence｜>" + std::string(chat_tokens::reasoning_effort_max) +
+                "<｜User｜>hi<｜Assistant｜><think>");
+  opt.thinking = thinking_mode::no_think;  // the instruction is for thinking mode only
+  EXPECT_EQ(chat_encode({{"user", "hi"}}, opt).value(), "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜></think>");
+}
+
 TEST(chat_encode, errors) {
   status_or<std::string> s = chat_encode({{"user", "a"}, {"tool", "b"}}, chat_options{});
   ASSERT_FALSE(s.ok());
@@ -62,7 +93,7 @@ TEST(chat_encode, tokenized_special_tokens_are_single_ids) {
   opt.thinking = thinking_mode::think;
   std::string prompt = chat_encode(k_conversation, opt).value();
   std::vector<int32_t> ids = tok->encode(prompt).value();
-  const int32_t bos = 0, eos = 1, user = 2, assistant = 3, think = 4;
+  const int32_t bos = 0, eos = 1, user = 2, assistant = 3, think = 4, think_end = 5;
   ASSERT_GE(ids.size(), 8u);
   EXPECT_EQ(ids.front(), bos);
   EXPECT_EQ(ids[ids.size() - 2], assistant);
@@ -71,10 +102,12 @@ TEST(chat_encode, tokenized_special_tokens_are_single_ids) {
   EXPECT_EQ(std::count(ids.begin(), ids.end(), eos), 1);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), user), 2);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), assistant), 2);
-  // "4" sits alone between <｜Assistant｜> and <｜end▁of▁sentence｜>.
+  // "4" sits alone between <｜Assistant｜></think> (V4: an earlier turn's thinking is dropped) and
+  // <｜end▁of▁sentence｜>.
   auto it = std::find(ids.begin(), ids.end(), eos);
-  ASSERT_GE(it - ids.begin(), 2);
-  EXPECT_EQ(*(it - 2), assistant);
+  ASSERT_GE(it - ids.begin(), 3);
+  EXPECT_EQ(*(it - 3), assistant);
+  EXPECT_EQ(*(it - 2), think_end);
   EXPECT_EQ(tok->decode({*(it - 1)}).value(), "4");
   EXPECT_EQ(tok->decode(ids).value(), prompt);
 }

@@ -70,7 +70,7 @@ struct echo_fixture {
     switch (k.verb) {
       case protocol::control_verb::health: out = protocol::health_reply{k.tag, true, 1}; break;
       case protocol::control_verb::stats:
-        out = protocol::stats_reply{k.tag, {{"x", 1.0}}, "hart_x 1\n"};
+        out = protocol::stats_reply{k.tag, {{"x", 1.0}}, "hart_x 1\n", {}};
         break;
       case protocol::control_verb::weight_version:
         out = protocol::weight_version_reply{k.tag, 7};

@@ -28,6 +28,7 @@ class gpu_weight_target final : public weight_target {
     if (!b->w) return failed_precondition("weight swap: these weights were already swapped in");
     return eng_->swap_weights(std::move(b->w), version);
   }
+  status relabel(uint64_t version) override { return eng_->relabel_weights(version); }
   uint64_t version() const override { return eng_->weight_version(); }
 
  private:

@@ -1,8 +1,9 @@
 // `hart serve --http-bind` as a real process, driven by clients no one here wrote: the
 // official OpenAI SDK (node; tests/serve/http/openai_sdk_test.cjs), Python's urllib with the
-// Prometheus client's parser (tests/serve/http/sglang_http_test.py), and cpp-httplib's client
-// for the API key. Each script exits non-zero with the failing assertion on its output.
+// Prometheus client's parser (tests/serve/http/sglang_http_test.py) and for weight updates
+// (tests/serve/http/weight_update_test.py), and cpp-httplib's client for the API key. Each script exits non-zero with the failing assertion on its output.
 #include "runtime/transport/client.h"
+#include "tests/serve/perturbed_checkpoint.h"
 #include "tests/serve/server_process.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -105,6 +107,18 @@ TEST_F(http_serve, zeromq_and_http_side_by_side_answer_alike) {
   EXPECT_EQ(j["choices"][0]["message"]["content"].get<std::string>(), zr->samples[0].text);
   EXPECT_EQ(j["usage"]["completion_tokens"].get<uint32_t>(), zr->samples[0].token_ids.size());
   EXPECT_EQ(j["choices"][0]["logprobs"]["content"].size(), 6u);
+}
+
+// slime's and Miles' update sequences with generations in flight, relabels and refused updates
+// (its own server: the weights and versions change).
+TEST(http_serve_weights, update_sequences_from_python) {
+  const std::string perturbed = write_perturbed_checkpoint(k_model, 1.5f, "http_weights");
+  server_process srv(k_model, {"--http-bind", "127.0.0.1:0", "--catch-step-us", "1000"});
+  ASSERT_FALSE(srv.http_endpoint().empty()) << "the server did not print its HTTP endpoint";
+  const run_result r = run(HART_PYTHON " " HART_HTTP_TESTS "/weight_update_test.py http://" + srv.http_endpoint() +
+                           " " + perturbed + " " + k_model + " " + HART_TEST_DATA + "/tiny-b");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::filesystem::remove_all(perturbed);
 }
 
 TEST(http_serve_auth, api_key_is_required_except_for_health) {

@@ -9,13 +9,14 @@ const { OpenAI } = require('openai');
 const client = new OpenAI({ baseURL: process.argv[2] + '/v1', apiKey: 'unused', maxRetries: 0, timeout: 120000 });
 
 async function collect(stream) {
-  const out = { text: {}, finish: {}, roles: 0, usage: null, chunks: 0, logprobs: {} };
+  const out = { text: {}, reasoning: {}, finish: {}, roles: 0, usage: null, chunks: 0, logprobs: {} };
   for await (const chunk of stream) {
     out.chunks++;
     if (chunk.usage) out.usage = chunk.usage;
     for (const c of chunk.choices) {
       if (c.delta.role) out.roles++;
       out.text[c.index] = (out.text[c.index] || '') + (c.delta.content || '');
+      out.reasoning[c.index] = (out.reasoning[c.index] || '') + (c.delta.reasoning_content || '');
       if (c.logprobs) out.logprobs[c.index] = (out.logprobs[c.index] || []).concat(c.logprobs.content);
       if (c.finish_reason) out.finish[c.index] = c.finish_reason;
     }
@@ -111,6 +112,23 @@ async function main() {
   let dtext = '';
   for await (const chunk of ds) dtext += chunk.choices[0].text;
   assert.equal(dtext, d.choices[0].text);
+
+  // DeepSeek-V4 thinking (chat_template_kwargs, as SGLang and vLLM take it): the prompt ends
+  // "<think>" instead of "</think>", the output up to "</think>" is reasoning_content; streamed
+  // deltas add up to the whole answer's. Chat mode answers have no reasoning_content.
+  const thinking = { model, messages, max_tokens: 12, temperature: 0, ignore_eos: true, chat_template_kwargs: { thinking: true } };
+  const t = await client.chat.completions.create(thinking);
+  const tm = t.choices[0].message;
+  assert.equal(typeof tm.reasoning_content, 'string');
+  assert.ok(tm.reasoning_content.length + tm.content.length > 0, JSON.stringify(tm));
+  const ts = await collect(await client.chat.completions.create({ ...thinking, stream: true }));
+  assert.equal(ts.reasoning[0], tm.reasoning_content);
+  assert.equal(ts.text[0], tm.content);
+  const plain = await client.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0, ignore_eos: true });
+  assert.equal(plain.choices[0].message.reasoning_content, undefined);
+  assert.equal(plain.usage.prompt_tokens, t.usage.prompt_tokens);  // one marker token either way
+  await expectError(400, 'unknown template kwarg',
+    client.chat.completions.create({ model, messages, chat_template_kwargs: { drop_thinking: false } }));
 
   // Errors come back as OpenAI's error object with the right status.
   await expectError(404, 'unknown model', client.chat.completions.create({ model: 'gpt-4o', messages }));

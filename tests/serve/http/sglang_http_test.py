@@ -265,6 +265,15 @@ def test_metrics():
     assert families["hart_queue_depth"].type == "gauge"
     assert families["hart_weight_version"].type == "gauge" and values["hart_weight_version"] == 0
     assert "hart_cache_hit_rate" in values and "hart_time_to_first_token_us_mean" in values
+    # Latency histograms: cumulative buckets up to +Inf, which equals the count.
+    for name in ("hart_time_to_first_token_seconds", "hart_time_per_output_token_seconds",
+                 "hart_e2e_request_latency_seconds", "hart_step_latency_seconds"):
+        fam = families[name]
+        assert fam.type == "histogram", (name, fam.type)
+        buckets = [(s.labels["le"], s.value) for s in fam.samples if s.name == name + "_bucket"]
+        assert buckets[-1][0] == "+Inf" and len(buckets) > 10, buckets
+        assert all(a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), buckets
+        assert buckets[-1][1] == values[name + "_count"] > 0 and values[name + "_sum"] > 0, name
 
 
 for test in (test_info, test_generate, test_control, test_disconnect_frees_pages, test_bad_input_keeps_serving,
