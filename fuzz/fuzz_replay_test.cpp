@@ -9,29 +9,43 @@
 #include <chrono>
 #include <cstring>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <zlib.h>
 
 #include "fuzz/targets.h"
 
 namespace hart::fuzz {
 namespace {
 
+// The regular files of a gzipped ustar archive, in archive order (scripts/fuzz.sh writes them sorted).
+std::vector<std::string> tar_gz_files(const std::string& path) {
+  std::string bytes;
+  if (gzFile gz = gzopen(path.c_str(), "rb")) {
+    char buf[65536];
+    for (int n; (n = gzread(gz, buf, sizeof buf)) > 0;) bytes.append(buf, size_t(n));
+    gzclose(gz);
+  }
+  std::vector<std::string> files;
+  for (size_t at = 0; at + 512 <= bytes.size();) {
+    const char* h = bytes.data() + at;
+    if (h[0] == '\0') break;  // the end-of-archive blocks
+    const size_t size = std::strtoull(std::string(h + 124, 12).c_str(), nullptr, 8);
+    at += 512;
+    if ((h[156] == '0' || h[156] == '\0') && at + size <= bytes.size()) files.push_back(bytes.substr(at, size));
+    at += (size + 511) / 512 * 512;
+  }
+  return files;
+}
+
+// The seeds and the committed corpus (fuzz/corpus/<target>.tar.gz: one archive per target, so the
+// tree does not carry thousands of tiny files).
 std::vector<std::string> corpus_of(const target& t) {
   std::vector<std::string> inputs = t.seeds();
-  const std::filesystem::path dir = std::filesystem::path(HART_FUZZ_CORPUS) / t.name;
-  std::error_code ec;
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    inputs.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  for (std::string& f : tar_gz_files(std::string(HART_FUZZ_CORPUS) + "/" + t.name + ".tar.gz")) inputs.push_back(std::move(f));
   return inputs;
 }
 

@@ -4,7 +4,7 @@
 #
 #   bash scripts/fuzz.sh                 # each target 1M inputs (FUZZ_RUNS), corpus grown in a temp copy
 #   FUZZ_RUNS=100000 bash scripts/fuzz.sh client_frames sync_frames
-#   FUZZ_MERGE=1 bash scripts/fuzz.sh    # also merge what was found into fuzz/corpus (minimized)
+#   FUZZ_MERGE=1 bash scripts/fuzz.sh    # also merge what was found into fuzz/corpus/<target>.tar.gz (minimized)
 #
 # Prints one line per target (runs, corpus size, crashes) and exits 1 if any target crashed;
 # the crashing input is left in build-fuzz/crashes/<target>/.
@@ -28,7 +28,7 @@ printf "| target | runs | corpus | result | seconds |\n|---|---|---|---|---|\n" 
 for t in $targets; do
   work=build-fuzz/corpus/$t
   mkdir -p "$work" "build-fuzz/crashes/$t"
-  cp fuzz/corpus/"$t"/* "$work"/ 2>/dev/null || true
+  tar -xzf fuzz/corpus/"$t".tar.gz -C "$work"
   t0=$(date +%s)
   ASAN_OPTIONS=detect_leaks=1 ./build-fuzz/fuzz/fuzz_"$t" "$work" -runs="$runs" -max_len=65536 -timeout=10 \
     -rss_limit_mb=4096 -artifact_prefix="build-fuzz/crashes/$t/" -print_final_stats=1 > "build-fuzz/$t.log" 2>&1
@@ -37,8 +37,12 @@ for t in $targets; do
   result=$([ $rc = 0 ] && echo "0 crashes" || { failed=1; echo "CRASH rc=$rc (build-fuzz/$t.log)"; })
   printf "| %s | %s | %s | %s | %s |\n" "$t" "${done_runs:-?}" "$(ls "$work" | wc -l)" "$result" "$(( $(date +%s) - t0 ))" >> build-fuzz/summary.md
   if [ "${FUZZ_MERGE:-0}" = 1 ] && [ $rc = 0 ]; then
-    mkdir -p fuzz/corpus/"$t"
-    ./build-fuzz/fuzz/fuzz_"$t" -merge=1 fuzz/corpus/"$t" "$work" >> "build-fuzz/$t.log" 2>&1
+    merged=build-fuzz/merged/$t
+    rm -rf "$merged" && mkdir -p "$merged"
+    tar -xzf fuzz/corpus/"$t".tar.gz -C "$merged"
+    ./build-fuzz/fuzz/fuzz_"$t" -merge=1 "$merged" "$work" >> "build-fuzz/$t.log" 2>&1
+    (cd "$merged" && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=ustar -cf - .) \
+      | gzip -9 -n > fuzz/corpus/"$t".tar.gz
   fi
 done
 cat build-fuzz/summary.md

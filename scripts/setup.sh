@@ -15,6 +15,7 @@ packages=(
   libzmq3-dev cppzmq-dev      # transport (ZeroMQ 4.3 + cppzmq)
   libcaf-dev                  # actors (CAF 0.17)
   libcpp-httplib-dev          # the HTTP gateway (cpp-httplib 0.11)
+  zlib1g-dev                  # tests: the fuzz corpus archives (fuzz/corpus/*.tar.gz)
   python3-prometheus-client   # tests: /metrics parsed by the Prometheus client's own parser
   libtorch-dev                # training/: the LibTorch V4 model and trainer (CPU build)
   libgtest-dev libgmock-dev
