@@ -20,17 +20,19 @@ const char* thinking_mode_name(thinking_mode m) {
 
 namespace {
 
-// DeepSeek-V4's encoding (encoding_dsv4.py, drop_thinking): the thinking marker goes after the
-// "<｜Assistant｜>" a user turn ends with, and earlier turns' reasoning is dropped.
-status encode_v4(const std::vector<chat_message>& messages, const chat_options& options, std::string& out) {
-  const bool think = options.thinking == thinking_mode::think;
+// Both encodings: thinking none is the tokenizer_config.json template (V3: each assistant turn
+// opens with "<｜Assistant｜>"); think / no_think DeepSeek-V4's (encoding_dsv4.py, drop_thinking:
+// the "<｜Assistant｜>" and thinking marker close the user turn an assistant answers, and earlier
+// turns' reasoning is dropped).
+status encode(const std::vector<chat_message>& messages, const chat_options& options, std::string& out) {
+  const bool v4 = options.thinking != thinking_mode::none, think = options.thinking == thinking_mode::think;
   size_t last_user = 0;
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].role == "user") last_user = i;
   }
   const auto assistant_prompt = [&](size_t i) {
     out += chat_tokens::assistant;
-    out += think && i >= last_user ? chat_tokens::think_begin : chat_tokens::think_end;
+    if (v4) out += think && i >= last_user ? chat_tokens::think_begin : chat_tokens::think_end;
   };
   if (think && options.reasoning_effort_max) out += chat_tokens::reasoning_effort_max;
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -41,8 +43,9 @@ status encode_v4(const std::vector<chat_message>& messages, const chat_options& 
       out += chat_tokens::user;
       out += m.content;
       const bool answered = i + 1 < messages.size() && messages[i + 1].role == "assistant";
-      if (answered || (i + 1 == messages.size() && options.add_generation_prompt)) assistant_prompt(i);
+      if (v4 && (answered || (i + 1 == messages.size() && options.add_generation_prompt))) assistant_prompt(i);
     } else if (m.role == "assistant") {
+      if (!v4) out += chat_tokens::assistant;
       if (think && i > last_user) {
         out += m.reasoning;
         out += chat_tokens::think_end;
@@ -53,29 +56,9 @@ status encode_v4(const std::vector<chat_message>& messages, const chat_options& 
       return invalid_argument("chat_encode: message %zu has unknown role \"%s\"", i, m.role.c_str());
     }
   }
-  if (options.add_generation_prompt && (messages.empty() || messages.back().role != "user"))
-    assistant_prompt(messages.size());
-  return {};
-}
-
-// The tokenizer_config.json template (thinking none).
-status encode_v3(const std::vector<chat_message>& messages, const chat_options& options, std::string& out) {
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const chat_message& m = messages[i];
-    if (m.role == "system") {
-      out += m.content;
-    } else if (m.role == "user") {
-      out += chat_tokens::user;
-      out += m.content;
-    } else if (m.role == "assistant") {
-      out += chat_tokens::assistant;
-      out += m.content;
-      out += chat_tokens::eos;
-    } else {
-      return invalid_argument("chat_encode: message %zu has unknown role \"%s\"", i, m.role.c_str());
-    }
-  }
-  if (options.add_generation_prompt) out += chat_tokens::assistant;
+  // V4's user turn wrote it already.
+  const bool prompted = v4 && !messages.empty() && messages.back().role == "user";
+  if (options.add_generation_prompt && !prompted) assistant_prompt(messages.size());
   return {};
 }
 
@@ -92,8 +75,7 @@ status_or<std::string> chat_encode(const std::vector<chat_message>& messages,
   std::string out;
   out.reserve(n_bytes);
   out += options.bos_token;
-  HART_RETURN_IF_ERROR(options.thinking == thinking_mode::none ? encode_v3(messages, options, out)
-                                                               : encode_v4(messages, options, out));
+  HART_RETURN_IF_ERROR(encode(messages, options, out));
   return out;
 }
 

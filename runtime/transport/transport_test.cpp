@@ -120,6 +120,15 @@ void expect_health(client& c, uint64_t tag) {
   }
 }
 
+// A client the server refused (at the handshake): its health check gets no reply.
+void expect_refused(client& c, uint64_t tag, const char* why) {
+  protocol::control_request h;
+  h.tag = tag;
+  h.verb = protocol::control_verb::health;
+  ASSERT_TRUE(c.send(request{h}).ok());
+  EXPECT_EQ(c.receive(1500ms).get_status().code(), status_code::unavailable) << why;
+}
+
 protocol::generate_request make_gen(uint64_t id, std::vector<uint32_t> toks, uint32_t n = 1) {
   protocol::generate_request g;
   g.request_id = id;
@@ -499,12 +508,7 @@ TEST(transport_curve, only_allowlisted_client_keys_get_in) {
     cp.curve_secret_key = key;
     auto other = client::connect(cp);
     ASSERT_TRUE(other.ok());
-    protocol::control_request h;
-    h.tag = 2;
-    h.verb = protocol::control_verb::health;
-    ASSERT_TRUE(other.value()->send(request{h}).ok());
-    auto r = other.value()->receive(1500ms);
-    EXPECT_EQ(r.get_status().code(), status_code::unavailable) << "a refused client got a reply";
+    expect_refused(*other.value(), 2, "a refused client got a reply");
   }
   EXPECT_EQ(handled.load(), 1);
   EXPECT_GE(srv->counters().auth_refused, 2u);
@@ -581,11 +585,7 @@ TEST(transport_limits, connections_past_the_limit_are_refused_until_one_closes) 
 
   auto third = client::connect(cp);
   ASSERT_TRUE(third.ok());
-  protocol::control_request h;
-  h.tag = 3;
-  h.verb = protocol::control_verb::health;
-  ASSERT_TRUE(third.value()->send(request{h}).ok());
-  EXPECT_EQ(third.value()->receive(1500ms).get_status().code(), status_code::unavailable);
+  expect_refused(*third.value(), 3, "a connection past the limit got a reply");
   EXPECT_GE(srv->counters().connections_refused, 1u);
   third.value().reset();
 
