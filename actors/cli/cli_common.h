@@ -74,6 +74,13 @@ struct cache_plan_options {
   std::string context = "1M";
   std::string precision = "fp8";
   int64_t page_size = 256;
+  // One device, planned as hart serve --device cuda does (runtime/cache/memory_plan.h).
+  std::string gpu_memory;          // empty: no device plan
+  double gpu_memory_fraction = 0.9;
+  int64_t max_running = 64;
+  int64_t max_batch_tokens = 1024; // the GPU engine's pass
+  std::string weights;             // empty: the checkpoint's tensor bytes
+  std::string workspaces = "2GiB";
 };
 
 /// A client command's CURVE options: the server's public key (public, so argv is fine) and
@@ -100,8 +107,9 @@ struct serve_options {
   std::string curve_secret_key_file;       // the server's Z85 secret key; needed beyond loopback
   std::string curve_allowed_clients_file;  // client public keys let in (empty: any client with the server's key)
   int64_t page_size = 128;
-  int64_t full_pages = 256;
-  int64_t swa_pages = 64;
+  int64_t full_pages = 0;  // 0: from --gpu-memory-fraction in-process on the GPU, else 256
+  int64_t swa_pages = 0;   // 0: likewise, else 64
+  double gpu_memory_fraction = 0.9;  // in-process GPU engine: the memory plan's budget (runtime/cache/memory_plan.h)
   bool no_prefix_cache = false;
   int64_t max_batch_tokens = 2048;
   int64_t max_running = 64;

@@ -1,13 +1,19 @@
 // `hart cache-plan`: bytes per token per KV pool for a checkpoint's layer
 // layout and precision, and how many tokens and sequences fit in a memory
-// budget — capacity planning without trial and OOM.
+// budget — capacity planning without trial and OOM. With --gpu-memory, also
+// the memory plan `hart serve --device cuda` makes for one device (the GPU
+// pool's exact pages; weights and workspaces predicted, where serve measures them).
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <string>
 
 #include "actors/cli/cli_common.h"
 #include "runtime/cache/cache_plan.h"
+#include "runtime/cache/memory_plan.h"
 #include "runtime/model/config.h"
+#include "runtime/model/kv_page_layout.h"
+#include "runtime/model/tensor_source.h"
 
 namespace hart::cli {
 
@@ -32,6 +38,48 @@ status_or<int64_t> parse_size(const std::string& text, bool bytes) {
   if (!(v > 0)) return invalid_argument("'%s' must be positive", text.c_str());
   return int64_t(v * mult);
 }
+
+namespace {
+
+// The device plan of `hart serve --device cuda` for --gpu-memory, printed.
+status print_device_plan(const cache_plan_options& o, const model_config& cfg, int64_t context) {
+  HART_ASSIGN_OR_RETURN(const int64_t total, parse_size(o.gpu_memory, true));
+  HART_ASSIGN_OR_RETURN(const int64_t workspaces, parse_size(o.workspaces, true));
+  int64_t weights = 0;
+  if (!o.weights.empty()) {
+    HART_ASSIGN_OR_RETURN(weights, parse_size(o.weights, true));
+  } else {
+    auto src = checkpoint_source_open(o.model_dir);
+    if (!src.ok()) {
+      return invalid_argument("--gpu-memory: no weights to count in %s (%s); give --weights",
+                              o.model_dir.c_str(), src.get_status().message().c_str());
+    }
+    for (const tensor_entry* t : (*src)->tensors()) weights += int64_t(t->n_bytes);
+  }
+  // As the GPU engine keeps them (gpu_kv_entries): FP8 entries for fp8 at head_dim 512.
+  const bool entries = o.precision == "fp8" && cfg.head_dim == 512;
+  HART_ASSIGN_OR_RETURN(const kv_page_layout page, kv_page_layout_make(cfg, o.page_size, entries));
+  cache::memory_plan_params p;
+  p.device_total = total;
+  p.device_free = std::max<int64_t>(total - weights - workspaces, 0);
+  p.fraction = o.gpu_memory_fraction;
+  p.weights = std::min(weights, total);
+  p.workspaces = std::min(workspaces, total - p.weights);
+  p.full_page_bytes = page.full_page_bytes();
+  p.swa_page_bytes = page.swa_page_bytes();
+  p.page_size = o.page_size;
+  p.window = cfg.window;
+  p.max_context = context;
+  p.max_running = o.max_running;
+  p.max_batch_tokens = o.max_batch_tokens;
+  std::printf("\none device, as hart serve --device cuda plans it (KV %s):\n",
+              entries ? "window and compressed entries as 584-B FP8 entries, indexer keys fp32" : "fp32 rows");
+  HART_ASSIGN_OR_RETURN(const cache::memory_plan plan, cache::memory_plan_make(p));
+  std::printf("%s", plan.describe().c_str());
+  return {};
+}
+
+}  // namespace
 
 int run_cache_plan(const cache_plan_options& o) {
   auto cfg = model_config_load(o.model_dir);
@@ -85,6 +133,9 @@ int run_cache_plan(const cache_plan_options& o) {
               *memory / (mib * 1024), (long long)c.max_seqs, (long long)p.context_len, (long long)c.max_tokens_one_seq);
   std::printf("cache config: n_full_pages %lld, n_swa_pages %lld\n", (long long)c.n_full_pages,
               (long long)c.n_swa_pages);
+  if (!o.gpu_memory.empty()) {
+    if (status s = print_device_plan(o, *cfg, *context); !s.ok()) return fail(s);
+  }
   return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "actors/cli/cli_common.h"
 #include "actors/cli/device_executor.h"
+#include "actors/cli/dummy_model.h"
 #include "actors/gateway_actor.h"
 #include "actors/scheduler_actor.h"
 #include "actors/weight_sync_actor.h"
@@ -133,7 +134,8 @@ int run_serve(const serve_options& o) {
   std::unique_ptr<engine> eng;
   model_config cfg;
   if (gpu) {
-    auto c = model_config_load(o.common.model_dir);
+    auto c = o.common.load_format == "dummy" ? dummy_model_config(o.common.model_dir, o.common.num_layers)
+                                              : model_config_load(o.common.model_dir);
     if (!c.ok()) return fail(c.get_status());
     cfg = std::move(c).value();
   } else {
@@ -151,8 +153,11 @@ int run_serve(const serve_options& o) {
 
   sched::serving_params sp;
   sp.cache.page_size = o.page_size;
-  sp.cache.n_full_pages = o.full_pages;
-  sp.cache.n_swa_pages = o.swa_pages;
+  // Page counts left 0: the in-process GPU engine's memory plan picks them
+  // (make_gpu_executor); everywhere else the fixed defaults.
+  const bool planned = gpu && !o.worker_process;
+  sp.cache.n_full_pages = o.full_pages > 0 || planned ? o.full_pages : 256;
+  sp.cache.n_swa_pages = o.swa_pages > 0 || planned ? o.swa_pages : 64;
   sp.cache.enable_prefix_cache = !o.no_prefix_cache;
   sp.sched.max_batch_tokens = o.max_batch_tokens;
   sp.sched.max_running = o.max_running;
@@ -200,8 +205,13 @@ int run_serve(const serve_options& o) {
   } else if (gpu) {
     // Loaded here, before the server answers: a load error ends the startup.
     std::shared_ptr<weight_target> gpu_weights;
-    auto ex = make_gpu_executor(o.common, sp.cache, sp.sched.max_context, &gpu_weights);
+    gpu_serving_sizes sizes;
+    sizes.max_context = sp.sched.max_context;
+    sizes.max_running = sp.sched.max_running;
+    sizes.memory_fraction = o.gpu_memory_fraction;
+    auto ex = make_gpu_executor(o.common, &sp.cache, sizes, &gpu_weights);
     if (!ex.ok()) return fail(ex.get_status());
+    wap.cache = sp.cache;  // the pages the plan chose
     wap.weights = std::move(gpu_weights);  // shares the engine with the executor
     auto held = std::make_shared<std::unique_ptr<sched::step_executor>>(std::move(ex).value());
     wap.make_executor = [held]() -> status_or<std::unique_ptr<sched::step_executor>> { return std::move(*held); };

@@ -168,7 +168,10 @@ int run_worker(const worker_options& o) {
       heartbeat_ms = c->heartbeat_ms;
       const status made = engine_thread.run([&]() -> status {
         if (gpu) {
-          auto ex = make_gpu_executor(o.common, pages, gpu_max_context(cfg, o.max_context));
+          gpu_serving_sizes sizes;  // the server's pages, as they are
+          sizes.max_context = gpu_max_context(cfg, o.max_context);
+          sizes.memory_fraction = 0;
+          auto ex = make_gpu_executor(o.common, &pages, sizes);
           if (!ex.ok()) return ex.get_status();
           worker = std::move(ex).value();
         } else {

@@ -2,21 +2,12 @@
 
 #include <algorithm>
 
-#include "runtime/gpu/gpu_engine.h"  // gpu_engine_params only, in a build without CUDA
+#include "actors/cli/device_engine.h"
 #ifdef HART_CUDA
 #include "runtime/worker/gpu_executor.h"
 #endif
 
 namespace hart::cli {
-namespace {
-
-#ifndef HART_CUDA
-status no_cuda_build() {
-  return failed_precondition("--device cuda: this hart was built without CUDA (configure with -DHART_CUDA=ON where nvcc exists)");
-}
-#endif
-
-}  // namespace
 
 status device_usable(const std::string& device) {
   if (device == "cpu") return {};
@@ -37,23 +28,28 @@ int64_t gpu_max_context(const model_config& cfg, int64_t requested) {
   return cfg.max_position > 0 ? std::min(dflt, cfg.max_position) : dflt;
 }
 
-status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_options& o,
-                                                                  const cache::cache_config& cache,
-                                                                  int64_t max_context,
+status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_options& o, cache::cache_config* cache,
+                                                                  const gpu_serving_sizes& sizes,
                                                                   std::shared_ptr<weight_target>* weights) {
 #ifdef HART_CUDA
   gpu_engine_params p;
-  p.base.model_dir = o.model_dir;
-  p.base.deterministic = o.deterministic;
-  if (o.enforce_eager) p.decode = gpu_engine_params::decode_launch::eager;
-  if (!precision_parse(o.precision_name, &p.base.prec)) {
-    return invalid_argument("unknown precision '%s' (exact or fp8)", o.precision_name.c_str());
-  }
-  p.max_context = max_context;
-  HART_ASSIGN_OR_RETURN(std::unique_ptr<sched::gpu_executor> ex, sched::gpu_executor::create(p, cache));
+  p.max_context = sizes.max_context;
+  if (sizes.max_batch_tokens > 0) p.max_batch_tokens = sizes.max_batch_tokens;
+  p.base.page_size = cache->page_size;
+  p.full_pages = cache->n_full_pages;
+  p.swa_pages = cache->n_swa_pages;
+  p.memory_fraction = sizes.memory_fraction;
+  p.max_running = sizes.max_running;
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<gpu_engine> eng, load_gpu_engine(o, p));
+  cache->n_full_pages = eng->full_pages();
+  cache->n_swa_pages = eng->swa_pages();
+  std::unique_ptr<sched::gpu_executor> ex = sched::gpu_executor::over(std::move(eng));
   if (weights) *weights = ex->weights();
   return std::unique_ptr<sched::step_executor>(std::move(ex));
 #else
+  (void)o;
+  (void)cache;
+  (void)sizes;
   (void)weights;
   return no_cuda_build();
 #endif

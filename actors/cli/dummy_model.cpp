@@ -13,8 +13,10 @@ namespace hart::cli {
 
 namespace fs = std::filesystem;
 
-status_or<std::unique_ptr<dummy_model>> dummy_model::create(const std::string& model_dir, int64_t num_layers,
-                                                            uint64_t seed) {
+namespace {
+
+// model_dir's config.json with only its first num_layers layers (0 = all).
+status_or<nlohmann::json> dummy_config_json(const std::string& model_dir, int64_t num_layers) {
   std::ifstream in(model_dir + "/config.json");
   nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
   if (!in.is_open() || config.is_discarded() || !config.is_object()) {
@@ -25,6 +27,19 @@ status_or<std::unique_ptr<dummy_model>> dummy_model::create(const std::string& m
       return invalid_argument("--num-layers: %s", s.message().c_str());
     }
   }
+  return config;
+}
+
+}  // namespace
+
+status_or<model_config> dummy_model_config(const std::string& model_dir, int64_t num_layers) {
+  HART_ASSIGN_OR_RETURN(nlohmann::json config, dummy_config_json(model_dir, num_layers));
+  return model_config_parse(config.dump(), model_dir + "/config.json");
+}
+
+status_or<std::unique_ptr<dummy_model>> dummy_model::create(const std::string& model_dir, int64_t num_layers,
+                                                            uint64_t seed) {
+  HART_ASSIGN_OR_RETURN(nlohmann::json config, dummy_config_json(model_dir, num_layers));
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/hart-dummy-XXXXXX";
   if (!mkdtemp(pattern.data())) return internal_error("--load-format dummy: cannot create %s", pattern.c_str());

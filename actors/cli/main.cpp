@@ -38,9 +38,10 @@ void add_common(CLI::App* cmd, hart::cli::common_options* o) {
 // generate and serve: random weights at the model's shapes instead of its checkpoint.
 void add_load_format(CLI::App* cmd, hart::cli::common_options* o) {
   cmd->add_option("--load-format", o->load_format,
-                  "auto: the checkpoint in --model; dummy: random weights at --model's config.json shapes (FP8 + "
-                  "MXFP4 as released where the shapes allow, else BF16), written to a temporary directory removed "
-                  "at exit (for trying shapes and measuring; the outputs are noise)")
+                  "auto: the checkpoint in --model; dummy: random weights at --model's config.json shapes (for "
+                  "trying shapes and measuring; the outputs are noise). With --device cuda they are made on the "
+                  "device in the serving formats (seconds, no disk); otherwise written as a checkpoint (FP8 + MXFP4 "
+                  "as released where the shapes allow, else BF16) to a temporary directory removed at exit")
       ->check(CLI::IsMember({"auto", "dummy"}))
       ->capture_default_str();
   cmd->add_option("--num-layers", o->num_layers, "With --load-format dummy: only the config's first N layers (0 = all)")
@@ -48,15 +49,16 @@ void add_load_format(CLI::App* cmd, hart::cli::common_options* o) {
       ->capture_default_str();
 }
 
-// --load-format dummy: the random model's directory replaces --model until the command ends.
-int with_model(hart::cli::common_options& o, const std::function<int()>& run) {
+// --load-format dummy: the random model's directory replaces --model until the command ends,
+// unless the GPU engine in this process makes the weights on the device (`in_process_gpu`).
+int with_model(hart::cli::common_options& o, bool in_process_gpu, const std::function<int()>& run) {
   std::unique_ptr<hart::cli::dummy_model> dummy;
-  if (o.load_format == "dummy") {
+  if (o.load_format == "dummy" && !in_process_gpu) {
     auto d = hart::cli::dummy_model::create(o.model_dir, o.num_layers, 1);
     if (!d.ok()) return hart::cli::fail(d.get_status());
     dummy = std::move(*d);
     o.model_dir = dummy->dir();
-  } else if (o.num_layers > 0) {
+  } else if (o.load_format != "dummy" && o.num_layers > 0) {
     return hart::cli::fail(hart::invalid_argument("--num-layers needs --load-format dummy"));
   }
   return run();
@@ -119,7 +121,7 @@ int main(int argc, char** argv) {
 
   hart::cli::cache_plan_options cp;
   CLI::App* c = app.add_subcommand("cache-plan", "KV bytes per token per pool and what fits in a memory budget");
-  c->add_option("-m,--model", cp.model_dir, "Checkpoint directory (only config.json is read)")
+  c->add_option("-m,--model", cp.model_dir, "Checkpoint directory (config.json; the tensors' sizes with --gpu-memory)")
       ->required()
       ->check(CLI::ExistingDirectory);
   c->add_option("--memory", cp.memory, "KV memory budget, e.g. 80GiB")->capture_default_str();
@@ -128,6 +130,25 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp8", "fp32"}))
       ->capture_default_str();
   c->add_option("--page-size", cp.page_size, "Tokens per page (multiple of 128)")->capture_default_str();
+  c->add_option("--gpu-memory", cp.gpu_memory,
+                "Also plan one device of this size as `hart serve --device cuda` does (e.g. 140GiB for an H200): the "
+                "same memory plan, with the weights and workspaces predicted instead of measured");
+  c->add_option("--gpu-memory-fraction", cp.gpu_memory_fraction, "With --gpu-memory: as hart serve's")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  c->add_option("--max-running", cp.max_running, "With --gpu-memory: sequences decoding at once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--max-batch-tokens", cp.max_batch_tokens, "With --gpu-memory: tokens per engine pass")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--weights", cp.weights,
+                "With --gpu-memory: device bytes of the weights (default: the checkpoint's tensor bytes, which the "
+                "device holds at least)");
+  c->add_option("--workspaces", cp.workspaces,
+                "With --gpu-memory: device bytes of the activation arena and linear workspaces (hart serve logs the "
+                "measured value in its memory plan)")
+      ->capture_default_str();
 
   hart::cli::random_checkpoint_cli_options rc;
   CLI::App* rck = app.add_subcommand(
@@ -201,8 +222,23 @@ int main(int argc, char** argv) {
                 "server's public key)")
       ->check(CLI::ExistingFile);
   v->add_option("--page-size", sv.page_size, "KV page size in tokens (multiple of 128)")->capture_default_str();
-  v->add_option("--full-pages", sv.full_pages, "Full pages (compressed KV; prefix cache)")->capture_default_str();
-  v->add_option("--swa-pages", sv.swa_pages, "SWA pages (window KV and compressor rings)")->capture_default_str();
+  v->add_option("--full-pages", sv.full_pages,
+                "Full pages (compressed KV; prefix cache). 0: with --device cuda, what --gpu-memory-fraction leaves "
+                "after the weights, the SWA pages and every workspace; else 256")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  v->add_option("--swa-pages", sv.swa_pages,
+                "SWA pages (window KV and compressor rings). 0: with --device cuda, --max-running sequences' windows "
+                "and one pass; else 64")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  v->add_option("--gpu-memory-fraction", sv.gpu_memory_fraction,
+                "--device cuda: the share of the device's memory hart may hold once the KV pool is allocated (weights, "
+                "workspaces, KV pages; the rest stays free for CUDA graphs and cuBLAS). A configuration that cannot "
+                "fit (--max-context, --max-running, the weights) is refused at startup with the numbers; "
+                "`hart cache-plan` prints the plan without a device")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
   v->add_flag("--no-prefix-cache", sv.no_prefix_cache, "Do not share prefixes between requests");
   v->add_option("--max-batch-tokens", sv.max_batch_tokens, "Tokens per engine step")->capture_default_str();
   v->add_option("--max-running", sv.max_running, "Sequences decoding at once")->capture_default_str();
@@ -448,14 +484,17 @@ int main(int argc, char** argv) {
   if (log_level == "off") lv = hart::log_level::off;
   hart::log_set_level(lv);
 
-  if (*g) return with_model(gen.common, [&] { return hart::cli::run_generate(gen); });
+  if (*g) return with_model(gen.common, gen.common.device == "cuda", [&] { return hart::cli::run_generate(gen); });
   if (*t) return hart::cli::run_tokenize(tok);
   if (*s) return hart::cli::run_score(sc);
   if (*c) return hart::cli::run_cache_plan(cp);
   if (*rck) return hart::cli::run_random_checkpoint(rc);
   if (*kg) return hart::cli::run_curve_keygen(keygen_prefix);
   if (*sk) return hart::cli::run_soak(so);
-  if (*v) return with_model(sv.common, [&] { return hart::cli::run_serve(sv); });
+  if (*v) {
+    const bool in_process_gpu = sv.common.device == "cuda" && !sv.worker_process;
+    return with_model(sv.common, in_process_gpu, [&] { return hart::cli::run_serve(sv); });
+  }
   if (*w) return hart::cli::run_worker(wk);
   if (*k) return hart::cli::run_client(cl);
   if (*h) return hart::cli::run_chat(cl);

@@ -8,10 +8,12 @@
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/sparse_attention/sparse_attention.h"
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
+#include "runtime/cache/memory_plan.h"
 #include "runtime/core/log.h"
 #include "runtime/gpu/engine_kernels.h"
 #include "runtime/gpu/moe_dispatch.h"
 #include "runtime/gpu/gpu_engine_impl.h"
+#include "runtime/model/kv_page_layout.h"
 #include "runtime/model/tensor_source.h"
 
 namespace hart {
@@ -29,6 +31,10 @@ status gpu_engine_params::validate() const {
                             (long long)max_batch_tokens, (long long)max_context);
   }
   if (full_pages < 0 || swa_pages < 0) return invalid_argument("gpu engine: page counts must be >= 0");
+  if (!(memory_fraction >= 0 && memory_fraction <= 1) || max_running < 1) {
+    return invalid_argument("gpu engine: memory_fraction %g must be in [0, 1] and max_running %lld >= 1", memory_fraction,
+                            (long long)max_running);
+  }
   if (fp8_cublaslt_rows < 0) return invalid_argument("gpu engine: fp8_cublaslt_rows %lld must be >= 0", (long long)fp8_cublaslt_rows);
   return {};
 }
@@ -461,6 +467,9 @@ gpu::engine_state::~engine_state() {
 const model_config& gpu_engine::config() const { return s_->cfg; }
 const gpu_engine_params& gpu_engine::params() const { return s_->params; }
 size_t gpu_engine::device_bytes() const { return s_->w.bytes + s_->pool.bytes() + s_->arena_mem.bytes(); }
+const cache::memory_plan* gpu_engine::memory_plan() const { return s_->plan.get(); }
+int64_t gpu_engine::full_pages() const { return s_->pool.n_full(); }
+int64_t gpu_engine::swa_pages() const { return s_->pool.n_swa(); }
 size_t gpu_engine::decode_graphs() const { return s_->graphs.size(); }
 uint64_t gpu_engine::decode_graph_replays() const { return s_->graphs.replays(); }
 
@@ -471,6 +480,33 @@ namespace {
 constexpr size_t k_staging_bytes = size_t(16) << 20;
 // Logits come back in chunks of this (two pinned): 8 rows of a 129K vocabulary.
 constexpr size_t k_readback_chunk_bytes = size_t(4) << 20;
+
+struct device_free_bytes {
+  size_t free = 0, total = 0;
+};
+
+// The current device's free and total memory (the context exists: cudaSetDevice ran).
+status_or<device_free_bytes> device_free_now() {
+  device_free_bytes m;
+  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaFree(nullptr), "gpu engine: device context"));
+  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaMemGetInfo(&m.free, &m.total), "gpu engine: cudaMemGetInfo"));
+  return m;
+}
+
+// Before a long load: the device keeps every tensor in at least its stored
+// size (FP8, MXFP4 and BF16 as stored, the rest wider), so a checkpoint larger
+// than what the fraction leaves cannot fit.
+status checkpoint_fits(const tensor_source& src, double fraction, const device_free_bytes& now) {
+  int64_t bytes = 0;
+  for (const tensor_entry* t : src.tensors()) bytes += int64_t(t->n_bytes);
+  const int64_t budget = int64_t(fraction * double(now.total));
+  const int64_t in_use = int64_t(now.total) - int64_t(now.free);
+  if (bytes <= budget - in_use) return {};
+  const double gib = double(int64_t(1) << 30);
+  return resource_exhausted("gpu engine: %s holds %.2f GiB of weights; --gpu-memory-fraction %.2f of the device's "
+                            "%.2f GiB is %.2f GiB, of which %.2f GiB are already in use (CUDA context, other processes)",
+                            src.describe().c_str(), bytes / gib, fraction, now.total / gib, budget / gib, in_use / gib);
+}
 
 // load's body: the config and weights come from params.base.model_dir unless given.
 status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params& params, const model_config* cfg,
@@ -497,13 +533,16 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
     return invalid_argument("gpu engine: page_size %lld must be a multiple of the compress rates (%lld, %lld) and >= the window %lld",
                             (long long)P, (long long)c.csa_rate, (long long)c.hca_rate, (long long)c.window);
   }
+  HART_ASSIGN_OR_RETURN(const device_free_bytes before_weights, device_free_now());
   if (weights) {
     s->w = std::move(*weights);
   } else {
     HART_ASSIGN_OR_RETURN(std::unique_ptr<tensor_source> src, checkpoint_source_open(params.base.model_dir));
+    if (params.memory_fraction > 0) HART_RETURN_IF_ERROR(checkpoint_fits(*src, params.memory_fraction, before_weights));
     HART_ASSIGN_OR_RETURN(s->w, gpu::device_weights_load(*src, c, params.base.prec, params.fp8_tensor_cores,
                                                          gpu::weights_load_reporter()));
   }
+  HART_ASSIGN_OR_RETURN(const device_free_bytes after_weights, device_free_now());
   s->swa_keep = std::max<int64_t>(c.window, 2 * c.csa_rate);
   s->pages_per_seq = (params.max_context + P - 1) / P;
   s->max_entries = std::max<int64_t>(params.max_context / c.csa_rate, 1);
@@ -515,9 +554,6 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
                             (long long)c.head_dim, (long long)sparse_attention_cuda_max_head_dim);
   }
   s->kv_entries = gpu_kv_entries(params, c);
-  const int64_t n_full = params.full_pages ? params.full_pages : 8 * s->pages_per_seq;
-  const int64_t n_swa = params.swa_pages ? params.swa_pages : 8 * s->pages_per_seq;
-  HART_ASSIGN_OR_RETURN(s->pool, gpu::kv_pool::create(c, P, n_full, n_swa, s->kv_entries));
   HART_ASSIGN_OR_RETURN(s->lin, linear_cuda_context::create(params.max_batch_tokens, std::max<int64_t>(s->w.max_linear_in, 1)));
   {
     device_arena counter;
@@ -536,6 +572,35 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
                                                                  std::max<int64_t>(s->w.max_linear_in, 1)));
   HART_ASSIGN_OR_RETURN(s->staging, gpu::pinned_staging::create(k_staging_bytes));
   HART_ASSIGN_OR_RETURN(s->readback, gpu::pinned_readback::create(k_readback_chunk_bytes, piece_pool_default_threads()));
+  // The KV pool last: the memory plan sizes it from what everything above left.
+  int64_t n_full = params.full_pages ? params.full_pages : 8 * s->pages_per_seq;
+  int64_t n_swa = params.swa_pages ? params.swa_pages : 8 * s->pages_per_seq;
+  if (params.memory_fraction > 0) {
+    HART_ASSIGN_OR_RETURN(const device_free_bytes after_workspaces, device_free_now());
+    HART_ASSIGN_OR_RETURN(const kv_page_layout page, kv_page_layout_make(c, P, s->kv_entries));
+    cache::memory_plan_params mp;
+    mp.device_total = int64_t(after_workspaces.total);
+    mp.device_free = int64_t(after_workspaces.free);
+    mp.fraction = params.memory_fraction;
+    // Weights made before load (dummy, bench) were already in use at before_weights.
+    mp.weights = weights ? int64_t(s->w.bytes) : int64_t(before_weights.free) - int64_t(after_weights.free);
+    mp.workspaces = int64_t(after_weights.free) - int64_t(after_workspaces.free);
+    mp.full_page_bytes = page.full_page_bytes();
+    mp.swa_page_bytes = page.swa_page_bytes();
+    mp.page_size = P;
+    mp.window = c.window;
+    mp.max_context = params.max_context;
+    mp.max_running = params.max_running;
+    mp.max_batch_tokens = params.max_batch_tokens;
+    mp.n_full_pages = params.full_pages;
+    mp.n_swa_pages = params.swa_pages;
+    HART_ASSIGN_OR_RETURN(cache::memory_plan plan, cache::memory_plan_make(mp));
+    n_full = plan.n_full_pages;
+    n_swa = plan.n_swa_pages;
+    HART_LOG_INFO("gpu engine: memory plan\n%s", plan.describe().c_str());
+    s->plan = std::make_unique<cache::memory_plan>(std::move(plan));
+  }
+  HART_ASSIGN_OR_RETURN(s->pool, gpu::kv_pool::create(c, P, n_full, n_swa, s->kv_entries));
   {
     const int64_t n_rows = gpu::moe_rows(*s);
     std::vector<int64_t> iota(n_rows);

@@ -36,14 +36,26 @@ class tensor_source;
 namespace gpu {
 struct device_weights;
 }  // namespace gpu
+namespace cache {
+struct memory_plan;
+}  // namespace cache
 
 struct gpu_engine_params {
   engine_params base;             // model_dir, prec, page_size, deterministic (row-invariant linears)
   int device = 0;
   int64_t max_batch_tokens = 1024;// tokens per device pass (the arena's size)
   int64_t max_context = 8192;     // positions per sequence
-  int64_t full_pages = 0;         // KV pool pages; 0 = enough for 8 sequences of max_context
+  int64_t full_pages = 0;         // KV pool pages; 0 = from memory_fraction, or enough for 8 sequences of max_context
   int64_t swa_pages = 0;
+  /// > 0: the memory planner (runtime/cache/memory_plan.h) sizes the KV pool
+  /// at load, after the weights and every workspace are allocated: SWA pages
+  /// for max_running sequences and one pass, full pages from what this
+  /// fraction of the device leaves. Page counts given above are checked
+  /// against the same budget instead. A configuration that cannot fit is
+  /// refused with the plan's numbers (resource_exhausted), before the weights
+  /// load when the checkpoint alone is larger than the budget.
+  double memory_fraction = 0;
+  int64_t max_running = 1;
   /// FP8 linears of >= 2 rows (linear_fp8_tc_cuda; from 2 rows it beats the
   /// CUDA-core dot on every V4 shape, perf-notes G1 v3) and the routed experts
   /// (linear_grouped_tc_cuda) on tensor cores; false keeps every FP8 linear on
@@ -115,6 +127,11 @@ class gpu_engine final : public forward_engine {
                  forward_trace* trace = nullptr) const override;
   /// Device bytes held by weights, KV pool and arena.
   size_t device_bytes() const;
+  /// The plan the KV pool was sized by (params().memory_fraction > 0), else null.
+  const cache::memory_plan* memory_plan() const;
+  /// Pages of the KV pool (what a cache over this engine must use).
+  int64_t full_pages() const;
+  int64_t swa_pages() const;
   /// Decode graphs captured so far, and how many passes replayed one.
   size_t decode_graphs() const;
   uint64_t decode_graph_replays() const;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/linear/linear.h"
+#include "runtime/cache/memory_plan.h"
 #include "runtime/gpu/device_memory.h"
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/gpu/gpu_weights.h"
@@ -102,6 +103,7 @@ struct engine_state {
   std::unique_ptr<linear_cuda_context> lin;
   device_weights w;
   kv_pool pool;
+  std::unique_ptr<cache::memory_plan> plan;  // what sized the pool (params.memory_fraction > 0)
   device_buffer arena_mem;
   arena_buffers a;
   std::unique_ptr<kv_store> page_ids;     // page-id allocator only (no KV storage; see gpu_engine.cpp)

@@ -2,62 +2,46 @@
 
 #include <climits>
 
+#include "runtime/model/kv_page_layout.h"
+
 namespace hart::gpu {
 
 status_or<kv_pool> kv_pool::create(const model_config& cfg, int64_t P, int64_t n_full, int64_t n_swa, bool entries) {
   if (n_full <= 0 || n_swa <= 0) {
     return invalid_argument("gpu engine: KV pool needs pages (full %lld, swa %lld)", (long long)n_full, (long long)n_swa);
   }
+  HART_ASSIGN_OR_RETURN(const kv_page_layout l, kv_page_layout_make(cfg, P, entries));
   kv_pool k;
   k.page_size_ = P;
   k.hd_ = cfg.head_dim;
   k.n_full_ = n_full;
   k.n_swa_ = n_swa;
-  const int64_t hd = k.hd_, dI = cfg.index_head_dim;
-  if (entries && hd != kv_entry_dim) {
-    return invalid_argument("gpu engine: FP8 KV entries need head_dim %lld, not %lld", (long long)kv_entry_dim,
-                            (long long)hd);
+  k.full_floats_ = l.full_floats;
+  const int64_t swa0 = n_full * l.full_floats;
+  k.layers_.resize(l.layers.size());
+  for (size_t il = 0; il < l.layers.size(); ++il) {
+    const kv_layer_sections& x = l.layers[il];
+    kv_layer_addr& a = k.layers_[il];
+    a.page_size = P;  // the pool's geometry, in every layer's copy
+    a.hd = cfg.head_dim;
+    a.dI = cfg.index_head_dim;
+    a.csa_rate = cfg.csa_rate;
+    a.full_floats = l.full_floats;
+    a.swa_floats = l.swa_floats;
+    a.swa0 = swa0;
+    a.slot_floats = l.slot_floats;
+    a.entries = entries;
+    a.rate = x.rate;
+    a.ring = x.ring;
+    a.ring_width = x.ring_width;
+    a.window_off = x.window_off;
+    a.ring_off = x.ring_off;
+    a.index_ring_off = x.index_ring_off;
+    a.entry_off = x.entry_off;
+    a.index_off = x.index_off;
   }
-  const int64_t slot = entries ? kv_entry_bytes / int64_t(sizeof(float)) : hd;  // floats per window / entry slot
-  auto rows = [hd](int64_t floats) { return (floats + hd - 1) / hd * hd; };  // sections start on a row
-  int64_t full_floats = 0, swa_floats = 0;
-  k.layers_.resize(cfg.n_layers);
-  for (int64_t il = 0; il < cfg.n_layers; ++il) {
-    kv_layer_addr& l = k.layers_[il];
-    const attention_kind kind = cfg.layer_kinds[il];
-    l.window_off = swa_floats;
-    swa_floats += rows(P * slot);
-    if (kind == attention_kind::sliding) continue;
-    const bool csa = kind == attention_kind::csa;
-    l.rate = cfg.compress_rate(kind);
-    l.ring = csa ? 2 * l.rate : l.rate;
-    l.ring_width = 2 * (csa ? 2 : 1) * hd;
-    l.ring_off = swa_floats;
-    swa_floats += rows(l.ring * l.ring_width);
-    l.entry_off = full_floats;
-    full_floats += rows(P / l.rate * slot);
-    if (csa) {
-      l.index_ring_off = swa_floats;
-      swa_floats += rows(2 * cfg.csa_rate * 4 * dI);
-      l.index_off = full_floats;
-      full_floats += rows(P / cfg.csa_rate * dI);
-    }
-  }
-  if (full_floats == 0) full_floats = hd;  // all-SWA models still get addressable pages
-  k.full_floats_ = full_floats;
-  const int64_t swa0 = n_full * full_floats;
-  for (kv_layer_addr& l : k.layers_) {  // the pool's geometry, in every layer's copy
-    l.page_size = P;
-    l.hd = hd;
-    l.dI = dI;
-    l.csa_rate = cfg.csa_rate;
-    l.full_floats = full_floats;
-    l.swa_floats = swa_floats;
-    l.swa0 = swa0;
-    l.slot_floats = slot;
-    l.entries = entries;
-  }
-  const int64_t total = swa0 + n_swa * swa_floats;
+  const int64_t total = swa0 + n_swa * l.swa_floats;
+  const int64_t hd = k.hd_;
   k.n_rows_ = total / hd;
   if (k.n_rows_ > INT_MAX) {
     return invalid_argument("gpu engine: KV pool of %lld rows does not fit int32 row indices; use fewer pages",

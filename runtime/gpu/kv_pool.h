@@ -25,6 +25,7 @@ namespace hart::gpu {
 
 class kv_pool {
  public:
+  /// Page layout: runtime/model/kv_page_layout.h (the memory plan sizes the pool with it).
   /// invalid_argument when the rows would not fit int32; resource_exhausted
   /// when the device has no room. `entries`: window KV and main entries as
   /// FP8 entries (kv_entry.h; head_dim must be 512).

@@ -42,8 +42,13 @@ status_or<std::unique_ptr<gpu_executor>> gpu_executor::create(gpu_engine_params 
   params.base.page_size = cache.page_size;
   params.full_pages = cache.n_full_pages;
   params.swa_pages = cache.n_swa_pages;
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<gpu_engine> eng, gpu_engine::load(params));
+  return over(std::move(eng));
+}
+
+std::unique_ptr<gpu_executor> gpu_executor::over(std::shared_ptr<gpu_engine> eng) {
   std::unique_ptr<gpu_executor> ex(new gpu_executor());
-  HART_ASSIGN_OR_RETURN(ex->eng_, gpu_engine::load(params));
+  ex->eng_ = std::move(eng);
   return ex;
 }
 

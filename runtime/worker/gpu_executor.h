@@ -30,6 +30,8 @@ class gpu_executor : public step_executor {
   /// gpu_engine::load errors (no device: failed_precondition; no room:
   /// resource_exhausted; a bad checkpoint) come back unchanged.
   static status_or<std::unique_ptr<gpu_executor>> create(gpu_engine_params params, const cache::cache_config& cache);
+  /// Over an engine loaded by the caller (its pool's pages are the cache's).
+  static std::unique_ptr<gpu_executor> over(std::shared_ptr<gpu_engine> eng);
 
   /// A failed forward (bad token id, pages not reserved) comes back as result.error.
   status_or<step_result> execute(const step_plan& plan) override;
