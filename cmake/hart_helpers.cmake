@@ -24,10 +24,11 @@ function(hart_add_library)
   endif()
 endfunction()
 
-# hart_add_test(NAME name SRCS ... DEPS ... [LABELS ...] [FIXTURES ...])
+# hart_add_test(NAME name SRCS ... DEPS ... [LABELS ...] [FIXTURES ...] [SERIAL])
 # FIXTURES: ctest fixtures (FIXTURES_SETUP tests) every case needs first.
+# SERIAL: every case runs alone (RUN_SERIAL), for what measures the whole device.
 function(hart_add_test)
-  cmake_parse_arguments(A "" "NAME" "SRCS;DEPS;LABELS;FIXTURES" ${ARGN})
+  cmake_parse_arguments(A "SERIAL" "NAME" "SRCS;DEPS;LABELS;FIXTURES" ${ARGN})
   add_executable(${A_NAME} ${A_SRCS})
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main hart_internal)
   target_compile_definitions(${A_NAME} PRIVATE HART_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data")
@@ -36,5 +37,6 @@ function(hart_add_test)
   # Listing runs at build time beside the compiler: a LibTorch test binary, loading from a cold
   # page cache on 2 busy cores, once took over 60 s just to list its tests.
   gtest_discover_tests(${A_NAME} DISCOVERY_TIMEOUT 300
-    PROPERTIES LABELS "${A_LABELS}" ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE" FIXTURES_REQUIRED "${A_FIXTURES}")
+    PROPERTIES LABELS "${A_LABELS}" ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE" FIXTURES_REQUIRED "${A_FIXTURES}"
+               RUN_SERIAL "${A_SERIAL}")
 endfunction()

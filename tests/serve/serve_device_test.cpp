@@ -212,6 +212,40 @@ TEST(serve_device_gpu, greedy_outputs_equal_the_cpu_server_with_prefix_hits_and_
   expect_same_greedy(cpu, gpu_worker, "cuda --worker-process");
 }
 
+// Pages left to the memory plan (no --full-pages / --swa-pages): the pool takes what 0.9 of the
+// device leaves, and the answers are the fixed pool's; dummy weights made on the device serve.
+TEST(serve_device_gpu, pages_from_the_memory_plan_and_dummy_weights_serve) {
+  if (!device_present()) GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
+  std::vector<answer> fixed, planned;
+  {
+    server_process srv(tiny_a(), with(k_pool, {"--device", "cuda"}), false);
+    ASSERT_FALSE(srv.endpoint().empty()) << "the GPU server did not start";
+    fixed = workload(srv.endpoint());
+  }
+  {
+    server_process srv(tiny_a(), {"--page-size", "128", "--device", "cuda", "--max-running", "8"}, false);
+    ASSERT_FALSE(srv.endpoint().empty()) << "the GPU server with planned pages did not start";
+    planned = workload(srv.endpoint());
+  }
+  expect_same_greedy(fixed, planned, "cuda, planned pages");
+  {
+    server_process srv(tiny_a(), {"--device", "cuda", "--load-format", "dummy", "--num-layers", "2"}, false);
+    ASSERT_FALSE(srv.endpoint().empty()) << "the GPU server on dummy weights did not start";
+    const answer a = ask(srv.endpoint(), 1, prompt_of(0), 8);
+    EXPECT_EQ(a.error, "");
+    EXPECT_EQ(a.tokens.size(), 8u);
+  }
+}
+
+TEST(serve_device_gpu, a_plan_that_cannot_fit_is_refused_at_startup_with_the_numbers) {
+  if (!device_present()) GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
+  const run_result r = run("serve -m " + tiny_a() + " --device cuda --max-running 100000000 --bind tcp://127.0.0.1:*");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("resource_exhausted: memory plan: one sequence of --max-context"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--max-running 100000000"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("hart: serving"), std::string::npos) << r.out;
+}
+
 // -- weight sync into the GPU server ---
 
 namespace fs = std::filesystem;
