@@ -1,7 +1,9 @@
 // `hart serve --http-bind` as a real process, driven by clients no one here wrote: the
 // official OpenAI SDK (node; tests/serve/http/openai_sdk_test.cjs), Python's urllib with the
 // Prometheus client's parser (tests/serve/http/sglang_http_test.py) and for weight updates
-// (tests/serve/http/weight_update_test.py), and cpp-httplib's client for the API key. Each script exits non-zero with the failing assertion on its output.
+// (tests/serve/http/weight_update_test.py), and cpp-httplib's client for the API key; and our own
+// python/hart_client with its examples (tests/serve/http/hart_client_test.py). Each script
+// exits non-zero with the failing assertion on its output.
 #include "runtime/transport/client.h"
 #include "tests/serve/perturbed_checkpoint.h"
 #include "tests/serve/server_process.h"
@@ -119,6 +121,16 @@ TEST(http_serve_weights, update_sequences_from_python) {
                            " " + perturbed + " " + k_model + " " + HART_TEST_DATA + "/tiny-b");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::filesystem::remove_all(perturbed);
+}
+
+// python/hart_client: every method, its errors, and python/examples run end to end (rl_loop.py
+// updates the weights: its own server), through an API key as a deployment would have.
+TEST(http_serve_python_client, every_method_and_the_examples) {
+  server_process srv(k_model, {"--http-bind", "127.0.0.1:0", "--catch-step-us", "1000", "--api-key", "client-key"});
+  ASSERT_FALSE(srv.http_endpoint().empty()) << "the server did not print its HTTP endpoint";
+  const run_result r = run(HART_PYTHON " " HART_HTTP_TESTS "/hart_client_test.py http://" + srv.http_endpoint() +
+                           " client-key " + k_model + " " HART_PYTHON_DIR);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST(http_serve_auth, api_key_is_required_except_for_health) {
