@@ -563,7 +563,6 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
     device_arena ar(s->arena_mem.get(), s->arena_mem.bytes());
     gpu::arena_layout(*s, ar, &s->a);
   }
-  HART_RETURN_IF_ERROR(gpu::compressors_supported(*s));
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "gpu engine: stream"));
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), "gpu engine: stream"));
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaEventCreateWithFlags(&s->fork_event, cudaEventDisableTiming), "gpu engine: event"));
@@ -601,6 +600,7 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
     s->plan = std::make_unique<cache::memory_plan>(std::move(plan));
   }
   HART_ASSIGN_OR_RETURN(s->pool, gpu::kv_pool::create(c, P, n_full, n_swa, s->kv_entries));
+  HART_RETURN_IF_ERROR(gpu::compressors_supported(*s));  // reads the pool's layer addresses
   {
     const int64_t n_rows = gpu::moe_rows(*s);
     std::vector<int64_t> iota(n_rows);
