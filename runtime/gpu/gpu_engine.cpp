@@ -503,7 +503,7 @@ status checkpoint_fits(const tensor_source& src, double fraction, const device_f
   const int64_t in_use = int64_t(now.total) - int64_t(now.free);
   if (bytes <= budget - in_use) return {};
   const double gib = double(int64_t(1) << 30);
-  return resource_exhausted("gpu engine: %s holds %.2f GiB of weights; --gpu-memory-fraction %.2f of the device's "
+  return resource_exhausted("gpu engine: %s holds %.2f GiB of weights; --gpu-memory-fraction %.4g of the device's "
                             "%.2f GiB is %.2f GiB, of which %.2f GiB are already in use (CUDA context, other processes)",
                             src.describe().c_str(), bytes / gib, fraction, now.total / gib, budget / gib, in_use / gib);
 }

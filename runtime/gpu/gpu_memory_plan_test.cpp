@@ -42,6 +42,17 @@ device_memory now() {
   return m;
 }
 
+// tiny-a's tensor bytes, as the engine's pre-load check counts them.
+int64_t checkpoint_bytes() {
+  auto src = checkpoint_source_open(tiny_a());
+  EXPECT_TRUE(src.ok());
+  int64_t n = 0;
+  if (src.ok()) {
+    for (const tensor_entry* t : (*src)->tensors()) n += int64_t(t->n_bytes);
+  }
+  return n;
+}
+
 TEST(gpu_memory_plan, the_pool_takes_what_the_fraction_leaves) {
   SKIP_WITHOUT_GPU();
   const size_t live0 = gpu::device_buffer::live_bytes();
@@ -73,6 +84,7 @@ TEST(gpu_memory_plan, the_pool_takes_what_the_fraction_leaves) {
 
 TEST(gpu_memory_plan, what_cannot_fit_is_refused_with_the_numbers_and_nothing_is_kept) {
   SKIP_WITHOUT_GPU();
+  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);  // the context, as the engine's load creates it
   const size_t live0 = gpu::device_buffer::live_bytes();
   auto e = gpu_engine::load(planned(0.9, 100000000));  // 300M SWA pages
   ASSERT_FALSE(e.ok());
@@ -80,7 +92,11 @@ TEST(gpu_memory_plan, what_cannot_fit_is_refused_with_the_numbers_and_nothing_is
   EXPECT_NE(e.get_status().message().find("--max-running 100000000"), std::string::npos) << e.get_status().message();
   EXPECT_EQ(gpu::device_buffer::live_bytes(), live0);
 
-  e = gpu_engine::load(planned(0.0001, 4));  // 14 MiB of an H200: less than the CUDA context alone
+  // A budget the checkpoint fits (so the load goes ahead) but its workspaces do not: the linear
+  // contexts alone hold over 64 MiB.
+  const device_memory m = now();
+  const double tight = (double(m.total - m.free) + double(checkpoint_bytes()) + double(16 << 20)) / double(m.total);
+  e = gpu_engine::load(planned(tight, 4));
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.get_status().code(), status_code::resource_exhausted);
   EXPECT_NE(e.get_status().message().find("nothing is left for the KV cache"), std::string::npos)
@@ -101,10 +117,7 @@ TEST(gpu_memory_plan, what_cannot_fit_is_refused_with_the_numbers_and_nothing_is
 TEST(gpu_memory_plan, a_checkpoint_larger_than_the_budget_is_refused_before_loading) {
   SKIP_WITHOUT_GPU();
   ASSERT_EQ(cudaFree(nullptr), cudaSuccess);  // the context, as the engine's load creates it
-  auto src = checkpoint_source_open(tiny_a());
-  ASSERT_TRUE(src.ok());
-  int64_t ckpt = 0;  // what the engine's check counts
-  for (const tensor_entry* t : (*src)->tensors()) ckpt += int64_t(t->n_bytes);
+  const int64_t ckpt = checkpoint_bytes();
   ASSERT_GT(ckpt, 1 << 20);
   const device_memory m = now();
   // Budget = what is in use + half the checkpoint's tensors.
