@@ -76,7 +76,8 @@ struct gateway_state {
                                       {"replies_unroutable", c.unroutable},
                                       {"auth_refused", c.auth_refused},
                                       {"connections", uint64_t(c.connections)},
-                                      {"connections_refused", c.connections_refused}}) {
+                                      {"connections_refused", c.connections_refused},
+                                      {"client_disconnects", c.disconnects}}) {
       st.entries.emplace_back(name, double(value));
       st.prometheus += std::string("hart_") + name + ' ' + std::to_string(value) + '\n';
     }

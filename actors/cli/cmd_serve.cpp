@@ -261,9 +261,12 @@ int run_serve(const serve_options& o) {
     abort_all.all = true;
     to_gateway(client, protocol::request{abort_all}, true);
   };
+  // A client whose connection closed reads nothing any more: its generations are aborted the
+  // same way, so they stop using the engine and their pages now, not at their last token.
+  auto on_disconnect = on_slow_client;
   auto server = transport::server::start(
       tp, [to_gateway](const transport::client_id& client, protocol::request r) { to_gateway(client, std::move(r), false); },
-      on_slow_client);
+      on_slow_client, on_disconnect);
   if (!server.ok()) return fail(server.get_status());
   std::shared_ptr<transport::server> srv = std::move(server).value();
   teardown.srv = srv;

@@ -138,7 +138,8 @@ status curve_keypair_write(const std::string& prefix) {
 
 struct zap_authenticator::impl {
   zmq::socket_t sock;
-  std::optional<zmq::socket_t> monitor;  // the guarded socket's connection events (max_connections)
+  std::optional<zmq::socket_t> monitor;  // the guarded socket's connection events
+  std::function<void(int)> on_disconnected;
   std::set<std::string> allowed;  // 32-byte public keys; empty: any
   int64_t max_connections = 0;
   std::set<std::string> logged;   // refused keys already logged
@@ -154,11 +155,16 @@ struct zap_authenticator::impl {
   void on_monitor_event() {
     std::vector<zmq::message_t> ev;
     (void)zmq::recv_multipart(*monitor, std::back_inserter(ev), zmq::recv_flags::dontwait);
-    if (ev.empty() || ev[0].size() < 2) return;
+    if (ev.empty() || ev[0].size() < 6) return;
     uint16_t event;
+    uint32_t fd;
     std::memcpy(&event, ev[0].data(), 2);
+    std::memcpy(&fd, static_cast<const char*>(ev[0].data()) + 2, 4);
     if (event == ZMQ_EVENT_ACCEPTED) ++open;
-    if (event == ZMQ_EVENT_DISCONNECTED && open > 0) --open;
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+      if (open > 0) --open;
+      if (on_disconnected) on_disconnected(int(fd));
+    }
     if (open < max_connections) at_limit_logged = false;
   }
 
@@ -247,11 +253,14 @@ status_or<std::unique_ptr<zap_authenticator>> zap_authenticator::start(zmq::cont
     p->allowed.insert(std::move(b));
   }
   p->max_connections = rules.max_connections;
+  p->on_disconnected = std::move(rules.on_disconnected);
   try {
     p->sock.set(zmq::sockopt::linger, 0);
     p->sock.bind(k_zap_endpoint);
-    if (rules.max_connections > 0) {
-      if (rules.monitor_endpoint.empty()) return invalid_argument("zap: max_connections needs the socket's monitor");
+    if (rules.max_connections > 0 || p->on_disconnected) {
+      if (rules.monitor_endpoint.empty()) {
+        return invalid_argument("zap: max_connections and on_disconnected need the socket's monitor");
+      }
       p->monitor.emplace(ctx, zmq::socket_type::pair);
       p->monitor->set(zmq::sockopt::linger, 0);
       p->monitor->connect(rules.monitor_endpoint);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,10 @@ struct zap_rules {
   /// socket's monitor (zmq_socket_monitor with ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED).
   int64_t max_connections = 0;
   std::string monitor_endpoint;
+  /// Called on the authenticator's thread with the file descriptor of every connection that
+  /// closed (needs monitor_endpoint), before any later handshake is answered: a connection
+  /// that reuses the descriptor is always told apart from the closed one (server.cpp).
+  std::function<void(int fd)> on_disconnected;
 };
 
 /// Answers ZAP requests on `ctx` from its own thread: a handshake is refused when its CURVE key

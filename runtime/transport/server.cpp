@@ -9,7 +9,9 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -95,16 +97,70 @@ struct server::impl {
   std::atomic<std::thread::id> thread_id{};  ///< the socket thread, set by itself
 
   slow_client_handler on_slow_client;
+  disconnect_handler on_disconnect;
 
   std::atomic<uint64_t> received{0}, decode_errors{0}, sent{0}, unroutable{0}, stalled{0},
-      rejected{0}, slow_clients{0};
+      rejected{0}, slow_clients{0}, disconnects{0};
+
+  std::mutex closed_mu;            ///< guards closed_fds
+  std::vector<int> closed_fds;     ///< connections the monitor saw close (zap thread), not yet applied
 
   // -- socket thread only --
   std::deque<outgoing> pending;    ///< taken from outbox, not yet tried on the socket
   std::map<client_id, blocked_peer> blocked;
+  std::unordered_map<int, std::set<client_id>> fd_clients;  ///< open connections' clients
+  std::unordered_map<client_id, int> client_fd;
 
   ~impl() {
+    zap.reset();  // its thread calls connection_closed, which writes wake_fd
     if (wake_fd >= 0) ::close(wake_fd);
+  }
+
+  /// Zap thread: the monitor saw connection `fd` close.
+  void connection_closed(int fd) {
+    {
+      std::lock_guard<std::mutex> lk(closed_mu);
+      closed_fds.push_back(fd);
+    }
+    wake();
+  }
+
+  /// Every client of a closed connection is gone: its queued replies dropped, its owner told.
+  void apply_closed() {
+    std::vector<int> fds;
+    {
+      std::lock_guard<std::mutex> lk(closed_mu);
+      fds.swap(closed_fds);
+    }
+    for (int fd : fds) {
+      auto it = fd_clients.find(fd);
+      if (it == fd_clients.end()) continue;
+      const std::set<client_id> gone = std::move(it->second);
+      fd_clients.erase(it);
+      for (const client_id& c : gone) {
+        client_fd.erase(c);
+        blocked.erase(c);
+        disconnects.fetch_add(1, std::memory_order_relaxed);
+        if (!on_disconnect) continue;
+        try {
+          on_disconnect(c);
+        } catch (const std::exception& e) {  // the handler must not throw; contain it if it does
+          HART_LOG_ERROR("on_disconnect threw: %s", e.what());
+        }
+      }
+    }
+  }
+
+  /// Remembers which connection `client` speaks on (closes seen so far applied first, so a
+  /// descriptor reused by a new connection starts clean).
+  void note_connection(const client_id& client, int fd) {
+    apply_closed();
+    if (fd < 0) return;
+    auto [it, fresh] = client_fd.try_emplace(client, fd);
+    if (!fresh && it->second == fd) return;
+    if (!fresh) fd_clients[it->second].erase(client);  // the same routing id on a new connection
+    it->second = fd;
+    fd_clients[fd].insert(client);
   }
 
   void wake() {
@@ -122,6 +178,9 @@ struct server::impl {
   void handle_inbound(std::vector<zmq::message_t>& frames) {
     if (frames.empty()) return;
     client_id client(frames[0].data<char>(), frames[0].size());
+    // The descriptor of the connection a part came in on (the routing id part is made by
+    // the socket, the others came from the wire); -1 where libzmq cannot say.
+    note_connection(client, zmq_msg_get(frames.back().handle(), ZMQ_SRCFD));
     if (frames.size() != 3) {
       answer_error(client, invalid_argument("frames: got %zu, expected [header][payload]",
                                             frames.size() - 1));
@@ -272,6 +331,7 @@ struct server::impl {
       }
       if (stopping.load(std::memory_order_acquire)) break;
       try {
+        apply_closed();
         if (items[0].revents & ZMQ_POLLIN) drain_inbound();
         {
           std::lock_guard<std::mutex> lk(mu);
@@ -298,13 +358,15 @@ server::~server() { stop(); }
 
 status_or<std::unique_ptr<server>> server::start(const server_params& params,
                                                  request_handler on_request,
-                                                 slow_client_handler on_slow_client) {
+                                                 slow_client_handler on_slow_client,
+                                                 disconnect_handler on_disconnect) {
   HART_RETURN_IF_ERROR(params.validate());
   if (!on_request) return invalid_argument("server::start: on_request is empty");
   auto p = std::make_unique<impl>();
   p->params = params;
   p->on_request = std::move(on_request);
   p->on_slow_client = std::move(on_slow_client);
+  p->on_disconnect = std::move(on_disconnect);
   p->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (p->wake_fd < 0) return internal_error("server::start: eventfd failed");
   try {
@@ -318,17 +380,19 @@ status_or<std::unique_ptr<server>> server::start(const server_params& params,
       s.set(zmq::sockopt::curve_server, 1);
       s.set(zmq::sockopt::curve_secretkey, params.curve_secret_key);
     }
-    if (!params.curve_allowed_clients.empty() || params.max_connections > 0) {
-      zap_rules rules{params.curve_allowed_clients, params.max_connections, ""};
-      if (params.max_connections > 0) {
-        rules.monitor_endpoint = "inproc://hart-connections-" + std::to_string(reinterpret_cast<uintptr_t>(p.get()));
-        if (zmq_socket_monitor(s.handle(), rules.monitor_endpoint.c_str(), ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
-          return internal_error("server::start: zmq_socket_monitor failed");
-        }
-      }
-      HART_ASSIGN_OR_RETURN(p->zap, zap_authenticator::start(p->ctx, std::move(rules)));
-      s.set(zmq::sockopt::zap_domain, "hart");
+    // Every handshake goes through the ZAP handler (NULL ones too, given a domain), which reads
+    // the socket's monitor: the allowlist, the connection limit and disconnects.
+    zap_rules rules;
+    rules.allowed_clients = params.curve_allowed_clients;
+    rules.max_connections = params.max_connections;
+    rules.monitor_endpoint = "inproc://hart-connections-" + std::to_string(reinterpret_cast<uintptr_t>(p.get()));
+    if (zmq_socket_monitor(s.handle(), rules.monitor_endpoint.c_str(), ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
+      return internal_error("server::start: zmq_socket_monitor failed");
     }
+    impl* owner = p.get();
+    rules.on_disconnected = [owner](int fd) { owner->connection_closed(fd); };
+    HART_ASSIGN_OR_RETURN(p->zap, zap_authenticator::start(p->ctx, std::move(rules)));
+    s.set(zmq::sockopt::zap_domain, "hart");
     s.bind(params.endpoint);
     p->endpoint = s.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -390,6 +454,7 @@ server_counters server::counters() const {
   c.auth_refused = m.zap ? m.zap->refused() : 0;
   c.connections_refused = m.zap ? m.zap->refused_connections() : 0;
   c.connections = m.zap ? m.zap->connections() : 0;
+  c.disconnects = m.disconnects.load(std::memory_order_relaxed);
   return c;
 }
 

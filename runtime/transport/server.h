@@ -72,7 +72,8 @@ struct server_counters {
   uint64_t slow_clients = 0;    ///< times a peer was declared a slow reader
   uint64_t auth_refused = 0;    ///< CURVE handshakes refused: the client key is not in the allowlist
   uint64_t connections_refused = 0;  ///< handshakes refused at max_connections
-  int64_t connections = 0;      ///< open now (counted when max_connections is set)
+  int64_t connections = 0;      ///< open now
+  uint64_t disconnects = 0;     ///< clients whose connection closed after they sent a request
 };
 
 /// Called on the socket thread for every well-formed request. It must not block (post to an
@@ -82,6 +83,11 @@ using request_handler = std::function<void(const client_id& client, protocol::re
 /// Called on the socket thread, once per episode, when a peer becomes a slow reader. Same rules
 /// as request_handler (hart serve aborts the client's generations).
 using slow_client_handler = std::function<void(const client_id& client)>;
+
+/// Called on the socket thread, once, when the connection of a client that sent requests
+/// closes (the client process ended, its socket closed, the network dropped it). Same rules as
+/// request_handler (hart serve aborts the client's generations: nobody reads them any more).
+using disconnect_handler = std::function<void(const client_id& client)>;
 
 class server {
  public:
@@ -94,9 +100,16 @@ class server {
   /// behind one resource_exhausted error saying so, its later chunks dropped until it has read
   /// everything (counted in `stalled`), and on_slow_client (optional) is called once. Nothing
   /// is lost without the client being told.
+  ///
+  /// Disconnects: every inbound message's connection (its file descriptor, ZMQ_SRCFD) is
+  /// remembered per client; when the socket's monitor reports that descriptor closed,
+  /// on_disconnect (optional) is called for each client that used it. The monitor is read
+  /// before any later handshake is answered, so a new connection that reuses the descriptor
+  /// is never taken for the closed one.
   static status_or<std::unique_ptr<server>> start(const server_params& params,
                                                   request_handler on_request,
-                                                  slow_client_handler on_slow_client = nullptr);
+                                                  slow_client_handler on_slow_client = nullptr,
+                                                  disconnect_handler on_disconnect = nullptr);
 
   ~server();  ///< stop()s
   server(const server&) = delete;

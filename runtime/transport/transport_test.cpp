@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -595,6 +597,56 @@ TEST(transport_limits, connections_past_the_limit_are_refused_until_one_closes) 
   auto fourth = client::connect(cp);
   ASSERT_TRUE(fourth.ok());
   expect_health(*fourth.value(), 4);
+}
+
+// Clients that close are reported once each, by the id their requests came from; clients that
+// stay are never reported, though new connections keep reusing the closed ones' descriptors.
+TEST(transport_disconnects, a_closed_client_is_reported_once_and_a_reused_descriptor_is_a_new_client) {
+  std::mutex mu;
+  std::map<uint64_t, client_id> id_of_tag;  // which client sent each health tag
+  std::vector<client_id> gone;
+  auto self = std::make_shared<server*>(nullptr);
+  server_params p;
+  p.endpoint = "tcp://127.0.0.1:*";
+  auto started = server::start(
+      p,
+      [&, self](const client_id& c, request r) {
+        auto& k = std::get<protocol::control_request>(r);
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          id_of_tag[k.tag] = c;
+        }
+        (void)(*self)->send(c, reply{protocol::health_reply{k.tag, true, 0}});
+      },
+      nullptr,
+      [&](const client_id& c) {
+        std::lock_guard<std::mutex> lk(mu);
+        gone.push_back(c);
+      });
+  ASSERT_TRUE(started.ok()) << started.get_status().to_string();
+  std::unique_ptr<server> srv = std::move(started).value();
+  *self = srv.get();
+  auto stays = make_client(srv->endpoint());
+  expect_health(*stays, 1);
+  auto reported = [&](uint64_t tag) {
+    std::lock_guard<std::mutex> lk(mu);
+    return size_t(std::count(gone.begin(), gone.end(), id_of_tag.at(tag)));
+  };
+  constexpr int k_rounds = 20;
+  for (int i = 0; i < k_rounds; ++i) {
+    const uint64_t tag = 100 + uint64_t(i);
+    auto c = make_client(srv->endpoint());
+    expect_health(*c, tag);
+    EXPECT_EQ(reported(tag), 0u) << "round " << i << ": a live client was reported gone";
+    c.reset();  // closes its socket
+    for (int w = 0; w < 200 && reported(tag) == 0; ++w) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(reported(tag), 1u) << "round " << i << ": the closed client was not reported once";
+  }
+  expect_health(*stays, 2);
+  EXPECT_EQ(reported(1), 0u) << "the client that stayed was reported gone";
+  EXPECT_EQ(srv->counters().disconnects, uint64_t(k_rounds));
+  std::lock_guard<std::mutex> lk(mu);
+  EXPECT_EQ(gone.size(), size_t(k_rounds));
 }
 
 }  // namespace

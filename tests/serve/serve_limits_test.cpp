@@ -3,11 +3,14 @@
 // and --max-prompt-tokens 200: a generate past each limit gets one resource_exhausted error
 // naming the limit, the generations already running go on untouched, a slot freed by an abort
 // is taken again, and the stats count live generations, their prompt tokens and refusals.
+// A client that goes away (finding 4: a 20,000-token request ran to its end after its client
+// disconnected) has its generations aborted and their pages freed, and nobody else's.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/transport/client.h"
@@ -106,6 +109,34 @@ TEST(serve_limits, past_each_limit_a_generate_is_refused_and_nothing_else_change
   EXPECT_EQ(st["live_prompt_tokens"], 0);
   expect_running(*a, long_generate(4, 20));  // the per-client count came back too
   abort_and_wait(*a, 4);
+}
+
+TEST(serve_disconnect, a_client_that_goes_away_has_its_generations_aborted_and_its_pages_freed) {
+  server_process srv(std::string(HART_TEST_DATA) + "/tiny-a", {}, false);
+  ASSERT_FALSE(srv.endpoint().empty());
+  auto watcher = connect(srv);
+  auto stays = connect(srv);
+  auto leaves = connect(srv);
+  expect_running(*stays, long_generate(1, 20));
+  expect_running(*leaves, long_generate(2, 30));
+  expect_running(*leaves, long_generate(3, 40));
+  EXPECT_EQ(stats_of(*watcher, 10)["live_requests"], 3);
+  leaves.reset();  // its socket closes mid-stream
+  std::map<std::string, double> st;
+  for (int i = 0; i < 200; ++i) {
+    st = stats_of(*watcher, 20 + 2 * uint64_t(i));
+    if (st["live_requests"] == 1) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(st["live_requests"], 1) << "the gone client's 100,000-token generations still run";
+  EXPECT_EQ(st["client_disconnects"], 1);
+  // The client that stayed still streams, and once it is aborted nothing is held.
+  EXPECT_TRUE(std::holds_alternative<protocol::chunk_event>(first_about(*stays, 1)));
+  abort_and_wait(*stays, 1);
+  st = stats_after_flush(*watcher, 600);
+  EXPECT_EQ(st["live_requests"], 0);
+  EXPECT_EQ(st["cache_full_pages_used"], 0);
+  EXPECT_EQ(st["cache_swa_pages_used"], 0);
 }
 
 }  // namespace
