@@ -4,9 +4,15 @@
 #include <malloc.h>
 #endif
 
+#include <atomic>
 #include <climits>
 
 namespace hart {
+namespace {
+
+std::atomic<size_t> kept_bytes{0};  // malloc_keep_freed_memory's, for malloc_return_freed_memory
+
+}  // namespace
 
 status malloc_keep_freed_memory(size_t keep_bytes) {
 #if defined(__GLIBC__)
@@ -16,10 +22,19 @@ status malloc_keep_freed_memory(size_t keep_bytes) {
   if (mallopt(M_ARENA_MAX, 1) != 1 || mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, keep) != 1) {
     return internal_error("mallopt refused the weight-sync allocator settings");
   }
+  kept_bytes.store(size_t(keep), std::memory_order_relaxed);
   return {};
 #else
   (void)keep_bytes;
   return unimplemented("malloc_keep_freed_memory: not glibc");
+#endif
+}
+
+bool malloc_return_freed_memory() {
+#if defined(__GLIBC__)
+  return malloc_trim(kept_bytes.load(std::memory_order_relaxed)) == 1;
+#else
+  return false;
 #endif
 }
 

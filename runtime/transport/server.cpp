@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -17,6 +18,7 @@
 #include <zmq_addon.hpp>
 
 #include "runtime/core/log.h"
+#include "runtime/core/malloc_tuning.h"
 #include "runtime/protocol/codec.h"
 #include "runtime/transport/curve_auth.h"
 
@@ -110,6 +112,8 @@ struct server::impl {
   std::map<client_id, blocked_peer> blocked;
   std::unordered_map<int, std::set<client_id>> fd_clients;  ///< open connections' clients
   std::unordered_map<client_id, int> client_fd;
+  int64_t closed_since_trim = 0;   ///< connections closed since freed memory was last given back
+  clock_type::time_point last_trim = clock_type::now();
 
   ~impl() {
     zap.reset();  // its thread calls connection_closed, which writes wake_fd
@@ -132,6 +136,7 @@ struct server::impl {
       std::lock_guard<std::mutex> lk(closed_mu);
       fds.swap(closed_fds);
     }
+    closed_since_trim += int64_t(fds.size());
     for (int fd : fds) {
       auto it = fd_clients.find(fd);
       if (it == fd_clients.end()) continue;
@@ -149,6 +154,22 @@ struct server::impl {
         }
       }
     }
+  }
+
+  /// Closed connections' pipes were allocated by ZeroMQ's I/O threads in arenas of their own,
+  /// whose freed pages glibc keeps: give them back, at most every k_trim_interval (a trim
+  /// takes milliseconds) and once the closes stop coming as well.
+  static constexpr auto k_trim_interval = std::chrono::seconds(2);
+  std::chrono::milliseconds until_trim() const {
+    if (closed_since_trim == 0) return std::chrono::milliseconds(-1);
+    const auto left = last_trim + k_trim_interval - clock_type::now();
+    return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(left));
+  }
+  void maybe_trim() {
+    if (closed_since_trim == 0 || until_trim().count() > 0) return;
+    malloc_return_freed_memory();
+    closed_since_trim = 0;
+    last_trim = clock_type::now();
   }
 
   /// Remembers which connection `client` speaks on (closes seen so far applied first, so a
@@ -317,6 +338,7 @@ struct server::impl {
       zmq_pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0},
                                  {nullptr, wake_fd, ZMQ_POLLIN, 0}};
       auto timeout = pending.empty() && blocked.empty() ? std::chrono::milliseconds(-1) : std::chrono::milliseconds(1);
+      if (const auto trim = until_trim(); trim.count() >= 0 && (timeout.count() < 0 || trim < timeout)) timeout = trim;
       try {
         zmq::poll(items, 2, timeout);
       } catch (const zmq::error_t& e) {
@@ -342,6 +364,7 @@ struct server::impl {
         }
         space.notify_all();
         flush_pending();
+        maybe_trim();
       } catch (const zmq::error_t& e) {
         HART_LOG_ERROR("zmq error: %s", e.what());
       }
