@@ -8,6 +8,7 @@ status_or<abort_body> parse_abort_body(const json& body) {
   HART_RETURN_IF_ERROR(f.only({"rid", "abort_all", "abort_message"}));
   HART_RETURN_IF_ERROR(f.get("rid", &a.rid));
   HART_RETURN_IF_ERROR(f.get("abort_all", &a.all));
+  HART_RETURN_IF_ERROR(f.get("abort_message", &a.message));
   if (!a.all && a.rid.empty()) return invalid_argument("rid: required unless abort_all is true");
   return a;
 }
@@ -120,9 +121,10 @@ json models_json(const std::string& model, int64_t created, int64_t max_context)
   return {{"object", "list"}, {"data", json::array({std::move(m)})}};
 }
 
-json model_info_json(const std::string& model_path, uint64_t weight_version) {
+json model_info_json(const std::string& model_path, const std::string& tokenizer_path,
+                     uint64_t weight_version) {
   return {{"model_path", model_path},
-          {"tokenizer_path", model_path},
+          {"tokenizer_path", tokenizer_path},
           {"is_generation", true},
           {"preferred_sampling_params", nullptr},
           {"weight_version", std::to_string(weight_version)},
@@ -130,8 +132,10 @@ json model_info_json(const std::string& model_path, uint64_t weight_version) {
           {"has_audio_understanding", false}};
 }
 
-json server_info_json(const json& server_args, const protocol::stats_reply& stats, uint64_t weight_version) {
+json server_info_json(const json& server_args, const std::string& model_path,
+                      const protocol::stats_reply& stats, uint64_t weight_version) {
   json j = server_args.is_object() ? server_args : json::object();
+  j["model_path"] = model_path;
   json state = json::object();
   for (const auto& [k, v] : stats.entries) state[k] = v;
   j["version"] = "hart";

@@ -13,10 +13,12 @@
 
 namespace hart::http {
 
-/// POST /abort_request {rid, abort_all}: one rid, or every generation (abort_all).
+/// POST /abort_request {rid, abort_all, abort_message}: one rid, or every generation
+/// (abort_all); abort_message is the aborted samples' finish_reason message ("" = the default).
 struct abort_body {
   std::string rid;
   bool all = false;
+  std::string message;
 };
 status_or<abort_body> parse_abort_body(const json& body);
 
@@ -45,12 +47,15 @@ json loads_json(const protocol::stats_reply& stats, int64_t unix_seconds);
 /// GET /v1/models: the one model served.
 json models_json(const std::string& model, int64_t created, int64_t max_context);
 
-/// GET /model_info (and /get_model_info).
-json model_info_json(const std::string& model_path, uint64_t weight_version);
+/// GET /model_info (and /get_model_info): `model_path` the checkpoint directory serving.
+json model_info_json(const std::string& model_path, const std::string& tokenizer_path,
+                     uint64_t weight_version);
 
 /// GET /server_info (and /get_server_info), SGLang's shape: the server's arguments at the top
-/// level, `version`, `weight_version` and `internal_states` (one entry per scheduler: its stats).
-json server_info_json(const json& server_args, const protocol::stats_reply& stats, uint64_t weight_version);
+/// level with `model_path` the checkpoint directory serving, `version`, `weight_version` and
+/// `internal_states` (one entry per scheduler: its stats).
+json server_info_json(const json& server_args, const std::string& model_path,
+                      const protocol::stats_reply& stats, uint64_t weight_version);
 
 /// GET /get_weight_version: {"weight_version": "<n>"} (a string, as SGLang's).
 json weight_version_json(uint64_t weight_version);

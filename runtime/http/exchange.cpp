@@ -29,8 +29,28 @@ void exchange::submit(protocol::generate_request g) {
   submit_(client_, std::move(g), replies_);
 }
 
-void exchange::abort() {
-  if (aborted_.exchange(true)) return;
+std::optional<protocol::reply> exchange::next(std::chrono::milliseconds timeout) {
+  std::optional<protocol::reply> r = replies_->pop(timeout);
+  auto* f = r ? std::get_if<protocol::final_event>(&*r) : nullptr;
+  if (f && f->reason == protocol::finish_reason::abort && f->error_message.empty()) {
+    std::lock_guard<std::mutex> lock(abort_m_);
+    f->error_message = abort_reason_.empty() ? k_abort_unexplained : abort_reason_;
+  }
+  return r;
+}
+
+void exchange::name_abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(abort_m_);
+  if (abort_reason_.empty()) abort_reason_ = why;
+}
+
+void exchange::abort(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(abort_m_);
+    if (aborted_) return;
+    aborted_ = true;
+    abort_reason_ = why;  // a pause may have named it without reaching it (it came just before)
+  }
   protocol::control_request c;
   c.tag = k_abort_tag;
   c.verb = protocol::control_verb::abort;

@@ -8,17 +8,17 @@
 //   exchange ex(submit, next_client_id());
 //   ex.submit(g);                                  // protocol::generate_request
 //   while (auto r = ex.next(50ms)) gen.apply(*r);
-//   ex.abort();                                    // the client went away
+//   ex.abort("the client went away");               // its finals say so
 #pragma once
 
 #include "runtime/core/status.h"
 #include "runtime/http/reply_queue.h"
 #include "runtime/protocol/messages.h"
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -44,20 +44,33 @@ class exchange {
   status_or<protocol::reply> control(protocol::control_request c, std::chrono::milliseconds timeout);
   /// Submits `g` as request k_exchange_request_id of this client.
   void submit(protocol::generate_request g);
-  /// The next reply, waiting up to `timeout`.
-  std::optional<protocol::reply> next(std::chrono::milliseconds timeout) { return replies_->pop(timeout); }
+  /// The next reply, waiting up to `timeout`. A final that ends a sample with abort carries
+  /// why as its error_message (the scheduler sends none): the first reason named, else
+  /// k_abort_unexplained.
+  std::optional<protocol::reply> next(std::chrono::milliseconds timeout);
   /// Replies were dropped (the queue was full): the generation's output is incomplete.
   bool overflowed() const { return replies_->overflowed(); }
   /// Asks the gateway to abort this exchange's generation; its remaining samples end with
-  /// reason abort (the answer to the abort itself is ignored). Idempotent; any thread.
-  void abort();
+  /// reason abort and `why` as their message, whatever name_abort said (the answer to the
+  /// abort itself is ignored). Idempotent: the first call's reason stays; any thread.
+  void abort(const std::string& why);
+  /// Names why this generation will end with abort when something else than this exchange
+  /// aborts it (a pause in abort mode aborts every generation in the scheduler), unless a
+  /// reason is set already. Any thread.
+  void name_abort(const std::string& why);
 
  private:
   submit_fn submit_;
   std::string client_;
   std::shared_ptr<reply_queue> replies_;
-  std::atomic<bool> aborted_{false};
+  std::mutex abort_m_;
+  bool aborted_ = false;      // guarded by abort_m_
+  std::string abort_reason_;  // guarded by abort_m_
 };
+
+/// The message of an abort no one here named (a pause sent over the ZeroMQ API, say): SGLang's
+/// default for an abort.
+inline constexpr const char* k_abort_unexplained = "Aborted";
 
 /// Tag of an exchange's aborts: their answers are not the generation's.
 constexpr uint64_t k_abort_tag = 0xab0;

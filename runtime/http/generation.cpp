@@ -22,6 +22,17 @@ size_t marker_prefix_at_end(const std::string& s) {
   return 0;
 }
 
+// SGLang's routed_experts is one [positions, layers, k] tensor: every MoE layer routes to the
+// model's num_experts_per_tok experts at each position.
+status routing_check(const protocol::routing_info& r) {
+  for (const protocol::layer_routing& l : r.experts) {
+    if (l.k != r.experts[0].k || l.ids.size() != size_t(r.positions) * l.k)
+      return internal_error("routing of layer %u: %zu ids for %u positions of k = %u (layer %u has k = %u)",
+                            l.layer, l.ids.size(), r.positions, l.k, r.experts[0].layer, r.experts[0].k);
+  }
+  return {};
+}
+
 }  // namespace
 
 void generation::split_reasoning(std::optional<int32_t> think_end_id) {
@@ -71,9 +82,19 @@ int generation::apply(const protocol::reply& r) {
     weight_version_ = c->weight_version;
     return int(c->sample_index);
   }
+  if (const auto* p = std::get_if<protocol::routing_part>(&r)) {
+    protocol::routing_part part = *p;
+    if (status st = routing_.add(std::move(part)); !st.ok())
+      error_ = internal_error("%s", st.message().c_str());
+    return -1;
+  }
   if (const auto* f = std::get_if<protocol::final_event>(&r)) {
     if (f->sample_index >= samples_.size() || samples_[f->sample_index].finished) return -1;
     sample_output& s = samples_[f->sample_index];
+    s.final = *f;
+    if (status st = routing_.complete(&s.final); !st.ok())
+      error_ = internal_error("%s", st.message().c_str());
+    if (status st = routing_check(s.final.routing); !st.ok()) error_ = st;
     s.text_delta.clear();
     s.reasoning_delta.clear();
     if (split_ && !held_[f->sample_index].empty()) {  // never closed: what was held is reasoning too
@@ -82,7 +103,6 @@ int generation::apply(const protocol::reply& r) {
       s.reasoning += s.reasoning_delta;
     }
     s.finished = true;
-    s.final = *f;
     weight_version_ = f->weight_version;
     ++n_finished_;
     return int(f->sample_index);

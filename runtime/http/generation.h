@@ -13,6 +13,7 @@
 
 #include "runtime/core/status.h"
 #include "runtime/protocol/messages.h"
+#include "runtime/protocol/routing_parts.h"
 
 #include <cstdint>
 #include <optional>
@@ -30,7 +31,8 @@ struct sample_output {
   /// What the last chunk applied added to text and to reasoning.
   std::string text_delta, reasoning_delta;
   bool finished = false;
-  protocol::final_event final;  // valid once finished
+  /// Valid once finished; its routing joined from the routing parts that came before it.
+  protocol::final_event final;
 };
 
 class generation {
@@ -45,8 +47,9 @@ class generation {
   void split_reasoning(std::optional<int32_t> think_end_id);
 
   /// Applies one reply of this generation's exchange and returns the sample it extended or
-  /// ended; -1 for replies that are not part of it (control answers), or for an error reply,
-  /// which ends the whole generation (error()).
+  /// ended; -1 for replies that show nothing yet (routing parts), that are not part of it
+  /// (control answers), or for an error reply, which ends the whole generation (error()), as
+  /// does a routing that does not join into [positions, k] per layer with one k.
   int apply(const protocol::reply& r);
 
   /// Every sample has its final, or the request failed.
@@ -70,6 +73,7 @@ class generation {
   size_t n_finished_ = 0;
   status error_;
   uint64_t weight_version_ = 0;
+  protocol::routing_assembler routing_;
   bool split_ = false;
   std::optional<int32_t> think_end_id_;
   /// Per sample, while split_: still reasoning; bytes held back that may start "</think>".

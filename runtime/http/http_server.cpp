@@ -3,6 +3,7 @@
 #include "runtime/core/log.h"
 #include "runtime/http/api_error.h"
 #include "runtime/http/http_server_impl.h"
+#include "runtime/http/openai_api.h"
 
 #include <arpa/inet.h>
 
@@ -68,22 +69,60 @@ status_or<protocol::stats_reply> http_server::impl::stats() {
   return internal_error("stats: unexpected answer");
 }
 
-size_t http_server::impl::abort_matching(const std::string* rid) {
-  std::vector<std::shared_ptr<exchange>> targets;
-  {
-    std::lock_guard<std::mutex> lock(live_m);
-    for (auto it = live.begin(); it != live.end();) {
-      std::shared_ptr<exchange> ex = it->second.lock();
-      if (!ex) {
-        it = live.erase(it);
-        continue;
-      }
-      if (!rid || it->first == *rid) targets.push_back(std::move(ex));
-      ++it;
+status_or<uint64_t> http_server::impl::weight_version() {
+  protocol::control_request c;
+  c.verb = protocol::control_verb::weight_version;
+  HART_ASSIGN_OR_RETURN(protocol::reply r, control(c));
+  if (const auto* w = std::get_if<protocol::weight_version_reply>(&r)) return w->version;
+  return internal_error("weight version: unexpected answer");
+}
+
+std::vector<std::shared_ptr<exchange>> http_server::impl::live_matching(const std::string* rid) {
+  std::vector<std::shared_ptr<exchange>> out;
+  std::lock_guard<std::mutex> lock(live_m);
+  for (auto it = live.begin(); it != live.end();) {
+    std::shared_ptr<exchange> ex = it->second.lock();
+    if (!ex) {
+      it = live.erase(it);
+      continue;
     }
+    if (!rid || it->first == *rid) out.push_back(std::move(ex));
+    ++it;
   }
-  for (const auto& ex : targets) ex->abort();
+  return out;
+}
+
+size_t http_server::impl::abort_all(const std::string& why) {
+  const std::vector<std::shared_ptr<exchange>> targets = live_matching(nullptr);
+  for (const auto& ex : targets) ex->abort(why);
   return targets.size();
+}
+
+size_t http_server::impl::abort_rid(const std::string& rid, const std::string& why) {
+  const std::vector<std::shared_ptr<exchange>> targets = live_matching(&rid);
+  for (const auto& ex : targets) ex->abort(why);
+  return targets.size();
+}
+
+void http_server::impl::name_aborts(const std::string& why) {
+  for (const auto& ex : live_matching(nullptr)) ex->name_abort(why);
+}
+
+std::string http_server::impl::model_path_of(uint64_t version) {
+  std::lock_guard<std::mutex> lock(model_path_m);
+  return !loading_path.empty() && version > loading_over ? loading_path : model_path;
+}
+
+void http_server::impl::disk_update_started(const std::string& dir, uint64_t serving) {
+  std::lock_guard<std::mutex> lock(model_path_m);
+  loading_path = dir;
+  loading_over = serving;
+}
+
+void http_server::impl::disk_update_ended(bool ok) {
+  std::lock_guard<std::mutex> lock(model_path_m);
+  if (ok) model_path = loading_path;
+  loading_path.clear();
 }
 
 std::shared_ptr<http_server::impl::tracked> http_server::impl::track(const std::string& rid,
@@ -110,7 +149,7 @@ bool http_server::impl::start(exchange& ex, const protocol::generate_request& g,
   ex.submit(g);
   for (;;) {
     if (stopping) {
-      ex.abort();
+      ex.abort("the server is shutting down");
       reply_error(res, unavailable("the server is shutting down"));
       return false;
     }
@@ -122,12 +161,14 @@ bool http_server::impl::start(exchange& ex, const protocol::generate_request& g,
     }
     if (const auto* f = std::get_if<protocol::final_event>(&*r);
         f && f->reason == protocol::finish_reason::error) {
-      ex.abort();  // its other samples failed the same way (submitted together)
+      ex.abort("another sample of the request failed");  // they failed alike (submitted together)
       reply_error(res, status_from_text(f->error_message));
       return false;
     }
-    if (std::holds_alternative<protocol::chunk_event>(*r) ||
-        std::holds_alternative<protocol::final_event>(*r)) {
+    if (std::holds_alternative<protocol::routing_part>(*r)) {
+      pending->push_back(std::move(*r));  // a sample ended before its first token: its final follows
+    } else if (std::holds_alternative<protocol::chunk_event>(*r) ||
+               std::holds_alternative<protocol::final_event>(*r)) {
       pending->push_back(std::move(*r));
       return true;
     }
@@ -139,14 +180,16 @@ bool http_server::impl::finish(exchange& ex, generation& gen, std::vector<protoc
   for (const protocol::reply& r : pending) gen.apply(r);
   while (!gen.done()) {
     if (stopping || ex.overflowed()) {
-      ex.abort();
-      reply_error(res, stopping ? unavailable("the server is shutting down")
-                                : resource_exhausted("the output outgrew this exchange's reply queue"));
+      const status why = stopping ? unavailable("the server is shutting down")
+                                  : resource_exhausted("the output outgrew this exchange's reply queue");
+      ex.abort(why.message());
+      reply_error(res, why);
       return false;
     }
     if (std::optional<protocol::reply> r = ex.next(k_poll)) gen.apply(*r);
   }
   if (!gen.error().ok()) {
+    ex.abort(gen.error().message());  // samples still running have no one to answer
     reply_error(res, gen.error());
     return false;
   }
@@ -206,9 +249,13 @@ void http_server::impl::stream(httplib::Response& res, std::shared_ptr<exchange>
             take(*r);
         }
         const bool done = st->gen->done();
+        if (done && !st->gen->error().ok()) {  // after the first token: an event, as docs/http.md says
+          out += sse_event(error_body(st->gen->error()));
+          st->ex->abort(st->gen->error().message());
+        }
         if (done) out += st->on_end(*st->gen);
         if (!out.empty() && !sink.write(out.data(), out.size())) {
-          st->ex->abort();  // the client went away
+          st->ex->abort("the client went away");
           return false;
         }
         if (done) {
@@ -216,13 +263,13 @@ void http_server::impl::stream(httplib::Response& res, std::shared_ptr<exchange>
           return true;
         }
         if (st->server->stopping || st->ex->overflowed() || (out.empty() && !sink.is_writable())) {
-          st->ex->abort();
+          st->ex->abort("the stream ended early");
           return false;
         }
         return true;
       },
       [st](bool success) {
-        if (!success) st->ex->abort();
+        if (!success) st->ex->abort("the stream ended early");
       });
 }
 
@@ -237,7 +284,15 @@ void http_server::impl::reply_error(httplib::Response& res, const status& s, boo
   reply_json(res, http_status_of(s.code()), error_body(s, from_parser));
 }
 
-bool http_server::impl::read_json(const httplib::ContentReader& reader, httplib::Response& res, json* out) {
+bool http_server::impl::read_json(const httplib::Request& req, const httplib::ContentReader& reader,
+                                  httplib::Response& res, json* out) {
+  // A request with neither header has no body (RFC 9112 §6.3; `curl -X POST` sends such); the
+  // reader would wait for the connection to close instead.
+  if (!req.has_header("Content-Length") &&
+      req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos) {
+    *out = json::object();
+    return true;
+  }
   std::string body;
   bool over = false;
   const size_t max = params.max_body_bytes;
@@ -301,6 +356,7 @@ status_or<std::unique_ptr<http_server>> http_server::start(const http_params& pa
   HART_RETURN_IF_ERROR(params.validate());
   auto p = std::make_unique<impl>();
   p->params = params;
+  p->model_path = params.model_path;
   p->submit = std::move(submit);
   p->weights = std::move(weights);
   httplib::Server& srv = p->srv;

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace hart::http {
 
@@ -50,12 +51,35 @@ struct http_server::impl {
   std::shared_ptr<exchange> new_exchange();
   /// A control verb through a fresh exchange; the answer or the error.
   status_or<protocol::reply> control(protocol::control_request c);
-  /// Aborts the running HTTP generations named `rid` (all of them: null); how many there were.
-  size_t abort_matching(const std::string* rid);
-  size_t abort_all() { return abort_matching(nullptr); }
-  size_t abort_rid(const std::string& rid) { return abort_matching(&rid); }
+  /// The running HTTP generations named `rid` (all of them: null).
+  std::vector<std::shared_ptr<exchange>> live_matching(const std::string* rid);
+  /// Aborts them, `why` their finish message; how many there were.
+  size_t abort_all(const std::string& why);
+  size_t abort_rid(const std::string& rid, const std::string& why);
+  /// Names `why` as the reason of the abort every running HTTP generation is about to get
+  /// from elsewhere (a pause in abort mode).
+  void name_aborts(const std::string& why);
   /// The scheduler's stats (the `stats` verb).
   status_or<protocol::stats_reply> stats();
+  /// The serving weight version (the `weight_version` verb).
+  status_or<uint64_t> weight_version();
+
+  // -- the checkpoint serving ----------------------------------------------------
+  /// The directory the weights of `version` (the serving one, from weight_version() or the
+  /// stats) were loaded from: the start-up model until /update_weights_from_disk swaps another
+  /// in (SGLang's model_path after an update). A disk update swaps at a step boundary before
+  /// its answer comes, so while one runs a version past the one it started over is its.
+  std::string model_path_of(uint64_t version);
+  /// A disk update of `dir` starts while `serving` serves; it ended (`ok`: `dir` serves now).
+  void disk_update_started(const std::string& dir, uint64_t serving);
+  void disk_update_ended(bool ok);
+  /// Held through an HTTP weight update, so nothing else from here swaps while a disk update
+  /// loads (the weight-sync actor runs them in order anyway).
+  std::mutex weights_update_m;
+  std::mutex model_path_m;
+  std::string model_path;     ///< guarded by model_path_m; params.model_path at start
+  std::string loading_path;   ///< guarded by model_path_m: a disk update's directory while it runs
+  uint64_t loading_over = 0;  ///< guarded by model_path_m: the version serving when it started
   /// A generation /abort_request reaches by name while this lives (a handler's scope, or a
   /// stream's end).
   class tracked {
@@ -75,9 +99,10 @@ struct http_server::impl {
   /// Names `ex` by `rid` (a generated name when empty; a rid used twice names the later).
   std::shared_ptr<tracked> track(const std::string& rid, const std::shared_ptr<exchange>& ex);
 
-  /// Submits `g` and waits for the first reply, so a request refused before any output gets an
-  /// HTTP error instead of a stream (pending: replies taken and not yet applied). False: the
-  /// request failed or the server stops; `res` holds the error then.
+  /// Submits `g` and waits for the first chunk or final, so a request refused before any output
+  /// gets an HTTP error instead of a stream (pending: replies taken and not yet applied, routing
+  /// parts before it among them). False: the request failed or the server stops; `res` holds
+  /// the error then.
   bool start(exchange& ex, const protocol::generate_request& g, generation& gen,
              std::vector<protocol::reply>* pending, httplib::Response& res);
   /// Waits for the whole generation (a client that leaves is not noticed: docs/http.md). False
@@ -94,8 +119,9 @@ struct http_server::impl {
   /// `from_parser`: a request parser's error, naming the field (error_body's param).
   static void reply_error(httplib::Response& res, const status& s, bool from_parser = false);
   /// The body of a POST, at most params.max_body_bytes (413 otherwise), as a JSON object (an
-  /// empty body reads as {}). False with `res` answered when it is not.
-  bool read_json(const httplib::ContentReader& reader, httplib::Response& res, json* out);
+  /// empty body, or none, reads as {}). False with `res` answered when it is not.
+  bool read_json(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
+                 json* out);
 };
 
 void add_info_routes(

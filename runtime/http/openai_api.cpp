@@ -287,6 +287,10 @@ const char* openai_finish_reason(protocol::finish_reason r) {
   return "error";
 }
 
+std::string system_fingerprint(const generation& gen) {
+  return "hart-w" + std::to_string(gen.weight_version());
+}
+
 json openai_usage(const generation& gen) {
   const protocol::usage_info& u0 = gen.sample(0).final.usage;
   uint64_t completion = 0;
@@ -317,16 +321,17 @@ json openai_response(const openai_request& r, const generation& gen, const opena
           {"object", r.chat ? "chat.completion" : "text_completion"},
           {"created", ctx.created},
           {"model", ctx.model},
-          {"system_fingerprint", "hart-w" + std::to_string(gen.weight_version())},
+          {"system_fingerprint", system_fingerprint(gen)},
           {"choices", std::move(choices)},
           {"usage", openai_usage(gen)}};
 }
 
-json openai_stream::chunk(json choices) const {
+json openai_stream::chunk(const generation& gen, json choices) const {
   json c = {{"id", ctx_.id},
             {"object", r_.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", ctx_.created},
             {"model", ctx_.model},
+            {"system_fingerprint", system_fingerprint(gen)},
             {"choices", std::move(choices)}};
   if (r_.include_usage) c["usage"] = nullptr;
   return c;
@@ -338,18 +343,18 @@ std::string openai_stream::on_reply(const generation& gen, int sample, const pro
   started_.resize(gen.size(), false);
   if (r_.chat && !started_[sample]) {
     started_[sample] = true;
-    out += sse_event(chunk(json::array({{{"index", sample},
-                                         {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                         {"logprobs", nullptr},
-                                         {"finish_reason", nullptr}}})));
+    out += sse_event(chunk(gen, json::array({{{"index", sample},
+                                              {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                              {"logprobs", nullptr},
+                                              {"finish_reason", nullptr}}})));
   }
   const sample_output& s = gen.sample(size_t(sample));
   // Reasoning that the final released (held back in case it began "</think>").
   if (r_.chat && std::holds_alternative<protocol::final_event>(reply) && !s.reasoning_delta.empty()) {
-    out += sse_event(chunk(json::array({{{"index", sample},
-                                         {"delta", {{"reasoning_content", s.reasoning_delta}}},
-                                         {"logprobs", nullptr},
-                                         {"finish_reason", nullptr}}})));
+    out += sse_event(chunk(gen, json::array({{{"index", sample},
+                                              {"delta", {{"reasoning_content", s.reasoning_delta}}},
+                                              {"logprobs", nullptr},
+                                              {"finish_reason", nullptr}}})));
   }
   if (const auto* c = std::get_if<protocol::chunk_event>(&reply)) {
     const size_t to = s.token_ids.size(), from = to - c->token_ids.size();
@@ -366,7 +371,7 @@ std::string openai_stream::on_reply(const generation& gen, int sample, const pro
       choice["logprobs"] =
           lp ? completion_logprobs(s, from, to, s.text.size() - c->text.size(), ctx_.tok) : json(nullptr);
     }
-    out += sse_event(chunk(json::array({std::move(choice)})));
+    out += sse_event(chunk(gen, json::array({std::move(choice)})));
   } else if (std::holds_alternative<protocol::final_event>(reply)) {
     if (s.final.reason == protocol::finish_reason::error) {
       out += sse_event({{"error",
@@ -381,7 +386,7 @@ std::string openai_stream::on_reply(const generation& gen, int sample, const pro
       choice["delta"] = json::object();
     else
       choice["text"] = "";
-    out += sse_event(chunk(json::array({std::move(choice)})));
+    out += sse_event(chunk(gen, json::array({std::move(choice)})));
   }
   return out;
 }
@@ -389,7 +394,7 @@ std::string openai_stream::on_reply(const generation& gen, int sample, const pro
 std::string openai_stream::end(const generation& gen) {
   std::string out;
   if (r_.include_usage) {
-    json c = chunk(json::array());
+    json c = chunk(gen, json::array());
     c["usage"] = openai_usage(gen);
     out += sse_event(c);
   }

@@ -57,11 +57,14 @@ class openai_stream {
   std::string end(const generation& gen);
 
  private:
-  json chunk(json choices) const;
+  json chunk(const generation& gen, json choices) const;
   const openai_request& r_;
   const openai_context& ctx_;
   std::vector<bool> started_;  // per sample: its first chunk (the role) was sent
 };
+
+/// "hart-w<weight version>": the weights of the latest reply, in every answer and stream chunk.
+std::string system_fingerprint(const generation& gen);
 
 /// usage {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details{cached_tokens}}.
 json openai_usage(const generation& gen);

@@ -214,6 +214,7 @@ TEST(openai_api, stream_sends_role_deltas_finish_usage_and_done) {
   EXPECT_EQ(events[2]["choices"][0]["finish_reason"], "stop");
   EXPECT_TRUE(events[3]["choices"].empty());
   EXPECT_EQ(events[3]["usage"]["completion_tokens"], 3);
+  for (const json& e : events) EXPECT_EQ(e["system_fingerprint"], "hart-w3") << e;  // as OpenAI streams
   EXPECT_EQ(out.substr(out.size() - 14), "data: [DONE]\n\n");
 }
 

@@ -35,12 +35,6 @@ void ack(http_server::impl& s, Response& res, protocol::control_request c, const
   http_server::impl::reply_json(res, 200, {{"success", true}, {"message", message}});
 }
 
-status_or<uint64_t> weight_version(http_server::impl& s) {
-  HART_ASSIGN_OR_RETURN(protocol::reply r, s.control(verb(protocol::control_verb::weight_version)));
-  if (const auto* w = std::get_if<protocol::weight_version_reply>(&r)) return w->version;
-  return internal_error("weight version: unexpected answer");
-}
-
 // One greedy token from the smallest prompt there is: the whole path (gateway, scheduler,
 // worker) answers within k_health_generate_timeout, or it is unhealthy (503).
 void health_generate(http_server::impl& s, Response& res) {
@@ -59,7 +53,7 @@ void health_generate(http_server::impl& s, Response& res) {
     if (std::optional<protocol::reply> r = ex->next(k_poll)) gen.apply(*r);
   }
   if (!gen.done()) {
-    ex->abort();
+    ex->abort("health_generate timed out");
     return http_server::impl::reply_error(
         res, unavailable("health_generate: no token within %lld s (paused or overloaded?)",
                          (long long)k_health_generate_timeout.count()));
@@ -88,23 +82,25 @@ void add_info_routes(http_server::impl& s) {
                                   models_json(s.params.model_name, unix_now(), s.params.max_context));
   });
   srv.Get("/get_weight_version", [&s](const Request&, Response& res) {
-    status_or<uint64_t> v = weight_version(s);
+    status_or<uint64_t> v = s.weight_version();
     if (!v.ok()) return http_server::impl::reply_error(res, v.get_status());
     http_server::impl::reply_json(res, 200, weight_version_json(*v));
   });
+  // The tokenizer stays the start-up model's: a disk update swaps weights only.
   for (const char* path : {"/model_info", "/get_model_info"}) {
     srv.Get(path, [&s](const Request&, Response& res) {
-      status_or<uint64_t> v = weight_version(s);
+      status_or<uint64_t> v = s.weight_version();
       if (!v.ok()) return http_server::impl::reply_error(res, v.get_status());
-      http_server::impl::reply_json(res, 200, model_info_json(s.params.model_path, *v));
+      http_server::impl::reply_json(res, 200, model_info_json(s.model_path_of(*v), s.params.model_path, *v));
     });
   }
   for (const char* path : {"/server_info", "/get_server_info"}) {
     srv.Get(path, [&s](const Request&, Response& res) {
       status_or<protocol::stats_reply> st = s.stats();
       if (!st.ok()) return http_server::impl::reply_error(res, st.get_status());
-      http_server::impl::reply_json(
-          res, 200, server_info_json(s.params.server_args, *st, uint64_t(stats_value(*st, "weight_version"))));
+      const uint64_t v = uint64_t(stats_value(*st, "weight_version"));
+      http_server::impl::reply_json(res, 200,
+                                    server_info_json(s.params.server_args, s.model_path_of(v), *st, v));
     });
   }
   srv.Get("/v1/loads", [&s](const Request&, Response& res) {
@@ -119,36 +115,39 @@ void add_info_routes(http_server::impl& s) {
     res.set_content(prometheus_text(*st), k_prometheus_content_type);
   });
 
-  srv.Post("/abort_request", [&s](const Request&, Response& res, const ContentReader& reader) {
+  srv.Post("/abort_request", [&s](const Request& req, Response& res, const ContentReader& reader) {
     json body;
-    if (!s.read_json(reader, res, &body)) return;
+    if (!s.read_json(req, reader, res, &body)) return;
     status_or<abort_body> a = parse_abort_body(body);
     if (!a.ok()) return http_server::impl::reply_error(res, a.get_status(), true);
     // SGLang answers 200 for a rid that already ended (or never ran): abort is idempotent.
-    const size_t aborted = a->all ? s.abort_all() : s.abort_rid(a->rid);
+    const std::string why = a->message.empty() ? "aborted by abort_request" : a->message;
+    const size_t aborted = a->all ? s.abort_all(why) : s.abort_rid(a->rid, why);
     http_server::impl::reply_json(res, 200, {{"success", true}, {"aborted", aborted}});
   });
-  srv.Post("/pause_generation", [&s](const Request&, Response& res, const ContentReader& reader) {
+  srv.Post("/pause_generation", [&s](const Request& req, Response& res, const ContentReader& reader) {
     json body;
-    if (!s.read_json(reader, res, &body)) return;
+    if (!s.read_json(req, reader, res, &body)) return;
     status_or<protocol::pause_mode> m = parse_pause_body(body);
     if (!m.ok()) return http_server::impl::reply_error(res, m.get_status(), true);
     protocol::control_request c = verb(protocol::control_verb::pause);
     c.mode = *m;
+    // Named before the scheduler aborts them: their finals may come before the pause's ack.
+    if (c.mode == protocol::pause_mode::abort) s.name_aborts("aborted by pause_generation");
     ack(s, res, c, "generation paused");
   });
-  srv.Post("/continue_generation", [&s](const Request&, Response& res, const ContentReader& reader) {
+  srv.Post("/continue_generation", [&s](const Request& req, Response& res, const ContentReader& reader) {
     json body;
-    if (!s.read_json(reader, res, &body)) return;
+    if (!s.read_json(req, reader, res, &body)) return;
     ack(s, res, verb(protocol::control_verb::resume), "generation continues");
   });
   // slime and verl GET it; Miles POSTs {}.
   srv.Get("/flush_cache", [&s](const Request&, Response& res) {
     ack(s, res, verb(protocol::control_verb::flush_cache), "cache flushed");
   });
-  srv.Post("/flush_cache", [&s](const Request&, Response& res, const ContentReader& reader) {
+  srv.Post("/flush_cache", [&s](const Request& req, Response& res, const ContentReader& reader) {
     json body;
-    if (!s.read_json(reader, res, &body)) return;
+    if (!s.read_json(req, reader, res, &body)) return;
     ack(s, res, verb(protocol::control_verb::flush_cache), "cache flushed");
   });
 }

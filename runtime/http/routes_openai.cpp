@@ -22,9 +22,10 @@ struct openai_exchange {
   std::shared_ptr<http_server::impl::tracked> name;
 };
 
-void completions(http_server::impl& s, bool chat, const ContentReader& reader, Response& res) {
+void completions(http_server::impl& s, bool chat, const Request& req, const ContentReader& reader,
+                 Response& res) {
   json body;
-  if (!s.read_json(reader, res, &body)) return;
+  if (!s.read_json(req, reader, res, &body)) return;
   status_or<openai_request> r = parse_openai_request(body, chat, s.params.model_name);
   if (!r.ok()) return http_server::impl::reply_error(res, r.get_status(), /*from_parser=*/true);
   auto x = std::make_shared<openai_exchange>();
@@ -58,11 +59,11 @@ void completions(http_server::impl& s, bool chat, const ContentReader& reader, R
 }  // namespace
 
 void add_openai_routes(http_server::impl& s) {
-  s.srv.Post("/v1/chat/completions", [&s](const Request&, Response& res, const ContentReader& reader) {
-    completions(s, true, reader, res);
+  s.srv.Post("/v1/chat/completions", [&s](const Request& req, Response& res, const ContentReader& reader) {
+    completions(s, true, req, reader, res);
   });
-  s.srv.Post("/v1/completions", [&s](const Request&, Response& res, const ContentReader& reader) {
-    completions(s, false, reader, res);
+  s.srv.Post("/v1/completions", [&s](const Request& req, Response& res, const ContentReader& reader) {
+    completions(s, false, req, reader, res);
   });
 }
 

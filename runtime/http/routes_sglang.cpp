@@ -17,11 +17,13 @@ struct sglang_exchange {
   std::shared_ptr<http_server::impl::tracked> name;
 };
 
-void generate(http_server::impl& s, const ContentReader& reader, Response& res) {
+void generate(http_server::impl& s, const Request& req, const ContentReader& reader, Response& res) {
   json body;
-  if (!s.read_json(reader, res, &body)) return;
+  if (!s.read_json(req, reader, res, &body)) return;
   status_or<sglang_request> r = parse_generate_request(body);
   if (!r.ok()) return http_server::impl::reply_error(res, r.get_status(), /*from_parser=*/true);
+  if (status st = tokenize_prompt(s.params.tok, &*r); !st.ok())
+    return http_server::impl::reply_error(res, st, /*from_parser=*/true);
   auto x = std::make_shared<sglang_exchange>();
   x->request = std::move(r).value();
   std::shared_ptr<exchange> ex = s.new_exchange();
@@ -47,8 +49,9 @@ void generate(http_server::impl& s, const ContentReader& reader, Response& res) 
 }  // namespace
 
 void add_sglang_routes(http_server::impl& s) {
-  s.srv.Post("/generate",
-             [&s](const Request&, Response& res, const ContentReader& reader) { generate(s, reader, res); });
+  s.srv.Post("/generate", [&s](const Request& req, Response& res, const ContentReader& reader) {
+    generate(s, req, reader, res);
+  });
 }
 
 }  // namespace hart::http

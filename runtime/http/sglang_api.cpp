@@ -1,7 +1,10 @@
 #include "runtime/http/sglang_api.h"
 
+#include "runtime/http/api_error.h"
 #include "runtime/http/openai_api.h"
 #include "runtime/protocol/validate.h"
+
+#include <algorithm>
 
 namespace hart::http {
 namespace {
@@ -81,8 +84,42 @@ status parse_sampling(const json& sp, sglang_request* r) {
   const json* ignored_object = nullptr;  // slime's custom_params (return_top_p_token_ids): not computed
   HART_RETURN_IF_ERROR(f.get_object("custom_params", &ignored_object));
   v = 1;
-  HART_RETURN_IF_ERROR(f.get_int("stream_interval", 1, INT32_MAX, &v));  // every token is streamed
+  HART_RETURN_IF_ERROR(f.get_int("stream_interval", 1, INT32_MAX, &v));
+  r->stream_interval = uint32_t(v);
   return {};
+}
+
+// SGLang: "Must be in [0, prompt_tokens]".
+status check_routed_experts_start(const sglang_request& r) {
+  if (r.g.kind == protocol::prompt_kind::token_ids && r.routed_experts_start > r.g.token_ids.size())
+    return invalid_argument("routed_experts_start_len: %u is past the prompt's %zu tokens",
+                            r.routed_experts_start, r.g.token_ids.size());
+  return {};
+}
+
+// SGLang's FINISH_ABORT: {type: abort, message, status_code, err_type}.
+json abort_reason(const std::string& message, json status_code) {
+  return {{"type", "abort"},
+          {"message", message},
+          {"status_code", std::move(status_code)},
+          {"err_type", nullptr}};
+}
+
+std::string base64(const std::string& bytes) {
+  static constexpr char k_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
+    if (n > 1) v |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    if (n > 2) v |= uint32_t(uint8_t(bytes[i + 2]));
+    out += k_alphabet[v >> 18 & 63];
+    out += k_alphabet[v >> 12 & 63];
+    out += n > 1 ? k_alphabet[v >> 6 & 63] : '=';
+    out += n > 2 ? k_alphabet[v & 63] : '=';
+  }
+  return out;
 }
 
 json logprob_entry(const sglang_request& r, const sglang_context& ctx, float lp, uint32_t id) {
@@ -100,9 +137,10 @@ json finish_reason(const sglang_request& r, const generation& gen, size_t i, con
     case protocol::finish_reason::length:
       return {{"type", "length"}, {"length", s.final.usage.completion_tokens}};
     case protocol::finish_reason::abort:
-      return {{"type", "abort"}, {"message", s.final.error_message}};
+      return abort_reason(s.final.error_message, nullptr);
     case protocol::finish_reason::error:
-      return {{"type", "abort"}, {"message", s.final.error_message}};
+      return abort_reason(s.final.error_message,
+                          http_status_of(status_from_text(s.final.error_message).code()));
     case protocol::finish_reason::stop:
       break;
   }
@@ -162,9 +200,6 @@ status_or<sglang_request> parse_generate_request(const json& body) {
                                "cache_salt",
                                "return_prompt_token_ids",
                                "return_entropy"}));
-  HART_RETURN_IF_ERROR(f.unsupported("return_routed_experts",
-                                     "routed experts over HTTP (use the binary protocol's returnRouting)"));
-  HART_RETURN_IF_ERROR(f.unsupported("routed_experts_start_len", "routed experts over HTTP"));
   HART_RETURN_IF_ERROR(f.unsupported(
       "return_indexer_topk", "indexer top-k replay over HTTP (~43 KB per token: binary protocol only)"));
   HART_RETURN_IF_ERROR(f.unsupported("token_ids_logprob", "token_ids_logprob"));
@@ -215,10 +250,50 @@ status_or<sglang_request> parse_generate_request(const json& body) {
   v = 0;
   HART_RETURN_IF_ERROR(f.get_int("priority", INT32_MIN, INT32_MAX, &v));
   g.priority = int32_t(v);
+  HART_RETURN_IF_ERROR(f.get("return_routed_experts", &r.return_routed_experts));
+  g.return_routing = r.return_routed_experts;
+  v = 0;
+  HART_RETURN_IF_ERROR(f.get_int("routed_experts_start_len", 0, UINT32_MAX, &v));
+  r.routed_experts_start = uint32_t(v);
+  HART_RETURN_IF_ERROR(check_routed_experts_start(r));
 
   g.request_id = 1;  // validate_generate wants one; the exchange sets its own
   HART_RETURN_IF_ERROR(protocol::validate_generate(g));
   return r;
+}
+
+status tokenize_prompt(const tokenizer* tok, sglang_request* r) {
+  protocol::generate_request& g = r->g;
+  if (g.kind != protocol::prompt_kind::text || !tok) return {};
+  // As the gateway tokenizes text (actors/request_convert.cpp): the same ids, the same generation.
+  HART_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok->encode(g.text));
+  if (tok->config().add_bos_token && tok->config().bos_id) ids.insert(ids.begin(), *tok->config().bos_id);
+  g.kind = protocol::prompt_kind::token_ids;
+  g.token_ids.assign(ids.begin(), ids.end());
+  g.text.clear();
+  HART_RETURN_IF_ERROR(protocol::validate_generate(g));
+  return check_routed_experts_start(*r);
+}
+
+std::string routed_experts_base64(const protocol::routing_info& routing, uint32_t start) {
+  std::vector<const protocol::layer_routing*> layers;
+  size_t ids_per_position = 0;
+  for (const protocol::layer_routing& l : routing.experts) {
+    layers.push_back(&l);
+    ids_per_position += l.k;
+  }
+  std::sort(layers.begin(), layers.end(), [](const auto* a, const auto* b) { return a->layer < b->layer; });
+  std::string bytes;
+  bytes.reserve(size_t(routing.positions > start ? routing.positions - start : 0) * ids_per_position * 4);
+  for (uint32_t p = start; p < routing.positions; ++p) {
+    for (const protocol::layer_routing* l : layers) {
+      for (uint32_t j = 0; j < l->k; ++j) {
+        const uint32_t id = uint32_t(l->ids[size_t(p) * l->k + j]);
+        for (int shift = 0; shift < 32; shift += 8) bytes += char(id >> shift & 0xff);  // little-endian
+      }
+    }
+  }
+  return base64(bytes);
 }
 
 json sglang_sample(const sglang_request& r, const generation& gen, size_t i, const sglang_context& ctx) {
@@ -252,6 +327,11 @@ json sglang_sample(const sglang_request& r, const generation& gen, size_t i, con
     meta["input_token_logprobs"] = json::array();  // logprob_start_len -1: none of the prompt
     if (r.g.sampling.top_logprobs > 0) meta["output_top_logprobs"] = std::move(top);
   }
+  // With the final only, as SGLang's (the routing comes with it).
+  if (r.return_routed_experts && s.finished) {
+    meta["routed_experts"] = routed_experts_base64(s.final.routing, r.routed_experts_start);
+    meta["routed_experts_start_len"] = r.routed_experts_start;
+  }
   json ids = std::vector<uint32_t>(s.token_ids.begin(), s.token_ids.begin() + std::ptrdiff_t(n));
   return {{"text", s.text}, {"output_ids", std::move(ids)}, {"meta_info", std::move(meta)}};
 }
@@ -272,8 +352,11 @@ std::string sglang_stream_event(const sglang_request& r, const generation& gen, 
   if (sample < 0) return {};
   const sample_output& s = gen.sample(size_t(sample));
   if (const auto* c = std::get_if<protocol::chunk_event>(&reply)) {
-    const size_t from = s.token_ids.size() - c->token_ids.size();
+    const size_t to = s.token_ids.size(), from = to - c->token_ids.size();
     if (!r.no_stop_trim && c->token_ids.size() == 1 && gen.is_stop_token(c->token_ids[0], from)) return {};
+    // Tokens 1, 1 + interval, 1 + 2 interval, ... (from 1) open an event: did (from, to] get one?
+    const size_t k = r.stream_interval;
+    if ((to + k - 1) / k == (from + k - 1) / k) return {};
   }
   json one = sglang_sample(r, gen, size_t(sample), ctx);
   if (gen.size() > 1) one["index"] = sample;

@@ -1,5 +1,8 @@
 #include "runtime/http/sglang_api.h"
 
+#include "runtime/http/exchange.h"
+#include "runtime/protocol/routing_parts.h"
+
 #include <gtest/gtest.h>
 
 namespace hart::http {
@@ -110,6 +113,103 @@ TEST(sglang_api, n_samples_answer_a_list_and_streams_are_cumulative) {
   json all = sglang_response(*r, gen, ctx);
   ASSERT_TRUE(all.is_array());
   EXPECT_EQ(all[1]["meta_info"]["finish_reason"]["type"], "abort");
+}
+
+TEST(sglang_api, stream_interval_sends_the_first_token_every_interval_th_and_the_final) {
+  auto r = parse(
+      R"({"input_ids": [1], "stream": true, "sampling_params": {"max_new_tokens": 7, "stream_interval": 3}})");
+  ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+  EXPECT_EQ(r->stream_interval, 3u);
+  generation gen(r->g.sampling, /*eos=*/9);
+  const sglang_context ctx{"c", nullptr};
+  std::vector<size_t> shown;  // output_ids of each event
+  for (uint32_t t = 0; t < 7; ++t) {
+    const protocol::reply rep{chunk(0, 20 + t, "x", 0)};
+    const std::string e = sglang_stream_event(*r, gen, gen.apply(rep), rep, ctx);
+    if (!e.empty()) shown.push_back(json::parse(e.substr(6))["output_ids"].size());
+  }
+  const protocol::reply last{final(0, protocol::finish_reason::length, 7)};
+  const std::string e = sglang_stream_event(*r, gen, gen.apply(last), last, ctx);
+  ASSERT_FALSE(e.empty()) << "the final always comes";
+  shown.push_back(json::parse(e.substr(6))["output_ids"].size());
+  EXPECT_EQ(shown, (std::vector<size_t>{1, 4, 7, 7}));  // SGLang's scheduler: tokens 1, 1 + 3, 1 + 6
+  EXPECT_FALSE(parse(R"({"text": "a", "sampling_params": {"stream_interval": 0}})").ok());
+}
+
+TEST(sglang_api, aborts_have_sglangs_finish_reason_shape) {
+  auto r = parse(R"({"input_ids": [1]})");
+  ASSERT_TRUE(r.ok());
+  generation gen(r->g.sampling, 9);
+  protocol::final_event f = final(0, protocol::finish_reason::abort, 0);
+  f.error_message = "aborted by pause_generation";
+  gen.apply(f);
+  const sglang_context ctx{"d", nullptr};
+  EXPECT_EQ(sglang_response(*r, gen, ctx)["meta_info"]["finish_reason"],
+            json::parse(R"({"type": "abort", "message": "aborted by pause_generation", "status_code": null,
+                            "err_type": null})"));
+  generation failed(r->g.sampling, 9);
+  f.reason = protocol::finish_reason::error;
+  f.error_message = "unavailable: the worker died";
+  failed.apply(f);
+  EXPECT_EQ(sglang_response(*r, failed, ctx)["meta_info"]["finish_reason"]["status_code"], 503);
+}
+
+// Layers 2 and 1 (out of order), k = 2, 3 positions: rows of [layer 1, layer 2].
+protocol::routing_info routing_of_3_positions() {
+  protocol::routing_info ri;
+  ri.positions = 3;
+  ri.experts = {{2, 2, {1, 2, 3, 4, 5, 6}}, {1, 2, {7, 0, 6, 5, 4, 3}}};
+  return ri;
+}
+
+TEST(sglang_api, routed_experts_are_base64_of_little_endian_int32_rows) {
+  const protocol::routing_info ri = routing_of_3_positions();
+  // Python: base64.b64encode(struct.pack("<12i", 7, 0, 1, 2, 6, 5, 3, 4, 4, 3, 5, 6)).
+  EXPECT_EQ(routed_experts_base64(ri, 0), "BwAAAAAAAAABAAAAAgAAAAYAAAAFAAAAAwAAAAQAAAAEAAAAAwAAAAUAAAAGAAAA");
+  EXPECT_EQ(routed_experts_base64(ri, 1), "BgAAAAUAAAADAAAABAAAAAQAAAADAAAABQAAAAYAAAA=");
+  EXPECT_EQ(routed_experts_base64(ri, 3), "");
+  protocol::routing_info wide;
+  wide.positions = 1;
+  wide.experts = {{0, 2, {258, 3 << 16}}};
+  EXPECT_EQ(routed_experts_base64(wide, 0), "AgEAAAAAAwA=");
+}
+
+TEST(sglang_api, routed_experts_come_with_the_final_joined_from_its_parts) {
+  auto r = parse(R"({"input_ids": [1, 2], "return_routed_experts": true, "routed_experts_start_len": 1,
+                     "sampling_params": {"max_new_tokens": 2}})");
+  ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+  EXPECT_TRUE(r->g.return_routing);
+  generation gen(r->g.sampling, 9);
+  const sglang_context ctx{"e", nullptr};
+  gen.apply(chunk(0, 4, "a", 0));
+  EXPECT_FALSE(sglang_response(*r, gen, ctx)["meta_info"].contains("routed_experts"))
+      << "only with the final";
+  gen.apply(chunk(0, 5, "b", 0));
+  std::vector<protocol::routing_part> parts =
+      protocol::split_routing(routing_of_3_positions(), k_exchange_request_id, 0, /*max_ids=*/5);
+  ASSERT_EQ(parts.size(), 3u);
+  for (protocol::routing_part& p : parts) EXPECT_EQ(gen.apply(protocol::reply{std::move(p)}), -1);
+  protocol::final_event f = final(0, protocol::finish_reason::length, 2);
+  f.request_id = k_exchange_request_id;
+  f.routing_parts = 3;
+  gen.apply(f);
+  ASSERT_TRUE(gen.error().ok()) << gen.error().to_string();
+  const json meta = sglang_response(*r, gen, ctx)["meta_info"];
+  EXPECT_EQ(meta["routed_experts"], routed_experts_base64(routing_of_3_positions(), 1));
+  EXPECT_EQ(meta["routed_experts_start_len"], 1);
+
+  // SGLang: the start must be within the prompt.
+  EXPECT_EQ(parse(R"({"input_ids": [1, 2], "return_routed_experts": true, "routed_experts_start_len": 3})")
+                .get_status()
+                .message(),
+            "routed_experts_start_len: 3 is past the prompt's 2 tokens");
+  // A routing whose layers disagree on k cannot be one tensor: the generation fails.
+  generation odd(r->g.sampling, 9);
+  protocol::final_event g = final(0, protocol::finish_reason::length, 2);
+  g.routing.positions = 1;
+  g.routing.experts = {{0, 2, {1, 2}}, {1, 3, {1, 2, 3}}};
+  odd.apply(g);
+  EXPECT_EQ(odd.error().code(), status_code::internal);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 """SGLang's native endpoints, the control verbs and /metrics of `hart serve --http-bind`,
 driven with Python's standard-library HTTP client as the RL stacks drive SGLang
 (shared/docs/field-notes.md §3), /metrics parsed by the Prometheus client's own parser.
-Also: bad input gets a 4xx with a message and the server keeps serving; a client that
-disconnects mid-stream has its generation aborted and its pages freed.
+Also: bad input gets a 4xx with a message and the server keeps serving; control verbs need no
+body; a client that disconnects mid-stream has its generation aborted and its pages freed.
 
 Usage: python3 sglang_http_test.py http://127.0.0.1:PORT
 """
@@ -120,6 +120,25 @@ def test_generate():
     assert events[-1]["meta_info"]["finish_reason"]["type"] == "length"
     assert all(e["meta_info"]["finish_reason"] is None for e in events[:-1])
 
+    # A text prompt's chunks carry its token count from the first on, as input_ids' do.
+    events = sse("/generate", {"text": "hello there", "stream": True, "sampling_params": {"max_new_tokens": 4}})
+    n_prompt = events[-1]["meta_info"]["prompt_tokens"]
+    assert n_prompt > 0 and [e["meta_info"]["prompt_tokens"] for e in events] == [n_prompt] * len(events), events
+
+    # stream_interval (SGLang): the first token's event, then every interval-th, and the final.
+    events = sse("/generate", {"input_ids": prompt, "stream": True,
+                               "sampling_params": {"max_new_tokens": 7, "temperature": 0, "ignore_eos": True,
+                                                   "stream_interval": 3}})
+    assert [len(e["output_ids"]) for e in events] == [1, 4, 7, 7], [e["output_ids"] for e in events]
+    assert events[-1]["meta_info"]["finish_reason"]["type"] == "length"
+
+    # OpenAI streams carry system_fingerprint in every chunk, as the whole answers do.
+    for path, body in (("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+                       ("/v1/completions", {"prompt": "hi"})):
+        chunks = sse(path, {**body, "max_tokens": 3, "ignore_eos": True, "stream": True,
+                            "stream_options": {"include_usage": True}})
+        assert len(chunks) >= 3 and all(c["system_fingerprint"] == "hart-w0" for c in chunks), (path, chunks)
+
     # A stop token: matched, trimmed from output_ids unless no_stop_trim (slime's setting).
     stop_id = ids[2]
     first = ids.index(stop_id)
@@ -160,7 +179,8 @@ def test_control():
     assert ok("/abort_request", {"rid": "long-1"})["aborted"] == 1
     t.join(60)
     assert not t.is_alive()
-    assert res["events"][-1]["meta_info"]["finish_reason"]["type"] == "abort"
+    assert res["events"][-1]["meta_info"]["finish_reason"] == {
+        "type": "abort", "message": "aborted by abort_request", "status_code": None, "err_type": None}
     wait_idle(10)
     assert ok("/abort_request", {"rid": "long-1"})["aborted"] == 0  # already over: still 200
 
@@ -171,9 +191,9 @@ def test_control():
     ok("/pause_generation", {"mode": "in_place"})
     assert loads() == 1
     ok("/continue_generation", {})
-    ok("/abort_request", {"abort_all": True})
+    ok("/abort_request", {"abort_all": True, "abort_message": "rollout step over"})  # SGLang's AbortReq field
     t.join(60)
-    assert res["events"][-1]["meta_info"]["finish_reason"]["type"] == "abort"
+    assert res["events"][-1]["meta_info"]["finish_reason"]["message"] == "rollout step over"
 
     # pause (default mode abort) ends what runs; new work waits for continue_generation.
     seen = threading.Event()
@@ -182,6 +202,7 @@ def test_control():
     ok("/pause_generation", {})
     t.join(60)
     assert res["events"][-1]["meta_info"]["finish_reason"]["type"] == "abort"
+    assert res["events"][-1]["meta_info"]["finish_reason"]["message"] == "aborted by pause_generation"
     waiting = {}
     w = threading.Thread(target=lambda: waiting.update(ok("/generate", greedy([9, 9], 2))))
     w.start()
@@ -199,6 +220,30 @@ def test_control():
     # GET (slime, verl) and POST (Miles) flush the cache.
     assert ok("/flush_cache", method="GET")["success"]
     assert ok("/flush_cache", {})["success"]
+
+
+def bodiless_post(path):
+    """(status, JSON, seconds) of a POST with neither Content-Length nor a body, as `curl -X POST` sends."""
+    start = time.time()
+    with socket.create_connection((HOST, int(PORT)), timeout=60) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        got = b""
+        while chunk := sock.recv(65536):
+            got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body), time.time() - start
+
+
+def test_control_without_a_body():
+    """SGLang's control verbs take no body when every field has a default: none reads as {}."""
+    for path in ("/pause_generation", "/continue_generation", "/flush_cache"):
+        status, out, seconds = bodiless_post(path)
+        assert status == 200 and out["success"] and seconds < 3, (path, status, out, seconds)
+    status, out, _ = bodiless_post("/abort_request")  # which generation is not optional
+    assert status == 400 and "rid" in out["error"]["message"], out
+    status, out = call("/continue_generation", raw=b"{")  # a body that is there must be JSON
+    assert status == 400 and "JSON" in out["error"]["message"], out
+    assert len(ok("/generate", greedy([1, 2], 2))["output_ids"]) == 2  # the pause above was lifted
 
 
 def test_disconnect_frees_pages():
@@ -276,7 +321,7 @@ def test_metrics():
         assert buckets[-1][1] == values[name + "_count"] > 0 and values[name + "_sum"] > 0, name
 
 
-for test in (test_info, test_generate, test_control, test_disconnect_frees_pages, test_bad_input_keeps_serving,
-             test_metrics):
+for test in (test_info, test_generate, test_control, test_control_without_a_body, test_disconnect_frees_pages,
+             test_bad_input_keeps_serving, test_metrics):
     test()
     print(f"{test.__name__}: ok", flush=True)

@@ -1,8 +1,9 @@
 """Weight updates over HTTP as the RL stacks send them (shared/docs/field-notes.md §3.2, §3.5):
 slime's sequence around an update (pause -> flush_cache -> update -> continue) with generations
 in flight, in abort mode (slime) and retract mode (Miles: the retracted generations resume on
-the new weights), /update_weights_from_disk, /update_weight_version, /server_info, and bad
-updates refused with nothing changed. Python's standard-library HTTP client only.
+the new weights), /update_weights_from_disk, /update_weight_version, /server_info and
+/model_info (the checkpoint serving and its version), and bad updates refused with nothing
+changed. Python's standard-library HTTP client only.
 
 Usage: python3 weight_update_test.py http://127.0.0.1:PORT PERTURBED_DIR MODEL_DIR OTHER_MODEL_DIR
   PERTURBED_DIR: MODEL_DIR's weights scaled (another set of weights for the same network)
@@ -91,6 +92,14 @@ def test_server_info():
     assert ok("/get_server_info")["served_model_name"] == info["served_model_name"]
 
 
+def expect_serving(path, weight_version):
+    """/model_info and /server_info name the checkpoint the serving weights came from (SGLang's
+    model_path after update_weights_from_disk) beside their version; the tokenizer stays."""
+    for info in (ok("/model_info"), ok("/get_model_info"), ok("/server_info"), ok("/get_server_info")):
+        assert info["model_path"] == path and info["weight_version"] == weight_version, info
+        assert info["tokenizer_path"] == MODEL, info
+
+
 def test_slime_sequence_abort_mode(before):
     """slime: pause (abort) -> flush_cache -> update -> continue; in-flight generations end with abort."""
     runs = [stream(f"flight-{i}") for i in range(3)]
@@ -100,9 +109,11 @@ def test_slime_sequence_abort_mode(before):
     for s in runs:
         meta = s.join()
         assert meta["finish_reason"]["type"] == "abort" and meta["weight_version"] == "0", meta
+        assert meta["finish_reason"]["message"] == "aborted by pause_generation", meta
     assert ok("/flush_cache", method="GET")["success"]
     out = ok("/update_weights_from_disk", {"model_path": PERTURBED, "weight_version": "1"})
     assert out["success"] and out["weight_version"] == "1", out
+    expect_serving(PERTURBED, "1")
     ok("/continue_generation", {})
     assert version() == "1"
     after = greedy()
@@ -120,6 +131,7 @@ def test_miles_sequence_retract_mode(perturbed):
     # No weight_version: the next one (2). The original weights again, from their own directory.
     out = ok("/update_weights_from_disk", {"model_path": MODEL})
     assert out["weight_version"] == "2", out
+    expect_serving(MODEL, "2")
     n_before = len(s.events)
     ok("/continue_generation", {})
     deadline = time.time() + 60
@@ -148,7 +160,7 @@ def test_relabel_keeps_weights_and_cache(original):
     assert again["output_ids"] == first["output_ids"]
     assert again["meta_info"]["weight_version"] == "7"
     assert again["meta_info"]["cached_tokens"] >= 128, again["meta_info"]  # a relabel keeps the prefix cache
-    assert ok("/server_info")["weight_version"] == "7"
+    expect_serving(MODEL, "7")  # relabelled: the same weights, from the same directory
 
 
 def test_bad_updates_change_nothing():
@@ -168,7 +180,7 @@ def test_bad_updates_change_nothing():
         status, out = call(path, body)
         assert status == (want[0] if want else 400), (path, body, status, out)
         assert out["success"] is False and text in out["message"] and text in out["error"]["message"], (body, out)
-        assert version() == "7"
+        expect_serving(MODEL, "7")
     assert len(greedy()["output_ids"]) == 8
 
 
