@@ -1,5 +1,7 @@
 """What the client returns: small dataclasses over the server's JSON, each keeping the raw
 object for fields they do not name (docs/http.md has every field)."""
+import base64
+import struct
 from dataclasses import dataclass, field
 
 
@@ -30,6 +32,27 @@ class GenerateResult:
     meta_info: dict = field(repr=False)
     """Everything the server sent: finish_reason's detail (matched stop, abort message),
     e2e_latency, cached_tokens_details, ..."""
+
+    @property
+    def abort_message(self):
+        """Why an aborted generation was aborted ("aborted by pause_generation", the request's
+        abort_message, ...); None unless finish_reason is "abort"."""
+        finish = self.meta_info.get("finish_reason") or {}
+        return finish.get("message") if finish.get("type") == "abort" else None
+
+    def routed_experts(self, layers, k):
+        """With return_routed_experts: the routed experts of every position from
+        routed_experts_start_len, as [position][layer][k] expert ids (the base64 little-endian
+        int32 the server sends; layers and k are the model's: /model_info). None without it."""
+        packed = self.meta_info.get("routed_experts")
+        if packed is None:
+            return None
+        raw = base64.b64decode(packed)
+        ids = struct.unpack("<%di" % (len(raw) // 4), raw)
+        per_position = layers * k
+        if per_position <= 0 or len(ids) % per_position:
+            raise ValueError("routed_experts: %d ids are not whole positions of %d layers x %d" % (len(ids), layers, k))
+        return [[list(ids[p + l * k:p + (l + 1) * k]) for l in range(layers)] for p in range(0, len(ids), per_position)]
 
     @classmethod
     def from_json(cls, obj):

@@ -128,6 +128,20 @@ def test_generate():
     plain = client.generate(input_ids=PROMPT, sampling_params=greedy(6))
     assert plain.output_ids == out.output_ids and plain.output_token_logprobs == [] and plain.rid != "g-1"
 
+    # Routing replay: [position][layer][k] expert ids of tiny-a (6 layers, top-2 of 8), from position 2.
+    routed = client.generate(input_ids=PROMPT, sampling_params=greedy(4), return_routed_experts=True,
+                             routed_experts_start_len=2)
+    experts = routed.routed_experts(layers=6, k=2)
+    assert routed.output_ids == out.output_ids[:4], routed
+    assert len(experts) == len(PROMPT) + 4 - 1 - 2, len(experts)  # every position fed: the last token is not
+    assert all(len(layer) == 2 and all(0 <= e < 8 for e in layer) for pos in experts for layer in pos), experts
+    assert plain.routed_experts(layers=6, k=2) is None
+    try:  # 12 ids per position do not divide into positions of 7 layers x 2
+        routed.routed_experts(layers=7, k=2)
+        raise AssertionError("a shape that does not divide the ids was accepted")
+    except ValueError:
+        pass
+
     text = client.generate(text="hello", sampling_params=greedy(3))
     assert text.prompt_tokens > 0 and len(text.output_ids) == 3
 
@@ -289,7 +303,8 @@ def test_pause_and_resume():
     s = stream(input_ids=[3, 4, 5], sampling_params=LONG)
     assert s.first.wait(60)
     client.pause()  # abort mode, SGLang's default
-    assert s.join().finish_reason == "abort"
+    aborted = s.join()
+    assert aborted.finish_reason == "abort" and aborted.abort_message == "aborted by pause_generation", aborted
     client.resume()
     assert total_reqs() == 0
 
