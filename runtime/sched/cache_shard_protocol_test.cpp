@@ -1,16 +1,21 @@
-// The batched cache-shard protocol (scheduler + cache_shard through
-// serving_core: one slot_request per step, or none within grants, and cache
-// ops after every call) against the scheduler as it was, calling a ShadowRadix
-// synchronously per reservation (sync_scheduler_oracle). Random request mixes
-// over a small cache (shared prefixes, n samples, priorities, deadlines,
-// preemption, prompts that never fit, aborts in flight, every pause mode,
-// flushes, failed steps with and without lost pages): every plan (page tables
-// included), every event and the cache's metrics must be identical, both
-// caches consistent after every step, and no page leaked at the end.
-// The same mixes again with pages reserved ahead (scheduler::reserve_ahead,
-// as the scheduler actor asks for them), whose answers arrive at random
-// points: every position a step reads holds its sequence's token (a fake
-// worker's KV), the shard stays consistent and no page is leaked.
+// The scheduler and its cache shard on random request mixes over a small cache
+// (shared prefixes, n samples, priorities, deadlines, preemption, prompts that
+// never fit, aborts in flight, every pause mode, flushes, failed steps with and
+// without lost pages), by the two paths that serve: in process (serving_core:
+// one slot_request per step, or none within grants, cache ops after every call)
+// and as the scheduler actor drives them (pages reserved ahead, whose answers
+// arrive at random points). Both are held to what any correct serving must do,
+// checked by one fake worker and one log of the events:
+// - every position a step reads holds its sequence's token (the worker keeps one
+//   token per full-page slot: a page table naming a page the sequence does not
+//   own is caught once another sequence writes it); no two items write one page;
+//   the tokens fed are the sequence's own (its prompt, then what it generated);
+// - the worker's token for a position is a function of the sequence and the
+//   position, so every sample's tokens are the same whatever the batching,
+//   preemption or recomputation: each sample ends exactly once, no token comes
+//   after its end, its tokens are that function's, and its reason and counts
+//   agree with them (EOS, max_new_tokens, max_context);
+// - the cache is consistent after every step, and nothing is held at the end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,72 +25,9 @@
 #include <set>
 
 #include "runtime/sched/serving_core.h"
-#include "runtime/sched/sync_scheduler_oracle.h"
 
 namespace hart::sched {
 namespace {
-
-void expect_same_plan(const step_plan& got, const step_plan& want, int64_t it) {
-  ASSERT_EQ(got.step, want.step) << "iteration " << it;
-  ASSERT_EQ(got.items.size(), want.items.size()) << "iteration " << it << " step " << want.step;
-  for (size_t i = 0; i < want.items.size(); ++i) {
-    const step_item& g = got.items[i];
-    const step_item& w = want.items[i];
-    SCOPED_TRACE("iteration " + std::to_string(it) + " step " + std::to_string(want.step) + " item " + std::to_string(i));
-    EXPECT_EQ(g.seq_id, w.seq_id);
-    EXPECT_EQ(g.request_id, w.request_id);
-    EXPECT_EQ(g.sample, w.sample);
-    EXPECT_EQ(g.tokens, w.tokens);
-    EXPECT_EQ(g.full_pages, w.full_pages);
-    EXPECT_EQ(g.swa_pages, w.swa_pages);
-    EXPECT_EQ(g.n_computed, w.n_computed);
-    EXPECT_EQ(g.sample_last, w.sample_last);
-    EXPECT_EQ(g.sampling.seed, w.sampling.seed);
-    EXPECT_EQ(g.logprobs, w.logprobs);
-  }
-}
-
-void expect_same_events(const event_batch& got, const event_batch& want, int64_t it) {
-  SCOPED_TRACE("iteration " + std::to_string(it));
-  ASSERT_EQ(got.tokens.size(), want.tokens.size());
-  for (size_t i = 0; i < want.tokens.size(); ++i) {
-    EXPECT_EQ(got.tokens[i].request_id, want.tokens[i].request_id);
-    EXPECT_EQ(got.tokens[i].sample, want.tokens[i].sample);
-    EXPECT_EQ(got.tokens[i].token, want.tokens[i].token);
-    EXPECT_EQ(got.tokens[i].logprob, want.tokens[i].logprob);
-  }
-  ASSERT_EQ(got.finishes.size(), want.finishes.size());
-  for (size_t i = 0; i < want.finishes.size(); ++i) {
-    const finish_event& g = got.finishes[i];
-    const finish_event& w = want.finishes[i];
-    EXPECT_EQ(g.request_id, w.request_id);
-    EXPECT_EQ(g.sample, w.sample);
-    EXPECT_EQ(g.reason, w.reason);
-    EXPECT_EQ(g.message, w.message);
-    EXPECT_EQ(g.prompt_tokens, w.prompt_tokens);
-    EXPECT_EQ(g.completion_tokens, w.completion_tokens);
-    EXPECT_EQ(g.cached_tokens, w.cached_tokens);
-    EXPECT_EQ(g.queued_us, w.queued_us);
-    EXPECT_EQ(g.ttft_us, w.ttft_us);
-    EXPECT_EQ(g.total_us, w.total_us);
-  }
-}
-
-void expect_same_metrics(const cache::cache_metrics& g, const cache::cache_metrics& w, int64_t it) {
-  SCOPED_TRACE("iteration " + std::to_string(it));
-  EXPECT_EQ(g.requests, w.requests);
-  EXPECT_EQ(g.prompt_tokens, w.prompt_tokens);
-  EXPECT_EQ(g.cached_tokens, w.cached_tokens);
-  EXPECT_EQ(g.evicted_full_pages, w.evicted_full_pages);
-  EXPECT_EQ(g.full_pages_used, w.full_pages_used);
-  EXPECT_EQ(g.swa_pages_used, w.swa_pages_used);
-  EXPECT_EQ(g.tree_full_tokens, w.tree_full_tokens);
-  EXPECT_EQ(g.tree_swa_tokens, w.tree_swa_tokens);
-}
-
-struct mix_totals {
-  int64_t steps = 0, preemptions = 0, cached_tokens = 0;
-};
 
 int64_t uniform(std::mt19937& rng, int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
 bool bernoulli(std::mt19937& rng, double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
@@ -142,137 +84,218 @@ gen_request random_request(std::mt19937& rng, const std::vector<std::vector<int3
   return r;
 }
 
-/// The worker's sampled token at `pos`: a function of the sequence and the position only.
-sampled_token fake_token(const step_item& item) {
-  const int64_t pos = item.n_computed + int64_t(item.tokens.size());
-  return {item.seq_id, int32_t((item.request_id * 7 + uint64_t(item.sample) * 13 + uint64_t(pos) * 5) % 64),
-          -0.25f * float(pos % 7), {}};
+/// The worker's token for a sample's position `pos` (the one after the last fed): a function
+/// of the request, the sample and the position only.
+int32_t canonical_token(uint64_t request_id, int32_t sample, int64_t pos) {
+  return int32_t((request_id * 7 + uint64_t(sample) * 13 + uint64_t(pos) * 5) % 64);
 }
 
-/// One random mix; returns what it exercised.
-mix_totals run_mix(uint32_t seed) {
+/// Every request of a mix, the events about it, and a fake worker over a KV of one token per
+/// full-page slot: what both serving paths are held to (the file's header).
+class request_log {
+ public:
+  explicit request_log(const serving_params& p)
+      : p_(p), kv_(size_t(p.cache.n_full_pages * p.cache.page_size), -1) {}
+
+  void submitted(const gen_request& r) { reqs_[r.id] = r; }
+
+  void observe(const event_batch& ev) {
+    for (const token_event& te : ev.tokens) {
+      sample_log& s = samples_[{te.request_id, te.sample}];
+      EXPECT_FALSE(s.finished) << "request " << te.request_id << " sample " << te.sample << ": a token after its end";
+      s.tokens.push_back(te.token);
+    }
+    for (const finish_event& f : ev.finishes) {
+      const int32_t n = f.refused ? reqs_.at(f.request_id).n : 1;
+      for (int32_t i = 0; i < n; ++i) {
+        sample_log& s = samples_[{f.request_id, f.refused ? i : f.sample}];
+        EXPECT_FALSE(s.finished) << "request " << f.request_id << " sample " << f.sample << " ended twice";
+        s.finished = true;
+        s.end = f;
+      }
+    }
+  }
+
+  /// Runs `plan` as a worker would, checking what each item feeds and reads.
+  step_result run(const step_plan& plan) {
+    const int64_t P = p_.cache.page_size;
+    step_result res;
+    res.step = plan.step;
+    std::set<cache::page_id> written;
+    for (const step_item& item : plan.items) {
+      SCOPED_TRACE("seq " + std::to_string(item.seq_id));
+      std::vector<int32_t> seq = reqs_.at(item.request_id).prompt;
+      const std::vector<int32_t>& out = samples_[{item.request_id, item.sample}].tokens;
+      seq.insert(seq.end(), out.begin(), out.end());
+      const int64_t end = item.n_computed + int64_t(item.tokens.size());
+      EXPECT_LE(end, int64_t(seq.size()));
+      EXPECT_LE(end, int64_t(item.full_pages.size()) * P);
+      if (end > int64_t(seq.size()) || end > int64_t(item.full_pages.size()) * P) continue;
+      EXPECT_TRUE(std::equal(item.tokens.begin(), item.tokens.end(), seq.begin() + item.n_computed));
+      for (int64_t pos = 0; pos < item.n_computed; ++pos) {
+        EXPECT_EQ(kv_[size_t(item.full_pages[size_t(pos / P)] * P + pos % P)], seq[size_t(pos)])
+            << "reads position " << pos << " of page " << item.full_pages[size_t(pos / P)];
+        if (::testing::Test::HasFailure()) return res;
+      }
+      std::set<cache::page_id> mine;
+      for (int64_t pos = item.n_computed; pos < end; ++pos) {
+        const cache::page_id page = item.full_pages[size_t(pos / P)];
+        mine.insert(page);
+        kv_[size_t(page * P + pos % P)] = seq[size_t(pos)];
+      }
+      for (cache::page_id page : mine) EXPECT_TRUE(written.insert(page).second) << "page " << page << " written twice";
+      if (item.sample_last) {
+        res.sampled.push_back({item.seq_id, canonical_token(item.request_id, item.sample, end), -0.25f * float(end % 7), {}});
+      }
+    }
+    return res;
+  }
+
+  /// A worker that lost its pages: nothing it held is readable.
+  void lose_kv() { std::fill(kv_.begin(), kv_.end(), -1); }
+
+  /// At the end of a mix: every sample of every accepted request ended once, with the
+  /// worker's tokens and a reason and counts that agree with them.
+  void expect_whole(const std::set<uint64_t>& accepted) const {
+    for (uint64_t id : accepted) {
+      const gen_request& r = reqs_.at(id);
+      for (int32_t k = 0; k < r.n; ++k) {
+        SCOPED_TRACE("request " + std::to_string(id) + " sample " + std::to_string(k));
+        const auto it = samples_.find({id, k});
+        ASSERT_TRUE(it != samples_.end() && it->second.finished) << "never ended";
+        const sample_log& s = it->second;
+        const int64_t L = int64_t(s.tokens.size()), prompt = int64_t(r.prompt.size());
+        for (int64_t g = 0; g < L; ++g) {
+          ASSERT_EQ(s.tokens[size_t(g)], canonical_token(id, k, prompt + g)) << "token " << g;
+        }
+        const bool eos_stops = p_.sched.eos_token_id >= 0 && !r.ignore_eos;
+        for (int64_t g = 0; eos_stops && g + 1 < L; ++g) {
+          ASSERT_NE(s.tokens[size_t(g)], p_.sched.eos_token_id) << "went on after EOS at " << g;
+        }
+        if (s.end.refused) continue;
+        EXPECT_EQ(s.end.prompt_tokens, prompt);
+        EXPECT_EQ(s.end.completion_tokens, L);
+        EXPECT_LE(s.end.cached_tokens, prompt);
+        EXPECT_LE(L, r.max_new_tokens);
+        if (s.end.reason == finish_reason::stop) {
+          EXPECT_TRUE(eos_stops && L > 0 && s.tokens.back() == p_.sched.eos_token_id);
+        } else if (s.end.reason == finish_reason::length) {
+          EXPECT_TRUE(L == r.max_new_tokens || (p_.sched.max_context > 0 && prompt + L == p_.sched.max_context)) << L;
+        }
+      }
+    }
+  }
+
+  /// Samples that ended, by reason (what a mix exercised).
+  int64_t ended(finish_reason why) const {
+    int64_t n = 0;
+    for (const auto& [key, s] : samples_) n += s.finished && !s.end.refused && s.end.reason == why;
+    return n;
+  }
+
+ private:
+  struct sample_log {
+    std::vector<int32_t> tokens;
+    bool finished = false;
+    finish_event end;
+  };
+  serving_params p_;
+  std::vector<int32_t> kv_;  // by full slot
+  std::map<uint64_t, gen_request> reqs_;
+  std::map<std::pair<uint64_t, int32_t>, sample_log> samples_;
+};
+
+struct mix_totals {
+  int64_t steps = 0, preemptions = 0, cached_tokens = 0;
+  int64_t stopped = 0, at_length = 0, aborted = 0;
+};
+
+/// One random mix through serving_core (the in-process path).
+void run_core_mix(uint32_t seed, mix_totals& t) {
   std::mt19937 rng(seed);
   auto uni = [&](int64_t lo, int64_t hi) { return uniform(rng, lo, hi); };
   auto chance = [&](double p) { return bernoulli(rng, p); };
 
-  serving_params p = random_params(rng);
+  const serving_params p = random_params(rng);
   int64_t now = 1000;
-  auto clock = [&now] { return now; };
-  auto core = serving_core::create(p, nullptr, clock);
-  EXPECT_TRUE(core.ok()) << core.get_status().to_string();
-  serving_core& got = **core;
-  cache::shadow_radix ref_cache(p.cache);
-  testing::sync_scheduler_oracle ref(p.sched, ref_cache, nullptr, clock);
+  auto core = serving_core::create(p, nullptr, [&now] { return now; });
+  ASSERT_TRUE(core.ok()) << core.get_status().to_string();
+  serving_core& c = **core;
+  request_log log(p);
 
   const std::vector<std::vector<int32_t>> bases = random_bases(rng);
   uint64_t next_id = 1;
   std::vector<uint64_t> ids;
-  mix_totals t;
   const int64_t iterations = 300;
   for (int64_t it = 0; it < iterations; ++it) {
+    SCOPED_TRACE("iteration " + std::to_string(it));
     now += uni(1, 50);
     // Arrivals and control between steps.
     for (int64_t k = uni(0, it < iterations - 60 ? 2 : 0); k > 0; --k) {
       const gen_request r = random_request(rng, bases, next_id++, now);
-      const status a = got.submit(r), b = ref.submit(r);
-      EXPECT_EQ(a.code(), b.code()) << a.to_string() << " vs " << b.to_string();
-      if (a.ok()) ids.push_back(r.id);
+      log.submitted(r);
+      if (c.submit(r).ok()) ids.push_back(r.id);
     }
-    if (!ids.empty() && chance(0.05)) {
-      const uint64_t id = ids[size_t(uni(0, int64_t(ids.size()) - 1))];
-      expect_same_events(got.abort(id), ref.abort(id), it);
-    }
-    if (chance(0.02)) {
-      const pause_mode m = pause_mode(uni(0, 2));
-      expect_same_events(got.pause(m), ref.pause(m), it);
-    }
-    if (ref.paused() && chance(0.3)) {
-      got.resume();
-      ref.resume();
-    }
-    if (chance(0.03)) {
-      got.flush_cache();
-      ref.flush_cache();
-    }
+    if (!ids.empty() && chance(0.05)) log.observe(c.abort(ids[size_t(uni(0, int64_t(ids.size()) - 1))]));
+    if (chance(0.02)) log.observe(c.pause(pause_mode(uni(0, 2))));
+    if (c.paused() && chance(0.3)) c.resume();
+    if (chance(0.03)) c.flush_cache();
 
-    // One step on both.
-    const step_plan gp = got.plan_step();
-    const step_plan wp = ref.schedule();
-    expect_same_plan(gp, wp, it);
-    expect_same_events(got.take_events(), ref.take_events(), it);
-    if (::testing::Test::HasFailure()) return t;
-    if (!wp.empty()) {
+    const step_plan plan = c.plan_step();
+    log.observe(c.take_events());
+    if (!plan.empty()) {
       ++t.steps;
-      // Abort while the step runs.
-      if (chance(0.05)) {
-        const uint64_t id = wp.items[size_t(uni(0, int64_t(wp.items.size()) - 1))].request_id;
-        expect_same_events(got.abort(id), ref.abort(id), it);
-      }
+      if (chance(0.05)) log.observe(c.abort(plan.items[size_t(uni(0, int64_t(plan.items.size()) - 1))].request_id));
       now += uni(1, 100);
-      step_result res;
-      res.step = wp.step;
-      for (const step_item& item : wp.items) {
-        if (item.sample_last) res.sampled.push_back(fake_token(item));
-      }
+      step_result res = log.run(plan);
+      if (::testing::Test::HasFailure()) return;
       if (chance(0.01)) res.error = status(status_code::internal, "model step failed");
       step_timing timing;
       timing.exec_end_us = now;
-      if (chance(0.02)) {  // a dead worker
+      if (chance(0.02)) {  // a dead worker, maybe with its pages
         const bool lost = chance(0.5);
-        const status dead(status_code::unavailable, "worker process gone");
-        expect_same_events(got.finish_step(gp, dead, lost, timing), [&] {
-          step_result failed;
-          failed.step = wp.step;
-          failed.error = status(dead.code(), "worker failed: " + dead.message());
-          event_batch ev = ref.complete(wp, failed);
-          if (lost) {
-            const bool was_paused = ref.paused();
-            ev.append(ref.pause(pause_mode::retract));
-            ref.flush_cache();
-            if (!was_paused) ref.resume();
-          }
-          return ev;
-        }(), it);
+        log.observe(c.finish_step(plan, status(status_code::unavailable, "worker process gone"), lost, timing));
+        if (lost) log.lose_kv();
       } else {
-        expect_same_events(got.finish_step(gp, res, false, timing), ref.complete(wp, res), it);
+        log.observe(c.finish_step(plan, res, false, timing));
       }
     }
-    const status gc = got.cache().check(), rc = ref_cache.check();
-    EXPECT_TRUE(gc.ok()) << gc.to_string();
-    EXPECT_TRUE(rc.ok()) << rc.to_string();
-    expect_same_metrics(got.cache().metrics(), ref_cache.metrics(), it);
-    if (::testing::Test::HasFailure()) return t;
+    const status chk = c.cache().check();
+    EXPECT_TRUE(chk.ok()) << chk.to_string();
+    if (::testing::Test::HasFailure()) return;
   }
   // Drain: everything ends, then nothing is held.
-  got.resume();
-  ref.resume();
-  expect_same_events(got.abort_all(), ref.abort_all(), iterations);
-  got.flush_cache();
-  ref.flush_cache();
-  const cache::cache_metrics m = got.cache().metrics();
+  c.resume();
+  log.observe(c.abort_all());
+  c.flush_cache();
+  const cache::cache_metrics m = c.cache().metrics();
   EXPECT_EQ(m.full_pages_used, 0);
   EXPECT_EQ(m.swa_pages_used, 0);
-  expect_same_metrics(m, ref_cache.metrics(), iterations);
-  t.preemptions = got.sched().counters().preemptions;
-  t.cached_tokens = m.cached_tokens;
-  return t;
+  log.expect_whole({ids.begin(), ids.end()});
+  t.preemptions += c.sched().counters().preemptions;
+  t.cached_tokens += m.cached_tokens;
+  t.stopped += log.ended(finish_reason::stop);
+  t.at_length += log.ended(finish_reason::length);
+  t.aborted += log.ended(finish_reason::abort);
 }
 
-TEST(cache_shard_protocol, batched_protocol_plans_like_the_synchronous_calls_on_random_mixes) {
+TEST(cache_shard_protocol, in_process_serving_keeps_every_request_whole_on_random_mixes) {
   mix_totals all;
   for (uint32_t seed = 1; seed <= 40 && !::testing::Test::HasFailure(); ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    const mix_totals t = run_mix(seed);
-    all.steps += t.steps;
-    all.preemptions += t.preemptions;
-    all.cached_tokens += t.cached_tokens;
+    run_core_mix(seed, all);
   }
   // The mixes must exercise what they claim to.
   EXPECT_GT(all.steps, 2000);
   EXPECT_GT(all.preemptions, 20);
   EXPECT_GT(all.cached_tokens, 0);
-  std::printf("%lld steps, %lld preemptions, %lld cached prompt tokens over 40 mixes\n", (long long)all.steps,
-              (long long)all.preemptions, (long long)all.cached_tokens);
+  EXPECT_GT(all.stopped, 0);
+  EXPECT_GT(all.at_length, 0);
+  EXPECT_GT(all.aborted, 0);
+  std::printf("%lld steps, %lld preemptions, %lld cached prompt tokens; samples ended: %lld at EOS, %lld at length, "
+              "%lld aborted\n",
+              (long long)all.steps, (long long)all.preemptions, (long long)all.cached_tokens, (long long)all.stopped,
+              (long long)all.at_length, (long long)all.aborted);
 }
 
 /// Summed over mixes.
@@ -286,30 +309,22 @@ struct ahead_totals {
 /// drives them: the shard is asked only when schedule_begin says so, pages
 /// ahead once each plan is out, and their answers are applied at random
 /// points (before the step's outcome, after it, or after the next plan, when
-/// its sequences may have been preempted, readmitted or ended). A fake worker
-/// keeps one token per full-page slot: every position a step reads must hold
-/// its sequence's token, so a page table naming a page the sequence does not
-/// own is caught once another sequence writes it; no two items write one page.
+/// its sequences may have been preempted, readmitted or ended). Each plan's
+/// page tables are also the shard's, but for pages reserved ahead whose
+/// answer is not applied yet.
 void run_ahead_mix(uint32_t seed, ahead_totals& t) {
   std::mt19937 rng(seed);
   auto uni = [&](int64_t lo, int64_t hi) { return uniform(rng, lo, hi); };
   auto chance = [&](double p) { return bernoulli(rng, p); };
 
   const serving_params p = random_params(rng);
-  const int64_t P = p.cache.page_size;
   int64_t now = 1000;
   scheduler s(p.sched, p.cache, nullptr, [&now] { return now; });
   cache::cache_shard shard(p.cache);
   auto sync = [&] { shard.apply(s.take_cache_ops()); };
-  std::vector<int32_t> kv(size_t(p.cache.n_full_pages * P), -1);  // by full slot
-
+  request_log log(p);
   const std::vector<std::vector<int32_t>> bases = random_bases(rng);
-  std::map<uint64_t, std::vector<int32_t>> prompts;
-  std::map<std::pair<uint64_t, int32_t>, std::vector<int32_t>> generated;
   std::map<uint64_t, cache::request_id> cache_of;  // by seq, as last admitted
-  auto record = [&](const event_batch& ev) {
-    for (const token_event& te : ev.tokens) generated[{te.request_id, te.sample}].push_back(te.token);
-  };
   // Answers not applied yet, with when they will be: k_before_outcome,
   // k_after_outcome, or after plan number n (a late answer: the scheduler
   // actor applies it after the first plan that awaits the shard, at worst).
@@ -335,13 +350,11 @@ void run_ahead_mix(uint32_t seed, ahead_totals& t) {
     for (int64_t k = uni(0, it < 240 ? 2 : 0); k > 0; --k) {
       gen_request r = random_request(rng, bases, next_id++, now);
       if (chance(0.5)) r.max_new_tokens = uni(100, 400);  // decodes that cross pages
-      if (s.submit(r).ok()) {
-        ids.push_back(r.id);
-        prompts[r.id] = r.prompt;
-      }
+      log.submitted(r);
+      if (s.submit(r).ok()) ids.push_back(r.id);
     }
-    if (!ids.empty() && chance(0.05)) s.abort(ids[size_t(uni(0, int64_t(ids.size()) - 1))]);
-    if (chance(0.02)) s.pause(pause_mode(uni(0, 2)));
+    if (!ids.empty() && chance(0.05)) log.observe(s.abort(ids[size_t(uni(0, int64_t(ids.size()) - 1))]));
+    if (chance(0.02)) log.observe(s.pause(pause_mode(uni(0, 2))));
     if (s.paused() && chance(0.3)) s.resume();
     if (chance(0.03)) s.flush_cache();
 
@@ -357,7 +370,7 @@ void run_ahead_mix(uint32_t seed, ahead_totals& t) {
     } else {
       plan = s.schedule_end(nullptr);
     }
-    s.take_events();
+    log.observe(s.take_events());
     ++n_plans;
     // Each item's page tables are the shard's for its cache request, but for
     // pages reserved ahead whose answer is not applied yet.
@@ -384,49 +397,27 @@ void run_ahead_mix(uint32_t seed, ahead_totals& t) {
       t.reserved += int64_t(answers.back().first.size());
     }
     deliver(k_before_outcome);
-    if (chance(0.05)) s.abort(plan.items[size_t(uni(0, int64_t(plan.items.size()) - 1))].request_id);
+    if (chance(0.05)) log.observe(s.abort(plan.items[size_t(uni(0, int64_t(plan.items.size()) - 1))].request_id));
 
     // The worker.
     now += uni(1, 100);
-    step_result res;
-    res.step = plan.step;
-    std::set<cache::page_id> written;
-    for (const step_item& item : plan.items) {
-      std::vector<int32_t> seq = prompts.at(item.request_id);
-      const std::vector<int32_t>& out = generated[{item.request_id, item.sample}];
-      seq.insert(seq.end(), out.begin(), out.end());
-      const int64_t end = item.n_computed + int64_t(item.tokens.size());
-      ASSERT_LE(end, int64_t(seq.size())) << "seq " << item.seq_id;
-      ASSERT_LE(end, int64_t(item.full_pages.size()) * P) << "seq " << item.seq_id;
-      EXPECT_TRUE(std::equal(item.tokens.begin(), item.tokens.end(), seq.begin() + item.n_computed));
-      for (int64_t pos = 0; pos < item.n_computed; ++pos) {
-        ASSERT_EQ(kv[size_t(item.full_pages[size_t(pos / P)] * P + pos % P)], seq[size_t(pos)])
-            << "seq " << item.seq_id << " reads position " << pos << " of page " << item.full_pages[size_t(pos / P)];
-      }
-      std::set<cache::page_id> mine;
-      for (int64_t pos = item.n_computed; pos < end; ++pos) {
-        const cache::page_id page = item.full_pages[size_t(pos / P)];
-        mine.insert(page);
-        kv[size_t(page * P + pos % P)] = seq[size_t(pos)];
-      }
-      for (cache::page_id page : mine) EXPECT_TRUE(written.insert(page).second) << "page " << page << " written twice";
-      if (item.sample_last) res.sampled.push_back(fake_token(item));
-    }
+    step_result res = log.run(plan);
+    if (::testing::Test::HasFailure()) return;
     if (chance(0.01)) res.error = status(status_code::internal, "model step failed");
     if (chance(0.02)) {  // a dead worker; with its pages lost, everything recomputes
       step_result failed;
       failed.step = plan.step;
       failed.error = status(status_code::unavailable, "worker process gone");
-      record(s.complete(plan, failed));
+      log.observe(s.complete(plan, failed));
       if (chance(0.5)) {
         const bool was_paused = s.paused();
-        s.pause(pause_mode::retract);
+        log.observe(s.pause(pause_mode::retract));
         s.flush_cache();
         if (!was_paused) s.resume();
-        std::fill(kv.begin(), kv.end(), -1);
+        log.lose_kv();
       }
     } else {
-      record(s.complete(plan, res));
+      log.observe(s.complete(plan, res));
     }
     deliver(k_after_outcome);
     sync();
@@ -436,7 +427,7 @@ void run_ahead_mix(uint32_t seed, ahead_totals& t) {
   }
   // Everything ends, late answers arrive: nothing is held.
   s.resume();
-  s.abort_all();
+  log.observe(s.abort_all());
   for (auto& a : answers) s.apply_reserved(a.first);
   s.flush_cache();
   sync();
@@ -444,11 +435,12 @@ void run_ahead_mix(uint32_t seed, ahead_totals& t) {
   EXPECT_TRUE(chk.ok()) << chk.to_string();
   EXPECT_EQ(shard.metrics().full_pages_used, 0);
   EXPECT_EQ(shard.metrics().swa_pages_used, 0);
+  log.expect_whole({ids.begin(), ids.end()});
   t.preemptions += s.counters().preemptions;
   t.pages_ahead += s.counters().pages_ahead;
 }
 
-TEST(cache_shard_protocol, pages_reserved_ahead_keep_page_tables_right_and_leak_nothing_on_random_mixes) {
+TEST(cache_shard_protocol, the_actor_path_with_pages_reserved_ahead_keeps_every_request_whole_on_random_mixes) {
   ahead_totals all;
   for (uint32_t seed = 1; seed <= 40 && !::testing::Test::HasFailure(); ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
