@@ -3,22 +3,19 @@
 // engine (--device cuda), or a `hart worker` process), answering the Cap'n
 // Proto message API over ZeroMQ, and with --http-bind OpenAI- and SGLang-compatible
 // JSON over HTTP (runtime/http, through the same gateway), until SIGINT or SIGTERM.
+// This file is the command line's part (options, keys, the model, the worker's
+// executor, signals); actors/serving_system wires the actors and sockets.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <functional>
 #include <future>
-#include <mutex>
 #include <thread>
 #include <pthread.h>
 
 #include "actors/cli/cli_common.h"
 #include "actors/cli/device_executor.h"
 #include "actors/cli/dummy_model.h"
-#include "actors/gateway_actor.h"
-#include "actors/scheduler_actor.h"
-#include "actors/weight_sync_actor.h"
-#include "actors/worker_actor.h"
+#include "actors/serving_system.h"
 #include "runtime/core/log.h"
 #include "runtime/core/malloc_tuning.h"
 #include "runtime/http/http_server.h"
@@ -38,31 +35,6 @@ constexpr size_t k_weight_sync_keep_bytes = size_t(1) << 30;
 constexpr int64_t k_auto_catch_step_us = 100000;
 
 worker_link::model_summary model_summary_of(const model_config& cfg, const common_options& o);  // cmd_worker.cpp
-
-namespace {
-
-// Everything run_serve started, stopped on every way out of it: after a
-// signal, and after a startup failure once actors exist (the actor system's
-// destructor waits for every actor, so one left running hung the process,
-// with SIGINT and SIGTERM blocked, and a failed weight-sync bind kept the main
-// port serving). Sockets stop first, then the slots that hand them to actors
-// are cleared, then the actors exit, the newest first.
-struct serve_teardown {
-  std::unique_ptr<http::http_server> http_srv;
-  std::shared_ptr<transport::server> srv;
-  std::shared_ptr<weight_sync::sync_server> sync_srv;
-  std::vector<std::function<void()>> clear_slots;
-  std::vector<caf::actor> actors;  // in spawn order
-  ~serve_teardown() {
-    if (http_srv) http_srv->stop();
-    if (srv) srv->stop();
-    if (sync_srv) sync_srv->stop();
-    for (const auto& clear : clear_slots) clear();
-    for (auto a = actors.rbegin(); a != actors.rend(); ++a) caf::anon_send_exit(*a, caf::exit_reason::user_shutdown);
-  }
-};
-
-}  // namespace
 
 int run_serve(const serve_options& o) {
   if (!o.weight_sync_endpoint.empty() && o.worker_process) {
@@ -172,7 +144,6 @@ int run_serve(const serve_options& o) {
   // wakes a pool thread through a condition variable instead.
   sys_cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{sys_cfg};
-  serve_teardown teardown;  // destroyed before sys
   const auto started = std::chrono::steady_clock::now();
   actors::worker_actor_params wap;
   wap.eng = eng.get();
@@ -216,116 +187,31 @@ int run_serve(const serve_options& o) {
     auto held = std::make_shared<std::unique_ptr<sched::step_executor>>(std::move(ex).value());
     wap.make_executor = [held]() -> status_or<std::unique_ptr<sched::step_executor>> { return std::move(*held); };
   }
-  auto worker = actors::spawn_worker_actor(sys, wap);
-  if (!worker.ok()) return fail(worker.get_status());
-  teardown.actors.push_back(caf::actor_cast<caf::actor>(*worker));
-  actors::scheduler_actor_params sap;
-  sap.serving = sp;
-  sap.tok = tok.get();
-  sap.worker = *worker;
-  sap.weight_version = wap.weights ? wap.weights->version() : 0;
-  sap.started = started;
-  sap.overlap = o.overlap_schedule;
-  sap.catch_step = std::chrono::microseconds(
+  actors::serving_system_params ssp;
+  ssp.serving = sp;
+  ssp.cfg = cfg;
+  ssp.tok = tok.get();
+  ssp.worker = std::move(wap);
+  ssp.started = started;
+  ssp.overlap = o.overlap_schedule;
+  ssp.catch_step = std::chrono::microseconds(
       o.catch_step_us >= 0 ? o.catch_step_us : std::thread::hardware_concurrency() >= 8 ? k_auto_catch_step_us : 0);
-  auto scheduler = actors::spawn_scheduler_actor(sys, sap);
-  if (!scheduler.ok()) return fail(scheduler.get_status());
-  teardown.actors.push_back(caf::actor_cast<caf::actor>(*scheduler));
-
-  // The socket thread hands requests to the gateway, which exists only after the server.
-  struct gateway_slot {
-    std::mutex m;
-    actors::gateway_actor gateway;
-  };
-  auto slot = std::make_shared<gateway_slot>();
-  transport::server_params tp;
-  tp.endpoint = o.bind;
-  tp.curve_secret_key = curve_secret_key;
-  tp.curve_allowed_clients = curve_allowed_clients;
-  tp.max_connections = o.max_connections;
-  tp.stall_timeout_ms = o.slow_reader_ms;
-  tp.send_hwm = o.send_hwm;
-  auto to_gateway = [slot](const transport::client_id& client, protocol::request r, bool from_server) {
-    std::lock_guard<std::mutex> lock(slot->m);
-    if (slot->gateway) {
-      caf::anon_send(slot->gateway, actors::inbound_atom::value,
-                     std::make_shared<const actors::inbound_request>(
-                         actors::inbound_request{client, std::move(r), nullptr, from_server}));
-    }
-  };
-  // A slow reader's generations are aborted as its own "abort all" would (no ack): they stop
-  // using the engine and their pages, and each ends with a final the client gets once it reads.
-  auto on_slow_client = [to_gateway](const transport::client_id& client) {
-    protocol::control_request abort_all;
-    abort_all.verb = protocol::control_verb::abort;
-    abort_all.all = true;
-    to_gateway(client, protocol::request{abort_all}, true);
-  };
-  // A client whose connection closed reads nothing any more: its generations are aborted the
-  // same way, so they stop using the engine and their pages now, not at their last token.
-  auto on_disconnect = on_slow_client;
-  auto server = transport::server::start(
-      tp, [to_gateway](const transport::client_id& client, protocol::request r) { to_gateway(client, std::move(r), false); },
-      on_slow_client, on_disconnect);
-  if (!server.ok()) return fail(server.get_status());
-  std::shared_ptr<transport::server> srv = std::move(server).value();
-  teardown.srv = srv;
-  teardown.clear_slots.push_back([slot] {
-    std::lock_guard<std::mutex> lock(slot->m);
-    slot->gateway = actors::gateway_actor{};
-  });
-  actors::gateway_actor gateway =
-      actors::spawn_gateway_actor(sys, {srv, *scheduler, tok.get(), cfg.vocab_size, o.routing_ids_per_message,
-                                        sp.sched.max_context, o.max_requests, o.max_requests_per_client,
-                                        o.max_prompt_tokens});
-  teardown.actors.push_back(caf::actor_cast<caf::actor>(gateway));
-  caf::anon_send(*scheduler, gateway);
-  {
-    std::lock_guard<std::mutex> lock(slot->m);
-    slot->gateway = gateway;
-  }
-  // Weight sync: its own socket thread hands decoded messages to the weight-sync actor.
-  struct sync_slot {
-    std::mutex m;
-    actors::weight_sync_actor actor;
-  };
-  auto wslot = std::make_shared<sync_slot>();
-  std::shared_ptr<weight_sync::sync_server> sync_srv;
-  actors::weight_sync_actor sync_actor;
-  if (!o.weight_sync_endpoint.empty()) {
-    weight_sync::sync_server_params wp;
-    wp.endpoint = o.weight_sync_endpoint;
-    wp.curve_secret_key = curve_secret_key;
-    wp.curve_allowed_clients = curve_allowed_clients;
-    auto ws = weight_sync::sync_server::start(wp, [wslot](std::shared_ptr<const weight_sync::inbound_sync> m) {
-      std::lock_guard<std::mutex> lock(wslot->m);
-      if (wslot->actor) caf::anon_send(wslot->actor, actors::sync_atom::value, std::move(m));
-    });
-    if (!ws.ok()) return fail(ws.get_status());
-    sync_srv = std::move(ws).value();
-    teardown.sync_srv = sync_srv;
-  }
-  // The weight-sync actor runs pushes from the sync socket and the HTTP weight endpoints' updates.
-  if (wap.weights && (sync_srv || !o.http_bind.empty())) {
-    teardown.clear_slots.push_back([wslot] {
-      std::lock_guard<std::mutex> lock(wslot->m);
-      wslot->actor = actors::weight_sync_actor{};
-    });
-    actors::weight_sync_actor_params ap;
-    ap.target = wap.weights;  // the serving engine, CPU or GPU (a worker process is refused above)
-    ap.engine_actor = *scheduler;  // swaps at the scheduler's step boundary, on the worker
-    ap.server = sync_srv;
-    ap.serving_config = cfg;
-    ap.idle_timeout = std::chrono::milliseconds(o.weight_sync_idle_ms);
-    sync_actor = actors::spawn_weight_sync_actor(sys, ap);
-    teardown.actors.push_back(caf::actor_cast<caf::actor>(sync_actor));
-    {
-      std::lock_guard<std::mutex> lock(wslot->m);
-      wslot->actor = sync_actor;
-    }
-  }
-  if (sync_srv) std::printf("hart: weight sync on %s\n", sync_srv->endpoint().c_str());
-  // HTTP: its threads post to the gateway like the socket thread (never blocking on an actor).
+  ssp.message_api.endpoint = o.bind;
+  ssp.message_api.curve_secret_key = curve_secret_key;
+  ssp.message_api.curve_allowed_clients = curve_allowed_clients;
+  ssp.message_api.max_connections = o.max_connections;
+  ssp.message_api.stall_timeout_ms = o.slow_reader_ms;
+  ssp.message_api.send_hwm = o.send_hwm;
+  ssp.gateway.vocab_size = cfg.vocab_size;
+  ssp.gateway.max_routing_ids = o.routing_ids_per_message;
+  ssp.gateway.max_context = sp.sched.max_context;
+  ssp.gateway.max_requests = o.max_requests;
+  ssp.gateway.max_requests_per_client = o.max_requests_per_client;
+  ssp.gateway.max_prompt_tokens = o.max_prompt_tokens;
+  ssp.weight_sync.endpoint = o.weight_sync_endpoint;
+  ssp.weight_sync.curve_secret_key = curve_secret_key;
+  ssp.weight_sync.curve_allowed_clients = curve_allowed_clients;
+  ssp.weight_sync_idle = std::chrono::milliseconds(o.weight_sync_idle_ms);
   if (!o.http_bind.empty()) {
     hp.max_context = sp.sched.max_context > 0 ? sp.sched.max_context : cfg.max_position;  // 0: the model's
     hp.server_args = {{"model_path", o.common.model_dir},
@@ -353,35 +239,15 @@ int run_serve(const serve_options& o) {
                       {"model_summary", cfg.summary()}};
     hp.eos_token_id = sp.sched.eos_token_id;
     hp.tok = tok.get();
-    auto to_gateway_http = [slot](const std::string& client, protocol::request r, std::shared_ptr<http::reply_queue> q) {
-      std::lock_guard<std::mutex> lock(slot->m);
-      if (slot->gateway) {
-        caf::anon_send(slot->gateway, actors::inbound_atom::value,
-                       std::make_shared<const actors::inbound_request>(actors::inbound_request{client, std::move(r), std::move(q)}));
-      }
-    };
-    http::weights_fn to_weight_sync;
-    if (sync_actor) {
-      to_weight_sync = [wslot](const http::weights_update& u, std::function<void(status, uint64_t)> done) {
-        auto m = std::make_shared<actors::local_update>();
-        m->checkpoint_dir = u.checkpoint_dir;
-        m->version = u.version;
-        m->done = [done](const actors::swap_outcome& o) { done(o.result, o.serving_version); };
-        std::lock_guard<std::mutex> lock(wslot->m);
-        if (wslot->actor) {
-          caf::anon_send(wslot->actor, actors::local_update_atom::value, std::shared_ptr<const actors::local_update>(m));
-        } else {
-          done(unavailable("the server is shutting down"), 0);
-        }
-      };
-    }
-    auto hs = http::http_server::start(hp, to_gateway_http, to_weight_sync);
-    if (!hs.ok()) return fail(hs.get_status());
-    teardown.http_srv = std::move(hs).value();
-    std::printf("hart: http on %s\n", teardown.http_srv->endpoint().c_str());
+    ssp.http = hp;
   }
+  auto serving_system = actors::serving_system::start(sys, std::move(ssp));
+  if (!serving_system.ok()) return fail(serving_system.get_status());
+  const std::unique_ptr<actors::serving_system> serving_actors = std::move(serving_system).value();  // before sys
+  if (!o.weight_sync_endpoint.empty()) std::printf("hart: weight sync on %s\n", serving_actors->weight_sync_endpoint().c_str());
+  if (!o.http_bind.empty()) std::printf("hart: http on %s\n", serving_actors->http_endpoint().c_str());
   serving->store(true);  // before the line clients wait for: a signal after it shuts down in order
-  std::printf("hart: serving %s on %s\n", o.common.model_dir.c_str(), srv->endpoint().c_str());
+  std::printf("hart: serving %s on %s\n", o.common.model_dir.c_str(), serving_actors->endpoint().c_str());
   std::fflush(stdout);
 
   HART_LOG_INFO("signal %d: shutting down", stopped.get());
