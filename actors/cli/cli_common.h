@@ -81,6 +81,7 @@ struct cache_plan_options {
   int64_t max_batch_tokens = 1024; // the GPU engine's pass
   std::string weights;             // empty: the checkpoint's tensor bytes
   std::string workspaces = "2GiB";
+  int64_t num_layers = 0;          // > 0: the config's first N layers (as --load-format dummy --num-layers)
 };
 
 /// A client command's CURVE options: the server's public key (public, so argv is fine) and

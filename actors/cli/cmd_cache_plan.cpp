@@ -9,6 +9,7 @@
 #include <string>
 
 #include "actors/cli/cli_common.h"
+#include "actors/cli/dummy_model.h"
 #include "runtime/cache/cache_plan.h"
 #include "runtime/cache/memory_plan.h"
 #include "runtime/model/config.h"
@@ -82,7 +83,7 @@ status print_device_plan(const cache_plan_options& o, const model_config& cfg, i
 }  // namespace
 
 int run_cache_plan(const cache_plan_options& o) {
-  auto cfg = model_config_load(o.model_dir);
+  auto cfg = o.num_layers > 0 ? dummy_model_config(o.model_dir, o.num_layers) : model_config_load(o.model_dir);
   if (!cfg.ok()) return fail(cfg.get_status());
   auto memory = parse_size(o.memory, true);
   if (!memory.ok()) return fail(memory.get_status());

@@ -145,6 +145,10 @@ int main(int argc, char** argv) {
   c->add_option("--weights", cp.weights,
                 "With --gpu-memory: device bytes of the weights (default: the checkpoint's tensor bytes, which the "
                 "device holds at least)");
+  c->add_option("--num-layers", cp.num_layers,
+                "Plan the config's first N layers only (as serve's --load-format dummy --num-layers N; 0 = all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   c->add_option("--workspaces", cp.workspaces,
                 "With --gpu-memory: device bytes of the activation arena and linear workspaces (hart serve logs the "
                 "measured value in its memory plan)")

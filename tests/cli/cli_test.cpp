@@ -155,6 +155,27 @@ TEST_F(cli, generate_with_dummy_weights_at_the_configs_shapes) {
   EXPECT_NE(r.out.find("--num-layers needs --load-format dummy"), std::string::npos) << r.out;
 }
 
+// cache-plan --gpu-memory: the memory plan hart serve --device cuda makes, without a device. 30
+// Flash layers at P = 128 (kv_page_layout_test has the arithmetic): full pages 0.52 MiB, SWA pages
+// 10.26 MiB; 64 running x 3 + 1024 / 128 = 200 SWA pages; a context that cannot fit is refused
+// with the plan's numbers, and a config without weights needs --weights.
+TEST_F(cli, cache_plan_prints_the_device_memory_plan) {
+  const std::string flash = std::string(HART_TEST_DATA) + "/../../configs/deepseek-v4-flash";
+  const std::string args = "cache-plan -m " + flash + " --num-layers 30 --page-size 128 --context 16K ";
+  run_result r = run(args + "--gpu-memory 139.80GiB --weights 102.94GiB --workspaces 1.67GiB");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("device memory 139.80 GiB x fraction 0.90 = 125.82 GiB for hart"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("full x 0.52 MiB + 200 SWA x 10.26 MiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sequences of --max-context 16384; 64 running"), std::string::npos) << r.out;
+  r = run(args + "--gpu-memory 139.80GiB --weights 102.94GiB --workspaces 1.67GiB --max-running 2000");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("resource_exhausted: memory plan: one sequence of --max-context 16384"), std::string::npos)
+      << r.out;
+  r = run(args + "--gpu-memory 140GiB");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("give --weights"), std::string::npos) << r.out;
+}
+
 // Without a device check-ops says so and fails; with one every line passes.
 TEST_F(cli, check_ops_needs_a_device_and_reports_one_line_per_check) {
 #ifdef HART_CUDA
