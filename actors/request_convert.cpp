@@ -63,6 +63,7 @@ status_or<sched::gen_request> to_gen_request(const protocol::generate_request& g
   r.top_logprobs = s.top_logprobs;
   r.priority = g.priority;
   r.return_routing = g.return_routing;
+  r.logprob_start = g.logprob_start;
   r.return_indexer_picks = g.return_indexer_picks;
   HART_RETURN_IF_ERROR(r.validate(int32_t(std::min<int64_t>(vocab_size, INT32_MAX)), max_context));
   r.id = id;
@@ -108,6 +109,7 @@ protocol::final_event to_final(const sched::finish_event& e, uint64_t client_req
   f.timings = {uint64_t(std::max<int64_t>(0, e.queued_us)), uint64_t(std::max<int64_t>(0, e.ttft_us)),
                uint64_t(std::max<int64_t>(0, e.total_us))};
   if (e.reason == sched::finish_reason::error) f.error_message = e.message;
+  f.input_logprobs = e.input_logprobs;
   if (e.routing.positions > 0) {
     protocol::routing_info r;
     r.positions = uint32_t(e.routing.positions);

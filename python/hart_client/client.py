@@ -43,6 +43,14 @@ class HartClient:
             return [GenerateResult.from_json(sample) for sample in out]
         return GenerateResult.from_json(out)
 
+    def score(self, input_ids, logprob_start_len=0):
+        """The model's log-prob of each token of input_ids from logprob_start_len on (None for
+        position 0, which nothing predicts): POST /generate with max_new_tokens 0, return_logprob
+        and logprob_start_len, as RL stacks ask SGLang for reference log-probs."""
+        out = self.generate(input_ids=input_ids, sampling_params={"max_new_tokens": 0}, return_logprob=True,
+                            logprob_start_len=logprob_start_len)
+        return [lp for lp, _ in out.input_token_logprobs]
+
     def generate_stream(self, input_ids=None, text=None, sampling_params=None, return_logprob=False,
                         top_logprobs_num=0, rid=None, **fields):
         """generate() with stream: true: yields a GenerateResult per server-sent event. Chunks are

@@ -34,6 +34,12 @@ class GenerateResult:
     e2e_latency, cached_tokens_details, ..."""
 
     @property
+    def input_token_logprobs(self):
+        """With return_logprob and logprob_start_len: (logprob, token_id) of each prompt token from
+        that position (logprob None for position 0); else []."""
+        return [(lp, tok) for lp, tok, _ in self.meta_info.get("input_token_logprobs", [])]
+
+    @property
     def abort_message(self):
         """Why an aborted generation was aborted ("aborted by pause_generation", the request's
         abort_message, ...); None unless finish_reason is "abort"."""

@@ -1,5 +1,7 @@
 #include "runtime/http/sglang_api.h"
 
+#include <cmath>
+
 #include "runtime/http/api_error.h"
 #include "runtime/http/openai_api.h"
 #include "runtime/protocol/validate.h"
@@ -51,9 +53,7 @@ status parse_sampling(const json& sp, sglang_request* r) {
   protocol::sampling_options& s = r->g.sampling;
   int64_t v = k_default_max_new_tokens;
   HART_RETURN_IF_ERROR(f.get_int("max_new_tokens", 0, UINT32_MAX, &v));
-  if (v == 0)
-    return invalid_argument("sampling_params.max_new_tokens: 0 (scoring a prompt) is not supported yet");
-  s.max_new_tokens = uint32_t(v);
+  s.max_new_tokens = uint32_t(v);  // 0: the prompt scored only (needs return_logprob and logprob_start_len)
   v = 0;
   HART_RETURN_IF_ERROR(f.get_int("min_new_tokens", 0, UINT32_MAX, &v));
   s.min_new_tokens = uint32_t(v);
@@ -126,6 +126,22 @@ json logprob_entry(const sglang_request& r, const sglang_context& ctx, float lp,
   json text = nullptr;
   if (r.return_text_in_logprobs && ctx.tok) text = std::string(ctx.tok->token_bytes(int32_t(id)));
   return json::array({lp, id, text});
+}
+
+// The prompt's log-probs from logprob_start_len (with the final: [logprob, token_id, text]), the
+// first prompt token's logprob null, as SGLang's; [] with logprob_start_len -1.
+json input_logprobs(const sglang_request& r, const sample_output& s, const sglang_context& ctx) {
+  json out = json::array();
+  if (r.g.logprob_start < 0 || !s.finished || r.g.kind != protocol::prompt_kind::token_ids) return out;
+  for (size_t k = 0; k < s.final.input_logprobs.size(); ++k) {
+    const size_t pos = size_t(r.g.logprob_start) + k;
+    if (pos >= r.g.token_ids.size()) break;
+    const float lp = s.final.input_logprobs[k];
+    json e = logprob_entry(r, ctx, lp, r.g.token_ids[pos]);
+    if (std::isnan(lp)) e[0] = nullptr;
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 // SGLang's finish_reason object: {type: stop, matched: id | string}, {type: length, length},
@@ -237,10 +253,11 @@ status_or<sglang_request> parse_generate_request(const json& body) {
   HART_RETURN_IF_ERROR(f.get("return_logprob", &g.sampling.logprobs));
   int64_t v = -1;
   HART_RETURN_IF_ERROR(f.get_int("logprob_start_len", -1, INT64_MAX, &v));
-  if (v != -1)
+  if (g.sampling.logprobs) g.logprob_start = v;  // SGLang returns log-probs only with return_logprob
+  if (g.sampling.max_new_tokens == 0 && g.logprob_start < 0) {
     return invalid_argument(
-        "logprob_start_len: %lld; prompt log-probs (input_token_logprobs) are not supported yet",
-        (long long)v);
+        "sampling_params.max_new_tokens: 0 scores the prompt only: give return_logprob and logprob_start_len >= 0");
+  }
   v = 0;
   HART_RETURN_IF_ERROR(f.get_int("top_logprobs_num", 0, protocol::max_top_logprobs, &v));
   g.sampling.top_logprobs = g.sampling.logprobs ? uint8_t(v) : 0;
@@ -324,7 +341,7 @@ json sglang_sample(const sglang_request& r, const generation& gen, size_t i, con
       }
     }
     meta["output_token_logprobs"] = std::move(out);
-    meta["input_token_logprobs"] = json::array();  // logprob_start_len -1: none of the prompt
+    meta["input_token_logprobs"] = input_logprobs(r, s, ctx);
     if (r.g.sampling.top_logprobs > 0) meta["output_top_logprobs"] = std::move(top);
   }
   // With the final only, as SGLang's (the routing comes with it).

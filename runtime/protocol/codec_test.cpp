@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 
 namespace hart::protocol {
@@ -252,6 +254,36 @@ TEST(codec, generate_return_routing_round_trips) {
   EXPECT_FALSE(std::get<generate_request>(round_trip(request{g})).return_indexer_picks);
   g.return_routing = false;
   EXPECT_FALSE(std::get<generate_request>(round_trip(request{g})).return_routing);
+}
+
+// Prompt log-probs: the request's start (default -1), the final's values with NaN for position 0;
+// maxNewTokens 0 only when scoring.
+TEST(codec, prompt_logprobs_round_trip) {
+  generate_request g;
+  g.request_id = 9;
+  g.token_ids = {1, 2, 3};
+  EXPECT_EQ(std::get<generate_request>(round_trip(request{g})).logprob_start, -1);
+  g.logprob_start = 0;
+  g.sampling.max_new_tokens = 0;
+  EXPECT_EQ(std::get<generate_request>(round_trip(request{g})).logprob_start, 0);
+  auto refused = [](const generate_request& bad) {  // encodes, but the receiver's decode refuses it
+    auto enc = encode_request(request{bad});
+    return enc.ok() && !decode_request(view(enc->header), view(enc->payload)).ok();
+  };
+  g.logprob_start = -1;
+  EXPECT_TRUE(refused(g)) << "maxNewTokens 0 without scoring";
+  g.logprob_start = -2;
+  g.sampling.max_new_tokens = 4;
+  EXPECT_TRUE(refused(g));
+
+  final_event f;
+  f.request_id = 9;
+  f.input_logprobs = {std::nanf(""), -1.25f, -0.5f};
+  const auto back = std::get<final_event>(round_trip(reply{f}));
+  ASSERT_EQ(back.input_logprobs.size(), 3u);
+  EXPECT_TRUE(std::isnan(back.input_logprobs[0]));
+  EXPECT_EQ(back.input_logprobs[1], -1.25f);
+  EXPECT_TRUE(std::get<final_event>(round_trip(reply{final_event{}})).input_logprobs.empty());
 }
 
 TEST(codec, error_reply_round_trip_every_code) {

@@ -59,6 +59,9 @@ struct GenerateRequest {
   returnIndexerPicks @8 :Bool = false;  # with returnRouting: also the indexer's top-k (index_topk ids per CSA layer and position)
   thinking @9 :Bool = false;       # messages: DeepSeek-V4 thinking mode ("<think>"), else chat mode ("</think>")
   reasoningEffort @10 :ReasoningEffort;  # messages, thinking mode
+  logprobStartLen @11 :Int64 = -1; # >= 0: Final.inputLogprobs from this prompt position (SGLang's
+                                   # logprob_start_len; the prompt is then computed, not cached);
+                                   # with sampling.maxNewTokens 0 the prompt is only scored
 }
 
 enum PauseMode {
@@ -140,6 +143,8 @@ struct Final {
   errorMessage @6 :Text;           # set when finishReason = error
   routing @7 :Routing;             # when requested (GenerateRequest.returnRouting) and it fits one message
   routingParts @8 :UInt32;         # else: the routing came in this many RoutingPart replies, just before
+  inputLogprobs @9 :List(Float32); # GenerateRequest.logprobStartLen >= 0: the log-prob of each prompt
+                                   # token from it under the model (NaN for position 0, which nothing predicts)
 }
 
 # A slice of a sample's routing too large for its Final: positions

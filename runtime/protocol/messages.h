@@ -109,6 +109,9 @@ struct generate_request {
   int32_t priority = 0;            ///< larger = sooner
   bool return_routing = false;     ///< final_event::routing (the prompt is computed, not cached)
   bool return_indexer_picks = false;  ///< with return_routing: the indexer picks too (large)
+  /// >= 0: final_event::input_logprobs from this prompt position (the prompt is computed, not
+  /// cached); with sampling.max_new_tokens 0 the prompt is only scored.
+  int64_t logprob_start = -1;
   /// kind == messages: DeepSeek-V4's thinking mode (the prompt ends "<think>") or chat mode ("</think>").
   bool thinking = false;
   reasoning_effort effort = reasoning_effort::standard;
@@ -197,6 +200,8 @@ struct final_event {
   /// > 0: the routing did not fit one message and came before this final in
   /// that many routing_part replies (routing_assembler puts it back here).
   uint32_t routing_parts = 0;
+  /// generate_request::logprob_start >= 0: each prompt token's log-prob from it (NaN at position 0).
+  std::vector<float> input_logprobs;
 };
 
 /// Positions [first_position, first_position + routing.positions) of a

@@ -30,7 +30,7 @@ bool utf8_valid(std::string_view s) {
   return true;
 }
 
-status validate_sampling(const sampling_options& s) {
+status validate_sampling(const sampling_options& s, bool scoring) {
   // Written as !(in range) so NaN fails every check.
   if (!(s.temperature >= 0.0f && s.temperature <= max_temperature))
     return invalid_argument("sampling.temperature: %g, must be in [0, %g]", s.temperature,
@@ -41,7 +41,9 @@ status validate_sampling(const sampling_options& s) {
     return invalid_argument("sampling.topK: %d, must be -1 (off) or >= 1", s.top_k);
   if (!(s.min_p >= 0.0f && s.min_p <= 1.0f))
     return invalid_argument("sampling.minP: %g, must be in [0, 1]", s.min_p);
-  if (s.max_new_tokens < 1) return invalid_argument("sampling.maxNewTokens: must be >= 1");
+  if (s.max_new_tokens < 1 && !scoring) {
+    return invalid_argument("sampling.maxNewTokens: must be >= 1 (0 only to score a prompt: logprobStartLen >= 0)");
+  }
   if (s.min_new_tokens > s.max_new_tokens)
     return invalid_argument("sampling.minNewTokens: %u > maxNewTokens %u", s.min_new_tokens,
                             s.max_new_tokens);
@@ -108,7 +110,8 @@ status validate_generate(const generate_request& g) {
   }
   if (g.session_id.size() > max_session_id_bytes || !utf8_valid(g.session_id))
     return invalid_argument("sessionId: must be at most %zu bytes of UTF-8", max_session_id_bytes);
-  return validate_sampling(g.sampling);
+  if (g.logprob_start < -1) return invalid_argument("logprobStartLen: %lld, must be >= -1", (long long)g.logprob_start);
+  return validate_sampling(g.sampling, g.logprob_start >= 0);
 }
 
 status validate_request(const request& r) {

@@ -11,7 +11,8 @@
 
 namespace hart::protocol {
 
-status validate_sampling(const sampling_options& s);
+/// `scoring`: the request scores its prompt (logprobStartLen >= 0), so maxNewTokens may be 0.
+status validate_sampling(const sampling_options& s, bool scoring = false);
 status validate_generate(const generate_request& g);
 status validate_request(const request& r);
 /// Structural checks only (lists of equal length, enums in range).

@@ -96,6 +96,7 @@ void write_generate(const generate_request& g, wire::GenerateRequest::Builder o)
   o.setReturnIndexerPicks(g.return_indexer_picks);
   o.setThinking(g.thinking);
   o.setReasoningEffort(static_cast<wire::ReasoningEffort>(g.effort));
+  o.setLogprobStartLen(g.logprob_start);
 }
 
 void write_control(const control_request& c, wire::Request::Builder o) {
@@ -204,6 +205,7 @@ status_or<generate_request> read_generate(wire::GenerateRequest::Reader in) {
   const auto effort = in.getReasoningEffort();
   if (raw(effort) > raw(wire::ReasoningEffort::MAX)) return invalid_argument("reasoningEffort: unknown value %u", raw(effort));
   g.effort = static_cast<reasoning_effort>(effort);
+  g.logprob_start = in.getLogprobStartLen();
   return g;
 }
 
@@ -300,6 +302,10 @@ void write_reply(const reply& in, wire::Reply::Builder out) {
           if (!r.error_message.empty()) o.setErrorMessage(text_ptr(utf8_lossy(r.error_message)));
           if (r.routing.positions > 0) write_routing(r.routing, o.initRouting());
           o.setRoutingParts(r.routing_parts);
+          if (!r.input_logprobs.empty()) {
+            auto l = o.initInputLogprobs(static_cast<unsigned>(r.input_logprobs.size()));
+            for (size_t i = 0; i < r.input_logprobs.size(); ++i) l.set(static_cast<unsigned>(i), r.input_logprobs[i]);
+          }
         } else if constexpr (std::is_same_v<T, routing_part>) {
           auto o = out.initRoutingPart();
           o.setRequestId(r.request_id);
@@ -442,6 +448,7 @@ status_or<reply> read_reply(wire::Reply::Reader in) {
       if (e.routing_parts > 0 && e.routing.positions > 0) {
         return invalid_argument("final: routing both inline and in %u parts", e.routing_parts);
       }
+      for (float v : f.getInputLogprobs()) e.input_logprobs.push_back(v);
       return reply{std::move(e)};
     }
     case wire::Reply::ROUTING_PART: {

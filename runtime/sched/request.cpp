@@ -19,7 +19,11 @@ status gen_request::validate(int32_t vocab_size, int64_t max_context) const {
   for (const std::string& s : stop) {
     if (s.empty()) return invalid_argument("empty stop string");
   }
-  if (max_new_tokens < 1) return invalid_argument("max_new_tokens %lld < 1", (long long)max_new_tokens);
+  if (max_new_tokens < 0) return invalid_argument("max_new_tokens %lld < 0", (long long)max_new_tokens);
+  if (logprob_start < -1 || logprob_start >= int64_t(prompt.size())) {
+    return invalid_argument("logprob_start %lld not in [-1, %zu) (the prompt's positions)", (long long)logprob_start,
+                            prompt.size());
+  }
   if (min_new_tokens < 0 || min_new_tokens > max_new_tokens) {
     return invalid_argument("min_new_tokens %lld not in [0, max_new_tokens=%lld]", (long long)min_new_tokens,
                             (long long)max_new_tokens);

@@ -32,7 +32,7 @@ struct gen_request {
   float min_p = 0.0f;
   uint64_t seed = 0;  // sample i uses seed + i
   // -- stopping ---
-  int64_t max_new_tokens = 16;
+  int64_t max_new_tokens = 16;         // 0: no token (the prompt scored, logprob_start)
   int64_t min_new_tokens = 0;          // EOS, stop ids and stop strings are ignored before it
   std::vector<std::string> stop;       // matched on the detokenized text, never emitted
   std::vector<int32_t> stop_token_ids;
@@ -48,6 +48,12 @@ struct gen_request {
   /// With return_routing: the indexer picks too (index_topk ids per CSA layer
   /// and position, ~40x the experts' size on V4); else only the experts.
   bool return_indexer_picks = false;
+  /// >= 0: the log-probability of every prompt token from this position on
+  /// under the model (log softmax of the previous position's logits; none for
+  /// position 0), in each sample's finish event (SGLang's logprob_start_len).
+  /// Like return_routing, the prompt is then computed in full. With
+  /// max_new_tokens 0 the request only scores its prompt.
+  int64_t logprob_start = -1;
   // -- scheduling ---
   int32_t priority = 0;     // larger is served first; within a priority, clients take turns (scheduler.h)
   uint64_t client = 0;      // who asked (the gateway's key of the connection); 0 = one shared client
@@ -96,6 +102,9 @@ struct finish_event {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache at first admission
+  /// gen_request::logprob_start >= 0: the prompt's log-probs from that position to its end
+  /// (NaN for position 0, which nothing predicts).
+  std::vector<float> input_logprobs;
   int64_t queued_us = 0;      // until first scheduled
   int64_t ttft_us = -1;       // until the first token; -1 if none
   int64_t total_us = 0;

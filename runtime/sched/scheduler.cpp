@@ -1,6 +1,7 @@
 #include "runtime/sched/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 
 #include "runtime/core/check.h"
@@ -53,6 +54,7 @@ struct scheduler::seq {
   int64_t first_sched_us = -1, first_token_us = -1;
   stop_rules stop;
   routing_trace routing;        // return_routing: what the worker reported, by position
+  std::vector<float> prompt_logprobs;  // logprob_start >= 0: by prompt position (NaN until computed)
 };
 
 scheduler::scheduler(const scheduler_params& params, const cache::cache_config& cache, const tokenizer* tok,
@@ -226,6 +228,9 @@ void scheduler::finish(seq& s, finish_reason reason, std::string message, event_
     s.routing.truncate(s.n_computed);
     fe.routing = std::move(s.routing);
   }
+  if (const int64_t from = s.req->req.logprob_start; from >= 0 && !s.prompt_logprobs.empty()) {
+    fe.input_logprobs.assign(s.prompt_logprobs.begin() + from, s.prompt_logprobs.end());
+  }
   counters_.e2e.add(double(fe.total_us) * 1e-6);
   if (fe.completion_tokens >= 2 && s.first_token_us >= 0)
     counters_.tpot.add(double(now - s.first_token_us) * 1e-6 / double(fe.completion_tokens - 1));
@@ -269,6 +274,12 @@ step_item scheduler::make_item(seq& s, int64_t chunk) {
   it.logprobs = s.req->req.logprobs;
   it.top_logprobs = s.req->req.top_logprobs;
   it.capture_routing = s.req->req.return_routing;
+  // Prompt log-probs: rows up to the prompt's last position (whose next token is sampled).
+  if (s.req->req.logprob_start >= 0 && s.n_computed < s.n_prompt) {
+    it.prompt_logprobs = true;
+    const int64_t end = s.n_computed + chunk;
+    it.next_token = end < s.n_prompt ? s.tokens[size_t(end)] : -1;
+  }
   if (s.first_sched_us < 0) s.first_sched_us = clock_();
   return it;
 }
@@ -329,7 +340,7 @@ std::optional<cache::slot_request> scheduler::schedule_begin() {
     } else {
       const seq& s = *seqs_.at(std::get<2>(*w++));
       req.waiting.push_back({s.id, order, s.waiting_tokens, sibling_blocked(s) ? s.req->seq_ids[0] : 0,
-                             !s.req->req.return_routing});
+                             !s.req->req.return_routing && s.req->req.logprob_start < 0});
     }
   }
   return req;
@@ -514,10 +525,22 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
       << "complete(): step " << plan.step << " / result " << result.step << " is not the oldest in flight";
   in_flight_steps_.pop_front();
   event_batch ev;
-  size_t k = 0, kr = 0;
+  size_t k = 0, kr = 0, kl = 0;
   for (const step_item& item : plan.items) {
     seq& s = *seqs_.at(item.seq_id);
     --s.in_flight;
+    if (item.prompt_logprobs && result.error.ok()) {
+      HART_CHECK(kl < result.prompt_logprobs.size() && result.prompt_logprobs[kl].seq_id == item.seq_id &&
+                 result.prompt_logprobs[kl].next.size() == item.tokens.size())
+          << "step_result's prompt log-probs do not match the plan at item " << kl;
+      const std::vector<float>& next = result.prompt_logprobs[kl++].next;
+      // Row r predicts position n_computed + r + 1; a recomputed chunk writes the same values again.
+      if (s.prompt_logprobs.empty()) s.prompt_logprobs.assign(size_t(s.n_prompt), std::nanf(""));
+      for (size_t r = 0; r < next.size(); ++r) {
+        const int64_t pos = item.n_computed + int64_t(r) + 1;
+        if (pos < s.n_prompt) s.prompt_logprobs[size_t(pos)] = next[r];
+      }
+    }
     if (item.capture_routing && result.error.ok()) {
       HART_CHECK(kr < result.routing.size() && result.routing[kr].seq_id == item.seq_id &&
                  result.routing[kr].trace.positions == int64_t(item.tokens.size()))
@@ -561,6 +584,10 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
     const size_t first_swa = size_t(std::min<int64_t>(cache_cfg_.first_live_swa_page(s.n_computed), int64_t(s.swa_pages.size())));
     std::fill(s.swa_pages.begin(), s.swa_pages.begin() + first_swa, cache::no_page);
     if (s.n_computed >= s.n_prompt) s.prompt_done = true;
+    if (tok && s.req->req.max_new_tokens == 0) {  // the prompt only: scored, nothing generated
+      finish(s, finish_reason::length, "", ev);
+      continue;
+    }
     if (tok) {
       if (tok->token < 0 || tok->token >= params_.vocab_size) {
         finish(s, finish_reason::error, "worker sampled token " + std::to_string(tok->token) + " outside the vocabulary", ev);

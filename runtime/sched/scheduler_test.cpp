@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 
@@ -364,6 +365,84 @@ TEST(scheduler, pages_ahead_fail_quietly_when_memory_is_short_and_preemption_sti
   EXPECT_EQ(after.preemptions, 1);
   EXPECT_EQ(after.pages_ahead, 1) << "B's page; A's was refused";
   EXPECT_EQ(shard_after, shard_before - 1) << "only B's crossing was planned within grants";
+}
+
+}  // namespace
+}  // namespace hart::sched
+
+namespace hart::sched {
+namespace {
+
+/// As fake_execute, and for items that ask, the prompt log-prob of the token after each fed
+/// position: -(that token) / 1000, so the scheduler's placement by position can be checked.
+step_result fake_execute_scoring(const step_plan& p) {
+  step_result r = fake_execute(p);
+  for (const step_item& it : p.items) {
+    if (!it.prompt_logprobs) continue;
+    item_logprobs lp{it.seq_id, {}};
+    for (size_t k = 0; k < it.tokens.size(); ++k) {
+      const int32_t next = k + 1 < it.tokens.size() ? it.tokens[k + 1] : it.next_token;
+      lp.next.push_back(next >= 0 ? -float(next) / 1000 : std::nanf(""));
+    }
+    r.prompt_logprobs.push_back(std::move(lp));
+  }
+  return r;
+}
+
+// Prompt log-probs (SGLang's logprob_start_len): chunks in any size, the prompt computed even
+// when an earlier request left it in the cache, max_new_tokens 0 scoring it without a token.
+TEST(scheduler, prompt_logprobs_come_by_position_across_chunks_and_despite_the_cache) {
+  cache::cache_shard c(small_cache());
+  scheduler_params sp;
+  sp.max_batch_tokens = 100;
+  sp.prefill_chunk = 37;  // chunk edges fall anywhere
+  sp.vocab_size = 512;
+  scheduler s(sp, small_cache(), nullptr);
+  auto run = [&](gen_request r) {
+    EXPECT_TRUE(s.submit(r).ok());
+    std::vector<finish_event> ends;
+    int64_t tokens = 0;
+    while (!s.idle()) {
+      step_plan p = s.schedule(c);
+      event_batch ev = s.complete(p, fake_execute_scoring(p));
+      c.apply(s.take_cache_ops());
+      tokens += int64_t(ev.tokens.size());
+      for (finish_event& f : ev.finishes) ends.push_back(std::move(f));
+    }
+    EXPECT_EQ(ends.size(), 1u);
+    return std::make_pair(ends.empty() ? finish_event{} : ends[0], tokens);
+  };
+  gen_request warm = make(1, 300, 2);  // fills the cache with this prompt's pages
+  run(warm);
+
+  gen_request r = make(2, 300, 0);
+  r.prompt = warm.prompt;
+  r.logprob_start = 0;
+  const auto [scored, tokens] = run(r);
+  EXPECT_EQ(tokens, 0);
+  EXPECT_EQ(scored.reason, finish_reason::length);
+  EXPECT_EQ(scored.completion_tokens, 0);
+  EXPECT_EQ(scored.cached_tokens, 0) << "prompt log-probs need every position computed";
+  ASSERT_EQ(scored.input_logprobs.size(), 300u);
+  EXPECT_TRUE(std::isnan(scored.input_logprobs[0]));
+  for (size_t pos = 1; pos < 300; ++pos) {
+    ASSERT_FLOAT_EQ(scored.input_logprobs[pos], -float(r.prompt[pos]) / 1000) << "position " << pos;
+  }
+
+  gen_request tail = make(3, 300, 2);
+  tail.logprob_start = 250;
+  const auto [from, generated] = run(tail);
+  EXPECT_EQ(generated, 2);
+  ASSERT_EQ(from.input_logprobs.size(), 50u);
+  EXPECT_FLOAT_EQ(from.input_logprobs[0], -float(tail.prompt[250]) / 1000);
+  EXPECT_FLOAT_EQ(from.input_logprobs[49], -float(tail.prompt[299]) / 1000);
+
+  gen_request bad = make(4, 10, 1);
+  bad.logprob_start = 10;  // past the prompt
+  EXPECT_EQ(s.submit(bad).code(), status_code::invalid_argument);
+  bad.logprob_start = -1;
+  bad.max_new_tokens = 0;  // fine: a prompt only, nothing returned
+  EXPECT_TRUE(bad.validate(512).ok());
 }
 
 }  // namespace

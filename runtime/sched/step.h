@@ -30,6 +30,10 @@ struct step_item {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   bool capture_routing = false;      // return this item's routing in the result
+  /// Return the log-prob of the token after each fed position (prompt log-probs): tokens[r + 1]
+  /// for row r, and for the last row `next_token` (the prompt's next token; -1: none).
+  bool prompt_logprobs = false;
+  int32_t next_token = -1;
   /// tokens = {placeholder}: feed the token this worker sampled for seq_id in
   /// the step before (scheduler::schedule_ahead; fill_planned_ahead).
   bool feed_last_sampled = false;
@@ -55,6 +59,13 @@ struct item_routing {
   routing_trace trace;  // positions = the item's tokens, from its n_computed
 };
 
+struct item_logprobs {
+  uint64_t seq_id = 0;
+  /// Row r: log softmax(logits at position n_computed + r)[the token after it]; one per fed
+  /// token, the last NaN when the item had no next_token.
+  std::vector<float> next;
+};
+
 struct step_result {
   uint64_t step = 0;
   /// Not ok: the step failed as a whole; every sequence in it ends with `error`.
@@ -63,6 +74,8 @@ struct step_result {
   std::vector<sampled_token> sampled;
   /// One per item with capture_routing, in item order: its tokens' routing.
   std::vector<item_routing> routing;
+  /// One per item with prompt_logprobs, in item order.
+  std::vector<item_logprobs> prompt_logprobs;
 };
 
 /// Seed of the sampler for a sequence's token number `n_generated` (from 0):

@@ -174,7 +174,9 @@ status_or<std::unique_ptr<sync_server>> sync_server::start(const sync_server_par
       p->sock.set(zmq::sockopt::curve_secretkey, params.curve_secret_key);
     }
     if (!params.curve_allowed_clients.empty()) {
-      HART_ASSIGN_OR_RETURN(p->zap, transport::zap_authenticator::start(p->ctx, {params.curve_allowed_clients, 0, ""}));
+      transport::zap_rules rules;
+      rules.allowed_clients = params.curve_allowed_clients;
+      HART_ASSIGN_OR_RETURN(p->zap, transport::zap_authenticator::start(p->ctx, std::move(rules)));
       p->sock.set(zmq::sockopt::zap_domain, "hart");
     }
     p->sock.bind(params.endpoint);

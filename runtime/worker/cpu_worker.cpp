@@ -17,7 +17,7 @@ step_result cpu_worker::execute(const step_plan& plan) {
     engine::bind_pages(seqs[i], &store_, it.full_pages, it.swa_pages, it.n_computed);
     batch[i].seq = &seqs[i];
     batch[i].tokens = it.tokens;
-    batch[i].logits = it.sample_last ? logits_request::last : logits_request::none;
+    batch[i].logits = step_item_logits(it);
   }
   forward_trace trace;
   const bool capture = plan_captures_routing(plan);

@@ -67,7 +67,7 @@ status_or<step_result> gpu_executor::execute(const step_plan& plan) {
     seqs[i] = eng_->bind_pages(it.full_pages, it.swa_pages, it.n_computed);
     batch[i].seq = &seqs[i];
     batch[i].tokens = it.tokens;
-    batch[i].logits = it.sample_last ? logits_request::last : logits_request::none;
+    batch[i].logits = step_item_logits(it);
   }
   forward_trace trace;
   const bool capture = plan_captures_routing(plan);

@@ -1,15 +1,48 @@
 #include "runtime/worker/step_sampling.h"
 
+#include <cmath>
+#include <limits>
+
 #include "runtime/sample/sampler.h"
 #include "runtime/worker/sampling_logprobs.h"
 
 namespace hart::sched {
+namespace {
+
+// log softmax(row)[token], in double: the model's own distribution (temperature 1, no filters).
+float model_logprob(const float* row, int64_t vocab, int32_t token) {
+  double top = row[0];
+  for (int64_t v = 1; v < vocab; ++v) top = std::max(top, double(row[v]));
+  double sum = 0;
+  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(double(row[v]) - top);
+  return float(double(row[token]) - top - std::log(sum));
+}
+
+}  // namespace
+
+logits_request step_item_logits(const step_item& item) {
+  if (item.prompt_logprobs) return logits_request::all;
+  return item.sample_last ? logits_request::last : logits_request::none;
+}
 
 void sample_step_items(const step_plan& plan, const float* logits, int64_t vocab, step_result* res) {
   int64_t row = 0;
   for (const step_item& it : plan.items) {
+    const logits_request want = step_item_logits(it);
+    const int64_t rows = want == logits_request::all ? int64_t(it.tokens.size()) : want == logits_request::last ? 1 : 0;
+    if (it.prompt_logprobs) {
+      item_logprobs lp;
+      lp.seq_id = it.seq_id;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int32_t next = r + 1 < rows ? it.tokens[size_t(r + 1)] : it.next_token;
+        lp.next.push_back(next >= 0 && next < vocab ? model_logprob(logits + (row + r) * vocab, vocab, next)
+                                                    : std::numeric_limits<float>::quiet_NaN());
+      }
+      res->prompt_logprobs.push_back(std::move(lp));
+    }
+    row += rows;
     if (!it.sample_last) continue;
-    const float* l = logits + row++ * vocab;
+    const float* l = logits + (row - 1) * vocab;
     sampled_token t;
     t.seq_id = it.seq_id;
     sampler smp(it.sampling);

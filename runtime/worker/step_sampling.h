@@ -1,21 +1,28 @@
 // File: runtime/worker/step_sampling.h
 // The sampling half of executing a step_plan, shared by every engine's
-// worker: each item that asks for a token is sampled from its logits row
-// (sampler seeded by the item's sampling params), with the log-probabilities
-// of that distribution when asked.
+// worker: which logits each item needs from the forward pass, then each item
+// that asks for a token is sampled from its last row (sampler seeded by the
+// item's sampling params), with the log-probabilities of that distribution
+// when asked, and an item that asks for prompt log-probs gets the model's
+// log-prob of the token after each of its positions.
 //
+//   for (...) batch[i].logits = step_item_logits(plan.items[i]);
 //   HART_RETURN_IF_ERROR(eng.forward(batch, &logits));
 //   sample_step_items(plan, logits.data(), vocab, &res);
 #pragma once
 
 #include <cstdint>
 
+#include "runtime/model/engine.h"
 #include "runtime/sched/step.h"
 
 namespace hart::sched {
 
-/// `logits` [vocab, rows] holds one row per item with sample_last, in item
-/// order (forward's logits_request::last rows); appends to res->sampled.
+/// Every row for prompt log-probs, else the last when the item samples, else none.
+logits_request step_item_logits(const step_item& item);
+
+/// `logits` [vocab, rows] holds the rows step_item_logits asked for, in item
+/// order (forward's layout); appends to res->sampled and res->prompt_logprobs.
 void sample_step_items(const step_plan& plan, const float* logits, int64_t vocab, step_result* res);
 
 }  // namespace hart::sched

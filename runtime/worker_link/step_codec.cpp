@@ -60,6 +60,8 @@ void fill_plan(w::StepPlan::Builder b, const sched::step_plan& p) {
     ib.setLogprobs(it.logprobs);
     ib.setTopLogprobs(it.top_logprobs);
     ib.setCaptureRouting(it.capture_routing);
+    ib.setPromptLogprobs(it.prompt_logprobs);
+    ib.setNextToken(it.next_token);
   }
 }
 
@@ -108,6 +110,12 @@ void fill_result(w::StepResult::Builder b, const sched::step_result& r) {
     fill_layers(rl[unsigned(i)].initExperts(unsigned(ir.trace.experts.size())), ir.trace.experts);
     fill_layers(rl[unsigned(i)].initPicks(unsigned(ir.trace.picks.size())), ir.trace.picks);
   }
+  auto ll = b.initPromptLogprobs(unsigned(r.prompt_logprobs.size()));
+  for (size_t i = 0; i < r.prompt_logprobs.size(); ++i) {
+    ll[unsigned(i)].setSeqId(r.prompt_logprobs[i].seq_id);
+    auto next = ll[unsigned(i)].initNext(unsigned(r.prompt_logprobs[i].next.size()));
+    for (size_t k = 0; k < r.prompt_logprobs[i].next.size(); ++k) next.set(unsigned(k), r.prompt_logprobs[i].next[k]);
+  }
 }
 
 sched::step_plan read_plan(w::StepPlan::Reader r) {
@@ -133,6 +141,8 @@ sched::step_plan read_plan(w::StepPlan::Reader r) {
     it.logprobs = ir.getLogprobs();
     it.top_logprobs = ir.getTopLogprobs();
     it.capture_routing = ir.getCaptureRouting();
+    it.prompt_logprobs = ir.getPromptLogprobs();
+    it.next_token = ir.getNextToken();
     p.items.push_back(std::move(it));
   }
   return p;
@@ -165,6 +175,12 @@ status_or<sched::step_result> read_result(w::StepResult::Reader r) {
     HART_ASSIGN_OR_RETURN(ir.trace.experts, read_layers(rr.getExperts(), ir.trace.positions));
     HART_ASSIGN_OR_RETURN(ir.trace.picks, read_layers(rr.getPicks(), ir.trace.positions));
     res.routing.push_back(std::move(ir));
+  }
+  for (auto lr : r.getPromptLogprobs()) {
+    sched::item_logprobs lp;
+    lp.seq_id = lr.getSeqId();
+    for (float v : lr.getNext()) lp.next.push_back(v);
+    res.prompt_logprobs.push_back(std::move(lp));
   }
   return res;
 }

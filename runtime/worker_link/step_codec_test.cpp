@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 #include <random>
 
@@ -28,6 +30,8 @@ sched::step_plan sample_plan() {
   a.logprobs = true;
   a.top_logprobs = 3;
   a.capture_routing = true;
+  a.prompt_logprobs = true;
+  a.next_token = 31;
   p.items.push_back(a);
   sched::step_item b;
   b.seq_id = 8;
@@ -64,6 +68,10 @@ TEST(step_codec, plan_round_trip) {
   EXPECT_EQ(a.top_logprobs, 3);
   EXPECT_TRUE(a.capture_routing);
   EXPECT_FALSE(q->items[1].capture_routing);
+  EXPECT_TRUE(a.prompt_logprobs);
+  EXPECT_EQ(a.next_token, 31);
+  EXPECT_FALSE(q->items[1].prompt_logprobs);
+  EXPECT_EQ(q->items[1].next_token, -1);
   EXPECT_FALSE(q->items[1].sample_last);
   EXPECT_EQ(q->items[1].tokens, (std::vector<int32_t>{4}));
 }
@@ -104,6 +112,18 @@ TEST(step_codec, result_round_trip) {
   EXPECT_EQ(q->routing[0].trace.experts[0].ids, ir.trace.experts[0].ids);
   EXPECT_EQ(q->routing[0].trace.picks[0].layer, 1);
   EXPECT_EQ(q->routing[0].trace.picks[0].ids, ir.trace.picks[0].ids);
+  // Prompt log-probs cross too, NaN (no next token) included.
+  r.prompt_logprobs = {{7, {-0.25f, -3.5f, std::nanf("")}}};
+  f = encode(worker_message{r});
+  m = decode(f->data(), f->size());
+  ASSERT_TRUE(m.ok()) << m.get_status().to_string();
+  q = std::get_if<sched::step_result>(&m.value());
+  ASSERT_EQ(q->prompt_logprobs.size(), 1u);
+  EXPECT_EQ(q->prompt_logprobs[0].seq_id, 7u);
+  ASSERT_EQ(q->prompt_logprobs[0].next.size(), 3u);
+  EXPECT_EQ(q->prompt_logprobs[0].next[1], -3.5f);
+  EXPECT_TRUE(std::isnan(q->prompt_logprobs[0].next[2]));
+  r.prompt_logprobs.clear();
   r.routing[0].trace.picks[0].ids.push_back(4);
   f = encode(worker_message{r});
   EXPECT_FALSE(decode(f->data(), f->size()).ok()) << "a routing layer of 7 ids for 2 positions x 3";

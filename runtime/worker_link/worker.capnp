@@ -37,6 +37,8 @@ struct StepItem {
   logprobs @9 :Bool;
   topLogprobs @10 :Int32;
   captureRouting @11 :Bool;
+  promptLogprobs @12 :Bool;
+  nextToken @13 :Int32 = -1;  # the token after the item's last position (prompt log-probs); -1: none
 }
 
 struct StepPlan {
@@ -70,12 +72,19 @@ struct ItemRouting {
   picks @3 :List(LayerIds);
 }
 
+# The prompt log-probs of one item that asked for them (sched::item_logprobs): one per fed token.
+struct ItemLogprobs {
+  seqId @0 :UInt64;
+  next @1 :List(Float32);
+}
+
 struct StepResult {
   step @0 :UInt64;
   errorCode @1 :UInt16;   # hart::status_code; 0 = ok
   errorMessage @2 :Text;
   sampled @3 :List(SampledToken);
   routing @4 :List(ItemRouting);
+  promptLogprobs @5 :List(ItemLogprobs);
 }
 
 # What a worker serves: the server refuses a worker whose model differs from its own.

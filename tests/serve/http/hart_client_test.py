@@ -142,6 +142,13 @@ def test_generate():
     except ValueError:
         pass
 
+    # Scoring: a greedy answer's log-probs are its tokens' prompt log-probs once appended.
+    scored = client.score(PROMPT + out.output_ids)
+    assert len(scored) == len(PROMPT) + 6 and scored[0] is None, scored
+    assert all(abs(a - b) < 1e-4 for a, b in zip(scored[len(PROMPT):], out.output_token_logprobs)), scored
+    assert client.score(PROMPT + out.output_ids, logprob_start_len=len(PROMPT)) == scored[len(PROMPT):]
+    expect_error(lambda: client.score(PROMPT, logprob_start_len=len(PROMPT)), 400, "logprob_start")
+
     text = client.generate(text="hello", sampling_params=greedy(3))
     assert text.prompt_tokens > 0 and len(text.output_ids) == 3
 

@@ -157,6 +157,33 @@ def test_generate():
     assert isinstance(many, list) and [m["index"] for m in many] == [0, 1] and all(len(m["output_ids"]) == 3 for m in many)
 
 
+def test_prompt_logprobs():
+    # Scoring (logprob_start_len, max_new_tokens 0: what RL stacks send for reference log-probs):
+    # a greedy answer's own log-probs come back as the prompt log-probs of prompt + answer.
+    prompt = [5, 6, 7, 8]
+    out = ok("/generate", greedy(prompt, 5, return_logprob=True))
+    ids, lps = out["output_ids"], [t[0] for t in out["meta_info"]["output_token_logprobs"]]
+    scored = ok("/generate", {"input_ids": prompt + ids, "return_logprob": True, "logprob_start_len": 0,
+                              "sampling_params": {"max_new_tokens": 0}})
+    meta = scored["meta_info"]
+    assert scored["output_ids"] == [] and meta["completion_tokens"] == 0, scored
+    assert meta["finish_reason"]["type"] == "length" and meta["cached_tokens"] == 0, meta
+    entries = meta["input_token_logprobs"]
+    assert [e[1] for e in entries] == prompt + ids and entries[0][0] is None, entries
+    assert all(e[0] is not None and e[0] <= 0 for e in entries[1:]), entries
+    got = [e[0] for e in entries[len(prompt):]]
+    assert all(abs(a - b) < 1e-4 for a, b in zip(got, lps)), (got, lps)
+    # From a later position, beside a generation; without return_logprob nothing is returned.
+    tail = ok("/generate", greedy(prompt + ids, 2, return_logprob=True, logprob_start_len=len(prompt)))
+    assert [e[1] for e in tail["meta_info"]["input_token_logprobs"]] == ids
+    assert "input_token_logprobs" not in ok("/generate", greedy(prompt, 2, logprob_start_len=0))["meta_info"]
+    # Refused: a start past the prompt, max_new_tokens 0 without asking for log-probs.
+    status, err = call("/generate", greedy(prompt, 2, return_logprob=True, logprob_start_len=4))
+    assert status == 400 and "logprob_start" in err["error"]["message"], err
+    status, err = call("/generate", {"input_ids": prompt, "sampling_params": {"max_new_tokens": 0}})
+    assert status == 400 and "max_new_tokens" in err["error"]["message"], err
+
+
 def long_stream(rid, seen, stop_after=None):
     """A generation that would run for a very long time, streamed on a thread."""
     result = {}
@@ -321,7 +348,7 @@ def test_metrics():
         assert buckets[-1][1] == values[name + "_count"] > 0 and values[name + "_sum"] > 0, name
 
 
-for test in (test_info, test_generate, test_control, test_control_without_a_body, test_disconnect_frees_pages,
+for test in (test_info, test_generate, test_prompt_logprobs, test_control, test_control_without_a_body, test_disconnect_frees_pages,
              test_bad_input_keeps_serving, test_metrics):
     test()
     print(f"{test.__name__}: ok", flush=True)
