@@ -267,7 +267,7 @@ TEST(codec_bad_input, pointer_cycle) {
   size_t root_at = 1 + static_cast<size_t>(off);
   size_t gen_ptr_at = root_at + (hi & 0xFFFF);  // first pointer after the data section
   int32_t back = static_cast<int32_t>(root_at) - static_cast<int32_t>(gen_ptr_at + 1);
-  seg[gen_ptr_at] = (uint64_t{hi} << 32) | static_cast<uint32_t>(back << 2);
+  seg[gen_ptr_at] = (uint64_t{hi} << 32) | (static_cast<uint32_t>(back) << 2);  // two's complement, as the wire
   expect_invalid(decode_request(view(req_hdr), view(p)));
 }
 
