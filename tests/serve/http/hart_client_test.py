@@ -299,9 +299,12 @@ def test_pause_and_resume():
         assert s.first.wait(60)
         client.pause(mode=mode)
         queued = background(lambda: client.generate(input_ids=PROMPT, sampling_params=greedy(2)))
-        wait_until(lambda: client.loads()["aggregate"]["total_waiting_reqs"] >= 1, f"{mode}: nothing waits")
-        # Both held: the paused stream neither ended nor was aborted (100 tokens outlast the pause's round trip).
-        assert total_reqs() == 2 and queued.thread.is_alive(), f"{mode}: {client.loads()['aggregate']}"
+        # Both held: the paused stream neither ended nor was aborted (100 tokens outlast the pause's round
+        # trip), and the one sent during the pause waits. (In retract mode the stream itself waits, so
+        # one waiting request does not yet say the queued one arrived.)
+        wait_until(lambda: total_reqs() == 2 and client.loads()["aggregate"]["total_waiting_reqs"] >= 1,
+                   f"{mode}: both held")
+        assert queued.thread.is_alive(), f"{mode}: {client.loads()['aggregate']}"
         client.resume()
         last = s.join()
         assert last.finish_reason == "length" and last.output_ids == unpaused.output_ids, (mode, last)
