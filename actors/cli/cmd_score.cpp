@@ -1,7 +1,6 @@
 // `hart score`: teacher-forced logits [B,S,V] and per-token log-probs [B,S]
 // for input_ids [B,S], computed whole, in prefill chunks, or by decoding one
 // token per step from a position on (all rows batched in every call).
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -87,11 +86,7 @@ int run_score(const score_options& o) {
   std::vector<float> logprobs(B * S, 0.0f);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t s = 1; s < S; ++s) {
-      const float* row = logits.data() + (b * S + s - 1) * V;
-      double mx = row[0], z = 0;
-      for (int64_t v = 1; v < V; ++v) mx = std::max<double>(mx, row[v]);
-      for (int64_t v = 0; v < V; ++v) z += std::exp(double(row[v]) - mx);
-      logprobs[b * S + s] = float(double(row[ids[b][s]]) - mx - std::log(z));
+      logprobs[b * S + s] = model_logprob(logits.data() + (b * S + s - 1) * V, V, ids[b][s]);
     }
   }
   std::vector<int64_t> ids64(B * S);

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "runtime/cache/shadow_radix.h"
+
 namespace hart::cache {
 namespace {
 
@@ -47,11 +49,6 @@ status memory_plan_params::validate() const {
   return {};
 }
 
-int64_t memory_plan_swa_pages(const memory_plan_params& p) {
-  const int64_t per_seq = ceil_div(p.window, p.page_size) + 2;
-  return p.max_running * per_seq + ceil_div(p.max_batch_tokens, p.page_size);
-}
-
 status_or<memory_plan> memory_plan_make(const memory_plan_params& p) {
   HART_RETURN_IF_ERROR(p.validate());
   memory_plan m;
@@ -61,14 +58,20 @@ status_or<memory_plan> memory_plan_make(const memory_plan_params& p) {
   m.others = in_use - p.weights - p.workspaces;
   m.kv_budget = m.budget - in_use;
   m.full_pages_per_seq = ceil_div(p.max_context, p.page_size);
-  m.swa_pages_per_seq = ceil_div(p.window, p.page_size) + 2;
+  cache_config pages;
+  pages.page_size = p.page_size;
+  pages.window = p.window;
+  m.swa_pages_per_seq = pages.min_swa_pages();
   if (m.kv_budget <= 0) {
     return resource_exhausted(
         "memory plan: nothing is left for the KV cache (%s): raise --gpu-memory-fraction, lower "
         "--max-batch-tokens, or use a device with more memory",
         refusal_context(m).c_str());
   }
-  m.n_swa_pages = p.n_swa_pages > 0 ? p.n_swa_pages : memory_plan_swa_pages(p);
+  // Every running sequence's window, and a prefill pass's chunk beside them (its tokens' window
+  // KV is written before the older pages are released).
+  m.n_swa_pages = p.n_swa_pages > 0 ? p.n_swa_pages
+                                    : p.max_running * m.swa_pages_per_seq + ceil_div(p.max_batch_tokens, p.page_size);
   const int64_t swa_bytes = m.n_swa_pages * p.swa_page_bytes;
   if (p.n_full_pages > 0) {
     m.n_full_pages = p.n_full_pages;

@@ -56,7 +56,7 @@ struct memory_plan {
   int64_t others = 0;         // in use and not weights or workspaces: CUDA context, other processes
   int64_t kv_budget = 0;      // budget − everything in use: what the KV pages may take
   int64_t full_pages_per_seq = 0;  // ceil(max_context / P)
-  int64_t swa_pages_per_seq = 0;   // ceil(window / P) + 2 (cache_config::min_swa_pages)
+  int64_t swa_pages_per_seq = 0;   // cache_config::min_swa_pages(); n_swa_pages = max_running of them + one pass's chunk
   int64_t n_full_pages = 0;
   int64_t n_swa_pages = 0;
   int64_t kv_bytes = 0;       // the pages chosen
@@ -66,11 +66,6 @@ struct memory_plan {
   /// One line per item, sizes in GiB: what `hart cache-plan` prints and the engine logs.
   std::string describe() const;
 };
-
-/// SWA pages the plan keeps: every running sequence's window
-/// (swa_pages_per_seq each) and a prefill pass's chunk beside them (its
-/// tokens' window KV is written before the older pages are released).
-int64_t memory_plan_swa_pages(const memory_plan_params& p);
 
 /// invalid_argument for bad params; resource_exhausted, naming every number,
 /// when the weights and workspaces leave no KV budget, when one sequence of

@@ -15,6 +15,13 @@ status sampling_params::validate() const {
   return {};
 }
 
+float model_logprob(const float* logits, int64_t vocab, int32_t token) {
+  double mx = logits[0], z = 0;
+  for (int64_t v = 1; v < vocab; ++v) mx = std::max<double>(mx, logits[v]);
+  for (int64_t v = 0; v < vocab; ++v) z += std::exp(double(logits[v]) - mx);
+  return float(double(logits[token]) - mx - std::log(z));
+}
+
 sampling_distribution sampling_distribution_of(const float* logits, int64_t vocab, const sampling_params& p) {
   sampling_distribution d;
   d.ids.resize(size_t(vocab));

@@ -33,6 +33,10 @@ struct sampling_distribution {
 };
 sampling_distribution sampling_distribution_of(const float* logits, int64_t vocab, const sampling_params& p);
 
+/// log softmax(logits)[token], summed in double: the model's own log-probability of `token`
+/// (temperature 1, no filters), as scoring reports it (hart score, prompt log-probs).
+float model_logprob(const float* logits, int64_t vocab, int32_t token);
+
 class sampler {
  public:
   explicit sampler(const sampling_params& p) : p_(p), rng_(p.seed) {}

@@ -1,24 +1,11 @@
 #include "runtime/worker/step_sampling.h"
 
-#include <cmath>
 #include <limits>
 
 #include "runtime/sample/sampler.h"
 #include "runtime/worker/sampling_logprobs.h"
 
 namespace hart::sched {
-namespace {
-
-// log softmax(row)[token], in double: the model's own distribution (temperature 1, no filters).
-float model_logprob(const float* row, int64_t vocab, int32_t token) {
-  double top = row[0];
-  for (int64_t v = 1; v < vocab; ++v) top = std::max(top, double(row[v]));
-  double sum = 0;
-  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(double(row[v]) - top);
-  return float(double(row[token]) - top - std::log(sum));
-}
-
-}  // namespace
 
 logits_request step_item_logits(const step_item& item) {
   if (item.prompt_logprobs) return logits_request::all;
