@@ -80,7 +80,7 @@ void scheduler::dequeue(seq& s) { waiting_.erase(key(s)); }
 void scheduler::add_running(seq& s) {
   running_.insert(key(s));
   s.running = true;
-  vtime_ = std::max(vtime_, s.ticket);
+  max_admitted_ = std::max(max_admitted_, s.ticket);
 }
 
 uint64_t scheduler::take_ticket(uint64_t client) {
@@ -90,6 +90,12 @@ uint64_t scheduler::take_ticket(uint64_t client) {
       it = it->second <= vtime_ ? next_ticket_.erase(it) : std::next(it);
     }
   }
+  // The virtual time: the oldest running sequence's start tag (the largest admitted when
+  // nothing runs), never going back. A newcomer ranks with the oldest sequence in service,
+  // so it may take the place of a later-started one of a client with many.
+  uint64_t oldest = running_.empty() ? max_admitted_ : std::get<1>(*running_.begin());
+  for (const order_key& k : running_) oldest = std::min(oldest, std::get<1>(k));
+  vtime_ = std::max(vtime_, oldest);
   uint64_t& next = next_ticket_[client];
   const uint64_t t = std::max(vtime_, next);
   next = t + 1;
@@ -205,7 +211,12 @@ void scheduler::requeue(seq& s) {
   s.pages_asked = 0;
   s.waiting_tokens = std::make_shared<const std::vector<int32_t>>(s.tokens);
   remove_running(s);
-  enqueue(s);  // same ticket: back to its old place in the queue
+  // A fresh start tag past everything admitted: first among its client's unstarted
+  // sequences, behind the requests that arrived while it ran (a backlog preempting itself
+  // kept older tickets than a newcomer's forever), and behind every running sequence, so
+  // it waits for free pages instead of preempting one of them in turn.
+  s.ticket = max_admitted_ + 1;
+  enqueue(s);
   ++counters_.preemptions;
 }
 

@@ -183,10 +183,14 @@ class scheduler {
   struct seq;
   /// (−priority, ticket, seq id): best first. Tickets are start tags of start-time fair
   /// queuing across clients: a sequence of client c gets max(vtime_, the ticket after c's
-  /// previous one), and vtime_ follows the tickets admitted. One client's sequences keep their
-  /// arrival order (FCFS); a client that sends 48 requests at once queues them 48 tickets
-  /// deep, while another's request gets the current vtime_ and is admitted, and kept under
-  /// preemption (the shard preempts from the end of this order), before that backlog.
+  /// previous one), where vtime_ is the oldest running sequence's ticket (never going back).
+  /// One client's sequences keep their arrival order (FCFS); a client that sends 48 requests
+  /// at once queues them 48 tickets deep, while another's request ranks with the oldest one
+  /// running: it is admitted before that backlog and, under memory pressure, in place of
+  /// the backlog's later-started sequences (the shard preempts from the end of this order).
+  /// A preempted sequence takes the largest ticket admitted + 1: ahead of its client's
+  /// unstarted sequences, behind every running one, so it waits for free pages instead of
+  /// preempting another of them in turn, and behind what arrived while it ran.
   using order_key = std::tuple<int64_t, uint64_t, uint64_t>;
   uint64_t take_ticket(uint64_t client);
 
@@ -195,7 +199,7 @@ class scheduler {
   void dequeue(seq& s);
   void add_running(seq& s);
   void remove_running(seq& s);
-  /// Back to the queue at its old place; its cache request is gone.
+  /// Back to the queue (a new ticket: take_ticket's comment); its cache request is gone.
   void requeue(seq& s);
   /// requeue() after finishing its cache request into the cache.
   void preempt(seq& s);
@@ -219,7 +223,8 @@ class scheduler {
   std::set<order_key> waiting_;
   std::set<order_key> running_;
   uint64_t next_seq_id_ = 1, next_step_ = 1;
-  uint64_t vtime_ = 1;                              // the largest ticket admitted so far
+  uint64_t vtime_ = 1;                              // newcomers' lowest ticket (take_ticket)
+  uint64_t max_admitted_ = 1;                       // the largest ticket admitted so far
   std::unordered_map<uint64_t, uint64_t> next_ticket_;  // by client: the ticket its next sequence may take
   bool paused_ = false;
   std::deque<uint64_t> in_flight_steps_;  // oldest first

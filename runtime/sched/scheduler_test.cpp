@@ -121,6 +121,53 @@ TEST(scheduler, clients_take_turns_within_a_priority) {
   EXPECT_EQ(admitted, (std::vector<uint64_t>{1, 100, 2, 3, 4, 5, 6}));
 }
 
+// Under preemption too (issue 27 finding 4: a client's short requests waited 264 s behind
+// another client's 48 long ones on a small cache, 3214 preemptions). One client's eight long
+// generations need three times the pages there are, so they preempt one another; another
+// client's short request, sent once that churn runs, takes the first pages that come free
+// (admissions never preempt: it waits for the next page a running sequence gives up). Before,
+// a preempted sequence went back to the queue with its first ticket, older than the
+// newcomer's, so the backlog's preempted sequences took every freed page first and the short
+// request waited for the backlog to drain.
+TEST(scheduler, preempted_backlog_does_not_starve_another_client) {
+  cache::cache_shard c(small_cache());
+  scheduler_params sp;
+  sp.max_running = 8;
+  sp.vocab_size = 512;
+  scheduler s(sp, small_cache(), nullptr);
+  for (uint64_t id = 1; id <= 8; ++id) {
+    gen_request r = make(id, 100, 600);
+    r.client = 11;
+    ASSERT_TRUE(s.submit(r).ok());
+  }
+  int64_t long_finishes = 0;
+  bool done = false;
+  auto step = [&] {
+    step_plan p = s.schedule(c);
+    ASSERT_FALSE(p.empty());
+    for (const finish_event& f : s.complete(p, fake_execute(p)).finishes) {
+      done |= f.request_id == 100;
+      long_finishes += f.request_id != 100;
+    }
+    c.apply(s.take_cache_ops());
+    ASSERT_TRUE(c.check().ok());
+  };
+  for (int64_t i = 0; i < 5000 && s.counters().preemptions < 4; ++i) step();
+  ASSERT_GE(s.counters().preemptions, 4) << "the backlog preempts itself";
+  gen_request other = make(100, 10, 3);
+  other.client = 22;
+  ASSERT_TRUE(s.submit(other).ok());
+  const int64_t preempted_before = s.counters().preemptions;
+  int64_t waited = 0;
+  for (; !done && waited < 5000; ++waited) step();
+  ASSERT_TRUE(done);
+  EXPECT_LE(s.counters().preemptions - preempted_before + long_finishes, 1)
+      << "pages given up by the backlog before the short request ended (" << waited << " steps)";
+  while (!s.idle()) step();
+  c.index().flush();
+  EXPECT_EQ(c.metrics().full_pages_used, 0);
+}
+
 TEST(scheduler, abort_while_in_flight_ends_now_and_frees_in_complete) {
   cache::cache_shard c(small_cache());
   scheduler_params sp;
