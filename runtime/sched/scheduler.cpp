@@ -84,18 +84,19 @@ void scheduler::add_running(seq& s) {
 }
 
 uint64_t scheduler::take_ticket(uint64_t client) {
+  // The virtual time: the oldest running sequence's start tag (the largest admitted when
+  // nothing runs; every running ticket is at most that), never going back. A newcomer ranks
+  // with the oldest sequence in service, so it may take the place of a later-started one of
+  // a client with many. (The ticket is the key's second field, not its order: a scan.)
+  uint64_t oldest = max_admitted_;
+  for (const order_key& k : running_) oldest = std::min(oldest, std::get<1>(k));
+  vtime_ = std::max(vtime_, oldest);
   // Clients whose next ticket the virtual time has passed would get vtime_ anyway: forget them.
   if (next_ticket_.size() > 4096) {
     for (auto it = next_ticket_.begin(); it != next_ticket_.end();) {
       it = it->second <= vtime_ ? next_ticket_.erase(it) : std::next(it);
     }
   }
-  // The virtual time: the oldest running sequence's start tag (the largest admitted when
-  // nothing runs), never going back. A newcomer ranks with the oldest sequence in service,
-  // so it may take the place of a later-started one of a client with many.
-  uint64_t oldest = running_.empty() ? max_admitted_ : std::get<1>(*running_.begin());
-  for (const order_key& k : running_) oldest = std::min(oldest, std::get<1>(k));
-  vtime_ = std::max(vtime_, oldest);
   uint64_t& next = next_ticket_[client];
   const uint64_t t = std::max(vtime_, next);
   next = t + 1;
