@@ -8,6 +8,18 @@
 // squares in double (as rms_norm_cpu), RoPE runs in fp32 without contraction,
 // and the quantizers use kernels/quant's integer codecs (quant_codecs.cuh), so
 // the stored values are bit-exact functions of the fp32 pre-quantization value.
+//
+// bf16 (flash_compressor_desc::bf16) runs compressor.cpp's bf16 branch instead,
+// in its fp32 operations and orders: compress_pool_cpu's three passes (one
+// group, every candidate summed in order by one thread), rms_norm_cpu's
+// official norm (sum_squares_torch_order's lanes), RoPE, each step's output
+// rounded to bf16, and the Hadamard output too before FP4. Only the
+// transcendental functions are not glibc's: exp and sin/cos here are correctly
+// rounded (double, rounded once), glibc's expf and sincosf miss that by an ulp
+// on ~7e-4 and ~1.3% of the arguments seen here, so an entry differs from the
+// CPU's only where such an ulp lands on a bf16 rounding boundary (measured:
+// ~2e-4 of entries). Those kernels are separate instantiations: the fp32
+// path's code is unchanged.
 #include "kernels/flash_compressor/flash_compressor.h"
 
 #include <cuda_runtime.h>
@@ -89,17 +101,58 @@ __device__ __forceinline__ const float* ring_row(const flash_compressor_desc& d,
 
 // -- one entry ---------------------------------------------------------------
 
-// Emits block `blk` of span `sp`. All threads of the CTA call it together when
-// TEAM = 128 (it has barriers); a smaller team runs alone (warp shuffles only).
+// Candidate j of block blk (CSA: j < m the previous block's A half, then this
+// block's B half): its kv and gate rows at the channel offset, and the position
+// bias still to add to the gate (null for a ring row, which holds it added).
+// NOTE(flash_compressor): pool_online addresses candidates the same way inline,
+// as it did before the bf16 path: its registers (and speed) stay as measured.
+struct cand_rows {
+  const float* kv;
+  const float* gate;
+  const float* ape;
+};
+
+__device__ __forceinline__ cand_rows cand_at(const flash_compressor_desc& d, const flash_compressor_params& p,
+                                             const span_t& sp, int64_t blk, int64_t j, int ch) {
+  const int64_t m = d.rate, c = d.dim, width = fc_width(d);
+  const bool prev = d.overlap && j < m;
+  const int64_t q = prev ? (blk - 1) * m + j : blk * m + (d.overlap ? j - m : j);
+  const int64_t half = (d.overlap && !prev) ? c : 0;
+  if (q < sp.p0) {
+    const float* row = ring_row(d, p, sp.s, q);
+    return {row + half + ch, row + width + half + ch, nullptr};
+  }
+  const int64_t r = sp.r0 + (q - sp.p0);
+  return {d.kv + r * (d.kv_stride ? d.kv_stride : width) + half + ch,
+          d.gate + r * (d.gate_stride ? d.gate_stride : width) + half + ch, d.ape + (q % m) * width + half + ch};
+}
+
+__device__ __forceinline__ float4 add4(const float4& a, const float4& b) {
+  return make_float4(__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w));
+}
+
+// x rounded to the nearest bf16 (RNE) as round_to_bf16 (runtime/core/codecs.h)
+// rounds it, NaN included: integer arithmetic, whatever cvt would do.
+__device__ __forceinline__ float bf16_rne(float x) {
+  const uint32_t u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float((u | 0x00400000u) & 0xffff0000u);
+  return __uint_as_float((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+
+// e^x correctly rounded to fp32 (a double exp within 1 ulp, rounded once).
+// compress_pool_cpu's expf is glibc's, which is not correctly rounded: it
+// differs from this on 6e-4 to 8e-4 of the floats in [-16, -1/16] (measured).
+__device__ __forceinline__ float exp_rn(float x) { return float(exp(double(x))); }
+
+// The online pool of the fp32 path: per channel a running (max, sum, weighted
+// kv) over the thread's group of candidates, the groups merged in order.
 template <int TEAM>
-__device__ void emit_entry(const flash_compressor_desc& d, const flash_compressor_params& p, const span_t& sp,
-                           int64_t blk, int lane, float* smem) {
+__device__ __forceinline__ void pool_online(const flash_compressor_desc& d, const flash_compressor_params& p,
+                                            const span_t& sp, int64_t blk, int ch, float* smem, float (&x)[4]) {
   const int64_t m = d.rate, c = d.dim, width = fc_width(d);
   const int64_t kv_stride = d.kv_stride ? d.kv_stride : width;
   const int64_t gate_stride = d.gate_stride ? d.gate_stride : width;
-  const int ch = 4 * lane;
   const int G = blockDim.y, gy = threadIdx.y;
-  const unsigned mask = team_mask<TEAM>();
 
   // Candidate j: (position, half). CSA: j < m the previous block's A half, then this block's B half.
   const int64_t j_begin = (d.overlap && blk == 0) ? m : 0;
@@ -152,7 +205,6 @@ __device__ void emit_entry(const flash_compressor_desc& d, const flash_compresso
     }
   }
 
-  float x[4];
   if (TEAM == k_threads_x && G > 1) {
     // Merge the groups' (max, sum, acc) in group order.
     float* part = smem;  // [G][3][512]
@@ -183,25 +235,127 @@ __device__ void emit_entry(const flash_compressor_desc& d, const flash_compresso
 #pragma unroll
     for (int k = 0; k < 4; ++k) x[k] = mx[k] == -INFINITY ? 0.f : acc[k] / sum[k];
   }
+}
 
-  // RMSNorm: sum of squares in double (products exact), as rms_norm_cpu.
-  double ss = 0;
+// The bf16 path's pool: compress_pool_cpu's arithmetic in its order, each
+// thread over every candidate of its 4 channels (blockDim.y = 1): the max, the
+// fp32 sum of exps, then Σ kv · (exp / sum) skipping zero weights. Gates are
+// read three times: span rows through the read-only cache, so the second and
+// third reads hit L1 or L2.
+__device__ __forceinline__ void pool_exact(const flash_compressor_desc& d, const flash_compressor_params& p,
+                                           const span_t& sp, int64_t blk, int ch, float (&x)[4]) {
+  const int64_t m = d.rate;
+  const int64_t j_begin = (d.overlap && blk == 0) ? m : 0, j_end = d.overlap ? 2 * m : m;
+  auto gate_of = [&](const cand_rows& cr) {
+    return cr.ape ? add4(ld_keep(cr.gate), ld_keep(cr.ape)) : ld_plain(cr.gate);
+  };
+
+  float mx[4], sum[4], acc[4];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) ss += double(x[k]) * double(x[k]);
-  ss = sum_lanes<(TEAM < 32 ? TEAM : 32)>(ss, mask);
-  if (TEAM == k_threads_x) {
-    // The barrier before writing `red` also orders this call's `part` reads
-    // and the previous call's `red` reads before the next writes.
-    double* red = reinterpret_cast<double*>(smem + k_groups_hca * 3 * 512);
-    __syncthreads();
-    if (gy == 0 && (threadIdx.x & 31) == 0) red[threadIdx.x / 32] = ss;
-    __syncthreads();
-    ss = ((red[0] + red[1]) + red[2]) + red[3];
+  for (int k = 0; k < 4; ++k) mx[k] = -INFINITY, sum[k] = 0.f, acc[k] = 0.f;
+#pragma unroll k_unroll
+  for (int64_t j = j_begin; j < j_end; ++j) {
+    const float4 g = gate_of(cand_at(d, p, sp, blk, j, ch));
+#pragma unroll
+    for (int k = 0; k < 4; ++k) mx[k] = fmaxf(mx[k], get(g, k));
   }
-  const float inv = 1.0f / sqrtf(float(ss / double(c)) + d.eps);
+#pragma unroll k_unroll
+  for (int64_t j = j_begin; j < j_end; ++j) {
+    const float4 g = gate_of(cand_at(d, p, sp, blk, j, ch));
+#pragma unroll
+    for (int k = 0; k < 4; ++k) sum[k] = __fadd_rn(sum[k], exp_rn(__fsub_rn(get(g, k), mx[k])));
+  }
+#pragma unroll k_unroll
+  for (int64_t j = j_begin; j < j_end; ++j) {
+    const cand_rows cr = cand_at(d, p, sp, blk, j, ch);
+    const float4 g = gate_of(cr), kv = cr.ape ? ld_stream(cr.kv) : ld_plain(cr.kv);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float w = __fdiv_rn(exp_rn(__fsub_rn(get(g, k), mx[k])), sum[k]);
+      if (w != 0.0f) acc[k] = __fadd_rn(acc[k], __fmul_rn(get(kv, k), w));
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) x[k] = mx[k] == -INFINITY ? 0.f : acc[k];
+}
+
+// Σ x² over the entry in sum_squares_torch_order's order: its lanes are the
+// team's threads when c <= 128 (c / 4 lanes, one float4 each); for c = 512 its
+// 32 lanes fold the float4s of threads i, i + 32, i + 64, i + 96, which every
+// warp reads back from shared memory and reduces itself (no third barrier).
+template <int TEAM>
+__device__ __forceinline__ float sum_squares_torch(const float (&x)[4], int lane, unsigned mask, float* smem) {
+  constexpr int L = TEAM < 32 ? TEAM : 32;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  if constexpr (TEAM == k_threads_x) {
+    float4* xs = reinterpret_cast<float4*>(smem);  // [TEAM]
+    __syncthreads();  // the previous entry's reads of xs are done
+    xs[lane] = make_float4(x[0], x[1], x[2], x[3]);
+    __syncthreads();
+    for (int v = lane % 32; v < TEAM; v += 32) {
+      const float4 t = xs[v];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[k] = __fadd_rn(acc[k], __fmul_rn(get(t, k), get(t, k)));
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) acc[k] = __fadd_rn(acc[k], __fmul_rn(x[k], x[k]));
+  }
+  float s = __fadd_rn(__fadd_rn(__fadd_rn(acc[0], acc[1]), acc[2]), acc[3]);
+#pragma unroll
+  for (int o = L / 2; o > 0; o /= 2) s = __fadd_rn(s, __shfl_down_sync(mask, s, o, L));
+  return __shfl_sync(mask, s, 0, L);
+}
+
+// Emits block `blk` of span `sp`. All threads of the CTA call it together when
+// TEAM = 128 (it has barriers); a smaller team runs alone (warp shuffles only).
+// BF16: compressor.cpp's bf16 branch (the pool in compress_pool_cpu's order,
+// the official RMSNorm, bf16 after the pool, the norm, RoPE and the Hadamard).
+template <int TEAM, bool BF16>
+__device__ void emit_entry(const flash_compressor_desc& d, const flash_compressor_params& p, const span_t& sp,
+                           int64_t blk, int lane, float* smem) {
+  const int64_t m = d.rate, c = d.dim;
+  const int ch = 4 * lane;
+  const int gy = threadIdx.y;
+  const unsigned mask = team_mask<TEAM>();
+
+  float x[4];
+  if constexpr (BF16) {
+    pool_exact(d, p, sp, blk, ch, x);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) x[k] = bf16_rne(x[k]);
+  } else {
+    pool_online<TEAM>(d, p, sp, blk, ch, smem, x);
+  }
+
+  float inv;
+  if constexpr (BF16) {
+    // rms_norm_cpu official: the torch-order sum times 1/c, rsqrt rounded once.
+    const float mean_square = __fmul_rn(sum_squares_torch<TEAM>(x, lane, mask, smem), __fdiv_rn(1.0f, float(c)));
+    inv = float(__ddiv_rn(1.0, __dsqrt_rn(double(__fadd_rn(mean_square, d.eps)))));
+  } else {
+    // RMSNorm: sum of squares in double (products exact), as rms_norm_cpu.
+    double ss = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) ss += double(x[k]) * double(x[k]);
+    ss = sum_lanes<(TEAM < 32 ? TEAM : 32)>(ss, mask);
+    if (TEAM == k_threads_x) {
+      // The barrier before writing `red` also orders this call's `part` reads
+      // and the previous call's `red` reads before the next writes.
+      double* red = reinterpret_cast<double*>(smem + k_groups_hca * 3 * 512);
+      __syncthreads();
+      if (gy == 0 && (threadIdx.x & 31) == 0) red[threadIdx.x / 32] = ss;
+      __syncthreads();
+      ss = ((red[0] + red[1]) + red[2]) + red[3];
+    }
+    inv = 1.0f / sqrtf(float(ss / double(c)) + d.eps);
+  }
   const float4 w = ld_keep(d.norm + ch);
 #pragma unroll
-  for (int k = 0; k < 4; ++k) x[k] = __fmul_rn(get(w, k), __fmul_rn(x[k], inv));
+  for (int k = 0; k < 4; ++k) {
+    x[k] = __fmul_rn(get(w, k), __fmul_rn(x[k], inv));
+    if constexpr (BF16) x[k] = bf16_rne(x[k]);
+  }
 
   // RoPE at the block's first position on the trailing rope_dim dims (pairs stay in one thread).
   const int64_t first = blk * m;
@@ -210,11 +364,20 @@ __device__ void emit_entry(const flash_compressor_desc& d, const flash_compresso
 #pragma unroll
     for (int k = 0; k < 4; k += 2) {
       const float f = d.inv_freq[(ch + k - nope) / 2];
+      const float angle = __fmul_rn(float(first), f);
       float sn, cs;
-      sincosf(__fmul_rn(float(first), f), &sn, &cs);
+      if constexpr (BF16) {
+        // Correctly rounded; glibc's sincosf (rope_cpu's) differs on ~1.3% of angles in [1/4, 2^18].
+        double sd, cd;
+        sincos(double(angle), &sd, &cd);
+        sn = float(sd), cs = float(cd);
+      } else {
+        sincosf(angle, &sn, &cs);
+      }
       const float a = x[k], b = x[k + 1];
       x[k] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn));
       x[k + 1] = __fadd_rn(__fmul_rn(b, cs), __fmul_rn(a, sn));
+      if constexpr (BF16) x[k] = bf16_rne(x[k]), x[k + 1] = bf16_rne(x[k + 1]);
     }
   }
 
@@ -259,7 +422,10 @@ __device__ void emit_entry(const flash_compressor_desc& d, const flash_compresso
       }
       const double scale = double(1.0f / sqrtf(float(c)));
 #pragma unroll
-      for (int k = 0; k < 4; ++k) x[k] = float(t[k] * scale);
+      for (int k = 0; k < 4; ++k) {
+        x[k] = float(t[k] * scale);
+        if constexpr (BF16) x[k] = bf16_rne(x[k]);  // as hadamard_fp4_qdq_rows(.., bf16)
+      }
       // FP4 block min(32, c) = 8 lanes.
       float amax = 0.f;
 #pragma unroll
@@ -304,9 +470,23 @@ __device__ __forceinline__ int64_t span_of_row(const int32_t* cu, int64_t n_seq,
   return lo;
 }
 
+// Emits with the compressor's roundings. ANY_BF16: some compressor of the call
+// has bf16; without, the kernel holds no bf16 code (the fp32 path's registers).
+template <int TEAM, bool ANY_BF16>
+__device__ __forceinline__ void emit(const flash_compressor_desc& d, const flash_compressor_params& p,
+                                     const span_t& sp, int64_t blk, int lane, float* smem) {
+  if constexpr (ANY_BF16) {
+    if (d.bf16) {
+      emit_entry<TEAM, true>(d, p, sp, blk, lane, smem);
+      return;
+    }
+  }
+  emit_entry<TEAM, false>(d, p, sp, blk, lane, smem);
+}
+
 // Prefill entries: team w of comp ic owns projection rows [w·m, w·m + m) and
 // emits every block whose closing token lies there.
-template <int TEAM>
+template <int TEAM, bool ANY_BF16>
 __device__ void prefill_team(const fc_launch& L, int ic, int64_t cta, float* smem) {
   const flash_compressor_params& p = L.p;
   const flash_compressor_desc& d = p.comp[ic];
@@ -323,19 +503,20 @@ __device__ void prefill_team(const fc_launch& L, int ic, int64_t cta, float* sme
     if (lo >= hi) continue;
     const int64_t q_lo = sp.p0 + (lo - sp.r0), q_hi = sp.p0 + (hi - sp.r0);
     const int64_t qc = q_lo / m * m + m - 1;  // first closing position >= q_lo
-    if (qc < q_hi) emit_entry<TEAM>(d, p, sp, qc / m, lane, smem);
+    if (qc < q_hi) emit<TEAM, ANY_BF16>(d, p, sp, qc / m, lane, smem);
   }
 }
 
+template <bool ANY_BF16>
 __global__ void __launch_bounds__(k_threads_x * k_groups_hca) fc_prefill_kernel(const fc_launch L) {
   __shared__ __align__(16) float smem[k_groups_hca * 3 * 512 + 8];
   const int ic = blockIdx.x < L.cta0 ? 0 : 1;
   const int64_t cta = blockIdx.x - (ic ? L.cta0 : 0);
   switch (L.p.comp[ic].dim) {
-    case 512: prefill_team<128>(L, ic, cta, smem); break;
-    case 128: prefill_team<32>(L, ic, cta, smem); break;
-    case 64: prefill_team<16>(L, ic, cta, smem); break;
-    default: prefill_team<8>(L, ic, cta, smem); break;
+    case 512: prefill_team<128, ANY_BF16>(L, ic, cta, smem); break;
+    case 128: prefill_team<32, ANY_BF16>(L, ic, cta, smem); break;
+    case 64: prefill_team<16, ANY_BF16>(L, ic, cta, smem); break;
+    default: prefill_team<8, ANY_BF16>(L, ic, cta, smem); break;
   }
 }
 
@@ -380,7 +561,7 @@ __global__ void __launch_bounds__(k_threads_x) fc_ring_kernel(const flash_compre
 // Decode: team s owns sequence s's token (row s): ring row first (no candidate
 // of this step reads it: they lie within ring − 1 positions before it), then
 // the entry if the block closes.
-template <int TEAM>
+template <int TEAM, bool ANY_BF16>
 __device__ void decode_team(const fc_launch& L, int ic, int64_t cta, float* smem) {
   const flash_compressor_params& p = L.p;
   const flash_compressor_desc& d = p.comp[ic];
@@ -391,18 +572,19 @@ __device__ void decode_team(const fc_launch& L, int ic, int64_t cta, float* smem
   if (threadIdx.y == 0 && fc_ring_keeps(d, p.page_size, sp.p0, sp.p0 + 1)) {
     write_ring_row<TEAM>(d, p, s, sp.p0, sp.r0, lane);
   }
-  if ((sp.p0 + 1) % d.rate == 0) emit_entry<TEAM>(d, p, sp, sp.p0 / d.rate, lane, smem);
+  if ((sp.p0 + 1) % d.rate == 0) emit<TEAM, ANY_BF16>(d, p, sp, sp.p0 / d.rate, lane, smem);
 }
 
+template <bool ANY_BF16>
 __global__ void __launch_bounds__(k_threads_x * k_groups_hca) fc_decode_kernel(const fc_launch L) {
   __shared__ __align__(16) float smem[k_groups_hca * 3 * 512 + 8];
   const int ic = blockIdx.x < L.cta0 ? 0 : 1;
   const int64_t cta = blockIdx.x - (ic ? L.cta0 : 0);
   switch (L.p.comp[ic].dim) {
-    case 512: decode_team<128>(L, ic, cta, smem); break;
-    case 128: decode_team<32>(L, ic, cta, smem); break;
-    case 64: decode_team<16>(L, ic, cta, smem); break;
-    default: decode_team<8>(L, ic, cta, smem); break;
+    case 512: decode_team<128, ANY_BF16>(L, ic, cta, smem); break;
+    case 128: decode_team<32, ANY_BF16>(L, ic, cta, smem); break;
+    case 64: decode_team<16, ANY_BF16>(L, ic, cta, smem); break;
+    default: decode_team<8, ANY_BF16>(L, ic, cta, smem); break;
   }
 }
 
@@ -411,13 +593,21 @@ __global__ void __launch_bounds__(k_threads_x * k_groups_hca) fc_decode_kernel(c
 int64_t teams_per_cta(const flash_compressor_desc& d) { return k_threads_x / (d.dim / 4); }
 
 // Candidate groups: 4 only when every compressor is a c = 512 one with >= 32
-// candidates (HCA); smaller teams share a CTA and must stay barrier-free.
+// candidates (HCA) in fp32; smaller teams share a CTA and must stay
+// barrier-free, and the bf16 pool sums every candidate in one thread.
 int groups_for(const flash_compressor_params& p) {
   for (int64_t ic = 0; ic < p.n_comp; ++ic) {
     const flash_compressor_desc& d = p.comp[ic];
-    if (d.dim != 512 || fc_ring_rows(d) < 32) return 1;
+    if (d.dim != 512 || fc_ring_rows(d) < 32 || d.bf16) return 1;
   }
   return k_groups_hca;
+}
+
+bool any_bf16(const flash_compressor_params& p) {
+  for (int64_t ic = 0; ic < p.n_comp; ++ic) {
+    if (p.comp[ic].bf16) return true;
+  }
+  return false;
 }
 
 status launch_error(const char* op) {
@@ -472,7 +662,8 @@ status flash_compressor_prefill_cuda(const flash_compressor_params& p, cudaStrea
   }
   L.cta0 = ctas[0];
   if (ctas[0] + ctas[1] > INT32_MAX) return invalid_argument("flash_compressor_prefill_cuda: grid too large");
-  fc_prefill_kernel<<<dim3(unsigned(ctas[0] + ctas[1])), dim3(k_threads_x, groups_for(p)), 0, stream>>>(L);
+  const auto entries_kernel = any_bf16(p) ? fc_prefill_kernel<true> : fc_prefill_kernel<false>;
+  entries_kernel<<<dim3(unsigned(ctas[0] + ctas[1])), dim3(k_threads_x, groups_for(p)), 0, stream>>>(L);
   HART_RETURN_IF_ERROR(launch_error("flash_compressor_prefill_cuda"));
   fc_ring_kernel<<<dim3(unsigned(ring_ctas), unsigned(p.n_comp)), k_threads_x, 0, stream>>>(p);
   return launch_error("flash_compressor_prefill_cuda (ring)");
@@ -486,7 +677,8 @@ status flash_compressor_decode_cuda(const flash_compressor_params& p, cudaStream
   int64_t ctas[2] = {0, 0};
   for (int64_t ic = 0; ic < p.n_comp; ++ic) ctas[ic] = (p.n_seq + teams_per_cta(p.comp[ic]) - 1) / teams_per_cta(p.comp[ic]);
   L.cta0 = ctas[0];
-  fc_decode_kernel<<<dim3(unsigned(ctas[0] + ctas[1])), dim3(k_threads_x, groups_for(p)), 0, stream>>>(L);
+  const auto kernel = any_bf16(p) ? fc_decode_kernel<true> : fc_decode_kernel<false>;
+  kernel<<<dim3(unsigned(ctas[0] + ctas[1])), dim3(k_threads_x, groups_for(p)), 0, stream>>>(L);
   return launch_error("flash_compressor_decode_cuda");
 }
 

@@ -10,6 +10,10 @@
 //   then the quantization: none; FP8 QDQ of the first c − rope_dim dims (block
 //   64, the last block may be shorter, power-of-two scale); or Hadamard (c^-0.5)
 //   + FP4 QDQ (block min(32, c)) for indexer keys.
+// With `bf16` (compressor_params::bf16, the official inference's roundings):
+// out, the normed entry, the rotated entry and the Hadamard output are each
+// rounded to bf16, and the RMSNorm is the official one (rms_norm_params::official:
+// squares summed as sum_squares_torch_order sums them, rsqrt rounded once).
 // Entries go to slot (b·m % P) / m of full page full_pages[seq][b·m / P], as fp32
 // rows of c or as the 584-byte FP8 entry of kv_entry.h.
 //
@@ -24,6 +28,9 @@
 //
 // The same numbers as compressor_push (runtime/model/compressor.cpp) gives
 // token by token: flash_compressor_engine_test checks it on tiny-a/tiny-c shapes.
+// With bf16 the CUDA kernels give these bits too, except on ~2e-4 of entries:
+// their exp and sin/cos are correctly rounded, glibc's are not always
+// (flash_compressor.cu says more).
 //
 //   flash_compressor_params p;           // one CSA layer: main + indexer compressor
 //   p.comp[0] = {...main...}; p.comp[1] = {...indexer...}; p.n_comp = 2;
@@ -53,6 +60,7 @@ struct flash_compressor_desc {
   int64_t dim = 0;                  // c
   int64_t rope_dim = 0;             // trailing dims rotated (even, <= c)
   bool overlap = false;             // CSA: coff = 2, ring 2m rows; HCA: coff = 1, ring m rows
+  bool bf16 = false;                // the official inference's bf16 roundings of the entry (see above)
   float eps = 1e-6f;
   flash_entry_quant quant = flash_entry_quant::none;
   flash_entry_format format = flash_entry_format::f32;

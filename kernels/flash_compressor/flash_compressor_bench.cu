@@ -5,6 +5,7 @@
 //   fc_bench --only csa|hca   one layer kind
 //   fc_bench --T N            time T = N only (for ncu / nsys)
 //   fc_bench --check-only     the checks alone (for compute-sanitizer)
+//   fc_bench --bf16           the official bf16 roundings (flash_compressor_desc::bf16)
 //
 // Checks first (no time is printed for a kind whose check failed): Flash CSA
 // (main 584-byte entries + indexer Hadamard/FP4 rows) and Flash HCA on fresh
@@ -108,10 +109,13 @@ bool check_problem(const problem& pr, const char* label) {
     compare_entries(pr, int64_t(c), gpu_ent[1][c], cpu_n.comps[c].entries, gpu_ent[0][c], cpu_q.comps[c].entries, r);
     compare_rings(gpu_ring[0][c], cpu_q.comps[c].ring, r);
     compare_rings(gpu_ring[1][c], cpu_n.comps[c].ring, r);
-    std::printf("check %-28s comp %zu: %s (max pre-quant err %.2e of row max, tol %.1e; %lld of %lld stored values differ from the CPU)%s%s\n",
+    std::printf("check %-28s comp %zu: %s (max pre-quant err %.2e of row max, tol %.1e; %lld of %lld stored values, "
+                "%lld of %lld bf16 rows differ from the CPU)%s%s\n",
                 label, c, r.ok ? "ok" : "FAILED", r.max_pre_err, pre_tolerance(pr.shapes[c]), (long long)r.n_flips,
-                (long long)r.n_values, r.ok ? "" : ": ", r.ok ? "" : r.what.c_str());
-    ok = ok && r.ok && r.n_flips <= std::max<int64_t>(4, r.n_values / 100);
+                (long long)r.n_values, (long long)r.n_bf16_differ, (long long)r.n_bf16_rows, r.ok ? "" : ": ",
+                r.ok ? "" : r.what.c_str());
+    ok = ok && r.ok && r.n_flips <= std::max<int64_t>(4, r.n_values / 100) &&
+         r.n_bf16_differ <= 1 + r.n_bf16_rows / 1000;
   }
   return ok;
 }
@@ -244,7 +248,7 @@ int flash_compressor_bench_main(int argc, char** argv) {
   std::map<std::pair<std::string, long long>, std::string> peer;  // (kind, T) -> us or "oom"
   std::string only;
   long long only_T = 0;
-  bool check_only = false;
+  bool check_only = false, bf16 = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];
@@ -252,6 +256,8 @@ int flash_compressor_bench_main(int argc, char** argv) {
       only_T = std::atoll(argv[++i]);
     } else if (std::strcmp(argv[i], "--check-only") == 0) {
       check_only = true;
+    } else if (std::strcmp(argv[i], "--bf16") == 0) {
+      bf16 = true;
     } else if (FILE* f = std::fopen(argv[i], "r")) {
       char kind[16], us[32];
       long long T;
@@ -261,8 +267,9 @@ int flash_compressor_bench_main(int argc, char** argv) {
   }
   cudaStream_t stream;
   CK(cudaStreamCreate(&stream));
+  const auto rounding = [&](std::vector<comp_shape> shapes) { return bf16 ? with_bf16(std::move(shapes)) : shapes; };
   const std::vector<std::pair<std::string, std::vector<comp_shape>>> kinds = {
-      {"csa", {flash_csa_main(), flash_csa_indexer()}}, {"hca", {flash_hca()}}};
+      {"csa", rounding({flash_csa_main(), flash_csa_indexer()})}, {"hca", rounding({flash_hca()})}};
   std::mt19937 rng(2026);
   std::vector<std::string> rows;
   for (const auto& [kind, shapes] : kinds) {

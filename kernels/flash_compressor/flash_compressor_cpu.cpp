@@ -13,6 +13,7 @@
 #include "kernels/rope/rope.h"
 #include "kernels/sparse_decode_attention/kv_entry.h"
 #include "runtime/core/check.h"
+#include "runtime/core/codecs.h"
 
 namespace hart {
 namespace {
@@ -66,9 +67,18 @@ void emit_entry(const flash_compressor_desc& d, const flash_compressor_params& p
 
   const int64_t first = blk * m;
   std::vector<float> e(static_cast<size_t>(c));
+  // bf16: compressor.cpp's roundings, after each of the three steps.
+  auto round_if_bf16 = [&] {
+    if (d.bf16) {
+      for (float& v : e) v = round_to_bf16(v);
+    }
+  };
   HART_CHECK(compress_pool_cpu({kv_rows.data(), gate_rows.data(), e.data(), int64_t(kv_rows.size()), c}).ok());
-  HART_CHECK(rms_norm_cpu({e.data(), d.norm, e.data(), 1, c, 0, 0, d.eps}).ok());
+  round_if_bf16();
+  HART_CHECK(rms_norm_cpu({e.data(), d.norm, e.data(), 1, c, 0, 0, d.eps, d.bf16}).ok());
+  round_if_bf16();
   HART_CHECK(rope_cpu({e.data(), &first, d.inv_freq, 1, 1, c, d.rope_dim}).ok());
+  round_if_bf16();
 
   const int32_t page = p.full_pages[s * p.pages_stride + first / p.page_size];
   uint8_t* dst = static_cast<uint8_t*>(d.entries) + page * d.entry_page_stride_bytes +
@@ -85,6 +95,7 @@ void emit_entry(const flash_compressor_desc& d, const flash_compressor_params& p
     }
   } else if (d.quant == flash_entry_quant::hadamard_fp4) {
     HART_CHECK(hadamard_transform(e.data(), c, 1.0f / std::sqrt(float(c))).ok());
+    round_if_bf16();  // as hadamard_fp4_qdq_rows(.., bf16)
     HART_CHECK(fp4_act_qdq(e.data(), c, std::min<int64_t>(32, c)).ok());
   }
   std::memcpy(dst, e.data(), size_t(c) * sizeof(float));

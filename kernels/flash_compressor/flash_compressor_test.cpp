@@ -6,10 +6,14 @@
 // sequences in one m-row window, pools poisoned first): pre-quantization values
 // within pre_tolerance, stored entries bit-equal to the host quantization of the
 // GPU's own pre-quantization values, rings and every untouched byte bitwise.
+// With bf16 (the official roundings) the same cases at V4 shapes compare the
+// entries bitwise, up to the rare exp/sin/cos rounding that pre_tolerance
+// describes.
 #include "kernels/flash_compressor/flash_compressor.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -17,6 +21,7 @@
 
 #include "kernels/flash_compressor/flash_compressor_cases.h"
 #include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
 
 #ifdef HART_CUDA
 #include "kernels/testing/cuda_test_util.h"
@@ -104,6 +109,35 @@ TEST(FlashCompressor, CpuChunkedEqualsWhole) {
   check_chunking({k_tiny_a_hca}, 32, 150, seed + 1);
   check_chunking({k_tiny_c_hca}, 128, 400, seed + 2);
   check_chunking({flash_csa_main(), flash_csa_indexer()}, 64, 140, seed + 3);
+  check_chunking(with_bf16({flash_csa_main(), flash_csa_indexer()}), 64, 140, seed + 4);
+  check_chunking(with_bf16({k_tiny_c_hca}), 128, 400, seed + 5);
+}
+
+// bf16: every pre-quantization value is a bf16 value (the last step, RoPE, rounds
+// them all), and the flag changes entries.
+TEST(FlashCompressor, CpuBf16EntriesAreBf16) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  for (const auto& shapes : {unquantized({flash_csa_main(), flash_csa_indexer()}), unquantized({flash_hca()})}) {
+    problem f32 = make_problem(shapes, 256, 1, 300, rng);
+    set_spans(f32, {0}, {300});
+    fill_projections(f32, rng);
+    problem bf16 = f32;
+    bf16.shapes = with_bf16(shapes);
+    ASSERT_TRUE(flash_compressor_cpu(host_params(f32)).ok());
+    ASSERT_TRUE(flash_compressor_cpu(host_params(bf16)).ok());
+    for (size_t c = 0; c < shapes.size(); ++c) {
+      const comp_shape& sh = shapes[c];
+      SCOPED_TRACE("dim " + std::to_string(sh.dim) + " rate " + std::to_string(sh.rate));
+      for (auto [s, blk] : closing_blocks(bf16, sh.rate)) {
+        std::vector<float> v(size_t(sh.dim));
+        std::memcpy(v.data(), bf16.comps[c].entries.data() + entry_offset(bf16, int64_t(c), s, blk), v.size() * 4);
+        for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(round_to_bf16(v[i]), v[i]) << "block " << blk << " dim " << i;
+      }
+      EXPECT_NE(bf16.comps[c].entries, f32.comps[c].entries);
+    }
+  }
 }
 
 #ifdef HART_CUDA
@@ -142,6 +176,11 @@ void run_and_compare(const problem& pr, bool decode, const std::string& label) {
     // rounding boundary: rare. A high rate means the rule above is hiding a bug.
     EXPECT_LE(r.n_flips, std::max<int64_t>(4, r.n_values / 100)) << "comp " << c << ": " << r.n_flips << " of "
                                                                   << r.n_values << " stored values differ from the CPU";
+    // bf16 rows differ only by the transcendentals' rounding (pre_tolerance): ~2e-4 of
+    // rows (measured on 16384-entry calls), so one per call plus 0.1% leaves room; a
+    // wrong order or rounding moves far more.
+    EXPECT_LE(r.n_bf16_differ, 1 + r.n_bf16_rows / 1000)
+        << "comp " << c << ": " << r.n_bf16_differ << " of " << r.n_bf16_rows << " bf16 entries differ from the CPU";
   }
 }
 
@@ -220,6 +259,44 @@ TEST(FlashCompressorCuda, DecodeMatchesCpu) {
   std::vector<int64_t> many;
   for (int s = 0; s < 77; ++s) many.push_back(13 * s);
   check_decode({flash_csa_main(), flash_csa_indexer()}, 256, many, 5, seed + 4, "Flash CSA batch 77");
+}
+
+// bf16 at V4 shapes (CSA main as kv_entry and f32 rows, the indexer's Hadamard
+// FP4 keys, HCA with its 128 candidates) and the tiny teams (c = 128, 64, 32):
+// spans from block 0, crossing block and page edges, ragged, many per window.
+TEST(FlashCompressorCuda, PrefillBf16MatchesCpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  const std::vector<comp_shape> csa = with_bf16({flash_csa_main(), flash_csa_indexer()});
+  check_prefill(csa, 256, {0}, {513}, seed, "bf16 Flash CSA 513 from 0");
+  check_prefill(csa, 256, {0, 7, 254, 256, 3, 101}, {1, 5, 129, 127, 0, 3}, seed + 1, "bf16 Flash CSA ragged");
+  check_prefill(with_bf16({flash_csa_main(flash_entry_format::f32)}), 128, {5, 130}, {300, 260}, seed + 2,
+                "bf16 Flash CSA f32 rows");
+  check_prefill(with_bf16({flash_hca()}), 256, {0, 100, 256}, {513, 400, 128}, seed + 3, "bf16 Flash HCA");
+  check_prefill(with_bf16({flash_hca(flash_entry_format::f32)}), 128, {127, 0}, {1, 129}, seed + 4,
+                "bf16 Flash HCA f32 edges");
+  check_prefill(with_bf16({k_tiny_a_csa, k_tiny_a_idx}), 32, {0, 3, 31, 64}, {150, 1, 2, 33}, seed + 5,
+                "bf16 tiny-a CSA");
+  check_prefill(with_bf16({k_tiny_c_csa, k_tiny_c_idx}), 128, {0, 126}, {300, 5}, seed + 6, "bf16 tiny-c CSA");
+  check_prefill(with_bf16({k_tiny_c_hca}), 128, {0, 120}, {400, 9}, seed + 7, "bf16 tiny-c HCA");
+  std::vector<int64_t> st, ln;
+  for (int s = 0; s < 40; ++s) st.push_back(128 * s + 124 + s % 4), ln.push_back(1 + s % 4);
+  check_prefill(with_bf16({flash_hca()}), 128, st, ln, seed + 8, "bf16 HCA many short spans");
+  check_prefill(csa, 128, st, ln, seed + 9, "bf16 CSA many short spans");
+}
+
+TEST(FlashCompressorCuda, DecodeBf16MatchesCpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  check_decode(with_bf16({flash_csa_main(), flash_csa_indexer()}), 256, {0, 1, 250, 509, 3000}, 9, seed,
+               "bf16 Flash CSA");
+  check_decode(with_bf16({flash_hca()}), 256, {0, 120, 250, 383, 1000}, 10, seed + 1, "bf16 Flash HCA");
+  check_decode(with_bf16({k_tiny_a_csa, k_tiny_a_idx}), 32, {0, 29, 30, 31}, 6, seed + 2, "bf16 tiny-a CSA");
+  std::vector<int64_t> many;
+  for (int s = 0; s < 77; ++s) many.push_back(13 * s);
+  check_decode(with_bf16({flash_csa_main(), flash_csa_indexer()}), 256, many, 5, seed + 3, "bf16 Flash CSA batch 77");
 }
 
 TEST(FlashCompressorCuda, UnsupportedShapesSayWhy) {

@@ -2,7 +2,9 @@
 // q_h · k_s is fp32 products added in channel order (no FMA), then
 // ReLU(dot) · softmax_scale · w[h], and the heads' terms are added in head
 // order, exactly the CPU's operations (so the top-k over them,
-// kernels/lightning_topk, picks what the CPU picks).
+// kernels/lightning_topk, picks what the CPU picks). With bf16 the same dots
+// go through the CPU's bf16 rounding points (indexer.h): the kernels are
+// templates on it, so the fp32 instantiation is the code it always was.
 //   tiled (n_heads <= 64, head_dim % 4 == 0, keys 16-byte aligned): q is
 //   staged once per CTA in shared memory, padded so that lane h reading head
 //   h's channel d hits its own bank; each warp scores 4 keys, lane l heads l
@@ -48,12 +50,30 @@ struct paged_source {
   }
 };
 
+// runtime/core/codecs.cpp's round_to_bf16 bit for bit: half to even, and a
+// NaN kept (quieted, sign and top payload bits) where __float2bfloat16_rn
+// would give the canonical NaN.
+__device__ __forceinline__ float round_to_bf16(float x) {
+  const uint32_t u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float((u | 0x00400000u) & 0xffff0000u);
+  return __uint_as_float((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+
+// indexer_score_cpu's term for head h: fp32, or with bf16 the dot·scale and
+// the term rounded (the heads' sum is fp32, rounded once by score_value).
+template <bool BF16>
 __device__ __forceinline__ float head_term(float dot, float scale, const float* w, int64_t h) {
+  if (BF16) return round_to_bf16(__fmul_rn(fmaxf(round_to_bf16(__fmul_rn(dot, scale)), 0.0f), w[h]));
   return __fmul_rn(__fmul_rn(fmaxf(dot, 0.0f), scale), w[h]);
 }
 
+template <bool BF16>
+__device__ __forceinline__ float score_value(float acc) {
+  return BF16 ? round_to_bf16(acc) : acc;
+}
+
 // shared memory: q [n_heads][head_dim + 1], then terms [k_warps][k_keys_per_warp][n_heads]
-template <class Src>
+template <bool BF16, class Src>
 __global__ void indexer_score_tiled_kernel(Src src, int64_t H, int64_t hd, float scale) {
   extern __shared__ float sm[];
   constexpr int KPW = k_keys_per_warp;
@@ -90,19 +110,19 @@ __global__ void indexer_score_tiled_kernel(Src src, int64_t H, int64_t hd, float
   const float* w = src.w(tok);
   float* t = sm + H * ld + warp * KPW * H;
   for (int j = 0; j < nk; ++j) {
-    if (lane < H) t[j * H + lane] = head_term(dot[j][0], scale, w, lane);
-    if (lane + 32 < H) t[j * H + lane + 32] = head_term(dot[j][1], scale, w, lane + 32);
+    if (lane < H) t[j * H + lane] = head_term<BF16>(dot[j][0], scale, w, lane);
+    if (lane + 32 < H) t[j * H + lane + 32] = head_term<BF16>(dot[j][1], scale, w, lane + 32);
   }
   __syncwarp();
   if (lane < nk) {
     float acc = 0;
     for (int64_t h = 0; h < H; ++h) acc = __fadd_rn(acc, t[lane * H + h]);
-    src.score(tok)[s0 + lane] = acc;
+    src.score(tok)[s0 + lane] = score_value<BF16>(acc);
   }
 }
 
 // shared memory: [k_warps][n_heads] head terms
-template <bool VEC, class Src>
+template <bool BF16, bool VEC, class Src>
 __global__ void indexer_score_kernel(Src src, int64_t H, int64_t hd, float scale) {
   extern __shared__ float terms[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -122,13 +142,13 @@ __global__ void indexer_score_kernel(Src src, int64_t H, int64_t hd, float scale
     } else {
       for (int64_t d = 0; d < hd; ++d) dot = __fadd_rn(dot, __fmul_rn(q[d], k[d]));
     }
-    t[h] = head_term(dot, scale, w, h);
+    t[h] = head_term<BF16>(dot, scale, w, h);
   }
   __syncwarp();
   if (lane == 0) {
     float acc = 0;
     for (int64_t h = 0; h < H; ++h) acc = __fadd_rn(acc, t[h]);
-    src.score(tok)[s] = acc;
+    src.score(tok)[s] = score_value<BF16>(acc);
   }
 }
 
@@ -136,7 +156,7 @@ bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0;
 
 // One launch over n_tokens x max_keys: the tiled kernel when the heads fit and
 // every key is 16-byte aligned (keys_aligned), else a warp per key.
-template <class Src>
+template <bool BF16, class Src>
 status launch_scores(const char* name, const Src& src, int64_t n_tokens, int64_t max_keys, int64_t H, int64_t hd,
                      float scale, bool keys_aligned, bool q_aligned, CUstream_st* stream) {
   const size_t tiled_smem = size_t(H * (hd + 1) + k_warps * k_keys_per_warp * H) * sizeof(float);
@@ -150,14 +170,14 @@ status launch_scores(const char* name, const Src& src, int64_t n_tokens, int64_t
   if (max_keys == 0 || n_tokens == 0) return {};
   const dim3 grid{unsigned(n_blocks), unsigned(n_tokens)};
   if (tiled) {
-    indexer_score_tiled_kernel<<<grid, k_threads, tiled_smem, stream>>>(src, H, hd, scale);
+    indexer_score_tiled_kernel<BF16><<<grid, k_threads, tiled_smem, stream>>>(src, H, hd, scale);
   } else {
     const size_t smem = size_t(k_warps * H) * sizeof(float);
     if (smem > 48 * 1024) return invalid_argument("%s: n_heads=%lld over the kernel's 1536", name, (long long)H);
     if (hd % 4 == 0 && q_aligned && keys_aligned) {
-      indexer_score_kernel<true><<<grid, k_threads, smem, stream>>>(src, H, hd, scale);
+      indexer_score_kernel<BF16, true><<<grid, k_threads, smem, stream>>>(src, H, hd, scale);
     } else {
-      indexer_score_kernel<false><<<grid, k_threads, smem, stream>>>(src, H, hd, scale);
+      indexer_score_kernel<BF16, false><<<grid, k_threads, smem, stream>>>(src, H, hd, scale);
     }
   }
   const cudaError_t err = cudaGetLastError();
@@ -181,8 +201,9 @@ status indexer_score_paged_cuda(const indexer_score_paged_params& p, CUstream_st
   }
   const bool keys_aligned = aligned16(p.keys) && p.page_floats % 4 == 0 && p.key_off % 4 == 0 && p.head_dim % 4 == 0;
   const bool q_aligned = aligned16(p.q) && p.head_dim % 4 == 0;
-  return launch_scores("indexer_score_paged_cuda", paged_source{p}, p.n_tokens, p.max_keys, p.n_heads, p.head_dim,
-                       p.softmax_scale, keys_aligned, q_aligned, stream);
+  const auto launch = p.bf16 ? launch_scores<true, paged_source> : launch_scores<false, paged_source>;
+  return launch("indexer_score_paged_cuda", paged_source{p}, p.n_tokens, p.max_keys, p.n_heads, p.head_dim,
+                p.softmax_scale, keys_aligned, q_aligned, stream);
 }
 
 }  // namespace hart

@@ -52,7 +52,7 @@ namespace hart {
 /// (i·rate % page_size) / rate · head_dim (one key per `rate` positions,
 /// page_size positions per page), into score[t · score_stride + i]. Each
 /// score is bitwise the CPU's on the same key (the same fp32 operations in the
-/// same order).
+/// same order, bf16 roundings included).
 struct indexer_score_paged_params {
   const float* q = nullptr;          // [n_tokens][n_heads][head_dim]
   const float* w = nullptr;          // [n_tokens][n_heads]
@@ -66,6 +66,7 @@ struct indexer_score_paged_params {
   int64_t score_stride = 0;
   int64_t rate = 0, page_size = 0, page_floats = 0, key_off = 0;
   float softmax_scale = 1.0f;
+  bool bf16 = false;                 // indexer_score_params::bf16 (pass softmax_scale 1)
 };
 status indexer_score_paged_cuda(const indexer_score_paged_params& p, CUstream_st* stream);
 }  // namespace hart

@@ -33,6 +33,9 @@ struct hc_pre_params {
   double* workspace = nullptr;
   /// The official inference's fp32 order for the mean square (sum_squares_torch_order).
   bool official = false;
+  /// The official inference's bf16 activations: `official` (implied), and `collapsed`
+  /// rounded to bf16 (RNE); post and comb stay fp32.
+  bool bf16 = false;
 };
 
 struct hc_post_params {
@@ -45,6 +48,7 @@ struct hc_post_params {
   int64_t n_hc = 4;
   int64_t dim = 0;
   bool official = false;  // as hc_pre_params::official: post·y + (Σ_j comb·x), the sum first
+  bool bf16 = false;      // `official` (implied), and `out` (the new streams) rounded to bf16 (RNE)
 };
 
 struct hc_head_params {
@@ -59,6 +63,7 @@ struct hc_head_params {
   float norm_eps = 1e-6f;
   float hc_eps = 1e-6f;
   bool official = false;  // as hc_pre_params::official
+  bool bf16 = false;      // `official` (implied), and `out` rounded to bf16 (RNE)
 };
 
 status hc_pre_cpu(const hc_pre_params& p);
@@ -73,7 +78,8 @@ namespace hart {
 /// Same contracts as the _cpu functions with device pointers; one block per
 /// token, no allocation, no synchronisation; n_hc <= 64 for pre and head.
 /// hc_post is bit-identical to hc_post_cpu; pre/head differ only in the fp64
-/// summation order of the dot products and in expf's last bits.
+/// summation order of the dot products and (without official / bf16) in expf's
+/// last bits: with them, all else is the CPU's arithmetic bit for bit (glibc's expf).
 /// Device scratch hc_pre_cuda can use for these sizes (0: none helps).
 size_t hc_pre_workspace_bytes(int64_t n_tokens, int64_t n_hc, int64_t dim);
 status hc_pre_cuda(const hc_pre_params& p, CUstream_st* stream);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/rms_norm/rms_norm.h"
+#include "runtime/core/codecs.h"
 
 namespace hart {
 namespace {
@@ -40,11 +41,12 @@ status hc_pre_cpu(const hc_pre_params& p) {
   }
   if (p.n_hc <= 0 || p.dim <= 0 || p.sinkhorn_iters < 1) return invalid_argument("hc_pre: bad sizes");
   const int64_t n = p.n_hc, width = n * p.dim, n_mix = (2 + n) * n;
+  const bool official = p.official || p.bf16;
 #pragma omp parallel for schedule(static) if (p.n_tokens > 8)
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     const float* x = p.x + t * width;
     std::vector<float> mix(n_mix);
-    hc_mix(x, p.fn, n_mix, width, p.norm_eps, p.official, mix.data());
+    hc_mix(x, p.fn, n_mix, width, p.norm_eps, official, mix.data());
     std::vector<float> pre(n);
     for (int64_t i = 0; i < n; ++i) {
       pre[i] = sigmoid(mix[i] * p.scale[0] + p.base[i]) + p.hc_eps;
@@ -84,7 +86,7 @@ status hc_pre_cpu(const hc_pre_params& p) {
     for (int64_t d = 0; d < p.dim; ++d) {
       float acc = 0;
       for (int64_t i = 0; i < n; ++i) acc += pre[i] * x[i * p.dim + d];
-      out[d] = acc;
+      out[d] = p.bf16 ? round_to_bf16(acc) : acc;
     }
   }
   return {};
@@ -94,6 +96,7 @@ status hc_post_cpu(const hc_post_params& p) {
   if (!p.x || !p.y || !p.post || !p.comb || !p.out) return invalid_argument("hc_post: null pointer");
   if (p.out == p.x) return invalid_argument("hc_post: out must not alias x");
   const int64_t n = p.n_hc;
+  const bool official = p.official || p.bf16;
 #pragma omp parallel for schedule(static) if (p.n_tokens > 8)
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     const float* x = p.x + t * n * p.dim;
@@ -103,10 +106,11 @@ status hc_post_cpu(const hc_post_params& p) {
     for (int64_t k = 0; k < n; ++k) {
       const float pk = p.post[t * n + k];
       for (int64_t d = 0; d < p.dim; ++d) {
-        if (p.official) {  // post·y + (Σ_j comb·x): the sum over input streams first, as the reference adds
+        if (official) {  // post·y + (Σ_j comb·x): the sum over input streams first, as the reference adds
           float mixed = 0;
           for (int64_t j = 0; j < n; ++j) mixed += c[j * n + k] * x[j * p.dim + d];
-          o[k * p.dim + d] = pk * y[d] + mixed;
+          const float sum = pk * y[d] + mixed;
+          o[k * p.dim + d] = p.bf16 ? round_to_bf16(sum) : sum;
           continue;
         }
         float acc = pk * y[d];
@@ -125,12 +129,12 @@ status hc_head_cpu(const hc_head_params& p) {
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     const float* x = p.x + t * width;
     std::vector<float> mix(n);
-    hc_mix(x, p.fn, n, width, p.norm_eps, p.official, mix.data());
+    hc_mix(x, p.fn, n, width, p.norm_eps, p.official || p.bf16, mix.data());
     for (int64_t i = 0; i < n; ++i) mix[i] = sigmoid(mix[i] * p.scale[0] + p.base[i]) + p.hc_eps;
     for (int64_t d = 0; d < p.dim; ++d) {
       float acc = 0;
       for (int64_t i = 0; i < n; ++i) acc += mix[i] * x[i * p.dim + d];
-      p.out[t * p.dim + d] = acc;
+      p.out[t * p.dim + d] = p.bf16 ? round_to_bf16(acc) : acc;
     }
   }
   return {};

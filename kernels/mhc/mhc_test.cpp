@@ -332,5 +332,55 @@ TEST(mhc, hc_head_weight_range) {
   }
 }
 
+// -- bf16 --------------------------------------------------------------------------
+
+::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << got.size() << " != " << want.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      return ::testing::AssertionFailure() << "[" << i << "] got " << got[i] << " want " << want[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// bf16 is the CPU engine's former sequence inside the op: the op with `official`, then
+// round_to_bf16 of collapsed (hc_pre, hc_head) or out (hc_post), post and comb as
+// `official` leaves them; bit for bit, on bf16 streams as the engine holds them.
+TEST(mhc, bf16_is_official_then_rounded) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  std::vector<shape> shapes(std::begin(k_shapes), std::end(k_shapes));
+  shapes.push_back({3, 4, 512});
+  shapes.push_back({2, 4, 4096});
+  for (const shape& s : shapes) {
+    SCOPED_TRACE(describe(s));
+    const int64_t n = s.n_hc;
+    auto in = make_pre_inputs(rng, s.n_tokens, n, s.dim, (2 + n) * n);
+    round_all_to_bf16(in.x);
+    auto want = run_hc_pre(in, s.n_tokens, n, s.dim, 20, /*official=*/true);
+    round_all_to_bf16(want.collapsed);
+    const auto got = run_hc_pre(in, s.n_tokens, n, s.dim, 20, /*official=*/false, /*bf16=*/true);
+    EXPECT_TRUE(same_bits(got.collapsed, want.collapsed)) << "hc_pre collapsed";
+    EXPECT_TRUE(same_bits(got.post, want.post)) << "hc_pre post";
+    EXPECT_TRUE(same_bits(got.comb, want.comb)) << "hc_pre comb";
+
+    auto y = normal_vec(rng, s.n_tokens * s.dim, 1.0f);
+    round_all_to_bf16(y);
+    auto streams = run_hc_post(in.x, y, want.post, want.comb, s.n_tokens, n, s.dim, /*official=*/true);
+    round_all_to_bf16(streams);
+    EXPECT_TRUE(
+        same_bits(run_hc_post(in.x, y, want.post, want.comb, s.n_tokens, n, s.dim, false, true), streams))
+        << "hc_post";
+
+    auto head_in = make_pre_inputs(rng, s.n_tokens, n, s.dim, n);
+    round_all_to_bf16(head_in.x);
+    auto head = run_hc_head(head_in, s.n_tokens, n, s.dim, /*official=*/true);
+    round_all_to_bf16(head);
+    EXPECT_TRUE(same_bits(run_hc_head(head_in, s.n_tokens, n, s.dim, false, true), head)) << "hc_head";
+  }
+}
+
 }  // namespace
 }  // namespace hart

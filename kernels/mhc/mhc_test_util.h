@@ -15,6 +15,7 @@
 
 #include "kernels/mhc/mhc.h"
 #include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
 
 namespace hart::mhc_testing {
 
@@ -128,7 +129,8 @@ struct pre_outputs {
   std::vector<float> collapsed, post, comb;
 };
 
-inline pre_outputs run_hc_pre(const pre_inputs& in, int64_t n_tokens, int64_t n, int64_t dim, int64_t iters) {
+inline pre_outputs run_hc_pre(const pre_inputs& in, int64_t n_tokens, int64_t n, int64_t dim, int64_t iters,
+                              bool official = false, bool bf16 = false) {
   pre_outputs out;
   out.collapsed.assign(n_tokens * dim, NAN);
   out.post.assign(n_tokens * n, NAN);
@@ -145,12 +147,38 @@ inline pre_outputs run_hc_pre(const pre_inputs& in, int64_t n_tokens, int64_t n,
   p.n_hc = n;
   p.dim = dim;
   p.sinkhorn_iters = iters;
+  p.official = official;
+  p.bf16 = bf16;
   const status st = hc_pre_cpu(p);
   EXPECT_TRUE(st.ok()) << st.to_string();
   return out;
 }
 
+inline std::vector<float> run_hc_head(const pre_inputs& in, int64_t n_tokens, int64_t n, int64_t dim,
+                                      bool official = false, bool bf16 = false) {
+  std::vector<float> out(n_tokens * dim, NAN);
+  hc_head_params p;
+  p.x = in.x.data();
+  p.fn = in.fn.data();
+  p.base = in.base.data();
+  p.scale = in.scale.data();
+  p.out = out.data();
+  p.n_tokens = n_tokens;
+  p.n_hc = n;
+  p.dim = dim;
+  p.official = official;
+  p.bf16 = bf16;
+  const status st = hc_head_cpu(p);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return out;
+}
+
 inline std::vector<double> ones(size_t n) { return std::vector<double>(n, 1.0); }
+
+// The engine's residual streams and sublayer outputs are bf16 values under bf16.
+inline void round_all_to_bf16(std::vector<float>& v) {
+  for (float& e : v) e = round_to_bf16(e);
+}
 
 // The rsqrt statistic and the 24 dot products are fp32-rounded once; the
 // Sinkhorn loop runs 20 fp32 iterations on values in [0, 1].
@@ -169,8 +197,9 @@ inline std::string describe(const shape& s) {
 }
 
 inline std::vector<float> run_hc_post(const std::vector<float>& x, const std::vector<float>& y,
-                               const std::vector<float>& post, const std::vector<float>& comb, int64_t n_tokens,
-                               int64_t n, int64_t dim) {
+                                      const std::vector<float>& post, const std::vector<float>& comb,
+                                      int64_t n_tokens, int64_t n, int64_t dim, bool official = false,
+                                      bool bf16 = false) {
   std::vector<float> out(n_tokens * n * dim, NAN);
   hc_post_params p;
   p.x = x.data();
@@ -181,6 +210,8 @@ inline std::vector<float> run_hc_post(const std::vector<float>& x, const std::ve
   p.n_tokens = n_tokens;
   p.n_hc = n;
   p.dim = dim;
+  p.official = official;
+  p.bf16 = bf16;
   const status st = hc_post_cpu(p);
   EXPECT_TRUE(st.ok()) << st.to_string();
   return out;

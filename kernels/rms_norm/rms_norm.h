@@ -22,6 +22,12 @@ struct rms_norm_params {
   /// the mean square summed as sum_squares_torch_order sums it, rsqrt rounded
   /// once, y = w · (x · r).
   bool official = false;
+  /// The official inference's bf16 tensors. With w: the official arithmetic (implied),
+  /// each output rounded to bf16 (RNE). Without w (V4's per-head q RMS, `official`
+  /// ignored): each x² rounded to bf16 and summed in fp32 in channel order, the mean,
+  /// mean + eps and 1 / sqrt of it each rounded to bf16, y = x · r rounded to bf16.
+  /// With rope_pos, the rotated channels are rounded to bf16 again (rope_params::bf16).
+  bool bf16 = false;
   // Then, with rope_pos set: output row r's trailing rope_dim channels rotate as
   // rope_cpu rotates a head, at position rope_pos[r / rope_rows_per_pos] (rows of
   // one token's heads share it), by rope_inv_freq [rope_dim / 2].
@@ -50,8 +56,10 @@ status rms_norm_rope_check(const rms_norm_params& p);
 #ifdef HART_CUDA
 struct CUstream_st;
 namespace hart {
-/// Same contract as rms_norm_cpu with device pointers; fp32, one block per row.
-/// The rotation is rope_cuda's, bit for bit.
+/// Same contract as rms_norm_cpu with device pointers; one block per row (a warp per
+/// row for the unweighted bf16 norm). The norm is rms_norm_cpu's bit for bit under
+/// `official` or `bf16`; the rotation is rope_cuda's bit for bit (cosf/sinf: within a
+/// few fp32 ulps of rope_cpu's).
 status rms_norm_cuda(const rms_norm_params& p, CUstream_st* stream);
 }  // namespace hart
 #endif

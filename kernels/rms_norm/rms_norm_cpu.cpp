@@ -1,6 +1,7 @@
 #include "kernels/rms_norm/rms_norm.h"
 
 #include "kernels/rope/rope.h"
+#include "runtime/core/codecs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,6 +31,20 @@ float sum_squares_torch_order(const float* x, int64_t dim) {
   return lane[0];
 }
 
+namespace {
+
+// 1 / rms as the official per-head q RMS computes it on bf16 tensors (runtime/model
+// attention.cpp's head_rms_bf16): each x² rounded, summed in fp32 in channel order,
+// the mean, mean + eps and the reciprocal square root each rounded.
+float head_inv_rms_bf16(const float* x, int64_t dim, float eps) {
+  float acc = 0;
+  for (int64_t i = 0; i < dim; ++i) acc += round_to_bf16(x[i] * x[i]);
+  const float mean = round_to_bf16(acc * (1.0f / float(dim)));
+  return round_to_bf16(1.0f / std::sqrt(round_to_bf16(mean + eps)));
+}
+
+}  // namespace
+
 status rms_norm_cpu(const rms_norm_params& p) {
   if (!p.x || !p.y) return invalid_argument("rms_norm: null pointer");
   if (p.dim <= 0 || p.n_rows < 0) return invalid_argument("rms_norm: bad dim %lld", (long long)p.dim);
@@ -40,8 +55,14 @@ status rms_norm_cpu(const rms_norm_params& p) {
   for (int64_t r = 0; r < p.n_rows; ++r) {
     const float* x = p.x + r * xs;
     float* y = p.y + r * ys;
+    if (p.bf16 && !p.w) {
+      const float inv = head_inv_rms_bf16(x, p.dim, p.eps);
+      for (int64_t i = 0; i < p.dim; ++i) y[i] = round_to_bf16(x[i] * inv);
+      continue;
+    }
+    const bool official = p.official || p.bf16;
     float mean_square;
-    if (p.official) {
+    if (official) {
       mean_square = sum_squares_torch_order(x, p.dim) * (1.0f / float(p.dim));
     } else {
       double ss = 0;
@@ -50,17 +71,18 @@ status rms_norm_cpu(const rms_norm_params& p) {
     }
     // official: rsqrt rounded once (1 / sqrtf rounds twice, off by an ulp often enough to
     // flip a bf16 output).
-    const float inv = p.official ? float(1.0 / std::sqrt(double(mean_square + p.eps)))
-                                 : 1.0f / std::sqrt(mean_square + p.eps);
+    const float inv = official ? float(1.0 / std::sqrt(double(mean_square + p.eps)))
+                               : 1.0f / std::sqrt(mean_square + p.eps);
     for (int64_t i = 0; i < p.dim; ++i) {
       const float v = x[i] * inv;
-      y[i] = p.w ? p.w[i] * v : v;
+      const float out = p.w ? p.w[i] * v : v;
+      y[i] = p.bf16 ? round_to_bf16(out) : out;
     }
   }
   if (!p.rope_pos) return {};
   for (int64_t r = 0; r < p.n_rows; ++r) {  // rope_cpu on each row as one head
-    HART_RETURN_IF_ERROR(rope_cpu({p.y + r * ys, p.rope_pos + r / p.rope_rows_per_pos, p.rope_inv_freq, 1, 1, p.dim,
-                                   p.rope_dim, 0, p.rope_attention_factor}));
+    HART_RETURN_IF_ERROR(rope_cpu({p.y + r * ys, p.rope_pos + r / p.rope_rows_per_pos, p.rope_inv_freq, 1, 1,
+                                   p.dim, p.rope_dim, 0, p.rope_attention_factor, false, p.bf16}));
   }
   return {};
 }

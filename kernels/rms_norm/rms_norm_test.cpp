@@ -5,10 +5,13 @@
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/rope/rope.h"
 
+#include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -256,6 +259,92 @@ TEST(rms_norm, fused_rope_is_norm_then_rope) {
   EXPECT_EQ(rms_norm_cpu(bad).code(), status_code::invalid_argument);  // past dim
 }
 
+// -- bf16: the CPU engine's sequences in one call -----------------------------------
+
+// runtime/model/attention.cpp's head_rms_bf16, copied: the engine's per-head q RMS
+// under bf16 before rms_norm_params::bf16 took it over.
+void head_rms_bf16(float* q, int64_t rows, int64_t dim, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* x = q + r * dim;
+    float acc = 0;
+    for (int64_t d = 0; d < dim; ++d) acc += round_to_bf16(x[d] * x[d]);
+    const float mean = round_to_bf16(acc * (1.0f / float(dim)));
+    const float inv = round_to_bf16(1.0f / std::sqrt(round_to_bf16(mean + eps)));
+    for (int64_t d = 0; d < dim; ++d) x[d] = round_to_bf16(x[d] * inv);
+  }
+}
+
+void to_bf16(std::vector<float>& v) {
+  for (float& e : v) e = round_to_bf16(e);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// V4's shapes: kv (head_dim 512, rope 64, one row a token), qr (q_lora 1536), q (64
+// heads of 512 a token); 1, 2 and many tokens. The new calls leave `official` off:
+// bf16 with a weight implies it.
+TEST(rms_norm, bf16_is_the_engines_sequences) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const float eps = 1e-6f;
+  const int64_t hd = 512, rd = 64, H = 64, q_lora = 1536;
+  for (const int64_t T : {int64_t(1), int64_t(2), int64_t(37)}) {
+    SCOPED_TRACE("T=" + std::to_string(T));
+    const rope_problem pr = make_rope_problem(rng, {T, hd, rd, 1});
+    // kv: rms_norm_cpu(official); to_bf16; rope_cpu; to_bf16
+    std::vector<float> old_kv = pr.x, kv(pr.x.size());
+    ASSERT_TRUE(rms_norm_cpu({old_kv.data(), pr.w.data(), old_kv.data(), T, hd, 0, 0, eps, true}).ok());
+    to_bf16(old_kv);
+    ASSERT_TRUE(rope_cpu({old_kv.data(), pr.pos.data(), pr.inv_freq.data(), T, 1, hd, rd}).ok());
+    to_bf16(old_kv);
+    rms_norm_params p{pr.x.data(), pr.w.data(), kv.data(), T, hd, 0, 0, eps};
+    p.bf16 = true;
+    p.rope_pos = pr.pos.data();
+    p.rope_inv_freq = pr.inv_freq.data();
+    p.rope_dim = rd;
+    ASSERT_TRUE(rms_norm_cpu(p).ok());
+    EXPECT_TRUE(same_bits(kv, old_kv)) << "kv";
+
+    // qr: rms_norm_cpu(official); to_bf16 (in place, as the engine calls it)
+    const auto x_qr = random_rows(rng, T, q_lora, q_lora, 3.0f);
+    const auto w_qr = random_rows(rng, 1, q_lora, q_lora, 1.0f);
+    std::vector<float> old_qr = x_qr, qr = x_qr;
+    ASSERT_TRUE(rms_norm_cpu({old_qr.data(), w_qr.data(), old_qr.data(), T, q_lora, 0, 0, eps, true}).ok());
+    to_bf16(old_qr);
+    rms_norm_params p_qr{qr.data(), w_qr.data(), qr.data(), T, q_lora, 0, 0, eps};
+    p_qr.bf16 = true;
+    ASSERT_TRUE(rms_norm_cpu(p_qr).ok());
+    EXPECT_TRUE(same_bits(qr, old_qr)) << "qr";
+
+    // q: head_rms_bf16; rope_cpu (H heads a token); to_bf16 (in place)
+    std::vector<float> old_q = random_rows(rng, T * H, hd, hd, 2.0f), q = old_q;
+    head_rms_bf16(old_q.data(), T * H, hd, eps);
+    ASSERT_TRUE(rope_cpu({old_q.data(), pr.pos.data(), pr.inv_freq.data(), T, H, hd, rd}).ok());
+    to_bf16(old_q);
+    rms_norm_params p_q{q.data(), nullptr, q.data(), T * H, hd, 0, 0, eps};
+    p_q.bf16 = true;
+    p_q.rope_pos = pr.pos.data();
+    p_q.rope_inv_freq = pr.inv_freq.data();
+    p_q.rope_dim = rd;
+    p_q.rope_rows_per_pos = H;
+    ASSERT_TRUE(rms_norm_cpu(p_q).ok());
+    EXPECT_TRUE(same_bits(q, old_q)) << "q";
+    // without the rotation: head_rms_bf16 alone (rows of 1024 too, strided)
+    const int64_t dim = 1024, xs = dim + 7;
+    const auto x_h = random_rows(rng, T, dim, xs, 0.5f);
+    std::vector<float> old_h(T * dim), h(T * dim);
+    for (int64_t r = 0; r < T; ++r) std::copy_n(x_h.data() + r * xs, dim, old_h.data() + r * dim);
+    head_rms_bf16(old_h.data(), T, dim, eps);
+    rms_norm_params p_h{x_h.data(), nullptr, h.data(), T, dim, xs, 0, eps};
+    p_h.bf16 = true;
+    ASSERT_TRUE(rms_norm_cpu(p_h).ok());
+    EXPECT_TRUE(same_bits(h, old_h)) << "head RMS without RoPE";
+  }
+}
+
 // -- CUDA parity -------------------------------------------------------------------
 
 #ifdef HART_CUDA
@@ -390,6 +479,147 @@ TEST(rms_norm, cuda_fused_rope_is_norm_then_rope) {
 }
 
 #undef CUDA_OK
+
+using testing::device_vec;
+
+// One official / bf16 call: rows of `dim` at strides (0 = dim; in place: y = x),
+// optionally rotated.
+struct flag_case {
+  int64_t n_rows, dim, x_stride = 0, y_stride = 0;
+  bool in_place = false;
+  int64_t rope_dim = 0, rows_per_pos = 1;  // rope_dim 0: no rotation
+};
+
+std::string describe(const flag_case& c) {
+  return "n_rows=" + std::to_string(c.n_rows) + " dim=" + std::to_string(c.dim) +
+         " x_stride=" + std::to_string(c.x_stride) + " y_stride=" + std::to_string(c.y_stride) +
+         " in_place=" + std::to_string(c.in_place) + " rope_dim=" + std::to_string(c.rope_dim) +
+         " rows_per_pos=" + std::to_string(c.rows_per_pos);
+}
+
+// Mismatches between the two backends' outputs of one flag_case.
+struct flag_diff {
+  int64_t n_norm_bad = 0;   // outside the rotated channels (gaps included): must be 0
+  int64_t n_rope_bad = 0;   // rotated channels past the bound: must be 0
+  int64_t n_rope_diff = 0;  // bf16: rotated channels not bit-identical
+  int64_t n_rope = 0;       // bf16: rotated channels
+  std::string first;
+};
+
+// rms_norm_cpu and rms_norm_cuda on the same fresh inputs, with `official` and
+// `bf16` (a weight or not) as given.
+flag_diff run_flag_case(std::mt19937& rng, const flag_case& c, bool weighted, bool official, bool bf16) {
+  const int64_t xs = c.x_stride ? c.x_stride : c.dim;
+  const int64_t ys = c.in_place ? xs : (c.y_stride ? c.y_stride : c.dim);
+  const rope_case rc{c.n_rows, c.dim, std::max<int64_t>(c.rope_dim, 2), c.rows_per_pos};
+  const rope_problem pr = make_rope_problem(rng, rc);
+  const auto x = random_rows(rng, c.n_rows, c.dim, xs, 2.0f);
+  std::vector<float> y_cpu = c.in_place ? x : std::vector<float>(c.n_rows * ys, k_sentinel);
+  rms_norm_params p{c.in_place ? y_cpu.data() : x.data(), weighted ? pr.w.data() : nullptr, y_cpu.data(),
+                    c.n_rows, c.dim, c.x_stride, c.in_place ? c.x_stride : c.y_stride};
+  p.official = official;
+  p.bf16 = bf16;
+  if (c.rope_dim) {
+    p.rope_pos = pr.pos.data();
+    p.rope_inv_freq = pr.inv_freq.data();
+    p.rope_dim = c.rope_dim;
+    p.rope_rows_per_pos = c.rows_per_pos;
+  }
+  EXPECT_TRUE(rms_norm_cpu(p).ok());
+
+  device_vec<float> d_x(x), d_w(pr.w), d_inv(pr.inv_freq), d_y(std::vector<float>(c.n_rows * ys, k_sentinel));
+  device_vec<int64_t> d_pos(pr.pos);
+  p.x = d_x.get();
+  p.w = weighted ? d_w.get() : nullptr;
+  p.y = c.in_place ? d_x.get() : d_y.get();
+  if (c.rope_dim) {
+    p.rope_pos = d_pos.get();
+    p.rope_inv_freq = d_inv.get();
+  }
+  const status st = rms_norm_cuda(p, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(testing::cuda_synced(nullptr));
+  const std::vector<float> y_gpu = c.in_place ? d_x.to_host() : d_y.to_host();
+
+  flag_diff d;
+  std::ostringstream os;
+  os << std::setprecision(9);
+  for (int64_t r = 0; r < c.n_rows; ++r) {
+    for (int64_t i = 0; i < ys; ++i) {
+      const int64_t e = r * ys + i;
+      const float g = y_gpu[e], w = y_cpu[e];
+      const bool same = std::memcmp(&g, &w, sizeof(float)) == 0;
+      const bool rotated = c.rope_dim && i >= c.dim - c.rope_dim && i < c.dim;
+      bool ok = same;
+      if (rotated) {
+        // the rotation's fp32 result is within 1e-6 |pair| of the CPU's (cosf/sinf
+        // within 2 ulp: rope_test's bound); bf16 may then round it to the neighbour
+        // (2^-7 |v| at most)
+        const int64_t a = e - (i - (c.dim - c.rope_dim)) % 2;
+        const double pair = std::hypot(double(y_cpu[a]), double(y_cpu[a + 1]));
+        const double step = bf16 ? std::ldexp(std::max(std::fabs(g), std::fabs(w)), -7) : 0.0;
+        const double bound = 1e-6 * pair + step;
+        ok = std::isfinite(g) && std::fabs(double(g) - double(w)) <= bound;
+        d.n_rope += bf16;
+        d.n_rope_diff += bf16 && !same;
+        d.n_rope_bad += !ok;
+      } else {
+        d.n_norm_bad += !same;
+      }
+      if (!ok && d.first.empty()) {
+        os << "row " << r << " [" << i << "] got " << g << " want " << w;
+        d.first = os.str();
+      }
+    }
+  }
+  return d;
+}
+
+// official and bf16 (weighted, and the unweighted per-head RMS), with and without the
+// fused rotation, at V4's shapes: kv / head rows of 512 (rope 64; a token's 64 heads
+// share a position), 1024, q_lora 1536, 4096, 7168; 1-2 rows and 1200+; strides that keep
+// the vector path (multiples of 4) or force the scalar one (odd, or dim > 8192 / % 4 != 0).
+//
+// Tolerance: the norm is rms_norm_cpu's arithmetic on both sides (torch's summation
+// order, IEEE sqrt / division, no FMA, RNE bf16), so every element outside the rotated
+// channels must be bit-identical, for every dim (dims not divisible by 4 sum in double
+// serially on both sides). The rotated channels differ only through cosf/sinf (see
+// run_flag_case); with bf16 such a difference shows only where it straddles a bf16
+// rounding boundary (measured: about 2e-5 of the rotated values): at most 1e-3 may.
+TEST(rms_norm, cuda_official_and_bf16_match_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const std::vector<flag_case> cases = {
+      {1, 512}, {2, 1024}, {1, 1536}, {1300, 1536}, {2, 4096}, {1201, 4096}, {1, 7168}, {1200, 7168},
+      {2, 512, 516, 520}, {3, 512, 517, 513}, {2, 7168, 0, 0, true}, {3, 1024, 1029, 0, true},
+      {3, 989}, {5, 19}, {2, 8200}, {1, 12}, {2, 4}, {1, 40},  // torch order with 1, 2, 8 lanes
+      {1, 512, 0, 0, false, 64}, {2, 512, 0, 0, true, 64}, {1201, 512, 0, 0, false, 64},
+      {64, 512, 0, 0, true, 64, 64}, {1280, 512, 0, 0, false, 64, 64}, {128, 512, 515, 0, false, 64, 64},
+      {2, 512, 0, 0, false, 510}, {3, 22, 0, 0, false, 20}};
+  struct flags {
+    bool weighted, official, bf16;
+    const char* name;
+  };
+  const flags modes[] = {{true, true, false, "official"},
+                         {false, true, false, "official unweighted"},
+                         {true, false, true, "bf16"},
+                         {true, true, true, "bf16 + official"},
+                         {false, false, true, "bf16 unweighted (per-head RMS)"}};
+  int64_t n_rope = 0, n_rope_diff = 0;
+  for (const flag_case& c : cases) {
+    for (const flags& m : modes) {
+      SCOPED_TRACE(describe(c) + " " + m.name);
+      const flag_diff d = run_flag_case(rng, c, m.weighted, m.official, m.bf16);
+      EXPECT_EQ(d.n_norm_bad, 0) << d.first;
+      EXPECT_EQ(d.n_rope_bad, 0) << d.first;
+      n_rope += d.n_rope;
+      n_rope_diff += d.n_rope_diff;
+    }
+  }
+  EXPECT_LE(n_rope_diff, n_rope / 1000) << n_rope_diff << " of " << n_rope << " rotated values differ";
+}
 
 #endif  // HART_CUDA
 

@@ -26,7 +26,7 @@ __global__ void rope_kernel(rope_params p, int64_t stride) {
        e += int64_t(gridDim.y) * blockDim.x) {
     const int64_t h = e / half, i = e % half;
     float* v = row + h * p.head_dim + 2 * i;
-    rope_rotate_pair(v[0], v[1], pos, p.inv_freq[i], p.attention_factor, p.inverse);
+    rope_rotate_pair(v[0], v[1], pos, p.inv_freq[i], p.attention_factor, p.inverse, p.bf16);
   }
 }
 

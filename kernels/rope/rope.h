@@ -21,6 +21,11 @@ struct rope_params {
   int64_t row_stride = 0;          // elements; 0 = n_heads * head_dim
   float attention_factor = 1.0f;   // cos/sin magnitude (1 for V4)
   bool inverse = false;
+  /// The official inference's bf16 activations: each rotated value rounded to bf16
+  /// (RNE). Only the rope channels move, so the rest must be bf16 already for the
+  /// whole row to equal rope, then round_to_bf16 on it (the indexer's q after RoPE,
+  /// the attention output after the inverse RoPE).
+  bool bf16 = false;
 };
 
 status rope_cpu(const rope_params& p);

@@ -1,5 +1,7 @@
 #include "kernels/rope/rope.h"
 
+#include "runtime/core/codecs.h"
+
 #include <cmath>
 #include <vector>
 
@@ -26,8 +28,9 @@ status rope_cpu(const rope_params& p) {
       float* v = p.x + r * stride + h * p.head_dim + (p.head_dim - p.rope_dim);
       for (int64_t i = 0; i < half; ++i) {
         const float a = v[2 * i], b = v[2 * i + 1];
-        v[2 * i] = a * c[i] - b * s[i];
-        v[2 * i + 1] = b * c[i] + a * s[i];
+        const float a_rot = a * c[i] - b * s[i], b_rot = b * c[i] + a * s[i];
+        v[2 * i] = p.bf16 ? round_to_bf16(a_rot) : a_rot;
+        v[2 * i + 1] = p.bf16 ? round_to_bf16(b_rot) : b_rot;
       }
     }
   }

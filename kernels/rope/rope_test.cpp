@@ -12,6 +12,7 @@
 
 #include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
 
 #include <gtest/gtest.h>
 
@@ -379,6 +380,46 @@ TEST(rope, rejects_bad_rope_dim) {
   }
 }
 
+// bf16: rope_cpu then round_to_bf16 on the whole rows, bit for bit, when the input is
+// bf16 already (the engine's indexer q and attention output); from fp32 input only the
+// rotated channels are rounded.
+TEST(rope, bf16_is_rope_then_round) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> pos_dist(0, 1 << 20);
+  for (const layout& l : {layout{3, 64, 128, 64, 0}, layout{2, 64, 512, 64, 0}, layout{3, 3, 19, 8, 61}}) {
+    for (bool inverse : {false, true}) {
+      SCOPED_TRACE(describe(l) + " inverse=" + std::to_string(inverse));
+      const auto inv_freq = make_inv_freq(160000.0, l.rope_dim, true);
+      std::vector<int64_t> pos(l.n_rows);
+      for (auto& v : pos) v = pos_dist(rng);
+      const auto x = random_rows(rng, l);
+      auto x_bf16 = x;
+      for (float& v : x_bf16) v = v == k_sentinel ? v : round_to_bf16(v);
+      auto apart = x_bf16, fused = x_bf16, fused_fp32 = x;
+      ASSERT_TRUE(rope_cpu(make_params(apart, l, pos, inv_freq, inverse)).ok());
+      for (float& v : apart) v = v == k_sentinel ? v : round_to_bf16(v);
+      rope_params p = make_params(fused, l, pos, inv_freq, inverse);
+      p.bf16 = true;
+      ASSERT_TRUE(rope_cpu(p).ok());
+      EXPECT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)));
+
+      auto rounded = x;  // fp32 input: rope_cpu, then the rotated channels rounded
+      ASSERT_TRUE(rope_cpu(make_params(rounded, l, pos, inv_freq, inverse)).ok());
+      p = make_params(fused_fp32, l, pos, inv_freq, inverse);
+      p.bf16 = true;
+      ASSERT_TRUE(rope_cpu(p).ok());
+      for (size_t e = 0; e < x.size(); ++e) {
+        const int64_t c = int64_t(e) % l.stride();
+        const bool rotated = c < l.n_heads * l.head_dim && c % l.head_dim >= l.head_dim - l.rope_dim;
+        const float want = rotated ? round_to_bf16(rounded[e]) : x[e];
+        ASSERT_EQ(0, std::memcmp(&fused_fp32[e], &want, sizeof(float))) << "element " << e;
+      }
+    }
+  }
+}
+
 // -- CUDA parity -------------------------------------------------------------------
 
 #ifdef HART_CUDA
@@ -491,6 +532,56 @@ TEST(rope, cuda_rejects_bad_arguments) {
   EXPECT_TRUE(rope_cuda(p, nullptr).ok());
   ASSERT_TRUE(cuda_synced(nullptr));
   for (float v : d_x.to_host()) EXPECT_EQ(v, 1.0f);
+}
+
+// bf16 at V4's shapes (indexer q: 64 heads of 128, attention output: 64 heads of 512,
+// inverse), 1, 2 and 1200+ rows, a row stride: every value within k_cuda_rtol·|pair| of
+// rope_cpu's plus one bf16 step (2^-7·|v|: the fp32 results differ in their last bits,
+// and bf16 may round them to neighbours), and bit-identical but where such a difference
+// straddles a rounding boundary: measured 1.5e-5 of the rotated values, at most 1e-3 allowed.
+TEST(rope, cuda_bf16_matches_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> pos_dist(0, 1 << 20);
+  int64_t n_rotated = 0, n_diff = 0;
+  for (const layout& l : {layout{1, 64, 128, 64, 0}, layout{2, 64, 512, 64, 0}, layout{1201, 64, 128, 64, 0},
+                          layout{1200, 64, 512, 64, 0}, layout{5, 64, 512, 64, 64 * 512 + 9}}) {
+    for (bool inverse : {false, true}) {
+      SCOPED_TRACE(describe(l) + " inverse=" + std::to_string(inverse));
+      const auto inv_freq = make_inv_freq(160000.0, l.rope_dim, true);
+      std::vector<int64_t> pos(l.n_rows);
+      for (auto& v : pos) v = pos_dist(rng);
+      auto x = random_rows(rng, l);
+      for (float& v : x) v = v == k_sentinel ? v : round_to_bf16(v);  // the engine's inputs
+      auto want = x;
+      rope_params p = make_params(want, l, pos, inv_freq, inverse);
+      p.bf16 = true;
+      ASSERT_TRUE(rope_cpu(p).ok());
+      device_vec<float> d_x(x), d_f(inv_freq);
+      device_vec<int64_t> d_pos(pos);
+      p.x = d_x.get();
+      p.pos = d_pos.get();
+      p.inv_freq = d_f.get();
+      ASSERT_TRUE(rope_cuda(p, nullptr).ok());
+      ASSERT_TRUE(cuda_synced(nullptr));
+      const auto got = d_x.to_host();
+      std::vector<double> unused, mag, want_d(want.begin(), want.end());
+      reference(x, l, pos, inv_freq, 1.0, inverse, false, unused, mag);  // mag = |pair|
+      for (size_t e = 0; e < got.size(); ++e) {
+        mag[e] = k_cuda_rtol * mag[e] + std::ldexp(std::fabs(want[e]), -7);
+      }
+      EXPECT_TRUE(check(got, x, want_d, mag, l, 1.0));  // non-rope channels and gaps: bit-identical
+      for (size_t e = 0; e < got.size(); ++e) {
+        const int64_t c = int64_t(e) % l.stride();
+        if (c >= l.n_heads * l.head_dim || c % l.head_dim < l.head_dim - l.rope_dim) continue;
+        n_rotated++;
+        n_diff += std::memcmp(&got[e], &want[e], sizeof(float)) != 0;
+      }
+    }
+  }
+  EXPECT_LE(n_diff, n_rotated / 1000) << n_diff << " of " << n_rotated << " rotated values differ";
 }
 
 #endif  // HART_CUDA

@@ -10,8 +10,15 @@
 // writes (max, sum, unnormalised output) to the workspace and a second kernel
 // merges the slices in slice order. The fast decode kernel over FP8 entries
 // is kernels/sparse_decode_attention.
+//
+// bf16 (the official numerics, sparse_attention_cpu's bf16 branch): one slice
+// per query; a step takes 64 rows (two tiles of logits) so the running max
+// moves once per official block; weights expf(l − m) rounded to bf16 before
+// the weighted sum, the sink added to the sum outside the max, the output
+// divided and rounded to bf16.
 #include "kernels/sparse_attention/sparse_attention.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -58,16 +65,21 @@ struct slice_plan {
   int64_t n_slices = 1, slice_rows = 0;
 };
 
-// shared: p [k_tile][G] (16-byte aligned: read as float4) | q [G][D] | rows [k_tile] | m, l, factor [G]
-template <int G, int NCH>
+// Rows per softmax step: a tile, or the official block of 64 (two tiles).
+template <bool Official>
+constexpr int k_step = Official ? 2 * k_tile : k_tile;
+
+// shared: p [k_step][G] (16-byte aligned: read as float4) | q [G][D] | rows [k_step] | m, l, factor [G]
+template <int G, int NCH, bool Official>
 __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_attention_gather_params p, int64_t kvs,
                                                                      slice_plan plan, float* partials) {
+  constexpr int step = k_step<Official>;
   extern __shared__ float4 smem4[];
   const int64_t D = p.head_dim;
   float* prob = reinterpret_cast<float*>(smem4);
-  float* q = prob + k_tile * G;
+  float* q = prob + step * G;
   int32_t* row = reinterpret_cast<int32_t*>(q + G * D);
-  float* m = reinterpret_cast<float*>(row + k_tile);
+  float* m = reinterpret_cast<float*>(row + step);
   float* l = m + G;
   float* factor = l + G;
   const int64_t t = blockIdx.x, h0 = int64_t(blockIdx.y) * G, s = blockIdx.z;
@@ -87,27 +99,28 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
   }
   const int64_t j_begin = s * plan.slice_rows, j_end = min(p.n_idx, j_begin + plan.slice_rows);
   const int32_t* idx = p.idx + t * p.n_idx;
-  // Thread i < k_tile holds row i of the next tile's index list, loaded a tile ahead.
+  // Thread i < step holds row i of the next step's index list, loaded a step ahead.
   auto index_at = [&](int64_t j) -> int32_t {
     const int32_t e = j < j_end ? idx[j] : -1;
     return (e >= 0 && e < p.n_entries) ? e : -1;
   };
-  int32_t next_row = threadIdx.x < k_tile ? index_at(j_begin + threadIdx.x) : -1;
-  for (int64_t j0 = j_begin; j0 < j_end; j0 += k_tile) {
-    __syncthreads();  // q loaded; the previous tile's rows and weights consumed
-    if (threadIdx.x < k_tile) {
+  int32_t next_row = threadIdx.x < step ? index_at(j_begin + threadIdx.x) : -1;
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += step) {
+    __syncthreads();  // q loaded; the previous step's rows and weights consumed
+    if (threadIdx.x < step) {
       row[threadIdx.x] = next_row;
-      next_row = index_at(j0 + k_tile + threadIdx.x);
+      next_row = index_at(j0 + step + threadIdx.x);
     }
     __syncthreads();
-    // Logits: warp w has tile rows 4w..4w+3, every load of them in flight before the sums.
-    {
+    // Logits: warp w has rows 4w..4w+3 of each tile, every load of them in flight before the sums.
+#pragma unroll
+    for (int tile0 = 0; tile0 < step; tile0 += k_tile) {
       float dot[k_warp_rows * G];
 #pragma unroll
       for (int i = 0; i < k_warp_rows * G; ++i) dot[i] = 0.0f;
       int32_t e[k_warp_rows];
 #pragma unroll
-      for (int r = 0; r < k_warp_rows; ++r) e[r] = row[warp * k_warp_rows + r];
+      for (int r = 0; r < k_warp_rows; ++r) e[r] = row[tile0 + warp * k_warp_rows + r];
       for (int64_t c0 = 0; c0 < D; c0 += 128) {
         float v[k_warp_rows][4];
 #pragma unroll
@@ -132,22 +145,33 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
       }
       const float sum = warp_sum_transposed<k_warp_rows * G>(dot, lane);
       if (lane < k_warp_rows * G) {  // lane = r·G + g holds row r's dot with head g
-        const int j = warp * k_warp_rows + lane / G;
+        const int j = tile0 + warp * k_warp_rows + lane / G;
         prob[j * G + lane % G] = row[j] >= 0 ? sum * p.scale : -INFINITY;
       }
     }
     __syncthreads();
-    // Online softmax: warp g updates head g's max and sum over the tile's 32 rows.
+    // Online softmax: warp g updates head g's max and sum over the step's rows
+    // (lane: rows lane, lane + 32). Official: the weights rounded to bf16, the sum not.
     if (warp < G) {
       const int g = warp;
-      const float lg = prob[lane * G + g];
-      float tmax = lg;
+      constexpr int per_lane = step / 32;
+      float lg[per_lane], w[per_lane];
+#pragma unroll
+      for (int i = 0; i < per_lane; ++i) lg[i] = prob[(lane + 32 * i) * G + g];
+      float tmax = lg[0];
+#pragma unroll
+      for (int i = 1; i < per_lane; ++i) tmax = fmaxf(tmax, lg[i]);
       for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
       const float m_old = m[g], m_new = fmaxf(m_old, tmax);
-      const float w = m_new == -INFINITY ? 0.0f : expf(lg - m_new);
-      float tsum = w;
+#pragma unroll
+      for (int i = 0; i < per_lane; ++i) w[i] = m_new == -INFINITY ? 0.0f : expf(lg[i] - m_new);
+      float tsum = w[0];
+#pragma unroll
+      for (int i = 1; i < per_lane; ++i) tsum += w[i];
       for (int o = 16; o > 0; o >>= 1) tsum += __shfl_xor_sync(0xffffffffu, tsum, o);
-      prob[lane * G + g] = w;
+#pragma unroll
+      for (int i = 0; i < per_lane; ++i)
+        prob[(lane + 32 * i) * G + g] = Official ? __bfloat162float(__float2bfloat16_rn(w[i])) : w[i];
       if (lane == 0) {
         const float f = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
         factor[g] = f;
@@ -168,7 +192,7 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
     // Predicated, not branched: the unrolled rows' loads go out together. An empty
     // row adds 0 · 0 (its weight is 0 too; its memory is never read).
 #pragma unroll 8
-    for (int r = 0; r < k_tile; ++r) {
+    for (int r = 0; r < step; ++r) {
       const int32_t e = row[r];
       const float* kv = p.kv + int64_t(max(e, 0)) * kvs;
       float v[NCH];
@@ -196,6 +220,20 @@ __global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_atte
     }
   }
   __syncthreads();
+  if constexpr (Official) {
+    // One slice; the sink joins the sum, not the max.
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float denom = l[g] + expf(p.sink[h0 + g] - m[g]);
+      float* out = p.out + (t * p.n_heads + h0 + g) * D;
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int64_t d = threadIdx.x + int64_t(c) * k_threads;
+        if (d < D) out[d] = __bfloat162float(__float2bfloat16_rn(acc[c][g] / denom));
+      }
+    }
+    return;
+  }
   if (plan.n_slices == 1) {
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -278,7 +316,7 @@ int heads_per_block(int64_t n_heads) {
   return 1;
 }
 
-int64_t smem_bytes(int G, int64_t head_dim) { return (G * head_dim + k_tile * G + k_tile + 3 * G) * 4; }
+int64_t smem_bytes(int G, int64_t head_dim, int step) { return (G * head_dim + step * G + step + 3 * G) * 4; }
 
 // Blocks the device holds at once, about: fewer (query, head group) pairs than
 // this and the index list is sliced until there are this many blocks.
@@ -289,7 +327,7 @@ slice_plan plan_slices(const sparse_attention_gather_params& p, int G) {
   const int64_t pairs = p.n_queries * (p.n_heads / G);
   int64_t n = std::min(target_blocks() / std::max<int64_t>(pairs, 1), p.n_idx / k_min_slice_rows);
   const int64_t per_slice = p.n_queries * p.n_heads * partial_floats(p.head_dim) * int64_t(sizeof(float));
-  if (!p.workspace) n = 1;
+  if (!p.workspace || p.bf16) n = 1;
   n = std::min<int64_t>(n, int64_t(p.workspace_bytes) / per_slice);
   plan.n_slices = std::max<int64_t>(n, 1);
   // Slices of whole tiles, the last one shorter.
@@ -299,20 +337,32 @@ slice_plan plan_slices(const sparse_attention_gather_params& p, int G) {
   return plan;
 }
 
-template <int G, int NCH>
+template <int G, int NCH, bool Official>
 cudaError_t launch(const sparse_attention_gather_params& p, int64_t kvs, const slice_plan& plan, CUstream_st* stream) {
   const dim3 grid(unsigned(p.n_queries), unsigned(p.n_heads / G), unsigned(plan.n_slices));
   // At most 8 heads × 1024 channels of q: under the 48 KB a block gets without opting in.
-  sparse_attention_kernel<G, NCH><<<grid, k_threads, size_t(smem_bytes(G, p.head_dim)), stream>>>(
-      p, kvs, plan, static_cast<float*>(p.workspace));
+  const size_t smem = size_t(smem_bytes(G, p.head_dim, k_step<Official>));
+  sparse_attention_kernel<G, NCH, Official><<<grid, k_threads, smem, stream>>>(p, kvs, plan,
+                                                                               static_cast<float*>(p.workspace));
   return cudaGetLastError();
 }
 
-template <int G>
+template <int G, bool Official>
 cudaError_t launch_g(const sparse_attention_gather_params& p, int64_t kvs, const slice_plan& plan, CUstream_st* st) {
-  if (p.head_dim <= k_threads) return launch<G, 1>(p, kvs, plan, st);
-  if (p.head_dim <= 2 * k_threads) return launch<G, 2>(p, kvs, plan, st);
-  return launch<G, 4>(p, kvs, plan, st);
+  if (p.head_dim <= k_threads) return launch<G, 1, Official>(p, kvs, plan, st);
+  if (p.head_dim <= 2 * k_threads) return launch<G, 2, Official>(p, kvs, plan, st);
+  return launch<G, 4, Official>(p, kvs, plan, st);
+}
+
+template <bool Official>
+cudaError_t launch_heads(const sparse_attention_gather_params& p, int64_t kvs, const slice_plan& plan, int G,
+                         CUstream_st* st) {
+  switch (G) {
+    case 8: return launch_g<8, Official>(p, kvs, plan, st);
+    case 4: return launch_g<4, Official>(p, kvs, plan, st);
+    case 2: return launch_g<2, Official>(p, kvs, plan, st);
+    default: return launch_g<1, Official>(p, kvs, plan, st);
+  }
 }
 
 }  // namespace
@@ -342,13 +392,7 @@ status sparse_attention_cuda(const sparse_attention_gather_params& p, CUstream_s
   if (p.n_queries == 0) return {};
   const int G = heads_per_block(p.n_heads);
   const slice_plan plan = plan_slices(p, G);
-  cudaError_t e = cudaSuccess;
-  switch (G) {
-    case 8: e = launch_g<8>(p, kvs, plan, stream); break;
-    case 4: e = launch_g<4>(p, kvs, plan, stream); break;
-    case 2: e = launch_g<2>(p, kvs, plan, stream); break;
-    default: e = launch_g<1>(p, kvs, plan, stream); break;
-  }
+  cudaError_t e = p.bf16 ? launch_heads<true>(p, kvs, plan, G, stream) : launch_heads<false>(p, kvs, plan, G, stream);
   if (e == cudaSuccess && plan.n_slices > 1) {
     merge_kernel<<<unsigned(p.n_queries * p.n_heads), k_threads, size_t(plan.n_slices) * sizeof(float), stream>>>(
         p, plan.n_slices, static_cast<const float*>(p.workspace));

@@ -50,10 +50,16 @@ struct sparse_attention_gather_params {
   // slice per query, so a query's output does not depend on the batch around it.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  /// The official numerics (sparse_attention_params::bf16) over each query's
+  /// n_idx slots, a -1 slot masked but keeping its place in the 64-slot blocks.
+  /// The CUDA path then takes one slice per query (the running max of a block
+  /// needs every earlier block's), whatever the workspace.
+  bool bf16 = false;
 };
 
 /// The reference for the gathered form: sparse_attention_cpu per query over its
-/// valid rows, in index order. An index outside [-1, n_entries) is out_of_range.
+/// valid rows in index order (bf16: over all its slots, -1 ones as null rows).
+/// An index outside [-1, n_entries) is out_of_range.
 status sparse_attention_gather_cpu(const sparse_attention_gather_params& p);
 
 }  // namespace hart

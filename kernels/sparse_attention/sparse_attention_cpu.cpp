@@ -99,11 +99,15 @@ status sparse_attention_gather_cpu(const sparse_attention_gather_params& p) {
         return out_of_range("sparse_attention_gather: idx[%lld][%lld]=%lld outside [-1, %lld)", (long long)t,
                             (long long)j, (long long)e, (long long)p.n_entries);
       }
-      if (e >= 0) rows.push_back(p.kv + e * kvs);
+      if (e >= 0) {
+        rows.push_back(p.kv + e * kvs);
+      } else if (p.bf16) {
+        rows.push_back(nullptr);  // a masked slot keeps its place in the official blocks
+      }
     }
     const int64_t qo = t * p.n_heads * p.head_dim;
     HART_RETURN_IF_ERROR(sparse_attention_cpu({p.q + qo, rows.empty() ? nullptr : rows.data(), p.sink, p.out + qo,
-                                               p.n_heads, p.head_dim, int64_t(rows.size()), p.scale}));
+                                               p.n_heads, p.head_dim, int64_t(rows.size()), p.scale, p.bf16}));
   }
   return {};
 }

@@ -14,6 +14,15 @@
 // merges the splits with the sink into bf16 (or fp32). Products are exact and sums fp32,
 // so the result differs from the fp32 reference only in summation order and the
 // 2^-17 relative truncation of P.
+//
+// bf16 (the official numerics, sparse_attention_cpu's bf16 branch): P = expf(l − m)
+// rounded to bf16 with m the running max over whole 64-slot blocks of the list,
+// which a split cannot know from its own entries. So kernel 1 runs twice: first
+// (pass::chunk_max) only S, writing each 32-entry chunk's max logit per head to
+// the workspace; then (pass::bf16, programmatically dependent on the first) with
+// its running max per chunk taken from those maxima (the same logits bit for
+// bit: same code, same block shape) and P as one bf16 part. The merge then adds
+// e^{sink − m} to the sum outside the max, divides, and rounds to bf16.
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
 
 #include <cuda_bf16.h>
@@ -22,6 +31,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda_device.h"
 #include "kernels/sparse_decode_attention/sparse_decode_attention_split.h"
@@ -58,6 +68,10 @@ struct shape {
   static constexpr int pv_dims = k_dim / (warps / m_tiles);      // P·kv: output dims per warp
 };
 
+// What kernel 1 computes: fp32 (the fp32 reference), the bf16 mode's chunk maxima
+// (S only), or the bf16 mode itself.
+enum class pass { fp32, chunk_max, bf16 };
+
 template <int HB>
 struct smem_layout {
   __nv_bfloat16 q[HB][k_row];
@@ -70,6 +84,13 @@ struct smem_layout {
   float l[HB];
   float corr[HB];
   const uint2* entry[k_max_chunks * k_chunk];  // nullptr = no entry
+};
+
+// The bf16 pass adds its running maxima; the fp32 pass keeps its smaller layout.
+template <int HB>
+struct smem_layout_bf16 : smem_layout<HB> {
+  float m_run[k_max_chunks][HB];  // per chunk: max logit through the end of its 64-slot block
+  float red[shape<HB>::threads];  // per thread: its part of the max before the split's first block
 };
 
 __device__ __forceinline__ float e8m0_to_float(unsigned code) {
@@ -161,15 +182,43 @@ __device__ __forceinline__ void decode_chunk(smem_layout<HB>& s, int buf, int c)
   }
 }
 
+// s.m_run for the block's chunks c0 .. c0 + n_chunks − 1 of the list: the max of
+// every chunk of the whole 64-slot blocks up to chunk c's (the second chunk of
+// the last block may belong to the next split). cmax: this query's chunk maxima
+// [n_all][n_heads], offset to the block's first head. Ends synchronised.
 template <int HB>
+__device__ __forceinline__ void fill_running_max(smem_layout_bf16<HB>& s, const float* cmax, int n_heads, int c0,
+                                                 int n_chunks, int n_all) {
+  constexpr int threads = shape<HB>::threads, per_head = threads / HB;
+  const int h = threadIdx.x % HB;
+  float m = -INFINITY;
+  for (int k = threadIdx.x / HB; k < (c0 & ~1); k += per_head) m = fmaxf(m, cmax[size_t(k) * n_heads + h]);
+  s.red[threadIdx.x] = m;
+  for (int i = threadIdx.x; i < n_chunks * HB; i += threads) {
+    const int c = i / HB, hh = i % HB, first = (c0 + c) & ~1;
+    float bm = cmax[size_t(first) * n_heads + hh];
+    if (first + 1 < n_all) bm = fmaxf(bm, cmax[size_t(first + 1) * n_heads + hh]);
+    s.m_run[c][hh] = bm;
+  }
+  __syncthreads();
+  if (threadIdx.x < HB) {
+    for (int k = 1; k < per_head; ++k) m = fmaxf(m, s.red[k * HB + h]);
+    for (int c = 0; c < n_chunks; ++c) s.m_run[c][h] = m = fmaxf(m, s.m_run[c][h]);
+  }
+  __syncthreads();
+}
+
+template <int HB, pass P>
 __global__ void __launch_bounds__(shape<HB>::threads)
     sda_partial_kernel(const uint16_t* __restrict__ q, const float* __restrict__ q_f32, pool_view pool0, const int32_t* __restrict__ idx0, int n_idx0,
                        pool_view pool1, const int32_t* __restrict__ idx1, int n_idx1, int stride0, int stride1,
                        int n_heads, float scale,
-                       int chunks_per_block, float* __restrict__ ws_o, float* __restrict__ ws_ml) {
+                       int chunks_per_block, float* __restrict__ ws_o, float* __restrict__ ws_ml,
+                       float* ws_cmax) {
   using sh = shape<HB>;
+  using layout = std::conditional_t<P == pass::bf16, smem_layout_bf16<HB>, smem_layout<HB>>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  smem_layout<HB>& s = *reinterpret_cast<smem_layout<HB>*>(smem_raw);
+  layout& s = *reinterpret_cast<layout*>(smem_raw);
   const int split = blockIdx.x, n_splits = gridDim.x;
   const int h0 = blockIdx.y * HB;
   const int t = blockIdx.z;
@@ -178,8 +227,11 @@ __global__ void __launch_bounds__(shape<HB>::threads)
   const int n_total = n_idx0 + n_idx1;
   const int j0 = split * chunks_per_block * k_chunk;
   const int n_chunks = min(chunks_per_block, (n_total - j0 + k_chunk - 1) / k_chunk);
+  const int n_all_chunks = (n_total + k_chunk - 1) / k_chunk;
+  // This query's chunk maxima [n_all_chunks][n_heads], from this block's first head.
+  float* cmax = ws_cmax + size_t(t) * n_all_chunks * n_heads + h0;
 #if __CUDA_ARCH__ >= 900
-  cudaTriggerProgrammaticLaunchCompletion();  // the merge kernel may launch; it waits for our writes
+  cudaTriggerProgrammaticLaunchCompletion();  // the next kernel may launch; it waits for our writes
 #endif
 
   for (int i = tid; i < n_chunks * k_chunk; i += sh::threads) {
@@ -207,6 +259,12 @@ __global__ void __launch_bounds__(shape<HB>::threads)
   __syncthreads();
   stage_chunk(s, 0, 0);
   cp_async_commit();
+  if constexpr (P == pass::bf16) {
+#if __CUDA_ARCH__ >= 900
+    cudaGridDependencySynchronize();  // the chunk_max pass's maxima are written
+#endif
+    fill_running_max(s, cmax, n_heads, j0 / k_chunk, n_chunks, n_all_chunks);
+  }
 
   // S work: warp → (m-tile, n-tile of 8 entries, K slice); P·kv work: warp → (m-tile, output dims).
   const int s_job = warp % (sh::m_tiles * 4), s_ks = warp / (sh::m_tiles * 4);
@@ -256,18 +314,27 @@ __global__ void __launch_bounds__(shape<HB>::threads)
 #pragma unroll
       for (int ks = 0; ks < sh::k_split; ++ks) dot += s.s[ks][h][lane];
       const float x = valid ? dot * scale : -INFINITY;
-      float mc = x;
+      float m_new;
+      if constexpr (P == pass::bf16) {
+        m_new = s.m_run[c][h];
+      } else {
+        float mc = x;
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, off));
+        for (int off = 16; off > 0; off >>= 1) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, off));
+        if constexpr (P == pass::chunk_max) {
+          if (lane == 0) cmax[size_t(j0 / k_chunk + c) * n_heads + h] = mc;
+          continue;
+        }
+        m_new = fmaxf(s.m[h], mc);
+      }
       const float m_old = s.m[h];
-      const float m_new = fmaxf(m_old, mc);
       const float pe = m_new == -INFINITY ? 0.f : expf(x - m_new);
       float l = pe;
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
       const __nv_bfloat16 hi = __float2bfloat16_rn(pe);
       s.p_hi[h][lane] = hi;
-      s.p_lo[h][lane] = __float2bfloat16_rn(pe - __bfloat162float(hi));
+      if constexpr (P == pass::fp32) s.p_lo[h][lane] = __float2bfloat16_rn(pe - __bfloat162float(hi));
       __syncwarp();
       if (lane == 0) {
         const float corr = m_old == -INFINITY ? 0.f : expf(m_old - m_new);
@@ -276,9 +343,10 @@ __global__ void __launch_bounds__(shape<HB>::threads)
         s.m[h] = m_new;
       }
     }
+    if constexpr (P == pass::chunk_max) continue;
     __syncthreads();
 
-    // O = O·corr + (P_hi + P_lo)·kv over this warp's rows and output dims.
+    // O = O·corr + (P_hi + P_lo)·kv over this warp's rows and output dims (bf16: P_hi alone).
     const int r = 16 * pv_m;
     const float c_lo = s.corr[r + g], c_hi = s.corr[r + g + 8];
 #pragma unroll
@@ -292,19 +360,20 @@ __global__ void __launch_bounds__(shape<HB>::threads)
     for (int e0 = 0; e0 < k_chunk; e0 += 16) {
       unsigned ph[4], pl[4];
       ldmatrix_x4(ph, &s.p_hi[r + (lane & 15)][e0 + (lane >> 4) * 8]);
-      ldmatrix_x4(pl, &s.p_lo[r + (lane & 15)][e0 + (lane >> 4) * 8]);
+      if constexpr (P == pass::fp32) ldmatrix_x4(pl, &s.p_lo[r + (lane & 15)][e0 + (lane >> 4) * 8]);
 #pragma unroll
       for (int nt = 0; nt < pv_nt; nt += 2) {
         unsigned b[4];
         ldmatrix_x4_trans(b, &s.kv[e0 + (lane & 15)][pv_d0 + 8 * nt + (lane >> 4) * 8]);
         mma_bf16(o[nt], ph, b[0], b[1]);
-        mma_bf16(o[nt], pl, b[0], b[1]);
+        if constexpr (P == pass::fp32) mma_bf16(o[nt], pl, b[0], b[1]);
         mma_bf16(o[nt + 1], ph, b[2], b[3]);
-        mma_bf16(o[nt + 1], pl, b[2], b[3]);
+        if constexpr (P == pass::fp32) mma_bf16(o[nt + 1], pl, b[2], b[3]);
       }
     }
   }
 
+  if constexpr (P == pass::chunk_max) return;
   const size_t base = (size_t(t) * n_splits + split) * n_heads + h0;
   const int r = 16 * pv_m;
 #pragma unroll
@@ -322,7 +391,9 @@ __global__ void __launch_bounds__(shape<HB>::threads)
 
 // One block per (head, query); thread owns 4 dims. The splits' (max, sum) are
 // loaded in parallel into shared memory first: a serial loop of dependent global
-// loads cost ~0.5 µs per split.
+// loads cost ~0.5 µs per split. Official (bf16): the sink stays out of the max
+// and joins the sum last; the output is divided, then rounded to bf16.
+template <bool Official>
 __global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict__ ws_o, const float* __restrict__ ws_ml,
                                                         const float* __restrict__ sink, int n_splits, int n_heads,
                                                         uint16_t* __restrict__ out, float* __restrict__ out_f32) {
@@ -340,13 +411,14 @@ __global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict_
   }
   __syncthreads();
   const float sk = sink[h];
-  float mx = sk;
+  float mx = Official ? -INFINITY : sk;
   for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, w_s[s]);
-  float denom = expf(sk - mx);
+  float denom = Official ? 0.f : expf(sk - mx);
   for (int s = 0; s < n_splits; ++s) {
     const float w = w_s[s] == -INFINITY ? 0.f : expf(w_s[s] - mx);
     denom = fmaf(l_s[s], w, denom);
   }
+  if (Official) denom += expf(sk - mx);
   __syncthreads();  // every thread has read the maxima
   for (int s = threadIdx.x; s < n_splits; s += blockDim.x) w_s[s] = w_s[s] == -INFINITY ? 0.f : expf(w_s[s] - mx);
   __syncthreads();
@@ -360,8 +432,20 @@ __global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict_
     o.z = fmaf(w, v.z, o.z);
     o.w = fmaf(w, v.w, o.w);
   }
-  const float inv = 1.f / denom;
   const size_t row = (size_t(t) * n_heads + h) * k_dim;
+  if constexpr (Official) {
+    const float4 r = make_float4(o.x / denom, o.y / denom, o.z / denom, o.w / denom);
+    const uint2 b = make_uint2(pack_bf16(r.x, r.y), pack_bf16(r.z, r.w));
+    if (out) {
+      reinterpret_cast<uint2*>(out + row)[threadIdx.x] = b;
+    } else {
+      reinterpret_cast<float4*>(out_f32 + row)[threadIdx.x] =
+          make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u), __uint_as_float(b.y << 16),
+                      __uint_as_float(b.y & 0xffff0000u));
+    }
+    return;
+  }
+  const float inv = 1.f / denom;
   if (out) {
     reinterpret_cast<uint2*>(out + row)[threadIdx.x] =
         make_uint2(pack_bf16(o.x * inv, o.y * inv), pack_bf16(o.z * inv, o.w * inv));
@@ -370,21 +454,50 @@ __global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict_
   }
 }
 
-template <int HB>
+// Lets a kernel launch while the previous one runs (programmatic dependent
+// launch); it waits for that one's writes in cudaGridDependencySynchronize.
+cudaLaunchAttribute overlap_with_previous() {
+  cudaLaunchAttribute a = {};
+  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  a.val.programmaticStreamSerializationAllowed = 1;
+  return a;
+}
+
+template <int HB, pass P>
 status launch_partial(const sparse_decode_attention_params& p, int n_splits, int chunks_per_block, float* ws_o,
-                      float* ws_ml, cudaStream_t stream) {
+                      float* ws_ml, float* ws_cmax, cudaStream_t stream) {
+  using layout = std::conditional_t<P == pass::bf16, smem_layout_bf16<HB>, smem_layout<HB>>;
   // Per launch, not cached: the attribute belongs to the current device.
-  const cudaError_t err = cudaFuncSetAttribute(sda_partial_kernel<HB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               int(sizeof(smem_layout<HB>)));
+  cudaError_t err = cudaFuncSetAttribute(sda_partial_kernel<HB, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         int(sizeof(layout)));
   if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
   const pool_view p0{p.pool0.base, p.pool0.entries_per_page, p.pool0.page_bytes};
   const pool_view p1{p.pool1.base, p.pool1.entries_per_page, p.pool1.page_bytes};
-  const dim3 grid(unsigned(n_splits), unsigned(p.n_heads / HB), unsigned(p.n_queries));
-  sda_partial_kernel<HB><<<grid, shape<HB>::threads, sizeof(smem_layout<HB>), stream>>>(
-      p.q, p.q_f32, p0, p.idx0, int(p.n_idx0), p1, p.idx1, int(p.n_idx1), int(p.idx_stride ? p.idx_stride : p.n_idx0),
-      int(p.idx_stride ? p.idx_stride : p.n_idx1), int(p.n_heads), p.scale, chunks_per_block, ws_o,
-      ws_ml);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(n_splits), unsigned(p.n_heads / HB), unsigned(p.n_queries));
+  cfg.blockDim = dim3(shape<HB>::threads);
+  cfg.dynamicSmemBytes = sizeof(layout);
+  cfg.stream = stream;
+  // The bf16 pass overlaps its prologue with the chunk_max pass it reads.
+  cudaLaunchAttribute attr[1] = {overlap_with_previous()};
+  cfg.attrs = attr;
+  cfg.numAttrs = P == pass::bf16 ? 1 : 0;
+  err = cudaLaunchKernelEx(&cfg, sda_partial_kernel<HB, P>, p.q, p.q_f32, p0, p.idx0, int(p.n_idx0), p1, p.idx1,
+                           int(p.n_idx1), int(p.idx_stride ? p.idx_stride : p.n_idx0),
+                           int(p.idx_stride ? p.idx_stride : p.n_idx1), int(p.n_heads), p.scale, chunks_per_block, ws_o,
+                           ws_ml, ws_cmax);
+  if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
   return {};
+}
+
+// Kernel 1 for p's mode: once (fp32), or the chunk maxima then the bf16 pass.
+template <int HB>
+status launch_partials(const sparse_decode_attention_params& p, int n_splits, int chunks_per_block, float* ws_o,
+                       float* ws_ml, float* ws_cmax, cudaStream_t stream) {
+  if (!p.bf16) return launch_partial<HB, pass::fp32>(p, n_splits, chunks_per_block, ws_o, ws_ml, ws_cmax, stream);
+  const status st = launch_partial<HB, pass::chunk_max>(p, n_splits, chunks_per_block, ws_o, ws_ml, ws_cmax, stream);
+  if (!st.ok()) return st;
+  return launch_partial<HB, pass::bf16>(p, n_splits, chunks_per_block, ws_o, ws_ml, ws_cmax, stream);
 }
 
 // How a call cuts the work: 64 heads per block once there are enough (query,
@@ -417,7 +530,8 @@ size_t sparse_decode_attention_cuda_workspace_bytes(int64_t n_queries, int64_t n
   const int64_t sms = cuda_sm_count();
   int64_t most = 0;
   for (int64_t q = 1; q <= n_queries; ++q) most = std::max(most, q * plan_splits(q, n_heads, n_idx0 + n_idx1, sms).n_splits);
-  return size_t(most * n_heads) * (kv_entry_dim + 2) * sizeof(float);
+  return size_t(most * n_heads) * (kv_entry_dim + 2) * sizeof(float) +
+         sda_chunk_max_bytes(n_queries, n_heads, n_idx0 + n_idx1);
 }
 
 status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUstream_st* stream) {
@@ -436,8 +550,10 @@ status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUs
   const int n_splits = int(sp.n_splits);
   float* ws_o = static_cast<float*>(p.workspace);
   float* ws_ml = ws_o + size_t(p.n_queries) * n_splits * p.n_heads * kv_entry_dim;
-  HART_RETURN_IF_ERROR(sp.wide ? launch_partial<64>(p, n_splits, int(sp.chunks_per_block), ws_o, ws_ml, stream)
-                               : launch_partial<16>(p, n_splits, int(sp.chunks_per_block), ws_o, ws_ml, stream));
+  float* ws_cmax = ws_ml + size_t(p.n_queries) * n_splits * p.n_heads * 2;
+  const int cpb = int(sp.chunks_per_block);
+  HART_RETURN_IF_ERROR(sp.wide ? launch_partials<64>(p, n_splits, cpb, ws_o, ws_ml, ws_cmax, stream)
+                               : launch_partials<16>(p, n_splits, cpb, ws_o, ws_ml, ws_cmax, stream));
   // The merge launches while the partial kernel runs (programmatic dependent
   // launch) and waits for its results in cudaGridDependencySynchronize.
   cudaLaunchConfig_t cfg = {};
@@ -445,15 +561,13 @@ status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUs
   cfg.blockDim = dim3(128);
   cfg.dynamicSmemBytes = 2 * sizeof(float) * size_t(n_splits);
   cfg.stream = stream;
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute pdl[1] = {overlap_with_previous()};
   cfg.attrs = pdl;
   cfg.numAttrs = 1;
   const float* ws_o_c = ws_o;
   const float* ws_ml_c = ws_ml;
-  cudaError_t err =
-      cudaLaunchKernelEx(&cfg, sda_merge_kernel, ws_o_c, ws_ml_c, p.sink, n_splits, int(p.n_heads), p.out, p.out_f32);
+  cudaError_t err = cudaLaunchKernelEx(&cfg, p.bf16 ? sda_merge_kernel<true> : sda_merge_kernel<false>, ws_o_c,
+                                       ws_ml_c, p.sink, n_splits, int(p.n_heads), p.out, p.out_f32);
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
   return {};

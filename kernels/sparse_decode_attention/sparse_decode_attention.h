@@ -10,7 +10,8 @@
 // keeps its activations in fp32. The CUDA path splits the entry list over
 // blocks (partial max / sum / output in `workspace`) and merges them in a
 // second kernel; its grid depends only on the sizes, so it can be captured in
-// a CUDA graph.
+// a CUDA graph. `bf16` selects the official kernel's numerics instead
+// (sparse_attention_params::bf16), which the engine's fp8 precision needs.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +38,11 @@ struct sparse_decode_attention_params {
   int64_t n_queries = 0;
   int64_t n_heads = 0;            // a multiple of 16 (one MMA tile of heads)
   float scale = 0.04419417382f;   // 512^-0.5
+  /// The official sparse_attn numerics (sparse_attention_params::bf16) over the
+  /// slot list idx0's n_idx0 slots then idx1's n_idx1: blocks of 64 slots from
+  /// that list's slot 0, a -1 slot masked but keeping its place; probabilities
+  /// rounded to bf16 before P·V; the output rounded to bf16 (out_f32 too).
+  bool bf16 = false;
   void* workspace = nullptr;      // CUDA path: sparse_decode_attention_cuda_workspace_bytes()
   size_t workspace_bytes = 0;
 };
@@ -46,8 +52,9 @@ struct sparse_decode_attention_params {
 size_t sparse_decode_attention_workspace_bytes(int64_t n_queries, int64_t n_heads, int64_t n_idx0,
                                                int64_t n_idx1);
 
-/// Reference: entries decoded exactly, fp32 math (sparse_attention_cpu), output
-/// rounded to bf16. Host pointers; workspace unused.
+/// Reference: entries decoded exactly, then sparse_attention_cpu (fp32 math, or
+/// with `bf16` its official numerics over the slot list, -1 slots as null rows);
+/// the output rounded to bf16 into `out`. Host pointers; workspace unused.
 status sparse_decode_attention_cpu(const sparse_decode_attention_params& p);
 
 }  // namespace hart

@@ -3,21 +3,29 @@
 // errors, and under HART_CUDA the CUDA path against the CPU path on fresh random
 // inputs: paged pools with padding, -1 slots, all-empty queries, 16..128 heads,
 // window-only / extra-only / both lists, output and workspace poisoned first.
+// The bf16 mode (the official numerics): the CPU path against sparse_attention_cpu
+// over the slot list, bitwise, and the CUDA path against the CPU path.
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/quant/quant.h"
 #include "kernels/testing/op_test_util.h"
 #include "runtime/core/codecs.h"
 
+#include "kernels/sparse_attention/sparse_attention.h"
+
 #ifdef HART_CUDA
 #include <cuda_runtime.h>
+
+#include "kernels/testing/cuda_test_util.h"
 #endif
 
 namespace hart {
@@ -150,6 +158,8 @@ struct reference_output {
   /// much times p_j v_jd; the sum bounds it even when the p_j v_jd cancel and
   /// o_d is tiny next to its terms (entries of magnitude 64 give L_j ~ 300).
   std::vector<double> cond;
+  /// Per element: Σ_j p_j |v_jd|, what a relative change of every p_j moves o_d by.
+  std::vector<double> spread;
 };
 
 reference_output reference(const sda_case& c) {
@@ -157,6 +167,7 @@ reference_output reference(const sda_case& c) {
   reference_output r;
   r.o.assign(size_t(c.n_queries * c.n_heads * D), 0.0);
   r.cond.assign(r.o.size(), 0.0);
+  r.spread.assign(r.o.size(), 0.0);
   std::vector<float> row(D);
   for (int64_t t = 0; t < c.n_queries; ++t) {
     std::vector<std::vector<double>> kv;
@@ -189,11 +200,13 @@ reference_output reference(const sda_case& c) {
       for (double& x : l) den += (x = std::exp(x - mx));
       double* o = r.o.data() + (t * c.n_heads + h) * D;
       double* cond = r.cond.data() + (t * c.n_heads + h) * D;
+      double* spread = r.spread.data() + (t * c.n_heads + h) * D;
       for (size_t j = 0; j < kv.size(); ++j) {
         const double p = l[j] / den;
         for (int64_t d = 0; d < D; ++d) {
           o[d] += p * kv[j][d];
           cond[d] += p * std::fabs(kv[j][d]) * mag[j];
+          spread[d] += p * std::fabs(kv[j][d]);
         }
       }
     }
@@ -258,6 +271,136 @@ TEST(SparseDecodeAttentionCpu, RejectsBadArguments) {
   p = base();
   p.idx1 = nullptr;
   EXPECT_FALSE(sparse_decode_attention_cpu(p).ok());
+}
+
+// -- bf16: the official numerics --------------------------------------------------
+
+/// The engine's window lists for a prompt shorter than the window: per query its
+/// first 1..n_idx0 slots valid, the rest -1 (`full`: every slot valid).
+void window_lists(std::mt19937& rng, sda_case& c, bool full) {
+  std::uniform_int_distribution<int32_t> pick(0, int32_t(c.slots0 - 1));
+  std::uniform_int_distribution<int64_t> n_valid(1, std::max<int64_t>(1, c.n_idx0));
+  for (int64_t t = 0; t < c.n_queries; ++t) {
+    const int64_t v = full ? c.n_idx0 : n_valid(rng);
+    for (int64_t j = 0; j < c.n_idx0; ++j) c.idx0[t * c.n_idx0 + j] = j < v ? pick(rng) : -1;
+  }
+}
+
+/// Logits that rise along the list (every head's q near one direction u, slot j's
+/// entry a_j·u + noise, a_j growing with j): the running max then moves in most
+/// 64-slot blocks, where the block boundaries decide P's bf16 rounding.
+void rising_logits(std::mt19937& rng, sda_case& c) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> u(D);
+  double uu = 0;
+  for (float& x : u) {
+    x = round_to_bf16(nd(rng));
+    uu += double(x) * x;
+  }
+  for (int64_t i = 0; i < c.n_queries * c.n_heads * D; ++i) c.q[size_t(i)] = bf16_from_f32(u[i % D] + 0.1f * nd(rng));
+  // make_case's pools hold n_idx0 <= 256 and 2·n_idx1 slots: slot j can be list position j.
+  auto fill = [&](std::vector<uint8_t>& pool, int64_t slots, int64_t first) {
+    for (int64_t s = 0; s < slots; ++s) {
+      // l_j ≈ 0.03·j + N(0, 0.5) over the list position j = first + s.
+      const float a = float((0.03 * double(first + s) + 0.5 * nd(rng)) / (0.04419417382 * uu));
+      std::vector<float> v(D);
+      for (int64_t d = 0; d < D; ++d) v[d] = a * u[d] + 0.3f * nd(rng);
+      ASSERT_TRUE(kv_entry_encode(v.data(), pool.data() + (s / c.per_page) * c.page_bytes +
+                                                (s % c.per_page) * kv_entry_bytes)
+                      .ok());
+    }
+  };
+  fill(c.pool0, c.slots0, 0);
+  fill(c.pool1, c.slots1, c.n_idx0);
+  for (int64_t t = 0; t < c.n_queries; ++t) {
+    for (int64_t j = 0; j < c.n_idx0; ++j) c.idx0[t * c.n_idx0 + j] = int32_t(j);
+    for (int64_t j = 0; j < c.n_idx1; ++j) c.idx1[t * c.n_idx1 + j] = j % 9 == 4 ? -1 : int32_t(j);
+  }
+}
+
+/// sparse_attention_cpu's bf16 numerics over query t's slot list (idx0's slots,
+/// then idx1's; -1 a null row), rounded to bf16: the definition of the mode.
+std::vector<uint16_t> official_output(const sda_case& c) {
+  std::vector<uint16_t> out(size_t(c.n_queries * c.n_heads * D));
+  std::vector<float> q(size_t(c.n_heads * D)), o(q.size());
+  for (int64_t t = 0; t < c.n_queries; ++t) {
+    std::vector<std::vector<float>> rows;
+    std::vector<const float*> slots;
+    auto add = [&](const std::vector<uint8_t>& pool, const std::vector<int32_t>& idx, int64_t n) {
+      for (int64_t j = 0; j < n; ++j) {
+        const int32_t s = idx[t * n + j];
+        if (s < 0) {
+          slots.push_back(nullptr);
+          continue;
+        }
+        rows.emplace_back(size_t(D));
+        kv_entry_decode(pool.data() + (s / c.per_page) * c.page_bytes + (s % c.per_page) * kv_entry_bytes,
+                        rows.back().data());
+        slots.push_back(rows.back().data());
+      }
+    };
+    rows.reserve(size_t(c.n_idx0 + c.n_idx1));  // slot pointers stay valid
+    add(c.pool0, c.idx0, c.n_idx0);
+    add(c.pool1, c.idx1, c.n_idx1);
+    bf16_to_f32(c.q.data() + t * c.n_heads * D, q.data(), c.n_heads * D);
+    sparse_attention_params p;
+    p.q = q.data();
+    p.kv = slots.data();
+    p.sink = c.sink.data();
+    p.out = o.data();
+    p.n_heads = c.n_heads;
+    p.head_dim = D;
+    p.n_kv = int64_t(slots.size());
+    p.scale = 0.04419417382f;
+    p.bf16 = true;
+    EXPECT_TRUE(sparse_attention_cpu(p).ok());
+    f32_to_bf16(o.data(), out.data() + t * c.n_heads * D, c.n_heads * D);
+  }
+  return out;
+}
+
+// The CPU path's bf16 mode is sparse_attention_cpu's over the slot list, bit for
+// bit: short windows (valid slots first, then -1), -1 slots inside the extra
+// list, an all-empty query, both lists in one array; fp32 q in and fp32 out give
+// the same bits (out_f32 holds bf16 values).
+TEST(SparseDecodeAttentionCpu, Bf16IsTheOfficialSoftmaxOverTheSlotList) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  struct shape { int64_t nq, nh, n0, n1; double p_empty; bool empty_query, full_window, rising; };
+  for (const shape& s : {shape{2, 16, 128, 0, 0.0, false, false, false}, shape{3, 16, 128, 64, 0.2, true, false, false},
+                         shape{2, 32, 128, 100, 0.1, false, true, false}, shape{1, 16, 0, 130, 0.3, false, true, false},
+                         shape{2, 16, 128, 200, 0.0, false, true, true}}) {
+    SCOPED_TRACE("nq=" + std::to_string(s.nq) + " n0=" + std::to_string(s.n0) + " n1=" + std::to_string(s.n1));
+    sda_case c = make_case(rng, s.nq, s.nh, s.n0, s.n1, s.p_empty, s.empty_query);
+    window_lists(rng, c, s.full_window);
+    if (s.rising) rising_logits(rng, c);
+    std::vector<uint16_t> got(size_t(c.n_queries * c.n_heads * D));
+    sparse_decode_attention_params p = c.params(c.q.data(), c.pool0.data(), c.idx0.data(), c.pool1.data(),
+                                                c.idx1.data(), c.sink.data(), got.data());
+    p.bf16 = true;
+    ASSERT_TRUE(sparse_decode_attention_cpu(p).ok());
+    EXPECT_EQ(got, official_output(c));
+
+    const int64_t n = c.n_idx0 + c.n_idx1;  // both lists in one array, idx_stride apart
+    std::vector<int32_t> both(size_t(c.n_queries * n));
+    for (int64_t t = 0; t < c.n_queries; ++t) {
+      std::copy_n(c.idx0.data() + t * c.n_idx0, c.n_idx0, both.data() + t * n);
+      std::copy_n(c.idx1.data() + t * c.n_idx1, c.n_idx1, both.data() + t * n + c.n_idx0);
+    }
+    const std::vector<float> qf = to_f32(c.q);
+    std::vector<float> got32(got.size());
+    sparse_decode_attention_params p32 = p;
+    p32.idx0 = c.n_idx0 ? both.data() : nullptr;
+    p32.idx1 = c.n_idx1 ? both.data() + c.n_idx0 : nullptr;
+    p32.idx_stride = n;
+    p32.q = nullptr;
+    p32.q_f32 = qf.data();
+    p32.out = nullptr;
+    p32.out_f32 = got32.data();
+    ASSERT_TRUE(sparse_decode_attention_cpu(p32).ok());
+    EXPECT_EQ(got32, to_f32(got));
+  }
 }
 
 #ifdef HART_CUDA
@@ -376,6 +519,122 @@ TEST(SparseDecodeAttentionCuda, MatchesCpu) {
       cudaFree(ptr);
   }
   cudaStreamDestroy(stream);
+}
+
+/// The CUDA path on `c`'s host data (copied to the device, output and workspace
+/// NaN-poisoned): bf16 q and out, or with `f32` fp32 q and out.
+std::vector<float> run_cuda(const sda_case& c, bool bf16, bool f32, cudaStream_t stream) {
+  using testing::device_vec;
+  const size_t n_out = size_t(c.n_queries * c.n_heads * D);
+  device_vec<uint16_t> d_q(c.q), d_out(std::vector<uint16_t>(n_out, 0x7fc1));
+  device_vec<float> d_qf(to_f32(c.q)), d_of(std::vector<float>(n_out, testing::k_nan)), d_sink(c.sink);
+  device_vec<uint8_t> d_p0(c.pool0), d_p1(c.pool1);
+  device_vec<int32_t> d_i0(c.idx0), d_i1(c.idx1);
+  const size_t ws_bytes = sparse_decode_attention_cuda_workspace_bytes(c.n_queries, c.n_heads, c.n_idx0, c.n_idx1);
+  device_vec<uint8_t> d_ws(std::vector<uint8_t>(ws_bytes, 0xff));
+  sparse_decode_attention_params p =
+      c.params(d_q.get(), d_p0.get(), d_i0.get(), d_p1.get(), d_i1.get(), d_sink.get(), d_out.get());
+  p.bf16 = bf16;
+  p.workspace = d_ws.get();
+  p.workspace_bytes = ws_bytes;
+  if (f32) {
+    p.q = nullptr;
+    p.q_f32 = d_qf.get();
+    p.out = nullptr;
+    p.out_f32 = d_of.get();
+  }
+  const status st = sparse_decode_attention_cuda(p, stream);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(testing::cuda_synced(stream));
+  return f32 ? d_of.to_host() : to_f32(d_out.to_host());
+}
+
+// The bf16 mode on the device against the CPU path, at V4's shape: 16 and 64
+// heads (64: a block per 64 heads once queries × head groups fill the GPU),
+// windows of 128 with a short prompt's leading valid slots or full, 0 / 64 / 512
+// / 2100 extra entries with -1 slots, 1 to 140 queries, sinks small to huge
+// (e^{sink − m} = inf: the official output is 0), and logits rising along the
+// list, where the running max moves in most 64-slot blocks.
+//
+// Tolerance. The paths differ only in fp32 orders: the logits are MMA sums over the
+// 512 dims (the CPU adds them in order), so a logit moves by a few 2^-24 Σ_i|q_i k_i|;
+// P·V and the sums are added in other orders; CUDA's expf and the host's may differ
+// in the last bit. Such a change flips a P's bf16 rounding only when P lies that close
+// to a rounding boundary, and moves an output by far less than its bf16 ulp, so an
+// output differs only when its fp32 value lies about as close to a bf16 rounding
+// boundary. Allowed: at most 1% of all outputs not bitwise equal, and of the
+// rising-logit cases' (measured on the H200 over 5 seeds: 0.10–0.13% and 0.09–0.17%;
+// a single case with few slots reached 1.3%, as one flipped P there moves much of a
+// head's row), and every output within a bf16 ulp (2^-7 |out|) plus 2^-7 Σ_j p_j |v_jd|
+// (every P a bf16 ulp off, the worst case) plus 2^-18 of the fp32 conditioning term.
+// The same kernel with the running max per 32-slot chunk instead of per 64-slot
+// block differs in 2% of all outputs and 6.5% of the rising ones.
+TEST(SparseDecodeAttentionCuda, Bf16MatchesCpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  enum class sink_kind { normal, small, large, huge };
+  struct shape {
+    int64_t nq, nh, n0, n1;
+    double p_empty;
+    bool full_window, rising;
+    sink_kind sink;
+  };
+  const shape shapes[] = {
+      {1, 64, 128, 0, 0.0, false, false, sink_kind::normal},    {1, 16, 128, 64, 0.1, true, false, sink_kind::small},
+      {2, 64, 128, 512, 0.1, true, false, sink_kind::normal},   {2, 16, 128, 512, 0.05, false, false, sink_kind::large},
+      {64, 16, 128, 64, 0.1, false, false, sink_kind::normal},  {64, 64, 128, 512, 0.02, true, false, sink_kind::normal},
+      {140, 64, 128, 64, 0.1, false, false, sink_kind::small},  {1, 64, 128, 2100, 0.3, true, false, sink_kind::normal},
+      {1, 64, 128, 512, 0.1, true, false, sink_kind::huge},     {1, 64, 128, 512, 0.0, true, true, sink_kind::normal},
+      {2, 16, 128, 512, 0.0, true, true, sink_kind::large},     {64, 64, 128, 64, 0.0, true, true, sink_kind::normal},
+      {3, 16, 0, 100, 0.2, true, false, sink_kind::normal},     {2, 16, 31, 33, 0.5, false, false, sink_kind::normal}};
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  int64_t n_differ = 0, n_out = 0, n_differ_rising = 0, n_out_rising = 0;  // outputs not bitwise equal, of all
+  for (const shape& s : shapes) {
+    SCOPED_TRACE("nq=" + std::to_string(s.nq) + " nh=" + std::to_string(s.nh) + " n0=" + std::to_string(s.n0) +
+                 " n1=" + std::to_string(s.n1) + (s.rising ? " rising" : "") + " sink " + std::to_string(int(s.sink)));
+    sda_case c = make_case(rng, s.nq, s.nh, s.n0, s.n1, s.p_empty, false);
+    window_lists(rng, c, s.full_window);
+    if (s.rising) rising_logits(rng, c);
+    for (float& x : c.sink) {
+      if (s.sink == sink_kind::small) x -= 30.f;
+      if (s.sink == sink_kind::large) x += 25.f;
+      if (s.sink == sink_kind::huge) x = 1000.f;
+    }
+    std::vector<uint16_t> want(size_t(c.n_queries * c.n_heads * D));
+    sparse_decode_attention_params hp = c.params(c.q.data(), c.pool0.data(), c.idx0.data(), c.pool1.data(),
+                                                 c.idx1.data(), c.sink.data(), want.data());
+    hp.bf16 = true;
+    ASSERT_TRUE(sparse_decode_attention_cpu(hp).ok());
+    const std::vector<float> got = run_cuda(c, true, false, stream), wf = to_f32(want);
+    int64_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &wf[i], 4) != 0;
+    n_differ += differ;
+    n_out += int64_t(got.size());
+    if (s.rising) {
+      n_differ_rising += differ;
+      n_out_rising += int64_t(got.size());
+    }
+    reference_output ref = reference(c);
+    std::vector<double> tol(got.size());
+    for (size_t i = 0; i < tol.size(); ++i)
+      tol[i] = 0x1p-7 * (std::fabs(wf[i]) + ref.spread[i]) + 0x1p-18 * ref.cond[i];
+    EXPECT_TRUE(testing::all_close(got.data(), got.size(), std::vector<double>(wf.begin(), wf.end()), tol, 1.0, 0.0));
+    if (s.sink == sink_kind::huge) {  // ±0: the sign is the fp32 sum's
+      EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float x) { return x == 0.f; }));
+      EXPECT_TRUE(std::all_of(wf.begin(), wf.end(), [](float x) { return x == 0.f; }));
+    }
+    // fp32 q in (bf16 values) and fp32 out: the same kernels, the same bits.
+    EXPECT_EQ(run_cuda(c, true, true, stream), got);
+  }
+  cudaStreamDestroy(stream);
+  RecordProperty("differ", std::to_string(double(n_differ) / double(n_out)));
+  RecordProperty("differ_rising", std::to_string(double(n_differ_rising) / double(n_out_rising)));
+  EXPECT_LE(n_differ, n_out / 100) << n_differ << " of " << n_out << " outputs not bitwise equal";
+  EXPECT_LE(n_differ_rising, n_out_rising / 100)
+      << n_differ_rising << " of " << n_out_rising << " rising-logit outputs not bitwise equal";
 }
 
 // The engine's KV writes: rows scattered by float offset (gaps, a skipped row,

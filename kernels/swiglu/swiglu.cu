@@ -3,6 +3,7 @@
 // expf's rounding (CUDA expf is within 2 ulp; see the parity test's tolerance).
 #include "kernels/swiglu/swiglu.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@ constexpr int k_threads = 256;
 
 // grid (rows, blocks over the row): a block per row looping over 2048 channels
 // was ~6 µs of load latency at batch 1.
+__device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
 __global__ void swiglu_kernel(swiglu_params p, int64_t in_stride) {
   const int64_t r = blockIdx.x;
   const float w = p.row_weight ? p.row_weight[r] : 1.0f;
@@ -23,13 +26,18 @@ __global__ void swiglu_kernel(swiglu_params p, int64_t in_stride) {
   float* out = p.out + r * p.dim;
   for (int64_t i = int64_t(blockIdx.y) * blockDim.x + threadIdx.x; i < p.dim; i += int64_t(gridDim.y) * blockDim.x) {
     float g = gate[i], u = up[i];
+    if (p.bf16) {
+      g = round_bf16(g);
+      u = round_bf16(u);
+    }
     if (p.limit > 0) {
       // std::min / std::clamp semantics (NaN passes through), not fminf's
       g = p.limit < g ? p.limit : g;
       u = u < -p.limit ? -p.limit : (p.limit < u ? p.limit : u);
     }
     // same association as the CPU: ((g / (1 + e^-g)) * u) * w, no FMA to contract
-    out[i] = __fmul_rn(__fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u), w);
+    const float h = __fmul_rn(__fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u), w);
+    out[i] = p.bf16 ? round_bf16(h) : h;
   }
 }
 

@@ -17,6 +17,9 @@ struct swiglu_params {
   int64_t dim = 0;
   int64_t in_stride = 0;              // elements; 0 = dim
   float limit = 0.0f;
+  /// The official experts' bf16 tensors: gate and up read rounded to bf16 (their
+  /// linears' bf16 outputs), the weighted product rounded to bf16 (w2's input).
+  bool bf16 = false;
 };
 
 status swiglu_cpu(const swiglu_params& p);

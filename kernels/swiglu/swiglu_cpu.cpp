@@ -1,5 +1,7 @@
 #include "kernels/swiglu/swiglu.h"
 
+#include "runtime/core/codecs.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -13,11 +15,16 @@ status swiglu_cpu(const swiglu_params& p) {
     const float w = p.row_weight ? p.row_weight[r] : 1.0f;
     for (int64_t i = 0; i < p.dim; ++i) {
       float g = p.gate[r * st + i], u = p.up[r * st + i];
+      if (p.bf16) {
+        g = round_to_bf16(g);
+        u = round_to_bf16(u);
+      }
       if (p.limit > 0) {
         g = std::min(g, p.limit);
         u = std::clamp(u, -p.limit, p.limit);
       }
-      p.out[r * p.dim + i] = g / (1.0f + std::exp(-g)) * u * w;
+      const float h = g / (1.0f + std::exp(-g)) * u * w;
+      p.out[r * p.dim + i] = p.bf16 ? round_to_bf16(h) : h;
     }
   }
   return {};

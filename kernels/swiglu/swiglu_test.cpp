@@ -5,6 +5,7 @@
 // limit 0 means no clamp; row_weight null means 1.
 #include "kernels/swiglu/swiglu.h"
 
+#include "runtime/core/codecs.h"
 #include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
 
@@ -177,6 +178,34 @@ TEST(swiglu, row_weights) {
   }
 }
 
+// bf16 (the official experts): gate and up are read rounded to bf16 and the
+// weighted product is rounded, i.e. exactly round(swiglu(round(g), round(u))·w)
+// of the fp32 op, which the CPU engine computed as separate steps before.
+TEST(swiglu, bf16_rounds_inputs_and_output) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const layout l{5, 111, 128};
+  const auto gate = random_rows(rng, l, 8.0f);
+  const auto up = random_rows(rng, l, 8.0f);
+  std::vector<float> rw = {0.25f, 1.0f, -0.5f, 0.7f, 1.5f};
+  std::vector<float> gate_r = gate, up_r = up;
+  for (float& v : gate_r) v = round_to_bf16(v);
+  for (float& v : up_r) v = round_to_bf16(v);
+  std::vector<float> want = run(gate_r, up_r, &rw, l, 10.0f);
+  for (float& v : want) v = round_to_bf16(v);
+  std::vector<float> got(l.n_rows * l.dim);
+  swiglu_params p{gate.data(), up.data(), rw.data(), got.data(), l.n_rows, l.dim, l.in_stride, 10.0f};
+  p.bf16 = true;
+  ASSERT_TRUE(swiglu_cpu(p).ok());
+  int64_t n_inexact = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << "i=" << i;
+    n_inexact += got[i] != round_to_bf16(got[i]);
+  }
+  EXPECT_EQ(n_inexact, 0) << "outputs are bf16 values";
+}
+
 TEST(swiglu, zero_rows_and_bad_arguments) {
   const std::vector<float> gate = {1.0f}, up = {1.0f};
   const layout l{0, 1, 0};
@@ -268,6 +297,47 @@ TEST(swiglu, cuda_matches_cpu) {
     }
     run_cuda_case(rng, l, 10.0f, true, true);
     run_cuda_case(rng, l, 0.0f, false, true);
+  }
+}
+
+// bf16: the same rounded operations as the CPU but CUDA's expf (within 2 ulp
+// of glibc's), so an output whose fp32 value lies within a few ulp of a bf16
+// rounding midpoint can round the other way: at most one bf16 ulp apart, on
+// about 2^-13 of the elements for random inputs (allowed: 1e-3, at least 2).
+TEST(swiglu, cuda_bf16_matches_cpu) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const layout cuda_layouts[] = {{1, 2048, 0}, {6, 2048, 0}, {300, 111, 128}, {64, 3072, 0}};
+  std::uniform_real_distribution<float> ud(0.0f, 1.0f);
+  for (const layout& l : cuda_layouts) {
+    SCOPED_TRACE("n_rows=" + std::to_string(l.n_rows) + " dim=" + std::to_string(l.dim));
+    const auto gate = random_rows(rng, l, 4.0f);
+    const auto up = random_rows(rng, l, 4.0f);
+    std::vector<float> rw(l.n_rows);
+    for (auto& w : rw) w = ud(rng);
+    std::vector<float> want(l.n_rows * l.dim);
+    swiglu_params p{gate.data(), up.data(), rw.data(), want.data(), l.n_rows, l.dim, l.in_stride, 10.0f};
+    p.bf16 = true;
+    ASSERT_TRUE(swiglu_cpu(p).ok());
+    device_vec<float> d_gate(gate), d_up(up), d_rw(rw), d_out(std::vector<float>(want.size(), k_nan));
+    p.gate = d_gate.get();
+    p.up = d_up.get();
+    p.row_weight = d_rw.get();
+    p.out = d_out.get();
+    ASSERT_TRUE(swiglu_cuda(p, nullptr).ok());
+    ASSERT_TRUE(cuda_synced(nullptr));
+    const auto got = d_out.to_host();
+    int64_t n_diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i] == want[i]) continue;
+      ++n_diff;
+      const float ulp = std::fabs(round_to_bf16(want[i]) - f32_from_bf16(uint16_t(bf16_from_f32(want[i]) + 1)));
+      EXPECT_LE(std::fabs(got[i] - want[i]), ulp) << "i=" << i << " got " << got[i] << " want " << want[i];
+      EXPECT_EQ(got[i], round_to_bf16(got[i])) << "i=" << i;
+    }
+    EXPECT_LE(n_diff, std::max<int64_t>(2, int64_t(got.size()) / 1000)) << "of " << got.size();
   }
 }
 

@@ -10,13 +10,15 @@ __global__ void decode_meta_kernel(const decode_meta_params p) {
   const int64_t r = blockIdx.x, t = p.pos[r], P = L.page_size, W = p.window;
   const int32_t* swa = p.swa_pages + r * p.stride;
   const int32_t* full = p.full_pages + r * p.stride;
-  // Index list: window rows oldest first (column i holds position t − W + 1 + i), then HCA entries.
-  const int64_t n_entries = p.hca ? (t + 1) / L.rate : 0;
+  // Index list: window rows oldest first from column 0 (column i holds position
+  // max(0, t − W + 1) + i; the official slot layout, whose softmax blocks start
+  // there), −1 past t; then HCA entries.
+  const int64_t n_entries = p.hca ? (t + 1) / L.rate : 0, first = t - W + 1 > 0 ? t - W + 1 : 0;
   for (int64_t i = threadIdx.x; i < p.n_idx; i += blockDim.x) {
     int32_t row = -1;
     if (i < W) {
-      const int64_t q = t - W + 1 + i;
-      if (q >= 0) row = L.window_index(swa[q / P], q % P);
+      const int64_t q = first + i;
+      if (q <= t) row = L.window_index(swa[q / P], q % P);
     } else if (i - W < n_entries) {
       const int64_t e = (i - W) * L.rate;
       row = L.entry_index(full[e / P], e % P);

@@ -31,7 +31,7 @@ struct decode_meta_params {
   bool hca = false;                     // index lists end with every visible entry
   // Outputs.
   int64_t *win_dst = nullptr, *win_src = nullptr;  // [T] window KV rows
-  int32_t* idx = nullptr;                          // [n_idx, T]: window rows, then HCA entries; −1 = none
+  int32_t* idx = nullptr;                          // [n_idx, T]: window rows (oldest first), then HCA entries; −1 = none
   int32_t* page_base = nullptr;                    // [T] r·stride (CSA; null otherwise)
   int32_t* lengths = nullptr;                      // [T] visible indexer keys (CSA; null otherwise)
 };

@@ -1,5 +1,6 @@
 #include "runtime/gpu/engine_kernels.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,11 +22,14 @@ status launched(const char* op) {
   return {};
 }
 
+__device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
 // grid (blocks over the channels, tokens)
-__global__ void embed_kernel(const float* table, const int32_t* ids, int64_t n_hc, int64_t dim, float* x) {
+__global__ void embed_kernel(const float* table, const int32_t* ids, int64_t n_hc, int64_t dim, bool bf16, float* x) {
   const int64_t t = blockIdx.y, d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (d >= dim) return;
-  const float v = table[int64_t(ids[t]) * dim + d];
+  const float e = table[int64_t(ids[t]) * dim + d];
+  const float v = bf16 ? round_bf16(e) : e;
   for (int64_t i = 0; i < n_hc; ++i) x[(t * n_hc + i) * dim + d] = v;
 }
 
@@ -86,9 +90,19 @@ __global__ void rows_fp8_qdq_kernel(float* x, int64_t n_rows, int64_t dim, int64
   }
 }
 
-__global__ void scale_kernel(float* x, int64_t n, float s) {
+__global__ void scale_kernel(float* x, int64_t n, float s, bool bf16) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    x[i] *= s;
+    const float v = x[i] * s;
+    x[i] = bf16 ? round_bf16(v) : v;
+  }
+}
+
+// grid (column blocks, rows)
+__global__ void round_bf16_rows_kernel(float* x, int64_t n_rows, int64_t width, int64_t stride) {
+  for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < width; c += int64_t(gridDim.x) * blockDim.x) {
+      x[r * stride + c] = round_bf16(x[r * stride + c]);
+    }
   }
 }
 
@@ -110,12 +124,12 @@ unsigned grid_rows(int64_t n) { return unsigned(std::min<int64_t>(n, k_max_grid)
 
 }  // namespace
 
-status embed_rows_cuda(const float* table, const int32_t* ids, int64_t n_tokens, int64_t n_hc, int64_t dim, float* x,
-                       CUstream_st* stream) {
+status embed_rows_cuda(const float* table, const int32_t* ids, int64_t n_tokens, int64_t n_hc, int64_t dim, bool bf16,
+                       float* x, CUstream_st* stream) {
   if (n_tokens <= 0) return {};
   if (n_tokens > 65535) return invalid_argument("embed_rows_cuda: n_tokens=%lld over the grid", (long long)n_tokens);
   embed_kernel<<<dim3{unsigned((dim + k_threads - 1) / k_threads), unsigned(n_tokens)}, k_threads, 0, stream>>>(
-      table, ids, n_hc, dim, x);
+      table, ids, n_hc, dim, bf16, x);
   return launched("embed_rows_cuda");
 }
 
@@ -140,10 +154,21 @@ status rows_fp8_qdq_cuda(float* x, int64_t n_rows, int64_t dim, int64_t block, i
   return launched("rows_fp8_qdq_cuda");
 }
 
-status scale_cuda(float* x, int64_t n, float s, CUstream_st* stream) {
+status scale_cuda(float* x, int64_t n, float s, bool bf16, CUstream_st* stream) {
   if (n <= 0) return {};
-  scale_kernel<<<unsigned(std::min<int64_t>((n + k_threads - 1) / k_threads, 4096)), k_threads, 0, stream>>>(x, n, s);
+  scale_kernel<<<unsigned(std::min<int64_t>((n + k_threads - 1) / k_threads, 4096)), k_threads, 0, stream>>>(x, n, s,
+                                                                                                            bf16);
   return launched("scale_cuda");
+}
+
+status round_bf16_rows_cuda(float* x, int64_t n_rows, int64_t width, int64_t stride, CUstream_st* stream) {
+  if (n_rows <= 0 || width <= 0) return {};
+  if (stride < width) {
+    return invalid_argument("round_bf16_rows_cuda: stride %lld < width %lld", (long long)stride, (long long)width);
+  }
+  const dim3 grid(unsigned(std::min<int64_t>((width + k_threads - 1) / k_threads, 64)), grid_rows(n_rows));
+  round_bf16_rows_kernel<<<grid, k_threads, 0, stream>>>(x, n_rows, width, stride);
+  return launched("round_bf16_rows_cuda");
 }
 
 status picks_to_rows_cuda(const picks_to_rows_params& p, CUstream_st* stream) {

@@ -1,7 +1,7 @@
 // File: runtime/gpu/engine_kernels.h
 // The GPU engine's glue between ops: embedding gather, row copies by offset
 // (KV scatter into pages, key gathers, MoE gather / scatter-add), strided
-// FP8 QDQ, scaling and the translation of indexer picks into KV-pool rows. Device pointers; one launch each, no
+// FP8 QDQ, scaling, bf16 rounding and the translation of indexer picks into KV-pool rows. Device pointers; one launch each, no
 // allocation, no synchronisation. Engine-internal (not ops: no CPU twin,
 // each is checked through the engine's parity tests).
 #pragma once
@@ -14,8 +14,8 @@ struct CUstream_st;
 
 namespace hart::gpu {
 
-/// x [D, n_hc, T] = table[ids[t]] repeated n_hc times.
-status embed_rows_cuda(const float* table, const int32_t* ids, int64_t n_tokens, int64_t n_hc, int64_t dim,
+/// x [D, n_hc, T] = table[ids[t]] repeated n_hc times (`bf16`: rounded to bf16).
+status embed_rows_cuda(const float* table, const int32_t* ids, int64_t n_tokens, int64_t n_hc, int64_t dim, bool bf16,
                        float* x, CUstream_st* stream);
 
 /// For i < n: dst[dst_off[i] .. + width) (+)= src[src_off[i] .. + width); offsets in floats,
@@ -28,8 +28,12 @@ status copy_rows_cuda(float* dst, const int64_t* dst_off, const float* src, cons
 /// blocks of `block` (the last one shorter), bit-exact with act_quant_fp8_qdq.
 status rows_fp8_qdq_cuda(float* x, int64_t n_rows, int64_t dim, int64_t block, int64_t stride, CUstream_st* stream);
 
-/// x[i] *= s.
-status scale_cuda(float* x, int64_t n, float s, CUstream_st* stream);
+/// x[i] *= s (`bf16`: the product rounded to bf16).
+status scale_cuda(float* x, int64_t n, float s, bool bf16, CUstream_st* stream);
+
+/// In place: the first `width` values of each of n_rows rows (`stride` apart)
+/// rounded to bf16 (RNE), the official inference's bf16 linear outputs.
+status round_bf16_rows_cuda(float* x, int64_t n_rows, int64_t width, int64_t stride, CUstream_st* stream);
 
 /// Indexer picks → KV-pool rows, written into the attention index lists.
 struct picks_to_rows_params {

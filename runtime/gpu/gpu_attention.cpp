@@ -35,8 +35,10 @@ rms_norm_params norm_rope(rms_norm_params p, const int64_t* pos, const float* in
   return p;
 }
 
-status hadamard_fp4(float* x, int64_t n_rows, int64_t dim, cudaStream_t st) {
+// bf16: the official inference rounds the transform's output to bf16 before the QDQ.
+status hadamard_fp4(float* x, int64_t n_rows, int64_t dim, bool bf16, cudaStream_t st) {
   HART_RETURN_IF_ERROR(hadamard_transform_cuda(x, n_rows, dim, 1.0f / std::sqrt(float(dim)), st));
+  if (bf16) HART_RETURN_IF_ERROR(round_bf16_rows_cuda(x, n_rows, dim, dim, st));
   return fp4_act_qdq_cuda(x, n_rows * dim, std::min<int64_t>(32, dim), st);
 }
 
@@ -66,6 +68,7 @@ flash_compressor_desc compressor_desc(const engine_state& s, int64_t il, const d
   d.rope_dim = s.cfg.rope_dim;
   d.overlap = c.overlap;
   d.eps = float(s.cfg.norm_eps);
+  d.bf16 = s.bf16;
   const int64_t ring0 = indexer ? pool.index_ring(il, 0, 0) : pool.ring(il, 0, 0);
   const int64_t ring1 = indexer ? pool.index_ring(il, 1, 0) : pool.ring(il, 1, 0);
   const int64_t ent0 = indexer ? pool.index_key(il, 0, 0) : pool.entry(il, 0, 0);
@@ -172,9 +175,9 @@ status host_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta* l
     for (int64_t j = 0; j < sp.n; ++j) {
       const int64_t r = sp.row0 + j, t = sp.p0 + j;
       int32_t* row = idx.data() + r * n_idx;
-      for (int64_t q = std::max<int64_t>(0, t - W + 1); q <= t; ++q) {
-        row[q - (t - W + 1)] = addr.window_index(pt.swa[q / P], q % P);
-      }
+      // Oldest first from column 0, as decode_meta lays them out (the official slot layout).
+      const int64_t first = std::max<int64_t>(0, t - W + 1);
+      for (int64_t q = first; q <= t; ++q) row[q - first] = addr.window_index(pt.swa[q / P], q % P);
       if (w.kind == attention_kind::hca) {
         for (int64_t i = 0; i < (t + 1) / m; ++i) row[W + i] = addr.entry_index(pt.full[i * m / P], i * m % P);
       }
@@ -287,7 +290,8 @@ status index_topk(engine_state& s, const pass& p, int64_t il, const layer_meta& 
   ip.page_size = s.pool.page_size();
   ip.key_off = s.pool.index_key(il, 0, 0);
   ip.page_floats = s.pool.index_key(il, 1, 0) - ip.key_off;
-  ip.softmax_scale = 1.0f / std::sqrt(float(dI));
+  ip.softmax_scale = s.bf16 ? 1.0f : 1.0f / std::sqrt(float(dI));  // bf16: folded into the head weights
+  ip.bf16 = s.bf16;
   HART_RETURN_IF_ERROR(indexer_score_paged_cuda(ip, s.stream));
   HART_RETURN_IF_ERROR(lightning_topk_cuda({A.scores, lm.lengths, nullptr, A.picks, T, S, K}, s.stream));
   for (const pass::span& sp : p.spans) {
@@ -332,6 +336,7 @@ status attend(engine_state& s, int64_t il, const layer_meta& lm, const float* si
     ap.sink = sink;
     ap.n_heads = H;
     ap.scale = scale;
+    ap.bf16 = s.bf16;
     ap.workspace = A.entry_workspace;
     ap.workspace_bytes = A.entry_workspace_bytes;
     for (int64_t t0 = 0; t0 < T; t0 += k_entry_attention_queries) {
@@ -346,6 +351,7 @@ status attend(engine_state& s, int64_t il, const layer_meta& lm, const float* si
   }
   sparse_attention_gather_params ap{A.q, s.pool.base(), lm.idx, sink, A.o, T, H, hd, lm.n_idx,
                                     s.pool.n_rows(), hd, scale};
+  ap.bf16 = s.bf16;
   // Sliced index lists (few tokens) make a token's output depend on the batch: not under --deterministic.
   if (!s.params.base.deterministic) {
     ap.workspace = A.attn_workspace;
@@ -380,8 +386,9 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
   // Projections (attention.cpp project()): the KV's, the compressors' and the
   // indexer's key side on the side stream (small passes), the query's here.
   HART_RETURN_IF_ERROR(branch_run(s, T, [&]() -> status {
-    HART_RETURN_IF_ERROR(linear_run(s, w.wkv, x, T, A.kv));
-    HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, A.pos, inv_freq, rd, 1), s.stream));
+    HART_RETURN_IF_ERROR(linear_run_activation(s, w.wkv, x, T, A.kv));
+    HART_RETURN_IF_ERROR(rms_norm_cuda(
+        official_norm(s, norm_rope({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, A.pos, inv_freq, rd, 1)), s.stream));
     // (FP8 entries quantize as they are written.)
     if (fp8 && !s.kv_entries) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.kv, T, hd - rd, k_kv_qdq_block, hd, s.stream));
     if (compressed) {
@@ -389,23 +396,31 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
       HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wgate, x, T, A.comp_z));
     }
     if (csa) {
-      const int64_t nI = c.index_n_heads;
+      const int64_t nI = c.index_n_heads, dI = c.index_head_dim;
       HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wkv, x, T, A.index_a));
       HART_RETURN_IF_ERROR(linear_run(s, w.index_compressor.wgate, x, T, A.index_z));
-      HART_RETURN_IF_ERROR(linear_run(s, w.index_weights_proj, x, T, A.index_w));
-      HART_RETURN_IF_ERROR(scale_cuda(A.index_w, T * nI, 1.0f / std::sqrt(float(nI)), s.stream));
+      HART_RETURN_IF_ERROR(linear_run_activation(s, w.index_weights_proj, x, T, A.index_w));
+      // bf16: the official inference folds the score scale dI^-0.5 in here, one rounded product.
+      const float wscale = s.bf16 ? float(std::pow(double(dI), -0.5) * std::pow(double(nI), -0.5))
+                                  : 1.0f / std::sqrt(float(nI));
+      HART_RETURN_IF_ERROR(scale_cuda(A.index_w, T * nI, wscale, s.bf16, s.stream));
     }
     return {};
   }));
-  HART_RETURN_IF_ERROR(linear_run(s, w.wq_a, x, T, A.qr));
-  HART_RETURN_IF_ERROR(rms_norm_cuda({A.qr, w.q_norm, A.qr, T, c.q_lora_rank, 0, 0, eps}, st));
-  HART_RETURN_IF_ERROR(linear_run(s, w.wq_b, A.qr, T, A.q));
-  HART_RETURN_IF_ERROR(rms_norm_cuda(norm_rope({A.q, nullptr, A.q, T * H, hd, 0, 0, eps}, A.pos, inv_freq, rd, H), st));
+  HART_RETURN_IF_ERROR(linear_run_activation(s, w.wq_a, x, T, A.qr));
+  HART_RETURN_IF_ERROR(rms_norm_cuda(official_norm(s, {A.qr, w.q_norm, A.qr, T, c.q_lora_rank, 0, 0, eps}), st));
+  HART_RETURN_IF_ERROR(linear_run_activation(s, w.wq_b, A.qr, T, A.q));
+  // The per-head q RMS (no weight; bf16: computed on bf16 tensors as the official inference does).
+  rms_norm_params q_rms = norm_rope({A.q, nullptr, A.q, T * H, hd, 0, 0, eps}, A.pos, inv_freq, rd, H);
+  q_rms.bf16 = s.bf16;
+  HART_RETURN_IF_ERROR(rms_norm_cuda(q_rms, st));
   if (csa) {
     const int64_t nI = c.index_n_heads, dI = c.index_head_dim;
-    HART_RETURN_IF_ERROR(linear_run(s, w.index_wq_b, A.qr, T, A.index_q));
-    HART_RETURN_IF_ERROR(rope_cuda({A.index_q, A.pos, inv_freq, T, nI, dI, rd}, st));
-    if (fp8) HART_RETURN_IF_ERROR(hadamard_fp4(A.index_q, T * nI, dI, st));
+    HART_RETURN_IF_ERROR(linear_run_activation(s, w.index_wq_b, A.qr, T, A.index_q));
+    rope_params qr{A.index_q, A.pos, inv_freq, T, nI, dI, rd};
+    qr.bf16 = s.bf16;
+    HART_RETURN_IF_ERROR(rope_cuda(qr, st));
+    if (fp8) HART_RETURN_IF_ERROR(hadamard_fp4(A.index_q, T * nI, dI, s.bf16, st));
   }
   // The layer's metadata (built while the device runs the projections), then its KV writes.
   layer_meta lm;
@@ -442,9 +457,12 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
   HART_RETURN_IF_ERROR(attend(s, il, lm, w.attn_sink, T));
 
   // Undo the values' rotation at the query position, then the grouped output projection.
-  HART_RETURN_IF_ERROR(rope_cuda({A.o, A.pos, inv_freq, T, H, hd, rd, 0, 1.0f, true}, st));
+  rope_params inverse{A.o, A.pos, inv_freq, T, H, hd, rd, 0, 1.0f, true};
+  inverse.bf16 = s.bf16;
+  HART_RETURN_IF_ERROR(rope_cuda(inverse, st));
   HART_RETURN_IF_ERROR(linear_run_groups(s, w.wo_a, c.o_groups, A.o, T, H * hd, A.u));
-  return linear_run(s, w.wo_b, A.u, T, y);
+  if (s.bf16) HART_RETURN_IF_ERROR(round_bf16_rows_cuda(A.u, T, w.wo_a.out, w.wo_a.out, st));
+  return linear_run_activation(s, w.wo_b, A.u, T, y);
 }
 
 }  // namespace hart::gpu

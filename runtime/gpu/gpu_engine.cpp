@@ -115,6 +115,11 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
                      *s.lin, s.stream);
 }
 
+status linear_run_activation(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y) {
+  HART_RETURN_IF_ERROR(linear_run(s, w, x, n, y));
+  return s.bf16 ? round_bf16_rows_cuda(y, n, w.out, w.out, s.stream) : status{};
+}
+
 status linear_run_groups(engine_state& s, const device_linear& w, int64_t groups, const float* x, int64_t n,
                          int64_t x_stride, float* y) {
   const int64_t rows = w.out / groups, gin = w.in;
@@ -320,13 +325,16 @@ status run_site(engine_state& s, int64_t T, const float* fn, const float* base, 
   const int64_t n = c.hc_mult, D = c.hidden_size;
   const float eps = float(c.norm_eps), hc_eps = float(c.hc_eps);
   hc_pre_params pre{A.x, fn, base, scale, A.collapsed, A.post, A.comb, T, n, D, c.hc_sinkhorn_iters, eps, hc_eps};
+  pre.bf16 = s.bf16;
   // The split mix serves passes of <= 8 tokens: its fp64 order differs from the cluster's,
   // so --deterministic (logits independent of the batch) keeps every pass on the cluster path.
   pre.workspace = s.params.base.deterministic ? nullptr : A.hc_workspace;
   HART_RETURN_IF_ERROR(hc_pre_cuda(pre, s.stream));
-  HART_RETURN_IF_ERROR(rms_norm_cuda({A.collapsed, norm, A.normed, T, D, 0, 0, eps}, s.stream));
+  HART_RETURN_IF_ERROR(rms_norm_cuda(official_norm(s, {A.collapsed, norm, A.normed, T, D, 0, 0, eps}), s.stream));
   HART_RETURN_IF_ERROR(sublayer(A.normed, A.out));
-  HART_RETURN_IF_ERROR(hc_post_cuda({A.x, A.out, A.post, A.comb, A.xn, T, n, D}, s.stream));
+  hc_post_params post{A.x, A.out, A.post, A.comb, A.xn, T, n, D};
+  post.bf16 = s.bf16;
+  HART_RETURN_IF_ERROR(hc_post_cuda(post, s.stream));
   std::swap(A.x, A.xn);
   return {};
 }
@@ -337,7 +345,7 @@ status enqueue_pass(engine_state& s, const pass& p, const std::vector<int64_t>& 
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
   const int64_t T = p.n_tokens(), D = c.hidden_size, n = c.hc_mult;
-  HART_RETURN_IF_ERROR(gpu::embed_rows_cuda(s.w.embed, A.ids, T, n, D, A.x, s.stream));
+  HART_RETURN_IF_ERROR(gpu::embed_rows_cuda(s.w.embed, A.ids, T, n, D, s.bf16, A.x, s.stream));
   const bool hidden = trace && trace->capture_hidden;
   if (hidden) {
     trace->hidden.assign(1, {});
@@ -358,9 +366,10 @@ status enqueue_pass(engine_state& s, const pass& p, const std::vector<int64_t>& 
   }
   HART_RETURN_IF_ERROR(gpu::branch_join(s));  // every branch joined (a capture must end so)
   const float eps = float(c.norm_eps), hc_eps = float(c.hc_eps);
-  HART_RETURN_IF_ERROR(hc_head_cuda({A.x, s.w.hc_head_fn, s.w.hc_head_base, s.w.hc_head_scale, A.collapsed, T, n, D,
-                                     eps, hc_eps}, s.stream));
-  HART_RETURN_IF_ERROR(rms_norm_cuda({A.collapsed, s.w.norm, A.normed, T, D, 0, 0, eps}, s.stream));
+  hc_head_params head{A.x, s.w.hc_head_fn, s.w.hc_head_base, s.w.hc_head_scale, A.collapsed, T, n, D, eps, hc_eps};
+  head.bf16 = s.bf16;
+  HART_RETURN_IF_ERROR(hc_head_cuda(head, s.stream));
+  HART_RETURN_IF_ERROR(rms_norm_cuda(gpu::official_norm(s, {A.collapsed, s.w.norm, A.normed, T, D, 0, 0, eps}), s.stream));
   if (hidden) HART_RETURN_IF_ERROR(s.download(&trace->final_hidden, A.normed, T * D));
   const int64_t R = int64_t(logit_rows.size());
   if (R == 0) return {};
@@ -554,6 +563,7 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
                             (long long)c.head_dim, (long long)sparse_attention_cuda_max_head_dim);
   }
   s->kv_entries = gpu_kv_entries(params, c);
+  s->bf16 = params.base.bf16_activations();
   HART_ASSIGN_OR_RETURN(s->lin, linear_cuda_context::create(params.max_batch_tokens, std::max<int64_t>(s->w.max_linear_in, 1)));
   {
     device_arena counter;

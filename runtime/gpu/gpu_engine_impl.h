@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/linear/linear.h"
+#include "kernels/rms_norm/rms_norm.h"
 #include "runtime/cache/memory_plan.h"
 #include "runtime/gpu/device_memory.h"
 #include "runtime/gpu/gpu_engine.h"
@@ -116,6 +117,9 @@ struct engine_state {
   /// gpu_engine_params::fp8_kv_entries in effect: window KV and main compressed
   /// entries are 584-byte FP8 entries packed in their pool sections (kv_pool.h).
   bool kv_entries = false;
+  /// engine_params::bf16_activations(): the official inference's bf16
+  /// activations (docs/precision.md): its rounding points and summation orders.
+  bool bf16 = false;
 
   pinned_staging staging;                 // host side of upload(); reset when a pass starts
   pinned_readback readback;               // logits back to the host
@@ -212,6 +216,17 @@ void trace_append(forward_trace* t, forward_trace&& part);
 /// y [out, n] = x [in, n] · W^T by the weight's kind (fp32, bf16, FP8 codes, QDQ'd input).
 status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride = 0,
                   int64_t y_stride = 0);
+/// linear_run for the linears whose outputs the official inference keeps in
+/// bf16 (all but the compressors', the router's and the head's): under s.bf16
+/// the output is rounded to bf16.
+status linear_run_activation(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y);
+/// A weighted RMS norm (and its fused RoPE) as the official inference computes
+/// it under s.bf16: torch's reduction order, outputs rounded to bf16.
+inline rms_norm_params official_norm(const engine_state& s, rms_norm_params p) {
+  p.official = s.bf16;
+  p.bf16 = s.bf16;
+  return p;
+}
 /// y [out, n] for W's `groups` equal groups of output rows, group g applied to
 /// x's g-th slice of w.in channels (x rows of x_stride): wo_a. One launch when W
 /// is codes on raw inputs, else one per group.

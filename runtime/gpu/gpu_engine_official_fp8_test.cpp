@@ -1,12 +1,13 @@
 // The GPU engine's fp8 mode against DeepSeek's official FP8 inference (issue
 // 19), the same measurement as tests/golden/official_fp8_test.cpp: one-layer
 // models of each kind and the 4-layer mix, fed whole (the prefill linears'
-// cuBLASLt path: 1200 rows), in chunks of 150 (tensor-core linears) and token
-// by token (2-row decode steps, CUDA graphs). The GPU keeps fp32 activations
-// between the official rounding points (docs/precision.md), so its bounds are
-// regression guards around what it measured on 2026-12-02 (one layer: median
-// 0.050-0.080, top-1 >= 0.81 over the 16 decode positions; four layers: median
-// 0.123-0.133, top-1 >= 0.76), not yet issue 19's 1e-3 (which the CPU meets).
+// cuBLASLt path: 1200 rows), in chunks of 150 (tensor-core linears), token by
+// token (2-row decode steps, CUDA graphs) and one row's token at a time (the
+// 1-row CUDA-core FP8 dot). The GPU computes the official bf16 activations
+// (docs/precision.md) with kernels checked against the CPU ops that reproduce
+// the official code; the bounds are the issue's: one layer within 1e-3 median
+// relative error and top-1 >= 0.995, and the 4-layer mix within the official
+// pipeline's own floor (as the CPU test).
 // The checkpoints' MXFP4 experts stay MXFP4 on the device: checked against
 // the same engine with FP8 experts below. The engine streams its weights from
 // the checkpoint (device_weights_load): checked against the host load's upload.
@@ -35,7 +36,7 @@ struct official_gpu_case {
   double max_median_rel, min_top1;
 };
 constexpr official_gpu_case k_cases[] = {
-    {"swa", 0.1, 0.75}, {"csa", 0.1, 0.75}, {"hca", 0.1, 0.75}, {"mixed4", 0.18, 0.65}};
+    {"swa", 1e-3, 0.995}, {"csa", 1e-3, 0.995}, {"hca", 1e-3, 0.995}, {"mixed4", 0.075, 0.85}};
 void PrintTo(const official_gpu_case& c, std::ostream* os) {
   *os << c.model;
 }
@@ -54,7 +55,8 @@ TEST_P(official_fp8_gpu, logits_match_the_official_inference) {
   gp.max_context = 1024;
   auto e = gpu_engine::load(gp);
   ASSERT_TRUE(e.ok()) << e.get_status().to_string();
-  for (official_feed feed : {official_feed::whole, official_feed::chunked, official_feed::decode}) {
+  for (official_feed feed :
+       {official_feed::whole, official_feed::chunked, official_feed::decode, official_feed::decode_alone}) {
     const official_diff d = official_measure(**e, *g, feed);
     std::printf("official_fp8 gpu %s %s: median rel %.3g, max rel %.3g, top-1 %.4f over %lld positions",
                 c.model, official_feed_name(feed), d.median_rel, d.max_rel, d.top1, (long long)d.positions);

@@ -3,7 +3,8 @@
 // per chunk of tokens the routed rows sorted by expert on the device
 // (moe_dispatch.h), gathered once, run through the experts' grouped linears
 // (three launches for all experts) and added into y in ascending expert order
-// after the shared expert: the CPU's summation order.
+// after the shared expert: the CPU's summation order (bf16: the official one,
+// the routed experts first, the shared one last).
 #include <algorithm>
 
 #include "kernels/linear/linear.h"
@@ -19,10 +20,12 @@ namespace {
 // out [D, n] = w2(swiglu(w1 x, w3 x) · row_weight), through hidden rows g, up, h.
 status expert_run(engine_state& s, const device_expert& e, const float* x, int64_t n, const float* row_weight,
                   float* g, float* up, float* h, float* out) {
-  HART_RETURN_IF_ERROR(linear_run(s, e.w1, x, n, g));
-  HART_RETURN_IF_ERROR(linear_run(s, e.w3, x, n, up));
-  HART_RETURN_IF_ERROR(swiglu_cuda({g, up, row_weight, h, n, e.w1.out, 0, float(s.cfg.swiglu_limit)}, s.stream));
-  return linear_run(s, e.w2, h, n, out);
+  HART_RETURN_IF_ERROR(linear_run_activation(s, e.w1, x, n, g));
+  HART_RETURN_IF_ERROR(linear_run_activation(s, e.w3, x, n, up));
+  swiglu_params sw{g, up, row_weight, h, n, e.w1.out, 0, float(s.cfg.swiglu_limit)};
+  sw.bf16 = s.bf16;
+  HART_RETURN_IF_ERROR(swiglu_cuda(sw, s.stream));
+  return linear_run_activation(s, e.w2, h, n, out);
 }
 
 // y [out, rows] = x [in, rows] through each sorted row's expert (the chunk's
@@ -117,7 +120,10 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
     }
     HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w1, A.xe, tc, fp4, tile_rows, rows, D, I, A.g));
     HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w3, A.xe, tc, fp4, tile_rows, rows, D, I, A.up));
-    HART_RETURN_IF_ERROR(swiglu_cuda({A.g, A.up, A.moe_w, A.h, rows, I, 0, float(c.swiglu_limit)}, s.stream));
+    // bf16: the experts' outputs are rounded as they are read (here g and up, ye in the combine).
+    swiglu_params sw{A.g, A.up, A.moe_w, A.h, rows, I, 0, float(c.swiglu_limit)};
+    sw.bf16 = s.bf16;
+    HART_RETURN_IF_ERROR(swiglu_cuda(sw, s.stream));
     if (tc) {
       HART_RETURN_IF_ERROR(fp8_act_quant_cuda(A.h, I, A.moe_codes, A.moe_scales, rows, I, s.stream));
     } else if (qdq) {
@@ -125,7 +131,8 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
     }
     HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w2, A.h, tc, fp4, tile_rows, rows, I, D, A.ye));
     if (t0 == 0) HART_RETURN_IF_ERROR(branch_join(s));  // y holds the shared expert
-    HART_RETURN_IF_ERROR(moe_combine_cuda(y + t0 * D, A.ye, A.experts + t0 * K, A.moe_slot, nt, K, D, s.stream));
+    HART_RETURN_IF_ERROR(moe_combine_cuda(y + t0 * D, A.ye, A.experts + t0 * K, A.moe_slot, nt, K, D, s.bf16,
+                                          s.stream));
   }
   return {};
 }

@@ -1,5 +1,6 @@
 #include "runtime/gpu/moe_dispatch.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "kernels/linear/linear.h"
@@ -99,8 +100,10 @@ __global__ void __launch_bounds__(k_plan_threads) plan_kernel(moe_plan_params p)
 }
 
 // grid (blocks over the channels, tokens): each thread adds one channel's rows.
+__device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
 __global__ void combine_kernel(float* y, const float* ye, const int32_t* experts, const int32_t* slot, int64_t k,
-                               int64_t width) {
+                               int64_t width, bool bf16) {
   const int64_t t = blockIdx.y, c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= width) return;
   int32_t ex[k_max_k], sl[k_max_k];
@@ -115,6 +118,12 @@ __global__ void combine_kernel(float* y, const float* ye, const int32_t* experts
   }
   float v[k_max_k];
   for (int j = 0; j < n; ++j) v[j] = ye[int64_t(sl[j]) * width + c];  // loads issued together
+  if (bf16) {  // the official order: the routed rows (bf16 outputs) from 0, then y's shared expert
+    float acc = 0.0f;
+    for (int j = 0; j < n; ++j) acc = acc + round_bf16(v[j]);
+    y[t * width + c] = round_bf16(acc + y[t * width + c]);
+    return;
+  }
   float acc = y[t * width + c];
   for (int j = 0; j < n; ++j) acc = acc + v[j];
   y[t * width + c] = acc;
@@ -153,14 +162,14 @@ status moe_plan_cuda(const moe_plan_params& p, CUstream_st* stream) {
 }
 
 status moe_combine_cuda(float* y, const float* ye, const int32_t* experts, const int32_t* slot, int64_t n_tokens,
-                        int64_t k, int64_t width, CUstream_st* stream) {
+                        int64_t k, int64_t width, bool bf16, CUstream_st* stream) {
   if (n_tokens <= 0) return {};
   if (k > k_max_k || n_tokens > 65535) {
     return invalid_argument("moe_combine_cuda: top-%lld (max %d), %lld tokens (max 65535)", (long long)k, k_max_k,
                             (long long)n_tokens);
   }
   combine_kernel<<<dim3{unsigned((width + 255) / 256), unsigned(n_tokens)}, 256, 0, stream>>>(y, ye, experts, slot, k,
-                                                                                                 width);
+                                                                                                 width, bf16);
   return launched("moe_combine_cuda");
 }
 

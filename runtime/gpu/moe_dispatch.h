@@ -46,7 +46,10 @@ inline constexpr int64_t moe_plan_max_rows = 8192;
 status moe_plan_cuda(const moe_plan_params& p, CUstream_st* stream);
 
 /// y[t] += ye[slot[t·K + k]] for k in ascending experts[t·K + k]; rows of `width`.
+/// `bf16` (the official inference's MoE sum): y[t] = bf16(Σ bf16(ye rows) + y[t]),
+/// the routed rows (rounded as the experts' bf16 outputs) added from zero in
+/// ascending expert order, then y's shared expert, the sum rounded.
 status moe_combine_cuda(float* y, const float* ye, const int32_t* experts, const int32_t* slot, int64_t n_tokens,
-                        int64_t k, int64_t width, CUstream_st* stream);
+                        int64_t k, int64_t width, bool bf16, CUstream_st* stream);
 
 }  // namespace hart::gpu

@@ -11,10 +11,12 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
 
 namespace hart::gpu {
 namespace {
@@ -118,6 +120,59 @@ TEST(moe_dispatch, plan_equals_the_host_plan) {
   run_case(rng, 1024, 8, 256, false);  // the plan's row limit
   run_case(rng, 300, 8, 64, true, 64);  // wide tiles (prefill on tensor cores)
   run_case(rng, 512, 6, 256, false, 64);
+}
+
+// The combine against a host sum in the stated order, every bit: y[t] += the
+// token's rows in ascending expert order (the shared expert already in y), and
+// with bf16 the official order: bf16(Σ bf16(rows) from zero, + y) — the two
+// orders differ in fp32 rounding, so an order swapped either way shows.
+TEST(moe_dispatch, combine_sums_in_expert_order) {
+  HART_SKIP_WITHOUT_CUDA();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  const int64_t T = 37, k = 6, E = 64, width = 300, n_rows = T * k;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<int32_t> experts(static_cast<size_t>(n_rows)), slot(static_cast<size_t>(n_rows)),
+      all(static_cast<size_t>(E));
+  std::iota(all.begin(), all.end(), 0);
+  for (int64_t t = 0; t < T; ++t) {
+    std::shuffle(all.begin(), all.end(), rng);
+    std::copy_n(all.begin(), k, experts.begin() + t * k);
+  }
+  std::iota(slot.begin(), slot.end(), 0);
+  std::shuffle(slot.begin(), slot.end(), rng);
+  slot[5] = -1;  // a row routed nowhere adds nothing
+  std::vector<float> ye(static_cast<size_t>(n_rows * width)), y0(static_cast<size_t>(T * width));
+  for (float& v : ye) v = nd(rng) * 100.0f;
+  for (float& v : y0) v = round_to_bf16(nd(rng));
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "fp32");
+    std::vector<float> want = y0;
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<std::pair<int32_t, int32_t>> rows;
+      for (int64_t j = 0; j < k; ++j) {
+        if (slot[size_t(t * k + j)] >= 0) rows.push_back({experts[size_t(t * k + j)], slot[size_t(t * k + j)]});
+      }
+      std::sort(rows.begin(), rows.end());
+      for (int64_t c = 0; c < width; ++c) {
+        float acc = bf16 ? 0.0f : y0[size_t(t * width + c)];
+        for (auto [e, sl] : rows) {
+          const float v = ye[size_t(int64_t(sl) * width + c)];
+          acc = acc + (bf16 ? round_to_bf16(v) : v);
+        }
+        want[size_t(t * width + c)] = bf16 ? round_to_bf16(acc + y0[size_t(t * width + c)]) : acc;
+      }
+    }
+    device_vec<float> d_y(y0), d_ye(ye);
+    device_vec<int32_t> d_experts(experts), d_slot(slot);
+    ASSERT_TRUE(moe_combine_cuda(d_y.get(), d_ye.get(), d_experts.get(), d_slot.get(), T, k, width, bf16, nullptr).ok());
+    ASSERT_TRUE(cuda_synced(nullptr));
+    const std::vector<float> got = d_y.to_host();
+    int64_t n_diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) n_diff += got[i] != want[i];
+    EXPECT_EQ(n_diff, 0) << "of " << got.size();
+  }
 }
 
 }  // namespace

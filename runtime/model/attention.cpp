@@ -23,19 +23,6 @@ void to_bf16(bool on, std::vector<float>& v) {
   if (on) round_to_bf16(v.data(), int64_t(v.size()));
 }
 
-// The official per-head q RMS, computed on bf16 tensors: each q², their mean,
-// mean + eps and its rsqrt rounded to bf16, then q · rsqrt rounded.
-void head_rms_bf16(float* q, int64_t rows, int64_t dim, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* x = q + r * dim;
-    float acc = 0;
-    for (int64_t d = 0; d < dim; ++d) acc += round_to_bf16(x[d] * x[d]);
-    const float mean = round_to_bf16(acc * (1.0f / float(dim)));
-    const float inv = round_to_bf16(1.0f / std::sqrt(round_to_bf16(mean + eps)));
-    for (int64_t d = 0; d < dim; ++d) x[d] = round_to_bf16(x[d] * inv);
-  }
-}
-
 // Projections of every token of the batch, computed once per layer.
 struct projections {
   std::vector<float> q;        // [H*hd, T] normed, rotated (q path)
@@ -54,23 +41,23 @@ projections project(const attention_params& p, const token_batch& b, const float
   const float eps = float(c.norm_eps);
   projections pr;
   pr.qr = linear_apply(w.wq_a, x, T);
-  HART_CHECK(
-      rms_norm_cpu({pr.qr.data(), w.q_norm.data(), pr.qr.data(), T, c.q_lora_rank, 0, 0, eps, p.bf16}).ok());
-  to_bf16(p.bf16, pr.qr);
+  // bf16: the norms and rotations round their outputs as the official inference does
+  // (the unweighted per-head q RMS computed on bf16 tensors), the linears their own.
+  HART_CHECK(rms_norm_cpu({pr.qr.data(), w.q_norm.data(), pr.qr.data(), T, c.q_lora_rank, 0, 0, eps, p.bf16,
+                           p.bf16})
+                 .ok());
   pr.q = linear_apply(w.wq_b, pr.qr.data(), T);
-  if (p.bf16) {
-    head_rms_bf16(pr.q.data(), T * H, hd, eps);
-  } else {
-    HART_CHECK(rms_norm_cpu({pr.q.data(), nullptr, pr.q.data(), T * H, hd, 0, 0, eps}).ok());
-  }
-  HART_CHECK(rope_cpu({pr.q.data(), b.pos.data(), p.inv_freq, T, H, hd, rd}).ok());
-  to_bf16(p.bf16, pr.q);
+  HART_CHECK(rms_norm_cpu({pr.q.data(), nullptr, pr.q.data(), T * H, hd, 0, 0, eps, false, p.bf16}).ok());
+  rope_params q_rope{pr.q.data(), b.pos.data(), p.inv_freq, T, H, hd, rd};
+  q_rope.bf16 = p.bf16;
+  HART_CHECK(rope_cpu(q_rope).ok());
 
   pr.kv = linear_apply(w.wkv, x, T);
-  HART_CHECK(rms_norm_cpu({pr.kv.data(), w.kv_norm.data(), pr.kv.data(), T, hd, 0, 0, eps, p.bf16}).ok());
-  to_bf16(p.bf16, pr.kv);
-  HART_CHECK(rope_cpu({pr.kv.data(), b.pos.data(), p.inv_freq, T, 1, hd, rd}).ok());
-  to_bf16(p.bf16, pr.kv);
+  HART_CHECK(
+      rms_norm_cpu({pr.kv.data(), w.kv_norm.data(), pr.kv.data(), T, hd, 0, 0, eps, p.bf16, p.bf16}).ok());
+  rope_params kv_rope{pr.kv.data(), b.pos.data(), p.inv_freq, T, 1, hd, rd};
+  kv_rope.bf16 = p.bf16;
+  HART_CHECK(rope_cpu(kv_rope).ok());
   if (p.prec == precision::fp8) fp8_qdq_rows(pr.kv.data(), T, hd - rd, k_kv_qdq_block, hd);
 
   if (w.kind != attention_kind::sliding) {
@@ -82,8 +69,9 @@ projections project(const attention_params& p, const token_batch& b, const float
     pr.index_a = linear_apply(w.indexer.compressor.wkv, x, T);
     pr.index_z = linear_apply(w.indexer.compressor.wgate, x, T);
     pr.index_q = linear_apply(w.indexer.wq_b, pr.qr.data(), T);
-    HART_CHECK(rope_cpu({pr.index_q.data(), b.pos.data(), p.inv_freq, T, nI, hI, rd}).ok());
-    to_bf16(p.bf16, pr.index_q);
+    rope_params index_rope{pr.index_q.data(), b.pos.data(), p.inv_freq, T, nI, hI, rd};
+    index_rope.bf16 = p.bf16;  // (its linear's output is already bf16)
+    HART_CHECK(rope_cpu(index_rope).ok());
     if (p.prec == precision::fp8) hadamard_fp4_qdq_rows(pr.index_q.data(), T * nI, hI, p.bf16);
     pr.index_w = linear_apply(w.indexer.weights_proj, x, T);
     // bf16: the reference folds the score scale hI^-0.5 into the weights, one rounded product.
@@ -200,8 +188,9 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
   }
 
   // Undo the values' rotation at the query position, then the grouped output projection.
-  HART_RETURN_IF_ERROR(rope_cpu({o.data(), b.pos.data(), p.inv_freq, T, H, hd, rd, 0, 1.0f, true}));
-  to_bf16(p.bf16, o);
+  rope_params inverse{o.data(), b.pos.data(), p.inv_freq, T, H, hd, rd, 0, 1.0f, true};
+  inverse.bf16 = p.bf16;  // (the attention output is already bf16)
+  HART_RETURN_IF_ERROR(rope_cpu(inverse));
   const int64_t G = c.o_groups, ol = c.o_lora_rank, gin = H / G * hd;
   std::vector<float> u(T * G * ol);
   for (int64_t g = 0; g < G; ++g) {

@@ -193,9 +193,6 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
   const float eps = float(cfg_.norm_eps), hc_eps = float(cfg_.hc_eps);
   // fp8: the official inference's bf16 activations (residual streams, mHC and norm outputs).
   const bool bf16 = params_.bf16_activations();
-  auto to_bf16 = [bf16](std::vector<float>& v) {
-    if (bf16) round_to_bf16(v.data(), int64_t(v.size()));
-  };
 
   token_batch tb;
   std::vector<int64_t> logit_rows;
@@ -219,22 +216,23 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
     const float* e = weights_->embed.w.data() + int64_t(tb.ids[t]) * D;
     for (int64_t i = 0; i < n; ++i) std::copy_n(e, D, X.data() + (t * n + i) * D);
   }
-  to_bf16(X);
+  if (bf16) round_to_bf16(X.data(), int64_t(X.size()));
   if (trace && trace->capture_hidden) trace->hidden.assign(1, X);
 
   std::vector<float> collapsed(T * D), normed(T * D), out(T * D), post(T * n), comb(T * n * n);
+  // bf16: each op below rounds its own outputs as the official inference does.
   auto run_site = [&](const hc_site& s, auto&& sublayer) -> status {
+    hc_pre_params pre{X.data(), s.fn.data(), s.base.data(), s.scale.data(), collapsed.data(), post.data(),
+                      comb.data(), T, n, D, cfg_.hc_sinkhorn_iters, eps, hc_eps};
+    pre.bf16 = bf16;
+    HART_RETURN_IF_ERROR(hc_pre_cpu(pre));
     HART_RETURN_IF_ERROR(
-        hc_pre_cpu({X.data(), s.fn.data(), s.base.data(), s.scale.data(), collapsed.data(), post.data(),
-                    comb.data(), T, n, D, cfg_.hc_sinkhorn_iters, eps, hc_eps, nullptr, bf16}));
-    to_bf16(collapsed);
-    HART_RETURN_IF_ERROR(
-        rms_norm_cpu({collapsed.data(), s.norm.data(), normed.data(), T, D, 0, 0, eps, bf16}));
-    to_bf16(normed);
+        rms_norm_cpu({collapsed.data(), s.norm.data(), normed.data(), T, D, 0, 0, eps, bf16, bf16}));
     HART_RETURN_IF_ERROR(sublayer(normed.data(), out.data()));
-    HART_RETURN_IF_ERROR(hc_post_cpu({X.data(), out.data(), post.data(), comb.data(), Xn.data(), T, n, D, bf16}));
+    hc_post_params mix{X.data(), out.data(), post.data(), comb.data(), Xn.data(), T, n, D};
+    mix.bf16 = bf16;
+    HART_RETURN_IF_ERROR(hc_post_cpu(mix));
     X.swap(Xn);
-    to_bf16(X);
     return {};
   };
 
@@ -263,13 +261,12 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
   }
 
   // Head: collapse the streams, final norm, logits for the rows asked for.
+  hc_head_params head{X.data(), weights_->hc_head_fn.data(), weights_->hc_head_base.data(),
+                      weights_->hc_head_scale.data(), collapsed.data(), T, n, D, eps, hc_eps};
+  head.bf16 = bf16;
+  HART_RETURN_IF_ERROR(hc_head_cpu(head));
   HART_RETURN_IF_ERROR(
-      hc_head_cpu({X.data(), weights_->hc_head_fn.data(), weights_->hc_head_base.data(),
-                   weights_->hc_head_scale.data(), collapsed.data(), T, n, D, eps, hc_eps, bf16}));
-  to_bf16(collapsed);
-  HART_RETURN_IF_ERROR(
-      rms_norm_cpu({collapsed.data(), weights_->norm.data(), normed.data(), T, D, 0, 0, eps, bf16}));
-  to_bf16(normed);
+      rms_norm_cpu({collapsed.data(), weights_->norm.data(), normed.data(), T, D, 0, 0, eps, bf16, bf16}));
   if (trace && trace->capture_hidden) trace->final_hidden = normed;
   if (logits) {
     const int64_t R = int64_t(logit_rows.size());

@@ -15,8 +15,9 @@ status expert_forward(const expert_weights& e, const float* x, int64_t n, const 
   std::vector<float> g = linear_apply(e.w1, x, n);
   std::vector<float> u = linear_apply(e.w3, x, n);
   std::vector<float> h(n * e.w1.out);
-  HART_RETURN_IF_ERROR(swiglu_cpu({g.data(), u.data(), row_weight, h.data(), n, e.w1.out, 0, limit}));
-  if (bf16) round_to_bf16(h.data(), int64_t(h.size()));
+  swiglu_params sw{g.data(), u.data(), row_weight, h.data(), n, e.w1.out, 0, limit};
+  sw.bf16 = bf16;
+  HART_RETURN_IF_ERROR(swiglu_cpu(sw));
   return linear_apply(e.w2, h.data(), n, out);
 }
 

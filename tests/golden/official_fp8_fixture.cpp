@@ -134,6 +134,8 @@ const char* official_feed_name(official_feed f) {
       return "chunks of 150";
     case official_feed::decode:
       return "decode";
+    case official_feed::decode_alone:
+      return "decode alone";
   }
   return "?";
 }
@@ -145,11 +147,13 @@ official_diff official_measure(const forward_engine& e, const official_golden& g
   std::vector<double> errs;
   int64_t agree = 0;
   official_diff d;
-  // Feeds [from, to) of every row in one call; compares the rows' logits with want[b][pos - want_from].
+  // Feeds [from, to) of every row (or of row `only`) in one call; compares the rows' logits with
+  // want[b][pos - want_from].
   auto step = [&](int64_t from, int64_t to, const std::vector<float>* want, int64_t want_from,
-                  int64_t want_len, forward_trace* trace) {
+                  int64_t want_len, forward_trace* trace, int64_t only = -1) {
+    const int64_t b0 = only < 0 ? 0 : only, b1 = only < 0 ? B : only + 1;
     std::vector<batch_item> batch;
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       batch.push_back({&seqs[size_t(b)],
                        std::vector<int32_t>(g.input_ids[b].begin() + from, g.input_ids[b].begin() + to),
                        want ? logits_request::all : logits_request::none});
@@ -159,9 +163,9 @@ official_diff official_measure(const forward_engine& e, const official_golden& g
     HART_CHECK(s.ok()) << s.to_string();
     if (!want) return;
     const int64_t n = to - from;
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       for (int64_t j = 0; j < n; ++j) {
-        const float* a = got.data() + (b * n + j) * V;
+        const float* a = got.data() + ((b - b0) * n + j) * V;
         const float* r = want->data() + (b * want_len + from + j - want_from) * V;
         double num = 0, den = 0;
         for (int64_t v = 0; v < V; ++v) {
@@ -193,8 +197,13 @@ official_diff official_measure(const forward_engine& e, const official_golden& g
       step(from, std::min(S, from + 150), &g.logits, 0, S, nullptr);
   } else {
     step(0, g.decode_start, nullptr, 0, 0, nullptr);
-    for (int64_t t = g.decode_start; t < S; ++t)
-      step(t, t + 1, &g.decode_logits, g.decode_start, S - g.decode_start, nullptr);
+    for (int64_t t = g.decode_start; t < S; ++t) {
+      if (feed == official_feed::decode) {
+        step(t, t + 1, &g.decode_logits, g.decode_start, S - g.decode_start, nullptr);
+        continue;
+      }
+      for (int64_t b = 0; b < B; ++b) step(t, t + 1, &g.decode_logits, g.decode_start, S - g.decode_start, nullptr, b);
+    }
   }
   d.positions = int64_t(errs.size());
   d.median_rel = median(errs);

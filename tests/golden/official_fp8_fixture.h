@@ -42,6 +42,7 @@ enum class official_feed {
   whole,    // each row's whole prompt in one call (the reference's one forward)
   chunked,  // chunks of 150 tokens (compressor blocks and pages split mid-way)
   decode,   // prefill up to decode_start, then one token per call (vs decode_logits)
+  decode_alone,  // as decode, but one row's token per call: passes of one row (the GPU's 1-row linears)
 };
 const char* official_feed_name(official_feed f);
 
