@@ -86,52 +86,6 @@ std::vector<float> run_cpu(const problem& pr) {
   return out;
 }
 
-// Per output element: Σ_j p_j|kv_j[d]| under the exact softmax, and in l_err_of
-// the fp32 error bound of its (query, head)'s logits.
-std::vector<double> weighted_magnitude(const problem& pr, std::vector<double>& l_err_of) {
-  const int64_t D = pr.head_dim;
-  std::vector<double> tol(pr.n_queries * pr.n_heads * D, 0.0);
-  l_err_of.assign(tol.size(), 0.0);
-  for (int64_t t = 0; t < pr.n_queries; ++t) {
-    for (int64_t h = 0; h < pr.n_heads; ++h) {
-      const float* q = pr.q.data() + (t * pr.n_heads + h) * D;
-      std::vector<const float*> rows;
-      for (int64_t j = 0; j < pr.n_idx; ++j) {
-        if (pr.idx[t * pr.n_idx + j] >= 0) rows.push_back(pr.kv.data() + pr.idx[t * pr.n_idx + j] * pr.kv_stride);
-      }
-      std::vector<double> l(rows.size());
-      double mx = pr.sink[h], l_err = 0;
-      for (size_t j = 0; j < rows.size(); ++j) {
-        double dot = 0, mag = 0;
-        for (int64_t d = 0; d < D; ++d) {
-          dot += double(q[d]) * rows[j][d];
-          mag += std::fabs(double(q[d]) * rows[j][d]);
-        }
-        l[j] = dot * pr.scale;
-        l_err = std::max(l_err, double(D + 2) * std::ldexp(1.0, -24) * mag * pr.scale);
-        mx = std::max(mx, l[j]);
-      }
-      double z = std::exp(double(pr.sink[h]) - mx);
-      for (double v : l) z += std::exp(v - mx);
-      double* o = tol.data() + (t * pr.n_heads + h) * D;
-      for (size_t j = 0; j < rows.size(); ++j) {
-        const double p = std::exp(l[j] - mx) / z;
-        for (int64_t d = 0; d < D; ++d) o[d] += p * std::fabs(rows[j][d]);
-      }
-      std::fill_n(l_err_of.data() + (t * pr.n_heads + h) * D, D, l_err);
-    }
-  }
-  return tol;
-}
-
-// Per output element: 2 · the CPU test's bound (see the file comment).
-std::vector<double> tolerance(const problem& pr) {
-  std::vector<double> l_err;
-  std::vector<double> tol = weighted_magnitude(pr, l_err);
-  for (size_t i = 0; i < tol.size(); ++i) tol[i] = 2 * (tol[i] * (1e-5 + 2 * l_err[i]) + 1e-35);
-  return tol;
-}
-
 // -- CPU: the gathered form is the pointer form on the compacted lists -------------
 
 TEST(sparse_attention_gather, cpu_equals_pointer_form_and_skips_holes) {
@@ -209,6 +163,52 @@ TEST(sparse_attention_gather, cpu_rejects_bad_arguments) {
 
 using testing::cuda_synced;
 using testing::device_vec;
+
+// Per output element: Σ_j p_j|kv_j[d]| under the exact softmax, and in l_err_of
+// the fp32 error bound of its (query, head)'s logits.
+std::vector<double> weighted_magnitude(const problem& pr, std::vector<double>& l_err_of) {
+  const int64_t D = pr.head_dim;
+  std::vector<double> tol(pr.n_queries * pr.n_heads * D, 0.0);
+  l_err_of.assign(tol.size(), 0.0);
+  for (int64_t t = 0; t < pr.n_queries; ++t) {
+    for (int64_t h = 0; h < pr.n_heads; ++h) {
+      const float* q = pr.q.data() + (t * pr.n_heads + h) * D;
+      std::vector<const float*> rows;
+      for (int64_t j = 0; j < pr.n_idx; ++j) {
+        if (pr.idx[t * pr.n_idx + j] >= 0) rows.push_back(pr.kv.data() + pr.idx[t * pr.n_idx + j] * pr.kv_stride);
+      }
+      std::vector<double> l(rows.size());
+      double mx = pr.sink[h], l_err = 0;
+      for (size_t j = 0; j < rows.size(); ++j) {
+        double dot = 0, mag = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          dot += double(q[d]) * rows[j][d];
+          mag += std::fabs(double(q[d]) * rows[j][d]);
+        }
+        l[j] = dot * pr.scale;
+        l_err = std::max(l_err, double(D + 2) * std::ldexp(1.0, -24) * mag * pr.scale);
+        mx = std::max(mx, l[j]);
+      }
+      double z = std::exp(double(pr.sink[h]) - mx);
+      for (double v : l) z += std::exp(v - mx);
+      double* o = tol.data() + (t * pr.n_heads + h) * D;
+      for (size_t j = 0; j < rows.size(); ++j) {
+        const double p = std::exp(l[j] - mx) / z;
+        for (int64_t d = 0; d < D; ++d) o[d] += p * std::fabs(rows[j][d]);
+      }
+      std::fill_n(l_err_of.data() + (t * pr.n_heads + h) * D, D, l_err);
+    }
+  }
+  return tol;
+}
+
+// Per output element: 2 · the CPU test's bound (see the file comment).
+std::vector<double> tolerance(const problem& pr) {
+  std::vector<double> l_err;
+  std::vector<double> tol = weighted_magnitude(pr, l_err);
+  for (size_t i = 0; i < tol.size(); ++i) tol[i] = 2 * (tol[i] * (1e-5 + 2 * l_err[i]) + 1e-35);
+  return tol;
+}
 
 constexpr int64_t k_guard = 8;
 
