@@ -98,12 +98,6 @@ struct gateway_state {
       send(client, protocol::error_reply_from(invalid_argument("request id %llu is already running", (unsigned long long)g.request_id), g.request_id));
       return;
     }
-    if (g.logprob_start >= 0 && !params.prompt_logprobs) {
-      send(client, protocol::error_reply_from(
-                       unimplemented("logprobStartLen: prompt log-probs are not served with --device cuda yet"),
-                       g.request_id));
-      return;
-    }
     const uint64_t id = next_id++;
     // A chat turn that continues its session's last one keeps that turn's token ids. Only in chat
     // mode: in thinking mode DeepSeek-V4's encoding drops the earlier answers' reasoning, so the

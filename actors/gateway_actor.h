@@ -30,9 +30,6 @@ struct gateway_params {
   int64_t max_requests = 0;
   int64_t max_requests_per_client = 0;
   int64_t max_prompt_tokens = 0;
-  /// Whether the workers return prompt log-probs (generate_request::logprob_start); false: such
-  /// a generate is refused (unimplemented). The GPU executor's path waits for a device run.
-  bool prompt_logprobs = true;
 };
 
 gateway_actor spawn_gateway_actor(caf::actor_system& sys, const gateway_params& params);

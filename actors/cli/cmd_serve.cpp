@@ -208,7 +208,6 @@ int run_serve(const serve_options& o) {
   ssp.gateway.max_requests = o.max_requests;
   ssp.gateway.max_requests_per_client = o.max_requests_per_client;
   ssp.gateway.max_prompt_tokens = o.max_prompt_tokens;
-  ssp.gateway.prompt_logprobs = !gpu;
   ssp.weight_sync.endpoint = o.weight_sync_endpoint;
   ssp.weight_sync.curve_secret_key = curve_secret_key;
   ssp.weight_sync.curve_allowed_clients = curve_allowed_clients;

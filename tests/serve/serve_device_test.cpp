@@ -7,7 +7,8 @@
 // what a fresh `hart serve --device cuda` on the pushed checkpoint serves (over
 // the socket, by CUDA IPC, and by NCCL broadcast from a second GPU).
 // Without a device (or without CUDA) `--device cuda` fails at startup with a
-// clear error and exit code 1; an unknown device is refused as usage.
+// clear error and exit code 1; an unknown device is refused as usage. Prompt
+// log-probs (scoring) on the device equal the CPU server's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -234,6 +235,73 @@ TEST(serve_device_gpu, pages_from_the_memory_plan_and_dummy_weights_serve) {
     const answer a = ask(srv.endpoint(), 1, prompt_of(0), 8);
     EXPECT_EQ(a.error, "");
     EXPECT_EQ(a.tokens.size(), 8u);
+  }
+}
+
+// Prompt log-probs (scoring, logprobStartLen): every prompt position's log-prob of the next token,
+// computed on the device, equals the CPU server's; scored alone, next to generating requests, and
+// from a later start with tokens generated after it.
+struct scored {
+  std::vector<float> input;
+  std::vector<uint32_t> tokens;
+  std::string error;
+};
+
+scored score(const std::string& endpoint, uint64_t id, const std::vector<int32_t>& prompt, int64_t from,
+             uint32_t n_new) {
+  transport::client_params p;
+  p.endpoint = endpoint;
+  auto c = transport::client::connect(p);
+  if (!c.ok()) return {{}, {}, c.get_status().to_string()};
+  protocol::generate_request g = greedy(id, prompt, n_new);
+  g.logprob_start = from;
+  auto r = (*c)->generate(g, 300s);
+  if (!r.ok()) return {{}, {}, r.get_status().to_string()};
+  return {r->samples[0].final.input_logprobs, r->samples[0].token_ids, ""};
+}
+
+std::vector<scored> scoring_workload(const std::string& endpoint) {
+  std::vector<scored> out(6);
+  std::vector<std::thread> threads;
+  // Two scored prompts next to two generating ones (mixed steps), then a repeat and a tail start.
+  threads.emplace_back([&] { out[0] = score(endpoint, 1, prompt_of(0), 0, 0); });
+  threads.emplace_back([&] { out[1] = score(endpoint, 2, prompt_of(3), 0, 0); });
+  threads.emplace_back([&] { out[2].tokens = ask(endpoint, 3, prompt_of(5), k_new).tokens; });
+  threads.emplace_back([&] { out[3].tokens = ask(endpoint, 4, prompt_of(6), k_new).tokens; });
+  for (auto& t : threads) t.join();
+  out[4] = score(endpoint, 5, prompt_of(0), 0, 0);  // its pages are cached; scoring computes it again
+  out[5] = score(endpoint, 6, prompt_of(7), 100, 4);
+  return out;
+}
+
+TEST(serve_device_gpu, prompt_logprobs_equal_the_cpu_server) {
+  if (!device_present()) GTEST_SKIP() << "no CUDA device: prompt log-probs on --device cuda not checked here";
+  std::vector<scored> cpu, gpu;
+  {
+    server_process srv(tiny_a(), with(k_pool, {"--device", "cpu"}), false);
+    ASSERT_FALSE(srv.endpoint().empty()) << "the CPU server did not start";
+    cpu = scoring_workload(srv.endpoint());
+  }
+  {
+    server_process srv(tiny_a(), with(k_pool, {"--device", "cuda"}), false);
+    ASSERT_FALSE(srv.endpoint().empty()) << "the GPU server did not start";
+    gpu = scoring_workload(srv.endpoint());
+  }
+  const std::vector<size_t> n_scored = {prompt_of(0).size(), prompt_of(3).size(), 0, 0, prompt_of(0).size(),
+                                        prompt_of(7).size() - 100};
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    ASSERT_EQ(cpu[i].error, "") << "cpu request " << i;
+    ASSERT_EQ(gpu[i].error, "") << "cuda request " << i;
+    EXPECT_EQ(gpu[i].tokens, cpu[i].tokens) << "request " << i;
+    ASSERT_EQ(cpu[i].input.size(), n_scored[i]) << "request " << i;
+    ASSERT_EQ(gpu[i].input.size(), n_scored[i]) << "request " << i;
+    for (size_t k = 0; k < n_scored[i]; ++k) {
+      if (k == 0 && i != 5) {
+        EXPECT_TRUE(std::isnan(gpu[i].input[k])) << "request " << i << ": nothing predicts position 0";
+        continue;
+      }
+      EXPECT_NEAR(gpu[i].input[k], cpu[i].input[k], 1e-3) << "request " << i << " position " << k;
+    }
   }
 }
 
