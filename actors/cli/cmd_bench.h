@@ -26,7 +26,7 @@ struct bench_options {
   uint64_t seed = 1;
   bool enforce_eager = false;   // decode kernel by kernel (the default replays CUDA graphs)
   bool fp8_cuda_cores = false;  // every FP8 linear on CUDA cores (the default puts >= 2 rows on tensor cores)
-  int64_t fp8_cublaslt_rows = 512;  // FP8 linears of >= this many rows through cuBLASLt; 0 = never
+  int64_t fp8_cublaslt_rows = 0;  // FP8 linears of >= this many rows through cuBLASLt; 0 = never (the engine's default)
   bool fp32_kv = false;  // fp32 KV rows and the gathered fp32 attention (default: FP8 entries and A1)
   std::string experts = "mxfp4";  // routed experts: mxfp4 (the release form; fp8 with tensor cores) or fp8
 };

@@ -63,9 +63,12 @@ struct gpu_engine_params {
   bool fp8_tensor_cores = true;
   /// With fp8_tensor_cores, FP8 linears of at least this many rows (prefill
   /// chunks) go through cuBLASLt's block-scaled FP8 GEMM (linear_fp8_lt_cuda:
-  /// 6-9x the mma.sync kernel there, perf-notes G2 v1); 0 = never. Off under
-  /// base.deterministic, like every tensor-core path.
-  int64_t fp8_cublaslt_rows = 512;
+  /// 6-9x the mma.sync kernel there, perf-notes G2 v1); 0 = never. Off by
+  /// default: Hopper's FP8 wgmma sums each block with ~2^-12 of Σ|x·w| error
+  /// where mma.sync's sums are exact, which flips bf16 roundings and moves the
+  /// logits ~3% (median) off DeepSeek's official FP8 (docs/precision.md).
+  /// Off under base.deterministic, like every tensor-core path.
+  int64_t fp8_cublaslt_rows = 0;
   /// In fp8 mode with V4's attention shape (head_dim 512 = 448 NoPE + 64
   /// RoPE, heads a multiple of 16): window KV and compressed entries are kept
   /// as 584-byte FP8 entries (kv_entry.h: the reference's QDQ, RoPE dims in

@@ -1,7 +1,8 @@
 // The GPU engine's fp8 mode against DeepSeek's official FP8 inference (issue
 // 19), the same measurement as tests/golden/official_fp8_test.cpp: one-layer
-// models of each kind and the 4-layer mix, fed whole (the prefill linears'
-// cuBLASLt path: 1200 rows), in chunks of 150 (tensor-core linears), token by
+// models of each kind and the 4-layer mix, fed whole (1200 rows through the
+// mma.sync linears; cuBLASLt's inexact block sums are off by default, docs/
+// precision.md), in chunks of 150 (tensor-core linears), token by
 // token (2-row decode steps, CUDA graphs) and one row's token at a time (the
 // 1-row CUDA-core FP8 dot). The GPU computes the official bf16 activations
 // (docs/precision.md) with kernels checked against the CPU ops that reproduce
