@@ -4,6 +4,9 @@ add_library(hart_internal INTERFACE)
 target_compile_options(hart_internal INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall>)
+if(HART_WERROR)
+  target_compile_options(hart_internal INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+endif()
 
 # hart_add_library(NAME name SRCS ... [CUDA_SRCS ...] DEPS ... [PRIVATE_DEPS ...])
 function(hart_add_library)

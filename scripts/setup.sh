@@ -37,5 +37,6 @@ fi
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   export PATH="/usr/local/cuda/bin:$PATH"
 fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${HART_CUDA:+-DHART_CUDA=$HART_CUDA} >/dev/null
+# Warnings are errors with this machine's compiler (HART_WERROR=OFF to build anyway).
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DHART_WERROR="${HART_WERROR:-ON}" ${HART_CUDA:+-DHART_CUDA=$HART_CUDA} >/dev/null
 cmake --build build -j"$(nproc)"

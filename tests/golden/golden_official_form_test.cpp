@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "runtime/model/weight_names.h"
@@ -50,7 +51,7 @@ TEST(golden_official_form, tiny_c_renamed_matches_reference) {
   std::vector<float> got;
   ASSERT_TRUE((*eng)->prefill(s, ref->input_ids[0], logits_request::all, &got).ok());
   EXPECT_LE(max_rel_error_row(*ref, got, ref->floats("logits"), 0), 1e-4);
-  std::system(("rm -rf " + dir).c_str());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

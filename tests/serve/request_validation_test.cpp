@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -275,7 +276,7 @@ run_result run_client(const std::string& endpoint, const std::vector<std::string
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   std::ifstream e(err);
   r.err = std::string(std::istreambuf_iterator<char>(e), {});
-  std::system(("rm -rf " + dir).c_str());
+  std::filesystem::remove_all(dir);
   return r;
 }
 
