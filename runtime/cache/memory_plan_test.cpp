@@ -1,5 +1,7 @@
 #include "runtime/cache/memory_plan.h"
 
+#include "runtime/core/status_testing.h"
+
 #include <gtest/gtest.h>
 
 namespace hart::cache {
@@ -70,9 +72,7 @@ TEST(memory_plan, refuses_too_many_running_sequences) {
   memory_plan_params p = flash_like();
   p.max_running = 64;
   auto plan = memory_plan_make(p);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.get_status().code(), status_code::resource_exhausted);
-  EXPECT_NE(plan.get_status().message().find("--max-running 64"), std::string::npos) << plan.get_status().message();
+  ASSERT_STATUS(plan, status_code::resource_exhausted, "--max-running 64");
 }
 
 TEST(memory_plan, refuses_when_weights_and_workspaces_take_the_whole_budget) {
@@ -80,9 +80,7 @@ TEST(memory_plan, refuses_when_weights_and_workspaces_take_the_whole_budget) {
   p.weights = 103 * GiB;
   p.device_free = 140 * GiB - 103 * GiB - 2 * GiB - GiB / 2;  // 105.5 GiB in use > 105
   auto plan = memory_plan_make(p);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.get_status().code(), status_code::resource_exhausted);
-  EXPECT_NE(plan.get_status().message().find("nothing is left for the KV cache"), std::string::npos);
+  ASSERT_STATUS(plan, status_code::resource_exhausted, "nothing is left for the KV cache");
 }
 
 TEST(memory_plan, takes_given_page_counts_when_they_fit) {
@@ -97,9 +95,7 @@ TEST(memory_plan, takes_given_page_counts_when_they_fit) {
 
   p.n_full_pages = 3000;  // 2.75 GiB + the SWA pages
   plan = memory_plan_make(p);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.get_status().code(), status_code::resource_exhausted);
-  EXPECT_NE(plan.get_status().message().find("3000 full pages"), std::string::npos);
+  ASSERT_STATUS(plan, status_code::resource_exhausted, "3000 full pages");
 
   p = flash_like();
   p.n_swa_pages = 10;  // only SWA given: full pages from the rest

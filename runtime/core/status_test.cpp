@@ -1,7 +1,9 @@
 #include "runtime/core/status.h"
 
 #include "runtime/core/check.h"
+#include "runtime/core/status_testing.h"
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -114,6 +116,19 @@ TEST(status_or, move_only_and_assign_or_return) {
   status_or<int> bad = double_it(-1);
   EXPECT_EQ(bad.get_status().code(), status_code::invalid_argument);
   EXPECT_EQ(bad.get_status().message(), "v=-1 < 0");
+}
+
+// EXPECT_STATUS: the code and a piece of the message, for status and status_or; a wrong code,
+// a message without the text, or ok fails with the whole message printed.
+TEST(status, expect_status_checks_code_and_message) {
+  EXPECT_STATUS(invalid_argument("dim=%d", 0), status_code::invalid_argument, "dim=0");
+  EXPECT_STATUS(status_or<int>(not_found("no config.json in %s", "/x")), status_code::not_found, "config.json");
+  EXPECT_STATUS(status{}, status_code::ok, "");
+  EXPECT_NONFATAL_FAILURE(EXPECT_STATUS(invalid_argument("dim=0"), status_code::out_of_range, "dim=0"),
+                          "is invalid_argument: dim=0");
+  EXPECT_NONFATAL_FAILURE(EXPECT_STATUS(invalid_argument("dim=0"), status_code::invalid_argument, "dim=1"),
+                          "naming \"dim=1\"");
+  EXPECT_NONFATAL_FAILURE(EXPECT_STATUS(status_or<int>(7), status_code::invalid_argument, ""), "is ok");
 }
 
 // The other error channel (R26): broken invariants abort with location and message.

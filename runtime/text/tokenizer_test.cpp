@@ -1,6 +1,8 @@
 // File: runtime/text/tokenizer_test.cpp
 #include "runtime/text/tokenizer.h"
 
+#include "runtime/core/status_testing.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -281,15 +283,11 @@ TEST(tokenizer_errors, malformed_json) {
   std::ofstream(path) << "{\"model\": {\"type\": \"BPE\", ";
   status_or<tokenizer> t = tokenizer::load(path);
   std::remove(path.c_str());
-  ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.get_status().code(), status_code::invalid_argument);
-  EXPECT_NE(t.get_status().message().find("malformed"), std::string::npos);
+  ASSERT_STATUS(t, status_code::invalid_argument, "malformed");
 
   EXPECT_EQ(load_json("[1, 2]").get_status().code(), status_code::invalid_argument);
   status_or<tokenizer> bad_cfg = load_json(read_all(data_path("tiny-a/tokenizer.json")), "{");
-  ASSERT_FALSE(bad_cfg.ok());
-  EXPECT_EQ(bad_cfg.get_status().code(), status_code::invalid_argument);
-  EXPECT_NE(bad_cfg.get_status().message().find("tokenizer_config.json"), std::string::npos);
+  ASSERT_STATUS(bad_cfg, status_code::invalid_argument, "tokenizer_config.json");
   EXPECT_EQ(load_json("{\"model\": 3}").get_status().code(),
             status_code::invalid_argument);
 }
@@ -319,9 +317,7 @@ TEST(tokenizer_errors, ids_that_are_not_integers_in_range) {
     json vocab = base;
     vocab["model"]["vocab"]["zz"] = id;
     status_or<tokenizer> t = load_json(vocab.dump());
-    ASSERT_FALSE(t.ok());
-    EXPECT_EQ(t.get_status().code(), status_code::invalid_argument);
-    EXPECT_NE(t.get_status().message().find("vocab id"), std::string::npos) << t.get_status().message();
+    ASSERT_STATUS(t, status_code::invalid_argument, "vocab id");
     json added = base;
     added["added_tokens"][0]["id"] = id;
     EXPECT_EQ(load_json(added.dump()).get_status().code(), status_code::invalid_argument);
@@ -331,9 +327,7 @@ TEST(tokenizer_errors, ids_that_are_not_integers_in_range) {
 TEST(tokenizer_errors, id_out_of_range) {
   tokenizer tok = load_or_die("tiny-a");
   status_or<std::string> s = tok.decode({45, 512});
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.get_status().code(), status_code::out_of_range);
-  EXPECT_NE(s.get_status().message().find("512"), std::string::npos);
+  ASSERT_STATUS(s, status_code::out_of_range, "512");
   EXPECT_EQ(tok.decode({-1}).get_status().code(), status_code::out_of_range);
 }
 
@@ -343,9 +337,7 @@ TEST(tokenizer_errors, invalid_utf8) {
   for (const char* bad :
        {"ok\xff", "\xe4\xb8", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "a\x80"}) {
     status_or<std::vector<int32_t>> ids = tok.encode(bad);
-    ASSERT_FALSE(ids.ok()) << bad;
-    EXPECT_EQ(ids.get_status().code(), status_code::invalid_argument);
-    EXPECT_NE(ids.get_status().message().find("UTF-8"), std::string::npos);
+    ASSERT_STATUS(ids, status_code::invalid_argument, "UTF-8") << bad;
   }
   EXPECT_NE(tok.encode("ok\xff").get_status().message().find("offset 2"), std::string::npos);
 }
