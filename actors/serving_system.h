@@ -7,7 +7,7 @@
 // destructor, or a failure half way, stops them in reverse: sockets first, then
 // the slots that hand their messages to actors, then the actors, newest first
 // (the actor system's destructor waits for every actor, so one left running
-// would hang the process). The command line (actors/cli/cmd_serve.cpp) reads
+// would hang the process). The command line (cli/cmd_serve.cpp) reads
 // options, loads the model and signals; this file is the wiring.
 //
 //   caf::actor_system sys{cfg};

@@ -1,4 +1,4 @@
-// gpu_engine's entry points for `hart bench` (actors/cli/cmd_bench.cpp).
+// gpu_engine's entry points for `hart bench` (cli/cmd_bench.cpp).
 #include <cuda_runtime.h>
 
 #include <vector>

@@ -1,8 +1,8 @@
-#include "actors/cli/device_executor.h"
+#include "cli/device_executor.h"
 
 #include <algorithm>
 
-#include "actors/cli/device_engine.h"
+#include "cli/device_engine.h"
 #ifdef HART_CUDA
 #include "runtime/worker/gpu_executor.h"
 #endif

@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "actors/cli/cli_common.h"
-#include "actors/cli/device_engine.h"
+#include <CLI/CLI.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/device_engine.h"
 #include "runtime/model/safetensors.h"
 
 namespace hart::cli {
@@ -42,6 +44,23 @@ status_or<std::vector<std::vector<int32_t>>> read_input_ids(const std::string& p
 }
 
 }  // namespace
+
+CLI::App* add_score_command(CLI::App& app, score_options* o) {
+  CLI::App* cmd = app.add_subcommand(
+      "score", "Teacher-forced logits and per-token log-probs for input_ids [B,S] from a safetensors file");
+  add_common(cmd, &o->common);
+  cmd->add_option("--device", o->common.device, "Run the model on: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("-i,--input", o->input, "safetensors file with input_ids [B,S] (I64 or I32)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-o,--out", o->output, "Output safetensors: logits [B,S,V] F32, logprobs [B,S] F32")->required();
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Feed the prompt in chunks of N tokens (0 = whole)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--decode-from", o->decode_from,
+                  "Prefill positions [0,P), then decode one token per step from P (batched across rows)")
+      ->check(CLI::NonNegativeNumber);
+  return cmd;
+}
 
 int run_score(const score_options& o) {
   auto eng = load_forward_engine(o.common);

@@ -10,12 +10,16 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
 
-#include "actors/cli/cli_common.h"
+#include <CLI/CLI.hpp>
+
+#include "cli/cli_common.h"
 #include "runtime/transport/client.h"
 
 namespace hart::cli {
@@ -38,6 +42,30 @@ double server_stat(transport::client& c, const char* name) {
 }
 
 }  // namespace
+
+CLI::App* add_bench_serve_command(CLI::App& app, bench_serve_options* o) {
+  CLI::App* cmd = app.add_subcommand("bench-serve", "Load generator against a running server: a concurrency sweep");
+  cmd->add_option("--connect", o->connect, "Server endpoint")->capture_default_str();
+  add_curve(cmd, &o->curve);
+  // The request fields these become are checked here, so none wraps into its wire type.
+  cmd->add_option("--concurrency", o->concurrency, "Concurrent users, one summary line each")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)))
+      ->capture_default_str();
+  cmd->add_option("--input-len", o->input_len, "Prompt tokens")
+      ->check(CLI::Range(int64_t(1), int64_t(protocol::max_prompt_tokens)))
+      ->capture_default_str();
+  cmd->add_option("--output-len", o->output_len, "Generated tokens (EOS ignored)")
+      ->check(CLI::Range(int64_t(1), int64_t(std::numeric_limits<uint32_t>::max())))
+      ->capture_default_str();
+  cmd->add_option("--requests-per-user", o->requests_per_user, "Requests each user sends back to back")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
+  cmd->add_option("--vocab", o->vocab, "Prompt token ids are drawn from [2, vocab)")
+      ->check(CLI::Range(int64_t(3), int64_t(1) << 32))
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Prompt seed")->capture_default_str();
+  return cmd;
+}
 
 int run_bench_serve(const bench_serve_options& o) {
   transport::client_params cp;

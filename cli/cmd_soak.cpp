@@ -18,7 +18,9 @@
 #include <string>
 #include <thread>
 
-#include "actors/cli/cli_common.h"
+#include <CLI/CLI.hpp>
+
+#include "cli/cli_common.h"
 #include "rollout/checkpoint_tensors.h"
 #include "rollout/weight_sync_client.h"
 #include "runtime/transport/client.h"
@@ -170,6 +172,33 @@ void pusher(const soak_options& o, std::atomic<bool>& stop, tallies& t) {
 }
 
 }  // namespace
+
+CLI::App* add_soak_command(CLI::App& app, soak_options* o) {
+  CLI::App* cmd = app.add_subcommand("soak", "A long mixed workload (aborts, disconnects, pauses, weight pushes) against a "
+                                             "running server; prints what was lost or leaked, exit 1 if anything was");
+  cmd->add_option("--connect", o->connect, "Server endpoint")->capture_default_str();
+  add_curve(cmd, &o->curve);
+  cmd->add_option("--requests", o->requests, "Requests in all")->check(CLI::Range(int64_t(1), int64_t(1) << 40))->capture_default_str();
+  cmd->add_option("--users", o->users, "Concurrent clients")->check(CLI::Range(1, 1024))->capture_default_str();
+  cmd->add_option("--max-prompt-tokens", o->max_prompt_tokens, "Prompts have 1..N random token ids")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
+  cmd->add_option("--max-new-tokens", o->max_new_tokens, "Each request generates 1..N tokens")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
+  cmd->add_option("--vocab", o->vocab, "Prompt ids are drawn from [2, vocab)")->check(CLI::Range(int64_t(3), int64_t(1) << 32))->capture_default_str();
+  cmd->add_option("--abort-rate", o->abort_rate, "Share of requests aborted mid-stream")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--disconnect-rate", o->disconnect_rate, "Share of requests whose client drops its connection mid-stream")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--pause-ms", o->pause_ms, "Pause (in place, retract, abort in turn) and resume this often; 0 = never")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--weight-sync-endpoint", o->weight_sync_endpoint, "Push -m's tensors there every --push-ms as new versions");
+  cmd->add_option("-m,--model", o->model_dir, "Checkpoint pushed with --weight-sync-endpoint");
+  cmd->add_option("--push-ms", o->push_ms, "Time between weight pushes")->check(CLI::Range(int64_t(1), int64_t(1) << 40))->capture_default_str();
+  cmd->add_option("--server-pid", o->server_pid, "Report this process's RSS at start and end (the server)");
+  cmd->add_option("--timeout-ms", o->timeout_ms, "A request without all its finals after this counts as lost")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the workload")->capture_default_str();
+  return cmd;
+}
 
 int run_soak(const soak_options& o) {
   if (!o.weight_sync_endpoint.empty() && o.model_dir.empty()) {

@@ -1,4 +1,4 @@
-// File: actors/cli/bench_floor.h — what a V4 step must move at least, for
+// File: cli/bench_floor.h — what a V4 step must move at least, for
 // `hart bench`: weight bytes in the checkpoint's formats and KV bytes in the
 // FP8 cache layout, over the measured copy bandwidth (perf-targets.md).
 // Pure arithmetic on the config; no device.

@@ -1,4 +1,4 @@
-#include "actors/cli/client_json.h"
+#include "cli/client_json.h"
 
 #include "runtime/protocol/validate.h"
 

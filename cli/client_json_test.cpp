@@ -1,7 +1,7 @@
 // `hart client`'s JSON reader, field by field: every field refuses a wrong JSON type, a
 // fraction where an integer is needed, a value outside its range or its wire type's, naming
 // the field and echoing the id as written; good values reach the request unchanged.
-#include "actors/cli/client_json.h"
+#include "cli/client_json.h"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 // which returns after its stream has finished; the v1 engine's host metadata
 // work between kernels is part of its step, and events on its (internal)
 // stream would not bracket the host work before the first kernel.
-#include "actors/cli/cmd_bench.h"
+#include "cli/cmd_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,8 +19,10 @@
 #include <random>
 #include <set>
 
-#include "actors/cli/bench_floor.h"
-#include "actors/cli/cli_common.h"
+#include <CLI/CLI.hpp>
+
+#include "cli/bench_floor.h"
+#include "cli/cli_common.h"
 #include "runtime/model/config.h"
 #include "runtime/model/weights.h"
 #ifdef HART_CUDA
@@ -265,6 +267,63 @@ int run_device(const bench_options& o, const model_config& cfg, precision prec, 
 #endif
 
 }  // namespace
+
+CLI::App* add_bench_command(CLI::App& app, bench_options* o) {
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Time prefill and decode of a V4-Flash-shaped model (real Flash dims, fewer layers, random FP8 "
+               "weights made on the device) on the GPU engine at each batch x context; one table with the memory "
+               "floor (bytes moved / 4.15 TB/s) and the ratio beside every time. Contexts are reached by binding "
+               "sequences to randomly filled KV pages, not by prefilling");
+  cmd->add_option("--device", o->device, "Engine to time (needs a CUDA device)")
+      ->check(CLI::IsMember({"cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--config", o->config_dir, "Directory whose config.json gives the dims (run from the repo root)")
+      ->capture_default_str();
+  cmd->add_option("--layers", o->layers, "Main layers: SWA, CSA, HCA, CSA, then CSA/HCA alternating")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--hash-layers", o->hash_layers, "Leading layers routed by token-id hash (Flash: 3 of 43)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--batch", o->batch, "Sequences per step, e.g. 1,8,32")->delimiter(',')->capture_default_str();
+  cmd->add_option("--context", o->context, "Tokens already in each sequence, e.g. 4K,256K,1M")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--prec", o->prec, "fp8: e4m3 weights + 128x128 scales (the checkpoint's format); exact: fp32")
+      ->check(CLI::IsMember({"fp8", "exact"}))
+      ->capture_default_str();
+  cmd->add_option("--steps", o->steps, "Timed decode steps per point (median)")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "Untimed decode steps first: their routing traces count the touched experts, the last of 2+ captures the CUDA graph")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Tokens per sequence of the timed prefill call (0 = no prefill rows)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--prefill-max-tokens", o->prefill_max_tokens, "Prefill rows only where batch x chunk <= this")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--prefill-reps", o->prefill_reps, "Timed prefill calls per point (median)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Weights, KV and token seed")->capture_default_str();
+  cmd->add_flag("--enforce-eager", o->enforce_eager,
+                "Decode steps launched kernel by kernel (by default each shape is captured once as a CUDA graph and replayed)");
+  cmd->add_flag("--fp8-cuda-cores", o->fp8_cuda_cores,
+                "Every FP8 linear on CUDA cores, bitwise the CPU's fp8 sums (by default those of 2 rows or more and the routed experts run on tensor cores, mma.sync e4m3)");
+  cmd->add_option("--fp8-cublaslt-rows", o->fp8_cublaslt_rows,
+                  "FP8 linears of at least this many rows (prefill chunks) run cuBLASLt's block-scaled FP8 GEMM instead of mma.sync: "
+                  "faster prefill, but its sums are not exact and the logits move ~3% off DeepSeek's official FP8; 0 = never (what serving runs)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--experts", o->experts,
+                  "Routed experts' form: mxfp4 (as the release checkpoints ship them, e2m1 + per-32 scales, run as "
+                  "W4A8 on tensor cores; fp8 precision with tensor cores only, else fp8) or fp8 (e4m3 + 128x128 scales)")
+      ->check(CLI::IsMember({"mxfp4", "fp8"}))
+      ->capture_default_str();
+  cmd->add_flag("--fp32-kv", o->fp32_kv,
+                "Keep window KV and compressed entries as fp32 rows read by the fp32 gathered attention (by default fp8 keeps them as 584-byte FP8 entries read by the tensor-core sparse attention, A1)");
+  return cmd;
+}
 
 int run_bench(const bench_options& o) {
   precision prec;

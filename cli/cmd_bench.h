@@ -1,4 +1,4 @@
-// File: actors/cli/cmd_bench.h — `hart bench`: a V4-Flash-shaped model with
+// File: cli/cmd_bench.h — `hart bench`: a V4-Flash-shaped model with
 // random weights on the GPU engine, prefill and decode timed at each (batch,
 // context), one table with the memory floor beside each time (issue 5 item 6,
 // targets D1/D2 in perf-targets.md).
@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+}
 
 namespace hart::cli {
 
@@ -30,6 +34,9 @@ struct bench_options {
   bool fp32_kv = false;  // fp32 KV rows and the gathered fp32 attention (default: FP8 entries and A1)
   std::string experts = "mxfp4";  // routed experts: mxfp4 (the release form; fp8 with tensor cores) or fp8
 };
+
+/// Adds `hart bench` and its options (into `*o`) to `app`.
+CLI::App* add_bench_command(CLI::App& app, bench_options* o);
 
 /// 0 when every point ran or was skipped with a note; 1 on error or no device.
 int run_bench(const bench_options& o);

@@ -1,16 +1,31 @@
 // `hart check-ops`: the one command that localises a numerical bug to an op.
 // Op-specific code lives in kernels/testing (op_checks.h); this file only
 // picks the seed, runs the registry and prints its lines.
-#include "actors/cli/cmd_check_ops.h"
+#include "cli/cmd_check_ops.h"
 
 #include <cstdio>
 #include <random>
 #include <vector>
 
-#include "actors/cli/cli_common.h"
+#include <CLI/CLI.hpp>
+
+#include "cli/cli_common.h"
 #include "kernels/testing/op_checks.h"
 
 namespace hart::cli {
+
+CLI::App* add_check_ops_command(CLI::App& app, check_ops_options* o) {
+  CLI::App* cmd = app.add_subcommand(
+      "check-ops", "Run every op that has a CUDA implementation on fresh random inputs on the CPU reference and on "
+                   "the device; one line per op: shape, max abs/rel error, tolerance, PASS/FAIL");
+  cmd->add_option("--device", o->device, "Backend compared with the CPU reference (needs a CUDA device)")
+      ->check(CLI::IsMember({"cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Input seed (default: fresh; printed so a run can be replayed)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--op", o->op, "Only this op's checks (rms_norm, linear, sparse_attention, ...)");
+  return cmd;
+}
 
 int run_check_ops(const check_ops_options& o) {
   const status dev = op_checks_device_status();

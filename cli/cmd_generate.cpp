@@ -6,8 +6,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "actors/cli/cli_common.h"
-#include "actors/cli/device_engine.h"
+#include <CLI/CLI.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/device_engine.h"
 #include "runtime/text/chat_template.h"
 
 namespace hart::cli {
@@ -45,6 +47,31 @@ status_or<std::vector<int32_t>> build_prompt(const generate_options& o, const to
 }
 
 }  // namespace
+
+CLI::App* add_generate_command(CLI::App& app, generate_options* o) {
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt or chat messages, streamed to stdout");
+  add_common(cmd, &o->common);
+  add_load_format(cmd, &o->common);
+  cmd->add_option("--device", o->common.device, "Run the model on: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt text (sent as one user message unless --raw)");
+  cmd->add_option("--messages", o->messages_file, "JSON file with chat messages [{\"role\":..,\"content\":..}]")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--system", o->system, "System prompt placed before the user message");
+  cmd->add_flag("--raw", o->raw, "Feed --prompt verbatim (BOS + text), without the chat template");
+  cmd->add_option("--thinking", o->thinking, "Chat thinking mode: none, think (<think>), no_think (</think>)")
+      ->check(CLI::IsMember({"none", "think", "no_think"}))
+      ->capture_default_str();
+  cmd->add_option("-n,--max-new-tokens", o->max_new_tokens, "Tokens to generate at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-sequence token");
+  cmd->add_option("--temperature", o->sampling.temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", o->sampling.top_k, "Sample among the k most likely tokens (0 = off)")->capture_default_str();
+  cmd->add_option("--top-p", o->sampling.top_p, "Nucleus sampling mass (1 = off)")->capture_default_str();
+  cmd->add_option("--min-p", o->sampling.min_p, "Drop tokens below min_p * p_max (0 = off)")->capture_default_str();
+  cmd->add_option("--seed", o->sampling.seed, "Sampling seed")->capture_default_str();
+  return cmd;
+}
 
 int run_generate(const generate_options& o) {
   if (status s = o.sampling.validate(); !s.ok()) return fail(s);

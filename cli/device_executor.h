@@ -1,4 +1,4 @@
-// File: actors/cli/device_executor.h
+// File: cli/device_executor.h
 // What `hart serve --device` and `hart worker --device` need to run the model
 // on the GPU: a startup check that the device can be used (before anything is
 // loaded), the context the GPU engine is sized for, and the in-process GPU
@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "actors/cli/cli_common.h"
+#include "cli/cli_common.h"
 #include "runtime/cache/shadow_radix.h"
 #include "runtime/model/config.h"
 #include "runtime/model/weight_target.h"

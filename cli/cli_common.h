@@ -1,10 +1,14 @@
-// File: actors/cli/cli_common.h
-// What every `hart` subcommand shares: option structs, the engine/tokenizer
+// File: cli/cli_common.h
+// What every `hart` subcommand shares: option structs, the options several
+// commands take (add_common, add_load_format, add_curve), the engine/tokenizer
 // loaders with readable errors, and exit codes (0 ok, 1 runtime error, 2 usage).
+// Each cmd_<name>.cpp defines add_<name>_command (its subcommand and options)
+// and run_<name> (what it does); main.cpp calls one, parses, then the other.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +18,10 @@
 #include "runtime/protocol/messages.h"
 #include "runtime/sample/sampler.h"
 #include "runtime/text/tokenizer.h"
+
+namespace CLI {
+class App;
+}
 
 namespace hart::transport {
 class client;
@@ -204,19 +212,52 @@ status_or<int64_t> parse_size(const std::string& text, bool bytes);
 status_or<std::unique_ptr<engine>> load_engine(const common_options& o);
 status_or<tokenizer> load_tokenizer(const std::string& model_dir);
 
+/// --model, --precision, --threads, --deterministic and --enforce-eager on `cmd`, into `o`.
+void add_common(CLI::App* cmd, common_options* o);
+/// generate and serve: --load-format and --num-layers (random weights at the model's shapes
+/// instead of its checkpoint).
+void add_load_format(CLI::App* cmd, common_options* o);
+/// A client command's --curve-server-key and --curve-client-key-file.
+void add_curve(CLI::App* cmd, curve_client_options* o);
+
+/// Runs `run` with --load-format dummy's random model directory in place of `o.model_dir` until
+/// it returns, unless the GPU engine in this process makes the weights on the device
+/// (`in_process_gpu`); the exit code of `run`, or 1 when the dummy model cannot be made or
+/// --num-layers comes without --load-format dummy.
+int with_model(common_options& o, bool in_process_gpu, const std::function<int()>& run);
+
+// Each command: add_<name>_command adds the subcommand to `app` with its options writing
+// into `*o` (which must outlive the parse) and returns it; run_<name> runs it, returning the
+// exit code.
+CLI::App* add_generate_command(CLI::App& app, generate_options* o);
 int run_generate(const generate_options& o);
+CLI::App* add_tokenize_command(CLI::App& app, tokenize_options* o);
 int run_tokenize(const tokenize_options& o);
+CLI::App* add_score_command(CLI::App& app, score_options* o);
 int run_score(const score_options& o);
+CLI::App* add_cache_plan_command(CLI::App& app, cache_plan_options* o);
 int run_cache_plan(const cache_plan_options& o);
+CLI::App* add_random_checkpoint_command(CLI::App& app, random_checkpoint_cli_options* o);
 int run_random_checkpoint(const random_checkpoint_cli_options& o);
+/// `prefix`: the key files' path prefix (-o).
+CLI::App* add_curve_keygen_command(CLI::App& app, std::string* prefix);
 int run_curve_keygen(const std::string& prefix);
+CLI::App* add_soak_command(CLI::App& app, soak_options* o);
 int run_soak(const soak_options& o);
+CLI::App* add_serve_command(CLI::App& app, serve_options* o);
 int run_serve(const serve_options& o);
+CLI::App* add_worker_command(CLI::App& app, worker_options* o);
 int run_worker(const worker_options& o);
+// client, chat and stats share one client_options (their connection options are the same).
+CLI::App* add_client_command(CLI::App& app, client_options* o);
 int run_client(const client_options& o);
+CLI::App* add_chat_command(CLI::App& app, client_options* o);
 int run_chat(const client_options& o);
+CLI::App* add_stats_command(CLI::App& app, client_options* o);
 int run_stats(const client_options& o);
+CLI::App* add_bench_serve_command(CLI::App& app, bench_serve_options* o);
 int run_bench_serve(const bench_serve_options& o);
+CLI::App* add_push_weights_command(CLI::App& app, push_weights_options* o);
 int run_push_weights(const push_weights_options& o);
 
 /// Prints "hart: error: <status>" to stderr and returns exit code 1.

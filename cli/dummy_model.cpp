@@ -1,4 +1,4 @@
-#include "actors/cli/dummy_model.h"
+#include "cli/dummy_model.h"
 
 #include <cstdio>
 #include <cstdlib>

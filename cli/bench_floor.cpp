@@ -1,4 +1,4 @@
-#include "actors/cli/bench_floor.h"
+#include "cli/bench_floor.h"
 
 #include <algorithm>
 

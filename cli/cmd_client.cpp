@@ -8,16 +8,19 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <string>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/cli/cli_common.h"
-#include "actors/cli/client_json.h"
+#include "cli/cli_common.h"
+#include "cli/client_json.h"
 #include "runtime/protocol/routing_parts.h"
 #include "runtime/transport/client.h"
 
@@ -92,6 +95,19 @@ json reply_to_json(const protocol::reply& r) {
         }
       },
       r);
+}
+
+// client, chat and stats: the server's endpoint and keys, and how long to wait for it.
+void add_connect(CLI::App* cmd, client_options* o) {
+  add_curve(cmd, &o->curve);
+  cmd->add_option("--connect", o->connect, "Server endpoint")->capture_default_str();
+  cmd->add_option("--timeout-ms", o->timeout_ms, "Give up after this long")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))  // ~34 years: deadlines stay in the clock's range
+      ->capture_default_str();
+  cmd->add_option("--connect-timeout-ms", o->connect_timeout_ms,
+                  "Fail at once if no server answers a health check at --connect within this")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
 }
 
 // Connected and answering: ZeroMQ connects to any address without a word, so
@@ -195,6 +211,12 @@ class client_session {
 
 }  // namespace
 
+CLI::App* add_client_command(CLI::App& app, client_options* o) {
+  CLI::App* cmd = app.add_subcommand("client", "JSON lines in (one request per line), JSON lines out (every reply)");
+  add_connect(cmd, o);
+  return cmd;
+}
+
 int run_client(const client_options& o) {
   auto c = connect(o);
   if (!c.ok()) return fail(c.get_status());
@@ -267,6 +289,28 @@ class interrupt_catcher {
 
 }  // namespace
 
+CLI::App* add_chat_command(CLI::App& app, client_options* o) {
+  // NOTE(client): not CLI::Range, which lets NaN through (every comparison with it is false).
+  char temperature_range_text[32];
+  std::snprintf(temperature_range_text, sizeof temperature_range_text, "[0, %g]", double(protocol::max_temperature));
+  const CLI::Validator temperature_range(
+      [range = std::string(temperature_range_text)](std::string& in) {
+        float t = 0;
+        if (CLI::detail::lexical_cast(in, t) && t >= 0.0f && t <= protocol::max_temperature) return std::string();
+        return "Value " + in + " not a number in " + range;
+      },
+      std::string("FLOAT in ") + temperature_range_text);
+  CLI::App* cmd = app.add_subcommand("chat", "Interactive streaming chat with a running server (Ctrl-C stops an answer)");
+  add_connect(cmd, o);
+  cmd->add_option("--system", o->system, "System prompt");
+  cmd->add_option("-n,--max-new-tokens", o->max_new_tokens, "Tokens per answer at most")
+      ->check(CLI::Range(int64_t(1), int64_t(std::numeric_limits<uint32_t>::max())))
+      ->capture_default_str();
+  cmd->add_option("--temperature", o->temperature, "0 = greedy")->check(temperature_range)->capture_default_str();
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-sequence token (up to --max-new-tokens)");
+  return cmd;
+}
+
 int run_chat(const client_options& o) {
   auto c = connect(o);
   if (!c.ok()) return fail(c.get_status());
@@ -327,6 +371,12 @@ int run_chat(const client_options& o) {
     history.push_back({"assistant", res->samples[0].text});
   }
   return 0;
+}
+
+CLI::App* add_stats_command(CLI::App& app, client_options* o) {
+  CLI::App* cmd = app.add_subcommand("stats", "Print a running server's metrics (Prometheus text)");
+  add_connect(cmd, o);
+  return cmd;
 }
 
 int run_stats(const client_options& o) {

@@ -2,10 +2,21 @@
 #include <cstdio>
 #include <sstream>
 
-#include "actors/cli/cli_common.h"
+#include <CLI/CLI.hpp>
+
+#include "cli/cli_common.h"
 #include "runtime/text/chat_template.h"
 
 namespace hart::cli {
+
+CLI::App* add_tokenize_command(CLI::App& app, tokenize_options* o) {
+  CLI::App* cmd = app.add_subcommand("tokenize", "Text to token ids, or ids back to text with --decode");
+  add_common(cmd, &o->common);
+  cmd->add_option("text", o->text, "Text to encode");
+  cmd->add_option("--decode", o->decode_ids, "Comma-separated ids to decode instead");
+  cmd->add_flag("--chat", o->chat, "Encode the text as one user message with the chat template");
+  return cmd;
+}
 
 int run_tokenize(const tokenize_options& o) {
   auto tok = load_tokenizer(o.common.model_dir);

@@ -1,6 +1,6 @@
-#include "actors/cli/device_engine.h"
+#include "cli/device_engine.h"
 
-#include "actors/cli/dummy_model.h"
+#include "cli/dummy_model.h"
 #include "runtime/core/log.h"
 #ifdef HART_CUDA
 #include "runtime/gpu/bench_model.h"

@@ -1,11 +1,11 @@
-// File: actors/cli/device_engine.h
+// File: cli/device_engine.h
 // The engine a command runs on, picked by `--device cpu|cuda`: the CPU engine
 // behind forward_engine, or the GPU engine where hart was built with CUDA.
 #pragma once
 
 #include <memory>
 
-#include "actors/cli/cli_common.h"
+#include "cli/cli_common.h"
 #include "runtime/gpu/gpu_engine.h"  // gpu_engine_params only, in a build without CUDA
 #include "runtime/model/forward_engine.h"
 

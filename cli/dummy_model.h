@@ -1,4 +1,4 @@
-// File: actors/cli/dummy_model.h
+// File: cli/dummy_model.h
 // `--load-format dummy` (vLLM's name): a model directory's config.json, optionally cut to its
 // first layers, with random weights (runtime/model/random_checkpoint: the release format's FP8 +
 // MXFP4 where the shapes allow it, else BF16) written to a temporary directory beside copies of

@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "actors/cli/cli_common.h"
-#include "actors/cli/device_executor.h"
+#include <CLI/CLI.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/device_executor.h"
 #include "runtime/worker/local_executor.h"
 #include "runtime/worker_link/worker_process.h"
 
@@ -26,6 +28,21 @@ worker_link::model_summary model_summary_of(const model_config& cfg, const commo
   m.precision = o.precision_name;
   m.deterministic = o.deterministic;
   return m;
+}
+
+CLI::App* add_worker_command(CLI::App& app, worker_options* o) {
+  CLI::App* cmd = app.add_subcommand("worker", "Run steps for a `hart serve` scheduler (started by --worker-process)");
+  add_common(cmd, &o->common);
+  cmd->add_option("--connect", o->connect, "The server's worker endpoint")->required();
+  cmd->add_option("--device", o->common.device, "Run the model on: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--max-context", o->max_context, "--device cuda: positions per sequence the GPU engine is sized for "
+                  "(0 = its default, capped by the model)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--pid-file", o->pid_file, "Write this process's pid here once the model is loaded");
+  return cmd;
 }
 
 int run_worker(const worker_options& o) {

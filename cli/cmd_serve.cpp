@@ -12,10 +12,12 @@
 #include <thread>
 #include <pthread.h>
 
-#include "actors/cli/cli_common.h"
-#include "actors/cli/device_executor.h"
-#include "actors/cli/dummy_model.h"
+#include <CLI/CLI.hpp>
+
 #include "actors/serving_system.h"
+#include "cli/cli_common.h"
+#include "cli/device_executor.h"
+#include "cli/dummy_model.h"
 #include "runtime/core/log.h"
 #include "runtime/core/malloc_tuning.h"
 #include "runtime/http/http_server.h"
@@ -35,6 +37,123 @@ constexpr size_t k_weight_sync_keep_bytes = size_t(1) << 30;
 constexpr int64_t k_auto_catch_step_us = 100000;
 
 worker_link::model_summary model_summary_of(const model_config& cfg, const common_options& o);  // cmd_worker.cpp
+
+CLI::App* add_serve_command(CLI::App& app, serve_options* o) {
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the model over the ZeroMQ message API (docs/protocol.md)");
+  cmd->set_config("--config", "", "TOML file with any of these options (e.g. configs/serve.toml)");
+  add_common(cmd, &o->common);
+  add_load_format(cmd, &o->common);
+  cmd->add_option("--device", o->common.device,
+                  "Run the model on: cpu, or cuda (the GPU engine; exact or fp8)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--bind", o->bind, "Endpoint to bind; loopback unless --curve-secret-key-file is given")->capture_default_str();
+  cmd->add_option("--curve-secret-key-file", o->curve_secret_key_file,
+                  "File with the server's Z85 CURVE secret key (`hart curve-keygen`; mode 600): encrypts the message API "
+                  "and weight sync, required for non-loopback binds")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--curve-allowed-clients", o->curve_allowed_clients_file,
+                  "File of client Z85 public keys, one per line: only they get in (default: any client that knows the "
+                  "server's public key)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--page-size", o->page_size, "KV page size in tokens (multiple of 128)")->capture_default_str();
+  cmd->add_option("--full-pages", o->full_pages,
+                  "Full pages (compressed KV; prefix cache). 0: with --device cuda, what --gpu-memory-fraction leaves "
+                  "after the weights, the SWA pages and every workspace; else 256")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--swa-pages", o->swa_pages,
+                  "SWA pages (window KV and compressor rings). 0: with --device cuda, --max-running sequences' windows "
+                  "and one pass; else 64")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory-fraction", o->gpu_memory_fraction,
+                  "--device cuda: the share of the device's memory hart may hold once the KV pool is allocated (weights, "
+                  "workspaces, KV pages; the rest stays free for CUDA graphs and cuBLAS). A configuration that cannot "
+                  "fit (--max-context, --max-running, the weights) is refused at startup with the numbers; "
+                  "`hart cache-plan` prints the plan without a device")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "Do not share prefixes between requests");
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "Tokens per engine step")->capture_default_str();
+  cmd->add_option("--max-running", o->max_running, "Sequences decoding at once")->capture_default_str();
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Largest prefill chunk per sequence per step")->capture_default_str();
+  cmd->add_option("--max-context", o->max_context, "Longest prompt + generation accepted (0 = model limit)")->capture_default_str();
+  cmd->add_flag("--worker-process", o->worker_process,
+                "Run the engine in a separate `hart worker` process; respawn it when it dies");
+  cmd->add_option("--worker-restarts", o->worker_restarts,
+                  "How many times a dead worker process is replaced (-1 = always, 0 = never); after that every "
+                  "generation ends with error (unavailable)")
+      ->capture_default_str();
+  cmd->add_option("--worker-timeout-ms", o->worker_timeout_ms, "A worker that does not answer a step within this is dropped")
+      ->capture_default_str();
+  cmd->add_option("--worker-heartbeat-timeout-ms", o->worker_heartbeat_timeout_ms,
+                  "A worker process silent this long during a step (it sends a heartbeat every quarter of it while "
+                  "computing) is dropped as frozen (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--routing-ids-per-message", o->routing_ids_per_message,
+                  "Most routing ids (returnRouting) one reply carries; a longer routing is sent in RoutingPart "
+                  "replies before its final (docs/protocol.md §5.3)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
+  cmd->add_flag("--overlap-schedule", o->overlap_schedule,
+                "Plan each decode step's successor before it runs, so the worker starts it without waiting for the "
+                "scheduler (one wasted token per sequence that ends; outputs unchanged)");
+  cmd->add_option("--catch-step-us", o->catch_step_us,
+                  "The scheduler spins this long around each decode step's expected end to take its result without "
+                  "a thread wake-up (S1: the gap between steps); a window of twice the step or more spins from the "
+                  "step's dispatch (no timer to wake up late; one core busy while decoding); 0 = sleep until woken; "
+                  "-1 = 100000 (the whole step) on 8 or more hardware threads, else 0 (on few cores the spin takes "
+                  "the model's)")
+      ->check(CLI::Range(int64_t(-1), int64_t(100000)))
+      ->capture_default_str();
+  cmd->add_option("--slow-reader-ms", o->slow_reader_ms,
+                  "A client whose replies wait at the send limit (--send-hwm) and that reads nothing for this long "
+                  "(or falls 65536 replies behind) is a slow reader: its generations are aborted, their chunks from "
+                  "then on dropped, and it gets one resource_exhausted error saying so, then each generation's final "
+                  "(other clients never wait for it; stats slow_clients, replies_dropped_slow)")
+      ->check(CLI::Range(1, 3600000))
+      ->capture_default_str();
+  cmd->add_option("--max-requests", o->max_requests,
+                  "Generations in flight (accepted, not yet finished) across all clients; past it a generate is "
+                  "refused with resource_exhausted (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-requests-per-client", o->max_requests_per_client,
+                  "Generations in flight per client (a ZeroMQ connection; an HTTP request is its own client); past "
+                  "it that client's generates are refused with resource_exhausted (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-prompt-tokens", o->max_prompt_tokens,
+                  "Prompt tokens of the generations in flight, all clients: bounds the memory queued prompts hold; a "
+                  "prompt that would pass it is refused with resource_exhausted (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o->max_connections,
+                  "Message-API connections open at once; a new one past it is refused at the handshake (the client "
+                  "sees no server; stats connections_refused, a warning in the log) (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--send-hwm", o->send_hwm,
+                  "Replies ZeroMQ queues for one client before they wait in the server's own queue for it (ZMQ_SNDHWM)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--weight-sync-endpoint", o->weight_sync_endpoint,
+                  "Accept weight updates here (docs/protocol.md §8), e.g. tcp://127.0.0.1:5558; off by default");
+  cmd->add_option("--weight-sync-idle-ms", o->weight_sync_idle_ms, "Drop a staged weight update silent this long")
+      ->capture_default_str();
+  cmd->add_option("--http-bind", o->http_bind,
+                  "Also answer HTTP here (docs/http.md: OpenAI and SGLang endpoints, /metrics), e.g. 127.0.0.1:30000 "
+                  "(port 0: any); off by default; loopback unless --api-key is given");
+  cmd->add_option("--api-key", o->api_key, "HTTP: require `Authorization: Bearer KEY` (needed to bind beyond loopback)");
+  cmd->add_option("--http-max-body", o->http_max_body, "HTTP: largest request body (413 beyond)")->capture_default_str();
+  cmd->add_option("--http-threads", o->http_threads, "HTTP: requests served at once (each stream holds one)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--served-model-name", o->served_model_name,
+                  "HTTP: the model name /v1/models lists and requests may name (default: the model directory's name)");
+  return cmd;
+}
 
 int run_serve(const serve_options& o) {
   if (!o.weight_sync_endpoint.empty() && o.worker_process) {

@@ -1,4 +1,4 @@
-// File: actors/cli/client_json.h
+// File: cli/client_json.h
 // `hart client`'s input: one JSON line -> one protocol::request, every field read with a
 // checked reader (JSON type, integer without a fraction, finite, in range, fits its wire
 // type), so nothing wraps, truncates or defaults silently. A refused line becomes one

@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <string>
 
-#include "actors/cli/cli_common.h"
-#include "actors/cli/dummy_model.h"
+#include <CLI/CLI.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/dummy_model.h"
 #include "runtime/cache/cache_plan.h"
 #include "runtime/cache/memory_plan.h"
 #include "runtime/model/config.h"
@@ -81,6 +83,43 @@ status print_device_plan(const cache_plan_options& o, const model_config& cfg, i
 }
 
 }  // namespace
+
+CLI::App* add_cache_plan_command(CLI::App& app, cache_plan_options* o) {
+  CLI::App* cmd = app.add_subcommand("cache-plan", "KV bytes per token per pool and what fits in a memory budget");
+  cmd->add_option("-m,--model", o->model_dir, "Checkpoint directory (config.json; the tensors' sizes with --gpu-memory)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--memory", o->memory, "KV memory budget, e.g. 80GiB")->capture_default_str();
+  cmd->add_option("--context", o->context, "Tokens per sequence, e.g. 1M, 128K")->capture_default_str();
+  cmd->add_option("--kv", o->precision, "KV entry format: fp8 (584-B FlashMLA entries) or fp32")
+      ->check(CLI::IsMember({"fp8", "fp32"}))
+      ->capture_default_str();
+  cmd->add_option("--page-size", o->page_size, "Tokens per page (multiple of 128)")->capture_default_str();
+  cmd->add_option("--gpu-memory", o->gpu_memory,
+                  "Also plan one device of this size as `hart serve --device cuda` does (e.g. 140GiB for an H200): the "
+                  "same memory plan, with the weights and workspaces predicted instead of measured");
+  cmd->add_option("--gpu-memory-fraction", o->gpu_memory_fraction, "With --gpu-memory: as hart serve's")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--max-running", o->max_running, "With --gpu-memory: sequences decoding at once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "With --gpu-memory: tokens per engine pass")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--weights", o->weights,
+                  "With --gpu-memory: device bytes of the weights (default: the checkpoint's tensor bytes, which the "
+                  "device holds at least)");
+  cmd->add_option("--num-layers", o->num_layers,
+                  "Plan the config's first N layers only (as serve's --load-format dummy --num-layers N; 0 = all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--workspaces", o->workspaces,
+                  "With --gpu-memory: device bytes of the activation arena and linear workspaces (hart serve logs the "
+                  "measured value in its memory plan)")
+      ->capture_default_str();
+  return cmd;
+}
 
 int run_cache_plan(const cache_plan_options& o) {
   auto cfg = o.num_layers > 0 ? dummy_model_config(o.model_dir, o.num_layers) : model_config_load(o.model_dir);
