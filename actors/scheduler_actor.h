@@ -1,6 +1,8 @@
 // File: actors/scheduler_actor.h
 // The scheduler actor: owns the request state machines and the batching
-// policy (sched::serving_core without a shard), asks the cache shard actor of
+// policy (sched::serving_core without a shard) through the step pipeline
+// (runtime/sched/step_pipeline.h, plain C++: what is sent when; this actor is
+// its port and its mailbox, and the catch window's spin), asks the cache shard actor of
 // each attention-DP rank (actors/cache_shard_actor) for a step's pages when
 // the step needs them, plans one step at a time for the worker actor, applies
 // each step's outcome (telling the shard what was computed) and streams the

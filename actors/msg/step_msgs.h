@@ -6,22 +6,11 @@
 
 #include <cstdint>
 
-#include "runtime/sched/step.h"
+#include "runtime/sched/step_pipeline.h"
 
 namespace hart::actors {
 
-/// What executing one step_plan came to.
-struct step_outcome {
-  /// Not ok: the executor itself failed (a dead or silent worker process).
-  status_or<sched::step_result> result = status(status_code::internal, "unset");
-  /// The executor's KV died with it (a worker process): the scheduler retracts and flushes.
-  bool pages_lost = false;
-  /// The plan was handed back unexecuted because the pages were lost while
-  /// the worker was idle (pages_lost is set): nothing fails, the scheduler
-  /// retracts, flushes and plans again.
-  bool not_run = false;
-  int64_t exec_start_us = 0, exec_end_us = 0;  // steady clock, as sched::scheduler::now_us
-  uint64_t weight_version = 0;                 // the weights that ran it
-};
+/// What executing one step_plan came to (defined with the step pipeline that consumes it).
+using step_outcome = sched::step_outcome;
 
 }  // namespace hart::actors
