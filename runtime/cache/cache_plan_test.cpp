@@ -1,5 +1,7 @@
 #include "runtime/cache/cache_plan.h"
 
+#include "runtime/core/status_testing.h"
+
 #include <gtest/gtest.h>
 
 namespace hart::cache {
@@ -59,8 +61,7 @@ TEST(cache_plan, rejects_bad_params_and_tiny_budgets) {
   p.memory_bytes = 1 << 20;
   p.context_len = 1 << 20;
   auto plan = cache_plan_make(p);
-  EXPECT_EQ(plan.get_status().code(), status_code::resource_exhausted);
-  EXPECT_NE(plan.get_status().message().find("out of KV memory"), std::string::npos);
+  EXPECT_STATUS(plan, status_code::resource_exhausted, "out of KV memory");
   p.page_size = 200;
   EXPECT_EQ(cache_plan_make(p).get_status().code(), status_code::invalid_argument);
 }

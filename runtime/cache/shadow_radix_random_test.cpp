@@ -9,6 +9,7 @@
 
 #include "runtime/cache/cache_test_util.h"
 #include "runtime/cache/shadow_radix.h"
+#include "runtime/core/status_testing.h"
 
 namespace hart::cache {
 namespace {
@@ -89,8 +90,7 @@ void run_sequence(uint64_t seed, int n_ops, run_stats* stats) {
   auto out_of_memory = [&](const status& s, request_id r) {
     // Nothing changed: the request can still be aborted or preempted.
     ++stats->n_oom;
-    ASSERT_EQ(s.code(), status_code::resource_exhausted) << s.to_string();
-    ASSERT_NE(s.message().find("out of KV memory"), std::string::npos);
+    ASSERT_STATUS(s, status_code::resource_exhausted, "out of KV memory");
     const status chk = c.check();
     ASSERT_TRUE(chk.ok()) << chk.to_string();
     ASSERT_TRUE(e.abort(r).ok());

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/cache/cache_test_util.h"
+#include "runtime/core/status_testing.h"
 
 namespace hart::cache {
 namespace {
@@ -54,8 +55,7 @@ TEST(shadow_radix, config_validation_names_the_problem) {
   EXPECT_EQ(config(200, 4, 3).validate().code(), status_code::invalid_argument);
   EXPECT_EQ(config(256, 0, 3).validate().code(), status_code::invalid_argument);
   const status s = config(256, 4, 1).validate();
-  EXPECT_EQ(s.code(), status_code::invalid_argument);
-  EXPECT_NE(s.message().find("n_swa_pages=1 < 3"), std::string::npos) << s.message();
+  EXPECT_STATUS(s, status_code::invalid_argument, "n_swa_pages=1 < 3");
   EXPECT_EQ(config(128, 4, 4, 200).min_swa_pages(), 4);
 }
 
@@ -145,8 +145,7 @@ TEST(shadow_radix, capacity_of_one_page) {
   auto r = e.admit(tokens(300, 0));
   ASSERT_TRUE(r.ok());
   const status s = c.reserve(*r, 300);
-  EXPECT_EQ(s.code(), status_code::resource_exhausted);
-  EXPECT_NE(s.message().find("out of KV memory"), std::string::npos) << s.message();
+  EXPECT_STATUS(s, status_code::resource_exhausted, "out of KV memory");
   EXPECT_CHECK_OK(c);
   ASSERT_TRUE(e.abort(*r).ok());
   // What fits works, repeatedly (the cached page is evicted for the next one).

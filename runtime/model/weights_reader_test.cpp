@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/status_testing.h"
 #include "runtime/model/config.h"
 #include "runtime/model/random_checkpoint.h"
 #include "runtime/model/tensor_source.h"
@@ -190,9 +191,7 @@ TEST(weights_reader_errors, name_the_layer_and_tensor_and_bad_row_blocks) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE((*r)->layer(1).ok());
   auto L = (*r)->layer(2);
-  ASSERT_FALSE(L.ok());
-  EXPECT_EQ(L.get_status().code(), status_code::not_found);
-  EXPECT_NE(L.get_status().message().find("layer 2"), std::string::npos) << L.get_status().message();
+  ASSERT_STATUS(L, status_code::not_found, "layer 2");
   EXPECT_NE(L.get_status().message().find("layers.2.ffn.experts.3.w3.weight"), std::string::npos);
   EXPECT_EQ((*r)->layer(cfg->n_layers).get_status().code(), status_code::invalid_argument);
 

@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 
+#include "runtime/core/status_testing.h"
 #include "runtime/protocol/codec.h"
 #include "runtime/protocol/codec_test.capnp.h"
 #include "runtime/protocol/hart.capnp.h"
@@ -44,15 +45,11 @@ std::vector<uint8_t> build_reply(Fill&& fill) {
 }
 
 void expect_invalid(const status_or<request>& r, const char* needle = "") {
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.get_status().code(), status_code::invalid_argument) << r.get_status().to_string();
-  EXPECT_NE(r.get_status().message().find(needle), std::string::npos) << r.get_status().message();
+  ASSERT_STATUS(r, status_code::invalid_argument, needle);
 }
 
 void expect_invalid_reply(const status_or<reply>& r, const char* needle = "") {
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.get_status().code(), status_code::invalid_argument) << r.get_status().to_string();
-  EXPECT_NE(r.get_status().message().find(needle), std::string::npos) << r.get_status().message();
+  ASSERT_STATUS(r, status_code::invalid_argument, needle);
 }
 
 generate_request valid_generate() {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "runtime/core/status_testing.h"
 #include "runtime/text/tokenizer.h"
 
 namespace hart {
@@ -74,9 +75,7 @@ TEST(chat_encode, deepseek_v4_chat_and_thinking_modes) {
 
 TEST(chat_encode, errors) {
   status_or<std::string> s = chat_encode({{"user", "a"}, {"tool", "b"}}, chat_options{});
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.get_status().code(), status_code::invalid_argument);
-  EXPECT_NE(s.get_status().message().find("\"tool\""), std::string::npos);
+  ASSERT_STATUS(s, status_code::invalid_argument, "\"tool\"");
 
   chat_options opt;
   opt.add_generation_prompt = false;

@@ -1,5 +1,7 @@
 #include "runtime/worker_link/remote_worker.h"
 
+#include "runtime/core/status_testing.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -76,9 +78,7 @@ TEST(remote_worker, steps_then_timeout) {
   ASSERT_EQ(r->sampled.size(), 1u);
   EXPECT_EQ(r->sampled[0].token, 9);
   auto r2 = (*rw)->execute(plan(2));
-  EXPECT_FALSE(r2.ok());
-  EXPECT_EQ(r2.get_status().code(), status_code::unavailable);
-  EXPECT_NE(r2.get_status().message().find("did not answer"), std::string::npos) << r2.get_status().message();
+  EXPECT_STATUS(r2, status_code::unavailable, "did not answer");
   EXPECT_EQ((*rw)->worker_pid(), 0);
   fake.join();
 }
@@ -120,9 +120,7 @@ TEST(remote_worker, heartbeats_tell_a_slow_step_from_a_frozen_worker) {
   const auto t0 = std::chrono::steady_clock::now();
   auto r2 = (*rw)->execute(plan(2));
   const auto waited = std::chrono::steady_clock::now() - t0;
-  ASSERT_FALSE(r2.ok());
-  EXPECT_EQ(r2.get_status().code(), status_code::unavailable);
-  EXPECT_NE(r2.get_status().message().find("no heartbeat"), std::string::npos) << r2.get_status().message();
+  EXPECT_STATUS(r2, status_code::unavailable, "no heartbeat");  // not ASSERT_: fake.join() must still run
   EXPECT_LT(waited, std::chrono::milliseconds(1200)) << "dropped after the heartbeat timeout, not the step timeout";
   EXPECT_EQ((*rw)->worker_pid(), 0);
   fake.join();
@@ -163,9 +161,7 @@ TEST(remote_worker, spawned_child_that_dies_is_unavailable) {
   p.spawn_argv = {"/bin/sh", "-c", "exit 3", "sh"};
   p.hello_timeout_ms = 5000;
   auto rw = remote_worker::start(p);
-  ASSERT_FALSE(rw.ok());
-  EXPECT_EQ(rw.get_status().code(), status_code::unavailable);
-  EXPECT_NE(rw.get_status().message().find("exited with status 3"), std::string::npos) << rw.get_status().message();
+  ASSERT_STATUS(rw, status_code::unavailable, "exited with status 3");
 }
 
 TEST(remote_worker, wrong_model_is_refused) {
