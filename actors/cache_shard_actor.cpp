@@ -1,9 +1,9 @@
 #include "actors/cache_shard_actor.h"
 
-#include <memory>
-
 #include "runtime/cache/cache_shard.h"
 #include "runtime/core/log.h"
+
+#include <memory>
 
 namespace hart::actors {
 namespace {
@@ -30,12 +30,16 @@ cache_shard_actor::behavior_type cache_shard_impl(cache_shard_actor::stateful_po
                                                   cache::cache_config cfg, int32_t rank) {
   self->state.shard = std::make_unique<cache::cache_shard>(cfg);
   self->state.rank = rank;
-  HART_LOG_DEBUG("rank %d: %lld full + %lld SWA pages of %lld tokens", rank,
-                 (long long)cfg.n_full_pages, (long long)cfg.n_swa_pages, (long long)cfg.page_size);
+  HART_LOG_DEBUG("rank %d: %lld full + %lld SWA pages of %lld tokens", rank, (long long)cfg.n_full_pages,
+                 (long long)cfg.n_swa_pages, (long long)cfg.page_size);
   return {
       [=](shard_plan_atom, std::shared_ptr<const cache::slot_request> r) { return self->state.plan(*r); },
-      [=](shard_reserve_atom, std::shared_ptr<const cache::reserve_request> r) { return self->state.reserve(*r); },
-      [=](cache_ops_atom, std::shared_ptr<const cache::cache_op_batch> ops) { self->state.shard->apply(*ops); },
+      [=](shard_reserve_atom, std::shared_ptr<const cache::reserve_request> r) {
+        return self->state.reserve(*r);
+      },
+      [=](cache_ops_atom, std::shared_ptr<const cache::cache_op_batch> ops) {
+        self->state.shard->apply(*ops);
+      },
       [=](shard_metrics_atom) { return self->state.metrics(); },
       [=](shard_check_atom) { return self->state.check(); },
   };
@@ -43,7 +47,8 @@ cache_shard_actor::behavior_type cache_shard_impl(cache_shard_actor::stateful_po
 
 }  // namespace
 
-status_or<cache_shard_actor> spawn_cache_shard_actor(caf::actor_system& sys, const cache::cache_config& cfg, int32_t rank) {
+status_or<cache_shard_actor> spawn_cache_shard_actor(caf::actor_system& sys, const cache::cache_config& cfg,
+                                                     int32_t rank) {
   HART_RETURN_IF_ERROR(cfg.validate());
   // NOTE(hart): detached although it never blocks: a step that needs pages
   // waits for its answer, and its own thread wakes on the mailbox's condition

@@ -23,6 +23,7 @@ namespace hart::actors {
 
 /// invalid_argument for a bad cache configuration. `rank`: the attention-DP
 /// rank whose pages it indexes (logged; the scheduler addresses shards by it).
-status_or<cache_shard_actor> spawn_cache_shard_actor(caf::actor_system& sys, const cache::cache_config& cfg, int32_t rank);
+status_or<cache_shard_actor> spawn_cache_shard_actor(caf::actor_system& sys, const cache::cache_config& cfg,
+                                                     int32_t rank);
 
 }  // namespace hart::actors

@@ -23,15 +23,18 @@ using control_atom = caf::atom_constant<caf::atom("control")>;  // gateway -> sc
 using events_atom = caf::atom_constant<caf::atom("events")>;    // scheduler -> gateway: token/finish events
 using reply_atom = caf::atom_constant<caf::atom("reply")>;      // scheduler -> gateway: a control reply
 using inbound_atom = caf::atom_constant<caf::atom("inbound")>;  // transport -> gateway: a decoded request
-using sync_atom = caf::atom_constant<caf::atom("wsync")>;       // sync socket -> weight sync: a decoded message
-using local_update_atom = caf::atom_constant<caf::atom("wlocal")>;  // HTTP -> weight sync: a checkpoint or a relabel
+using sync_atom = caf::atom_constant<caf::atom("wsync")>;  // sync socket -> weight sync: a decoded message
+using local_update_atom =
+    caf::atom_constant<caf::atom("wlocal")>;  // HTTP -> weight sync: a checkpoint or a relabel
 // weight sync -> scheduler -> worker: swap at a step boundary; swapped: the outcome, back the same way
 using swap_atom = caf::atom_constant<caf::atom("swap")>;
 using swapped_atom = caf::atom_constant<caf::atom("swapped")>;
-using step_atom = caf::atom_constant<caf::atom("step")>;          // scheduler -> worker: run a step_plan
-using step_done_atom = caf::atom_constant<caf::atom("stepdone")>; // worker -> scheduler: its step_outcome
-using retry_atom = caf::atom_constant<caf::atom("retry")>;        // scheduler -> itself: plan again (memory was short)
-using catch_atom = caf::atom_constant<caf::atom("catch")>;        // scheduler -> itself: a decode step ends soon, spin for it
+using step_atom = caf::atom_constant<caf::atom("step")>;           // scheduler -> worker: run a step_plan
+using step_done_atom = caf::atom_constant<caf::atom("stepdone")>;  // worker -> scheduler: its step_outcome
+using retry_atom =
+    caf::atom_constant<caf::atom("retry")>;  // scheduler -> itself: plan again (memory was short)
+using catch_atom =
+    caf::atom_constant<caf::atom("catch")>;  // scheduler -> itself: a decode step ends soon, spin for it
 // scheduler -> cache shard (runtime/cache/shard_protocol.h): a step's slot_request (answered with
 // slot_grants), pages ahead of need (reserve_request, answered with reserve_grants), cache ops
 // (no answer), metrics and the invariant check
@@ -45,9 +48,10 @@ using shard_check_atom = caf::atom_constant<caf::atom("shardchk")>;
 // an actor does not take is a compile error at the sender --------------------
 
 /// Decoded client requests in; the scheduler's events and control replies out to clients.
-using gateway_actor = caf::typed_actor<caf::reacts_to<inbound_atom, std::shared_ptr<const inbound_request>>,
-                                       caf::reacts_to<events_atom, std::shared_ptr<const sched::event_batch>, uint64_t>,
-                                       caf::reacts_to<reply_atom, std::shared_ptr<const addressed_reply>>>;
+using gateway_actor =
+    caf::typed_actor<caf::reacts_to<inbound_atom, std::shared_ptr<const inbound_request>>,
+                     caf::reacts_to<events_atom, std::shared_ptr<const sched::event_batch>, uint64_t>,
+                     caf::reacts_to<reply_atom, std::shared_ptr<const addressed_reply>>>;
 
 /// Runs step plans and weight swaps; answers the sender with step_done / swapped.
 using worker_actor = caf::typed_actor<caf::reacts_to<step_atom, std::shared_ptr<const sched::step_plan>>,
@@ -55,20 +59,21 @@ using worker_actor = caf::typed_actor<caf::reacts_to<step_atom, std::shared_ptr<
 
 /// One attention-DP rank's page index: a step's pages and pages ahead (answered), what was
 /// computed, metrics, invariants.
-using cache_shard_actor = caf::typed_actor<
-    caf::replies_to<shard_plan_atom, std::shared_ptr<const cache::slot_request>>::with<
-        std::shared_ptr<const cache::slot_grants>>,
-    caf::replies_to<shard_reserve_atom, std::shared_ptr<const cache::reserve_request>>::with<
-        std::shared_ptr<const cache::reserve_grants>>,
-    caf::reacts_to<cache_ops_atom, std::shared_ptr<const cache::cache_op_batch>>,
-    caf::replies_to<shard_metrics_atom>::with<std::shared_ptr<const cache::cache_metrics>>,
-    caf::replies_to<shard_check_atom>::with<std::shared_ptr<const status>>>;
+using cache_shard_actor =
+    caf::typed_actor<caf::replies_to<shard_plan_atom, std::shared_ptr<const cache::slot_request>>::with<
+                         std::shared_ptr<const cache::slot_grants>>,
+                     caf::replies_to<shard_reserve_atom, std::shared_ptr<const cache::reserve_request>>::with<
+                         std::shared_ptr<const cache::reserve_grants>>,
+                     caf::reacts_to<cache_ops_atom, std::shared_ptr<const cache::cache_op_batch>>,
+                     caf::replies_to<shard_metrics_atom>::with<std::shared_ptr<const cache::cache_metrics>>,
+                     caf::replies_to<shard_check_atom>::with<std::shared_ptr<const status>>>;
 
 /// Staged weight updates in (from the sync socket), local ones (a checkpoint directory, a
 /// relabel); the scheduler's swap outcome back.
-using weight_sync_actor = caf::typed_actor<caf::reacts_to<sync_atom, std::shared_ptr<const weight_sync::inbound_sync>>,
-                                           caf::reacts_to<local_update_atom, std::shared_ptr<const local_update>>,
-                                           caf::reacts_to<swapped_atom, std::shared_ptr<const swap_outcome>>>;
+using weight_sync_actor =
+    caf::typed_actor<caf::reacts_to<sync_atom, std::shared_ptr<const weight_sync::inbound_sync>>,
+                     caf::reacts_to<local_update_atom, std::shared_ptr<const local_update>>,
+                     caf::reacts_to<swapped_atom, std::shared_ptr<const swap_outcome>>>;
 
 /// Requests and control verbs from the gateway, swaps from the weight-sync
 /// actor, step outcomes and swap outcomes from the worker.
@@ -78,8 +83,7 @@ using scheduler_actor = caf::typed_actor<caf::reacts_to<gateway_actor>,
                                          caf::reacts_to<swap_atom, std::shared_ptr<const swap_request>>,
                                          caf::reacts_to<swapped_atom, std::shared_ptr<const swap_outcome>>,
                                          caf::reacts_to<step_done_atom, std::shared_ptr<const step_outcome>>,
-                                         caf::reacts_to<retry_atom>,
-                                         caf::reacts_to<catch_atom, uint64_t>>;
+                                         caf::reacts_to<retry_atom>, caf::reacts_to<catch_atom, uint64_t>>;
 
 /// A blocking actor (worker, weight sync) behind its interface: CAF 0.17 spawns
 /// blocking actors untyped and cannot check their receive loops, so this cast

@@ -1,9 +1,9 @@
 #include "actors/chat_sessions.h"
 
+#include "runtime/text/chat_template.h"
+
 #include <algorithm>
 #include <utility>
-
-#include "runtime/text/chat_template.h"
 
 namespace hart::actors {
 
@@ -27,7 +27,8 @@ status_or<std::optional<std::vector<int32_t>>> chat_sessions::continuation(
       return std::optional<std::vector<int32_t>>{};
     }
   }
-  if (messages[n].role != "assistant" || messages[n].content != t.answer) return std::optional<std::vector<int32_t>>{};
+  if (messages[n].role != "assistant" || messages[n].content != t.answer)
+    return std::optional<std::vector<int32_t>>{};
   // The rest as the template (DeepSeek-V4, chat mode: request_convert's) writes it after an
   // answer: no BOS, then the generation prompt.
   std::vector<chat_message> rest;
@@ -53,7 +54,8 @@ void chat_sessions::remember(const std::string& id, std::vector<protocol::chat_m
   const bool ended_on_marker = answer_ids.size() >= end_of_answer_.size() &&
                                std::equal(end_of_answer_.begin(), end_of_answer_.end(),
                                           answer_ids.end() - std::ptrdiff_t(end_of_answer_.size()));
-  if (!(reason == sched::finish_reason::length || (reason == sched::finish_reason::stop && ended_on_marker))) return;
+  if (!(reason == sched::finish_reason::length || (reason == sched::finish_reason::stop && ended_on_marker)))
+    return;
   turn t;
   t.messages = std::move(messages);
   t.ids = std::move(prompt);

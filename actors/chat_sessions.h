@@ -14,16 +14,16 @@
 //   s.remember("s1", messages, prompt, answer_ids, answer_text, reason);
 #pragma once
 
+#include "runtime/protocol/messages.h"
+#include "runtime/sched/request.h"
+#include "runtime/text/tokenizer.h"
+
 #include <cstdint>
 #include <list>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "runtime/protocol/messages.h"
-#include "runtime/sched/request.h"
-#include "runtime/text/tokenizer.h"
 
 namespace hart::actors {
 
@@ -37,13 +37,14 @@ class chat_sessions {
   /// when they do not continue it (or the turn cannot be continued: it ended on a stop string
   /// or another stop id, or its answer was cut by an abort or error). Errors: the new messages'
   /// encoding (an unknown role).
-  status_or<std::optional<std::vector<int32_t>>> continuation(const std::string& id,
-                                                              const std::vector<protocol::chat_message>& messages);
+  status_or<std::optional<std::vector<int32_t>>> continuation(
+      const std::string& id, const std::vector<protocol::chat_message>& messages);
 
   /// Records a finished turn of session `id`: its messages, its prompt ids, the answer's ids and
   /// text as streamed, and why it ended.
-  void remember(const std::string& id, std::vector<protocol::chat_message> messages, std::vector<int32_t> prompt,
-                const std::vector<int32_t>& answer_ids, std::string answer_text, sched::finish_reason reason);
+  void remember(const std::string& id, std::vector<protocol::chat_message> messages,
+                std::vector<int32_t> prompt, const std::vector<int32_t>& answer_ids, std::string answer_text,
+                sched::finish_reason reason);
 
   size_t size() const { return sessions_.size(); }
   size_t tokens() const { return tokens_; }
@@ -60,7 +61,7 @@ class chat_sessions {
 
   const tokenizer* tok_;
   size_t capacity_, max_tokens_;
-  size_t tokens_ = 0;  // ids held by all sessions
+  size_t tokens_ = 0;                   // ids held by all sessions
   std::vector<int32_t> end_of_answer_;  // the template's end-of-sentence marker as ids
   std::map<std::string, turn> sessions_;
   std::list<std::string> lru_;  // most recently used first

@@ -5,9 +5,9 @@
 // or a token bound.
 #include "actors/chat_sessions.h"
 
-#include <gtest/gtest.h>
-
 #include "runtime/text/chat_template.h"
+
+#include <gtest/gtest.h>
 
 namespace hart::actors {
 namespace {
@@ -44,8 +44,9 @@ TEST_F(chat_sessions_test, a_turn_that_extends_the_last_continues_from_its_ids) 
   const std::vector<int32_t> eos = encode(std::string(chat_tokens::eos));
   ASSERT_EQ(eos.size(), 1u);
   // DeepSeek-V4's chat mode, as the gateway renders messages.
-  const std::vector<int32_t> tail = encode(std::string(chat_tokens::user) + "more" + std::string(chat_tokens::assistant) +
-                                           std::string(chat_tokens::think_end));
+  const std::vector<int32_t> tail =
+      encode(std::string(chat_tokens::user) + "more" + std::string(chat_tokens::assistant) +
+             std::string(chat_tokens::think_end));
   // Cut by max_new_tokens: the template's end-of-sentence marker follows the answer.
   s.remember("a", turn1, prompt, answer, "xyz", sched::finish_reason::length);
   msgs turn2 = turn1;
@@ -102,7 +103,8 @@ TEST_F(chat_sessions_test, the_least_recently_used_session_goes_first) {
   EXPECT_EQ(t.size(), 2u);
   EXPECT_EQ(t.tokens(), 6u);
   EXPECT_FALSE(t.continuation("a", turn2)->has_value());
-  t.remember("big", turn1, std::vector<int32_t>(8, 0), {40}, "xy", sched::finish_reason::length);  // over the bound alone
+  t.remember("big", turn1, std::vector<int32_t>(8, 0), {40}, "xy",
+             sched::finish_reason::length);  // over the bound alone
   EXPECT_FALSE(t.continuation("big", turn2)->has_value());
   EXPECT_EQ(t.tokens(), 6u);
 }

@@ -1,14 +1,14 @@
 #include "actors/gateway_actor.h"
 
+#include "actors/chat_sessions.h"
+#include "actors/request_convert.h"
+#include "runtime/core/log.h"
+
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
-
-#include "actors/chat_sessions.h"
-#include "actors/request_convert.h"
-#include "runtime/core/log.h"
 
 namespace hart::actors {
 namespace {
@@ -40,8 +40,9 @@ using gateway_self = gateway_actor::stateful_pointer<gateway_state>;
 struct gateway_state {
   gateway_params params;
   uint64_t next_id = 1;
-  std::map<uint64_t, live_generation> live;                                     // internal id → generation
-  std::map<std::pair<transport::client_id, uint64_t>, uint64_t> by_client_id;  // (client, its id) → internal id
+  std::map<uint64_t, live_generation> live;  // internal id → generation
+  std::map<std::pair<transport::client_id, uint64_t>, uint64_t>
+      by_client_id;                                         // (client, its id) → internal id
   std::map<transport::client_id, int64_t> live_per_client;  // clients with live generations only
   int64_t live_prompt_tokens = 0;
   uint64_t refused_limits = 0;  // generates refused by an admission limit
@@ -88,22 +89,26 @@ struct gateway_state {
   void register_local(const transport::client_id& client, const std::shared_ptr<http::reply_queue>& q) {
     local[client] = q;
     if (local.size() < 2 * local_swept + 64) return;
-    for (auto it = local.begin(); it != local.end();) it = it->second.expired() ? local.erase(it) : std::next(it);
+    for (auto it = local.begin(); it != local.end();)
+      it = it->second.expired() ? local.erase(it) : std::next(it);
     local_swept = local.size();
   }
 
-  void on_generate(gateway_self self, const transport::client_id& client, const protocol::generate_request& g) {
+  void on_generate(gateway_self self, const transport::client_id& client,
+                   const protocol::generate_request& g) {
     const auto key = std::make_pair(client, g.request_id);
     if (by_client_id.count(key)) {
-      send(client, protocol::error_reply_from(invalid_argument("request id %llu is already running", (unsigned long long)g.request_id), g.request_id));
+      send(client, protocol::error_reply_from(invalid_argument("request id %llu is already running",
+                                                               (unsigned long long)g.request_id),
+                                              g.request_id));
       return;
     }
     const uint64_t id = next_id++;
     // A chat turn that continues its session's last one keeps that turn's token ids. Only in chat
     // mode: in thinking mode DeepSeek-V4's encoding drops the earlier answers' reasoning, so the
     // kept ids would not be what the template writes.
-    const bool chat_turn = !g.session_id.empty() && g.kind == protocol::prompt_kind::messages && g.sampling.n == 1 &&
-                           !g.thinking;
+    const bool chat_turn = !g.session_id.empty() && g.kind == protocol::prompt_kind::messages &&
+                           g.sampling.n == 1 && !g.thinking;
     std::optional<std::vector<int32_t>> continued;
     if (chat_turn) {
       auto c = sessions->continuation(g.session_id, g.messages);
@@ -113,13 +118,15 @@ struct gateway_state {
       }
       continued = std::move(*c);
     }
-    auto r = continued ? to_gen_request(with_token_ids(g, *continued), id, params.tok, params.vocab_size, params.max_context)
+    auto r = continued ? to_gen_request(with_token_ids(g, *continued), id, params.tok, params.vocab_size,
+                                        params.max_context)
                        : to_gen_request(g, id, params.tok, params.vocab_size, params.max_context);
     if (!r.ok()) {
       send(client, protocol::error_reply_from(r.get_status(), g.request_id));
       return;
     }
-    r->client = std::hash<transport::client_id>{}(client) | 1;  // the scheduler's turns are per connection; 0 is "shared"
+    r->client = std::hash<transport::client_id>{}(client) |
+                1;  // the scheduler's turns are per connection; 0 is "shared"
     const int64_t prompt_tokens = int64_t(r->prompt.size());
     if (status st = admit(client, prompt_tokens); !st.ok()) {
       ++refused_limits;
@@ -143,28 +150,31 @@ struct gateway_state {
     lg.top_logprobs = g.sampling.top_logprobs > 0;
     live.emplace(id, std::move(lg));
     by_client_id.emplace(key, id);
-    self->send(params.scheduler, submit_atom::value, std::make_shared<const submit_request>(submit_request{std::move(r).value()}));
+    self->send(params.scheduler, submit_atom::value,
+               std::make_shared<const submit_request>(submit_request{std::move(r).value()}));
   }
 
   /// The admission limits (gateway_params) for one more generation of `prompt_tokens`.
   status admit(const transport::client_id& client, int64_t prompt_tokens) const {
     if (params.max_requests > 0 && int64_t(live.size()) >= params.max_requests) {
-      return resource_exhausted("%zu generations are in flight, the server's limit (--max-requests %lld); retry later",
-                                live.size(), (long long)params.max_requests);
+      return resource_exhausted(
+          "%zu generations are in flight, the server's limit (--max-requests %lld); retry later", live.size(),
+          (long long)params.max_requests);
     }
     if (params.max_requests_per_client > 0) {
       const auto it = live_per_client.find(client);
       if (it != live_per_client.end() && it->second >= params.max_requests_per_client) {
-        return resource_exhausted("this client has %lld generations in flight, the limit per client "
-                                  "(--max-requests-per-client %lld); retry when one ends",
-                                  (long long)it->second, (long long)params.max_requests_per_client);
+        return resource_exhausted(
+            "this client has %lld generations in flight, the limit per client "
+            "(--max-requests-per-client %lld); retry when one ends",
+            (long long)it->second, (long long)params.max_requests_per_client);
       }
     }
     if (params.max_prompt_tokens > 0 && live_prompt_tokens + prompt_tokens > params.max_prompt_tokens) {
-      return resource_exhausted("%lld prompt tokens are in flight and this prompt has %lld, over the limit "
-                                "(--max-prompt-tokens %lld); retry later",
-                                (long long)live_prompt_tokens, (long long)prompt_tokens,
-                                (long long)params.max_prompt_tokens);
+      return resource_exhausted(
+          "%lld prompt tokens are in flight and this prompt has %lld, over the limit "
+          "(--max-prompt-tokens %lld); retry later",
+          (long long)live_prompt_tokens, (long long)prompt_tokens, (long long)params.max_prompt_tokens);
     }
     return {};
   }
@@ -196,7 +206,8 @@ struct gateway_state {
         g.answer_ids.push_back(t.token);
         g.answer_text += t.text;
       }
-      protocol::chunk_event c = to_chunk(t, g.client_request_id, g.next_seq[t.sample]++, g.logprobs, g.top_logprobs);
+      protocol::chunk_event c =
+          to_chunk(t, g.client_request_id, g.next_seq[t.sample]++, g.logprobs, g.top_logprobs);
       c.weight_version = weight_version;
       send(g.client, c);
     }
@@ -225,7 +236,8 @@ struct gateway_state {
   }
 
   /// `g` with `ids` as its prompt (a continued chat turn).
-  static protocol::generate_request with_token_ids(const protocol::generate_request& g, const std::vector<int32_t>& ids) {
+  static protocol::generate_request with_token_ids(const protocol::generate_request& g,
+                                                   const std::vector<int32_t>& ids) {
     protocol::generate_request t;
     t.request_id = g.request_id;
     t.kind = protocol::prompt_kind::token_ids;
@@ -253,15 +265,16 @@ struct gateway_state {
 
 gateway_actor::behavior_type gateway_impl(gateway_self self, gateway_params params) {
   self->state.params = std::move(params);
-  self->state.sessions = std::make_unique<chat_sessions>(self->state.params.tok, k_max_chat_sessions,
-                                                                k_max_chat_session_tokens);
+  self->state.sessions =
+      std::make_unique<chat_sessions>(self->state.params.tok, k_max_chat_sessions, k_max_chat_session_tokens);
   return {
       [=](inbound_atom, std::shared_ptr<const inbound_request> in) {
         if (in->local) self->state.register_local(in->client, in->local);
         if (const auto* g = std::get_if<protocol::generate_request>(&in->request)) {
           self->state.on_generate(self, in->client, *g);
         } else {
-          self->state.on_control(self, in->client, std::get<protocol::control_request>(in->request), in->from_server);
+          self->state.on_control(self, in->client, std::get<protocol::control_request>(in->request),
+                                 in->from_server);
         }
       },
       [=](events_atom, std::shared_ptr<const sched::event_batch> ev, uint64_t weight_version) {

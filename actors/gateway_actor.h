@@ -7,18 +7,18 @@
 // bookkeeping for both.
 #pragma once
 
-#include <memory>
-
 #include "actors/caf_compat.h"
 #include "runtime/text/tokenizer.h"
 #include "runtime/transport/server.h"
+
+#include <memory>
 
 namespace hart::actors {
 
 struct gateway_params {
   std::shared_ptr<transport::server> server;  // replies go out here (thread-safe send)
   scheduler_actor scheduler;
-  const tokenizer* tok = nullptr;             // may be null: token-id prompts only
+  const tokenizer* tok = nullptr;  // may be null: token-id prompts only
   int64_t vocab_size = 0;
   /// Routing ids one message carries; a longer routing goes in routing parts.
   int64_t max_routing_ids = protocol::max_routing_ids;

@@ -1,10 +1,10 @@
 #include "actors/request_convert.h"
 
-#include <algorithm>
-#include <cstdint>
-
 #include "runtime/protocol/routing_parts.h"
 #include "runtime/text/chat_template.h"
+
+#include <algorithm>
+#include <cstdint>
 
 namespace hart::actors {
 
@@ -36,7 +36,8 @@ status_or<sched::gen_request> to_gen_request(const protocol::generate_request& g
     case protocol::prompt_kind::text: {
       if (!tok) return failed_precondition("this server has no tokenizer: send token ids");
       HART_ASSIGN_OR_RETURN(r.prompt, tok->encode(g.text));
-      if (tok->config().add_bos_token && tok->config().bos_id) r.prompt.insert(r.prompt.begin(), *tok->config().bos_id);
+      if (tok->config().add_bos_token && tok->config().bos_id)
+        r.prompt.insert(r.prompt.begin(), *tok->config().bos_id);
       break;
     }
   }
@@ -72,10 +73,14 @@ status_or<sched::gen_request> to_gen_request(const protocol::generate_request& g
 
 protocol::finish_reason to_wire(sched::finish_reason r) {
   switch (r) {
-    case sched::finish_reason::stop: return protocol::finish_reason::stop;
-    case sched::finish_reason::length: return protocol::finish_reason::length;
-    case sched::finish_reason::abort: return protocol::finish_reason::abort;
-    case sched::finish_reason::error: return protocol::finish_reason::error;
+    case sched::finish_reason::stop:
+      return protocol::finish_reason::stop;
+    case sched::finish_reason::length:
+      return protocol::finish_reason::length;
+    case sched::finish_reason::abort:
+      return protocol::finish_reason::abort;
+    case sched::finish_reason::error:
+      return protocol::finish_reason::error;
   }
   return protocol::finish_reason::error;
 }
@@ -98,8 +103,8 @@ protocol::chunk_event to_chunk(const sched::token_event& e, uint64_t client_requ
   return c;
 }
 
-protocol::final_event to_final(const sched::finish_event& e, uint64_t client_request_id, int64_t max_routing_ids,
-                               std::vector<protocol::routing_part>* parts) {
+protocol::final_event to_final(const sched::finish_event& e, uint64_t client_request_id,
+                               int64_t max_routing_ids, std::vector<protocol::routing_part>* parts) {
   parts->clear();
   protocol::final_event f;
   f.request_id = client_request_id;

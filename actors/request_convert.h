@@ -5,12 +5,12 @@
 // Pure functions: the gateway actor calls them, tests call them directly.
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
 #include "runtime/protocol/messages.h"
 #include "runtime/sched/request.h"
 #include "runtime/text/tokenizer.h"
+
+#include <cstdint>
 
 namespace hart::actors {
 
@@ -29,7 +29,7 @@ protocol::chunk_event to_chunk(const sched::token_event& e, uint64_t client_requ
 /// The final for `e`. Its routing (when asked for) goes inline when it holds at
 /// most max_routing_ids ids, else into `parts` (routing_part replies to send
 /// before the final, docs/protocol.md §5.3) and final_event::routing_parts.
-protocol::final_event to_final(const sched::finish_event& e, uint64_t client_request_id, int64_t max_routing_ids,
-                               std::vector<protocol::routing_part>* parts);
+protocol::final_event to_final(const sched::finish_event& e, uint64_t client_request_id,
+                               int64_t max_routing_ids, std::vector<protocol::routing_part>* parts);
 
 }  // namespace hart::actors

@@ -1,12 +1,12 @@
 #include "actors/scheduler_actor.h"
 
-#include <algorithm>
-#include <set>
-#include <sstream>
-
 #include "actors/cache_shard_actor.h"
 #include "runtime/core/log.h"
 #include "runtime/sched/step_pipeline.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
 
 namespace hart::actors {
 namespace {
@@ -17,7 +17,8 @@ using namespace std::chrono_literals;
 // timer: the spin starts at its dispatch.
 constexpr double k_min_catch_delay_us = 50;
 
-protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_version, uint64_t caught, uint64_t tag) {
+protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_version, uint64_t caught,
+                                 uint64_t tag) {
   protocol::stats_reply r;
   r.tag = tag;
   r.entries = {{"queue_depth", double(s.waiting)},
@@ -94,9 +95,9 @@ struct scheduler_state : sched::pipeline_port {
   uint64_t weight_version = 0;
   /// Which dispatch the pending catch timer is for, and the open window.
   uint64_t catch_gen = 0;
-  uint64_t caught = 0;  // step outcomes that arrived inside an open catch window
+  uint64_t caught = 0;         // step outcomes that arrived inside an open catch window
   int64_t catch_until_us = 0;  // the open catch window's end (0: none)
-  int64_t catch_late_us = 0;   // the step in flight counts as late from here: the window stays open until then
+  int64_t catch_late_us = 0;  // the step in flight counts as late from here: the window stays open until then
 
   sched::serving_core& core() { return pipeline->core(); }
 
@@ -108,13 +109,15 @@ struct scheduler_state : sched::pipeline_port {
   }
   void send_swap() override { self->send(params.worker, swap_atom::value, swap); }
   void send_cache_ops(cache::cache_op_batch ops) override {
-    self->send(shard(0), cache_ops_atom::value, std::make_shared<const cache::cache_op_batch>(std::move(ops)));
+    self->send(shard(0), cache_ops_atom::value,
+               std::make_shared<const cache::cache_op_batch>(std::move(ops)));
   }
   // await: nothing else is handled until the grants are applied, as when the
   // policy called the index synchronously.
   void ask_slots(cache::slot_request req) override {
     auto* st = this;
-    self->request(shard(0), caf::infinite, shard_plan_atom::value, std::make_shared<const cache::slot_request>(std::move(req)))
+    self->request(shard(0), caf::infinite, shard_plan_atom::value,
+                  std::make_shared<const cache::slot_request>(std::move(req)))
         .await([st](std::shared_ptr<const cache::slot_grants> g) { st->pipeline->on_slots(*g); },
                [st](caf::error& e) {
                  HART_LOG_ERROR("cache shard 0 did not answer: %s", caf::to_string(e).c_str());
@@ -132,12 +135,16 @@ struct scheduler_state : sched::pipeline_port {
   }
   void publish(sched::event_batch ev) override {
     if (ev.empty()) return;
-    self->send(gateway, events_atom::value, std::make_shared<const sched::event_batch>(std::move(ev)), weight_version);
+    self->send(gateway, events_atom::value, std::make_shared<const sched::event_batch>(std::move(ev)),
+               weight_version);
   }
-  void retry_after(std::chrono::milliseconds delay) override { self->delayed_send(self, delay, retry_atom::value); }
+  void retry_after(std::chrono::milliseconds delay) override {
+    self->delayed_send(self, delay, retry_atom::value);
+  }
 
   void reply(const transport::client_id& client, protocol::reply r) {
-    self->send(gateway, reply_atom::value, std::make_shared<const addressed_reply>(addressed_reply{client, std::move(r)}));
+    self->send(gateway, reply_atom::value,
+               std::make_shared<const addressed_reply>(addressed_reply{client, std::move(r)}));
   }
 
   /// The cache shard of an attention-DP rank. NOTE(hart): every sequence
@@ -165,7 +172,8 @@ struct scheduler_state : sched::pipeline_port {
   /// arrives or the window ends.
   void on_catch(uint64_t gen) {
     if (gen != catch_gen || pipeline->in_flight() == 0) return;
-    if (catch_until_us == 0) catch_until_us = std::max(core().now_us() + params.catch_step.count(), catch_late_us);
+    if (catch_until_us == 0)
+      catch_until_us = std::max(core().now_us() + params.catch_step.count(), catch_late_us);
     while (self->mailbox().empty() && core().now_us() < catch_until_us) {
     }
   }
@@ -225,7 +233,8 @@ struct scheduler_state : sched::pipeline_port {
         break;
       case control_verb::health: {
         const auto uptime_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::steady_clock::now() - params.started).count();
+                                   std::chrono::steady_clock::now() - params.started)
+                                   .count();
         reply(c.client, protocol::health_reply{ctl.tag, true, uint64_t(uptime_us)});
         break;
       }
@@ -269,7 +278,8 @@ struct scheduler_state : sched::pipeline_port {
   }
 };
 
-scheduler_actor::behavior_type scheduler_impl(scheduler_self self, std::shared_ptr<sched::step_pipeline> pipeline,
+scheduler_actor::behavior_type scheduler_impl(scheduler_self self,
+                                              std::shared_ptr<sched::step_pipeline> pipeline,
                                               scheduler_actor_params params) {
   auto& st = self->state;
   st.self = self;
@@ -298,9 +308,11 @@ scheduler_actor::behavior_type scheduler_impl(scheduler_self self, std::shared_p
 
 }  // namespace
 
-status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys, const scheduler_actor_params& given) {
+status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys,
+                                                 const scheduler_actor_params& given) {
   if (given.shards.size() > 1) {
-    return unimplemented("scheduler: %zu cache shards; a step is planned for one attention-DP rank", given.shards.size());
+    return unimplemented("scheduler: %zu cache shards; a step is planned for one attention-DP rank",
+                         given.shards.size());
   }
   HART_ASSIGN_OR_RETURN(std::unique_ptr<sched::serving_core> core,
                         sched::serving_core::create_without_shard(given.serving, given.tok));
@@ -312,7 +324,8 @@ status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys, const s
   // NOTE(hart): detached although it never blocks: its own thread wakes on a
   // condition variable the moment a step outcome arrives, whatever the pool is
   // busy with (gateway, weight sync); the step path is the S1 budget.
-  auto pipeline = std::make_shared<sched::step_pipeline>(std::move(core), sched::step_pipeline_params{params.overlap});
+  auto pipeline =
+      std::make_shared<sched::step_pipeline>(std::move(core), sched::step_pipeline_params{params.overlap});
   return sys.spawn<caf::detached>(scheduler_impl, std::move(pipeline), params);
 }
 

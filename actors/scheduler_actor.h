@@ -29,12 +29,12 @@
 // worker the executor brings up (remote_worker's restart policy).
 #pragma once
 
-#include <chrono>
-#include <vector>
-
 #include "actors/caf_compat.h"
 #include "runtime/sched/serving_core.h"
 #include "runtime/text/tokenizer.h"
+
+#include <chrono>
+#include <vector>
 
 namespace hart::actors {
 
@@ -46,7 +46,7 @@ struct scheduler_actor_params {
   /// Cache shard actors by attention-DP rank; empty: one is spawned for rank 0
   /// (linked to the scheduler). One rank is all the policy plans for today.
   std::vector<cache_shard_actor> shards;
-  uint64_t weight_version = 0;     ///< of the weights the worker starts with
+  uint64_t weight_version = 0;  ///< of the weights the worker starts with
   /// Plan each decode step's successor before it runs (sched::scheduler::schedule_ahead),
   /// so the worker starts it without waiting for the scheduler (--overlap-schedule).
   bool overlap = false;
@@ -59,6 +59,7 @@ struct scheduler_actor_params {
 
 /// Fails when the serving core cannot be created (bad cache or batching
 /// sizes), or for more than one shard (a step is not split across ranks yet).
-status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys, const scheduler_actor_params& params);
+status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys,
+                                                 const scheduler_actor_params& params);
 
 }  // namespace hart::actors

@@ -9,13 +9,13 @@
 // for the shard, with the serving_loop's outputs.
 #include "actors/scheduler_actor.h"
 
-#include <gtest/gtest.h>
-
-#include <map>
-
 #include "actors/cache_shard_actor.h"
 #include "actors/worker_actor.h"
 #include "runtime/worker/serving_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
 
 namespace hart::actors {
 namespace {
@@ -128,7 +128,8 @@ class scheduler_actor_test : public ::testing::Test {
   protocol::reply control(protocol::control_verb verb, std::vector<uint64_t> ids = {}) {
     protocol::control_request c;
     c.verb = verb;
-    gw_->send(sched_, control_atom::value, std::make_shared<const control_call>(control_call{{}, c, std::move(ids)}));
+    gw_->send(sched_, control_atom::value,
+              std::make_shared<const control_call>(control_call{{}, c, std::move(ids)}));
     protocol::reply got = protocol::error_reply{};
     bool done = false;
     while (!done) {
@@ -186,10 +187,12 @@ TEST_F(scheduler_actor_test, outputs_equal_the_serving_loop_token_for_token_and_
   ASSERT_EQ(got.size(), want.size());
   for (const auto& [k, w] : want) {
     const output& g = got[k];
-    EXPECT_EQ(g.fin.reason, sched::finish_reason::length) << k.first << "/" << k.second << " " << g.fin.message;
+    EXPECT_EQ(g.fin.reason, sched::finish_reason::length)
+        << k.first << "/" << k.second << " " << g.fin.message;
     EXPECT_EQ(g.tokens, w.tokens) << k.first << "/" << k.second;
     ASSERT_EQ(g.logprobs.size(), w.logprobs.size());
-    for (size_t i = 0; i < w.logprobs.size(); ++i) EXPECT_EQ(g.logprobs[i], w.logprobs[i]) << k.first << " token " << i;
+    for (size_t i = 0; i < w.logprobs.size(); ++i)
+      EXPECT_EQ(g.logprobs[i], w.logprobs[i]) << k.first << " token " << i;
     for (size_t i = 0; i < g.produced_us.size(); ++i) {
       EXPECT_GT(g.produced_us[i], 0);
       if (i > 0) {
@@ -219,11 +222,13 @@ TEST_F(scheduler_actor_test, abort_while_a_step_runs_ends_the_request_and_frees_
   // Wait for the first token: the request is decoding, a step is in flight or about to be.
   bool first = false;
   while (!first) {
-    gw_->receive([&](events_atom, std::shared_ptr<const sched::event_batch> ev, uint64_t) { first = !ev->tokens.empty(); },
+    gw_->receive([&](events_atom, std::shared_ptr<const sched::event_batch> ev,
+                     uint64_t) { first = !ev->tokens.empty(); },
                  caf::after(120s) >> [&] { first = true; });
   }
   const protocol::reply h = control(protocol::control_verb::health);
-  ASSERT_TRUE(std::holds_alternative<protocol::health_reply>(h)) << "health is answered while the request decodes";
+  ASSERT_TRUE(std::holds_alternative<protocol::health_reply>(h))
+      << "health is answered while the request decodes";
   protocol::control_request c;
   c.verb = protocol::control_verb::abort;
   gw_->send(sched_, control_atom::value, std::make_shared<const control_call>(control_call{{}, c, {1}}));

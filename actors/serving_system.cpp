@@ -1,11 +1,11 @@
 #include "actors/serving_system.h"
 
+#include "actors/scheduler_actor.h"
+#include "actors/weight_sync_actor.h"
+
 #include <functional>
 #include <mutex>
 #include <vector>
-
-#include "actors/scheduler_actor.h"
-#include "actors/weight_sync_actor.h"
 
 namespace hart::actors {
 
@@ -22,7 +22,8 @@ struct serving_system::parts {
     if (srv) srv->stop();
     if (sync_srv) sync_srv->stop();
     for (const auto& clear : clear_slots) clear();
-    for (auto a = actors.rbegin(); a != actors.rend(); ++a) caf::anon_send_exit(*a, caf::exit_reason::user_shutdown);
+    for (auto a = actors.rbegin(); a != actors.rend(); ++a)
+      caf::anon_send_exit(*a, caf::exit_reason::user_shutdown);
   }
 };
 
@@ -42,13 +43,18 @@ serving_system::serving_system(std::unique_ptr<parts> p) : p_(std::move(p)) {}
 
 serving_system::~serving_system() = default;
 
-std::string serving_system::endpoint() const { return p_->srv ? p_->srv->endpoint() : std::string(); }
+std::string serving_system::endpoint() const {
+  return p_->srv ? p_->srv->endpoint() : std::string();
+}
 std::string serving_system::weight_sync_endpoint() const {
   return p_->sync_srv ? p_->sync_srv->endpoint() : std::string();
 }
-std::string serving_system::http_endpoint() const { return p_->http_srv ? p_->http_srv->endpoint() : std::string(); }
+std::string serving_system::http_endpoint() const {
+  return p_->http_srv ? p_->http_srv->endpoint() : std::string();
+}
 
-status_or<std::unique_ptr<serving_system>> serving_system::start(caf::actor_system& sys, serving_system_params prm) {
+status_or<std::unique_ptr<serving_system>> serving_system::start(caf::actor_system& sys,
+                                                                 serving_system_params prm) {
   auto p = std::make_unique<parts>();
   HART_ASSIGN_OR_RETURN(worker_actor worker, spawn_worker_actor(sys, prm.worker));
   p->actors.push_back(caf::actor_cast<caf::actor>(worker));
@@ -69,7 +75,8 @@ status_or<std::unique_ptr<serving_system>> serving_system::start(caf::actor_syst
     std::lock_guard<std::mutex> lock(slot->m);
     if (slot->actor) {
       caf::anon_send(slot->actor, inbound_atom::value,
-                     std::make_shared<const inbound_request>(inbound_request{client, std::move(r), nullptr, from_server}));
+                     std::make_shared<const inbound_request>(
+                         inbound_request{client, std::move(r), nullptr, from_server}));
     }
   };
   // A slow reader's generations are aborted as its own "abort all" would (no ack): they stop
@@ -83,13 +90,12 @@ status_or<std::unique_ptr<serving_system>> serving_system::start(caf::actor_syst
   // A client whose connection closed reads nothing any more: its generations are aborted the
   // same way, so they stop using the engine and their pages now, not at their last token.
   auto on_disconnect = on_slow_client;
-  HART_ASSIGN_OR_RETURN(
-      p->srv, transport::server::start(
-                  prm.message_api,
-                  [to_gateway](const transport::client_id& client, protocol::request r) {
-                    to_gateway(client, std::move(r), false);
-                  },
-                  on_slow_client, on_disconnect));
+  HART_ASSIGN_OR_RETURN(p->srv, transport::server::start(
+                                    prm.message_api,
+                                    [to_gateway](const transport::client_id& client, protocol::request r) {
+                                      to_gateway(client, std::move(r), false);
+                                    },
+                                    on_slow_client, on_disconnect));
   p->clear_slots.push_back([slot] {
     std::lock_guard<std::mutex> lock(slot->m);
     slot->actor = gateway_actor{};
@@ -110,10 +116,12 @@ status_or<std::unique_ptr<serving_system>> serving_system::start(caf::actor_syst
   auto wslot = std::make_shared<actor_slot<weight_sync_actor>>();
   if (!prm.weight_sync.endpoint.empty()) {
     HART_ASSIGN_OR_RETURN(p->sync_srv,
-                          weight_sync::sync_server::start(prm.weight_sync, [wslot](std::shared_ptr<const weight_sync::inbound_sync> m) {
-                            std::lock_guard<std::mutex> lock(wslot->m);
-                            if (wslot->actor) caf::anon_send(wslot->actor, sync_atom::value, std::move(m));
-                          }));
+                          weight_sync::sync_server::start(
+                              prm.weight_sync, [wslot](std::shared_ptr<const weight_sync::inbound_sync> m) {
+                                std::lock_guard<std::mutex> lock(wslot->m);
+                                if (wslot->actor)
+                                  caf::anon_send(wslot->actor, sync_atom::value, std::move(m));
+                              }));
   }
   // The weight-sync actor runs pushes from the sync socket and the HTTP weight endpoints' updates.
   weight_sync_actor sync_actor;
@@ -136,11 +144,13 @@ status_or<std::unique_ptr<serving_system>> serving_system::start(caf::actor_syst
 
   // HTTP: its threads post to the gateway like the socket thread (never blocking on an actor).
   if (prm.http) {
-    auto to_gateway_http = [slot](const std::string& client, protocol::request r, std::shared_ptr<http::reply_queue> q) {
+    auto to_gateway_http = [slot](const std::string& client, protocol::request r,
+                                  std::shared_ptr<http::reply_queue> q) {
       std::lock_guard<std::mutex> lock(slot->m);
       if (slot->actor) {
-        caf::anon_send(slot->actor, inbound_atom::value,
-                       std::make_shared<const inbound_request>(inbound_request{client, std::move(r), std::move(q)}));
+        caf::anon_send(
+            slot->actor, inbound_atom::value,
+            std::make_shared<const inbound_request>(inbound_request{client, std::move(r), std::move(q)}));
       }
     };
     http::weights_fn to_weight_sync;

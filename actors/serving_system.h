@@ -16,13 +16,6 @@
 //   // ... until a signal; `serving` goes before `sys`.
 #pragma once
 
-#include <chrono>
-#include <memory>
-#include <optional>
-#include <string>
-
-#include <caf/all.hpp>
-
 #include "actors/gateway_actor.h"
 #include "actors/worker_actor.h"
 #include "runtime/http/http_server.h"
@@ -30,6 +23,13 @@
 #include "runtime/sched/serving_core.h"
 #include "runtime/transport/server.h"
 #include "runtime/weight_sync/sync_server.h"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
 
 namespace hart::actors {
 
@@ -57,7 +57,8 @@ class serving_system {
  public:
   /// The errors of each part's start (a port in use, a bad key, an executor that cannot be
   /// made); whatever had started is stopped again before it returns.
-  static status_or<std::unique_ptr<serving_system>> start(caf::actor_system& sys, serving_system_params params);
+  static status_or<std::unique_ptr<serving_system>> start(caf::actor_system& sys,
+                                                          serving_system_params params);
   ~serving_system();
   serving_system(const serving_system&) = delete;
   serving_system& operator=(const serving_system&) = delete;

@@ -1,11 +1,11 @@
 #include "actors/weight_sync_actor.h"
 
-#include <optional>
-
 #include "runtime/core/log.h"
 #include "runtime/model/config.h"
 #include "runtime/model/engine.h"
 #include "runtime/model/tensor_source.h"
+
+#include <optional>
 
 namespace hart::actors {
 namespace {
@@ -53,8 +53,9 @@ struct weight_sync_state {
   status open_nccl(const weight_sync::begin_msg& m) {
     if (!m.nccl_reuse) return nccl.join(m.nccl_id, 1, 2, params.cuda_device, params.idle_timeout);
     if (!nccl.joined(m.nccl_id, params.cuda_device)) {
-      return not_found("no NCCL group with this id is open here (closed by a failed update, another trainer's "
-                       "group, or a restart): begin with a fresh id");
+      return not_found(
+          "no NCCL group with this id is open here (closed by a failed update, another trainer's "
+          "group, or a restart): begin with a fresh id");
     }
     return {};
   }
@@ -75,8 +76,8 @@ struct weight_sync_state {
                     (unsigned long long)m.version);
       if (owner != client) {
         answer(owner, reply_of(staging.version(), sync_phase::end,
-                               status(status_code::cancelled, "replaced by a new begin (update " +
-                                                                  std::to_string(m.version) + ")")));
+                               status(status_code::cancelled,
+                                      "replaced by a new begin (update " + std::to_string(m.version) + ")")));
       }
       drop_nccl();
     }
@@ -86,7 +87,8 @@ struct weight_sync_state {
     if (s.ok() && !m.nccl_id.empty()) {
       s = open_nccl(m);
       if (s.ok()) {
-        nccl_update = true;  // a new group forms as the trainer joins after this ack; the first chunk waits for it
+        nccl_update =
+            true;  // a new group forms as the trainer joins after this ack; the first chunk waits for it
       } else {
         staging.discard();
       }
@@ -95,13 +97,15 @@ struct weight_sync_state {
     answer(client, reply_of(m.version, sync_phase::begin, s));
   }
 
-  void on_bucket(caf::blocking_actor* self, const weight_sync::inbound_sync& in, const weight_sync::bucket_msg& b) {
+  void on_bucket(caf::blocking_actor* self, const weight_sync::inbound_sync& in,
+                 const weight_sync::bucket_msg& b) {
     status s = staging.begin_bucket(b.version, b.seq);
     if (s.ok() && nccl_update && b.seq + 1 != staging.buckets_received()) {
       // Both ranks must call NCCL in one order: the trainer's, buckets in seq order on one connection.
-      s = invalid_argument("bucket %llu arrived before bucket %llu: an update by NCCL sends its buckets in seq "
-                           "order on one connection",
-                           (unsigned long long)b.seq, (unsigned long long)(staging.buckets_received() - 1));
+      s = invalid_argument(
+          "bucket %llu arrived before bucket %llu: an update by NCCL sends its buckets in seq "
+          "order on one connection",
+          (unsigned long long)b.seq, (unsigned long long)(staging.buckets_received() - 1));
       staging.discard();
     }
     size_t frame = 0;  // chunks in CUDA memory have no data frame (the codec checked the count)
@@ -148,8 +152,10 @@ struct weight_sync_state {
 
   status run_local(caf::blocking_actor* self, const local_update& u, uint64_t version) {
     if (staging.active()) {
-      return failed_precondition("weight update %llu is being pushed over the weight-sync socket; try again when "
-                                 "it ends", (unsigned long long)staging.version());
+      return failed_precondition(
+          "weight update %llu is being pushed over the weight-sync socket; try again when "
+          "it ends",
+          (unsigned long long)staging.version());
     }
     HART_RETURN_IF_ERROR(weight_version_check("weight update", version, serving_version));
     if (u.checkpoint_dir.empty()) return swap_in(self, nullptr, version);
@@ -161,8 +167,9 @@ struct weight_sync_state {
     src.reset();
     const auto t1 = steady::now();
     HART_RETURN_IF_ERROR(swap_in(self, std::move(built), version));
-    HART_LOG_INFO("weight version %llu serving, from %s (build %.3f s, swap %.3f s)", (unsigned long long)version,
-                  u.checkpoint_dir.c_str(), std::chrono::duration<double>(t1 - t0).count(),
+    HART_LOG_INFO("weight version %llu serving, from %s (build %.3f s, swap %.3f s)",
+                  (unsigned long long)version, u.checkpoint_dir.c_str(),
+                  std::chrono::duration<double>(t1 - t0).count(),
                   std::chrono::duration<double>(steady::now() - t1).count());
     return {};
   }
@@ -177,7 +184,8 @@ struct weight_sync_state {
                     u.checkpoint_dir.empty() ? " (relabel)" : " from ", u.checkpoint_dir.c_str(),
                     o.result.to_string().c_str());
     } else if (u.checkpoint_dir.empty()) {
-      HART_LOG_INFO("weight version %llu serving (relabelled; the weights are unchanged)", (unsigned long long)version);
+      HART_LOG_INFO("weight version %llu serving (relabelled; the weights are unchanged)",
+                    (unsigned long long)version);
     }
     if (u.done) u.done(o);
   }
@@ -215,7 +223,8 @@ struct weight_sync_state {
     r.swap_us = uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - t1).count());
     if (swapped.ok()) {
       HART_LOG_INFO("weight version %llu serving (%llu bytes; build %.3f s, swap %.3f s)",
-                    (unsigned long long)m.version, (unsigned long long)bytes, r.build_us * 1e-6, r.swap_us * 1e-6);
+                    (unsigned long long)m.version, (unsigned long long)bytes, r.build_us * 1e-6,
+                    r.swap_us * 1e-6);
     } else if (by_nccl) {
       nccl.close();  // the trainer closes its side on any error
     }
@@ -254,23 +263,26 @@ void weight_sync_loop(caf::blocking_actor* self, std::shared_ptr<weight_sync_sta
           running = false;
           self->fail_state(m.reason);
         },
-        caf::after(st->params.idle_timeout) >> [&] {
-          if (!st->staging.active()) return;
-          HART_LOG_WARN("weight sync: update %llu idle for %lld ms, dropped", (unsigned long long)st->staging.version(),
-                        (long long)st->params.idle_timeout.count());
-          if (st->parked_end) {
-            st->answer(st->parked_end->first,
-                       st->reply_of(st->parked_end->second.version, sync_phase::end,
-                                    status(status_code::unavailable,
-                                           "update dropped: " + std::to_string(st->staging.buckets_received()) + " of " +
-                                               std::to_string(st->parked_end->second.n_buckets) +
-                                               " buckets arrived before the idle timeout")));
-            st->parked_end.reset();
-          }
-          st->staging.discard();
-          st->ipc.close();
-          st->drop_nccl();
-        });
+        caf::after(st->params.idle_timeout) >>
+            [&] {
+              if (!st->staging.active()) return;
+              HART_LOG_WARN("weight sync: update %llu idle for %lld ms, dropped",
+                            (unsigned long long)st->staging.version(),
+                            (long long)st->params.idle_timeout.count());
+              if (st->parked_end) {
+                st->answer(
+                    st->parked_end->first,
+                    st->reply_of(st->parked_end->second.version, sync_phase::end,
+                                 status(status_code::unavailable,
+                                        "update dropped: " + std::to_string(st->staging.buckets_received()) +
+                                            " of " + std::to_string(st->parked_end->second.n_buckets) +
+                                            " buckets arrived before the idle timeout")));
+                st->parked_end.reset();
+              }
+              st->staging.discard();
+              st->ipc.close();
+              st->drop_nccl();
+            });
   }
 }
 

@@ -12,14 +12,14 @@
 // aborted with a failed one.
 #pragma once
 
-#include <chrono>
-#include <memory>
-
 #include "actors/caf_compat.h"
 #include "runtime/model/config.h"
 #include "runtime/model/weight_target.h"
 #include "runtime/weight_sync/staging.h"
 #include "runtime/weight_sync/sync_server.h"
+
+#include <chrono>
+#include <memory>
 
 namespace hart::actors {
 

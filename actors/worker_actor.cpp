@@ -1,9 +1,9 @@
 #include "actors/worker_actor.h"
 
+#include "runtime/worker/local_executor.h"
+
 #include <algorithm>
 #include <chrono>
-
-#include "runtime/worker/local_executor.h"
 
 namespace hart::actors {
 namespace {
@@ -32,7 +32,8 @@ struct worker_state {
   /// Between steps, at the executor's idle_check_ms.
   void check_idle() {
     std::string why;
-    if (executor->check_idle(&why) && lost_idle.empty()) lost_idle = why.empty() ? "worker lost while idle" : why;
+    if (executor->check_idle(&why) && lost_idle.empty())
+      lost_idle = why.empty() ? "worker lost while idle" : why;
   }
 
   uint64_t weight_version() const { return weights ? weights->version() : 0; }
@@ -49,7 +50,8 @@ struct worker_state {
     o.exec_start_us = steady_us();
     if (!lost_idle.empty()) {
       o.exec_end_us = o.exec_start_us;
-      o.result = status(status_code::unavailable, lost_idle + "; step " + std::to_string(plan.step) + " not run");
+      o.result =
+          status(status_code::unavailable, lost_idle + "; step " + std::to_string(plan.step) + " not run");
       o.pages_lost = true;
       o.not_run = true;
       lost_idle.clear();
@@ -60,8 +62,9 @@ struct worker_state {
                                    [](const sched::step_item& it) { return it.feed_last_sampled; });
     if (ahead) {
       sched::step_plan filled = plan;
-      const status st = last && last->result.ok() ? sched::fill_planned_ahead(filled, last->result.value())
-                                                  : status(status_code::unavailable, "the step before failed");
+      const status st = last && last->result.ok()
+                            ? sched::fill_planned_ahead(filled, last->result.value())
+                            : status(status_code::unavailable, "the step before failed");
       if (!st.ok()) {  // the step before failed or did not run: this one is handed back unrun
         o.exec_end_us = o.exec_start_us;
         o.result = st;
@@ -129,9 +132,10 @@ void worker_loop(caf::blocking_actor* self, std::shared_ptr<worker_state> st) {
           running = false;
           self->fail_state(m.reason);
         },
-        caf::after(idle_wait) >> [&] {
-          if (check_ms > 0) st->check_idle();
-        });
+        caf::after(idle_wait) >>
+            [&] {
+              if (check_ms > 0) st->check_idle();
+            });
   }
 }
 

@@ -20,15 +20,15 @@
 //       in-process engine (CPU or GPU); a worker process refuses them.
 #pragma once
 
-#include <functional>
-#include <memory>
-#include <string>
-
 #include "actors/caf_compat.h"
 #include "runtime/cache/shadow_radix.h"
 #include "runtime/model/engine.h"
 #include "runtime/model/weight_target.h"
 #include "runtime/sched/step_executor.h"
+
+#include <functional>
+#include <memory>
+#include <string>
 
 namespace hart::actors {
 

@@ -36,19 +36,19 @@ bench_model_bytes bench_model_bytes_of(const model_config& c, bool mxfp4_experts
       lin8(Is, D);
       lin8(D, Is);
     }
-    bf16_params += double(E) * double(D);                   // router
+    bf16_params += double(E) * double(D);  // router
     f32_floats += 2.0 * (n_mix * n * D + n_mix + 3) + 2 * D + c.q_lora_rank + hd + H;
     const attention_kind k = c.layer_kinds[il];
     if (k != attention_kind::sliding) {
       const int64_t width = (k == attention_kind::csa ? 2 : 1) * hd;
-      bf16_params += 2.0 * double(width) * double(D);       // compressor wkv, wgate
+      bf16_params += 2.0 * double(width) * double(D);  // compressor wkv, wgate
       f32_floats += double(c.compress_rate(k) * width + hd);
     }
     if (k == attention_kind::csa) {
       const int64_t dI = c.index_head_dim;
-      lin8(c.index_n_heads * dI, c.q_lora_rank);            // indexer wq_b
-      bf16_params += double(c.index_n_heads) * double(D);   // weights_proj
-      bf16_params += 2.0 * double(2 * dI) * double(D);      // indexer compressor
+      lin8(c.index_n_heads * dI, c.q_lora_rank);           // indexer wq_b
+      bf16_params += double(c.index_n_heads) * double(D);  // weights_proj
+      bf16_params += 2.0 * double(2 * dI) * double(D);     // indexer compressor
       f32_floats += double(c.csa_rate * 2 * dI + dI);
     }
     m.dense_bytes += fp8 + 2 * bf16_params + 4 * f32_floats;
@@ -72,6 +72,8 @@ double bench_kv_read_bytes(const model_config& c, int64_t n_ctx) {
   return entries * k_kv_entry_bytes + keys * k_index_key_bytes;
 }
 
-double bench_floor_us(double bytes, double launch_us) { return bytes / k_h200_copy_bytes_per_s * 1e6 + launch_us; }
+double bench_floor_us(double bytes, double launch_us) {
+  return bytes / k_h200_copy_bytes_per_s * 1e6 + launch_us;
+}
 
 }  // namespace hart::cli

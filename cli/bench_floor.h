@@ -7,9 +7,9 @@
 //   double floor_us = bench_floor_us(m.dense_bytes + 7 * m.expert_bytes + m.head_bytes + kv, launch_us);
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/model/config.h"
+
+#include <cstdint>
 
 namespace hart::cli {
 
@@ -28,11 +28,11 @@ inline constexpr int64_t k_index_key_bytes = 132;
 /// checkpoint dtype; the fp32 math on bf16 values is exact); mHC mixing and
 /// norms: fp32. wo_a counts as FP8: its checkpoint values are FP8.
 struct bench_model_bytes {
-  double dense_bytes = 0;     // every layer's attention, indexer, compressors, router, shared expert, mHC, norms
-  double expert_bytes = 0;    // one routed expert (w1, w3, w2)
-  double head_bytes = 0;      // the LM head [vocab, D]
-  double dense_params = 0;    // matmul parameters every token runs (dense part, all layers)
-  double expert_params = 0;   // one routed expert's
+  double dense_bytes = 0;  // every layer's attention, indexer, compressors, router, shared expert, mHC, norms
+  double expert_bytes = 0;   // one routed expert (w1, w3, w2)
+  double head_bytes = 0;     // the LM head [vocab, D]
+  double dense_params = 0;   // matmul parameters every token runs (dense part, all layers)
+  double expert_params = 0;  // one routed expert's
   double head_params = 0;
 };
 

@@ -1,14 +1,14 @@
 #include "cli/cli_common.h"
 
-#include <cstdio>
-#include <type_traits>
-#include <variant>
-
-#include <CLI/CLI.hpp>
-
 #include "cli/dummy_model.h"
 #include "runtime/transport/client.h"
 #include "runtime/transport/curve_auth.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <type_traits>
+#include <variant>
 
 namespace hart::cli {
 
@@ -18,7 +18,8 @@ int fail(const status& s) {
 }
 
 void add_common(CLI::App* cmd, common_options* o) {
-  cmd->add_option("-m,--model", o->model_dir, "Checkpoint directory (config.json, *.safetensors, tokenizer.json)")
+  cmd->add_option("-m,--model", o->model_dir,
+                  "Checkpoint directory (config.json, *.safetensors, tokenizer.json)")
       ->required()
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--precision", o->precision_name,
@@ -35,23 +36,27 @@ void add_common(CLI::App* cmd, common_options* o) {
 }
 
 void add_load_format(CLI::App* cmd, common_options* o) {
-  cmd->add_option("--load-format", o->load_format,
-                  "auto: the checkpoint in --model; dummy: random weights at --model's config.json shapes (for "
-                  "trying shapes and measuring; the outputs are noise). With --device cuda they are made on the "
-                  "device in the serving formats (seconds, no disk); otherwise written as a checkpoint (FP8 + MXFP4 "
-                  "as released where the shapes allow, else BF16) to a temporary directory removed at exit")
+  cmd->add_option(
+         "--load-format", o->load_format,
+         "auto: the checkpoint in --model; dummy: random weights at --model's config.json shapes (for "
+         "trying shapes and measuring; the outputs are noise). With --device cuda they are made on the "
+         "device in the serving formats (seconds, no disk); otherwise written as a checkpoint (FP8 + MXFP4 "
+         "as released where the shapes allow, else BF16) to a temporary directory removed at exit")
       ->check(CLI::IsMember({"auto", "dummy"}))
       ->capture_default_str();
-  cmd->add_option("--num-layers", o->num_layers, "With --load-format dummy: only the config's first N layers (0 = all)")
+  cmd->add_option("--num-layers", o->num_layers,
+                  "With --load-format dummy: only the config's first N layers (0 = all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 }
 
 void add_curve(CLI::App* cmd, curve_client_options* o) {
-  cmd->add_option("--curve-server-key", o->server_key, "The server's Z85 CURVE public key (a server started with "
+  cmd->add_option("--curve-server-key", o->server_key,
+                  "The server's Z85 CURVE public key (a server started with "
                   "--curve-secret-key-file)");
-  cmd->add_option("--curve-client-key-file", o->client_key_file,
-                  "File with this client's Z85 secret key (`hart curve-keygen`), for a server with an allowlist")
+  cmd->add_option(
+         "--curve-client-key-file", o->client_key_file,
+         "File with this client's Z85 secret key (`hart curve-keygen`), for a server with an allowlist")
       ->check(CLI::ExistingFile);
 }
 
@@ -82,7 +87,8 @@ status_or<std::unique_ptr<engine>> load_engine(const common_options& o) {
 
 status curve_client_keys(const curve_client_options& o, std::string* server_key, std::string* secret_key) {
   if (o.server_key.empty()) {
-    if (!o.client_key_file.empty()) return invalid_argument("--curve-client-key-file needs --curve-server-key");
+    if (!o.client_key_file.empty())
+      return invalid_argument("--curve-client-key-file needs --curve-server-key");
     return {};
   }
   *server_key = o.server_key;
@@ -97,15 +103,18 @@ status_or<protocol::reply> control_call(transport::client& c, const protocol::co
   HART_RETURN_IF_ERROR(c.send(protocol::request{q}));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return unavailable("no answer to control request %llu", (unsigned long long)q.tag);
     HART_ASSIGN_OR_RETURN(protocol::reply r, c.receive(left));
-    if (const auto* e = std::get_if<protocol::error_reply>(&r); e && e->tag == q.tag) return status(e->code, e->message);
+    if (const auto* e = std::get_if<protocol::error_reply>(&r); e && e->tag == q.tag)
+      return status(e->code, e->message);
     const uint64_t tag = std::visit(
         [](const auto& v) -> uint64_t {
           using T = std::decay_t<decltype(v)>;
           if constexpr (std::is_same_v<T, protocol::ack_reply> || std::is_same_v<T, protocol::health_reply> ||
-                        std::is_same_v<T, protocol::stats_reply> || std::is_same_v<T, protocol::weight_version_reply>) {
+                        std::is_same_v<T, protocol::stats_reply> ||
+                        std::is_same_v<T, protocol::weight_version_reply>) {
             return v.tag;
           } else {
             return 0;
@@ -124,7 +133,8 @@ double stat_value(const protocol::stats_reply& s, const char* name) {
 }
 
 CLI::App* add_curve_keygen_command(CLI::App& app, std::string* prefix) {
-  CLI::App* kg = app.add_subcommand("curve-keygen", "Write a CURVE key pair: PREFIX.key (secret, mode 600) and PREFIX.pub");
+  CLI::App* kg = app.add_subcommand("curve-keygen",
+                                    "Write a CURVE key pair: PREFIX.key (secret, mode 600) and PREFIX.pub");
   kg->add_option("-o,--out", *prefix, "Path prefix of the two files (neither may exist)")->required();
   return kg;
 }

@@ -6,18 +6,18 @@
 // and run_<name> (what it does); main.cpp calls one, parses, then the other.
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/model/engine.h"
+#include "runtime/protocol/messages.h"
+#include "runtime/sample/sampler.h"
+#include "runtime/text/tokenizer.h"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "runtime/core/status.h"
-#include "runtime/model/engine.h"
-#include "runtime/protocol/messages.h"
-#include "runtime/sample/sampler.h"
-#include "runtime/text/tokenizer.h"
 
 namespace CLI {
 class App;
@@ -35,7 +35,8 @@ struct common_options {
   int threads = 0;
   bool deterministic = false;
   bool enforce_eager = false;  // --device cuda: decode without CUDA graphs (gpu_engine_params::decode_launch)
-  std::string device = "cpu";  // generate / score / serve / worker: cpu or cuda (device_engine.h, device_executor.h)
+  std::string device =
+      "cpu";  // generate / score / serve / worker: cpu or cuda (device_engine.h, device_executor.h)
   std::string load_format = "auto";  // generate / serve: auto (the checkpoint) or dummy (dummy_model.h)
   int64_t num_layers = 0;            // with dummy: the config's first N layers (0 = all)
 };
@@ -45,7 +46,7 @@ struct generate_options {
   std::string prompt;
   std::string messages_file;  // JSON [{"role", "content"}...]
   std::string system;
-  bool raw = false;           // feed the prompt as-is, without the chat template
+  bool raw = false;  // feed the prompt as-is, without the chat template
   std::string thinking = "none";
   int64_t max_new_tokens = 64;
   bool ignore_eos = false;
@@ -55,8 +56,8 @@ struct generate_options {
 struct tokenize_options {
   common_options common;
   std::string text;
-  std::string decode_ids;     // "1,2,3": decode instead of encode
-  bool chat = false;          // wrap the text as one user message
+  std::string decode_ids;  // "1,2,3": decode instead of encode
+  bool chat = false;       // wrap the text as one user message
 };
 
 struct score_options {
@@ -68,11 +69,11 @@ struct score_options {
 };
 
 struct random_checkpoint_cli_options {
-  std::string config;       // a config.json (official or Hugging Face form)
+  std::string config;  // a config.json (official or Hugging Face form)
   std::string out;
   std::string format = "release";
   uint64_t seed = 1;
-  int64_t num_layers = 0;   // > 0: keep only the first N layers
+  int64_t num_layers = 0;  // > 0: keep only the first N layers
   std::string shard_size = "4GiB";
 };
 
@@ -83,13 +84,13 @@ struct cache_plan_options {
   std::string precision = "fp8";
   int64_t page_size = 256;
   // One device, planned as hart serve --device cuda does (runtime/cache/memory_plan.h).
-  std::string gpu_memory;          // empty: no device plan
+  std::string gpu_memory;  // empty: no device plan
   double gpu_memory_fraction = 0.9;
   int64_t max_running = 64;
-  int64_t max_batch_tokens = 1024; // the GPU engine's pass
-  std::string weights;             // empty: the checkpoint's tensor bytes
+  int64_t max_batch_tokens = 1024;  // the GPU engine's pass
+  std::string weights;              // empty: the checkpoint's tensor bytes
   std::string workspaces = "2GiB";
-  int64_t num_layers = 0;          // > 0: the config's first N layers (as --load-format dummy --num-layers)
+  int64_t num_layers = 0;  // > 0: the config's first N layers (as --load-format dummy --num-layers)
 };
 
 /// A client command's CURVE options: the server's public key (public, so argv is fine) and
@@ -113,37 +114,41 @@ double stat_value(const protocol::stats_reply& s, const char* name);
 struct serve_options {
   common_options common;
   std::string bind = "tcp://127.0.0.1:5557";
-  std::string curve_secret_key_file;       // the server's Z85 secret key; needed beyond loopback
-  std::string curve_allowed_clients_file;  // client public keys let in (empty: any client with the server's key)
+  std::string curve_secret_key_file;  // the server's Z85 secret key; needed beyond loopback
+  std::string
+      curve_allowed_clients_file;  // client public keys let in (empty: any client with the server's key)
   int64_t page_size = 128;
   int64_t full_pages = 0;  // 0: from --gpu-memory-fraction in-process on the GPU, else 256
   int64_t swa_pages = 0;   // 0: likewise, else 64
-  double gpu_memory_fraction = 0.9;  // in-process GPU engine: the memory plan's budget (runtime/cache/memory_plan.h)
+  double gpu_memory_fraction =
+      0.9;  // in-process GPU engine: the memory plan's budget (runtime/cache/memory_plan.h)
   bool no_prefix_cache = false;
   int64_t max_batch_tokens = 2048;
   int64_t max_running = 64;
   int64_t prefill_chunk = 512;
   int64_t max_context = 0;
-  bool worker_process = false;      // run the engine in a spawned `hart worker` (respawned when it dies)
+  bool worker_process = false;         // run the engine in a spawned `hart worker` (respawned when it dies)
   int64_t worker_timeout_ms = 600000;  // a step the worker does not answer within this fails
   int64_t worker_heartbeat_timeout_ms = 10000;  // a step with no heartbeat for this long fails
   int64_t routing_ids_per_message = 1 << 20;    // longer routings go in RoutingPart replies
-  int64_t worker_restarts = -1;        // dead worker processes replaced at most this often; -1 = always
-  bool overlap_schedule = false;       // plan each decode step's successor before it runs
-  int64_t catch_step_us = -1;          // scheduler spins this long around a decode step's end; -1 = by core count
-  int slow_reader_ms = 10000;          // a client that reads nothing this long at the send limit has its generations aborted
-  int send_hwm = 10000;                // replies ZeroMQ queues per client before the server's own per-client queue
-  int64_t max_requests = 8192;         // generations in flight, all clients (0 = no limit)
-  int64_t max_requests_per_client = 4096;  // generations in flight per client (0 = no limit)
+  int64_t worker_restarts = -1;   // dead worker processes replaced at most this often; -1 = always
+  bool overlap_schedule = false;  // plan each decode step's successor before it runs
+  int64_t catch_step_us = -1;     // scheduler spins this long around a decode step's end; -1 = by core count
+  int slow_reader_ms =
+      10000;  // a client that reads nothing this long at the send limit has its generations aborted
+  int send_hwm = 10000;         // replies ZeroMQ queues per client before the server's own per-client queue
+  int64_t max_requests = 8192;  // generations in flight, all clients (0 = no limit)
+  int64_t max_requests_per_client = 4096;        // generations in flight per client (0 = no limit)
   int64_t max_prompt_tokens = int64_t(1) << 25;  // prompt tokens of the generations in flight (0 = no limit)
-  int64_t max_connections = 4096;      // message-API connections open at once; more are refused at the handshake (0 = no limit)
-  std::string weight_sync_endpoint;    // empty: no weight sync; loopback unless curve_secret_key_file
-  int64_t weight_sync_idle_ms = 60000; // a staged update silent this long is dropped
-  std::string http_bind;               // empty: no HTTP; host:port, loopback unless api_key
-  std::string api_key;                 // HTTP: required as `Authorization: Bearer KEY` when set
-  std::string http_max_body = "8MiB";  // larger HTTP request bodies get 413
-  int http_threads = 64;               // HTTP requests served at once (a stream holds one)
-  std::string served_model_name;       // HTTP `model`; empty: the model directory's name
+  int64_t max_connections =
+      4096;  // message-API connections open at once; more are refused at the handshake (0 = no limit)
+  std::string weight_sync_endpoint;     // empty: no weight sync; loopback unless curve_secret_key_file
+  int64_t weight_sync_idle_ms = 60000;  // a staged update silent this long is dropped
+  std::string http_bind;                // empty: no HTTP; host:port, loopback unless api_key
+  std::string api_key;                  // HTTP: required as `Authorization: Bearer KEY` when set
+  std::string http_max_body = "8MiB";   // larger HTTP request bodies get 413
+  int http_threads = 64;                // HTTP requests served at once (a stream holds one)
+  std::string served_model_name;        // HTTP `model`; empty: the model directory's name
 };
 
 struct push_weights_options {
@@ -152,7 +157,7 @@ struct push_weights_options {
   uint64_t version = 0;
   std::string bucket = "128MiB";  // several per lane, so the lanes overlap
   int64_t timeout_ms = 600000;
-  int lanes = 0;          // connections; 0 = a quarter of the cores, 1 to 4
+  int lanes = 0;  // connections; 0 = a quarter of the cores, 1 to 4
   curve_client_options curve;
 };
 
@@ -160,7 +165,8 @@ struct worker_options {
   common_options common;
   std::string connect;   // the server's worker endpoint
   std::string pid_file;  // written once the engine is loaded
-  int64_t max_context = 0;  // --device cuda: the GPU engine's positions per sequence (0 = gpu_max_context's default)
+  int64_t max_context =
+      0;  // --device cuda: the GPU engine's positions per sequence (0 = gpu_max_context's default)
 };
 
 struct client_options {
@@ -182,10 +188,10 @@ struct soak_options {
   int users = 8;
   int64_t max_prompt_tokens = 64;
   int64_t max_new_tokens = 48;
-  int64_t vocab = 512;          // prompt ids from [2, vocab)
-  double abort_rate = 0.1;      // requests aborted mid-stream
-  double disconnect_rate = 0.05;  // requests whose client drops the connection mid-stream
-  int64_t pause_ms = 2000;      // pause + resume this often (0: never)
+  int64_t vocab = 512;               // prompt ids from [2, vocab)
+  double abort_rate = 0.1;           // requests aborted mid-stream
+  double disconnect_rate = 0.05;     // requests whose client drops the connection mid-stream
+  int64_t pause_ms = 2000;           // pause + resume this often (0: never)
   std::string weight_sync_endpoint;  // push -m's tensors there every push_ms (empty: no pushes)
   std::string model_dir;
   int64_t push_ms = 5000;

@@ -7,6 +7,11 @@
 // split by whether the step was planned within grants or asked the cache
 // shard) and the delivery latency of each token (its server timestamp to the
 // client's receipt).
+#include "cli/cli_common.h"
+#include "runtime/transport/client.h"
+
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -16,11 +21,6 @@
 #include <mutex>
 #include <random>
 #include <thread>
-
-#include <CLI/CLI.hpp>
-
-#include "cli/cli_common.h"
-#include "runtime/transport/client.h"
 
 namespace hart::cli {
 namespace {
@@ -44,7 +44,8 @@ double server_stat(transport::client& c, const char* name) {
 }  // namespace
 
 CLI::App* add_bench_serve_command(CLI::App& app, bench_serve_options* o) {
-  CLI::App* cmd = app.add_subcommand("bench-serve", "Load generator against a running server: a concurrency sweep");
+  CLI::App* cmd =
+      app.add_subcommand("bench-serve", "Load generator against a running server: a concurrency sweep");
   cmd->add_option("--connect", o->connect, "Server endpoint")->capture_default_str();
   add_curve(cmd, &o->curve);
   // The request fields these become are checked here, so none wraps into its wire type.
@@ -70,14 +71,17 @@ CLI::App* add_bench_serve_command(CLI::App& app, bench_serve_options* o) {
 int run_bench_serve(const bench_serve_options& o) {
   transport::client_params cp;
   cp.endpoint = o.connect;
-  if (status st = curve_client_keys(o.curve, &cp.curve_server_key, &cp.curve_secret_key); !st.ok()) return fail(st);
+  if (status st = curve_client_keys(o.curve, &cp.curve_server_key, &cp.curve_secret_key); !st.ok())
+    return fail(st);
   auto probe = transport::client::connect(cp);
   if (!probe.ok()) return fail(probe.get_status());
-  std::printf("%-5s %6s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s "
-              "%10s\n",
-              "conc", "reqs", "out_tok/s", "tok/s/user", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "exec_mean",
-              "gap_mean", "gap_p50", "gap_p99", "gapG_p99", "gapS_p50", "gapS_p99", "shard_n", "wake_p99", "apply_p99",
-              "plan_p99", "hand_p99", "dlvr_p50", "dlvr_p99");
+  std::printf(
+      "%-5s %6s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s "
+      "%10s "
+      "%10s\n",
+      "conc", "reqs", "out_tok/s", "tok/s/user", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "exec_mean",
+      "gap_mean", "gap_p50", "gap_p99", "gapG_p99", "gapS_p50", "gapS_p99", "shard_n", "wake_p99",
+      "apply_p99", "plan_p99", "hand_p99", "dlvr_p50", "dlvr_p99");
   for (int64_t conc : o.concurrency) {
     const double shard_steps_before = server_stat(**probe, "decode_steps_with_shard");
     std::vector<double> ttft_ms, tpot_ms, deliver_us;
@@ -140,22 +144,28 @@ int run_bench_serve(const bench_serve_options& o) {
     const double shard_steps = server_stat(**probe, "decode_steps_with_shard") - shard_steps_before;
     double phase99[4];
     const char* phases[4] = {"wake", "apply", "plan", "handoff"};
-    for (int i = 0; i < 4; ++i) phase99[i] = server_stat(**probe, ("decode_gap_" + std::string(phases[i]) + "_us_p99").c_str());
+    for (int i = 0; i < 4; ++i)
+      phase99[i] = server_stat(**probe, ("decode_gap_" + std::string(phases[i]) + "_us_p99").c_str());
     const double per_user = tpot_ms.empty() ? 0 : 1000.0 / percentile(tpot_ms, 0.5);
-    std::printf("%-5lld %6lld %10.1f %10.1f %10.2f %10.2f %10.3f %10.3f %10.3f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f "
-                "%10.0f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f%s\n",
-                (long long)conc, (long long)done.load(), out_tokens / secs, per_user, percentile(ttft_ms, 0.5),
-                percentile(ttft_ms, 0.99), percentile(tpot_ms, 0.5), percentile(tpot_ms, 0.99), exec_us / 1000.0, gap_mean, gap50,
-                gap99, gap_grants99, gap_shard50, gap_shard99, shard_steps, phase99[0], phase99[1], phase99[2], phase99[3],
-                percentile(deliver_us, 0.5), percentile(deliver_us, 0.99), errors ? "  (errors)" : "");
+    std::printf(
+        "%-5lld %6lld %10.1f %10.1f %10.2f %10.2f %10.3f %10.3f %10.3f %10.1f %10.1f %10.1f %10.1f %10.1f "
+        "%10.1f "
+        "%10.0f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f%s\n",
+        (long long)conc, (long long)done.load(), out_tokens / secs, per_user, percentile(ttft_ms, 0.5),
+        percentile(ttft_ms, 0.99), percentile(tpot_ms, 0.5), percentile(tpot_ms, 0.99), exec_us / 1000.0,
+        gap_mean, gap50, gap99, gap_grants99, gap_shard50, gap_shard99, shard_steps, phase99[0], phase99[1],
+        phase99[2], phase99[3], percentile(deliver_us, 0.5), percentile(deliver_us, 0.99),
+        errors ? "  (errors)" : "");
   }
-  std::printf("# ttft/tpot/exec in ms, gap/dlvr in us. tpot = time per output token seen by the client; "
-              "exec = the server's model step of decode-only steps (mean); gap = the worker's idle time between two "
-              "back-to-back decode steps (server stats: the serving overhead per decode step, S1); gapG / gapS = the "
-              "gap of decode steps planned within grants / with a round trip to the cache shard; shard_n = decode "
-              "steps planned with the shard during this row; wake/apply/plan/hand = the gap's phases (p99): step end "
-              "to the scheduler handling its outcome, applying it, planning the next step, sent to the worker starting "
-              "it; dlvr = step end (per-token server timestamp) to the client's receipt\n");
+  std::printf(
+      "# ttft/tpot/exec in ms, gap/dlvr in us. tpot = time per output token seen by the client; "
+      "exec = the server's model step of decode-only steps (mean); gap = the worker's idle time between two "
+      "back-to-back decode steps (server stats: the serving overhead per decode step, S1); gapG / gapS = the "
+      "gap of decode steps planned within grants / with a round trip to the cache shard; shard_n = decode "
+      "steps planned with the shard during this row; wake/apply/plan/hand = the gap's phases (p99): step end "
+      "to the scheduler handling its outcome, applying it, planning the next step, sent to the worker "
+      "starting "
+      "it; dlvr = step end (per-token server timestamp) to the client's receipt\n");
   return 0;
 }
 

@@ -3,13 +3,6 @@
 // budget — capacity planning without trial and OOM. With --gpu-memory, also
 // the memory plan `hart serve --device cuda` makes for one device (the GPU
 // pool's exact pages; weights and workspaces predicted, where serve measures them).
-#include <algorithm>
-#include <cctype>
-#include <cstdio>
-#include <string>
-
-#include <CLI/CLI.hpp>
-
 #include "cli/cli_common.h"
 #include "cli/dummy_model.h"
 #include "runtime/cache/cache_plan.h"
@@ -17,6 +10,13 @@
 #include "runtime/model/config.h"
 #include "runtime/model/kv_page_layout.h"
 #include "runtime/model/tensor_source.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <string>
 
 namespace hart::cli {
 
@@ -31,13 +31,18 @@ status_or<int64_t> parse_size(const std::string& text, bool bytes) {
   std::string unit = text.substr(used);
   for (char& ch : unit) ch = char(std::tolower(static_cast<unsigned char>(ch)));
   if (bytes && !unit.empty() && unit.back() == 'b') unit.pop_back();  // "80GiB" / "80GB" → "gi" / "g"
-  if (!unit.empty() && unit.back() == 'i') unit.pop_back();          // binary prefixes either way
+  if (!unit.empty() && unit.back() == 'i') unit.pop_back();           // binary prefixes either way
   double mult = 1;
-  if (unit == "k") mult = 1024.0;
-  else if (unit == "m") mult = 1024.0 * 1024;
-  else if (unit == "g") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "t") mult = 1024.0 * 1024 * 1024 * 1024;
-  else if (!unit.empty()) return invalid_argument("'%s': unknown unit '%s' (K, M, G, T)", text.c_str(), unit.c_str());
+  if (unit == "k")
+    mult = 1024.0;
+  else if (unit == "m")
+    mult = 1024.0 * 1024;
+  else if (unit == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "t")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty())
+    return invalid_argument("'%s': unknown unit '%s' (K, M, G, T)", text.c_str(), unit.c_str());
   if (!(v > 0)) return invalid_argument("'%s' must be positive", text.c_str());
   return int64_t(v * mult);
 }
@@ -75,8 +80,9 @@ status print_device_plan(const cache_plan_options& o, const model_config& cfg, i
   p.max_context = context;
   p.max_running = o.max_running;
   p.max_batch_tokens = o.max_batch_tokens;
-  std::printf("\none device, as hart serve --device cuda plans it (KV %s):\n",
-              entries ? "window and compressed entries as 584-B FP8 entries, indexer keys fp32" : "fp32 rows");
+  std::printf(
+      "\none device, as hart serve --device cuda plans it (KV %s):\n",
+      entries ? "window and compressed entries as 584-B FP8 entries, indexer keys fp32" : "fp32 rows");
   HART_ASSIGN_OR_RETURN(const cache::memory_plan plan, cache::memory_plan_make(p));
   std::printf("%s", plan.describe().c_str());
   return {};
@@ -85,8 +91,10 @@ status print_device_plan(const cache_plan_options& o, const model_config& cfg, i
 }  // namespace
 
 CLI::App* add_cache_plan_command(CLI::App& app, cache_plan_options* o) {
-  CLI::App* cmd = app.add_subcommand("cache-plan", "KV bytes per token per pool and what fits in a memory budget");
-  cmd->add_option("-m,--model", o->model_dir, "Checkpoint directory (config.json; the tensors' sizes with --gpu-memory)")
+  CLI::App* cmd =
+      app.add_subcommand("cache-plan", "KV bytes per token per pool and what fits in a memory budget");
+  cmd->add_option("-m,--model", o->model_dir,
+                  "Checkpoint directory (config.json; the tensors' sizes with --gpu-memory)")
       ->required()
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--memory", o->memory, "KV memory budget, e.g. 80GiB")->capture_default_str();
@@ -95,9 +103,10 @@ CLI::App* add_cache_plan_command(CLI::App& app, cache_plan_options* o) {
       ->check(CLI::IsMember({"fp8", "fp32"}))
       ->capture_default_str();
   cmd->add_option("--page-size", o->page_size, "Tokens per page (multiple of 128)")->capture_default_str();
-  cmd->add_option("--gpu-memory", o->gpu_memory,
-                  "Also plan one device of this size as `hart serve --device cuda` does (e.g. 140GiB for an H200): the "
-                  "same memory plan, with the weights and workspaces predicted instead of measured");
+  cmd->add_option(
+      "--gpu-memory", o->gpu_memory,
+      "Also plan one device of this size as `hart serve --device cuda` does (e.g. 140GiB for an H200): the "
+      "same memory plan, with the weights and workspaces predicted instead of measured");
   cmd->add_option("--gpu-memory-fraction", o->gpu_memory_fraction, "With --gpu-memory: as hart serve's")
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
@@ -107,22 +116,26 @@ CLI::App* add_cache_plan_command(CLI::App& app, cache_plan_options* o) {
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "With --gpu-memory: tokens per engine pass")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--weights", o->weights,
-                  "With --gpu-memory: device bytes of the weights (default: the checkpoint's tensor bytes, which the "
-                  "device holds at least)");
-  cmd->add_option("--num-layers", o->num_layers,
-                  "Plan the config's first N layers only (as serve's --load-format dummy --num-layers N; 0 = all)")
+  cmd->add_option(
+      "--weights", o->weights,
+      "With --gpu-memory: device bytes of the weights (default: the checkpoint's tensor bytes, which the "
+      "device holds at least)");
+  cmd->add_option(
+         "--num-layers", o->num_layers,
+         "Plan the config's first N layers only (as serve's --load-format dummy --num-layers N; 0 = all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--workspaces", o->workspaces,
-                  "With --gpu-memory: device bytes of the activation arena and linear workspaces (hart serve logs the "
-                  "measured value in its memory plan)")
+  cmd->add_option(
+         "--workspaces", o->workspaces,
+         "With --gpu-memory: device bytes of the activation arena and linear workspaces (hart serve logs the "
+         "measured value in its memory plan)")
       ->capture_default_str();
   return cmd;
 }
 
 int run_cache_plan(const cache_plan_options& o) {
-  auto cfg = o.num_layers > 0 ? dummy_model_config(o.model_dir, o.num_layers) : model_config_load(o.model_dir);
+  auto cfg =
+      o.num_layers > 0 ? dummy_model_config(o.model_dir, o.num_layers) : model_config_load(o.model_dir);
   if (!cfg.ok()) return fail(cfg.get_status());
   auto memory = parse_size(o.memory, true);
   if (!memory.ok()) return fail(memory.get_status());
@@ -165,12 +178,15 @@ int run_cache_plan(const cache_plan_options& o) {
               (long long)c.swa_kv_bytes_per_token);
   std::printf("\npages\n");
   std::printf("  full page           %10.2f MiB\n", c.full_page_bytes / mib);
-  std::printf("  SWA page            %10.2f MiB (state rings: CSA %.2f MiB, HCA %.2f MiB)\n", c.swa_page_bytes / mib,
-              c.csa_state_bytes_per_swa_page / mib, c.hca_state_bytes_per_swa_page / mib);
-  std::printf("\nper sequence of %lld tokens: %lld full + %lld SWA pages = %.1f MiB\n", (long long)p.context_len,
-              (long long)c.full_pages_per_seq, (long long)c.swa_pages_per_seq, c.bytes_per_seq / mib);
+  std::printf("  SWA page            %10.2f MiB (state rings: CSA %.2f MiB, HCA %.2f MiB)\n",
+              c.swa_page_bytes / mib, c.csa_state_bytes_per_swa_page / mib,
+              c.hca_state_bytes_per_swa_page / mib);
+  std::printf("\nper sequence of %lld tokens: %lld full + %lld SWA pages = %.1f MiB\n",
+              (long long)p.context_len, (long long)c.full_pages_per_seq, (long long)c.swa_pages_per_seq,
+              c.bytes_per_seq / mib);
   std::printf("in %.1f GiB: %lld sequences of %lld tokens; one sequence could hold %lld tokens\n",
-              *memory / (mib * 1024), (long long)c.max_seqs, (long long)p.context_len, (long long)c.max_tokens_one_seq);
+              *memory / (mib * 1024), (long long)c.max_seqs, (long long)p.context_len,
+              (long long)c.max_tokens_one_seq);
   std::printf("cache config: n_full_pages %lld, n_swa_pages %lld\n", (long long)c.n_full_pages,
               (long long)c.n_swa_pages);
   if (!o.gpu_memory.empty()) {

@@ -3,21 +3,22 @@
 // picks the seed, runs the registry and prints its lines.
 #include "cli/cmd_check_ops.h"
 
-#include <cstdio>
-#include <random>
-#include <vector>
+#include "cli/cli_common.h"
+#include "kernels/testing/op_checks.h"
 
 #include <CLI/CLI.hpp>
 
-#include "cli/cli_common.h"
-#include "kernels/testing/op_checks.h"
+#include <cstdio>
+#include <random>
+#include <vector>
 
 namespace hart::cli {
 
 CLI::App* add_check_ops_command(CLI::App& app, check_ops_options* o) {
   CLI::App* cmd = app.add_subcommand(
-      "check-ops", "Run every op that has a CUDA implementation on fresh random inputs on the CPU reference and on "
-                   "the device; one line per op: shape, max abs/rel error, tolerance, PASS/FAIL");
+      "check-ops",
+      "Run every op that has a CUDA implementation on fresh random inputs on the CPU reference and on "
+      "the device; one line per op: shape, max abs/rel error, tolerance, PASS/FAIL");
   cmd->add_option("--device", o->device, "Backend compared with the CPU reference (needs a CUDA device)")
       ->check(CLI::IsMember({"cuda"}))
       ->capture_default_str();

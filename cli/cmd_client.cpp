@@ -2,6 +2,13 @@
 //   hart client  — JSON lines in (one request per line), JSON lines out (every reply);
 //   hart chat    — an interactive, streaming, multi-turn session;
 //   hart stats   — the server's metrics as Prometheus text.
+#include "cli/cli_common.h"
+#include "cli/client_json.h"
+#include "runtime/protocol/routing_parts.h"
+#include "runtime/transport/client.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -16,14 +23,6 @@
 #include <map>
 #include <string>
 
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
-#include "cli/cli_common.h"
-#include "cli/client_json.h"
-#include "runtime/protocol/routing_parts.h"
-#include "runtime/transport/client.h"
-
 namespace hart::cli {
 namespace {
 
@@ -32,10 +31,14 @@ using namespace std::chrono;
 
 const char* reason_name(protocol::finish_reason r) {
   switch (r) {
-    case protocol::finish_reason::stop: return "stop";
-    case protocol::finish_reason::length: return "length";
-    case protocol::finish_reason::abort: return "abort";
-    case protocol::finish_reason::error: return "error";
+    case protocol::finish_reason::stop:
+      return "stop";
+    case protocol::finish_reason::length:
+      return "length";
+    case protocol::finish_reason::abort:
+      return "abort";
+    case protocol::finish_reason::error:
+      return "error";
   }
   return "?";
 }
@@ -54,8 +57,9 @@ json reply_to_json(const protocol::reply& r) {
       [](const auto& x) -> json {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, protocol::chunk_event>) {
-          json j = {{"id", x.request_id}, {"sample", x.sample_index}, {"seq", x.seq}, {"tokens", x.token_ids},
-                    {"text", x.text}, {"weight_version", x.weight_version}};
+          json j = {{"id", x.request_id}, {"sample", x.sample_index},
+                    {"seq", x.seq},       {"tokens", x.token_ids},
+                    {"text", x.text},     {"weight_version", x.weight_version}};
           if (!x.logprobs.empty()) j["logprobs"] = x.logprobs;
           if (!x.top_logprobs.empty()) {
             json tops = json::array();
@@ -68,19 +72,33 @@ json reply_to_json(const protocol::reply& r) {
           }
           return {{"chunk", j}};
         } else if constexpr (std::is_same_v<T, protocol::final_event>) {
-          json j = {{"id", x.request_id}, {"sample", x.sample_index}, {"finish_reason", reason_name(x.reason)},
-                    {"usage", {{"prompt_tokens", x.usage.prompt_tokens}, {"completion_tokens", x.usage.completion_tokens},
-                               {"cached_tokens", x.usage.cached_tokens}}},
-                    {"timings_us", {{"queue", x.timings.queue_us}, {"ttft", x.timings.ttft_us}, {"total", x.timings.total_us}}},
-                    {"weight_version", x.weight_version}};
+          json j = {
+              {"id", x.request_id},
+              {"sample", x.sample_index},
+              {"finish_reason", reason_name(x.reason)},
+              {"usage",
+               {{"prompt_tokens", x.usage.prompt_tokens},
+                {"completion_tokens", x.usage.completion_tokens},
+                {"cached_tokens", x.usage.cached_tokens}}},
+              {"timings_us",
+               {{"queue", x.timings.queue_us}, {"ttft", x.timings.ttft_us}, {"total", x.timings.total_us}}},
+              {"weight_version", x.weight_version}};
           if (!x.error_message.empty()) j["error"] = x.error_message;
           if (x.routing.positions > 0) j["routing"] = routing_to_json(x.routing);
           return {{"final", j}};
-        } else if constexpr (std::is_same_v<T, protocol::routing_part>) {  // run_client joins them into finals
-          return {{"routing_part", {{"id", x.request_id}, {"sample", x.sample_index}, {"first_position", x.first_position},
-                                    {"routing", routing_to_json(x.routing)}}}};
+        } else if constexpr (std::is_same_v<T,
+                                            protocol::routing_part>) {  // run_client joins them into finals
+          return {{"routing_part",
+                   {{"id", x.request_id},
+                    {"sample", x.sample_index},
+                    {"first_position", x.first_position},
+                    {"routing", routing_to_json(x.routing)}}}};
         } else if constexpr (std::is_same_v<T, protocol::error_reply>) {
-          return {{"error", {{"tag", x.tag}, {"id", x.request_id}, {"code", status_code_name(x.code)}, {"message", x.message}}}};
+          return {{"error",
+                   {{"tag", x.tag},
+                    {"id", x.request_id},
+                    {"code", status_code_name(x.code)},
+                    {"message", x.message}}}};
         } else if constexpr (std::is_same_v<T, protocol::ack_reply>) {
           return {{"ack", {{"tag", x.tag}, {"affected", x.affected}}}};
         } else if constexpr (std::is_same_v<T, protocol::health_reply>) {
@@ -126,8 +144,9 @@ status_or<std::unique_ptr<transport::client>> connect(const client_options& o) {
   auto r = c->receive(milliseconds(o.connect_timeout_ms));
   const auto* h = r.ok() ? std::get_if<protocol::health_reply>(&*r) : nullptr;
   if (!h || h->tag != k_health_tag) {
-    return unavailable("no hart server answered at %s within %lld ms (--connect-timeout-ms)%s", o.connect.c_str(),
-                       (long long)o.connect_timeout_ms, r.ok() ? "" : (": " + r.get_status().message()).c_str());
+    return unavailable("no hart server answered at %s within %lld ms (--connect-timeout-ms)%s",
+                       o.connect.c_str(), (long long)o.connect_timeout_ms,
+                       r.ok() ? "" : (": " + r.get_status().message()).c_str());
   }
   return c;
 }
@@ -143,7 +162,8 @@ class client_session {
     json j = json::parse(line, nullptr, false);
     parsed_request p;
     if (j.is_discarded()) {
-      p.error = invalid_argument("not JSON: %s", (line.size() <= 80 ? line : line.substr(0, 77) + "...").c_str());
+      p.error =
+          invalid_argument("not JSON: %s", (line.size() <= 80 ? line : line.substr(0, 77) + "...").c_str());
     } else {
       p = request_from_json(j, tag_++);
     }
@@ -172,7 +192,10 @@ class client_session {
     } else if (auto* f = std::get_if<protocol::final_event>(&r)) {
       joined = routing_.complete(f);
     }
-    if (!joined.ok()) std::cout << json{{"error", {{"code", status_code_name(joined.code())}, {"message", joined.message()}}}}.dump() << std::endl;
+    if (!joined.ok())
+      std::cout << json{{"error", {{"code", status_code_name(joined.code())}, {"message", joined.message()}}}}
+                       .dump()
+                << std::endl;
     if (std::holds_alternative<protocol::routing_part>(r)) return;
     std::cout << reply_to_json(r).dump() << std::endl;
     if (const auto* f = std::get_if<protocol::final_event>(&r)) {
@@ -212,7 +235,8 @@ class client_session {
 }  // namespace
 
 CLI::App* add_client_command(CLI::App& app, client_options* o) {
-  CLI::App* cmd = app.add_subcommand("client", "JSON lines in (one request per line), JSON lines out (every reply)");
+  CLI::App* cmd =
+      app.add_subcommand("client", "JSON lines in (one request per line), JSON lines out (every reply)");
   add_connect(cmd, o);
   return cmd;
 }
@@ -267,7 +291,9 @@ int run_client(const client_options& o) {
 namespace {
 
 volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_interrupt(int) { g_interrupted = 1; }
+extern "C" void on_interrupt(int) {
+  g_interrupted = 1;
+}
 
 // SIGINT sets g_interrupted while one of these lives (an answer streams); the default after.
 class interrupt_catcher {
@@ -292,22 +318,28 @@ class interrupt_catcher {
 CLI::App* add_chat_command(CLI::App& app, client_options* o) {
   // NOTE(client): not CLI::Range, which lets NaN through (every comparison with it is false).
   char temperature_range_text[32];
-  std::snprintf(temperature_range_text, sizeof temperature_range_text, "[0, %g]", double(protocol::max_temperature));
+  std::snprintf(temperature_range_text, sizeof temperature_range_text, "[0, %g]",
+                double(protocol::max_temperature));
   const CLI::Validator temperature_range(
       [range = std::string(temperature_range_text)](std::string& in) {
         float t = 0;
-        if (CLI::detail::lexical_cast(in, t) && t >= 0.0f && t <= protocol::max_temperature) return std::string();
+        if (CLI::detail::lexical_cast(in, t) && t >= 0.0f && t <= protocol::max_temperature)
+          return std::string();
         return "Value " + in + " not a number in " + range;
       },
       std::string("FLOAT in ") + temperature_range_text);
-  CLI::App* cmd = app.add_subcommand("chat", "Interactive streaming chat with a running server (Ctrl-C stops an answer)");
+  CLI::App* cmd =
+      app.add_subcommand("chat", "Interactive streaming chat with a running server (Ctrl-C stops an answer)");
   add_connect(cmd, o);
   cmd->add_option("--system", o->system, "System prompt");
   cmd->add_option("-n,--max-new-tokens", o->max_new_tokens, "Tokens per answer at most")
       ->check(CLI::Range(int64_t(1), int64_t(std::numeric_limits<uint32_t>::max())))
       ->capture_default_str();
-  cmd->add_option("--temperature", o->temperature, "0 = greedy")->check(temperature_range)->capture_default_str();
-  cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-sequence token (up to --max-new-tokens)");
+  cmd->add_option("--temperature", o->temperature, "0 = greedy")
+      ->check(temperature_range)
+      ->capture_default_str();
+  cmd->add_flag("--ignore-eos", o->ignore_eos,
+                "Keep generating past the end-of-sequence token (up to --max-new-tokens)");
   return cmd;
 }
 
@@ -316,8 +348,10 @@ int run_chat(const client_options& o) {
   if (!c.ok()) return fail(c.get_status());
   std::vector<protocol::chat_message> history;
   if (!o.system.empty()) history.push_back({"system", o.system});
-  std::fprintf(stderr, "hart chat on %s — Ctrl-C stops an answer, /reset clears the conversation, /quit or Ctrl-D ends\n",
-               o.connect.c_str());
+  std::fprintf(
+      stderr,
+      "hart chat on %s — Ctrl-C stops an answer, /reset clears the conversation, /quit or Ctrl-D ends\n",
+      o.connect.c_str());
   uint64_t id = 1;
   // One session per conversation: the server then continues each turn from the previous one's
   // token ids, so the whole conversation so far is a prefix-cache hit (chat_sessions.h).

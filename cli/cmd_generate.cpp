@@ -1,16 +1,16 @@
 // `hart generate`: prompt or chat messages → streamed text on stdout, with
 // timing on stderr.
+#include "cli/cli_common.h"
+#include "cli/device_engine.h"
+#include "runtime/text/chat_template.h"
+
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
-
-#include "cli/cli_common.h"
-#include "cli/device_engine.h"
-#include "runtime/text/chat_template.h"
 
 namespace hart::cli {
 namespace {
@@ -40,8 +40,9 @@ status_or<std::vector<int32_t>> build_prompt(const generate_options& o, const to
   if (!o.prompt.empty()) msgs.push_back({"user", o.prompt});
   if (msgs.empty()) return invalid_argument("nothing to generate from: give --prompt or --messages");
   chat_options co;
-  co.thinking = o.thinking == "think" ? thinking_mode::think
-                : o.thinking == "no_think" ? thinking_mode::no_think : thinking_mode::none;
+  co.thinking = o.thinking == "think"      ? thinking_mode::think
+                : o.thinking == "no_think" ? thinking_mode::no_think
+                                           : thinking_mode::none;
   HART_ASSIGN_OR_RETURN(std::string text, chat_encode(msgs, co));
   return tok.encode(text);
 }
@@ -49,12 +50,16 @@ status_or<std::vector<int32_t>> build_prompt(const generate_options& o, const to
 }  // namespace
 
 CLI::App* add_generate_command(CLI::App& app, generate_options* o) {
-  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt or chat messages, streamed to stdout");
+  CLI::App* cmd =
+      app.add_subcommand("generate", "Generate text from a prompt or chat messages, streamed to stdout");
   add_common(cmd, &o->common);
   add_load_format(cmd, &o->common);
-  cmd->add_option("--device", o->common.device, "Run the model on: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--device", o->common.device, "Run the model on: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text (sent as one user message unless --raw)");
-  cmd->add_option("--messages", o->messages_file, "JSON file with chat messages [{\"role\":..,\"content\":..}]")
+  cmd->add_option("--messages", o->messages_file,
+                  "JSON file with chat messages [{\"role\":..,\"content\":..}]")
       ->check(CLI::ExistingFile);
   cmd->add_option("--system", o->system, "System prompt placed before the user message");
   cmd->add_flag("--raw", o->raw, "Feed --prompt verbatim (BOS + text), without the chat template");
@@ -66,9 +71,11 @@ CLI::App* add_generate_command(CLI::App& app, generate_options* o) {
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-sequence token");
   cmd->add_option("--temperature", o->sampling.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", o->sampling.top_k, "Sample among the k most likely tokens (0 = off)")->capture_default_str();
+  cmd->add_option("--top-k", o->sampling.top_k, "Sample among the k most likely tokens (0 = off)")
+      ->capture_default_str();
   cmd->add_option("--top-p", o->sampling.top_p, "Nucleus sampling mass (1 = off)")->capture_default_str();
-  cmd->add_option("--min-p", o->sampling.min_p, "Drop tokens below min_p * p_max (0 = off)")->capture_default_str();
+  cmd->add_option("--min-p", o->sampling.min_p, "Drop tokens below min_p * p_max (0 = off)")
+      ->capture_default_str();
   cmd->add_option("--seed", o->sampling.seed, "Sampling seed")->capture_default_str();
   return cmd;
 }
@@ -119,8 +126,8 @@ int run_generate(const generate_options& o) {
   std::fprintf(stderr,
                "hart: prompt %zu tokens, prefill %.3f s (%.1f tok/s); generated %lld tokens in %.3f s "
                "(%.1f tok/s); finish: %s\n",
-               prompt->size(), prefill_s, prompt->size() / std::max(prefill_s, 1e-9), (long long)n_gen, decode_s,
-               n_gen / std::max(decode_s, 1e-9), finish);
+               prompt->size(), prefill_s, prompt->size() / std::max(prefill_s, 1e-9), (long long)n_gen,
+               decode_s, n_gen / std::max(decode_s, 1e-9), finish);
   return 0;
 }
 

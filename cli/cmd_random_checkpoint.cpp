@@ -1,34 +1,39 @@
 // `hart random-checkpoint`: a checkpoint of random weights at any config's
 // shapes, in the official release format (FP8 + MXFP4, sharded) or as BF16,
 // for exercising loaders and engines at real shapes without the real weights.
-#include <cstdio>
-#include <fstream>
+#include "cli/cli_common.h"
+#include "runtime/model/random_checkpoint.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_common.h"
-#include "runtime/model/random_checkpoint.h"
+#include <cstdio>
+#include <fstream>
 
 namespace hart::cli {
 
 CLI::App* add_random_checkpoint_command(CLI::App& app, random_checkpoint_cli_options* o) {
   CLI::App* cmd = app.add_subcommand(
-      "random-checkpoint", "Write a checkpoint of random weights at a config's shapes (loaders and engines at real shapes)");
-  cmd->add_option("--config", o->config, "config.json to take the shapes from (e.g. configs/deepseek-v4-flash/config.json)")
+      "random-checkpoint",
+      "Write a checkpoint of random weights at a config's shapes (loaders and engines at real shapes)");
+  cmd->add_option("--config", o->config,
+                  "config.json to take the shapes from (e.g. configs/deepseek-v4-flash/config.json)")
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("-o,--out", o->out, "Directory to write (created)")->required();
-  cmd->add_option("--format", o->format,
-                  "release: as DeepSeek publishes (FP8 e4m3 + 128x128 E8M0 scales, MXFP4 routed experts, BF16 "
-                  "rest, sharded with an index); bf16: BF16 linears, one file")
+  cmd->add_option(
+         "--format", o->format,
+         "release: as DeepSeek publishes (FP8 e4m3 + 128x128 E8M0 scales, MXFP4 routed experts, BF16 "
+         "rest, sharded with an index); bf16: BF16 linears, one file")
       ->check(CLI::IsMember({"release", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the weights (same seed, config and format: same bytes on any machine)")
+  cmd->add_option("--seed", o->seed,
+                  "Seed of the weights (same seed, config and format: same bytes on any machine)")
       ->capture_default_str();
   cmd->add_option("--num-layers", o->num_layers, "Keep only the first N layers of the config (0 = all)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--shard-size", o->shard_size, "release: start a new shard after this many bytes")->capture_default_str();
+  cmd->add_option("--shard-size", o->shard_size, "release: start a new shard after this many bytes")
+      ->capture_default_str();
   return cmd;
 }
 

@@ -1,14 +1,14 @@
 // `hart score`: teacher-forced logits [B,S,V] and per-token log-probs [B,S]
 // for input_ids [B,S], computed whole, in prefill chunks, or by decoding one
 // token per step from a position on (all rows batched in every call).
-#include <cstdio>
-#include <cstring>
-
-#include <CLI/CLI.hpp>
-
 #include "cli/cli_common.h"
 #include "cli/device_engine.h"
 #include "runtime/model/safetensors.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstring>
 
 namespace hart::cli {
 namespace {
@@ -18,10 +18,12 @@ status_or<std::vector<std::vector<int32_t>>> read_input_ids(const std::string& p
   const tensor_entry* e = in.find("input_ids");
   if (!e) return not_found("%s has no tensor 'input_ids'", path.c_str());
   if (e->shape.size() != 2 || e->shape[0] <= 0 || e->shape[1] <= 0) {
-    return invalid_argument("%s: input_ids must be [B, S] with B, S > 0, got %s", path.c_str(), e->shape_string().c_str());
+    return invalid_argument("%s: input_ids must be [B, S] with B, S > 0, got %s", path.c_str(),
+                            e->shape_string().c_str());
   }
   if (e->type != dtype::i64 && e->type != dtype::i32) {
-    return invalid_argument("%s: input_ids must be I64 or I32, got %s", path.c_str(), std::string(dtype_name(e->type)).c_str());
+    return invalid_argument("%s: input_ids must be I64 or I32, got %s", path.c_str(),
+                            std::string(dtype_name(e->type)).c_str());
   }
   const int64_t B = e->shape[0], S = e->shape[1];
   std::vector<std::vector<int32_t>> ids(B, std::vector<int32_t>(S));
@@ -35,8 +37,9 @@ status_or<std::vector<std::vector<int32_t>>> read_input_ids(const std::string& p
       v = w;
     }
     if (v < 0 || v >= vocab) {
-      return out_of_range("%s: input_ids[%lld][%lld] = %lld is outside the vocabulary [0, %lld)", path.c_str(),
-                          (long long)(i / S), (long long)(i % S), (long long)v, (long long)vocab);
+      return out_of_range("%s: input_ids[%lld][%lld] = %lld is outside the vocabulary [0, %lld)",
+                          path.c_str(), (long long)(i / S), (long long)(i % S), (long long)v,
+                          (long long)vocab);
     }
     ids[i / S][i % S] = int32_t(v);
   }
@@ -49,11 +52,14 @@ CLI::App* add_score_command(CLI::App& app, score_options* o) {
   CLI::App* cmd = app.add_subcommand(
       "score", "Teacher-forced logits and per-token log-probs for input_ids [B,S] from a safetensors file");
   add_common(cmd, &o->common);
-  cmd->add_option("--device", o->common.device, "Run the model on: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--device", o->common.device, "Run the model on: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("-i,--input", o->input, "safetensors file with input_ids [B,S] (I64 or I32)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("-o,--out", o->output, "Output safetensors: logits [B,S,V] F32, logprobs [B,S] F32")->required();
+  cmd->add_option("-o,--out", o->output, "Output safetensors: logits [B,S,V] F32, logprobs [B,S] F32")
+      ->required();
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "Feed the prompt in chunks of N tokens (0 = whole)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--decode-from", o->decode_from,
@@ -72,7 +78,9 @@ int run_score(const score_options& o) {
   const auto& ids = *ids_or;
   const int64_t B = int64_t(ids.size()), S = int64_t(ids[0].size());
   const int64_t decode_from = o.decode_from < 0 ? S : o.decode_from;
-  if (decode_from > S) return fail(invalid_argument("--decode-from %lld is past the sequence length %lld", (long long)decode_from, (long long)S));
+  if (decode_from > S)
+    return fail(invalid_argument("--decode-from %lld is past the sequence length %lld",
+                                 (long long)decode_from, (long long)S));
   const int64_t chunk = o.prefill_chunk > 0 ? o.prefill_chunk : std::max<int64_t>(decode_from, 1);
 
   std::vector<sequence_state> seqs(B);
@@ -110,13 +118,15 @@ int run_score(const score_options& o) {
   }
   std::vector<int64_t> ids64(B * S);
   for (int64_t i = 0; i < B * S; ++i) ids64[i] = ids[i / S][i % S];
-  status w = safetensors_write(o.output,
-                               {{"logits", dtype::f32, {B, S, V}, logits.data(), logits.size() * sizeof(float)},
-                                {"logprobs", dtype::f32, {B, S}, logprobs.data(), logprobs.size() * sizeof(float)},
-                                {"input_ids", dtype::i64, {B, S}, ids64.data(), ids64.size() * sizeof(int64_t)}},
-                               {{"producer", "hart score"}, {"precision", o.common.precision_name}});
+  status w =
+      safetensors_write(o.output,
+                        {{"logits", dtype::f32, {B, S, V}, logits.data(), logits.size() * sizeof(float)},
+                         {"logprobs", dtype::f32, {B, S}, logprobs.data(), logprobs.size() * sizeof(float)},
+                         {"input_ids", dtype::i64, {B, S}, ids64.data(), ids64.size() * sizeof(int64_t)}},
+                        {{"producer", "hart score"}, {"precision", o.common.precision_name}});
   if (!w.ok()) return fail(w);
-  std::fprintf(stderr, "hart: scored %lld x %lld tokens -> %s\n", (long long)B, (long long)S, o.output.c_str());
+  std::fprintf(stderr, "hart: scored %lld x %lld tokens -> %s\n", (long long)B, (long long)S,
+               o.output.c_str());
   return 0;
 }
 

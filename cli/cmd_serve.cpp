@@ -5,15 +5,6 @@
 // JSON over HTTP (runtime/http, through the same gateway), until SIGINT or SIGTERM.
 // This file is the command line's part (options, keys, the model, the worker's
 // executor, signals); actors/serving_system wires the actors and sockets.
-#include <atomic>
-#include <csignal>
-#include <cstdio>
-#include <future>
-#include <thread>
-#include <pthread.h>
-
-#include <CLI/CLI.hpp>
-
 #include "actors/serving_system.h"
 #include "cli/cli_common.h"
 #include "cli/device_executor.h"
@@ -24,6 +15,15 @@
 #include "runtime/transport/curve_auth.h"
 #include "runtime/worker/serving_loop.h"
 #include "runtime/worker_link/remote_worker.h"
+
+#include <CLI/CLI.hpp>
+#include <pthread.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <future>
+#include <thread>
 
 namespace hart::cli {
 
@@ -36,10 +36,12 @@ constexpr size_t k_weight_sync_keep_bytes = size_t(1) << 30;
 // p99 at 49-177 µs at concurrency 4 on the H200 hosts; the whole step, 34-48: S1 v15).
 constexpr int64_t k_auto_catch_step_us = 100000;
 
-worker_link::model_summary model_summary_of(const model_config& cfg, const common_options& o);  // cmd_worker.cpp
+worker_link::model_summary model_summary_of(const model_config& cfg,
+                                            const common_options& o);  // cmd_worker.cpp
 
 CLI::App* add_serve_command(CLI::App& app, serve_options* o) {
-  CLI::App* cmd = app.add_subcommand("serve", "Serve the model over the ZeroMQ message API (docs/protocol.md)");
+  CLI::App* cmd =
+      app.add_subcommand("serve", "Serve the model over the ZeroMQ message API (docs/protocol.md)");
   cmd->set_config("--config", "", "TOML file with any of these options (e.g. configs/serve.toml)");
   add_common(cmd, &o->common);
   add_load_format(cmd, &o->common);
@@ -47,117 +49,146 @@ CLI::App* add_serve_command(CLI::App& app, serve_options* o) {
                   "Run the model on: cpu, or cuda (the GPU engine; exact or fp8)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--bind", o->bind, "Endpoint to bind; loopback unless --curve-secret-key-file is given")->capture_default_str();
+  cmd->add_option("--bind", o->bind, "Endpoint to bind; loopback unless --curve-secret-key-file is given")
+      ->capture_default_str();
   cmd->add_option("--curve-secret-key-file", o->curve_secret_key_file,
-                  "File with the server's Z85 CURVE secret key (`hart curve-keygen`; mode 600): encrypts the message API "
+                  "File with the server's Z85 CURVE secret key (`hart curve-keygen`; mode 600): encrypts the "
+                  "message API "
                   "and weight sync, required for non-loopback binds")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--curve-allowed-clients", o->curve_allowed_clients_file,
-                  "File of client Z85 public keys, one per line: only they get in (default: any client that knows the "
-                  "server's public key)")
+  cmd->add_option(
+         "--curve-allowed-clients", o->curve_allowed_clients_file,
+         "File of client Z85 public keys, one per line: only they get in (default: any client that knows the "
+         "server's public key)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--page-size", o->page_size, "KV page size in tokens (multiple of 128)")->capture_default_str();
-  cmd->add_option("--full-pages", o->full_pages,
-                  "Full pages (compressed KV; prefix cache). 0: with --device cuda, what --gpu-memory-fraction leaves "
-                  "after the weights, the SWA pages and every workspace; else 256")
+  cmd->add_option("--page-size", o->page_size, "KV page size in tokens (multiple of 128)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--full-pages", o->full_pages,
+         "Full pages (compressed KV; prefix cache). 0: with --device cuda, what --gpu-memory-fraction leaves "
+         "after the weights, the SWA pages and every workspace; else 256")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--swa-pages", o->swa_pages,
-                  "SWA pages (window KV and compressor rings). 0: with --device cuda, --max-running sequences' windows "
+                  "SWA pages (window KV and compressor rings). 0: with --device cuda, --max-running "
+                  "sequences' windows "
                   "and one pass; else 64")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--gpu-memory-fraction", o->gpu_memory_fraction,
-                  "--device cuda: the share of the device's memory hart may hold once the KV pool is allocated (weights, "
-                  "workspaces, KV pages; the rest stays free for CUDA graphs and cuBLAS). A configuration that cannot "
-                  "fit (--max-context, --max-running, the weights) is refused at startup with the numbers; "
-                  "`hart cache-plan` prints the plan without a device")
+  cmd->add_option(
+         "--gpu-memory-fraction", o->gpu_memory_fraction,
+         "--device cuda: the share of the device's memory hart may hold once the KV pool is allocated "
+         "(weights, "
+         "workspaces, KV pages; the rest stays free for CUDA graphs and cuBLAS). A configuration that cannot "
+         "fit (--max-context, --max-running, the weights) is refused at startup with the numbers; "
+         "`hart cache-plan` prints the plan without a device")
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "Do not share prefixes between requests");
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "Tokens per engine step")->capture_default_str();
   cmd->add_option("--max-running", o->max_running, "Sequences decoding at once")->capture_default_str();
-  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Largest prefill chunk per sequence per step")->capture_default_str();
-  cmd->add_option("--max-context", o->max_context, "Longest prompt + generation accepted (0 = model limit)")->capture_default_str();
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Largest prefill chunk per sequence per step")
+      ->capture_default_str();
+  cmd->add_option("--max-context", o->max_context, "Longest prompt + generation accepted (0 = model limit)")
+      ->capture_default_str();
   cmd->add_flag("--worker-process", o->worker_process,
                 "Run the engine in a separate `hart worker` process; respawn it when it dies");
-  cmd->add_option("--worker-restarts", o->worker_restarts,
-                  "How many times a dead worker process is replaced (-1 = always, 0 = never); after that every "
-                  "generation ends with error (unavailable)")
+  cmd->add_option(
+         "--worker-restarts", o->worker_restarts,
+         "How many times a dead worker process is replaced (-1 = always, 0 = never); after that every "
+         "generation ends with error (unavailable)")
       ->capture_default_str();
-  cmd->add_option("--worker-timeout-ms", o->worker_timeout_ms, "A worker that does not answer a step within this is dropped")
+  cmd->add_option("--worker-timeout-ms", o->worker_timeout_ms,
+                  "A worker that does not answer a step within this is dropped")
       ->capture_default_str();
-  cmd->add_option("--worker-heartbeat-timeout-ms", o->worker_heartbeat_timeout_ms,
-                  "A worker process silent this long during a step (it sends a heartbeat every quarter of it while "
-                  "computing) is dropped as frozen (0 = off)")
+  cmd->add_option(
+         "--worker-heartbeat-timeout-ms", o->worker_heartbeat_timeout_ms,
+         "A worker process silent this long during a step (it sends a heartbeat every quarter of it while "
+         "computing) is dropped as frozen (0 = off)")
       ->capture_default_str();
-  cmd->add_option("--routing-ids-per-message", o->routing_ids_per_message,
-                  "Most routing ids (returnRouting) one reply carries; a longer routing is sent in RoutingPart "
-                  "replies before its final (docs/protocol.md §5.3)")
+  cmd->add_option(
+         "--routing-ids-per-message", o->routing_ids_per_message,
+         "Most routing ids (returnRouting) one reply carries; a longer routing is sent in RoutingPart "
+         "replies before its final (docs/protocol.md §5.3)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
       ->capture_default_str();
-  cmd->add_flag("--overlap-schedule", o->overlap_schedule,
-                "Plan each decode step's successor before it runs, so the worker starts it without waiting for the "
-                "scheduler (one wasted token per sequence that ends; outputs unchanged)");
-  cmd->add_option("--catch-step-us", o->catch_step_us,
-                  "The scheduler spins this long around each decode step's expected end to take its result without "
-                  "a thread wake-up (S1: the gap between steps); a window of twice the step or more spins from the "
-                  "step's dispatch (no timer to wake up late; one core busy while decoding); 0 = sleep until woken; "
-                  "-1 = 100000 (the whole step) on 8 or more hardware threads, else 0 (on few cores the spin takes "
-                  "the model's)")
+  cmd->add_flag(
+      "--overlap-schedule", o->overlap_schedule,
+      "Plan each decode step's successor before it runs, so the worker starts it without waiting for the "
+      "scheduler (one wasted token per sequence that ends; outputs unchanged)");
+  cmd->add_option(
+         "--catch-step-us", o->catch_step_us,
+         "The scheduler spins this long around each decode step's expected end to take its result without "
+         "a thread wake-up (S1: the gap between steps); a window of twice the step or more spins from the "
+         "step's dispatch (no timer to wake up late; one core busy while decoding); 0 = sleep until woken; "
+         "-1 = 100000 (the whole step) on 8 or more hardware threads, else 0 (on few cores the spin takes "
+         "the model's)")
       ->check(CLI::Range(int64_t(-1), int64_t(100000)))
       ->capture_default_str();
-  cmd->add_option("--slow-reader-ms", o->slow_reader_ms,
-                  "A client whose replies wait at the send limit (--send-hwm) and that reads nothing for this long "
-                  "(or falls 65536 replies behind) is a slow reader: its generations are aborted, their chunks from "
-                  "then on dropped, and it gets one resource_exhausted error saying so, then each generation's final "
-                  "(other clients never wait for it; stats slow_clients, replies_dropped_slow)")
+  cmd->add_option(
+         "--slow-reader-ms", o->slow_reader_ms,
+         "A client whose replies wait at the send limit (--send-hwm) and that reads nothing for this long "
+         "(or falls 65536 replies behind) is a slow reader: its generations are aborted, their chunks from "
+         "then on dropped, and it gets one resource_exhausted error saying so, then each generation's final "
+         "(other clients never wait for it; stats slow_clients, replies_dropped_slow)")
       ->check(CLI::Range(1, 3600000))
       ->capture_default_str();
-  cmd->add_option("--max-requests", o->max_requests,
-                  "Generations in flight (accepted, not yet finished) across all clients; past it a generate is "
-                  "refused with resource_exhausted (0 = no limit)")
+  cmd->add_option(
+         "--max-requests", o->max_requests,
+         "Generations in flight (accepted, not yet finished) across all clients; past it a generate is "
+         "refused with resource_exhausted (0 = no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--max-requests-per-client", o->max_requests_per_client,
-                  "Generations in flight per client (a ZeroMQ connection; an HTTP request is its own client); past "
-                  "it that client's generates are refused with resource_exhausted (0 = no limit)")
+  cmd->add_option(
+         "--max-requests-per-client", o->max_requests_per_client,
+         "Generations in flight per client (a ZeroMQ connection; an HTTP request is its own client); past "
+         "it that client's generates are refused with resource_exhausted (0 = no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--max-prompt-tokens", o->max_prompt_tokens,
-                  "Prompt tokens of the generations in flight, all clients: bounds the memory queued prompts hold; a "
-                  "prompt that would pass it is refused with resource_exhausted (0 = no limit)")
+  cmd->add_option(
+         "--max-prompt-tokens", o->max_prompt_tokens,
+         "Prompt tokens of the generations in flight, all clients: bounds the memory queued prompts hold; a "
+         "prompt that would pass it is refused with resource_exhausted (0 = no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--max-connections", o->max_connections,
-                  "Message-API connections open at once; a new one past it is refused at the handshake (the client "
-                  "sees no server; stats connections_refused, a warning in the log) (0 = no limit)")
+  cmd->add_option(
+         "--max-connections", o->max_connections,
+         "Message-API connections open at once; a new one past it is refused at the handshake (the client "
+         "sees no server; stats connections_refused, a warning in the log) (0 = no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--send-hwm", o->send_hwm,
-                  "Replies ZeroMQ queues for one client before they wait in the server's own queue for it (ZMQ_SNDHWM)")
+                  "Replies ZeroMQ queues for one client before they wait in the server's own queue for it "
+                  "(ZMQ_SNDHWM)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  cmd->add_option("--weight-sync-endpoint", o->weight_sync_endpoint,
-                  "Accept weight updates here (docs/protocol.md §8), e.g. tcp://127.0.0.1:5558; off by default");
-  cmd->add_option("--weight-sync-idle-ms", o->weight_sync_idle_ms, "Drop a staged weight update silent this long")
+  cmd->add_option(
+      "--weight-sync-endpoint", o->weight_sync_endpoint,
+      "Accept weight updates here (docs/protocol.md §8), e.g. tcp://127.0.0.1:5558; off by default");
+  cmd->add_option("--weight-sync-idle-ms", o->weight_sync_idle_ms,
+                  "Drop a staged weight update silent this long")
       ->capture_default_str();
-  cmd->add_option("--http-bind", o->http_bind,
-                  "Also answer HTTP here (docs/http.md: OpenAI and SGLang endpoints, /metrics), e.g. 127.0.0.1:30000 "
-                  "(port 0: any); off by default; loopback unless --api-key is given");
-  cmd->add_option("--api-key", o->api_key, "HTTP: require `Authorization: Bearer KEY` (needed to bind beyond loopback)");
-  cmd->add_option("--http-max-body", o->http_max_body, "HTTP: largest request body (413 beyond)")->capture_default_str();
+  cmd->add_option(
+      "--http-bind", o->http_bind,
+      "Also answer HTTP here (docs/http.md: OpenAI and SGLang endpoints, /metrics), e.g. 127.0.0.1:30000 "
+      "(port 0: any); off by default; loopback unless --api-key is given");
+  cmd->add_option("--api-key", o->api_key,
+                  "HTTP: require `Authorization: Bearer KEY` (needed to bind beyond loopback)");
+  cmd->add_option("--http-max-body", o->http_max_body, "HTTP: largest request body (413 beyond)")
+      ->capture_default_str();
   cmd->add_option("--http-threads", o->http_threads, "HTTP: requests served at once (each stream holds one)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd->add_option("--served-model-name", o->served_model_name,
-                  "HTTP: the model name /v1/models lists and requests may name (default: the model directory's name)");
+  cmd->add_option(
+      "--served-model-name", o->served_model_name,
+      "HTTP: the model name /v1/models lists and requests may name (default: the model directory's name)");
   return cmd;
 }
 
 int run_serve(const serve_options& o) {
   if (!o.weight_sync_endpoint.empty() && o.worker_process) {
-    return fail(unimplemented("--weight-sync-endpoint with --worker-process: the worker process cannot swap weights yet"));
+    return fail(unimplemented(
+        "--weight-sync-endpoint with --worker-process: the worker process cannot swap weights yet"));
   }
   if (status st = device_usable(o.common.device); !st.ok()) return fail(st);
   // Keys are read before anything loads: a bad key file fails in milliseconds, not after the model.
@@ -169,7 +200,8 @@ int run_serve(const serve_options& o) {
     curve_secret_key = *k;
   }
   if (!o.curve_allowed_clients_file.empty()) {
-    if (curve_secret_key.empty()) return fail(invalid_argument("--curve-allowed-clients needs --curve-secret-key-file"));
+    if (curve_secret_key.empty())
+      return fail(invalid_argument("--curve-allowed-clients needs --curve-secret-key-file"));
     auto a = transport::curve_allowlist_read(o.curve_allowed_clients_file);
     if (!a.ok()) return fail(a.get_status());
     curve_allowed_clients = *a;
@@ -196,7 +228,8 @@ int run_serve(const serve_options& o) {
   if (!o.weight_sync_endpoint.empty()) {
     // Before any thread starts: the received frames' pages stay mapped between updates.
     if (status st = malloc_keep_freed_memory(k_weight_sync_keep_bytes); !st.ok()) {
-      HART_LOG_WARN("weight sync: %s (every update faults its frames' pages in afresh)", st.to_string().c_str());
+      HART_LOG_WARN("weight sync: %s (every update faults its frames' pages in afresh)",
+                    st.to_string().c_str());
     }
   }
   // Every thread started from here on inherits the blocked mask; one thread
@@ -226,7 +259,7 @@ int run_serve(const serve_options& o) {
   model_config cfg;
   if (gpu) {
     auto c = o.common.load_format == "dummy" ? dummy_model_config(o.common.model_dir, o.common.num_layers)
-                                              : model_config_load(o.common.model_dir);
+                                             : model_config_load(o.common.model_dir);
     if (!c.ok()) return fail(c.get_status());
     cfg = std::move(c).value();
   } else {
@@ -239,7 +272,8 @@ int run_serve(const serve_options& o) {
   if (auto t = load_tokenizer(o.common.model_dir); t.ok()) {
     tok = std::make_unique<tokenizer>(std::move(t).value());
   } else {
-    HART_LOG_WARN("no tokenizer (%s): only token-id prompts will be accepted", t.get_status().to_string().c_str());
+    HART_LOG_WARN("no tokenizer (%s): only token-id prompts will be accepted",
+                  t.get_status().to_string().c_str());
   }
 
   sched::serving_params sp;
@@ -278,9 +312,13 @@ int run_serve(const serve_options& o) {
     wp.step_timeout_ms = o.worker_timeout_ms;
     wp.heartbeat_timeout_ms = o.worker_heartbeat_timeout_ms;
     wp.max_restarts = o.worker_restarts;
-    wp.spawn_argv = {"/proc/self/exe", "worker", "--model", o.common.model_dir, "--precision", o.common.precision_name,
-                     "--threads", std::to_string(o.common.threads), "--device", o.common.device};
-    if (gpu) wp.spawn_argv.insert(wp.spawn_argv.end(), {"--max-context", std::to_string(sp.sched.max_context)});
+    wp.spawn_argv = {"/proc/self/exe", "worker",
+                     "--model",        o.common.model_dir,
+                     "--precision",    o.common.precision_name,
+                     "--threads",      std::to_string(o.common.threads),
+                     "--device",       o.common.device};
+    if (gpu)
+      wp.spawn_argv.insert(wp.spawn_argv.end(), {"--max-context", std::to_string(sp.sched.max_context)});
     if (o.common.deterministic) wp.spawn_argv.push_back("--deterministic");
     if (o.common.enforce_eager) wp.spawn_argv.push_back("--enforce-eager");
     wp.on_spawn = [](int64_t pid) {
@@ -301,10 +339,12 @@ int run_serve(const serve_options& o) {
     sizes.memory_fraction = o.gpu_memory_fraction;
     auto ex = make_gpu_executor(o.common, &sp.cache, sizes, &gpu_weights);
     if (!ex.ok()) return fail(ex.get_status());
-    wap.cache = sp.cache;  // the pages the plan chose
+    wap.cache = sp.cache;                  // the pages the plan chose
     wap.weights = std::move(gpu_weights);  // shares the engine with the executor
     auto held = std::make_shared<std::unique_ptr<sched::step_executor>>(std::move(ex).value());
-    wap.make_executor = [held]() -> status_or<std::unique_ptr<sched::step_executor>> { return std::move(*held); };
+    wap.make_executor = [held]() -> status_or<std::unique_ptr<sched::step_executor>> {
+      return std::move(*held);
+    };
   }
   actors::serving_system_params ssp;
   ssp.serving = sp;
@@ -313,8 +353,9 @@ int run_serve(const serve_options& o) {
   ssp.worker = std::move(wap);
   ssp.started = started;
   ssp.overlap = o.overlap_schedule;
-  ssp.catch_step = std::chrono::microseconds(
-      o.catch_step_us >= 0 ? o.catch_step_us : std::thread::hardware_concurrency() >= 8 ? k_auto_catch_step_us : 0);
+  ssp.catch_step = std::chrono::microseconds(o.catch_step_us >= 0                       ? o.catch_step_us
+                                             : std::thread::hardware_concurrency() >= 8 ? k_auto_catch_step_us
+                                                                                        : 0);
   ssp.message_api.endpoint = o.bind;
   ssp.message_api.curve_secret_key = curve_secret_key;
   ssp.message_api.curve_allowed_clients = curve_allowed_clients;
@@ -362,8 +403,10 @@ int run_serve(const serve_options& o) {
   }
   auto serving_system = actors::serving_system::start(sys, std::move(ssp));
   if (!serving_system.ok()) return fail(serving_system.get_status());
-  const std::unique_ptr<actors::serving_system> serving_actors = std::move(serving_system).value();  // before sys
-  if (!o.weight_sync_endpoint.empty()) std::printf("hart: weight sync on %s\n", serving_actors->weight_sync_endpoint().c_str());
+  const std::unique_ptr<actors::serving_system> serving_actors =
+      std::move(serving_system).value();  // before sys
+  if (!o.weight_sync_endpoint.empty())
+    std::printf("hart: weight sync on %s\n", serving_actors->weight_sync_endpoint().c_str());
   if (!o.http_bind.empty()) std::printf("hart: http on %s\n", serving_actors->http_endpoint().c_str());
   serving->store(true);  // before the line clients wait for: a signal after it shuts down in order
   std::printf("hart: serving %s on %s\n", o.common.model_dir.c_str(), serving_actors->endpoint().c_str());

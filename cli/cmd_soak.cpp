@@ -7,6 +7,12 @@
 // reason, errors, disconnects, lost (a request with neither a final per sample nor an error
 // within the timeout), pages still held after the flush (leaked), and the server's RSS growth
 // (--server-pid). Exit 1 on any loss, leak or failed push.
+#include "cli/cli_common.h"
+#include "rollout/checkpoint_tensors.h"
+#include "rollout/weight_sync_client.h"
+#include "runtime/transport/client.h"
+
+#include <CLI/CLI.hpp>
 #include <sys/types.h>
 
 #include <algorithm>
@@ -17,13 +23,6 @@
 #include <random>
 #include <string>
 #include <thread>
-
-#include <CLI/CLI.hpp>
-
-#include "cli/cli_common.h"
-#include "rollout/checkpoint_tensors.h"
-#include "rollout/weight_sync_client.h"
-#include "runtime/transport/client.h"
 
 namespace hart::cli {
 namespace {
@@ -107,9 +106,14 @@ void user(const soak_options& o, int u, std::atomic<uint64_t>& next, tallies& t)
     if (r.ok()) {
       for (const transport::sample_output& s : r->samples) {
         switch (s.final.reason) {
-          case protocol::finish_reason::abort: ++t.aborted; break;
-          case protocol::finish_reason::error: ++t.errors; break;
-          default: ++t.finished;
+          case protocol::finish_reason::abort:
+            ++t.aborted;
+            break;
+          case protocol::finish_reason::error:
+            ++t.errors;
+            break;
+          default:
+            ++t.finished;
         }
       }
     } else if (r.get_status().code() == status_code::unavailable) {
@@ -166,7 +170,8 @@ void pusher(const soak_options& o, std::atomic<bool>& stop, tallies& t) {
       ++t.pushes;
     } else {
       ++t.pushes_failed;
-      std::fprintf(stderr, "hart: soak: push %llu: %s\n", (unsigned long long)version, r.get_status().to_string().c_str());
+      std::fprintf(stderr, "hart: soak: push %llu: %s\n", (unsigned long long)version,
+                   r.get_status().to_string().c_str());
     }
   }
 }
@@ -174,28 +179,48 @@ void pusher(const soak_options& o, std::atomic<bool>& stop, tallies& t) {
 }  // namespace
 
 CLI::App* add_soak_command(CLI::App& app, soak_options* o) {
-  CLI::App* cmd = app.add_subcommand("soak", "A long mixed workload (aborts, disconnects, pauses, weight pushes) against a "
-                                             "running server; prints what was lost or leaked, exit 1 if anything was");
+  CLI::App* cmd =
+      app.add_subcommand("soak",
+                         "A long mixed workload (aborts, disconnects, pauses, weight pushes) against a "
+                         "running server; prints what was lost or leaked, exit 1 if anything was");
   cmd->add_option("--connect", o->connect, "Server endpoint")->capture_default_str();
   add_curve(cmd, &o->curve);
-  cmd->add_option("--requests", o->requests, "Requests in all")->check(CLI::Range(int64_t(1), int64_t(1) << 40))->capture_default_str();
-  cmd->add_option("--users", o->users, "Concurrent clients")->check(CLI::Range(1, 1024))->capture_default_str();
+  cmd->add_option("--requests", o->requests, "Requests in all")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
+  cmd->add_option("--users", o->users, "Concurrent clients")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   cmd->add_option("--max-prompt-tokens", o->max_prompt_tokens, "Prompts have 1..N random token ids")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Each request generates 1..N tokens")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
-  cmd->add_option("--vocab", o->vocab, "Prompt ids are drawn from [2, vocab)")->check(CLI::Range(int64_t(3), int64_t(1) << 32))->capture_default_str();
-  cmd->add_option("--abort-rate", o->abort_rate, "Share of requests aborted mid-stream")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cmd->add_option("--disconnect-rate", o->disconnect_rate, "Share of requests whose client drops its connection mid-stream")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cmd->add_option("--pause-ms", o->pause_ms, "Pause (in place, retract, abort in turn) and resume this often; 0 = never")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--weight-sync-endpoint", o->weight_sync_endpoint, "Push -m's tensors there every --push-ms as new versions");
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
+  cmd->add_option("--vocab", o->vocab, "Prompt ids are drawn from [2, vocab)")
+      ->check(CLI::Range(int64_t(3), int64_t(1) << 32))
+      ->capture_default_str();
+  cmd->add_option("--abort-rate", o->abort_rate, "Share of requests aborted mid-stream")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--disconnect-rate", o->disconnect_rate,
+                  "Share of requests whose client drops its connection mid-stream")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--pause-ms", o->pause_ms,
+                  "Pause (in place, retract, abort in turn) and resume this often; 0 = never")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--weight-sync-endpoint", o->weight_sync_endpoint,
+                  "Push -m's tensors there every --push-ms as new versions");
   cmd->add_option("-m,--model", o->model_dir, "Checkpoint pushed with --weight-sync-endpoint");
-  cmd->add_option("--push-ms", o->push_ms, "Time between weight pushes")->check(CLI::Range(int64_t(1), int64_t(1) << 40))->capture_default_str();
+  cmd->add_option("--push-ms", o->push_ms, "Time between weight pushes")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
   cmd->add_option("--server-pid", o->server_pid, "Report this process's RSS at start and end (the server)");
   cmd->add_option("--timeout-ms", o->timeout_ms, "A request without all its finals after this counts as lost")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))->capture_default_str();
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the workload")->capture_default_str();
   return cmd;
 }
@@ -210,7 +235,8 @@ int run_soak(const soak_options& o) {
   health.tag = 1;
   health.verb = protocol::control_verb::health;
   if (auto h = control_call(**ctl, health, milliseconds(o.connect_timeout_ms)); !h.ok()) {
-    return fail(unavailable("no hart server answered at %s: %s", o.connect.c_str(), h.get_status().to_string().c_str()));
+    return fail(unavailable("no hart server answered at %s: %s", o.connect.c_str(),
+                            h.get_status().to_string().c_str()));
   }
   const double rss_start = rss_mb(o.server_pid);
   const auto t0 = steady_clock::now();
@@ -221,15 +247,18 @@ int run_soak(const soak_options& o) {
   for (int u = 0; u < o.users; ++u) users.emplace_back(user, std::cref(o), u, std::ref(next), std::ref(t));
   std::thread pause_thread, push_thread;
   if (o.pause_ms > 0) pause_thread = std::thread(pauser, std::cref(o), std::ref(stop), std::ref(t));
-  if (!o.weight_sync_endpoint.empty()) push_thread = std::thread(pusher, std::cref(o), std::ref(stop), std::ref(t));
+  if (!o.weight_sync_endpoint.empty())
+    push_thread = std::thread(pusher, std::cref(o), std::ref(stop), std::ref(t));
   // A line on stderr every 10 s: a long soak shows where it is.
   std::atomic<int> users_done{0};
   std::thread progress([&] {
-    for (auto last = steady_clock::now(); users_done < o.users; std::this_thread::sleep_for(milliseconds(100))) {
+    for (auto last = steady_clock::now(); users_done < o.users;
+         std::this_thread::sleep_for(milliseconds(100))) {
       if (steady_clock::now() - last < seconds(10)) continue;
       last = steady_clock::now();
-      std::fprintf(stderr, "soak: %llu/%lld requests sent, %llu lost so far, %.0f s\n", (unsigned long long)t.sent.load(),
-                   (long long)o.requests, (unsigned long long)t.lost.load(), duration<double>(last - t0).count());
+      std::fprintf(stderr, "soak: %llu/%lld requests sent, %llu lost so far, %.0f s\n",
+                   (unsigned long long)t.sent.load(), (long long)o.requests,
+                   (unsigned long long)t.lost.load(), duration<double>(last - t0).count());
     }
   });
   for (std::thread& th : users) {
@@ -265,14 +294,16 @@ int run_soak(const soak_options& o) {
     if ((live == 0 && leaked == 0) || steady_clock::now() >= deadline) break;
   }
   const double rss_end = rss_mb(o.server_pid);
-  std::printf("soak: %llu requests in %.1f s (%d users): %llu samples finished, %llu aborted, %llu errors, "
-              "%llu disconnected, %llu lost; %llu tokens; %llu pauses, %llu weight pushes (%llu failed); after: %.0f live, "
-              "%.0f pages held after flush (leaked)",
-              (unsigned long long)t.sent.load(), seconds_run, o.users, (unsigned long long)t.finished.load(),
-              (unsigned long long)t.aborted.load(), (unsigned long long)t.errors.load(),
-              (unsigned long long)t.disconnected.load(), (unsigned long long)t.lost.load(),
-              (unsigned long long)t.tokens.load(), (unsigned long long)t.pauses.load(),
-              (unsigned long long)t.pushes.load(), (unsigned long long)t.pushes_failed.load(), live, leaked);
+  std::printf(
+      "soak: %llu requests in %.1f s (%d users): %llu samples finished, %llu aborted, %llu errors, "
+      "%llu disconnected, %llu lost; %llu tokens; %llu pauses, %llu weight pushes (%llu failed); after: %.0f "
+      "live, "
+      "%.0f pages held after flush (leaked)",
+      (unsigned long long)t.sent.load(), seconds_run, o.users, (unsigned long long)t.finished.load(),
+      (unsigned long long)t.aborted.load(), (unsigned long long)t.errors.load(),
+      (unsigned long long)t.disconnected.load(), (unsigned long long)t.lost.load(),
+      (unsigned long long)t.tokens.load(), (unsigned long long)t.pauses.load(),
+      (unsigned long long)t.pushes.load(), (unsigned long long)t.pushes_failed.load(), live, leaked);
   if (rss_start > 0 && rss_end > 0) std::printf("; server RSS %.0f -> %.0f MB", rss_start, rss_end);
   std::printf("\n");
   return t.lost == 0 && leaked == 0 && live == 0 && t.pushes_failed == 0 ? 0 : 1;

@@ -1,11 +1,11 @@
 // `hart tokenize`: text → ids (one line, space separated), or ids → text.
-#include <cstdio>
-#include <sstream>
+#include "cli/cli_common.h"
+#include "runtime/text/chat_template.h"
 
 #include <CLI/CLI.hpp>
 
-#include "cli/cli_common.h"
-#include "runtime/text/chat_template.h"
+#include <cstdio>
+#include <sstream>
 
 namespace hart::cli {
 

@@ -5,17 +5,16 @@
 // engine with a pool of those pages), then steps until the server's bye;
 // `hart serve --worker-process` also kills it when it dies (PR_SET_PDEATHSIG,
 // set when spawning).
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-
-#include <CLI/CLI.hpp>
-
 #include "cli/cli_common.h"
 #include "cli/device_executor.h"
 #include "runtime/worker/local_executor.h"
 #include "runtime/worker_link/worker_process.h"
+
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 namespace hart::cli {
 
@@ -31,13 +30,15 @@ worker_link::model_summary model_summary_of(const model_config& cfg, const commo
 }
 
 CLI::App* add_worker_command(CLI::App& app, worker_options* o) {
-  CLI::App* cmd = app.add_subcommand("worker", "Run steps for a `hart serve` scheduler (started by --worker-process)");
+  CLI::App* cmd =
+      app.add_subcommand("worker", "Run steps for a `hart serve` scheduler (started by --worker-process)");
   add_common(cmd, &o->common);
   cmd->add_option("--connect", o->connect, "The server's worker endpoint")->required();
   cmd->add_option("--device", o->common.device, "Run the model on: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--max-context", o->max_context, "--device cuda: positions per sequence the GPU engine is sized for "
+  cmd->add_option("--max-context", o->max_context,
+                  "--device cuda: positions per sequence the GPU engine is sized for "
                   "(0 = its default, capped by the model)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -75,7 +76,8 @@ int run_worker(const worker_options& o) {
     wp.hello.token = t;
     unsetenv("HART_WORKER_TOKEN");
   }
-  wp.make_executor = [&](const cache::cache_config& pages) -> status_or<std::unique_ptr<sched::step_executor>> {
+  wp.make_executor =
+      [&](const cache::cache_config& pages) -> status_or<std::unique_ptr<sched::step_executor>> {
     if (gpu) {
       cache::cache_config given = pages;
       gpu_serving_sizes sizes;  // the server's pages, as they are

@@ -9,7 +9,8 @@
 namespace hart::cli {
 
 status no_cuda_build() {
-  return failed_precondition("--device cuda: this hart was built without CUDA (configure with -DHART_CUDA=ON where nvcc exists)");
+  return failed_precondition(
+      "--device cuda: this hart was built without CUDA (configure with -DHART_CUDA=ON where nvcc exists)");
 }
 
 status_or<std::unique_ptr<forward_engine>> load_forward_engine(const common_options& o) {

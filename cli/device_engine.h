@@ -3,11 +3,11 @@
 // behind forward_engine, or the GPU engine where hart was built with CUDA.
 #pragma once
 
-#include <memory>
-
 #include "cli/cli_common.h"
 #include "runtime/gpu/gpu_engine.h"  // gpu_engine_params only, in a build without CUDA
 #include "runtime/model/forward_engine.h"
+
+#include <memory>
 
 namespace hart::cli {
 

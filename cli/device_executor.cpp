@@ -1,8 +1,8 @@
 #include "cli/device_executor.h"
 
-#include <algorithm>
-
 #include "cli/device_engine.h"
+
+#include <algorithm>
 #ifdef HART_CUDA
 #include "runtime/worker/gpu_executor.h"
 #endif
@@ -14,7 +14,8 @@ status device_usable(const std::string& device) {
   if (device != "cuda") return invalid_argument("unknown device '%s' (cpu or cuda)", device.c_str());
 #ifdef HART_CUDA
   if (!gpu_device_available()) {
-    return failed_precondition("--device cuda: no CUDA device is visible (use --device cpu, or run on the GPU machine)");
+    return failed_precondition(
+        "--device cuda: no CUDA device is visible (use --device cpu, or run on the GPU machine)");
   }
   return {};
 #else
@@ -28,9 +29,10 @@ int64_t gpu_max_context(const model_config& cfg, int64_t requested) {
   return cfg.max_position > 0 ? std::min(dflt, cfg.max_position) : dflt;
 }
 
-status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_options& o, cache::cache_config* cache,
-                                                                  const gpu_serving_sizes& sizes,
-                                                                  std::shared_ptr<weight_target>* weights) {
+status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_options& o,
+                                                                   cache::cache_config* cache,
+                                                                   const gpu_serving_sizes& sizes,
+                                                                   std::shared_ptr<weight_target>* weights) {
 #ifdef HART_CUDA
   gpu_engine_params p;
   p.max_context = sizes.max_context;

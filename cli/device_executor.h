@@ -6,14 +6,14 @@
 // The CPU device keeps the CPU engine and its worker (cmd_serve, cmd_worker).
 #pragma once
 
-#include <memory>
-#include <string>
-
 #include "cli/cli_common.h"
 #include "runtime/cache/shadow_radix.h"
 #include "runtime/model/config.h"
 #include "runtime/model/weight_target.h"
 #include "runtime/sched/step_executor.h"
+
+#include <memory>
+#include <string>
 
 namespace hart::cli {
 
@@ -42,8 +42,8 @@ struct gpu_serving_sizes {
 /// its numbers), failed_precondition in a build without CUDA. With `weights`,
 /// also sets it to the engine's weight target (weight sync into `hart serve
 /// --device cuda`: build on any thread, swap on the worker's).
-status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_options& o, cache::cache_config* cache,
-                                                                  const gpu_serving_sizes& sizes,
-                                                                  std::shared_ptr<weight_target>* weights = nullptr);
+status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(
+    const common_options& o, cache::cache_config* cache, const gpu_serving_sizes& sizes,
+    std::shared_ptr<weight_target>* weights = nullptr);
 
 }  // namespace hart::cli

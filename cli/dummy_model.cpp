@@ -1,13 +1,13 @@
 #include "cli/dummy_model.h"
 
+#include "runtime/model/random_checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-
-#include <nlohmann/json.hpp>
-
-#include "runtime/model/random_checkpoint.h"
 
 namespace hart::cli {
 
@@ -20,7 +20,8 @@ status_or<nlohmann::json> dummy_config_json(const std::string& model_dir, int64_
   std::ifstream in(model_dir + "/config.json");
   nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
   if (!in.is_open() || config.is_discarded() || !config.is_object()) {
-    return invalid_argument("--load-format dummy: %s/config.json is missing or not a JSON object", model_dir.c_str());
+    return invalid_argument("--load-format dummy: %s/config.json is missing or not a JSON object",
+                            model_dir.c_str());
   }
   if (num_layers > 0) {
     if (status s = random_checkpoint_truncate_layers(config, num_layers); !s.ok()) {
@@ -42,7 +43,8 @@ status_or<std::unique_ptr<dummy_model>> dummy_model::create(const std::string& m
   HART_ASSIGN_OR_RETURN(nlohmann::json config, dummy_config_json(model_dir, num_layers));
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/hart-dummy-XXXXXX";
-  if (!mkdtemp(pattern.data())) return internal_error("--load-format dummy: cannot create %s", pattern.c_str());
+  if (!mkdtemp(pattern.data()))
+    return internal_error("--load-format dummy: cannot create %s", pattern.c_str());
   std::unique_ptr<dummy_model> d(new dummy_model(pattern));
   random_checkpoint_options opt;
   opt.seed = seed;

@@ -11,12 +11,12 @@
 //   o.model_dir = dummy->dir();
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/model/config.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include "runtime/core/status.h"
-#include "runtime/model/config.h"
 
 namespace hart::cli {
 
@@ -28,7 +28,8 @@ class dummy_model {
  public:
   /// Errors: no readable config.json in `model_dir`, more layers asked for than it has, a
   /// config the writer refuses, a full disk.
-  static status_or<std::unique_ptr<dummy_model>> create(const std::string& model_dir, int64_t num_layers, uint64_t seed);
+  static status_or<std::unique_ptr<dummy_model>> create(const std::string& model_dir, int64_t num_layers,
+                                                        uint64_t seed);
   ~dummy_model();
   dummy_model(const dummy_model&) = delete;
   dummy_model& operator=(const dummy_model&) = delete;

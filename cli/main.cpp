@@ -2,15 +2,15 @@
 // server and its clients. `hart <command> --help` explains each command; each
 // cmd_<name>.cpp adds its subcommand and options (add_<name>_command) and runs
 // it (run_<name>); this file parses and dispatches.
-#include <CLI/CLI.hpp>
-
-#include <cstdio>
-#include <string>
-
 #include "cli/cli_common.h"
 #include "cli/cmd_bench.h"
 #include "cli/cmd_check_ops.h"
 #include "runtime/core/log.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
 
 int main(int argc, char** argv) {
   namespace cli = hart::cli;
@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One exit code for every usage error, as for every other bad input (CLI11's own are 101-115).
-    std::fprintf(stderr, "hart: error: invalid_argument: %s\nRun with --help for more information.\n", e.what());
+    std::fprintf(stderr, "hart: error: invalid_argument: %s\nRun with --help for more information.\n",
+                 e.what());
     return 1;
   }
   hart::log_level lv = hart::log_level::info;
@@ -69,7 +70,8 @@ int main(int argc, char** argv) {
   if (log_level == "off") lv = hart::log_level::off;
   hart::log_set_level(lv);
 
-  if (*g) return cli::with_model(gen.common, gen.common.device == "cuda", [&] { return cli::run_generate(gen); });
+  if (*g)
+    return cli::with_model(gen.common, gen.common.device == "cuda", [&] { return cli::run_generate(gen); });
   if (*t) return cli::run_tokenize(tok);
   if (*s) return cli::run_score(sc);
   if (*c) return cli::run_cache_plan(cp);

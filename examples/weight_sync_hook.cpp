@@ -4,11 +4,11 @@
 // parameter instead. Usage:
 //   hart serve -m tests/data/tiny-a --weight-sync-endpoint tcp://127.0.0.1:5558 &
 //   weight_sync_hook CHECKPOINT_DIR tcp://127.0.0.1:5558 VERSION
-#include <cstdio>
-#include <cstdlib>
-
 #include "rollout/checkpoint_tensors.h"
 #include "rollout/weight_sync_client.h"
+
+#include <cstdio>
+#include <cstdlib>
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", r.get_status().to_string().c_str());  // the old version keeps serving
     return 1;
   }
-  std::printf("version %llu: %.3f GB at %.2f GB/s, build %.3f s, swap %.3f s\n", (unsigned long long)r->version,
-              double(r->n_bytes) * 1e-9, r->gb_per_s, r->build_s, r->swap_s);
+  std::printf("version %llu: %.3f GB at %.2f GB/s, build %.3f s, swap %.3f s\n",
+              (unsigned long long)r->version, double(r->n_bytes) * 1e-9, r->gb_per_s, r->build_s, r->swap_s);
   return 0;
 }

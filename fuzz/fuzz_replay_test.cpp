@@ -3,20 +3,19 @@
 // insertions, repeated slices), run through each decoder. A crash fails the suite; under
 // scripts/fuzz.sh's sanitizer build so does any ASan / UBSan report. libFuzzer itself
 // (coverage-guided, millions of inputs) runs from scripts/fuzz.sh, which also grows the corpus.
+#include "fuzz/targets.h"
+
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <zlib.h>
-
-#include "fuzz/targets.h"
 
 namespace hart::fuzz {
 namespace {
@@ -35,7 +34,8 @@ std::vector<std::string> tar_gz_files(const std::string& path) {
     if (h[0] == '\0') break;  // the end-of-archive blocks
     const size_t size = std::strtoull(std::string(h + 124, 12).c_str(), nullptr, 8);
     at += 512;
-    if ((h[156] == '0' || h[156] == '\0') && at + size <= bytes.size()) files.push_back(bytes.substr(at, size));
+    if ((h[156] == '0' || h[156] == '\0') && at + size <= bytes.size())
+      files.push_back(bytes.substr(at, size));
     at += (size + 511) / 512 * 512;
   }
   return files;
@@ -45,7 +45,8 @@ std::vector<std::string> tar_gz_files(const std::string& path) {
 // tree does not carry thousands of tiny files).
 std::vector<std::string> corpus_of(const target& t) {
   std::vector<std::string> inputs = t.seeds();
-  for (std::string& f : tar_gz_files(std::string(HART_FUZZ_CORPUS) + "/" + t.name + ".tar.gz")) inputs.push_back(std::move(f));
+  for (std::string& f : tar_gz_files(std::string(HART_FUZZ_CORPUS) + "/" + t.name + ".tar.gz"))
+    inputs.push_back(std::move(f));
   return inputs;
 }
 
@@ -58,11 +59,15 @@ std::string mutate(const std::string& in, std::mt19937_64& rng) {
       case 0:
         if (!s.empty()) s[pick(s.size())] ^= char(1 << (rng() % 8));
         break;
-      case 1: s.resize(pick(s.size() + 1)); break;
+      case 1:
+        s.resize(pick(s.size() + 1));
+        break;
       case 2:
         if (!s.empty()) s[pick(s.size())] = (rng() & 1) ? '\0' : '\xff';
         break;
-      case 3: s.insert(pick(s.size() + 1), 1 + pick(8), char(rng())); break;
+      case 3:
+        s.insert(pick(s.size() + 1), 1 + pick(8), char(rng()));
+        break;
       case 4:
         if (!s.empty()) {
           const size_t at = pick(s.size()), len = 1 + pick(std::min<size_t>(64, s.size() - at));
@@ -92,7 +97,8 @@ TEST_P(fuzz_replay, corpus_and_mutations_only_ever_return) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
   size_t runs = 0, accepted = 0;
   for (const std::string& seed : t->seeds()) {  // the seeds are well-formed: the decoder takes them
-    EXPECT_TRUE(t->run(reinterpret_cast<const uint8_t*>(seed.data()), seed.size())) << t->name << " refused a seed";
+    EXPECT_TRUE(t->run(reinterpret_cast<const uint8_t*>(seed.data()), seed.size()))
+        << t->name << " refused a seed";
   }
   for (const std::string& in : inputs) {
     accepted += t->run(reinterpret_cast<const uint8_t*>(in.data()), in.size());

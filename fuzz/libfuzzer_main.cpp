@@ -1,13 +1,13 @@
 // libFuzzer's entry point for one target of fuzz/targets.h, chosen at build time
 // (HART_FUZZ_TARGET, one executable per target: scripts/fuzz.sh). An empty corpus directory
 // (the first argument that is not a flag) gets the target's seeds first.
+#include "fuzz/targets.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include "fuzz/targets.h"
 
 namespace {
 const hart::fuzz::target* the_target() {

@@ -1,5 +1,12 @@
 #include "fuzz/targets.h"
 
+#include "runtime/model/config.h"
+#include "runtime/model/safetensors.h"
+#include "runtime/protocol/codec.h"
+#include "runtime/text/tokenizer.h"
+#include "runtime/weight_sync/sync_codec.h"
+#include "runtime/worker_link/step_codec.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,17 +15,12 @@
 #include <fstream>
 #include <iterator>
 
-#include "runtime/model/config.h"
-#include "runtime/model/safetensors.h"
-#include "runtime/protocol/codec.h"
-#include "runtime/text/tokenizer.h"
-#include "runtime/weight_sync/sync_codec.h"
-#include "runtime/worker_link/step_codec.h"
-
 namespace hart::fuzz {
 namespace {
 
-std::string as_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+std::string as_string(const std::vector<uint8_t>& v) {
+  return std::string(v.begin(), v.end());
+}
 
 // The input cut into frames: byte 0 % 4 is the header's length (2 for a valid one), then the
 // header; for weight sync one more byte, % 64, is the length of a trailing data frame; the
@@ -80,13 +82,16 @@ std::vector<std::string> client_seeds() {
     if (e.ok()) out.push_back(join(std::string(e->header.begin(), e->header.end()), as_string(e->payload)));
   }
   auto rep = protocol::encode_reply(protocol::reply{protocol::health_reply{3, true, 10}});
-  if (rep.ok()) out.push_back(join(std::string(rep->header.begin(), rep->header.end()), as_string(rep->payload)));
+  if (rep.ok())
+    out.push_back(join(std::string(rep->header.begin(), rep->header.end()), as_string(rep->payload)));
   return out;
 }
 
 // -- worker step frames (runtime/worker_link) -----------------------------------------------
 
-bool worker_frames(const uint8_t* d, size_t n) { return worker_link::decode(d, n).ok(); }
+bool worker_frames(const uint8_t* d, size_t n) {
+  return worker_link::decode(d, n).ok();
+}
 
 std::vector<std::string> worker_seeds() {
   std::vector<std::string> out;
@@ -95,8 +100,8 @@ std::vector<std::string> worker_seeds() {
   h.model.vocab_size = 512;
   h.token = "00ff";
   worker_link::worker_configure c{128, 16, 8, 2500};
-  for (const worker_link::worker_message& m :
-       {worker_link::worker_message{h}, worker_link::worker_message{c}, worker_link::worker_message{worker_link::worker_bye{}}}) {
+  for (const worker_link::worker_message& m : {worker_link::worker_message{h}, worker_link::worker_message{c},
+                                               worker_link::worker_message{worker_link::worker_bye{}}}) {
     auto e = worker_link::encode(m);
     if (e.ok()) out.push_back(as_string(*e));
   }
@@ -122,12 +127,14 @@ std::vector<std::string> sync_seeds() {
   b.version = 2;
   b.chunks.emplace_back("layers.0.attn.wq_a.weight", dtype::bf16, std::vector<int64_t>{2, 4}, 0, 16);
   const std::string bytes(16, '\1');
-  for (const weight_sync::sync_request& r : {weight_sync::sync_request{weight_sync::begin_msg(2, 1, 16)},
-                                              weight_sync::sync_request{b},
-                                              weight_sync::sync_request{weight_sync::end_msg{2, 0, 1}}}) {
+  for (const weight_sync::sync_request& r :
+       {weight_sync::sync_request{weight_sync::begin_msg(2, 1, 16)}, weight_sync::sync_request{b},
+        weight_sync::sync_request{weight_sync::end_msg{2, 0, 1}}}) {
     auto e = weight_sync::encode_request(r);
     const std::string none;
-    if (e.ok()) out.push_back(join(header, as_string(*e), std::holds_alternative<weight_sync::bucket_msg>(r) ? &bytes : &none));
+    if (e.ok())
+      out.push_back(
+          join(header, as_string(*e), std::holds_alternative<weight_sync::bucket_msg>(r) ? &bytes : &none));
   }
   return out;
 }
@@ -206,9 +213,12 @@ std::vector<std::string> tokenizer_seeds() {
 
 const std::vector<target>& targets() {
   static const std::vector<target> all = {
-      {"client_frames", client_frames, client_seeds},         {"worker_frames", worker_frames, worker_seeds},
-      {"sync_frames", sync_frames, sync_seeds},               {"safetensors_header", safetensors_header, safetensors_seeds},
-      {"config_json", config_json, config_seeds},             {"tokenizer_json", tokenizer_json, tokenizer_seeds},
+      {"client_frames", client_frames, client_seeds},
+      {"worker_frames", worker_frames, worker_seeds},
+      {"sync_frames", sync_frames, sync_seeds},
+      {"safetensors_header", safetensors_header, safetensors_seeds},
+      {"config_json", config_json, config_seeds},
+      {"tokenizer_json", tokenizer_json, tokenizer_seeds},
   };
   return all;
 }

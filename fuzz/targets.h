@@ -15,9 +15,9 @@
 namespace hart::fuzz {
 
 struct target {
-  const char* name;                          // also the corpus directory: fuzz/corpus/<name>
+  const char* name;                               // also the corpus directory: fuzz/corpus/<name>
   bool (*run)(const uint8_t* data, size_t size);  // true: the decoder accepted the input
-  std::vector<std::string> (*seeds)();       // well-formed inputs the corpus starts from
+  std::vector<std::string> (*seeds)();            // well-formed inputs the corpus starts from
 };
 
 /// Every target, in a fixed order.

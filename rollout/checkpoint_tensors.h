@@ -5,12 +5,12 @@
 // own parameters instead.
 #pragma once
 
+#include "rollout/weight_sync_client.h"
+#include "runtime/model/tensor_source.h"
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "rollout/weight_sync_client.h"
-#include "runtime/model/tensor_source.h"
 
 namespace hart {
 

@@ -1,12 +1,12 @@
 #include "rollout/rollout_client.h"
 
-#include <deque>
-#include <unordered_map>
-#include <unordered_set>
-
 #include "runtime/protocol/routing_parts.h"
 #include "runtime/protocol/validate.h"
 #include "runtime/transport/client.h"
+
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace hart {
 
@@ -74,7 +74,8 @@ struct rollout_client::impl {
       const uint32_t n = g.sampling.n;
       HART_RETURN_IF_ERROR(conn->send(protocol::request{g}));
       b.request_ids[pi] = g.request_id;
-      in_flight[g.request_id] = request_state{bid, pi, std::vector<uint32_t>(n, 0), std::vector<bool>(n, false), 0};
+      in_flight[g.request_id] =
+          request_state{bid, pi, std::vector<uint32_t>(n, 0), std::vector<bool>(n, false), 0};
     }
     return {};
   }
@@ -85,14 +86,17 @@ struct rollout_client::impl {
     request_state& r = it->second;
     batch_state& b = batches.at(r.batch);
     if (c.sample_index >= r.done.size() || r.done[c.sample_index]) {
-      if (b.error.ok()) b.error = invalid_argument("rollout: chunk for sample %u of request %llu out of range or after its final",
-                                                   c.sample_index, (unsigned long long)c.request_id);
+      if (b.error.ok())
+        b.error =
+            invalid_argument("rollout: chunk for sample %u of request %llu out of range or after its final",
+                             c.sample_index, (unsigned long long)c.request_id);
       return;
     }
     if (c.seq != r.next_seq[c.sample_index]) {
-      if (b.error.ok()) b.error = data_loss("rollout: request %llu sample %u: chunk seq %u, expected %u",
-                                            (unsigned long long)c.request_id, c.sample_index, c.seq,
-                                            r.next_seq[c.sample_index]);
+      if (b.error.ok())
+        b.error =
+            data_loss("rollout: request %llu sample %u: chunk seq %u, expected %u",
+                      (unsigned long long)c.request_id, c.sample_index, c.seq, r.next_seq[c.sample_index]);
     }
     r.next_seq[c.sample_index] = c.seq + 1;
     if (!c.logprobs.empty() && c.logprobs.size() != c.token_ids.size() && b.error.ok()) {
@@ -124,11 +128,13 @@ struct rollout_client::impl {
     request_state& r = it->second;
     batch_state& b = batches.at(r.batch);
     if (status st = routing.complete(&f); !st.ok() && b.error.ok()) {
-      b.error = data_loss("rollout: request %llu: %s", (unsigned long long)f.request_id, st.message().c_str());
+      b.error =
+          data_loss("rollout: request %llu: %s", (unsigned long long)f.request_id, st.message().c_str());
     }
     if (f.sample_index >= r.done.size() || r.done[f.sample_index]) {
-      if (b.error.ok()) b.error = invalid_argument("rollout: final for sample %u of request %llu out of range or repeated",
-                                                   f.sample_index, (unsigned long long)f.request_id);
+      if (b.error.ok())
+        b.error = invalid_argument("rollout: final for sample %u of request %llu out of range or repeated",
+                                   f.sample_index, (unsigned long long)f.request_id);
       return;
     }
     rollout_sample& s = b.result.groups[r.prompt].samples[f.sample_index];
@@ -176,13 +182,16 @@ struct rollout_client::impl {
     if (auto* p = std::get_if<protocol::routing_part>(&rep)) return on_routing_part(std::move(*p));
     if (auto* e = std::get_if<protocol::error_reply>(&rep)) return on_error(*e);
     uint64_t tag = 0;
-    std::visit([&](const auto& r) {
-      using T = std::decay_t<decltype(r)>;
-      if constexpr (!std::is_same_v<T, protocol::chunk_event> && !std::is_same_v<T, protocol::final_event> &&
-                    !std::is_same_v<T, protocol::routing_part>) {
-        tag = r.tag;
-      }
-    }, rep);
+    std::visit(
+        [&](const auto& r) {
+          using T = std::decay_t<decltype(r)>;
+          if constexpr (!std::is_same_v<T, protocol::chunk_event> &&
+                        !std::is_same_v<T, protocol::final_event> &&
+                        !std::is_same_v<T, protocol::routing_part>) {
+            tag = r.tag;
+          }
+        },
+        rep);
     if (fire_and_forget.erase(tag)) return;
     control_replies[tag] = std::move(rep);
   }
@@ -211,7 +220,8 @@ struct rollout_client::impl {
         if (auto* e = std::get_if<protocol::error_reply>(&r)) return status(e->code, e->message);
         return r;
       }
-      if (steady::now() > deadline) return status(status_code::unavailable, "rollout: no reply to a control verb in time");
+      if (steady::now() > deadline)
+        return status(status_code::unavailable, "rollout: no reply to a control verb in time");
       HART_RETURN_IF_ERROR(pump(50ms));
     }
   }
@@ -257,7 +267,9 @@ status_or<uint64_t> rollout_client::submit(const std::vector<rollout_prompt>& pr
   return id;
 }
 
-status rollout_client::poll(std::chrono::milliseconds timeout) { return impl_->pump(timeout); }
+status rollout_client::poll(std::chrono::milliseconds timeout) {
+  return impl_->pump(timeout);
+}
 
 status_or<rollout_progress> rollout_client::progress(uint64_t batch) const {
   auto it = impl_->batches.find(batch);
@@ -298,7 +310,8 @@ status_or<rollout_result> rollout_client::wait(uint64_t batch) {
   const auto deadline = steady::now() + impl_->params.timeout;
   while (it->second.n_prompts_done < it->second.prompts.size()) {
     if (steady::now() > deadline) {
-      return status(status_code::unavailable, "rollout: batch " + std::to_string(batch) + " not complete after " +
+      return status(status_code::unavailable, "rollout: batch " + std::to_string(batch) +
+                                                  " not complete after " +
                                                   std::to_string(impl_->params.timeout.count()) + " ms");
     }
     HART_RETURN_IF_ERROR(impl_->pump(100ms));

@@ -20,21 +20,22 @@
 // (protocol::routing_info), for replaying them in the trainer's forward.
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/protocol/messages.h"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "runtime/core/status.h"
-#include "runtime/protocol/messages.h"
-
 namespace hart {
 
 struct rollout_client_params {
   std::string endpoint = "tcp://127.0.0.1:5557";
   std::string curve_server_key{};  ///< the server's Z85 public key; enables CURVE
-  std::string curve_secret_key{};  ///< this client's Z85 secret key (a server with an allowlist); a fresh pair when empty
+  std::string curve_secret_key{};  ///< this client's Z85 secret key (a server with an allowlist); a fresh
+                                   ///< pair when empty
   /// Longest wait for one batch to complete (wait / generate) or one control reply.
   std::chrono::milliseconds timeout{600000};
   /// Requests (prompts) outstanding on the server at once; more wait in the client.
@@ -48,8 +49,8 @@ struct rollout_client_params {
 struct rollout_prompt {
   std::vector<uint32_t> token_ids;
   protocol::sampling_options sampling;
-  bool return_routing = false;            ///< fill rollout_sample::routing (the prompt is not taken from the cache)
-  bool return_indexer_picks = false;      ///< with return_routing: the indexer picks too
+  bool return_routing = false;  ///< fill rollout_sample::routing (the prompt is not taken from the cache)
+  bool return_indexer_picks = false;  ///< with return_routing: the indexer picks too
 };
 
 struct rollout_sample {
@@ -57,8 +58,8 @@ struct rollout_sample {
   std::vector<float> logprobs;            ///< one per token, natural log, of the sampled distribution
   std::vector<uint64_t> weight_versions;  ///< one per token: the weights that produced it
   protocol::finish_reason finish = protocol::finish_reason::stop;
-  std::string error_message;              ///< when finish == error
-  uint32_t cached_tokens = 0;             ///< prompt tokens served from the prefix cache
+  std::string error_message;   ///< when finish == error
+  uint32_t cached_tokens = 0;  ///< prompt tokens served from the prefix cache
   /// return_routing: prompt and tokens but the last; positions = prompt + tokens - 1.
   protocol::routing_info routing;
 };
@@ -76,10 +77,10 @@ struct rollout_result {
 
 /// How far a submitted batch has come (poll() updates it).
 struct rollout_progress {
-  int64_t n_tokens = 0;          ///< tokens received so far
-  int64_t n_samples_done = 0;    ///< samples that got their final
-  int64_t n_samples = 0;         ///< samples in the batch
-  uint64_t last_version = 0;     ///< weight version of the latest chunk
+  int64_t n_tokens = 0;        ///< tokens received so far
+  int64_t n_samples_done = 0;  ///< samples that got their final
+  int64_t n_samples = 0;       ///< samples in the batch
+  uint64_t last_version = 0;   ///< weight version of the latest chunk
 };
 
 class rollout_client {

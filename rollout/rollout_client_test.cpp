@@ -5,14 +5,14 @@
 // typed errors for bad prompts.
 #include "rollout/rollout_client.h"
 
-#include <gtest/gtest.h>
-
-#include <cmath>
-
 #include "rollout/checkpoint_tensors.h"
 #include "rollout/weight_sync_client.h"
 #include "runtime/core/status_testing.h"
 #include "tests/serve/server_process.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace hart {
 namespace {
@@ -73,7 +73,8 @@ TEST(RolloutClient, ConcurrentBatchEqualsOneByOne) {
   server_process srv(k_tiny_a, {});
   ASSERT_FALSE(srv.endpoint().empty());
   std::vector<rollout_prompt> prompts;
-  for (uint32_t i = 0; i < 8; ++i) prompts.push_back(make_prompt({0, 2, 30 + i, 60 + 2 * i}, 2, 5 + i % 3, 100 + i));
+  for (uint32_t i = 0; i < 8; ++i)
+    prompts.push_back(make_prompt({0, 2, 30 + i, 60 + 2 * i}, 2, 5 + i % 3, 100 + i));
   auto all = connect(srv)->generate(prompts);
   ASSERT_TRUE(all.ok()) << all.get_status().to_string();
   auto two = connect(srv, 2)->generate(prompts);

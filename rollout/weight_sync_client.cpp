@@ -1,17 +1,18 @@
 #include "rollout/weight_sync_client.h"
 
-#include <algorithm>
-#include <atomic>
-#include <map>
-#include <thread>
-#include <zmq.hpp>
-#include <zmq_addon.hpp>
-
 #include "runtime/transport/curve_auth.h"
 #include "runtime/weight_sync/crc_pool.h"
 #include "runtime/weight_sync/cuda_ipc.h"
 #include "runtime/weight_sync/nccl_group.h"
 #include "runtime/weight_sync/sync_codec.h"
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <thread>
 
 namespace hart {
 
@@ -23,14 +24,15 @@ constexpr int k_lane_handshake_ms = 500;  // per lane, then it connects without 
 status weight_sync_client_params::validate() const {
   if (endpoint.empty()) return invalid_argument("weight_sync_client: endpoint is empty");
   if (bucket_bytes == 0 || bucket_bytes > k_max_chunk_bytes) {
-    return invalid_argument("weight_sync_client: bucket_bytes %llu, expected 1..%llu", (unsigned long long)bucket_bytes,
-                            (unsigned long long)k_max_chunk_bytes);
+    return invalid_argument("weight_sync_client: bucket_bytes %llu, expected 1..%llu",
+                            (unsigned long long)bucket_bytes, (unsigned long long)k_max_chunk_bytes);
   }
-  if (crc_threads < 0) return invalid_argument("weight_sync_client: crc_threads %d must be >= 0", crc_threads);
+  if (crc_threads < 0)
+    return invalid_argument("weight_sync_client: crc_threads %d must be >= 0", crc_threads);
   if (lanes < 0 || lanes > 64) return invalid_argument("weight_sync_client: lanes %d, expected 0..64", lanes);
   if (frame_bytes == 0 || frame_bytes > k_max_chunk_bytes) {
-    return invalid_argument("weight_sync_client: frame_bytes %llu, expected 1..%llu", (unsigned long long)frame_bytes,
-                            (unsigned long long)k_max_chunk_bytes);
+    return invalid_argument("weight_sync_client: frame_bytes %llu, expected 1..%llu",
+                            (unsigned long long)frame_bytes, (unsigned long long)k_max_chunk_bytes);
   }
   return {};
 }
@@ -39,7 +41,7 @@ struct weight_sync_client::impl {
   weight_sync_client_params params;
   zmq::context_t ctx{1};
   std::vector<std::unique_ptr<zmq::socket_t>> socks;  // lane 0 carries begin and end
-  std::unique_ptr<crc_pool> crc;  // checksums the frames
+  std::unique_ptr<crc_pool> crc;                      // checksums the frames
   /// Data frames ZeroMQ still holds (it reads the caller's bytes in place).
   std::shared_ptr<std::atomic<int64_t>> frames_held = std::make_shared<std::atomic<int64_t>>(0);
   /// The NCCL group tensors in CUDA memory are broadcast through (device_via nccl), kept
@@ -54,7 +56,8 @@ struct weight_sync_client::impl {
         auto sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
         sock->set(zmq::sockopt::linger, 0);
         sock->set(zmq::sockopt::sndhwm, 0);  // buckets reference caller memory; no copy to bound
-        HART_RETURN_IF_ERROR(transport::curve_client_setup(*sock, params.curve_server_key, params.curve_secret_key));
+        HART_RETURN_IF_ERROR(
+            transport::curve_client_setup(*sock, params.curve_server_key, params.curve_secret_key));
         if (n_lanes() > 1) {
           connect_after_handshake(*sock, i);
         } else {
@@ -78,8 +81,8 @@ struct weight_sync_client::impl {
   // both ends (measured: one receive thread for four lanes), lanes connected
   // one after another spread. A server not up yet costs the wait, nothing else.
   void connect_after_handshake(zmq::socket_t& sock, int lane) {
-    const std::string addr = "inproc://hart-sync-lane-" + std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +
-                             std::to_string(lane);
+    const std::string addr = "inproc://hart-sync-lane-" + std::to_string(reinterpret_cast<uintptr_t>(this)) +
+                             "-" + std::to_string(lane);
     if (zmq_socket_monitor(sock.handle(), addr.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0) {
       sock.connect(params.endpoint);
       return;
@@ -115,13 +118,14 @@ struct weight_sync_client::impl {
       for (size_t i = 0; i < data.size(); ++i) {
         frames_held->fetch_add(1);
         auto* counter = new std::shared_ptr<std::atomic<int64_t>>(frames_held);
-        zmq::message_t m(const_cast<void*>(data[i].first), data[i].second,
-                         [](void*, void* hint) {
-                           auto* c = static_cast<std::shared_ptr<std::atomic<int64_t>>*>(hint);
-                           (*c)->fetch_sub(1);
-                           delete c;
-                         },
-                         counter);
+        zmq::message_t m(
+            const_cast<void*>(data[i].first), data[i].second,
+            [](void*, void* hint) {
+              auto* c = static_cast<std::shared_ptr<std::atomic<int64_t>>*>(hint);
+              (*c)->fetch_sub(1);
+              delete c;
+            },
+            counter);
         (void)sock->send(m, i + 1 < data.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
       }
     } catch (const zmq::error_t& e) {
@@ -181,7 +185,8 @@ struct weight_sync_client::impl {
       HART_RETURN_IF_ERROR(send_message(begin));
       status_or<sync_reply> begun = await(sync_phase::begin, begin.version);
       if (!begun.ok() && begin.nccl_reuse && begun.get_status().code() == status_code::not_found) {
-        begin.nccl_reuse = false;  // the server closed the group since (a restart, another trainer's): form a new one
+        begin.nccl_reuse =
+            false;  // the server closed the group since (a restart, another trainer's): form a new one
         continue;
       }
       // Any other refusal leaves a reused group open on both sides.
@@ -203,18 +208,20 @@ struct weight_sync_client::impl {
     if (tensors.empty()) return invalid_argument("push: no tensors");
     for (const tensor_ref& t : tensors) {
       if (!wire_dtype_ok(t.type)) {
-        return invalid_argument("push: tensor '%s' has dtype %s; the wire takes BF16, F16, F32, I32, I64", t.name.c_str(),
-                                std::string(dtype_name(t.type)).c_str());
+        return invalid_argument("push: tensor '%s' has dtype %s; the wire takes BF16, F16, F32, I32, I64",
+                                t.name.c_str(), std::string(dtype_name(t.type)).c_str());
       }
       uint64_t numel = 1;
       for (int64_t d : t.shape) numel *= uint64_t(d < 0 ? 0 : d);
       if (t.name.empty() || t.n_bytes == 0 || !t.data || numel * dtype_size(t.type) != t.n_bytes) {
-        return invalid_argument("push: tensor '%s': %zu bytes do not match its shape and dtype (or it is empty)",
-                                t.name.c_str(), t.n_bytes);
+        return invalid_argument(
+            "push: tensor '%s': %zu bytes do not match its shape and dtype (or it is empty)", t.name.c_str(),
+            t.n_bytes);
       }
       rep.n_bytes += t.n_bytes;
     }
-    // Tensors in CUDA memory go as IPC references, one handle per allocation, or by NCCL from their one device.
+    // Tensors in CUDA memory go as IPC references, one handle per allocation, or by NCCL from their one
+    // device.
     const bool nccl_asked = params.device_via == device_transport::nccl;
     int nccl_device = -1;
     std::vector<weight_sync::cuda_ipc_ref> ipc(tensors.size());
@@ -224,7 +231,8 @@ struct weight_sync_client::impl {
       if (!t.device) continue;
       if (nccl_asked) {
         auto d = nccl_group::device_of(t.data);
-        if (!d.ok()) return status(d.get_status().code(), "push: tensor '" + t.name + "': " + d.get_status().message());
+        if (!d.ok())
+          return status(d.get_status().code(), "push: tensor '" + t.name + "': " + d.get_status().message());
         if (nccl_device >= 0 && *d != nccl_device) {
           return invalid_argument("push: tensor '%s' is on CUDA device %d, others on %d: NCCL sends from one",
                                   t.name.c_str(), *d, nccl_device);
@@ -233,9 +241,12 @@ struct weight_sync_client::impl {
         continue;
       }
       auto ref = weight_sync::cuda_ipc_export(t.data);
-      if (!ref.ok()) return status(ref.get_status().code(), "push: tensor '" + t.name + "': " + ref.get_status().message());
+      if (!ref.ok())
+        return status(ref.get_status().code(),
+                      "push: tensor '" + t.name + "': " + ref.get_status().message());
       if (ref->offset + t.n_bytes > ref->allocation_bytes) {
-        return invalid_argument("push: tensor '%s': %zu bytes run past its CUDA allocation", t.name.c_str(), t.n_bytes);
+        return invalid_argument("push: tensor '%s': %zu bytes run past its CUDA allocation", t.name.c_str(),
+                                t.n_bytes);
       }
       const uintptr_t base = reinterpret_cast<uintptr_t>(t.data) - ref->offset;
       auto [it, fresh] = handles.emplace(base, ref->handle);
@@ -244,7 +255,8 @@ struct weight_sync_client::impl {
     }
     const bool by_nccl = nccl_device >= 0;
     const auto t0 = steady::now();
-    HART_RETURN_IF_ERROR(begin_update(begin_msg{version, uint64_t(tensors.size()), rep.n_bytes}, nccl_device, rep));
+    HART_RETURN_IF_ERROR(
+        begin_update(begin_msg{version, uint64_t(tensors.size()), rep.n_bytes}, nccl_device, rep));
     const auto check = [this, version] { return early_error(version); };
 
     bucket_msg bucket;
@@ -317,11 +329,13 @@ weight_sync_client::~weight_sync_client() {
   if (impl_) impl_->release();
 }
 
-status_or<std::unique_ptr<weight_sync_client>> weight_sync_client::connect(const weight_sync_client_params& params) {
+status_or<std::unique_ptr<weight_sync_client>> weight_sync_client::connect(
+    const weight_sync_client_params& params) {
   HART_RETURN_IF_ERROR(params.validate());
   auto p = std::make_unique<impl>();
   p->params = params;
-  p->crc = std::make_unique<crc_pool>(params.crc_threads > 0 ? params.crc_threads : crc_pool_default_threads());
+  p->crc =
+      std::make_unique<crc_pool>(params.crc_threads > 0 ? params.crc_threads : crc_pool_default_threads());
   try {
     p->ctx.set(zmq::ctxopt::io_threads, p->n_lanes());  // each lane's send copy on its own thread
   } catch (const zmq::error_t& e) {

@@ -22,15 +22,15 @@
 //   status_or<push_report> r = c.value()->push(step, ts);   // r->gb_per_s
 #pragma once
 
+#include "runtime/core/dtype.h"
+#include "runtime/core/status.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "runtime/core/dtype.h"
-#include "runtime/core/status.h"
 
 namespace hart {
 
@@ -43,8 +43,10 @@ enum class device_transport {
 struct weight_sync_client_params {
   std::string endpoint = "tcp://127.0.0.1:5558";
   std::string curve_server_key{};  ///< the server's Z85 public key; enables CURVE
-  std::string curve_secret_key{};  ///< this client's Z85 secret key (its public key derived); a fresh pair when empty
-  uint64_t bucket_bytes = uint64_t(128) << 20;  ///< tensor bytes per bucket, 1 .. 1 GiB (several per lane keep the lanes busy)
+  std::string
+      curve_secret_key{};  ///< this client's Z85 secret key (its public key derived); a fresh pair when empty
+  uint64_t bucket_bytes =
+      uint64_t(128) << 20;  ///< tensor bytes per bucket, 1 .. 1 GiB (several per lane keep the lanes busy)
   /// Largest data frame (a tensor is cut into chunks of at most this). Frames
   /// the server's allocator can recycle (below glibc's 32 MiB mmap ceiling)
   /// arrive without page faults; docs/perf-notes.md W1 v2.
@@ -89,11 +91,11 @@ struct push_report {
   uint64_t n_bytes = 0;
   int64_t n_buckets = 0;
   uint32_t crc32c = 0;
-  double transfer_s = 0;  ///< begin sent → end answered, less the server's build and swap time
-  double total_s = 0;     ///< begin sent → new weights serving
-  double build_s = 0;     ///< server: re-quantizing / building the weights
-  double swap_s = 0;      ///< server: waiting for a step boundary and swapping
-  double gb_per_s = 0;    ///< n_bytes / transfer_s, 1e9 bytes
+  double transfer_s = 0;           ///< begin sent → end answered, less the server's build and swap time
+  double total_s = 0;              ///< begin sent → new weights serving
+  double build_s = 0;              ///< server: re-quantizing / building the weights
+  double swap_s = 0;               ///< server: waiting for a step boundary and swapping
+  double gb_per_s = 0;             ///< n_bytes / transfer_s, 1e9 bytes
   bool nccl_group_formed = false;  ///< this push formed the NCCL group (a later one reuses it)
 };
 

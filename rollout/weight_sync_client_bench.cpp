@@ -7,7 +7,8 @@
 // and ZeroMQ threads) spent on it: on a shared box the CPU cost per GB is what
 // the load does not change. Usage:
 //   hart serve -m tests/data/tiny-a --weight-sync-endpoint tcp://127.0.0.1:5558 &
-//   weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a PAD_GB [BUCKET_MB] [RUNS] [FRAME_KB] [FIRST_VERSION] [LANES] [FROM]
+//   weight_sync_client_bench tcp://127.0.0.1:5558 tests/data/tiny-a PAD_GB [BUCKET_MB] [RUNS] [FRAME_KB]
+//   [FIRST_VERSION] [LANES] [FROM]
 // FROM=cuda puts every tensor in device memory first and pushes it by CUDA IPC;
 // FROM=nccl[:GPU] puts them on GPU (default 1; the server serves on 0) and
 // broadcasts them by NCCL (one lane; the first run forms the group, later runs reuse it).
@@ -17,17 +18,20 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "rollout/checkpoint_tensors.h"
+#include "rollout/weight_sync_client.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
 
-#include "rollout/checkpoint_tensors.h"
-#include "rollout/weight_sync_client.h"
-
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s ENDPOINT CHECKPOINT_DIR PAD_GB [BUCKET_MB=512] [RUNS=3] [FRAME_KB=4096] [FIRST_VERSION=1000] [LANES=0: a quarter of the cores] [FROM=host|cuda|nccl[:GPU=1]]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s ENDPOINT CHECKPOINT_DIR PAD_GB [BUCKET_MB=512] [RUNS=3] [FRAME_KB=4096] "
+                 "[FIRST_VERSION=1000] [LANES=0: a quarter of the cores] [FROM=host|cuda|nccl[:GPU=1]]\n",
+                 argv[0]);
     return 2;
   }
   const double pad_gb = std::atof(argv[3]);
@@ -54,7 +58,11 @@ int main(int argc, char** argv) {
   }
   std::vector<hart::tensor_ref> ts = ckpt->tensors;
   for (int64_t i = 0; i < n_pad; ++i) {
-    ts.push_back({"mtp.bench." + std::to_string(i) + ".weight", hart::dtype::bf16, {rows, cols}, pad[i].data(), size_t(bytes)});
+    ts.push_back({"mtp.bench." + std::to_string(i) + ".weight",
+                  hart::dtype::bf16,
+                  {rows, cols},
+                  pad[i].data(),
+                  size_t(bytes)});
   }
 #ifdef HART_CUDA
   // FROM=cuda: every tensor in one device buffer, pushed by CUDA IPC (a colocated trainer);
@@ -65,11 +73,13 @@ int main(int argc, char** argv) {
     if (nccl && cudaSetDevice(gpu) != cudaSuccess) return std::fprintf(stderr, "no CUDA device %d\n", gpu), 1;
     size_t total = 0;
     for (const hart::tensor_ref& t : ts) total += (t.n_bytes + 255) / 256 * 256;
-    if (cudaMalloc(&device_copy, total) != cudaSuccess) return std::fprintf(stderr, "cudaMalloc of %zu bytes failed\n", total), 1;
+    if (cudaMalloc(&device_copy, total) != cudaSuccess)
+      return std::fprintf(stderr, "cudaMalloc of %zu bytes failed\n", total), 1;
     size_t off = 0;
     for (hart::tensor_ref& t : ts) {
       char* d = static_cast<char*>(device_copy) + off;
-      if (cudaMemcpy(d, t.data, t.n_bytes, cudaMemcpyHostToDevice) != cudaSuccess) return std::fprintf(stderr, "upload failed\n"), 1;
+      if (cudaMemcpy(d, t.data, t.n_bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+        return std::fprintf(stderr, "upload failed\n"), 1;
       t.data = d;
       t.device = true;
       off += (t.n_bytes + 255) / 256 * 256;
@@ -89,16 +99,20 @@ int main(int argc, char** argv) {
   auto cpu_s = [] {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
-    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
   };
   for (int r = 0; r < runs; ++r) {
     const double cpu0 = cpu_s();
     auto rep = (*client)->push(first_version + uint64_t(r), ts);
     if (!rep.ok()) return std::fprintf(stderr, "%s\n", rep.get_status().to_string().c_str()), 1;
-    std::printf("weight_sync_bench from=%s lanes=%d bytes=%.3fGB buckets=%lld bucket=%lluMB frame=%lluKB transfer_s=%.3f gb_per_s=%.2f build_s=%.3f swap_s=%.3f total_s=%.3f client_cpu_s=%.3f%s\n",
-                from.c_str(), lanes, double(rep->n_bytes) * 1e-9, (long long)rep->n_buckets, (unsigned long long)bucket_mb, (unsigned long long)frame_kb, rep->transfer_s,
-                rep->gb_per_s, rep->build_s, rep->swap_s, rep->total_s, cpu_s() - cpu0,
-                rep->nccl_group_formed ? " nccl_group=formed" : "");
+    std::printf(
+        "weight_sync_bench from=%s lanes=%d bytes=%.3fGB buckets=%lld bucket=%lluMB frame=%lluKB "
+        "transfer_s=%.3f gb_per_s=%.2f build_s=%.3f swap_s=%.3f total_s=%.3f client_cpu_s=%.3f%s\n",
+        from.c_str(), lanes, double(rep->n_bytes) * 1e-9, (long long)rep->n_buckets,
+        (unsigned long long)bucket_mb, (unsigned long long)frame_kb, rep->transfer_s, rep->gb_per_s,
+        rep->build_s, rep->swap_s, rep->total_s, cpu_s() - cpu0,
+        rep->nccl_group_formed ? " nccl_group=formed" : "");
   }
   return 0;
 }

@@ -10,11 +10,11 @@
 //   HART_RETURN_IF_ERROR(training::v4_model_save(*model, "/tmp/out", torch::kBFloat16, "tests/data/tiny-c"));
 #pragma once
 
-#include <memory>
-#include <string>
-
 #include "runtime/core/status.h"
 #include "training/v4_model.h"
+
+#include <memory>
+#include <string>
 
 namespace hart::training {
 

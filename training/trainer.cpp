@@ -1,8 +1,8 @@
 #include "training/trainer.h"
 
-#include <filesystem>
-
 #include "training/checkpoint_io.h"
+
+#include <filesystem>
 
 namespace hart::training {
 namespace {
@@ -34,12 +34,14 @@ status trainer_options::validate() const {
   return {};
 }
 
-status_or<std::unique_ptr<trainer>> trainer::create(std::shared_ptr<v4_model> model, const trainer_options& opt) {
+status_or<std::unique_ptr<trainer>> trainer::create(std::shared_ptr<v4_model> model,
+                                                    const trainer_options& opt) {
   HART_RETURN_IF_ERROR(opt.validate());
   if (!model) return invalid_argument("trainer: no model");
   for (const auto& kv : model->named_parameters()) {
     if (kv.value().scalar_type() != torch::kFloat32) {
-      return invalid_argument("trainer: parameter '%s' is not fp32 (master weights must be fp32)", kv.key().c_str());
+      return invalid_argument("trainer: parameter '%s' is not fp32 (master weights must be fp32)",
+                              kv.key().c_str());
     }
   }
   return guarded("trainer", [&]() -> status_or<std::unique_ptr<trainer>> {
@@ -53,11 +55,10 @@ trainer::trainer(std::shared_ptr<v4_model> model, const trainer_options& opt)
   for (const auto& kv : model_->named_parameters()) {
     if (kv.value().requires_grad()) params_.push_back(kv.value());
   }
-  adamw_ = std::make_unique<torch::optim::AdamW>(
-      params_, torch::optim::AdamWOptions(opt_.lr)
-                   .betas({opt_.beta1, opt_.beta2})
-                   .eps(opt_.eps)
-                   .weight_decay(opt_.weight_decay));
+  adamw_ = std::make_unique<torch::optim::AdamW>(params_, torch::optim::AdamWOptions(opt_.lr)
+                                                              .betas({opt_.beta1, opt_.beta2})
+                                                              .eps(opt_.eps)
+                                                              .weight_decay(opt_.weight_decay));
 }
 
 status_or<torch::Tensor> trainer::loss_of(const std::vector<std::vector<int32_t>>& tokens,
@@ -89,7 +90,8 @@ status_or<torch::Tensor> trainer::loss_of(const std::vector<std::vector<int32_t>
   const double total = target_mask.sum().item<double>();
   if (!(total > 0)) return invalid_argument("train_step: the mask selects no target token");
   torch::Tensor logits = model_->forward(ids).narrow(1, 0, S - 1);
-  torch::Tensor nll = -torch::log_softmax(logits, -1).gather(-1, ids.narrow(1, 1, S - 1).unsqueeze(-1)).squeeze(-1);
+  torch::Tensor nll =
+      -torch::log_softmax(logits, -1).gather(-1, ids.narrow(1, 1, S - 1).unsqueeze(-1)).squeeze(-1);
   return (nll * target_mask.to(nll.scalar_type())).sum() / total;
 }
 
@@ -129,7 +131,8 @@ status trainer::save(const std::string& dir, const std::string& config_dir) cons
 
 status trainer::load(const std::string& dir) {
   const std::string opt_path = (std::filesystem::path(dir) / "optimizer.pt").string();
-  if (!std::filesystem::exists(opt_path)) return not_found("trainer load: %s does not exist", opt_path.c_str());
+  if (!std::filesystem::exists(opt_path))
+    return not_found("trainer load: %s does not exist", opt_path.c_str());
   HART_RETURN_IF_ERROR(v4_model_load_weights(*model_, dir));
   return guarded("trainer load", [&]() -> status {
     torch::serialize::InputArchive archive;

@@ -11,12 +11,12 @@
 //   HART_RETURN_IF_ERROR(tr->save("/ckpt/step-100", "tests/data/tiny-a"));
 #pragma once
 
+#include "runtime/core/status.h"
+#include "training/v4_model.h"
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "runtime/core/status.h"
-#include "training/v4_model.h"
 
 namespace hart::training {
 
@@ -26,7 +26,7 @@ struct trainer_options {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
-  double max_grad_norm = 1.0;               // 0 = no clipping
+  double max_grad_norm = 1.0;                    // 0 = no clipping
   torch::Dtype compute_dtype = torch::kFloat32;  // kBFloat16: bf16 forward, fp32 master weights
 
   status validate() const;

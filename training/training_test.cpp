@@ -1,14 +1,5 @@
 // The LibTorch V4 model and trainer against the Hugging Face goldens, the CPU
 // engine, finite differences and a hand-computed AdamW update.
-#include <gtest/gtest.h>
-
-#include <unistd.h>
-
-#include <cmath>
-#include <filesystem>
-#include <random>
-#include <set>
-
 #include "runtime/core/status_testing.h"
 #include "runtime/model/engine.h"
 #include "tests/golden/golden_fixture.h"
@@ -16,12 +7,22 @@
 #include "training/trainer.h"
 #include "training/v4_model.h"
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <set>
+
 namespace hart::training {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string data_dir(const std::string& name) { return std::string(HART_TEST_DATA) + "/" + name; }
+std::string data_dir(const std::string& name) {
+  return std::string(HART_TEST_DATA) + "/" + name;
+}
 
 // A fresh directory per test, removed at the end.
 struct temp_dir {
@@ -74,7 +75,8 @@ std::shared_ptr<v4_model> load_model(const std::string& dir) {
 }
 
 // Engine logits of every position of each row, deterministic, ties as the reference's full pass.
-std::vector<std::vector<float>> engine_logits(const std::string& dir, const std::vector<std::vector<int32_t>>& rows) {
+std::vector<std::vector<float>> engine_logits(const std::string& dir,
+                                              const std::vector<std::vector<int32_t>>& rows) {
   engine_params p;
   p.model_dir = dir;
   p.deterministic = true;
@@ -114,7 +116,8 @@ forced_routing golden_picks(const testing::golden_set& g, const model_config& cf
 }
 
 // Every position of every golden row within the issue bound (1e-4 relative).
-void expect_rows_match_golden(const testing::golden_set& g, const torch::Tensor& logits, const std::string& what) {
+void expect_rows_match_golden(const testing::golden_set& g, const torch::Tensor& logits,
+                              const std::string& what) {
   const std::vector<float> want = g.floats("logits");
   for (int64_t b = 0; b < g.batch; ++b) {
     int64_t worst = 0;
@@ -267,8 +270,10 @@ protocol::routing_info engine_routing(const std::string& dir, const std::vector<
   EXPECT_TRUE(eng.value()->prefill(s, row, logits_request::none, nullptr, &t).ok());
   protocol::routing_info r;
   r.positions = uint32_t(row.size());
-  for (const auto& [l, ids] : t.experts) r.experts.push_back({uint32_t(l), uint32_t(ids.size() / row.size()), ids});
-  for (const auto& [l, ids] : t.topk) r.picks.push_back({uint32_t(l), uint32_t(ids.size() / row.size()), ids});
+  for (const auto& [l, ids] : t.experts)
+    r.experts.push_back({uint32_t(l), uint32_t(ids.size() / row.size()), ids});
+  for (const auto& [l, ids] : t.topk)
+    r.picks.push_back({uint32_t(l), uint32_t(ids.size() / row.size()), ids});
   return r;
 }
 
@@ -311,7 +316,8 @@ TEST(training_replay, forced_engine_routing_reproduces_its_logits_and_other_rout
   for (const forced_routing* other : {&moved, &no_picks}) {
     ASSERT_TRUE(model.check_forced(*other, 2, 100).ok());
     const torch::Tensor changed = model.forward(ids, other);
-    EXPECT_GT(max_rel_error(row_floats(changed, 0), row_floats(replayed, 0), V), 1e-2) << "forcing is not ignored";
+    EXPECT_GT(max_rel_error(row_floats(changed, 0), row_floats(replayed, 0), V), 1e-2)
+        << "forcing is not ignored";
   }
 
   // Bad forcing is refused before the forward.
@@ -356,18 +362,41 @@ TEST(training_grad, autograd_matches_central_differences_fp64) {
   auto loss = [&] { return (model.forward(ids) * probe).sum(); };
   loss().backward();
 
-  const std::vector<std::string> names = {
-      "embed.weight", "head.weight", "norm.weight", "hc_head_fn", "hc_head_base", "hc_head_scale",
-      "layers.0.hc_attn_fn", "layers.0.hc_attn_base", "layers.0.hc_attn_scale", "layers.1.hc_ffn_fn",
-      "layers.0.attn_norm.weight", "layers.1.ffn_norm.weight", "layers.0.attn.wq_a.weight",
-      "layers.1.attn.q_norm.weight", "layers.1.attn.wq_b.weight", "layers.2.attn.wkv.weight",
-      "layers.0.attn.kv_norm.weight", "layers.1.attn.wo_a.weight", "layers.2.attn.wo_b.weight",
-      "layers.1.attn.attn_sink", "layers.1.attn.compressor.wkv.weight", "layers.1.attn.compressor.wgate.weight",
-      "layers.1.attn.compressor.ape", "layers.1.attn.compressor.norm.weight", "layers.2.attn.compressor.wkv.weight",
-      "layers.2.attn.compressor.wgate.weight", "layers.2.attn.compressor.ape", "layers.0.ffn.gate.weight",
-      "layers.2.ffn.gate.weight", "layers.1.ffn.experts.2.w1.weight", "layers.1.ffn.experts.2.w2.weight",
-      "layers.0.ffn.experts.1.w3.weight", "layers.2.ffn.shared_experts.w1.weight",
-      "layers.2.ffn.shared_experts.w2.weight", "layers.0.ffn.shared_experts.w3.weight"};
+  const std::vector<std::string> names = {"embed.weight",
+                                          "head.weight",
+                                          "norm.weight",
+                                          "hc_head_fn",
+                                          "hc_head_base",
+                                          "hc_head_scale",
+                                          "layers.0.hc_attn_fn",
+                                          "layers.0.hc_attn_base",
+                                          "layers.0.hc_attn_scale",
+                                          "layers.1.hc_ffn_fn",
+                                          "layers.0.attn_norm.weight",
+                                          "layers.1.ffn_norm.weight",
+                                          "layers.0.attn.wq_a.weight",
+                                          "layers.1.attn.q_norm.weight",
+                                          "layers.1.attn.wq_b.weight",
+                                          "layers.2.attn.wkv.weight",
+                                          "layers.0.attn.kv_norm.weight",
+                                          "layers.1.attn.wo_a.weight",
+                                          "layers.2.attn.wo_b.weight",
+                                          "layers.1.attn.attn_sink",
+                                          "layers.1.attn.compressor.wkv.weight",
+                                          "layers.1.attn.compressor.wgate.weight",
+                                          "layers.1.attn.compressor.ape",
+                                          "layers.1.attn.compressor.norm.weight",
+                                          "layers.2.attn.compressor.wkv.weight",
+                                          "layers.2.attn.compressor.wgate.weight",
+                                          "layers.2.attn.compressor.ape",
+                                          "layers.0.ffn.gate.weight",
+                                          "layers.2.ffn.gate.weight",
+                                          "layers.1.ffn.experts.2.w1.weight",
+                                          "layers.1.ffn.experts.2.w2.weight",
+                                          "layers.0.ffn.experts.1.w3.weight",
+                                          "layers.2.ffn.shared_experts.w1.weight",
+                                          "layers.2.ffn.shared_experts.w2.weight",
+                                          "layers.0.ffn.shared_experts.w3.weight"};
   std::mt19937 rng(9);
   const double h = 1e-6;
   for (const std::string& name : names) {

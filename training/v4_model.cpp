@@ -1,13 +1,12 @@
 #include "training/v4_model.h"
 
-#include <algorithm>
+#include "runtime/core/check.h"
+#include "runtime/model/weights.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
-
-#include "runtime/core/check.h"
-#include "runtime/model/weights.h"
 
 namespace hart::training {
 namespace {
@@ -15,7 +14,9 @@ namespace {
 using torch::indexing::Slice;
 
 // mHC runs in fp32 in the reference even when activations are bf16.
-torch::Dtype wide_dtype(torch::Dtype d) { return d == torch::kBFloat16 ? torch::kFloat32 : d; }
+torch::Dtype wide_dtype(torch::Dtype d) {
+  return d == torch::kBFloat16 ? torch::kFloat32 : d;
+}
 
 // Causal visibility of compressed entries: query t sees entry i iff (i+1)·m <= t+1. [S, n_entries]
 torch::Tensor entry_visible(int64_t S, int64_t n_entries, int64_t m, const torch::Device& dev) {
@@ -108,8 +109,8 @@ torch::Tensor v4_model::add_buffer(const std::string& name, torch::Tensor t) {
   return module_at(name, &leaf).register_buffer(leaf, std::move(t));
 }
 
-v4_model::compressor_t v4_model::add_compressor(const std::string& p, int64_t rate, int64_t dim,
-                                                bool overlap, bool trainable) {
+v4_model::compressor_t v4_model::add_compressor(const std::string& p, int64_t rate, int64_t dim, bool overlap,
+                                                bool trainable) {
   const int64_t D = cfg_.hidden_size, width = (overlap ? 2 : 1) * dim;
   compressor_t c;
   c.rate = rate;
@@ -154,11 +155,11 @@ v4_model::v4_model(const model_config& cfg) : cfg_(cfg) {
       L.compressor = add_compressor(a + ".compressor", cfg.compress_rate(L.kind), hd, csa, true);
       if (csa) {
         // NOTE(hart): frozen: the indexer only feeds the non-differentiable top-k.
-        L.index_wq_b = add_param(a + ".indexer.wq_b.weight", {cfg.index_n_heads * cfg.index_head_dim,
-                                                              cfg.q_lora_rank}, false);
+        L.index_wq_b = add_param(a + ".indexer.wq_b.weight",
+                                 {cfg.index_n_heads * cfg.index_head_dim, cfg.q_lora_rank}, false);
         L.index_weights_proj = add_param(a + ".indexer.weights_proj.weight", {cfg.index_n_heads, D}, false);
-        L.index_compressor = add_compressor(a + ".indexer.compressor", cfg.csa_rate, cfg.index_head_dim,
-                                            true, false);
+        L.index_compressor =
+            add_compressor(a + ".indexer.compressor", cfg.csa_rate, cfg.index_head_dim, true, false);
       }
     }
     const std::string f = p + ".ffn";
@@ -232,7 +233,9 @@ void v4_model::init_random(uint64_t seed, double std) {
 
 // -- forward ---------------------------------------------------------------
 
-torch::Tensor v4_model::w(const torch::Tensor& t) const { return t.to(compute_dtype_); }
+torch::Tensor v4_model::w(const torch::Tensor& t) const {
+  return t.to(compute_dtype_);
+}
 
 torch::Tensor v4_model::rms(const torch::Tensor& x, const torch::Tensor& weight) const {
   torch::Tensor y = x * torch::rsqrt(x.pow(2).mean(-1, true) + cfg_.norm_eps);
@@ -266,8 +269,8 @@ torch::Tensor v4_model::compress(const compressor_t& cw, const torch::Tensor& x,
   if (n_entries == 0) return torch::zeros({B, 0, c}, x.options());
   torch::Tensor xs = x.narrow(1, 0, n_entries * m);
   torch::Tensor a = torch::matmul(xs, w(cw.wkv).t()).view({B, n_entries, m, width});
-  torch::Tensor z = torch::matmul(xs, w(cw.wgate).t()).view({B, n_entries, m, width}) +
-                    w(cw.ape).view({1, 1, m, width});
+  torch::Tensor z =
+      torch::matmul(xs, w(cw.wgate).t()).view({B, n_entries, m, width}) + w(cw.ape).view({1, 1, m, width});
   if (cw.overlap) {
     // Entry i pools block i-1's A half with block i's B half; block -1 is absent (gate -inf).
     torch::Tensor a0 = torch::zeros({B, 1, m, c}, a.options());
@@ -315,7 +318,8 @@ torch::Tensor v4_model::attention(const layer_t& L, int64_t il, const torch::Ten
   if (L.kind != attention_kind::sliding) {
     torch::Tensor entries = compress(L.compressor, x, inv_freq);
     const int64_t n_entries = entries.size(1);
-    torch::Tensor seen = entry_visible(S, n_entries, L.compressor.rate, x.device()).unsqueeze(0).expand({B, S, n_entries});
+    torch::Tensor seen =
+        entry_visible(S, n_entries, L.compressor.rate, x.device()).unsqueeze(0).expand({B, S, n_entries});
     if (L.kind == attention_kind::csa && n_entries > 0) {
       torch::Tensor own;
       if (!forced_picks || trace) {
@@ -340,7 +344,8 @@ torch::Tensor v4_model::attention(const layer_t& L, int64_t il, const torch::Ten
 
   // Grouped output projection: group g's heads through wo_a rows g·ol..(g+1)·ol, then wo_b.
   const int64_t G = cfg_.o_groups, ol = cfg_.o_lora_rank, gin = H / G * hd;
-  torch::Tensor u = torch::einsum("bsgi,goi->bsgo", {o.reshape({B, S, G, gin}), w(L.wo_a).view({G, ol, gin})});
+  torch::Tensor u =
+      torch::einsum("bsgi,goi->bsgo", {o.reshape({B, S, G, gin}), w(L.wo_a).view({G, ol, gin})});
   return torch::matmul(u.reshape({B, S, G * ol}), w(L.wo_b).t());
 }
 
@@ -362,8 +367,8 @@ torch::Tensor v4_model::moe(const layer_t& L, const torch::Tensor& x, const torc
   const torch::Dtype rd = wide_dtype(compute_dtype_);  // the router runs in fp32 in the reference
   torch::Tensor s = torch::sqrt(torch::softplus(torch::matmul(xf.to(rd), L.gate.to(rd).t())));
   torch::Tensor idx = forced_experts ? forced_experts->reshape({-1, K})
-                     : L.hash_moe  ? L.tid2eid.index_select(0, ids.reshape({-1}))
-                                   : std::get<1>(torch::topk(s.detach() + L.gate_bias.to(rd), K, -1));
+                      : L.hash_moe   ? L.tid2eid.index_select(0, ids.reshape({-1}))
+                                     : std::get<1>(torch::topk(s.detach() + L.gate_bias.to(rd), K, -1));
   torch::Tensor ws = s.gather(1, idx);
   ws = (ws / (ws.sum(-1, true) + 1e-20) * cfg_.route_scale).to(compute_dtype_);
   torch::Tensor y = cfg_.n_shared_experts > 0
@@ -383,21 +388,24 @@ torch::Tensor v4_model::moe(const layer_t& L, const torch::Tensor& x, const torc
 status v4_model::check_forced(const forced_routing& f, int64_t B, int64_t S) const {
   auto check = [&](const std::map<int64_t, torch::Tensor>& m, const char* what, bool picks) -> status {
     for (const auto& [il, t] : m) {
-      if (il < 0 || il >= int64_t(layers_.size())) return invalid_argument("forced %s: no layer %lld", what, (long long)il);
+      if (il < 0 || il >= int64_t(layers_.size()))
+        return invalid_argument("forced %s: no layer %lld", what, (long long)il);
       if (picks && layers_[size_t(il)].kind != attention_kind::csa) {
         return invalid_argument("forced %s: layer %lld is not a CSA layer", what, (long long)il);
       }
-      if (!t.defined() || t.scalar_type() != torch::kLong || t.dim() != 3 || t.size(0) != B || t.size(1) != S ||
-          (!picks && t.size(2) != cfg_.n_activated_experts)) {
+      if (!t.defined() || t.scalar_type() != torch::kLong || t.dim() != 3 || t.size(0) != B ||
+          t.size(1) != S || (!picks && t.size(2) != cfg_.n_activated_experts)) {
         return invalid_argument("forced %s, layer %lld: want int64 [%lld, %lld, %s]", what, (long long)il,
-                                (long long)B, (long long)S, picks ? "k" : std::to_string(cfg_.n_activated_experts).c_str());
+                                (long long)B, (long long)S,
+                                picks ? "k" : std::to_string(cfg_.n_activated_experts).c_str());
       }
       if (t.numel() == 0) continue;
       const int64_t lo = t.min().item<int64_t>(), hi = t.max().item<int64_t>();
       const int64_t limit = picks ? S / cfg_.csa_rate : cfg_.n_routed_experts;
       if (lo < (picks ? -1 : 0) || hi >= std::max<int64_t>(limit, picks ? 0 : 1)) {
-        return invalid_argument("forced %s, layer %lld: ids in [%lld, %lld], valid [%d, %lld)", what, (long long)il,
-                                (long long)lo, (long long)hi, picks ? -1 : 0, (long long)limit);
+        return invalid_argument("forced %s, layer %lld: ids in [%lld, %lld], valid [%d, %lld)", what,
+                                (long long)il, (long long)lo, (long long)hi, picks ? -1 : 0,
+                                (long long)limit);
       }
     }
     return status{};
@@ -421,8 +429,9 @@ status_or<forced_routing> forced_routing_from(const std::vector<protocol::routin
         const auto& layers = rows[size_t(b)].*member;
         if (n > S || layers.size() != first.size() || layers[l].layer != first[l].layer ||
             int64_t(layers[l].k) != k || int64_t(layers[l].ids.size()) != n * k) {
-          return invalid_argument("routing row %lld: %lld positions for %lld tokens, or its layers, k or ids differ",
-                                  (long long)b, (long long)n, (long long)S);
+          return invalid_argument(
+              "routing row %lld: %lld positions for %lld tokens, or its layers, k or ids differ",
+              (long long)b, (long long)n, (long long)S);
         }
         std::copy(layers[l].ids.begin(), layers[l].ids.end(), t[b].data_ptr<int64_t>());
       }
@@ -463,7 +472,8 @@ torch::Tensor v4_model::forward(const torch::Tensor& ids, const forced_routing* 
   }
   // Head: sigmoid-weighted collapse of the streams, final norm, LM head.
   torch::Tensor xf = X.flatten(2);
-  torch::Tensor mix = torch::matmul(xf, hc_head_fn_.to(hd).t()) * torch::rsqrt(xf.pow(2).mean(-1, true) + cfg_.norm_eps);
+  torch::Tensor mix =
+      torch::matmul(xf, hc_head_fn_.to(hd).t()) * torch::rsqrt(xf.pow(2).mean(-1, true) + cfg_.norm_eps);
   torch::Tensor pre = torch::sigmoid(mix * hc_head_scale_.to(hd) + hc_head_base_.to(hd)) + cfg_.hc_eps;
   torch::Tensor u = rms((pre.unsqueeze(-1) * X).sum(2).to(compute_dtype_), norm_);
   return torch::matmul(u, w(head_).t()).to(embed_.scalar_type());

@@ -17,16 +17,16 @@
 //   torch::Tensor logits = model->forward(ids);   // ids [B, S] int64 -> [B, S, V]
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/model/config.h"
+#include "runtime/protocol/messages.h"
+
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
-
-#include "runtime/core/status.h"
-#include "runtime/model/config.h"
-#include "runtime/protocol/messages.h"
 
 namespace hart::training {
 
@@ -111,11 +111,11 @@ class v4_model : public torch::nn::Module {
     torch::Tensor hc_attn_fn, hc_attn_base, hc_attn_scale, hc_ffn_fn, hc_ffn_base, hc_ffn_scale;
     torch::Tensor attn_norm, ffn_norm;
     torch::Tensor wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b, attn_sink;
-    compressor_t compressor;                                // CSA / HCA
-    torch::Tensor index_wq_b, index_weights_proj;           // CSA
-    compressor_t index_compressor;                          // CSA
-    torch::Tensor gate, gate_bias, tid2eid;                 // [E, D], [E] or undefined, [V, K] int64
-    std::vector<torch::Tensor> w1, w2, w3;                  // routed experts
+    compressor_t compressor;                       // CSA / HCA
+    torch::Tensor index_wq_b, index_weights_proj;  // CSA
+    compressor_t index_compressor;                 // CSA
+    torch::Tensor gate, gate_bias, tid2eid;        // [E, D], [E] or undefined, [V, K] int64
+    std::vector<torch::Tensor> w1, w2, w3;         // routed experts
     torch::Tensor shared_w1, shared_w2, shared_w3;
   };
 

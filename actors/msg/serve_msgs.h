@@ -3,13 +3,13 @@
 // as std::shared_ptr<const T> (CAF 0.17 messages must be copyable, ecosystem.md §2.3).
 #pragma once
 
-#include <cstdint>
-#include <string>
-
 #include "runtime/http/reply_queue.h"
 #include "runtime/protocol/messages.h"
 #include "runtime/sched/request.h"
 #include "runtime/transport/server.h"
+
+#include <cstdint>
+#include <string>
 
 namespace hart::actors {
 

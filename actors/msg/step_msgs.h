@@ -4,9 +4,9 @@
 // sent (ecosystem.md §2.3).
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/sched/step_pipeline.h"
+
+#include <cstdint>
 
 namespace hart::actors {
 

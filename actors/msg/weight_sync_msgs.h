@@ -4,13 +4,13 @@
 // sent; they travel as std::shared_ptr<const T> (weights are never copied).
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/model/weight_target.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
-
-#include "runtime/core/status.h"
-#include "runtime/model/weight_target.h"
 
 namespace hart::actors {
 

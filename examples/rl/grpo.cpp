@@ -7,9 +7,11 @@ namespace hart::rl {
 
 status grpo_options::validate() const {
   if (!(lr > 0)) return invalid_argument("grpo: lr %g must be > 0", lr);
-  if (!(clip_eps > 0 && clip_eps < 1)) return invalid_argument("grpo: clip_eps %g must be in (0, 1)", clip_eps);
+  if (!(clip_eps > 0 && clip_eps < 1))
+    return invalid_argument("grpo: clip_eps %g must be in (0, 1)", clip_eps);
   if (!(max_grad_norm >= 0) || !(weight_decay >= 0)) {
-    return invalid_argument("grpo: max_grad_norm %g and weight_decay %g must be >= 0", max_grad_norm, weight_decay);
+    return invalid_argument("grpo: max_grad_norm %g and weight_decay %g must be >= 0", max_grad_norm,
+                            weight_decay);
   }
   if (!(temperature > 0)) return invalid_argument("grpo: temperature %g must be > 0", temperature);
   return {};
@@ -55,16 +57,16 @@ status_or<std::unique_ptr<grpo_trainer>> grpo_trainer::create(std::shared_ptr<tr
 // The rollouts' routing over ids [N, S] when every sample carries it (each
 // covers its prompt + completion but the last token; forced_routing_from pads
 // the rest); nullopt when a sample has none.
-status_or<std::optional<training::forced_routing>> grpo_trainer::replay_routing(const std::vector<grpo_sample>& batch,
-                                                                                 int64_t S) const {
+status_or<std::optional<training::forced_routing>> grpo_trainer::replay_routing(
+    const std::vector<grpo_sample>& batch, int64_t S) const {
   std::vector<protocol::routing_info> rows;
   for (size_t b = 0; b < batch.size(); ++b) {
     const grpo_sample& s = batch[b];
     if (s.routing.positions == 0) return std::optional<training::forced_routing>();
     const int64_t len = int64_t(s.prompt.size() + s.completion.size());
     if (int64_t(s.routing.positions) != len - 1) {
-      return invalid_argument("grpo: sample %zu's routing covers %u positions, its tokens %lld", b, s.routing.positions,
-                              (long long)len);
+      return invalid_argument("grpo: sample %zu's routing covers %u positions, its tokens %lld", b,
+                              s.routing.positions, (long long)len);
     }
     rows.push_back(s.routing);
   }
@@ -84,8 +86,8 @@ status_or<grpo_stats> grpo_trainer::step(const std::vector<grpo_sample>& batch) 
                               (long long)b, s.prompt.size(), s.completion.size());
     }
     if (s.rollout_logprobs.size() != s.completion.size()) {
-      return invalid_argument("grpo: sample %lld has %zu completion tokens but %zu rollout log-probs", (long long)b,
-                              s.completion.size(), s.rollout_logprobs.size());
+      return invalid_argument("grpo: sample %lld has %zu completion tokens but %zu rollout log-probs",
+                              (long long)b, s.completion.size(), s.rollout_logprobs.size());
     }
     S = std::max<int64_t>(S, int64_t(s.prompt.size() + s.completion.size()));
   }
@@ -109,16 +111,17 @@ status_or<grpo_stats> grpo_trainer::step(const std::vector<grpo_sample>& batch) 
     }
     adv[b][0] = float(s.advantage);
   }
-  if (ids.max().item<int64_t>() >= V) return invalid_argument("grpo: a token id is outside the vocabulary of %lld", (long long)V);
+  if (ids.max().item<int64_t>() >= V)
+    return invalid_argument("grpo: a token id is outside the vocabulary of %lld", (long long)V);
   try {
     model_->train();
     // logits at t-1 predict the token at t.
     HART_ASSIGN_OR_RETURN(std::optional<training::forced_routing> forced, replay_routing(batch, S));
-    torch::Tensor logits =
-        model_->forward(ids, forced ? &*forced : nullptr).to(torch::kFloat32) / opt_.temperature;  // [N, S, V]
-    torch::Tensor logp = torch::log_softmax(logits.narrow(1, 0, S - 1), -1);        // [N, S-1, V]
+    torch::Tensor logits = model_->forward(ids, forced ? &*forced : nullptr).to(torch::kFloat32) /
+                           opt_.temperature;                                  // [N, S, V]
+    torch::Tensor logp = torch::log_softmax(logits.narrow(1, 0, S - 1), -1);  // [N, S-1, V]
     torch::Tensor target = ids.narrow(1, 1, S - 1).unsqueeze(-1);
-    torch::Tensor lp_train = logp.gather(-1, target).squeeze(-1);                    // [N, S-1]
+    torch::Tensor lp_train = logp.gather(-1, target).squeeze(-1);  // [N, S-1]
     torch::Tensor m = mask.narrow(1, 1, S - 1), lp_r = lp_roll.narrow(1, 1, S - 1);
     const double n_tok = m.sum().item<double>();
     torch::Tensor d = lp_train - lp_r;  // log(trainer / rollout)
@@ -135,11 +138,14 @@ status_or<grpo_stats> grpo_trainer::step(const std::vector<grpo_sample>& batch) 
       torch::Tensor dd = d.detach();
       st.logprob_gap = (dd.abs() * m).sum().item<double>() / n_tok;
       st.kl = ((torch::exp(dd) - 1 - dd) * m).sum().item<double>() / n_tok;
-      st.clip_frac = (((ratio.detach() - clipped.detach()).abs() > 0).to(torch::kFloat32) * m).sum().item<double>() / n_tok;
+      st.clip_frac =
+          (((ratio.detach() - clipped.detach()).abs() > 0).to(torch::kFloat32) * m).sum().item<double>() /
+          n_tok;
     }
     adamw_->zero_grad();
     loss.backward();
-    st.grad_norm = torch::nn::utils::clip_grad_norm_(params_, opt_.max_grad_norm > 0 ? opt_.max_grad_norm : 1e30);
+    st.grad_norm =
+        torch::nn::utils::clip_grad_norm_(params_, opt_.max_grad_norm > 0 ? opt_.max_grad_norm : 1e30);
     adamw_->step();
     return st;
   } catch (const c10::Error& e) {
@@ -159,7 +165,8 @@ std::vector<tensor_ref> grpo_trainer::push_tensors() {
     torch::Tensor c = (fp ? t.detach().to(torch::kBFloat16) : t.detach().to(torch::kInt64)).contiguous();
     push_copies_.push_back(c);
     // A trainer on a GPU of the server's host hands its tensors over by CUDA IPC (protocol §8).
-    refs.push_back({name, fp ? dtype::bf16 : dtype::i64, c.sizes().vec(), c.data_ptr(), size_t(c.nbytes()), c.is_cuda()});
+    refs.push_back({name, fp ? dtype::bf16 : dtype::i64, c.sizes().vec(), c.data_ptr(), size_t(c.nbytes()),
+                    c.is_cuda()});
   }
   return refs;
 }

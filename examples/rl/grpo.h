@@ -14,20 +14,20 @@
 //   ws->push(version, g->push_tensors());
 #pragma once
 
-#include <memory>
-#include <optional>
-#include <vector>
-
 #include "rollout/weight_sync_client.h"
 #include "runtime/core/status.h"
 #include "training/v4_model.h"
+
+#include <memory>
+#include <optional>
+#include <vector>
 
 namespace hart::rl {
 
 struct grpo_options {
   double lr = 1e-3;
-  double clip_eps = 0.2;        ///< ratio clipped to [1 - eps, 1 + eps]
-  double max_grad_norm = 1.0;   ///< 0 = no clipping
+  double clip_eps = 0.2;       ///< ratio clipped to [1 - eps, 1 + eps]
+  double max_grad_norm = 1.0;  ///< 0 = no clipping
   double weight_decay = 0.0;
   /// The rollouts' sampling temperature: trainer log-probs are taken of
   /// softmax(logits / T), the distribution the server sampled and reported.

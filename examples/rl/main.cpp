@@ -7,12 +7,6 @@
 // OUT/model (the initial checkpoint) and OUT/final (the trained one).
 //
 //   rl_grpo --out rl-out --steps 80
-#include <CLI/CLI.hpp>
-
-#include <chrono>
-#include <cstdio>
-#include <filesystem>
-
 #include "examples/rl/grpo.h"
 #include "examples/rl/rl_report.h"
 #include "examples/rl/serve_process.h"
@@ -22,19 +16,27 @@
 #include "training/checkpoint_io.h"
 #include "training/trainer.h"
 
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
 namespace hart::rl {
 namespace {
 
 using steady = std::chrono::steady_clock;
-double seconds_since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
+double seconds_since(steady::time_point t) {
+  return std::chrono::duration<double>(steady::now() - t).count();
+}
 
 struct rl_options {
   std::string hart = HART_BINARY;
   std::string out = "rl-out";
   int64_t steps = 80;
-  int64_t prompts = 32;         ///< prompts per GRPO step
-  uint32_t group = 8;           ///< samples per prompt
-  int64_t sft_steps = 12;         ///< short on purpose: GRPO has room to climb
+  int64_t prompts = 32;    ///< prompts per GRPO step
+  uint32_t group = 8;      ///< samples per prompt
+  int64_t sft_steps = 12;  ///< short on purpose: GRPO has room to climb
   int64_t sft_batch = 64;
   double sft_lr = 3e-3;
   double lr = 1e-3;
@@ -44,7 +46,8 @@ struct rl_options {
 };
 
 // Supervised warm start: teacher-forced answers, loss on the answer tokens.
-status warm_start(const std::shared_ptr<training::v4_model>& model, const rl_options& o, std::mt19937_64& rng) {
+status warm_start(const std::shared_ptr<training::v4_model>& model, const rl_options& o,
+                  std::mt19937_64& rng) {
   training::trainer_options to;
   to.lr = o.sft_lr;
   to.weight_decay = 0.0;
@@ -76,12 +79,13 @@ status check_versions(const rollout_result& r, uint64_t version) {
       const rollout_sample& s = r.groups[g].samples[i];
       if (s.finish == protocol::finish_reason::error || s.finish == protocol::finish_reason::abort) {
         return internal_error("prompt %zu sample %zu ended with %s: %s", g, i,
-                              s.finish == protocol::finish_reason::error ? "error" : "abort", s.error_message.c_str());
+                              s.finish == protocol::finish_reason::error ? "error" : "abort",
+                              s.error_message.c_str());
       }
       for (size_t t = 0; t < s.weight_versions.size(); ++t) {
         if (s.weight_versions[t] != version) {
-          return data_loss("prompt %zu sample %zu token %zu carries weight version %llu, expected %llu", g, i, t,
-                           (unsigned long long)s.weight_versions[t], (unsigned long long)version);
+          return data_loss("prompt %zu sample %zu token %zu carries weight version %llu, expected %llu", g, i,
+                           t, (unsigned long long)s.weight_versions[t], (unsigned long long)version);
         }
       }
     }
@@ -102,8 +106,10 @@ status run(const rl_options& o) {
   HART_RETURN_IF_ERROR(training::v4_model_save(*model, model_dir, torch::kFloat32, model_dir));
   HART_RETURN_IF_ERROR(warm_start(model, o, rng));
 
-  HART_ASSIGN_OR_RETURN(auto srv, serve_process::start(o.hart, model_dir, {"--precision", "fp8", "--deterministic"}));
-  std::printf("server: %s, weight sync %s (fp8)\n", srv->endpoint().c_str(), srv->weight_sync_endpoint().c_str());
+  HART_ASSIGN_OR_RETURN(auto srv,
+                        serve_process::start(o.hart, model_dir, {"--precision", "fp8", "--deterministic"}));
+  std::printf("server: %s, weight sync %s (fp8)\n", srv->endpoint().c_str(),
+              srv->weight_sync_endpoint().c_str());
   rollout_client_params rp;
   rp.endpoint = srv->endpoint();
   HART_ASSIGN_OR_RETURN(auto rollouts, rollout_client::connect(rp));
@@ -176,15 +182,17 @@ status run(const rl_options& o) {
     rows.push_back(rec);
     HART_RETURN_IF_ERROR(rl_report_write_csv(csv, rows));
     HART_RETURN_IF_ERROR(rl_report_write_svg(svg, rows));
-    std::printf("step %3lld v%llu: reward %.3f exact %.3f | gap %.4f kl %.2e clip %.3f | sync %.3f s rollout %.2f s "
-                "train %.2f s step %.2f s\n",
-                (long long)step, (unsigned long long)rec.version, rec.reward_mean, rec.accuracy, rec.logprob_gap, rec.kl,
-                st.clip_frac, rec.sync_s, rec.rollout_s, rec.train_s, rec.step_s);
+    std::printf(
+        "step %3lld v%llu: reward %.3f exact %.3f | gap %.4f kl %.2e clip %.3f | sync %.3f s rollout %.2f s "
+        "train %.2f s step %.2f s\n",
+        (long long)step, (unsigned long long)rec.version, rec.reward_mean, rec.accuracy, rec.logprob_gap,
+        rec.kl, st.clip_frac, rec.sync_s, rec.rollout_s, rec.train_s, rec.step_s);
     std::fflush(stdout);
   }
-  HART_RETURN_IF_ERROR(training::v4_model_save(*model, (fs::path(o.out) / "final").string(), torch::kFloat32, model_dir));
-  std::printf("reward %.3f -> %.3f over %lld steps; %s, %s\n", rows.front().reward_mean, rows.back().reward_mean,
-              (long long)rows.size(), csv.c_str(), svg.c_str());
+  HART_RETURN_IF_ERROR(
+      training::v4_model_save(*model, (fs::path(o.out) / "final").string(), torch::kFloat32, model_dir));
+  std::printf("reward %.3f -> %.3f over %lld steps; %s, %s\n", rows.front().reward_mean,
+              rows.back().reward_mean, (long long)rows.size(), csv.c_str(), svg.c_str());
   return {};
 }
 
@@ -197,13 +205,23 @@ int main(int argc, char** argv) {
   app.add_option("--hart", o.hart, "The hart binary")->capture_default_str();
   app.add_option("--out", o.out, "Output directory (model, final, rl.csv, rl.svg)")->capture_default_str();
   app.add_option("--steps", o.steps, "GRPO steps")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--prompts", o.prompts, "Prompts per step")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--group", o.group, "Samples per prompt (GRPO group)")->check(CLI::Range(2, 256))->capture_default_str();
-  app.add_option("--sft-steps", o.sft_steps, "Supervised warm-start steps")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--sft-batch", o.sft_batch, "Warm-start batch")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--prompts", o.prompts, "Prompts per step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--group", o.group, "Samples per prompt (GRPO group)")
+      ->check(CLI::Range(2, 256))
+      ->capture_default_str();
+  app.add_option("--sft-steps", o.sft_steps, "Supervised warm-start steps")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--sft-batch", o.sft_batch, "Warm-start batch")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--sft-lr", o.sft_lr, "Warm-start learning rate")->capture_default_str();
   app.add_option("--lr", o.lr, "GRPO learning rate")->capture_default_str();
-  app.add_option("--temperature", o.temperature, "Rollout temperature (> 0)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--temperature", o.temperature, "Rollout temperature (> 0)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the model, the tasks and the sampling")->capture_default_str();
   app.add_flag("--routing-replay", o.routing_replay,
                "Return the server's expert and indexer decisions with every rollout and force them in the "

@@ -10,13 +10,14 @@ namespace hart::rl {
 
 status rl_report_write_csv(const std::string& path, const std::vector<step_record>& rows) {
   std::ofstream f(path);
-  f << "step,version,reward_mean,accuracy,logprob_gap_mean_abs,kl_rollout_trainer,loss,sync_s,rollout_s,train_s,"
+  f << "step,version,reward_mean,accuracy,logprob_gap_mean_abs,kl_rollout_trainer,loss,sync_s,rollout_s,"
+       "train_s,"
        "step_s,tokens\n";
   char line[512];
   for (const step_record& r : rows) {
     std::snprintf(line, sizeof line, "%lld,%llu,%.6f,%.6f,%.6g,%.6g,%.6g,%.4f,%.4f,%.4f,%.4f,%lld\n",
-                  (long long)r.step, (unsigned long long)r.version, r.reward_mean, r.accuracy, r.logprob_gap, r.kl,
-                  r.loss, r.sync_s, r.rollout_s, r.train_s, r.step_s, (long long)r.n_tokens);
+                  (long long)r.step, (unsigned long long)r.version, r.reward_mean, r.accuracy, r.logprob_gap,
+                  r.kl, r.loss, r.sync_s, r.rollout_s, r.train_s, r.step_s, (long long)r.n_tokens);
     f << line;
   }
   if (!f) return invalid_argument("rl_report: cannot write %s", path.c_str());
@@ -74,7 +75,8 @@ status rl_report_write_svg(const std::string& path, const std::vector<step_recor
          {"KL(rollout || trainer)", "#9467bd", [](const step_record& r) { return r.kl; }}},
         "log-prob gap, fp8 rollouts vs fp32 trainer", x0, 310, w, h, gap_max * 1.1);
   char buf[128];
-  std::snprintf(buf, sizeof buf, "<text x='%.0f' y='540' font-size='12'>step 1 .. %zu</text>\n", x0, rows.size());
+  std::snprintf(buf, sizeof buf, "<text x='%.0f' y='540' font-size='12'>step 1 .. %zu</text>\n", x0,
+                rows.size());
   s << buf << "</svg>\n";
   std::ofstream f(path);
   f << s.str();

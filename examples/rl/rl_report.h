@@ -5,27 +5,27 @@
 // step, so a run cut short still leaves them complete.
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "runtime/core/status.h"
 
 namespace hart::rl {
 
 struct step_record {
   int64_t step = 0;
-  uint64_t version = 0;        ///< weight version the step's rollouts ran on
-  double reward_mean = 0;      ///< mean reward over all samples, [0, 1]
-  double accuracy = 0;         ///< fraction of samples with the exact answer
-  double logprob_gap = 0;      ///< mean |trainer - rollout| log-prob over sampled tokens
-  double kl = 0;               ///< KL(rollout || trainer) on sampled tokens (k3 estimator)
-  double loss = 0;             ///< the clipped policy-gradient loss
-  double sync_s = 0;           ///< weight push: begin -> new version serving
+  uint64_t version = 0;    ///< weight version the step's rollouts ran on
+  double reward_mean = 0;  ///< mean reward over all samples, [0, 1]
+  double accuracy = 0;     ///< fraction of samples with the exact answer
+  double logprob_gap = 0;  ///< mean |trainer - rollout| log-prob over sampled tokens
+  double kl = 0;           ///< KL(rollout || trainer) on sampled tokens (k3 estimator)
+  double loss = 0;         ///< the clipped policy-gradient loss
+  double sync_s = 0;       ///< weight push: begin -> new version serving
   double rollout_s = 0;
   double train_s = 0;
   double step_s = 0;
-  int64_t n_tokens = 0;        ///< sampled tokens
+  int64_t n_tokens = 0;  ///< sampled tokens
 };
 
 /// Header + one row per record; overwrites `path`.

@@ -3,19 +3,18 @@
 // on its own weight version, a small finite log-prob gap, a measured sync, and
 // a reward above where it started. Plus the task's pieces: its vocabulary
 // loads as a hart tokenizer and config, and the reward scores positions.
+#include "examples/rl/sort_task.h"
+#include "runtime/model/config.h"
+#include "runtime/text/tokenizer.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <unistd.h>
-
-#include "examples/rl/sort_task.h"
-#include "runtime/model/config.h"
-#include "runtime/text/tokenizer.h"
 
 namespace hart::rl {
 namespace {
@@ -72,7 +71,8 @@ std::vector<std::vector<double>> read_csv(const fs::path& path, std::string* hea
 // Runs rl_grpo for `steps` into `out` with `extra` flags; its exit code, log in *log_text.
 int run_rl_grpo(const fs::path& out, int steps, const std::string& extra, std::string* log_text) {
   const std::string cmd = std::string(RL_GRPO_BINARY) + " --hart " + HART_BINARY + " --out " + out.string() +
-                          " --steps " + std::to_string(steps) + extra + " > " + (out.string() + ".log") + " 2>&1";
+                          " --steps " + std::to_string(steps) + extra + " > " + (out.string() + ".log") +
+                          " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream log(out.string() + ".log");
   log_text->assign((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
@@ -86,7 +86,8 @@ TEST(RlGrpo, RewardClimbsWithFp8RolloutsAndVersionedWeights) {
   ASSERT_EQ(run_rl_grpo(out, steps, "", &log_text), 0) << log_text;
   std::string header;
   const auto rows = read_csv(out / "rl.csv", &header);
-  ASSERT_EQ(header.rfind("step,version,reward_mean,accuracy,logprob_gap_mean_abs,kl_rollout_trainer,", 0), 0u) << header;
+  ASSERT_EQ(header.rfind("step,version,reward_mean,accuracy,logprob_gap_mean_abs,kl_rollout_trainer,", 0), 0u)
+      << header;
   ASSERT_EQ(rows.size(), size_t(steps)) << log_text;
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::vector<double>& r = rows[i];

@@ -1,10 +1,10 @@
 #include "examples/rl/serve_process.h"
 
-#include <csignal>
-#include <cstdlib>
-
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
 
 namespace hart::rl {
 
@@ -21,11 +21,21 @@ std::string endpoint_after_on(const std::string& line) {
 
 }  // namespace
 
-status_or<std::unique_ptr<serve_process>> serve_process::start(const std::string& hart, const std::string& model,
+status_or<std::unique_ptr<serve_process>> serve_process::start(const std::string& hart,
+                                                               const std::string& model,
                                                                const std::vector<std::string>& extra) {
-  if (access(hart.c_str(), X_OK) != 0) return not_found("serve_process: %s is not an executable", hart.c_str());
-  std::vector<std::string> args = {hart, "--log", "warn", "serve", "-m", model, "--bind", "tcp://127.0.0.1:*",
-                                   "--weight-sync-endpoint", "tcp://127.0.0.1:*"};
+  if (access(hart.c_str(), X_OK) != 0)
+    return not_found("serve_process: %s is not an executable", hart.c_str());
+  std::vector<std::string> args = {hart,
+                                   "--log",
+                                   "warn",
+                                   "serve",
+                                   "-m",
+                                   model,
+                                   "--bind",
+                                   "tcp://127.0.0.1:*",
+                                   "--weight-sync-endpoint",
+                                   "tcp://127.0.0.1:*"};
   args.insert(args.end(), extra.begin(), extra.end());
   int out[2];
   if (pipe(out) != 0) return internal_error("serve_process: pipe failed");

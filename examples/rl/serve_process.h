@@ -7,14 +7,14 @@
 //   rollout_client::connect({srv.value()->endpoint()});
 #pragma once
 
+#include "runtime/core/status.h"
+
+#include <sys/types.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <sys/types.h>
-
-#include "runtime/core/status.h"
 
 namespace hart::rl {
 

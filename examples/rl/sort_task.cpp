@@ -1,10 +1,10 @@
 #include "examples/rl/sort_task.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-
-#include <nlohmann/json.hpp>
 
 namespace hart::rl {
 
@@ -89,18 +89,26 @@ json tokenizer_json() {
   vocab[","] = 14;
   vocab["Ġ"] = 15;
   auto added = [](uint32_t id, const char* text) {
-    return json{{"id", id}, {"content", text}, {"single_word", false}, {"lstrip", false},
+    return json{{"id", id},        {"content", text},     {"single_word", false}, {"lstrip", false},
                 {"rstrip", false}, {"normalized", false}, {"special", true}};
   };
   return {
       {"version", "1.0"},
       {"added_tokens", {added(k_bos, "<｜begin▁of▁sentence｜>"), added(k_eos, "<｜end▁of▁sentence｜>")}},
       {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}},
       {"post_processor", nullptr},
-      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
-      {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"fuse_unk", false},
-                 {"byte_fallback", false}, {"vocab", vocab}, {"merges", json::array()}}},
+      {"decoder",
+       {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"vocab", vocab},
+        {"merges", json::array()}}},
   };
 }
 
@@ -119,7 +127,8 @@ status sort_task_write_model_files(const std::string& dir) {
   if (ec) return invalid_argument("sort_task: cannot create %s: %s", dir.c_str(), ec.message().c_str());
   const fs::path d(dir);
   HART_RETURN_IF_ERROR(write_json(d / "config.json", model_config()));
-  HART_RETURN_IF_ERROR(write_json(d / "generation_config.json", {{"bos_token_id", k_bos}, {"eos_token_id", k_eos}}));
+  HART_RETURN_IF_ERROR(
+      write_json(d / "generation_config.json", {{"bos_token_id", k_bos}, {"eos_token_id", k_eos}}));
   HART_RETURN_IF_ERROR(write_json(d / "tokenizer.json", tokenizer_json()));
   return write_json(d / "tokenizer_config.json", {{"bos_token", "<｜begin▁of▁sentence｜>"},
                                                   {"eos_token", "<｜end▁of▁sentence｜>"},

@@ -10,12 +10,12 @@
 //   double r = sort_task_reward(e, sampled);   // in [0, 1]
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
-
-#include "runtime/core/status.h"
 
 namespace hart::rl {
 

@@ -1,11 +1,11 @@
 // The invariant checker and the metrics of shadow_radix (see
 // docs/shadowradix.md, "Invariants"). O(pages + tokens on request chains).
+#include "runtime/cache/shadow_radix.h"
+#include "runtime/cache/shadow_radix_impl.h"
+
 #include <algorithm>
 #include <unordered_map>
 #include <utility>
-
-#include "runtime/cache/shadow_radix.h"
-#include "runtime/cache/shadow_radix_impl.h"
 
 namespace hart::cache {
 namespace {
@@ -17,7 +17,8 @@ struct page_holders {
 };
 
 status check_page_ref(const page_allocator& a, const char* pool, int64_t p) {
-  if (p < 0 || p >= a.capacity()) return internal_error("%s: bad page id %lld", pool, static_cast<long long>(p));
+  if (p < 0 || p >= a.capacity())
+    return internal_error("%s: bad page id %lld", pool, static_cast<long long>(p));
   if (a.refcount(static_cast<page_id>(p)) <= 0) {
     return internal_error("%s: page %lld is held but free", pool, static_cast<long long>(p));
   }
@@ -76,15 +77,15 @@ status check_tree(const radix_tree& tree, const page_allocator& full, const page
 
 using lock_counts = std::unordered_map<const radix_node*, std::pair<int32_t, int32_t>>;
 
-status check_request(const cache_state& m, request_id id, const request_state& r,
-                     page_holders& fh, page_holders& sh, lock_counts& locks) {
+status check_request(const cache_state& m, request_id id, const request_state& r, page_holders& fh,
+                     page_holders& sh, lock_counts& locks) {
   const int64_t P = m.cfg.page_size;
   const request_pages& pg = r.pages;
   const long long rid = static_cast<long long>(id);
   const int64_t n_pages = static_cast<int64_t>(pg.full.size());
-  if (static_cast<int64_t>(pg.swa.size()) != n_pages || pg.n_reserved != n_pages * P ||
-      pg.n_cached < 0 || pg.n_cached > pg.n_computed || pg.n_computed > pg.n_reserved ||
-      pg.n_cached % P != 0 || static_cast<int64_t>(r.tokens.size()) < pg.n_computed) {
+  if (static_cast<int64_t>(pg.swa.size()) != n_pages || pg.n_reserved != n_pages * P || pg.n_cached < 0 ||
+      pg.n_cached > pg.n_computed || pg.n_computed > pg.n_reserved || pg.n_cached % P != 0 ||
+      static_cast<int64_t>(r.tokens.size()) < pg.n_computed) {
     return internal_error("request %lld: inconsistent sizes", rid);
   }
   // Chain: page-aligned, at most what was computed, tokens equal the request's.
@@ -133,8 +134,8 @@ status check_request(const cache_state& m, request_id id, const request_state& r
       // A tree page a request reads must be pinned by that request's locks.
       const radix_node* owner = h.tree_owner[p];
       if (owner && (pool == 0 ? owner->full_lock_ref : owner->swa_lock_ref) == 0) {
-        return internal_error("request %lld reads unlocked tree %s page %d", rid,
-                              pool == 0 ? "full" : "SWA", p);
+        return internal_error("request %lld reads unlocked tree %s page %d", rid, pool == 0 ? "full" : "SWA",
+                              p);
       }
     }
   }
@@ -145,12 +146,12 @@ status check_holders(const page_allocator& a, const page_holders& h, const char*
   for (int64_t p = 0; p < a.capacity(); ++p) {
     const int32_t rc = a.refcount(static_cast<page_id>(p));
     if (rc != h.n_holders[p]) {
-      return internal_error("%s: page %lld has refcount %d but %d holders", pool,
-                            static_cast<long long>(p), rc, h.n_holders[p]);
+      return internal_error("%s: page %lld has refcount %d but %d holders", pool, static_cast<long long>(p),
+                            rc, h.n_holders[p]);
     }
     if (!h.tree_owner[p] && h.n_holders[p] > 1) {
-      return internal_error("%s: private page %lld held by %d requests", pool,
-                            static_cast<long long>(p), h.n_holders[p]);
+      return internal_error("%s: private page %lld held by %d requests", pool, static_cast<long long>(p),
+                            h.n_holders[p]);
     }
   }
   return status::ok_status();
@@ -177,8 +178,8 @@ status shadow_radix::check() const {
     const auto want = it == locks.end() ? std::pair<int32_t, int32_t>{0, 0} : it->second;
     if (n.full_lock_ref != want.first || n.swa_lock_ref != want.second) {
       st = internal_error("locks unbalanced at node %lld: full %d (requests hold %d), swa %d (%d)",
-                          static_cast<long long>(n.start), n.full_lock_ref, want.first,
-                          n.swa_lock_ref, want.second);
+                          static_cast<long long>(n.start), n.full_lock_ref, want.first, n.swa_lock_ref,
+                          want.second);
     }
   });
   return st;

@@ -50,8 +50,7 @@ status_or<cache_plan> cache_plan_make(const cache_plan_params& p) {
   c.c4_kv_bytes_per_token = double(p.n_csa_layers * entry) / double(p.csa_rate);
   c.c128_kv_bytes_per_token = double(p.n_hca_layers * entry) / double(p.hca_rate);
   c.indexer_bytes_per_token = double(p.n_csa_layers * index_entry) / double(p.csa_rate);
-  c.full_bytes_per_token =
-      c.c4_kv_bytes_per_token + c.c128_kv_bytes_per_token + c.indexer_bytes_per_token;
+  c.full_bytes_per_token = c.c4_kv_bytes_per_token + c.c128_kv_bytes_per_token + c.indexer_bytes_per_token;
 
   // fp32 rows: CSA [kv_overlap, kv, score_overlap, score] x head_dim (main)
   // and x index_head_dim (indexer); HCA [kv, score] x head_dim.
@@ -68,17 +67,14 @@ status_or<cache_plan> cache_plan_make(const cache_plan_params& p) {
 
   c.full_pages_per_seq = (p.context_len + p.page_size - 1) / p.page_size;
   c.swa_pages_per_seq = (p.window + p.page_size - 1) / p.page_size + 2;
-  c.bytes_per_seq =
-      c.full_pages_per_seq * c.full_page_bytes + c.swa_pages_per_seq * c.swa_page_bytes;
+  c.bytes_per_seq = c.full_pages_per_seq * c.full_page_bytes + c.swa_pages_per_seq * c.swa_page_bytes;
   c.max_seqs = p.memory_bytes / c.bytes_per_seq;
   const int64_t one_seq_swa = c.swa_pages_per_seq * c.swa_page_bytes;
-  c.max_tokens_one_seq = p.memory_bytes > one_seq_swa
-                             ? (p.memory_bytes - one_seq_swa) / c.full_page_bytes * p.page_size
-                             : 0;
+  c.max_tokens_one_seq =
+      p.memory_bytes > one_seq_swa ? (p.memory_bytes - one_seq_swa) / c.full_page_bytes * p.page_size : 0;
   c.n_swa_pages = c.max_seqs * c.swa_pages_per_seq;
-  c.n_full_pages = c.max_seqs > 0
-                       ? (p.memory_bytes - c.n_swa_pages * c.swa_page_bytes) / c.full_page_bytes
-                       : 0;
+  c.n_full_pages =
+      c.max_seqs > 0 ? (p.memory_bytes - c.n_swa_pages * c.swa_page_bytes) / c.full_page_bytes : 0;
   if (c.max_seqs == 0) {
     return resource_exhausted(
         "out of KV memory: one sequence of %lld tokens needs %lld bytes, budget is %lld",

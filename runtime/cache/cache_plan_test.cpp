@@ -52,7 +52,7 @@ TEST(cache_plan, v4_flash_fp32_pages) {
   auto plan = cache_plan_make(p);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->full_page_bytes, 21 * 64 * (2048 + 512) + 20 * 2 * 2048);  // 3,522,560
-  EXPECT_EQ(plan->swa_page_bytes, 256 * 44 * 2048 + 1720320 + 10485760);    // 35,274,752
+  EXPECT_EQ(plan->swa_page_bytes, 256 * 44 * 2048 + 1720320 + 10485760);     // 35,274,752
   EXPECT_EQ(plan->bytes_per_seq, 32 * 3522560ll + 3 * 35274752ll);
 }
 

@@ -1,9 +1,9 @@
 #include "runtime/cache/cache_shard.h"
 
+#include "runtime/core/check.h"
+
 #include <algorithm>
 #include <set>
-
-#include "runtime/core/check.h"
 
 namespace hart::cache {
 
@@ -143,10 +143,18 @@ void cache_shard::apply(const cache_op_batch& ops) {
   for (const cache_op& op : ops) {
     status st;
     switch (op.op) {
-      case cache_op::kind::advance: st = index_.advance_to(op.cache_id, op.appended, op.n_computed); break;
-      case cache_op::kind::finish: st = index_.finish_at(op.cache_id, op.n_computed); break;
-      case cache_op::kind::abort: st = index_.abort(op.cache_id); break;
-      case cache_op::kind::flush: index_.flush(); break;
+      case cache_op::kind::advance:
+        st = index_.advance_to(op.cache_id, op.appended, op.n_computed);
+        break;
+      case cache_op::kind::finish:
+        st = index_.finish_at(op.cache_id, op.n_computed);
+        break;
+      case cache_op::kind::abort:
+        st = index_.abort(op.cache_id);
+        break;
+      case cache_op::kind::flush:
+        index_.flush();
+        break;
     }
     HART_CHECK(st.ok()) << st.to_string();
   }

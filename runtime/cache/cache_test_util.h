@@ -6,13 +6,13 @@
 // i.e. that no prefix hit, eviction or page reuse ever exposes wrong data.
 #pragma once
 
+#include "runtime/cache/shadow_radix.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <map>
 #include <vector>
-
-#include "runtime/cache/shadow_radix.h"
 
 namespace hart::cache::testing {
 

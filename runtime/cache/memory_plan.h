@@ -19,10 +19,10 @@
 //   // plan.n_full_pages, plan.n_swa_pages -> the KV pool and the cache shard
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstdint>
 #include <string>
-
-#include "runtime/core/status.h"
 
 namespace hart::cache {
 
@@ -32,7 +32,7 @@ struct memory_plan_params {
   double fraction = 0.9;     // of device_total that may be in use once the KV pool is allocated
   // What is already allocated (reported, and for the refusal's message).
   int64_t weights = 0;
-  int64_t workspaces = 0;    // activation arena, linear contexts, staging: every per-pass buffer
+  int64_t workspaces = 0;  // activation arena, linear contexts, staging: every per-pass buffer
   // The KV pools.
   int64_t full_page_bytes = 0;
   int64_t swa_page_bytes = 0;
@@ -52,14 +52,15 @@ struct memory_plan_params {
 
 struct memory_plan {
   memory_plan_params in;
-  int64_t budget = 0;         // fraction × total
-  int64_t others = 0;         // in use and not weights or workspaces: CUDA context, other processes
-  int64_t kv_budget = 0;      // budget − everything in use: what the KV pages may take
+  int64_t budget = 0;              // fraction × total
+  int64_t others = 0;              // in use and not weights or workspaces: CUDA context, other processes
+  int64_t kv_budget = 0;           // budget − everything in use: what the KV pages may take
   int64_t full_pages_per_seq = 0;  // ceil(max_context / P)
-  int64_t swa_pages_per_seq = 0;   // cache_config::min_swa_pages(); n_swa_pages = max_running of them + one pass's chunk
+  int64_t swa_pages_per_seq =
+      0;  // cache_config::min_swa_pages(); n_swa_pages = max_running of them + one pass's chunk
   int64_t n_full_pages = 0;
   int64_t n_swa_pages = 0;
-  int64_t kv_bytes = 0;       // the pages chosen
+  int64_t kv_bytes = 0;             // the pages chosen
   int64_t seqs_at_max_context = 0;  // n_full_pages / full_pages_per_seq
   int64_t token_capacity = 0;       // n_full_pages × P: positions the full pages hold in all
 

@@ -10,12 +10,12 @@
 //   a.unref(p, page_release::cached);      // free again, queued at the back
 #pragma once
 
+#include "runtime/cache/shadow_radix.h"
+#include "runtime/core/status.h"
+
 #include <cstdint>
 #include <deque>
 #include <vector>
-
-#include "runtime/cache/shadow_radix.h"
-#include "runtime/core/status.h"
 
 namespace hart::cache {
 

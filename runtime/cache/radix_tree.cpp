@@ -1,16 +1,15 @@
 #include "runtime/cache/radix_tree.h"
 
+#include "runtime/core/check.h"
+
 #include <algorithm>
 #include <queue>
 #include <utility>
 
-#include "runtime/core/check.h"
-
 namespace hart::cache {
 
 radix_tree::radix_tree(int64_t page_size, int64_t window, page_allocator& full, page_allocator& swa)
-    : page_size_(page_size), window_(window), full_(full), swa_(swa),
-      root_(std::make_unique<radix_node>()) {}
+    : page_size_(page_size), window_(window), full_(full), swa_(swa), root_(std::make_unique<radix_node>()) {}
 
 // NOTE(hart): the tree's page references die with the pools it was given;
 // shadow_radix destroys the tree and the pools together.
@@ -22,8 +21,8 @@ std::vector<int32_t> radix_tree::page_key(const std::vector<int32_t>& tokens, in
 
 bool radix_tree::page_equals(const radix_node* n, int64_t page, const std::vector<int32_t>& tokens,
                              int64_t pos) const {
-  return std::equal(n->tokens.begin() + page * page_size_,
-                    n->tokens.begin() + (page + 1) * page_size_, tokens.begin() + pos);
+  return std::equal(n->tokens.begin() + page * page_size_, n->tokens.begin() + (page + 1) * page_size_,
+                    tokens.begin() + pos);
 }
 
 void radix_tree::touch(radix_node* n) {
@@ -187,8 +186,7 @@ void radix_tree::unlock(radix_node* node, int64_t swa_start) {
 // -- eviction ------------------------------------------------------------------
 
 int64_t radix_tree::remove_leaf(radix_node* n, int64_t* n_swa_freed) {
-  HART_CHECK(n != root_.get() && n->children.empty() && n->full_lock_ref == 0 &&
-             n->swa_lock_ref == 0)
+  HART_CHECK(n != root_.get() && n->children.empty() && n->full_lock_ref == 0 && n->swa_lock_ref == 0)
       << "removing a locked or inner node at " << n->start;
   for (page_id p : n->full) {
     HART_CHECK(full_.unref(p, page_release::cached)) << "unlocked full page " << p << " still held";
@@ -225,9 +223,7 @@ int64_t radix_tree::tombstone(radix_node* n) {
 }
 
 int64_t radix_tree::evict_full(int64_t n) {
-  auto newer = [](const radix_node* a, const radix_node* b) {
-    return a->last_access > b->last_access;
-  };
+  auto newer = [](const radix_node* a, const radix_node* b) { return a->last_access > b->last_access; };
   std::priority_queue<radix_node*, std::vector<radix_node*>, decltype(newer)> leaves(newer);
   for_each([&](const radix_node& x) {
     if (x.children.empty() && x.full_lock_ref == 0) leaves.push(const_cast<radix_node*>(&x));
@@ -253,9 +249,8 @@ int64_t radix_tree::evict_swa(int64_t n) {
   for_each([&](const radix_node& x) {
     if (!x.tombstoned() && x.swa_lock_ref == 0) live.push_back(const_cast<radix_node*>(&x));
   });
-  std::stable_sort(live.begin(), live.end(), [](const radix_node* a, const radix_node* b) {
-    return a->last_access < b->last_access;
-  });
+  std::stable_sort(live.begin(), live.end(),
+                   [](const radix_node* a, const radix_node* b) { return a->last_access < b->last_access; });
   int64_t n_freed = 0;
   for (radix_node* x : live) {
     if (n_freed >= n) break;
@@ -285,9 +280,7 @@ int64_t radix_tree::n_evictable_full() const {
 
 int64_t radix_tree::n_evictable_swa() const {
   int64_t n = 0;
-  for_each([&](const radix_node& x) {
-    n += !x.tombstoned() && x.swa_lock_ref == 0 ? x.n_pages() : 0;
-  });
+  for_each([&](const radix_node& x) { n += !x.tombstoned() && x.swa_lock_ref == 0 ? x.n_pages() : 0; });
   return n;
 }
 

@@ -13,12 +13,12 @@
 // counters to the new upper piece; tombstones are never revived).
 #pragma once
 
+#include "runtime/cache/page_allocator.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <vector>
-
-#include "runtime/cache/page_allocator.h"
 
 namespace hart::cache {
 
@@ -64,9 +64,8 @@ class radix_tree {
   /// a request (tokens, full[], swa[]; swa[j] may be no_page). Pages already
   /// present keep the tree's copy; new nodes take a reference on the
   /// request's pages. Returns the new chain end (a node boundary).
-  radix_node* insert(radix_node* from, const std::vector<int32_t>& tokens,
-                     const std::vector<page_id>& full, const std::vector<page_id>& swa,
-                     int64_t n_pages);
+  radix_node* insert(radix_node* from, const std::vector<int32_t>& tokens, const std::vector<page_id>& full,
+                     const std::vector<page_id>& swa, int64_t n_pages);
 
   /// The window-lock start for a chain of n_tree tokens: the first page
   /// that still overlaps [n_tree - window - P, n_tree).
@@ -99,15 +98,14 @@ class radix_tree {
       visit(kv.second.get(), fn);
     }
   }
-  bool page_equals(const radix_node* n, int64_t page, const std::vector<int32_t>& tokens,
-                   int64_t pos) const;
+  bool page_equals(const radix_node* n, int64_t page, const std::vector<int32_t>& tokens, int64_t pos) const;
   std::vector<int32_t> page_key(const std::vector<int32_t>& tokens, int64_t pos) const;
   /// Splits n after its first n_upper pages; n keeps the lower part (so
   /// pointers to a chain end stay valid) and the new upper part is returned.
   radix_node* split(radix_node* n, int64_t n_upper);
   radix_node* add_child(radix_node* parent, const std::vector<int32_t>& tokens,
-                        const std::vector<page_id>& full, const std::vector<page_id>& swa,
-                        int64_t first, int64_t last, bool live);
+                        const std::vector<page_id>& full, const std::vector<page_id>& swa, int64_t first,
+                        int64_t last, bool live);
   /// Frees n's pages and removes it (a childless, unlocked node); returns the
   /// full pages freed and adds the SWA pages freed to *n_swa_freed.
   int64_t remove_leaf(radix_node* n, int64_t* n_swa_freed);

@@ -132,7 +132,7 @@ TEST(radix_tree, full_eviction_is_lru_over_leaves_and_exact) {
     pages_of pb(f, s, 3);
     t.insert(t.root(), b, pb.full, pb.swa, 3);
   }
-  t.match(a, 3 * P);  // a is now the most recent
+  t.match(a, 3 * P);              // a is now the most recent
   EXPECT_EQ(t.evict_full(2), 2);  // b's last two pages
   EXPECT_EQ(t.match(b, 3 * P).n_tokens, P);
   EXPECT_EQ(t.match(a, 3 * P).n_tokens, 3 * P);

@@ -1,9 +1,9 @@
 #include "runtime/cache/shadow_radix.h"
 
-#include <algorithm>
-
 #include "runtime/cache/shadow_radix_impl.h"
 #include "runtime/core/check.h"
+
+#include <algorithm>
 
 namespace hart::cache {
 
@@ -13,8 +13,7 @@ status cache_config::validate() const {
                             static_cast<long long>(page_size));
   }
   if (window <= 0) {
-    return invalid_argument("cache_config: window=%lld must be positive",
-                            static_cast<long long>(window));
+    return invalid_argument("cache_config: window=%lld must be positive", static_cast<long long>(window));
   }
   if (n_full_pages < 1) {
     return invalid_argument("cache_config: n_full_pages=%lld, need at least 1",
@@ -25,8 +24,8 @@ status cache_config::validate() const {
     return invalid_argument(
         "cache_config: n_swa_pages=%lld < %lld, the SWA pages one sequence holds while decoding "
         "(window %lld + one page of margin + the page being written, page_size %lld)",
-        static_cast<long long>(n_swa_pages), static_cast<long long>(min_swa),
-        static_cast<long long>(window), static_cast<long long>(page_size));
+        static_cast<long long>(n_swa_pages), static_cast<long long>(min_swa), static_cast<long long>(window),
+        static_cast<long long>(page_size));
   }
   return status::ok_status();
 }
@@ -43,7 +42,9 @@ int64_t cache_config::first_live_swa_page(int64_t n_computed) const {
 cache_state::cache_state(const cache_config& c)
     : cfg(c), full(c.n_full_pages), swa(c.n_swa_pages), tree(c.page_size, c.window, full, swa) {}
 
-int64_t cache_state::first_swa_page(int64_t n_computed) const { return cfg.first_live_swa_page(n_computed); }
+int64_t cache_state::first_swa_page(int64_t n_computed) const {
+  return cfg.first_live_swa_page(n_computed);
+}
 
 request_state* cache_state::find(request_id r) {
   auto it = requests.find(r);
@@ -71,9 +72,13 @@ shadow_radix::shadow_radix(const cache_config& cfg) {
   impl_ = new impl(cfg);
 }
 
-shadow_radix::~shadow_radix() { delete impl_; }
+shadow_radix::~shadow_radix() {
+  delete impl_;
+}
 
-const cache_config& shadow_radix::config() const { return impl_->cfg; }
+const cache_config& shadow_radix::config() const {
+  return impl_->cfg;
+}
 
 status_or<request_id> shadow_radix::admit(const std::vector<int32_t>& prompt, bool match_prefix) {
   if (prompt.empty()) return invalid_argument("admit: empty prompt");
@@ -249,8 +254,12 @@ const std::vector<int32_t>& shadow_radix::tokens(request_id id) const {
   return r->tokens;
 }
 
-int64_t shadow_radix::evict_full(int64_t n) { return impl_->tree.evict_full(n); }
-int64_t shadow_radix::evict_swa(int64_t n) { return impl_->tree.evict_swa(n); }
+int64_t shadow_radix::evict_full(int64_t n) {
+  return impl_->tree.evict_full(n);
+}
+int64_t shadow_radix::evict_swa(int64_t n) {
+  return impl_->tree.evict_swa(n);
+}
 
 void shadow_radix::flush() {
   impl_->tree.evict_full(INT64_MAX);

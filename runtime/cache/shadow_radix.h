@@ -21,10 +21,10 @@
 //   c.finish(*r, all_tokens);           // caches the request, releases its locks
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstdint>
 #include <vector>
-
-#include "runtime/core/status.h"
 
 namespace hart::cache {
 
@@ -33,10 +33,10 @@ constexpr page_id no_page = -1;
 using request_id = int64_t;
 
 struct cache_config {
-  int64_t page_size = 256;    // tokens per page; a multiple of 128 (every compress rate divides it)
-  int64_t n_full_pages = 0;   // virtual slot space (carries CSA/HCA/indexer shadows)
-  int64_t n_swa_pages = 0;    // sliding-window KV + compressor-state rings
-  int64_t window = 128;       // sliding window, tokens including self
+  int64_t page_size = 256;   // tokens per page; a multiple of 128 (every compress rate divides it)
+  int64_t n_full_pages = 0;  // virtual slot space (carries CSA/HCA/indexer shadows)
+  int64_t n_swa_pages = 0;   // sliding-window KV + compressor-state rings
+  int64_t window = 128;      // sliding window, tokens including self
   bool enable_prefix_cache = true;
 
   status validate() const;
@@ -56,19 +56,19 @@ struct request_pages {
   std::vector<page_id> swa;   // same length; no_page where tombstoned
   int64_t n_cached = 0;       // page-aligned
   int64_t n_computed = 0;
-  int64_t n_reserved = 0;     // positions with pages: full.size() * page_size
+  int64_t n_reserved = 0;  // positions with pages: full.size() * page_size
 };
 
 struct cache_metrics {
   int64_t requests = 0;
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;          // prompt tokens served from the tree
+  int64_t cached_tokens = 0;  // prompt tokens served from the tree
   int64_t evicted_full_pages = 0;
   int64_t tombstoned_swa_pages = 0;
   int64_t full_pages_used = 0, full_pages_total = 0;
   int64_t swa_pages_used = 0, swa_pages_total = 0;
-  int64_t tree_full_tokens = 0;       // tokens the tree holds
-  int64_t tree_swa_tokens = 0;        // of those, with live SWA
+  int64_t tree_full_tokens = 0;  // tokens the tree holds
+  int64_t tree_swa_tokens = 0;   // of those, with live SWA
   double hit_rate() const { return prompt_tokens ? double(cached_tokens) / double(prompt_tokens) : 0.0; }
 };
 

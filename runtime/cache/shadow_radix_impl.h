@@ -3,11 +3,11 @@
 // request lifecycle (shadow_radix.cpp) and the checker (cache_check.cpp).
 #pragma once
 
-#include <map>
-
 #include "runtime/cache/page_allocator.h"
 #include "runtime/cache/radix_tree.h"
 #include "runtime/cache/shadow_radix.h"
+
+#include <map>
 
 namespace hart::cache {
 

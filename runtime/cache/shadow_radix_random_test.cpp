@@ -1,15 +1,15 @@
 // Model-based random testing of shadow_radix: random operation sequences with
 // check() after every operation and engine_sim verifying that every readable
 // position of every live request holds that request's own prefix content.
+#include "runtime/cache/cache_test_util.h"
+#include "runtime/cache/shadow_radix.h"
+#include "runtime/core/status_testing.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <random>
 #include <string>
-
-#include "runtime/cache/cache_test_util.h"
-#include "runtime/cache/shadow_radix.h"
-#include "runtime/core/status_testing.h"
 
 namespace hart::cache {
 namespace {
@@ -66,8 +66,8 @@ void run_sequence(uint64_t seed, int n_ops, run_stats* stats) {
   cfg.n_swa_pages = cfg.min_swa_pages() + rr.uniform(0, 10);
   cfg.enable_prefix_cache = rr.uniform(0, 9) != 0;
   SCOPED_TRACE("seed=" + std::to_string(seed) + " P=" + std::to_string(cfg.page_size) +
-               " window=" + std::to_string(cfg.window) + " full=" +
-               std::to_string(cfg.n_full_pages) + " swa=" + std::to_string(cfg.n_swa_pages));
+               " window=" + std::to_string(cfg.window) + " full=" + std::to_string(cfg.n_full_pages) +
+               " swa=" + std::to_string(cfg.n_swa_pages));
   shadow_radix c(cfg);
   engine_sim e(c);
   std::vector<std::vector<int32_t>> bases;
@@ -179,10 +179,11 @@ TEST(shadow_radix_random, model_based_sequences) {
     run_sequence(base_seed + static_cast<uint64_t>(i), 80, &st);
     if (HasFatalFailure() || HasFailure()) return;
   }
-  std::printf("shadow_radix_random: %lld cache hits, %lld full pages evicted, %lld SWA pages "
-              "tombstoned, %lld out-of-memory reserves\n",
-              static_cast<long long>(st.n_hits), static_cast<long long>(st.n_evicted_full),
-              static_cast<long long>(st.n_tombstoned_swa), static_cast<long long>(st.n_oom));
+  std::printf(
+      "shadow_radix_random: %lld cache hits, %lld full pages evicted, %lld SWA pages "
+      "tombstoned, %lld out-of-memory reserves\n",
+      static_cast<long long>(st.n_hits), static_cast<long long>(st.n_evicted_full),
+      static_cast<long long>(st.n_tombstoned_swa), static_cast<long long>(st.n_oom));
   EXPECT_GT(st.n_hits, 1000);
   EXPECT_GT(st.n_evicted_full, 1000);
   EXPECT_GT(st.n_oom, 100);

@@ -1,12 +1,12 @@
 #include "runtime/cache/shadow_radix.h"
 
+#include "runtime/cache/cache_test_util.h"
+#include "runtime/core/status_testing.h"
+
 #include <gtest/gtest.h>
 
 #include <numeric>
 #include <string>
-
-#include "runtime/cache/cache_test_util.h"
-#include "runtime/core/status_testing.h"
 
 namespace hart::cache {
 namespace {
@@ -26,10 +26,10 @@ std::vector<int32_t> head(const std::vector<int32_t>& a, int64_t n) {
   return std::vector<int32_t>(a.begin(), a.begin() + n);
 }
 
-#define EXPECT_CHECK_OK(c)                   \
-  do {                                       \
-    const status s_ = (c).check();           \
-    EXPECT_TRUE(s_.ok()) << s_.to_string();  \
+#define EXPECT_CHECK_OK(c)                  \
+  do {                                      \
+    const status s_ = (c).check();          \
+    EXPECT_TRUE(s_.ok()) << s_.to_string(); \
   } while (0)
 
 cache_config config(int64_t page_size, int64_t n_full, int64_t n_swa, int64_t window = 128) {

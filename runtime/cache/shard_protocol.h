@@ -21,22 +21,22 @@
 //   reserve_grants r = shard.reserve(ahead);  // pages for the next few steps
 #pragma once
 
+#include "runtime/cache/shadow_radix.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "runtime/cache/shadow_radix.h"
-
 namespace hart::cache {
 
 /// A running sequence (holding a cache request), as the step finds it.
 struct slot_continuation {
-  uint64_t seq = 0;        // the scheduler's key
-  uint64_t order = 0;      // its place in the scheduler's priority order (both lists; smaller first)
+  uint64_t seq = 0;    // the scheduler's key
+  uint64_t order = 0;  // its place in the scheduler's priority order (both lists; smaller first)
   request_id cache_id = -1;
-  int64_t n_computed = 0;  // positions with valid KV
-  int64_t n_remaining = 0; // tokens not computed yet (>= 1)
+  int64_t n_computed = 0;   // positions with valid KV
+  int64_t n_remaining = 0;  // tokens not computed yet (>= 1)
   /// Its tokens past those the cache request knows (a sampled token not fed
   /// yet): with them a sequence preempted in this step can be admitted again
   /// in the same step, at its place among the waiting ones.
@@ -59,9 +59,9 @@ struct slot_admission {
 
 struct slot_request {
   uint64_t step = 0;
-  int64_t budget = 0;         // tokens this step feeds, all sequences together
-  int64_t prefill_chunk = 0;  // most tokens of one sequence
-  int64_t max_running = 0;    // admissions stop when this many sequences run
+  int64_t budget = 0;                      // tokens this step feeds, all sequences together
+  int64_t prefill_chunk = 0;               // most tokens of one sequence
+  int64_t max_running = 0;                 // admissions stop when this many sequences run
   std::vector<slot_continuation> running;  // every running sequence, best first
   std::vector<slot_admission> waiting;     // best first
 };
@@ -75,13 +75,13 @@ enum class slot_verdict {
 struct slot_decision {
   uint64_t seq = 0;
   slot_verdict verdict = slot_verdict::granted;
-  bool admitted = false;       // granted from the waiting list (a new cache request)
-  request_id cache_id = -1;    // granted
-  int64_t n_computed = 0;      // granted: where it starts (an admission: its prefix hit)
-  int64_t n_tokens = 0;        // granted: tokens fed this step
-  std::vector<page_id> full;   // granted: the page tables (request_pages)
+  bool admitted = false;      // granted from the waiting list (a new cache request)
+  request_id cache_id = -1;   // granted
+  int64_t n_computed = 0;     // granted: where it starts (an admission: its prefix hit)
+  int64_t n_tokens = 0;       // granted: tokens fed this step
+  std::vector<page_id> full;  // granted: the page tables (request_pages)
   std::vector<page_id> swa;
-  std::string message;         // failed
+  std::string message;  // failed
 };
 
 struct slot_grants {

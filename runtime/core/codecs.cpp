@@ -79,9 +79,13 @@ uint16_t bf16_from_f32(float x) {
   return static_cast<uint16_t>(rounded >> 16);
 }
 
-float f32_from_bf16(uint16_t b) { return float_of(static_cast<uint32_t>(b) << 16); }
+float f32_from_bf16(uint16_t b) {
+  return float_of(static_cast<uint32_t>(b) << 16);
+}
 
-float round_to_bf16(float x) { return f32_from_bf16(bf16_from_f32(x)); }
+float round_to_bf16(float x) {
+  return f32_from_bf16(bf16_from_f32(x));
+}
 
 // -- f16 --------------------------------------------------------------------
 

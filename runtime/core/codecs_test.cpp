@@ -98,7 +98,9 @@ float random_log_float(std::mt19937& rng, int lo_exp, int hi_exp) {
   return (rng() & 1) ? -v : v;
 }
 
-std::string seed_trace(uint32_t seed) { return "seed=" + std::to_string(seed); }
+std::string seed_trace(uint32_t seed) {
+  return "seed=" + std::to_string(seed);
+}
 
 // -- bf16 -------------------------------------------------------------------
 
@@ -173,9 +175,7 @@ TEST(codecs_f16, exhaustive_decode) {
       ASSERT_EQ(std::signbit(f), neg) << c;
       continue;
     }
-    double mag = e == 0x1f ? HUGE_VAL
-                 : e == 0  ? std::ldexp(m, -24)
-                           : std::ldexp(1.0 + m / 1024.0, e - 15);
+    double mag = e == 0x1f ? HUGE_VAL : e == 0 ? std::ldexp(m, -24) : std::ldexp(1.0 + m / 1024.0, e - 15);
     ASSERT_EQ(static_cast<double>(f), neg ? -mag : mag) << c;
     ASSERT_EQ(std::signbit(f), neg) << c;
   }
@@ -223,8 +223,7 @@ TEST(codecs_e4m3, random_matches_table_scan) {
   for (int i = 0; i < 300000; ++i) {
     const float x = (i % 4 == 0) ? random_bits_float(rng) : random_log_float(rng, -12, 10);
     const uint32_t sign = (bits_of(x) >> 24) & 0x80u;
-    ASSERT_EQ(e4m3_from_f32(x), sign | nearest_code(mags, std::fabs(static_cast<double>(x))))
-        << "x=" << x;
+    ASSERT_EQ(e4m3_from_f32(x), sign | nearest_code(mags, std::fabs(static_cast<double>(x)))) << "x=" << x;
   }
 }
 
@@ -309,8 +308,7 @@ TEST(codecs_e2m1, random_saturation_nan) {
   for (int i = 0; i < 200000; ++i) {
     const float x = (i % 4 == 0) ? random_bits_float(rng) : random_log_float(rng, -4, 4);
     const uint32_t sign = (bits_of(x) >> 28) & 0x8u;
-    ASSERT_EQ(e2m1_from_f32(x), sign | nearest_code(mags, std::fabs(static_cast<double>(x))))
-        << "x=" << x;
+    ASSERT_EQ(e2m1_from_f32(x), sign | nearest_code(mags, std::fabs(static_cast<double>(x)))) << "x=" << x;
   }
   for (float v : {6.0f, 6.5f, 7.0f, 8.0f, 1e9f, FLT_MAX, inf_f}) {
     EXPECT_EQ(e2m1_from_f32(v), 0x7) << v;
@@ -329,14 +327,12 @@ TEST(codecs_bulk, matches_scalar) {
   for (uint32_t c = 0; c < 65536; ++c) codes16[c] = static_cast<uint16_t>(c);
   std::vector<float> out(65536);
   bf16_to_f32(codes16.data(), out.data(), 65536);
-  for (uint32_t c = 0; c < 65536; ++c)
-    ASSERT_EQ(bits_of(out[c]), bits_of(f32_from_bf16(codes16[c])));
+  for (uint32_t c = 0; c < 65536; ++c) ASSERT_EQ(bits_of(out[c]), bits_of(f32_from_bf16(codes16[c])));
   std::vector<uint16_t> back(65536);
   f32_to_bf16(out.data(), back.data(), 65536);
   for (uint32_t c = 0; c < 65536; ++c) ASSERT_EQ(back[c], bf16_from_f32(out[c]));
   f16_to_f32(codes16.data(), out.data(), 65536);
-  for (uint32_t c = 0; c < 65536; ++c)
-    ASSERT_EQ(bits_of(out[c]), bits_of(f32_from_f16(codes16[c])));
+  for (uint32_t c = 0; c < 65536; ++c) ASSERT_EQ(bits_of(out[c]), bits_of(f32_from_f16(codes16[c])));
   std::vector<uint8_t> codes8(256);
   for (uint32_t c = 0; c < 256; ++c) codes8[c] = static_cast<uint8_t>(c);
   e4m3_to_f32(codes8.data(), out.data(), 256);

@@ -14,7 +14,7 @@ enum class dtype : uint8_t {
   f32,
   f16,
   bf16,
-  e4m3,    // float8_e4m3fn: no inf, NaN = 0x7f/0xff, max 448
+  e4m3,  // float8_e4m3fn: no inf, NaN = 0x7f/0xff, max 448
   e5m2,
   e8m0,    // unsigned power-of-two scale 2^(e-127), 0xff = NaN
   e2m1x2,  // packed FP4 pair

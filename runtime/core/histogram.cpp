@@ -26,15 +26,17 @@ uint64_t latency_histogram::cumulative(size_t i) const {
 
 status latency_histogram::validate() const {
   if (counts.size() != bounds.size() + 1)
-    return invalid_argument("histogram: %zu counts for %zu bounds (one more expected)", counts.size(), bounds.size());
+    return invalid_argument("histogram: %zu counts for %zu bounds (one more expected)", counts.size(),
+                            bounds.size());
   for (size_t i = 0; i < bounds.size(); ++i) {
     if (!std::isfinite(bounds[i]) || (i > 0 && bounds[i] <= bounds[i - 1]))
       return invalid_argument("histogram: bound %zu is not finite and above the one before", i);
   }
   uint64_t total = 0;
   for (uint64_t c : counts) total += c;
-  if (total != count) return invalid_argument("histogram: counts add up to %llu, count is %llu",
-                                              (unsigned long long)total, (unsigned long long)count);
+  if (total != count)
+    return invalid_argument("histogram: counts add up to %llu, count is %llu", (unsigned long long)total,
+                            (unsigned long long)count);
   return {};
 }
 

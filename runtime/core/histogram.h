@@ -9,10 +9,10 @@
 //   h.cumulative(3);              // observations <= bounds[3]
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstdint>
 #include <vector>
-
-#include "runtime/core/status.h"
 
 namespace hart {
 
@@ -20,7 +20,7 @@ struct latency_histogram {
   /// 0.5 ms to 100 s in 1-2.5-5 steps: a tiny model's decode step to a long prefill's TTFT.
   static const std::vector<double>& default_bounds();
 
-  std::vector<double> bounds = default_bounds();          ///< ascending upper bounds, seconds
+  std::vector<double> bounds = default_bounds();  ///< ascending upper bounds, seconds
   std::vector<uint64_t> counts = std::vector<uint64_t>(bounds.size() + 1);  ///< per bucket; the last is +Inf
   double sum = 0;
   uint64_t count = 0;

@@ -37,18 +37,27 @@ log_sink& current_sink() {
 
 const char* level_tag(log_level l) {
   switch (l) {
-    case log_level::debug: return "D";
-    case log_level::info: return "I";
-    case log_level::warn: return "W";
-    case log_level::error: return "E";
-    default: return "?";
+    case log_level::debug:
+      return "D";
+    case log_level::info:
+      return "I";
+    case log_level::warn:
+      return "W";
+    case log_level::error:
+      return "E";
+    default:
+      return "?";
   }
 }
 
 }  // namespace
 
-void log_set_level(log_level level) { current_level().store(level); }
-log_level log_get_level() { return current_level().load(); }
+void log_set_level(log_level level) {
+  current_level().store(level);
+}
+log_level log_get_level() {
+  return current_level().load();
+}
 
 void log_set_sink(log_sink sink) {
   std::lock_guard<std::mutex> lock(sink_mutex());

@@ -18,8 +18,7 @@ void log_set_level(log_level level);
 log_level log_get_level();
 /// Replaces the sink; an empty function restores the stderr sink.
 void log_set_sink(log_sink sink);
-void log_write(log_level level, const char* func, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void log_write(log_level level, const char* func, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 
 }  // namespace hart
 

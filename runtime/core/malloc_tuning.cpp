@@ -4,8 +4,9 @@
 #include <malloc.h>
 #endif
 
-#include <atomic>
 #include <climits>
+
+#include <atomic>
 
 namespace hart {
 namespace {
@@ -19,7 +20,8 @@ status malloc_keep_freed_memory(size_t keep_bytes) {
   const int keep = int(keep_bytes > size_t(INT_MAX) ? size_t(INT_MAX) : keep_bytes);
   // Blocks up to 32 MB (glibc's cap) come from the arena, never a fresh mapping;
   // the arena returns freed memory to the kernel only past `keep` bytes.
-  if (mallopt(M_ARENA_MAX, 1) != 1 || mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, keep) != 1) {
+  if (mallopt(M_ARENA_MAX, 1) != 1 || mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 ||
+      mallopt(M_TRIM_THRESHOLD, keep) != 1) {
     return internal_error("mallopt refused the weight-sync allocator settings");
   }
   kept_bytes.store(size_t(keep), std::memory_order_relaxed);

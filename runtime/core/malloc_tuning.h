@@ -9,9 +9,9 @@
 // mapped removes the faults after the first update.
 #pragma once
 
-#include <cstddef>
-
 #include "runtime/core/status.h"
+
+#include <cstddef>
 
 namespace hart {
 

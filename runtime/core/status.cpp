@@ -7,17 +7,28 @@ namespace hart {
 
 const char* status_code_name(status_code c) {
   switch (c) {
-    case status_code::ok: return "ok";
-    case status_code::invalid_argument: return "invalid_argument";
-    case status_code::out_of_range: return "out_of_range";
-    case status_code::not_found: return "not_found";
-    case status_code::resource_exhausted: return "resource_exhausted";
-    case status_code::failed_precondition: return "failed_precondition";
-    case status_code::unavailable: return "unavailable";
-    case status_code::internal: return "internal";
-    case status_code::cancelled: return "cancelled";
-    case status_code::data_loss: return "data_loss";
-    case status_code::unimplemented: return "unimplemented";
+    case status_code::ok:
+      return "ok";
+    case status_code::invalid_argument:
+      return "invalid_argument";
+    case status_code::out_of_range:
+      return "out_of_range";
+    case status_code::not_found:
+      return "not_found";
+    case status_code::resource_exhausted:
+      return "resource_exhausted";
+    case status_code::failed_precondition:
+      return "failed_precondition";
+    case status_code::unavailable:
+      return "unavailable";
+    case status_code::internal:
+      return "internal";
+    case status_code::cancelled:
+      return "cancelled";
+    case status_code::data_loss:
+      return "data_loss";
+    case status_code::unimplemented:
+      return "unimplemented";
   }
   return "unknown";
 }
@@ -39,13 +50,13 @@ std::string vformat(const char* fmt, va_list ap) {
 }
 }  // namespace
 
-#define HART_DEFINE_STATUS_CTOR(fn, code)  \
-  status fn(const char* fmt, ...) {        \
-    va_list ap;                            \
-    va_start(ap, fmt);                     \
-    std::string msg = vformat(fmt, ap);    \
-    va_end(ap);                            \
-    return status(code, std::move(msg));   \
+#define HART_DEFINE_STATUS_CTOR(fn, code) \
+  status fn(const char* fmt, ...) {       \
+    va_list ap;                           \
+    va_start(ap, fmt);                    \
+    std::string msg = vformat(fmt, ap);   \
+    va_end(ap);                           \
+    return status(code, std::move(msg));  \
   }
 
 HART_DEFINE_STATUS_CTOR(invalid_argument, status_code::invalid_argument)

@@ -58,7 +58,9 @@ TEST(status, long_and_empty_messages) {
   EXPECT_EQ(e.message(), "");
 }
 
-status fail_if(bool fail) { return fail ? out_of_range("index %d", 7) : status(); }
+status fail_if(bool fail) {
+  return fail ? out_of_range("index %d", 7) : status();
+}
 
 status two_steps(bool fail_first, int* reached) {
   HART_RETURN_IF_ERROR(fail_if(fail_first));
@@ -122,7 +124,8 @@ TEST(status_or, move_only_and_assign_or_return) {
 // a message without the text, or ok fails with the whole message printed.
 TEST(status, expect_status_checks_code_and_message) {
   EXPECT_STATUS(invalid_argument("dim=%d", 0), status_code::invalid_argument, "dim=0");
-  EXPECT_STATUS(status_or<int>(not_found("no config.json in %s", "/x")), status_code::not_found, "config.json");
+  EXPECT_STATUS(status_or<int>(not_found("no config.json in %s", "/x")), status_code::not_found,
+                "config.json");
   EXPECT_STATUS(status{}, status_code::ok, "");
   EXPECT_NONFATAL_FAILURE(EXPECT_STATUS(invalid_argument("dim=0"), status_code::out_of_range, "dim=0"),
                           "is invalid_argument: dim=0");

@@ -9,27 +9,29 @@
 // failure it prints the expression, the code and the whole message.
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "runtime/core/status.h"
-
 namespace hart::testing {
 
-inline const status& status_of(const status& s) { return s; }
+inline const status& status_of(const status& s) {
+  return s;
+}
 template <typename T>
 const status& status_of(const status_or<T>& s) {
   return s.get_status();
 }
 
 template <typename S>
-::testing::AssertionResult status_is(const char* expr, const char*, const char*, const S& got, status_code code,
-                                     const std::string& text) {
+::testing::AssertionResult status_is(const char* expr, const char*, const char*, const S& got,
+                                     status_code code, const std::string& text) {
   const status& s = status_of(got);
   if (s.code() == code && s.message().find(text) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << expr << " is " << s.to_string() << "\n  want " << status_code_name(code)
-                                       << " naming \"" << text << "\"";
+  return ::testing::AssertionFailure() << expr << " is " << s.to_string() << "\n  want "
+                                       << status_code_name(code) << " naming \"" << text << "\"";
 }
 
 }  // namespace hart::testing

@@ -3,11 +3,11 @@
 // (outermost dimension first, like safetensors and PyTorch). Offsets are int64.
 #pragma once
 
+#include "runtime/core/dtype.h"
+
 #include <cstdint>
 #include <initializer_list>
 #include <string>
-
-#include "runtime/core/dtype.h"
 
 namespace hart {
 

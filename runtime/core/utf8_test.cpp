@@ -1,8 +1,8 @@
 // utf8_lossy / utf8_append_lossy by hand: valid text kept byte for byte, each maximal
 // ill-formed subpart one U+FFFD (Unicode §3.9's examples), a truncated tail held back unless final.
-#include <gtest/gtest.h>
-
 #include "runtime/core/utf8.h"
+
+#include <gtest/gtest.h>
 
 namespace hart {
 namespace {
@@ -16,9 +16,11 @@ TEST(utf8, valid_text_is_kept) {
 
 TEST(utf8, each_maximal_ill_formed_subpart_is_one_replacement) {
   EXPECT_EQ(utf8_lossy("\xFF"), k_fffd);
-  EXPECT_EQ(utf8_lossy("\xC0\xAF"), k_fffd + k_fffd);            // overlong: two subparts
+  EXPECT_EQ(utf8_lossy("\xC0\xAF"), k_fffd + k_fffd);               // overlong: two subparts
   EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), k_fffd + k_fffd + k_fffd);  // a surrogate
-  EXPECT_EQ(utf8_lossy("\xE2\x82" "x"), k_fffd + "x");          // cut short by an ASCII byte
+  EXPECT_EQ(utf8_lossy("\xE2\x82"
+                       "x"),
+            k_fffd + "x");                                                       // cut short by an ASCII byte
   EXPECT_EQ(utf8_lossy("\xF4\x90\x80\x80"), k_fffd + k_fffd + k_fffd + k_fffd);  // > U+10FFFF
 }
 

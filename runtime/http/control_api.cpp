@@ -37,7 +37,8 @@ status get_version(const json_fields& f, const char* key, uint64_t* out) {
   } else if (v.is_string()) {
     text = v.get<std::string>();
   } else {
-    return invalid_argument("%s: expected a version (a positive integer or its decimal string)", f.name(key).c_str());
+    return invalid_argument("%s: expected a version (a positive integer or its decimal string)",
+                            f.name(key).c_str());
   }
   uint64_t n = 0;
   bool ok = !text.empty() && text.size() <= 19;
@@ -46,8 +47,9 @@ status get_version(const json_fields& f, const char* key, uint64_t* out) {
     if (ok) n = n * 10 + uint64_t(c - '0');
   }
   if (!ok || n == 0)
-    return invalid_argument("%s: '%s' is not a version hart can serve (a positive integer: versions only grow)",
-                            f.name(key).c_str(), text.c_str());
+    return invalid_argument(
+        "%s: '%s' is not a version hart can serve (a positive integer: versions only grow)",
+        f.name(key).c_str(), text.c_str());
   *out = n;
   return {};
 }
@@ -57,9 +59,11 @@ status get_version(const json_fields& f, const char* key, uint64_t* out) {
 status_or<disk_update_body> parse_disk_update_body(const json& body) {
   disk_update_body d;
   json_fields f(body);
-  HART_RETURN_IF_ERROR(f.only({"model_path", "load_format", "weight_version", "abort_all_requests", "flush_cache"}));
+  HART_RETURN_IF_ERROR(
+      f.only({"model_path", "load_format", "weight_version", "abort_all_requests", "flush_cache"}));
   HART_RETURN_IF_ERROR(f.get("model_path", &d.model_path));
-  if (d.model_path.empty()) return invalid_argument("model_path: required (a checkpoint directory on the server)");
+  if (d.model_path.empty())
+    return invalid_argument("model_path: required (a checkpoint directory on the server)");
   std::string format = "auto";
   HART_RETURN_IF_ERROR(f.get("load_format", &format));
   if (format != "auto" && format != "safetensors")
@@ -69,7 +73,8 @@ status_or<disk_update_body> parse_disk_update_body(const json& body) {
   bool flush = true;
   HART_RETURN_IF_ERROR(f.get("flush_cache", &flush));
   if (!flush)
-    return invalid_argument("flush_cache: false; cached prefixes hold the old weights' KV, so hart always drops them");
+    return invalid_argument(
+        "flush_cache: false; cached prefixes hold the old weights' KV, so hart always drops them");
   return d;
 }
 

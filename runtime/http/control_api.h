@@ -1,7 +1,7 @@
 // File: runtime/http/control_api.h
 // The control and information endpoints' JSON (docs/http.md): POST /abort_request and
-// /pause_generation bodies to their control verbs, the weight updates' bodies; the stats, weight version and model facts
-// to /v1/loads, /get_weight_version, /model_info and /v1/models answers. Pure functions.
+// /pause_generation bodies to their control verbs, the weight updates' bodies; the stats, weight version and
+// model facts to /v1/loads, /get_weight_version, /model_info and /v1/models answers. Pure functions.
 #pragma once
 
 #include "runtime/core/status.h"

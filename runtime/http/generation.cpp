@@ -50,8 +50,8 @@ void generation::route_text(size_t i, const protocol::chunk_event& c) {
     s.text_delta = c.text;
     return;
   }
-  const bool marker_token =
-      think_end_id_ && std::find(c.token_ids.begin(), c.token_ids.end(), uint32_t(*think_end_id_)) != c.token_ids.end();
+  const bool marker_token = think_end_id_ && std::find(c.token_ids.begin(), c.token_ids.end(),
+                                                       uint32_t(*think_end_id_)) != c.token_ids.end();
   std::string pending = std::move(held_[i]) + c.text;
   held_[i].clear();
   if (const size_t at = pending.find(k_think_end); at != std::string::npos) {

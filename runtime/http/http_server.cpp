@@ -352,7 +352,7 @@ void http_server::stop() {
 }
 
 status_or<std::unique_ptr<http_server>> http_server::start(const http_params& params, submit_fn submit,
-                                                          weights_fn weights) {
+                                                           weights_fn weights) {
   HART_RETURN_IF_ERROR(params.validate());
   auto p = std::make_unique<impl>();
   p->params = params;

@@ -126,8 +126,8 @@ struct http_server::impl {
 
 void add_info_routes(
     http_server::impl& s);  // health, models, model info, weight version, loads, metrics, control
-void add_openai_routes(http_server::impl& s);  // /v1/chat/completions, /v1/completions
-void add_sglang_routes(http_server::impl& s);  // /generate
+void add_openai_routes(http_server::impl& s);   // /v1/chat/completions, /v1/completions
+void add_sglang_routes(http_server::impl& s);   // /generate
 void add_weights_routes(http_server::impl& s);  // /update_weights_from_disk, /update_weight_version
 
 }  // namespace hart::http

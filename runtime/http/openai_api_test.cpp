@@ -93,11 +93,14 @@ TEST(openai_api, thinking_options_and_reasoning_content) {
   ASSERT_TRUE(r.ok()) << r.get_status().to_string();
   EXPECT_FALSE(r->g.thinking);
   EXPECT_EQ(r->g.messages[1].reasoning, "r");
-  r = parse(("{" + msgs + R"(, "chat_template_kwargs": {"thinking": true, "reasoning_effort": "max"}})").c_str());
+  r = parse(
+      ("{" + msgs + R"(, "chat_template_kwargs": {"thinking": true, "reasoning_effort": "max"}})").c_str());
   ASSERT_TRUE(r.ok()) << r.get_status().to_string();
   EXPECT_TRUE(r->g.thinking);
   EXPECT_EQ(r->g.effort, protocol::reasoning_effort::max);
-  r = parse(("{" + msgs + R"(, "chat_template_kwargs": {"enable_thinking": true}, "reasoning_effort": "high"})").c_str());
+  r = parse(
+      ("{" + msgs + R"(, "chat_template_kwargs": {"enable_thinking": true}, "reasoning_effort": "high"})")
+          .c_str());
   EXPECT_TRUE(r->g.thinking);
   EXPECT_EQ(r->g.effort, protocol::reasoning_effort::high);
   r = parse(("{" + msgs + R"(, "thinking": {"type": "enabled"}})").c_str());
@@ -106,12 +109,19 @@ TEST(openai_api, thinking_options_and_reasoning_content) {
   EXPECT_FALSE(r->g.thinking);
   r = parse(R"({"messages": [{"role": "assistant", "content": "a", "reasoning": "vllm's name"}]})");
   EXPECT_EQ(r->g.messages[0].reasoning, "vllm's name");
-  EXPECT_EQ(parse(("{" + msgs + R"(, "chat_template_kwargs": {"drop_thinking": false}})").c_str()).get_status().message(),
+  EXPECT_EQ(parse(("{" + msgs + R"(, "chat_template_kwargs": {"drop_thinking": false}})").c_str())
+                .get_status()
+                .message(),
             "chat_template_kwargs.drop_thinking: unknown field");
-  EXPECT_NE(parse(("{" + msgs + R"(, "reasoning_effort": "extreme"})").c_str()).get_status().message().find(
-                "reasoning_effort: 'extreme'"),
+  EXPECT_NE(parse(("{" + msgs + R"(, "reasoning_effort": "extreme"})").c_str())
+                .get_status()
+                .message()
+                .find("reasoning_effort: 'extreme'"),
             std::string::npos);
-  EXPECT_NE(parse(("{" + msgs + R"(, "thinking": {"type": "on"}})").c_str()).get_status().message().find("thinking.type"),
+  EXPECT_NE(parse(("{" + msgs + R"(, "thinking": {"type": "on"}})").c_str())
+                .get_status()
+                .message()
+                .find("thinking.type"),
             std::string::npos);
 }
 
@@ -139,7 +149,8 @@ TEST(openai_api, reasoning_splits_at_the_end_of_thinking) {
   EXPECT_EQ(gen.sample(2).reasoning_delta, "</t");
   EXPECT_EQ(gen.sample(2).text, "");
 
-  openai_request req = parse(R"({"messages": [{"role": "user", "content": "q"}], "thinking": {"type": "enabled"}})").value();
+  openai_request req =
+      parse(R"({"messages": [{"role": "user", "content": "q"}], "thinking": {"type": "enabled"}})").value();
   gen.apply(final(0, protocol::finish_reason::stop, 3));
   gen.apply(final(1, protocol::finish_reason::stop, 2));
   const json answer = openai_response(req, gen, openai_context{"chatcmpl-1", 0, "tiny", nullptr});

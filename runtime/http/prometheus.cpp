@@ -56,7 +56,8 @@ std::string bound_text(double b) {
 
 const char* histogram_help(const std::string& name) {
   if (name == "time_to_first_token_seconds") return "arrival to first generated token, per sample";
-  if (name == "time_per_output_token_seconds") return "per output token after the first, per sample of two or more";
+  if (name == "time_per_output_token_seconds")
+    return "per output token after the first, per sample of two or more";
   if (name == "e2e_request_latency_seconds") return "arrival to finish, per sample";
   if (name == "step_latency_seconds") return "scheduler step, plan made to result applied";
   return "hart latency histogram";

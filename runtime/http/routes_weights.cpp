@@ -41,28 +41,29 @@ status_or<uint64_t> run_update(http_server::impl& s, const weights_update& u) {
 }  // namespace
 
 void add_weights_routes(http_server::impl& s) {
-  s.srv.Post("/update_weights_from_disk", [&s](const Request& req, Response& res,
-                                               const ContentReader& reader) {
-    json body;
-    if (!s.read_json(req, reader, res, &body)) return;
-    status_or<disk_update_body> d = parse_disk_update_body(body);
-    if (!d.ok()) return reply_failure(res, d.get_status(), true);
-    const size_t aborted =
-        d->abort_all ? s.abort_all("aborted by update_weights_from_disk (abort_all_requests)") : 0;
-    std::lock_guard<std::mutex> one_at_a_time(s.weights_update_m);
-    status_or<uint64_t> serving = s.weight_version();
-    if (!serving.ok()) return reply_failure(res, serving.get_status());
-    s.disk_update_started(d->model_path, *serving);
-    status_or<uint64_t> v = run_update(s, weights_update{d->model_path, d->version});
-    s.disk_update_ended(v.ok());
-    if (!v.ok()) return reply_failure(res, v.get_status());
-    http_server::impl::reply_json(res, 200,
-                                  {{"success", true},
-                                   {"message", "weights from " + d->model_path + " serve as version " + std::to_string(*v)},
-                                   {"weight_version", std::to_string(*v)},
-                                   {"num_paused_requests", 0},
-                                   {"num_aborted_requests", aborted}});
-  });
+  s.srv.Post("/update_weights_from_disk",
+             [&s](const Request& req, Response& res, const ContentReader& reader) {
+               json body;
+               if (!s.read_json(req, reader, res, &body)) return;
+               status_or<disk_update_body> d = parse_disk_update_body(body);
+               if (!d.ok()) return reply_failure(res, d.get_status(), true);
+               const size_t aborted =
+                   d->abort_all ? s.abort_all("aborted by update_weights_from_disk (abort_all_requests)") : 0;
+               std::lock_guard<std::mutex> one_at_a_time(s.weights_update_m);
+               status_or<uint64_t> serving = s.weight_version();
+               if (!serving.ok()) return reply_failure(res, serving.get_status());
+               s.disk_update_started(d->model_path, *serving);
+               status_or<uint64_t> v = run_update(s, weights_update{d->model_path, d->version});
+               s.disk_update_ended(v.ok());
+               if (!v.ok()) return reply_failure(res, v.get_status());
+               http_server::impl::reply_json(
+                   res, 200,
+                   {{"success", true},
+                    {"message", "weights from " + d->model_path + " serve as version " + std::to_string(*v)},
+                    {"weight_version", std::to_string(*v)},
+                    {"num_paused_requests", 0},
+                    {"num_aborted_requests", aborted}});
+             });
   s.srv.Post("/update_weight_version", [&s](const Request& req, Response& res, const ContentReader& reader) {
     json body;
     if (!s.read_json(req, reader, res, &body)) return;

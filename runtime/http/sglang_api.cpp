@@ -1,12 +1,11 @@
 #include "runtime/http/sglang_api.h"
 
-#include <cmath>
-
 #include "runtime/http/api_error.h"
 #include "runtime/http/openai_api.h"
 #include "runtime/protocol/validate.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace hart::http {
 namespace {
@@ -256,7 +255,8 @@ status_or<sglang_request> parse_generate_request(const json& body) {
   if (g.sampling.logprobs) g.logprob_start = v;  // SGLang returns log-probs only with return_logprob
   if (g.sampling.max_new_tokens == 0 && g.logprob_start < 0) {
     return invalid_argument(
-        "sampling_params.max_new_tokens: 0 scores the prompt only: give return_logprob and logprob_start_len >= 0");
+        "sampling_params.max_new_tokens: 0 scores the prompt only: give return_logprob and logprob_start_len "
+        ">= 0");
   }
   v = 0;
   HART_RETURN_IF_ERROR(f.get_int("top_logprobs_num", 0, protocol::max_top_logprobs, &v));

@@ -1,8 +1,5 @@
 #include "runtime/model/attention.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include "kernels/indexer/indexer.h"
 #include "kernels/linear/linear.h"
 #include "kernels/rms_norm/rms_norm.h"
@@ -12,6 +9,9 @@
 #include "runtime/core/codecs.h"
 #include "runtime/model/compressor.h"
 #include "runtime/model/linear_ops.h"
+
+#include <algorithm>
+#include <cmath>
 
 namespace hart {
 namespace {
@@ -25,13 +25,13 @@ void to_bf16(bool on, std::vector<float>& v) {
 
 // Projections of every token of the batch, computed once per layer.
 struct projections {
-  std::vector<float> q;        // [H*hd, T] normed, rotated (q path)
-  std::vector<float> qr;       // [q_lora, T] the q latent (also feeds the indexer)
-  std::vector<float> kv;       // [hd, T] normed, rotated, QDQ'd in fp8
+  std::vector<float> q;                 // [H*hd, T] normed, rotated (q path)
+  std::vector<float> qr;                // [q_lora, T] the q latent (also feeds the indexer)
+  std::vector<float> kv;                // [hd, T] normed, rotated, QDQ'd in fp8
   std::vector<float> comp_a, comp_z;    // [coff*c, T] main compressor inputs
   std::vector<float> index_a, index_z;  // [2*c_I, T] indexer compressor inputs
-  std::vector<float> index_q;  // [n_I*hd_I, T]
-  std::vector<float> index_w;  // [n_I, T] head weights · n_I^-0.5
+  std::vector<float> index_q;           // [n_I*hd_I, T]
+  std::vector<float> index_w;           // [n_I, T] head weights · n_I^-0.5
 };
 
 projections project(const attention_params& p, const token_batch& b, const float* x) {
@@ -43,9 +43,9 @@ projections project(const attention_params& p, const token_batch& b, const float
   pr.qr = linear_apply(w.wq_a, x, T);
   // bf16: the norms and rotations round their outputs as the official inference does
   // (the unweighted per-head q RMS computed on bf16 tensors), the linears their own.
-  HART_CHECK(rms_norm_cpu({pr.qr.data(), w.q_norm.data(), pr.qr.data(), T, c.q_lora_rank, 0, 0, eps, p.bf16,
-                           p.bf16})
-                 .ok());
+  HART_CHECK(
+      rms_norm_cpu({pr.qr.data(), w.q_norm.data(), pr.qr.data(), T, c.q_lora_rank, 0, 0, eps, p.bf16, p.bf16})
+          .ok());
   pr.q = linear_apply(w.wq_b, pr.qr.data(), T);
   HART_CHECK(rms_norm_cpu({pr.q.data(), nullptr, pr.q.data(), T * H, hd, 0, 0, eps, false, p.bf16}).ok());
   rope_params q_rope{pr.q.data(), b.pos.data(), p.inv_freq, T, H, hd, rd};
@@ -133,7 +133,8 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
         compressor_push(main_cp, store, pt, p0 + j, pr.comp_a.data() + r * wm, pr.comp_z.data() + r * wm);
         if (csa) {
           const int64_t wi = 2 * c.index_head_dim;
-          compressor_push(index_cp, store, pt, p0 + j, pr.index_a.data() + r * wi, pr.index_z.data() + r * wi);
+          compressor_push(index_cp, store, pt, p0 + j, pr.index_a.data() + r * wi,
+                          pr.index_z.data() + r * wi);
         }
       }
     }
@@ -195,12 +196,12 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
   std::vector<float> u(T * G * ol);
   for (int64_t g = 0; g < G; ++g) {
     if (w.wo_a.k_block > 0) {
-      linear_blocked(o.data() + g * gin, H * hd, w.wo_a.w.data() + g * ol * gin, gin, ol, T, gin, u.data() + g * ol,
-                     G * ol);
+      linear_blocked(o.data() + g * gin, H * hd, w.wo_a.w.data() + g * ol * gin, gin, ol, T, gin,
+                     u.data() + g * ol, G * ol);
       continue;
     }
-    HART_RETURN_IF_ERROR(linear_cpu({o.data() + g * gin, w.wo_a.w.data() + g * ol * gin, u.data() + g * ol, T, gin,
-                                     ol, H * hd, G * ol, false, w.wo_a.row_invariant}));
+    HART_RETURN_IF_ERROR(linear_cpu({o.data() + g * gin, w.wo_a.w.data() + g * ol * gin, u.data() + g * ol, T,
+                                     gin, ol, H * hd, G * ol, false, w.wo_a.row_invariant}));
   }
   to_bf16(p.bf16, u);
   return linear_apply(w.wo_b, u.data(), T, y);

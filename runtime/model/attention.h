@@ -6,13 +6,13 @@
 // state (compressors now, the window ring at the end).
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include "runtime/core/status.h"
 #include "runtime/model/config.h"
 #include "runtime/model/token_batch.h"
 #include "runtime/model/weights.h"
+
+#include <cstdint>
+#include <vector>
 
 namespace hart {
 
@@ -21,8 +21,8 @@ struct attention_params {
   const layer_weights* w = nullptr;
   const float* inv_freq = nullptr;  // [rope_dim/2] this layer's table
   precision prec = precision::exact;
-  int64_t il = 0;                   // layer index into sequence_state::layers
-  bool bf16 = false;                // the official inference's bf16 activations (engine_params::bf16_activations)
+  int64_t il = 0;     // layer index into sequence_state::layers
+  bool bf16 = false;  // the official inference's bf16 activations (engine_params::bf16_activations)
 };
 
 /// y [D, T] = Attention(x [D, T]). `topk` (optional, CSA layers) receives the

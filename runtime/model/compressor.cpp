@@ -1,13 +1,13 @@
 #include "runtime/model/compressor.h"
 
-#include <cmath>
-#include <vector>
-
 #include "kernels/compress_pool/compress_pool.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/rope/rope.h"
 #include "runtime/core/check.h"
 #include "runtime/model/linear_ops.h"
+
+#include <cmath>
+#include <vector>
 
 namespace hart {
 namespace {
@@ -42,7 +42,8 @@ void emit_entry(const compressor_params& p, const kv_store& store, const page_ta
   }
   const int64_t first = blk * m, P = store.page_size();
   const int32_t full_page = pt.full[first / P];
-  float* entry = p.indexer ? store.index_key_row(p.il, full_page, first % P) : store.entry_row(p.il, full_page, first % P);
+  float* entry = p.indexer ? store.index_key_row(p.il, full_page, first % P)
+                           : store.entry_row(p.il, full_page, first % P);
   HART_CHECK(compress_pool_cpu({kv_rows.data(), gate_rows.data(), entry, int64_t(kv_rows.size()), c}).ok());
   if (p.bf16) round_to_bf16(entry, c);
   HART_CHECK(rms_norm_cpu({entry, w.norm.data(), entry, 1, c, 0, 0, p.norm_eps, p.bf16}).ok());

@@ -10,11 +10,11 @@
 // and a prefix-cache hit all agree.
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/model/kv_store.h"
 #include "runtime/model/sequence_state.h"
 #include "runtime/model/weights.h"
+
+#include <cstdint>
 
 namespace hart {
 
@@ -26,9 +26,9 @@ struct compressor_params {
   int64_t rope_dim = 0;
   float norm_eps = 1e-6f;
   entry_quant quant = entry_quant::none;
-  bool indexer = false;             // the indexer's compressor: index ring and index keys
-  int64_t il = 0;                   // layer
-  bool bf16 = false;                // the official inference's bf16 roundings of the entry
+  bool indexer = false;  // the indexer's compressor: index ring and index keys
+  int64_t il = 0;        // layer
+  bool bf16 = false;     // the official inference's bf16 roundings of the entry
 };
 
 /// Feeds token `pos` with projections a = x·Wkv^T and z = x·Wgate^T (both

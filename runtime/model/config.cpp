@@ -1,10 +1,10 @@
 #include "runtime/model/config.h"
 
-#include <fstream>
-#include <sstream>
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
-#include <nlohmann/json.hpp>
+#include <fstream>
+#include <sstream>
 
 namespace hart {
 namespace {
@@ -14,14 +14,13 @@ using json = nlohmann::json;
 // Reads the first present key of `keys` as a number; absent → `fallback`.
 // A present key of the wrong type is an error.
 template <typename T>
-status read_number(const json& j, std::initializer_list<const char*> keys, T fallback, T* out,
-                   bool required, const std::string& origin) {
+status read_number(const json& j, std::initializer_list<const char*> keys, T fallback, T* out, bool required,
+                   const std::string& origin) {
   for (const char* k : keys) {
     auto it = j.find(k);
     if (it == j.end() || it->is_null()) continue;
     if (!it->is_number()) {
-      return invalid_argument("%s: '%s' must be a number, got %s", origin.c_str(), k,
-                              it->dump().c_str());
+      return invalid_argument("%s: '%s' must be a number, got %s", origin.c_str(), k, it->dump().c_str());
     }
     *out = it->get<T>();
     return {};
@@ -34,12 +33,17 @@ status read_number(const json& j, std::initializer_list<const char*> keys, T fal
 }
 
 status parse_layer_kind(const std::string& s, attention_kind* out, const std::string& origin) {
-  if (s == "sliding_attention") *out = attention_kind::sliding;
-  else if (s == "compressed_sparse_attention") *out = attention_kind::csa;
-  else if (s == "heavily_compressed_attention") *out = attention_kind::hca;
-  else return invalid_argument("%s: unknown layer type '%s' (expected sliding_attention, "
-                               "compressed_sparse_attention or heavily_compressed_attention)",
-                               origin.c_str(), s.c_str());
+  if (s == "sliding_attention")
+    *out = attention_kind::sliding;
+  else if (s == "compressed_sparse_attention")
+    *out = attention_kind::csa;
+  else if (s == "heavily_compressed_attention")
+    *out = attention_kind::hca;
+  else
+    return invalid_argument(
+        "%s: unknown layer type '%s' (expected sliding_attention, "
+        "compressed_sparse_attention or heavily_compressed_attention)",
+        origin.c_str(), s.c_str());
   return {};
 }
 
@@ -57,8 +61,7 @@ status parse_rope(const json& r, const std::string& origin, rope_config* out) {
     return {};
   }
   if (type != "yarn") {
-    return invalid_argument("%s: unsupported rope_type '%s' (default or yarn)", origin.c_str(),
-                            type.c_str());
+    return invalid_argument("%s: unsupported rope_type '%s' (default or yarn)", origin.c_str(), type.c_str());
   }
   out->yarn = true;
   HART_RETURN_IF_ERROR(read_number(r, {"factor"}, 1.0, &out->factor, true, origin));
@@ -74,8 +77,10 @@ status parse_rope(const json& r, const std::string& origin, rope_config* out) {
 status parse_layers(const json& j, model_config* c, const std::string& origin) {
   if (j.contains("compress_rates") && j["compress_rates"].is_object()) {
     const json& r = j["compress_rates"];
-    HART_RETURN_IF_ERROR(read_number(r, {"compressed_sparse_attention"}, int64_t{4}, &c->csa_rate, false, origin));
-    HART_RETURN_IF_ERROR(read_number(r, {"heavily_compressed_attention"}, int64_t{128}, &c->hca_rate, false, origin));
+    HART_RETURN_IF_ERROR(
+        read_number(r, {"compressed_sparse_attention"}, int64_t{4}, &c->csa_rate, false, origin));
+    HART_RETURN_IF_ERROR(
+        read_number(r, {"heavily_compressed_attention"}, int64_t{128}, &c->hca_rate, false, origin));
   }
   c->layer_kinds.clear();
   if (j.contains("compress_ratios")) {
@@ -83,12 +88,13 @@ status parse_layers(const json& j, model_config* c, const std::string& origin) {
     const json& r = j["compress_ratios"];
     if (!r.is_array()) return invalid_argument("%s: 'compress_ratios' must be an array", origin.c_str());
     if ((int64_t)r.size() < c->n_layers) {
-      return invalid_argument("%s: 'compress_ratios' has %zu entries, fewer than %lld layers",
-                              origin.c_str(), r.size(), (long long)c->n_layers);
+      return invalid_argument("%s: 'compress_ratios' has %zu entries, fewer than %lld layers", origin.c_str(),
+                              r.size(), (long long)c->n_layers);
     }
     int64_t csa = 0, hca = 0;
     for (int64_t i = 0; i < c->n_layers; ++i) {
-      if (!r[i].is_number_integer()) return invalid_argument("%s: compress_ratios[%lld] is not an integer", origin.c_str(), (long long)i);
+      if (!r[i].is_number_integer())
+        return invalid_argument("%s: compress_ratios[%lld] is not an integer", origin.c_str(), (long long)i);
       int64_t v = r[i].get<int64_t>();
       if (v == 0) {
         c->layer_kinds.push_back(attention_kind::sliding);
@@ -114,7 +120,8 @@ status parse_layers(const json& j, model_config* c, const std::string& origin) {
     }
     if (csa != 0 && hca != 0 && csa > hca) {
       for (auto& k : c->layer_kinds) {
-        if (k != attention_kind::sliding) k = k == attention_kind::csa ? attention_kind::hca : attention_kind::csa;
+        if (k != attention_kind::sliding)
+          k = k == attention_kind::csa ? attention_kind::hca : attention_kind::csa;
       }
       std::swap(csa, hca);
     }
@@ -142,17 +149,21 @@ status parse_layers(const json& j, model_config* c, const std::string& origin) {
   if (j.contains("mlp_layer_types")) {
     const json& m = j["mlp_layer_types"];
     if (!m.is_array() || (int64_t)m.size() != c->n_layers) {
-      return invalid_argument("%s: 'mlp_layer_types' must be an array of %lld entries",
-                              origin.c_str(), (long long)c->n_layers);
+      return invalid_argument("%s: 'mlp_layer_types' must be an array of %lld entries", origin.c_str(),
+                              (long long)c->n_layers);
     }
     for (int64_t i = 0; i < c->n_layers; ++i) {
       std::string t = m[i].is_string() ? m[i].get<std::string>() : "";
-      if (t == "hash_moe") c->layer_hash_moe[i] = true;
-      else if (t != "moe") return invalid_argument("%s: unknown mlp layer type '%s' at layer %lld (moe or hash_moe)", origin.c_str(), m[i].dump().c_str(), (long long)i);
+      if (t == "hash_moe")
+        c->layer_hash_moe[i] = true;
+      else if (t != "moe")
+        return invalid_argument("%s: unknown mlp layer type '%s' at layer %lld (moe or hash_moe)",
+                                origin.c_str(), m[i].dump().c_str(), (long long)i);
     }
   } else {
     int64_t n_hash = 0;
-    HART_RETURN_IF_ERROR(read_number(j, {"num_hash_layers", "n_hash_layers"}, int64_t{0}, &n_hash, false, origin));
+    HART_RETURN_IF_ERROR(
+        read_number(j, {"num_hash_layers", "n_hash_layers"}, int64_t{0}, &n_hash, false, origin));
     for (int64_t i = 0; i < c->n_layers && i < n_hash; ++i) c->layer_hash_moe[i] = true;
   }
   return {};
@@ -162,9 +173,12 @@ status parse_layers(const json& j, model_config* c, const std::string& origin) {
 
 const char* attention_kind_name(attention_kind k) {
   switch (k) {
-    case attention_kind::sliding: return "SWA";
-    case attention_kind::csa: return "CSA";
-    case attention_kind::hca: return "HCA";
+    case attention_kind::sliding:
+      return "SWA";
+    case attention_kind::csa:
+      return "CSA";
+    case attention_kind::hca:
+      return "HCA";
   }
   return "?";
 }
@@ -179,21 +193,37 @@ const rope_config& model_config::rope_for(attention_kind k) const {
 
 status model_config::validate() const {
   auto positive = [](int64_t v) { return v > 0; };
-  struct { const char* name; int64_t v; } required[] = {
-      {"vocab_size", vocab_size}, {"hidden_size", hidden_size}, {"num_hidden_layers", n_layers},
-      {"num_attention_heads", n_heads}, {"head_dim", head_dim}, {"q_lora_rank", q_lora_rank},
-      {"o_groups", o_groups}, {"o_lora_rank", o_lora_rank}, {"sliding_window", window},
-      {"n_routed_experts", n_routed_experts}, {"num_experts_per_tok", n_activated_experts},
-      {"moe_intermediate_size", moe_inter_dim}, {"hc_mult", hc_mult},
-      {"hc_sinkhorn_iters", hc_sinkhorn_iters}};
+  struct {
+    const char* name;
+    int64_t v;
+  } required[] = {{"vocab_size", vocab_size},
+                  {"hidden_size", hidden_size},
+                  {"num_hidden_layers", n_layers},
+                  {"num_attention_heads", n_heads},
+                  {"head_dim", head_dim},
+                  {"q_lora_rank", q_lora_rank},
+                  {"o_groups", o_groups},
+                  {"o_lora_rank", o_lora_rank},
+                  {"sliding_window", window},
+                  {"n_routed_experts", n_routed_experts},
+                  {"num_experts_per_tok", n_activated_experts},
+                  {"moe_intermediate_size", moe_inter_dim},
+                  {"hc_mult", hc_mult},
+                  {"hc_sinkhorn_iters", hc_sinkhorn_iters}};
   for (const auto& r : required) {
-    if (!positive(r.v)) return invalid_argument("config: '%s' must be positive, got %lld", r.name, (long long)r.v);
+    if (!positive(r.v))
+      return invalid_argument("config: '%s' must be positive, got %lld", r.name, (long long)r.v);
   }
   if (rope_dim <= 0 || rope_dim % 2 || rope_dim > head_dim) {
-    return invalid_argument("config: rope dims %lld must be even and within head_dim %lld", (long long)rope_dim, (long long)head_dim);
+    return invalid_argument("config: rope dims %lld must be even and within head_dim %lld",
+                            (long long)rope_dim, (long long)head_dim);
   }
-  if (n_heads % o_groups) return invalid_argument("config: %lld heads do not split into %lld output groups", (long long)n_heads, (long long)o_groups);
-  if (n_activated_experts > n_routed_experts) return invalid_argument("config: num_experts_per_tok %lld > n_routed_experts %lld", (long long)n_activated_experts, (long long)n_routed_experts);
+  if (n_heads % o_groups)
+    return invalid_argument("config: %lld heads do not split into %lld output groups", (long long)n_heads,
+                            (long long)o_groups);
+  if (n_activated_experts > n_routed_experts)
+    return invalid_argument("config: num_experts_per_tok %lld > n_routed_experts %lld",
+                            (long long)n_activated_experts, (long long)n_routed_experts);
   if ((int64_t)layer_kinds.size() != n_layers || (int64_t)layer_hash_moe.size() != n_layers) {
     return invalid_argument("config: layer lists do not cover %lld layers", (long long)n_layers);
   }
@@ -203,11 +233,13 @@ status model_config::validate() const {
         return invalid_argument("config: CSA layers need index_n_heads, index_head_dim and index_topk");
       }
       if (index_head_dim < rope_dim || (index_head_dim & (index_head_dim - 1))) {
-        return invalid_argument("config: index_head_dim %lld must be a power of two >= rope dims %lld", (long long)index_head_dim, (long long)rope_dim);
+        return invalid_argument("config: index_head_dim %lld must be a power of two >= rope dims %lld",
+                                (long long)index_head_dim, (long long)rope_dim);
       }
       if (csa_rate <= 0) return invalid_argument("config: CSA compress rate must be positive");
     }
-    if (k == attention_kind::hca && hca_rate <= 0) return invalid_argument("config: HCA compress rate must be positive");
+    if (k == attention_kind::hca && hca_rate <= 0)
+      return invalid_argument("config: HCA compress rate must be positive");
   }
   for (const rope_config* r : {&rope_main, &rope_compress}) {
     if (r->theta <= 0) return invalid_argument("config: rope theta must be positive");
@@ -221,7 +253,8 @@ status model_config::validate() const {
 std::string model_config::summary() const {
   std::ostringstream s;
   s << "DeepSeek-V4 " << n_layers << " layers (";
-  for (int64_t i = 0; i < n_layers; ++i) s << (i ? "," : "") << attention_kind_name(layer_kinds[i]) << (layer_hash_moe[i] ? "/hash" : "");
+  for (int64_t i = 0; i < n_layers; ++i)
+    s << (i ? "," : "") << attention_kind_name(layer_kinds[i]) << (layer_hash_moe[i] ? "/hash" : "");
   s << ") D=" << hidden_size << " H=" << n_heads << "x" << head_dim << " experts " << n_routed_experts
     << " top-" << n_activated_experts << " vocab " << vocab_size << " window " << window;
   return s.str();
@@ -250,24 +283,27 @@ status model_config_same_shapes(const model_config& a, const model_config& b, co
   };
   for (const auto& [name, v] : ints) {
     if (v.first != v.second) {
-      return invalid_argument("%s: %s is %lld, the served model's is %lld", origin.c_str(), name, (long long)v.second,
-                              (long long)v.first);
+      return invalid_argument("%s: %s is %lld, the served model's is %lld", origin.c_str(), name,
+                              (long long)v.second, (long long)v.first);
     }
   }
-  // The rest (layer kinds and hash layers, compress rates, routing and RoPE numbers) as the one-line summary and
-  // the numbers it leaves out.
+  // The rest (layer kinds and hash layers, compress rates, routing and RoPE numbers) as the one-line summary
+  // and the numbers it leaves out.
   const auto rope_same = [](const rope_config& x, const rope_config& y) {
     return x.theta == y.theta && x.yarn == y.yarn && x.factor == y.factor &&
-           x.original_max_position == y.original_max_position && x.partial_rotary_factor == y.partial_rotary_factor;
+           x.original_max_position == y.original_max_position &&
+           x.partial_rotary_factor == y.partial_rotary_factor;
   };
   if (a.summary() != b.summary() || a.csa_rate != b.csa_rate || a.hca_rate != b.hca_rate) {
-    return invalid_argument("%s: %s; the served model is %s", origin.c_str(), b.summary().c_str(), a.summary().c_str());
+    return invalid_argument("%s: %s; the served model is %s", origin.c_str(), b.summary().c_str(),
+                            a.summary().c_str());
   }
   if (a.route_scale != b.route_scale || a.swiglu_limit != b.swiglu_limit || a.norm_eps != b.norm_eps ||
       !rope_same(a.rope_main, b.rope_main) || !rope_same(a.rope_compress, b.rope_compress)) {
-    return invalid_argument("%s: routed_scaling_factor, swiglu_limit, rms_norm_eps or the RoPE settings differ from "
-                            "the served model's",
-                            origin.c_str());
+    return invalid_argument(
+        "%s: routed_scaling_factor, swiglu_limit, rms_norm_eps or the RoPE settings differ from "
+        "the served model's",
+        origin.c_str());
   }
   return {};
 }
@@ -291,10 +327,12 @@ status_or<model_config> model_config_parse(const std::string& text, const std::s
   HART_RETURN_IF_ERROR(read_number(j, {"vocab_size"}, int64_t{0}, &c.vocab_size, true, o));
   HART_RETURN_IF_ERROR(read_number(j, {"hidden_size", "dim"}, int64_t{0}, &c.hidden_size, true, o));
   HART_RETURN_IF_ERROR(read_number(j, {"num_hidden_layers", "n_layers"}, int64_t{0}, &c.n_layers, true, o));
-  HART_RETURN_IF_ERROR(read_number(j, {"num_nextn_predict_layers", "n_mtp_layers"}, int64_t{0}, &c.n_mtp_layers, false, o));
+  HART_RETURN_IF_ERROR(
+      read_number(j, {"num_nextn_predict_layers", "n_mtp_layers"}, int64_t{0}, &c.n_mtp_layers, false, o));
   HART_RETURN_IF_ERROR(read_number(j, {"num_attention_heads", "n_heads"}, int64_t{0}, &c.n_heads, true, o));
   HART_RETURN_IF_ERROR(read_number(j, {"head_dim"}, int64_t{0}, &c.head_dim, true, o));
-  HART_RETURN_IF_ERROR(read_number(j, {"qk_rope_head_dim", "rope_head_dim"}, int64_t{0}, &c.rope_dim, false, o));
+  HART_RETURN_IF_ERROR(
+      read_number(j, {"qk_rope_head_dim", "rope_head_dim"}, int64_t{0}, &c.rope_dim, false, o));
   HART_RETURN_IF_ERROR(read_number(j, {"q_lora_rank"}, int64_t{0}, &c.q_lora_rank, true, o));
   HART_RETURN_IF_ERROR(read_number(j, {"o_groups"}, int64_t{0}, &c.o_groups, true, o));
   HART_RETURN_IF_ERROR(read_number(j, {"o_lora_rank"}, int64_t{0}, &c.o_lora_rank, true, o));
@@ -304,9 +342,12 @@ status_or<model_config> model_config_parse(const std::string& text, const std::s
   HART_RETURN_IF_ERROR(read_number(j, {"index_topk"}, int64_t{0}, &c.index_topk, false, o));
   HART_RETURN_IF_ERROR(read_number(j, {"n_routed_experts"}, int64_t{0}, &c.n_routed_experts, true, o));
   HART_RETURN_IF_ERROR(read_number(j, {"n_shared_experts"}, int64_t{1}, &c.n_shared_experts, false, o));
-  HART_RETURN_IF_ERROR(read_number(j, {"num_experts_per_tok", "n_activated_experts"}, int64_t{0}, &c.n_activated_experts, true, o));
-  HART_RETURN_IF_ERROR(read_number(j, {"moe_intermediate_size", "moe_inter_dim"}, int64_t{0}, &c.moe_inter_dim, true, o));
-  HART_RETURN_IF_ERROR(read_number(j, {"routed_scaling_factor", "route_scale"}, 1.0, &c.route_scale, false, o));
+  HART_RETURN_IF_ERROR(read_number(j, {"num_experts_per_tok", "n_activated_experts"}, int64_t{0},
+                                   &c.n_activated_experts, true, o));
+  HART_RETURN_IF_ERROR(
+      read_number(j, {"moe_intermediate_size", "moe_inter_dim"}, int64_t{0}, &c.moe_inter_dim, true, o));
+  HART_RETURN_IF_ERROR(
+      read_number(j, {"routed_scaling_factor", "route_scale"}, 1.0, &c.route_scale, false, o));
   HART_RETURN_IF_ERROR(read_number(j, {"swiglu_limit"}, 0.0, &c.swiglu_limit, false, o));
   HART_RETURN_IF_ERROR(read_number(j, {"hc_mult"}, int64_t{4}, &c.hc_mult, false, o));
   HART_RETURN_IF_ERROR(read_number(j, {"hc_sinkhorn_iters"}, int64_t{20}, &c.hc_sinkhorn_iters, false, o));
@@ -337,7 +378,8 @@ status_or<model_config> model_config_parse(const std::string& text, const std::s
     // Official form: rope_theta (SWA layers) + compress_rope_theta with rope_scaling (YaRN).
     HART_RETURN_IF_ERROR(read_number(j, {"rope_theta"}, 10000.0, &c.rope_main.theta, false, o));
     c.rope_compress = c.rope_main;
-    HART_RETURN_IF_ERROR(read_number(j, {"compress_rope_theta"}, c.rope_main.theta, &c.rope_compress.theta, false, o));
+    HART_RETURN_IF_ERROR(
+        read_number(j, {"compress_rope_theta"}, c.rope_main.theta, &c.rope_compress.theta, false, o));
     for (const char* k : {"rope_scaling", "rope_parameters"}) {
       if (j.contains(k) && j[k].is_object()) {
         json r = j[k];
@@ -348,9 +390,12 @@ status_or<model_config> model_config_parse(const std::string& text, const std::s
     }
     if (j.contains("rope_factor") && !j.contains("rope_scaling")) {
       // inference/config.json (ModelArgs): flat YaRN keys for the compressed layers.
-      json r = {{"rope_type", "yarn"}, {"rope_theta", c.rope_compress.theta}, {"factor", j["rope_factor"]},
+      json r = {{"rope_type", "yarn"},
+                {"rope_theta", c.rope_compress.theta},
+                {"factor", j["rope_factor"]},
                 {"original_max_position_embeddings", j.value("original_seq_len", json())},
-                {"beta_fast", j.value("beta_fast", 32.0)}, {"beta_slow", j.value("beta_slow", 1.0)}};
+                {"beta_fast", j.value("beta_fast", 32.0)},
+                {"beta_slow", j.value("beta_slow", 1.0)}};
       HART_RETURN_IF_ERROR(parse_rope(r, o, &c.rope_compress));
     }
     if (partial > 0) c.rope_main.partial_rotary_factor = c.rope_compress.partial_rotary_factor = partial;
@@ -388,15 +433,16 @@ status_or<model_config> model_config_load(const std::string& path) {
   return model_config_parse(text, file);
 }
 
-status_or<model_config> model_config_load_layers(const std::string& path, int64_t layers, int64_t hash_layers) {
+status_or<model_config> model_config_load_layers(const std::string& path, int64_t layers,
+                                                 int64_t hash_layers) {
   std::string file, text;
   HART_RETURN_IF_ERROR(read_config_text(path, &file, &text));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return invalid_argument("%s is not a JSON object", file.c_str());
   if (layers < 1) return invalid_argument("%s: %lld layers, need >= 1", file.c_str(), (long long)layers);
   if (hash_layers < 0 || hash_layers > layers) {
-    return invalid_argument("%s: %lld hash-routed layers must be in [0, %lld]", file.c_str(), (long long)hash_layers,
-                            (long long)layers);
+    return invalid_argument("%s: %lld hash-routed layers must be in [0, %lld]", file.c_str(),
+                            (long long)hash_layers, (long long)layers);
   }
   nlohmann::json ratios = nlohmann::json::array();
   for (int64_t il = 0; il < layers; ++il) ratios.push_back(il == 0 ? 0 : (il % 2 ? 4 : 128));

@@ -1,6 +1,10 @@
 #include "runtime/model/config.h"
 
+#include "runtime/model/safetensors.h"
+#include "runtime/model/weights.h"
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -12,15 +16,12 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "runtime/model/safetensors.h"
-#include "runtime/model/weights.h"
-
 namespace hart {
 
 // Readable gtest output for layer kinds (found by ADL, so outside the anonymous namespace).
-void PrintTo(attention_kind k, std::ostream* os) { *os << attention_kind_name(k); }
+void PrintTo(attention_kind k, std::ostream* os) {
+  *os << attention_kind_name(k);
+}
 
 namespace {
 
@@ -55,7 +56,9 @@ void expect_error(const status& s, std::initializer_list<const char*> needles,
   }
 }
 
-status parse_json(const json& j) { return model_config_parse(j.dump(), "test.json").get_status(); }
+status parse_json(const json& j) {
+  return model_config_parse(j.dump(), "test.json").get_status();
+}
 
 // The official (inference/ModelArgs) form of a V4-Flash-shaped config: 43 layers,
 // compress_ratios with one extra entry for the MTP layer.
@@ -307,9 +310,12 @@ TEST(model_config, flash_shaped_hf_form) {
   for (int il = 0; il < 43; ++il) mlt.push_back(il < 3 ? "hash_moe" : "moe");
   j["mlp_layer_types"] = mlt;
   for (const char* k : {"main", "compress"}) j["rope_parameters"][k]["partial_rotary_factor"] = 0.125;
-  j["rope_parameters"]["compress"] = {{"rope_type", "yarn"},     {"rope_theta", 160000.0},
-                                      {"factor", 16.0},          {"original_max_position_embeddings", 65536},
-                                      {"beta_fast", 32.0},       {"beta_slow", 1.0},
+  j["rope_parameters"]["compress"] = {{"rope_type", "yarn"},
+                                      {"rope_theta", 160000.0},
+                                      {"factor", 16.0},
+                                      {"original_max_position_embeddings", 65536},
+                                      {"beta_fast", 32.0},
+                                      {"beta_slow", 1.0},
                                       {"partial_rotary_factor", 0.125}};
   status_or<model_config> r = model_config_parse(j.dump(), "flash.json");
   ASSERT_TRUE(r.ok()) << r.get_status().to_string();
@@ -337,8 +343,10 @@ void expect_inv_freq_matches_golden(const std::string& model) {
   ASSERT_TRUE(cfg.ok()) << cfg.get_status().to_string();
   status_or<weight_store> golden = weight_store::open(k_data + "/" + model + "/golden.safetensors");
   ASSERT_TRUE(golden.ok()) << golden.get_status().to_string();
-  struct { const char* name; const rope_config* rope; } tables[] = {
-      {"rope.main.inv_freq", &cfg->rope_main}, {"rope.compress.inv_freq", &cfg->rope_compress}};
+  struct {
+    const char* name;
+    const rope_config* rope;
+  } tables[] = {{"rope.main.inv_freq", &cfg->rope_main}, {"rope.compress.inv_freq", &cfg->rope_compress}};
   for (const auto& t : tables) {
     SCOPED_TRACE(t.name);
     const tensor_entry* e = golden->find(t.name);
@@ -365,7 +373,7 @@ TEST(model_config, flash_with_fewer_layers) {
   ASSERT_TRUE(c.ok()) << c.get_status().to_string();
   EXPECT_EQ(c->n_layers, 4);
   EXPECT_EQ(c->layer_kinds, (std::vector<attention_kind>{attention_kind::sliding, attention_kind::csa,
-                                                          attention_kind::hca, attention_kind::csa}));
+                                                         attention_kind::hca, attention_kind::csa}));
   EXPECT_EQ(c->layer_hash_moe, (std::vector<bool>{true, false, false, false}));
   EXPECT_EQ(c->n_mtp_layers, full->n_mtp_layers);
   EXPECT_EQ(c->hidden_size, full->hidden_size);
@@ -376,8 +384,12 @@ TEST(model_config, flash_with_fewer_layers) {
   EXPECT_EQ(model_config_load_layers(flash + "/missing", 2, 0).get_status().code(), status_code::not_found);
 }
 
-TEST(rope_inv_freq, tiny_a_matches_golden) { expect_inv_freq_matches_golden("tiny-a"); }
-TEST(rope_inv_freq, tiny_b_matches_golden) { expect_inv_freq_matches_golden("tiny-b"); }
+TEST(rope_inv_freq, tiny_a_matches_golden) {
+  expect_inv_freq_matches_golden("tiny-a");
+}
+TEST(rope_inv_freq, tiny_b_matches_golden) {
+  expect_inv_freq_matches_golden("tiny-b");
+}
 
 // v4-model.md §8.3: θ = 160000, 64 rope dims, factor 16 over 65536 positions,
 // β 32 / 1: low = 15, high = 25; i ≤ 15 unchanged, i ≥ 25 divided by 16, linear between.

@@ -1,9 +1,5 @@
 #include "runtime/model/engine.h"
 
-#include <algorithm>
-#include <atomic>
-#include <set>
-
 #include "kernels/mhc/mhc.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "runtime/core/log.h"
@@ -12,14 +8,20 @@
 #include "runtime/model/moe.h"
 #include "runtime/model/token_batch.h"
 
-#include <omp.h>
 #include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <set>
 
 namespace hart {
 
 status engine_params::validate() const {
   if (model_dir.empty()) return invalid_argument("engine: model_dir is empty");
-  if (page_size <= 0 || page_size % 128) return invalid_argument("engine: page_size %lld must be a positive multiple of 128", (long long)page_size);
+  if (page_size <= 0 || page_size % 128)
+    return invalid_argument("engine: page_size %lld must be a positive multiple of 128",
+                            (long long)page_size);
   if (n_threads < 0) return invalid_argument("engine: n_threads %d must be >= 0", n_threads);
   return {};
 }
@@ -72,14 +74,15 @@ status_or<std::shared_ptr<const model_weights>> engine::build_weights(const tens
 
 status weight_version_check(const char* what, uint64_t version, uint64_t current) {
   if (version > current) return {};
-  return failed_precondition("%s: version %llu is not above the current %llu", what, (unsigned long long)version,
-                             (unsigned long long)current);
+  return failed_precondition("%s: version %llu is not above the current %llu", what,
+                             (unsigned long long)version, (unsigned long long)current);
 }
 
 status engine::swap_weights(std::shared_ptr<const model_weights> w, uint64_t version) {
   if (!w) return invalid_argument("swap_weights: no weights");
   HART_RETURN_IF_ERROR(weight_version_check("swap_weights", version, weight_version_));
-  // build_weights checked every shape against cfg_; a layer count that differs means another engine's weights.
+  // build_weights checked every shape against cfg_; a layer count that differs means another engine's
+  // weights.
   if (int64_t(w->layers.size()) != cfg_.n_layers || w->embed.out != cfg_.vocab_size) {
     return invalid_argument("swap_weights: weights for %zu layers, vocab %lld; this model has %lld, %lld",
                             w->layers.size(), (long long)w->embed.out, (long long)cfg_.n_layers,
@@ -107,8 +110,10 @@ sequence_state engine::new_sequence() const {
 status_or<std::unique_ptr<kv_store>> engine::make_store(int64_t page_size) const {
   if (page_size <= 0 || page_size % 128 || page_size % cfg_.csa_rate || page_size % cfg_.hca_rate ||
       page_size < cfg_.window) {
-    return invalid_argument("engine: page_size %lld must be a multiple of 128 and of the compress rates (%lld, %lld) and >= the window %lld",
-                            (long long)page_size, (long long)cfg_.csa_rate, (long long)cfg_.hca_rate, (long long)cfg_.window);
+    return invalid_argument(
+        "engine: page_size %lld must be a multiple of 128 and of the compress rates (%lld, %lld) and >= the "
+        "window %lld",
+        (long long)page_size, (long long)cfg_.csa_rate, (long long)cfg_.hca_rate, (long long)cfg_.window);
   }
   return std::make_unique<kv_store>(cfg_, page_size);
 }
@@ -141,7 +146,8 @@ status engine::prepare_pages(const batch_item& it) const {
   const int64_t first = std::max<int64_t>(0, it.seq->n_tokens - swa_keep_);
   for (int64_t pg = first / P; pg < n_pages; ++pg) {
     if (pt.swa[pg] < 0 || pt.full[pg] < 0) {
-      return failed_precondition("forward: page %lld (positions from %lld) is not live", (long long)pg, (long long)(pg * P));
+      return failed_precondition("forward: page %lld (positions from %lld) is not live", (long long)pg,
+                                 (long long)(pg * P));
     }
   }
   return {};
@@ -151,7 +157,8 @@ void engine::release_old_pages(sequence_state& seq) const {
   page_table& pt = *seq.pages;
   if (!pt.owned) return;  // the cache decides for its pages
   const int64_t P = pt.store->page_size();
-  const int64_t n_dead = std::max<int64_t>(0, seq.n_tokens - swa_keep_) / P;  // pages wholly behind every window
+  const int64_t n_dead =
+      std::max<int64_t>(0, seq.n_tokens - swa_keep_) / P;  // pages wholly behind every window
   for (int64_t pg = 0; pg < n_dead && pg < int64_t(pt.swa.size()); ++pg) {
     if (pt.swa[pg] >= 0) {
       pt.store->free_swa(pt.swa[pg]);
@@ -222,8 +229,19 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
   std::vector<float> collapsed(T * D), normed(T * D), out(T * D), post(T * n), comb(T * n * n);
   // bf16: each op below rounds its own outputs as the official inference does.
   auto run_site = [&](const hc_site& s, auto&& sublayer) -> status {
-    hc_pre_params pre{X.data(), s.fn.data(), s.base.data(), s.scale.data(), collapsed.data(), post.data(),
-                      comb.data(), T, n, D, cfg_.hc_sinkhorn_iters, eps, hc_eps};
+    hc_pre_params pre{X.data(),
+                      s.fn.data(),
+                      s.base.data(),
+                      s.scale.data(),
+                      collapsed.data(),
+                      post.data(),
+                      comb.data(),
+                      T,
+                      n,
+                      D,
+                      cfg_.hc_sinkhorn_iters,
+                      eps,
+                      hc_eps};
     pre.bf16 = bf16;
     HART_RETURN_IF_ERROR(hc_pre_cpu(pre));
     HART_RETURN_IF_ERROR(
@@ -246,8 +264,9 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
         il,
         bf16};
     std::vector<int32_t>* topk = trace && L.kind == attention_kind::csa ? &trace->topk[il] : nullptr;
-    HART_RETURN_IF_ERROR(run_site({L.hc_attn_fn, L.hc_attn_base, L.hc_attn_scale, L.attn_norm},
-                                  [&](const float* x, float* y) { return attention_forward(ap, tb, x, y, topk); }));
+    HART_RETURN_IF_ERROR(
+        run_site({L.hc_attn_fn, L.hc_attn_base, L.hc_attn_scale, L.attn_norm},
+                 [&](const float* x, float* y) { return attention_forward(ap, tb, x, y, topk); }));
     std::vector<int32_t>* experts = trace ? &trace->experts[il] : nullptr;
     HART_RETURN_IF_ERROR(
         run_site({L.hc_ffn_fn, L.hc_ffn_base, L.hc_ffn_scale, L.ffn_norm}, [&](const float* x, float* y) {
@@ -261,8 +280,16 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
   }
 
   // Head: collapse the streams, final norm, logits for the rows asked for.
-  hc_head_params head{X.data(), weights_->hc_head_fn.data(), weights_->hc_head_base.data(),
-                      weights_->hc_head_scale.data(), collapsed.data(), T, n, D, eps, hc_eps};
+  hc_head_params head{X.data(),
+                      weights_->hc_head_fn.data(),
+                      weights_->hc_head_base.data(),
+                      weights_->hc_head_scale.data(),
+                      collapsed.data(),
+                      T,
+                      n,
+                      D,
+                      eps,
+                      hc_eps};
   head.bf16 = bf16;
   HART_RETURN_IF_ERROR(hc_head_cpu(head));
   HART_RETURN_IF_ERROR(

@@ -14,12 +14,6 @@
 //   HART_RETURN_IF_ERROR(eng->prefill(s, prompt, logits_request::last, &logits));
 #pragma once
 
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <string>
-#include <vector>
-
 #include "runtime/core/status.h"
 #include "runtime/model/config.h"
 #include "runtime/model/kv_store.h"
@@ -27,12 +21,18 @@
 #include "runtime/model/tensor_source.h"
 #include "runtime/model/weights.h"
 
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
 namespace hart {
 
 struct engine_params {
   std::string model_dir;
   precision prec = precision::exact;
-  int n_threads = 0;  // 0 = all cores (OpenMP / OpenBLAS default)
+  int n_threads = 0;        // 0 = all cores (OpenMP / OpenBLAS default)
   int64_t page_size = 256;  // tokens per KV page; a multiple of every compress rate, >= the window
   /// Batch-invariant arithmetic: a token's logits are bitwise the same however
   /// it is batched, chunked or served from the prefix cache (slower GEMMs).

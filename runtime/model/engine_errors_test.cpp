@@ -1,7 +1,9 @@
 // Bad checkpoints and bad requests give a clear status naming the problem,
 // never a crash, and leave every sequence as it was. Also: FP8 and MXFP4
 // checkpoints load to exactly the weights their codes stand for.
+#include "kernels/quant/quant.h"
 #include "runtime/model/engine.h"
+#include "runtime/model/safetensors.h"
 
 #include <gtest/gtest.h>
 
@@ -19,9 +21,6 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/quant/quant.h"
-#include "runtime/model/safetensors.h"
-
 namespace hart {
 namespace {
 
@@ -35,7 +34,8 @@ void expect_error(const status& s, std::initializer_list<std::string> needles,
                   status_code code = status_code::ok) {
   ASSERT_FALSE(s.ok()) << "expected an error containing '" << *needles.begin() << "'";
   for (const std::string& n : needles) {
-    EXPECT_NE(s.message().find(n), std::string::npos) << "message '" << s.message() << "' lacks '" << n << "'";
+    EXPECT_NE(s.message().find(n), std::string::npos)
+        << "message '" << s.message() << "' lacks '" << n << "'";
   }
   if (code != status_code::ok) {
     EXPECT_EQ(s.code(), code) << s.to_string();
@@ -100,7 +100,8 @@ void write_text(const std::string& path, const std::string& text) {
 // Exact decoders, written independently of kernels/quant.
 float e4m3_value(uint8_t b) {
   const int sign = b >> 7, exp = (b >> 3) & 15, man = b & 7;
-  const float mag = exp == 0 ? std::ldexp(float(man) / 8.0f, -6) : std::ldexp(1.0f + float(man) / 8.0f, exp - 7);
+  const float mag =
+      exp == 0 ? std::ldexp(float(man) / 8.0f, -6) : std::ldexp(1.0f + float(man) / 8.0f, exp - 7);
   return sign ? -mag : mag;
 }
 float e2m1_value(uint8_t nibble) {
@@ -108,7 +109,9 @@ float e2m1_value(uint8_t nibble) {
   const float mag = k_mag[nibble & 7];
   return (nibble & 8) ? -mag : mag;
 }
-float e8m0_value(uint8_t b) { return std::ldexp(1.0f, int(b) - 127); }
+float e8m0_value(uint8_t b) {
+  return std::ldexp(1.0f, int(b) - 127);
+}
 
 std::vector<int32_t> test_tokens(int n) {
   std::vector<int32_t> t(n);
@@ -161,7 +164,8 @@ class engine_errors_test : public ::testing::Test {
   static std::string model_dir(const std::string& name) {
     const std::string d = tmp_ + "/" + name;
     fs::create_directories(d);
-    for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}) {
+    for (const char* f :
+         {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}) {
       copy_file(k_tiny_a + "/" + f, d + "/" + f);
     }
     return d;
@@ -175,7 +179,8 @@ class engine_errors_test : public ::testing::Test {
   }
 
   // tiny-a with `edit` applied to its tensors; returns engine::load's status.
-  static status load_edited(const std::string& name, const std::function<void(std::vector<owned_tensor>&)>& edit) {
+  static status load_edited(const std::string& name,
+                            const std::function<void(std::vector<owned_tensor>&)>& edit) {
     const std::string d = model_dir(name);
     std::vector<owned_tensor> ts = *base_;
     edit(ts);
@@ -246,8 +251,9 @@ TEST_F(engine_errors_test, wrong_dtype) {
 TEST_F(engine_errors_test, missing_tensor) {
   status s = load_edited("missing_tensor", [](std::vector<owned_tensor>& ts) {
     const size_t before = ts.size();
-    ts.erase(std::remove_if(ts.begin(), ts.end(),
-                            [](const owned_tensor& t) { return t.name == "model.layers.3.ffn.experts.5.w1.weight"; }),
+    ts.erase(std::remove_if(
+                 ts.begin(), ts.end(),
+                 [](const owned_tensor& t) { return t.name == "model.layers.3.ffn.experts.5.w1.weight"; }),
              ts.end());
     ASSERT_EQ(ts.size(), before - 1);
   });
@@ -285,7 +291,8 @@ TEST_F(engine_errors_test, unknown_layer_type_in_config) {
   cfg.replace(pos, std::string("\"heavily_compressed_attention\"").size(), "\"foo_attention\"");
   write_text(d + "/config.json", cfg);
   fs::create_symlink(k_tiny_a + "/model.safetensors", d + "/model.safetensors");
-  expect_error(engine::load(params(d)).get_status(), {"foo_attention", "config.json"}, status_code::invalid_argument);
+  expect_error(engine::load(params(d)).get_status(), {"foo_attention", "config.json"},
+               status_code::invalid_argument);
 }
 
 TEST_F(engine_errors_test, empty_checkpoint_dir) {
@@ -320,7 +327,8 @@ TEST_F(engine_errors_test, token_out_of_vocabulary_changes_nothing) {
   sequence_state other = e.new_sequence();
   std::vector<int32_t> bad_toks = good;
   bad_toks.back() = 512;
-  expect_error(e.forward({batch_item{&other, good, logits_request::last}, batch_item{&s, bad_toks, logits_request::last}},
+  expect_error(e.forward({batch_item{&other, good, logits_request::last},
+                          batch_item{&s, bad_toks, logits_request::last}},
                          &logits),
                {"512"}, status_code::out_of_range);
   EXPECT_EQ(other.n_tokens, 0);
@@ -352,9 +360,10 @@ TEST_F(engine_errors_test, same_sequence_twice_in_a_batch) {
   const engine& e = *tiny_a_;
   sequence_state s = e.new_sequence();
   std::vector<float> logits;
-  expect_error(e.forward({batch_item{&s, {1, 2, 3}, logits_request::last}, batch_item{&s, {4}, logits_request::last}},
-                         &logits),
-               {"repeats"}, status_code::invalid_argument);
+  expect_error(
+      e.forward({batch_item{&s, {1, 2, 3}, logits_request::last}, batch_item{&s, {4}, logits_request::last}},
+                &logits),
+      {"repeats"}, status_code::invalid_argument);
   EXPECT_EQ(s.n_tokens, 0);
   expect_error(e.decode({&s, &s}, {5, 6}, &logits), {"repeats"}, status_code::invalid_argument);
   EXPECT_EQ(s.n_tokens, 0);
@@ -387,7 +396,8 @@ TEST_F(engine_errors_test, sequence_from_another_engine) {
                status_code::invalid_argument);
   EXPECT_EQ(sb.n_tokens, 0);
   sequence_state sa = tiny_a_->new_sequence();
-  expect_error(b.value()->decode({&sa}, {1}, &logits), {"not made by this engine"}, status_code::invalid_argument);
+  expect_error(b.value()->decode({&sa}, {1}, &logits), {"not made by this engine"},
+               status_code::invalid_argument);
   EXPECT_EQ(sa.n_tokens, 0);
   // A default-constructed sequence has no layer state either.
   sequence_state blank;
@@ -401,8 +411,8 @@ TEST_F(engine_errors_test, past_max_position) {
   sequence_state s = e.new_sequence();
   s.n_tokens = max_pos - 1;
   std::vector<float> logits;
-  expect_error(e.prefill(s, {1, 2}, logits_request::last, &logits), {std::to_string(max_pos + 1), "max_position"},
-               status_code::out_of_range);
+  expect_error(e.prefill(s, {1, 2}, logits_request::last, &logits),
+               {std::to_string(max_pos + 1), "max_position"}, status_code::out_of_range);
   EXPECT_EQ(s.n_tokens, max_pos - 1);
 }
 
@@ -482,26 +492,28 @@ TEST_F(quantized_checkpoint_test, fp8_block_weights) {
     return t.shape.size() == 2 && (ends_with(t.name, ".wq_a.weight") || ends_with(t.name, ".wq_b.weight") ||
                                    ends_with(t.name, ".wkv.weight") || ends_with(t.name, ".wo_b.weight"));
   };
-  const int n = write_pair(qd, rd, pick, [](const owned_tensor& w, owned_tensor* codes, owned_tensor* scale,
-                                            std::vector<float>* deq) {
-    const int64_t rows = w.shape[0], cols = w.shape[1];
-    const int64_t srows = (rows + 127) / 128, scols = (cols + 127) / 128;
-    codes->type = dtype::e4m3;
-    codes->shape = w.shape;
-    codes->bytes.resize(rows * cols);
-    scale->shape = {srows, scols};
-    scale->bytes.resize(srows * scols);
-    status s = fp8_block_quantize(reinterpret_cast<const float*>(w.bytes.data()), rows, cols, 128,
-                                  codes->bytes.data(), scale->bytes.data());
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        (*deq)[r * cols + c] =
-            e4m3_value(codes->bytes[r * cols + c]) * e8m0_value(scale->bytes[(r / 128) * scols + c / 128]);
-      }
-    }
-  });
-  // 6 layers × (wq_a, wq_b, wkv, wo_b) + CSA/HCA compressor wkv (4) + indexer wq_b and compressor wkv (2 × 2).
+  const int n = write_pair(
+      qd, rd, pick,
+      [](const owned_tensor& w, owned_tensor* codes, owned_tensor* scale, std::vector<float>* deq) {
+        const int64_t rows = w.shape[0], cols = w.shape[1];
+        const int64_t srows = (rows + 127) / 128, scols = (cols + 127) / 128;
+        codes->type = dtype::e4m3;
+        codes->shape = w.shape;
+        codes->bytes.resize(rows * cols);
+        scale->shape = {srows, scols};
+        scale->bytes.resize(srows * scols);
+        status s = fp8_block_quantize(reinterpret_cast<const float*>(w.bytes.data()), rows, cols, 128,
+                                      codes->bytes.data(), scale->bytes.data());
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) {
+            (*deq)[r * cols + c] = e4m3_value(codes->bytes[r * cols + c]) *
+                                   e8m0_value(scale->bytes[(r / 128) * scols + c / 128]);
+          }
+        }
+      });
+  // 6 layers × (wq_a, wq_b, wkv, wo_b) + CSA/HCA compressor wkv (4) + indexer wq_b and compressor wkv (2 ×
+  // 2).
   EXPECT_EQ(n, 6 * 4 + 4 + 2 * 2);
   expect_same_logits(qd, rd);
 }
@@ -511,26 +523,27 @@ TEST_F(quantized_checkpoint_test, mxfp4_routed_experts) {
   auto pick = [](const owned_tensor& t) {
     return t.name.find(".ffn.experts.") != std::string::npos && ends_with(t.name, ".weight");
   };
-  const int n = write_pair(qd, rd, pick, [](const owned_tensor& w, owned_tensor* codes, owned_tensor* scale,
-                                            std::vector<float>* deq) {
-    const int64_t rows = w.shape[0], cols = w.shape[1];
-    ASSERT_EQ(cols % 32, 0);
-    codes->type = dtype::i8;
-    codes->shape = {rows, cols / 2};
-    codes->bytes.resize(rows * cols / 2);
-    scale->shape = {rows, cols / 32};
-    scale->bytes.resize(rows * cols / 32);
-    status s = mxfp4_quantize(reinterpret_cast<const float*>(w.bytes.data()), rows, cols, codes->bytes.data(),
-                              scale->bytes.data());
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const uint8_t byte = codes->bytes[r * (cols / 2) + c / 2];
-        const uint8_t nibble = (c % 2 == 0) ? (byte & 15) : (byte >> 4);  // low nibble = even column
-        (*deq)[r * cols + c] = e2m1_value(nibble) * e8m0_value(scale->bytes[r * (cols / 32) + c / 32]);
-      }
-    }
-  });
+  const int n = write_pair(
+      qd, rd, pick,
+      [](const owned_tensor& w, owned_tensor* codes, owned_tensor* scale, std::vector<float>* deq) {
+        const int64_t rows = w.shape[0], cols = w.shape[1];
+        ASSERT_EQ(cols % 32, 0);
+        codes->type = dtype::i8;
+        codes->shape = {rows, cols / 2};
+        codes->bytes.resize(rows * cols / 2);
+        scale->shape = {rows, cols / 32};
+        scale->bytes.resize(rows * cols / 32);
+        status s = mxfp4_quantize(reinterpret_cast<const float*>(w.bytes.data()), rows, cols,
+                                  codes->bytes.data(), scale->bytes.data());
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) {
+            const uint8_t byte = codes->bytes[r * (cols / 2) + c / 2];
+            const uint8_t nibble = (c % 2 == 0) ? (byte & 15) : (byte >> 4);  // low nibble = even column
+            (*deq)[r * cols + c] = e2m1_value(nibble) * e8m0_value(scale->bytes[r * (cols / 32) + c / 32]);
+          }
+        }
+      });
   EXPECT_EQ(n, 6 * 8 * 3);  // 6 layers × 8 experts × (w1, w2, w3)
   expect_same_logits(qd, rd);
 }

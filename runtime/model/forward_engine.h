@@ -9,10 +9,10 @@
 //   HART_RETURN_IF_ERROR(e->forward({{&s, prompt, logits_request::last}}, &logits));
 #pragma once
 
+#include "runtime/model/engine.h"
+
 #include <memory>
 #include <vector>
-
-#include "runtime/model/engine.h"
 
 namespace hart {
 

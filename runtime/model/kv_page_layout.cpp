@@ -7,8 +7,8 @@ namespace hart {
 status_or<kv_page_layout> kv_page_layout_make(const model_config& cfg, int64_t P, bool entries) {
   const int64_t hd = cfg.head_dim, dI = cfg.index_head_dim;
   if (entries && hd != kv_entry_dim) {
-    return invalid_argument("gpu engine: FP8 KV entries need head_dim %lld, not %lld", (long long)kv_entry_dim,
-                            (long long)hd);
+    return invalid_argument("gpu engine: FP8 KV entries need head_dim %lld, not %lld",
+                            (long long)kv_entry_dim, (long long)hd);
   }
   kv_page_layout k;
   k.slot_floats = entries ? kv_entry_bytes / int64_t(sizeof(float)) : hd;

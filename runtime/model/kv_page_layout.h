@@ -6,11 +6,11 @@
 // starts on a row of head_dim floats.
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include "runtime/core/status.h"
 #include "runtime/model/config.h"
+
+#include <cstdint>
+#include <vector>
 
 namespace hart {
 

@@ -6,8 +6,12 @@
 namespace hart {
 
 kv_store::kv_store(const model_config& cfg, int64_t page_size)
-    : page_size_(page_size), head_dim_(cfg.head_dim), index_dim_(cfg.index_head_dim), csa_rate_(cfg.csa_rate) {
-  HART_CHECK(page_size > 0 && page_size % cfg.csa_rate == 0 && page_size % cfg.hca_rate == 0 && page_size >= cfg.window)
+    : page_size_(page_size),
+      head_dim_(cfg.head_dim),
+      index_dim_(cfg.index_head_dim),
+      csa_rate_(cfg.csa_rate) {
+  HART_CHECK(page_size > 0 && page_size % cfg.csa_rate == 0 && page_size % cfg.hca_rate == 0 &&
+             page_size >= cfg.window)
       << "page size " << page_size << " must be a multiple of every compress rate and >= the window";
   layers_.resize(cfg.n_layers);
   for (int64_t il = 0; il < cfg.n_layers; ++il) {

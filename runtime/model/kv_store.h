@@ -13,11 +13,11 @@
 // Page ids are dense and stable; storage grows on demand.
 #pragma once
 
+#include "runtime/model/config.h"
+
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include "runtime/model/config.h"
 
 namespace hart {
 
@@ -41,9 +41,9 @@ class kv_store {
 
   // Row pointers; `off` is the position's offset inside its page (p % P).
   float* window_row(int64_t il, int32_t swa_page, int64_t off) const;
-  float* entry_row(int64_t il, int32_t full_page, int64_t off) const;     // off / m inside
-  float* index_key_row(int64_t il, int32_t full_page, int64_t off) const; // off / csa_rate inside
-  float* ring_row(int64_t il, int32_t swa_page, int64_t pos) const;       // row pos % ring
+  float* entry_row(int64_t il, int32_t full_page, int64_t off) const;      // off / m inside
+  float* index_key_row(int64_t il, int32_t full_page, int64_t off) const;  // off / csa_rate inside
+  float* ring_row(int64_t il, int32_t swa_page, int64_t pos) const;        // row pos % ring
   float* index_ring_row(int64_t il, int32_t swa_page, int64_t pos) const;
 
   int64_t ring_rows(int64_t il) const { return layers_[il].ring; }
@@ -52,10 +52,10 @@ class kv_store {
 
  private:
   struct layer_layout {
-    int64_t rate = 0;                 // m (0 for SWA layers)
-    int64_t ring = 0;                 // ring rows: 2m for CSA (overlap), m for HCA
-    int64_t ring_width = 0;           // floats per ring row: 2 · coff · c
-    int64_t window_off = 0;           // offsets (floats) inside an SWA page
+    int64_t rate = 0;        // m (0 for SWA layers)
+    int64_t ring = 0;        // ring rows: 2m for CSA (overlap), m for HCA
+    int64_t ring_width = 0;  // floats per ring row: 2 · coff · c
+    int64_t window_off = 0;  // offsets (floats) inside an SWA page
     int64_t ring_off = 0, index_ring_off = 0;
     int64_t entry_off = 0, index_off = 0;  // offsets inside a full page
   };

@@ -1,14 +1,14 @@
 #include "runtime/model/linear_ops.h"
 
-#include <cblas.h>
-
-#include <algorithm>
-#include <cmath>
-
 #include "kernels/linear/linear.h"
 #include "kernels/quant/quant.h"
 #include "runtime/core/check.h"
 #include "runtime/core/codecs.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
 
 namespace hart {
 
@@ -68,8 +68,8 @@ void linear_blocked(const float* x, int64_t x_stride, const float* w, int64_t in
   for (int64_t r = 0; r < n_rows; ++r) std::copy_n(acc.data() + r * out, out, y + r * y_stride);
 }
 
-status linear_apply(const linear_weight& w, const float* x, int64_t n_rows, float* y,
-                    int64_t x_stride, int64_t y_stride) {
+status linear_apply(const linear_weight& w, const float* x, int64_t n_rows, float* y, int64_t x_stride,
+                    int64_t y_stride) {
   const int64_t xs = x_stride ? x_stride : w.in, ys = y_stride ? y_stride : w.out;
   std::vector<float> q;
   if (w.fp8_input) {

@@ -4,17 +4,17 @@
 // scale, e4m3 QDQ) and bf16 output applied when the weight asks for them.
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include "runtime/core/status.h"
 #include "runtime/model/weights.h"
+
+#include <cstdint>
+#include <vector>
 
 namespace hart {
 
 /// y [out, n_rows] = x [in, n_rows] · W^T; `x_stride`/`y_stride` in elements (0 = dense).
-status linear_apply(const linear_weight& w, const float* x, int64_t n_rows, float* y,
-                    int64_t x_stride = 0, int64_t y_stride = 0);
+status linear_apply(const linear_weight& w, const float* x, int64_t n_rows, float* y, int64_t x_stride = 0,
+                    int64_t y_stride = 0);
 std::vector<float> linear_apply(const linear_weight& w, const float* x, int64_t n_rows);
 
 /// y [out, n_rows] = x W^T summed as the official block-scaled GEMMs sum

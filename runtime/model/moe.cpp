@@ -1,10 +1,10 @@
 #include "runtime/model/moe.h"
 
-#include <algorithm>
-
 #include "kernels/moe_route/moe_route.h"
 #include "kernels/swiglu/swiglu.h"
 #include "runtime/model/linear_ops.h"
+
+#include <algorithm>
 
 namespace hart {
 namespace {
@@ -31,7 +31,8 @@ status moe_forward(const model_config& cfg, const layer_weights& w, const float*
   std::vector<int32_t> hash;
   if (w.hash_moe) {
     hash.resize(T * K);
-    for (int64_t t = 0; t < T; ++t) std::copy_n(w.tid2eid.data() + int64_t(ids[t]) * K, K, hash.data() + t * K);
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(w.tid2eid.data() + int64_t(ids[t]) * K, K, hash.data() + t * K);
   }
   std::vector<int32_t> experts(T * K);
   std::vector<float> weights(T * K);

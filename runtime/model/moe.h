@@ -4,12 +4,12 @@
 // before w2, plus the shared expert.
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include "runtime/core/status.h"
 #include "runtime/model/config.h"
 #include "runtime/model/weights.h"
+
+#include <cstdint>
+#include <vector>
 
 namespace hart {
 

@@ -1,5 +1,10 @@
 #include "runtime/model/random_checkpoint.h"
 
+#include "kernels/quant/quant.h"
+#include "runtime/core/codecs.h"
+#include "runtime/model/config.h"
+#include "runtime/model/safetensors.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,11 +13,6 @@
 #include <fstream>
 #include <numeric>
 #include <vector>
-
-#include "kernels/quant/quant.h"
-#include "runtime/core/codecs.h"
-#include "runtime/model/config.h"
-#include "runtime/model/safetensors.h"
 
 namespace hart {
 namespace {
@@ -53,7 +53,8 @@ class writer {
       }
       std::vector<uint8_t> q(size_t(out * in)), s(size_t(out / 128 * (in / 128)));
       fail(by_row_blocks(out, [&](int64_t r, int64_t n) {
-        return fp8_block_quantize(v.data() + r * in, n, in, 128, q.data() + r * in, s.data() + r / 128 * (in / 128));
+        return fp8_block_quantize(v.data() + r * in, n, in, 128, q.data() + r * in,
+                                  s.data() + r / 128 * (in / 128));
       }));
       add(name, dtype::e4m3, {out, in}, std::move(q));
       add(scale_name(name), dtype::e8m0, {out / 128, in / 128}, std::move(s));
@@ -98,12 +99,15 @@ class writer {
       final_name[shard_files_[i]] = buf;
       std::error_code ec;
       std::filesystem::rename(dir_ + "/" + shard_files_[i], dir_ + "/" + buf, ec);
-      if (ec) return internal_error("random checkpoint: cannot rename %s: %s", shard_files_[i].c_str(), ec.message().c_str());
+      if (ec)
+        return internal_error("random checkpoint: cannot rename %s: %s", shard_files_[i].c_str(),
+                              ec.message().c_str());
     }
     for (const auto& [tensor, file] : shard_of_) index["weight_map"][tensor] = final_name[file];
     std::ofstream out(dir_ + "/model.safetensors.index.json");
     out << index.dump(1) << "\n";
-    if (!out) return internal_error("random checkpoint: cannot write %s/model.safetensors.index.json", dir_.c_str());
+    if (!out)
+      return internal_error("random checkpoint: cannot write %s/model.safetensors.index.json", dir_.c_str());
     return {};
   }
 
@@ -132,7 +136,8 @@ class writer {
     v.resize(static_cast<size_t>(n));
     const uint64_t base = state_;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = lo + (hi - lo) * unit(mix(base + uint64_t(i + 1) * k_gamma));
+    for (int64_t i = 0; i < n; ++i)
+      v[size_t(i)] = lo + (hi - lo) * unit(mix(base + uint64_t(i + 1) * k_gamma));
     state_ = base + uint64_t(n) * k_gamma;
     return v;
   }
@@ -150,7 +155,8 @@ class writer {
     const int64_t blocks = (rows + 127) / 128;
     std::vector<status> errors(static_cast<size_t>(blocks));
 #pragma omp parallel for schedule(dynamic, 4)
-    for (int64_t b = 0; b < blocks; ++b) errors[size_t(b)] = quantize(b * 128, std::min<int64_t>(128, rows - b * 128));
+    for (int64_t b = 0; b < blocks; ++b)
+      errors[size_t(b)] = quantize(b * 128, std::min<int64_t>(128, rows - b * 128));
     for (const status& e : errors) HART_RETURN_IF_ERROR(e);
     return {};
   }
@@ -174,7 +180,8 @@ class writer {
   status flush() {
     HART_RETURN_IF_ERROR(error_);
     if (pending_.empty() && !shard_files_.empty()) return {};
-    const std::string file = release() ? "shard-" + std::to_string(shard_files_.size()) + ".tmp" : "model.safetensors";
+    const std::string file =
+        release() ? "shard-" + std::to_string(shard_files_.size()) + ".tmp" : "model.safetensors";
     std::vector<tensor_to_write> t;
     for (const owned& o : pending_) {
       t.push_back({o.name, o.type, o.shape, o.bytes.data(), o.bytes.size()});
@@ -192,8 +199,12 @@ class writer {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   }
-  static float unit(uint64_t r) { return float(r >> 40) * 0x1p-24f; }  // [0, 1)
-  uint64_t next() { return mix(state_ += k_gamma); }
+  static float unit(uint64_t r) {
+    return float(r >> 40) * 0x1p-24f;
+  }  // [0, 1)
+  uint64_t next() {
+    return mix(state_ += k_gamma);
+  }
 
   std::string dir_;
   random_checkpoint_options opt_;
@@ -261,15 +272,19 @@ void layer(writer& w, const model_config& c, int64_t il) {
   for (int64_t e = 0; e < c.n_routed_experts; ++e) {
     expert(w, f + ".experts." + std::to_string(e), D, c.moe_inter_dim, storage::mxfp4);
   }
-  if (c.n_shared_experts > 0) expert(w, f + ".shared_experts", D, c.moe_inter_dim * c.n_shared_experts, storage::fp8);
+  if (c.n_shared_experts > 0)
+    expert(w, f + ".shared_experts", D, c.moe_inter_dim * c.n_shared_experts, storage::fp8);
 }
 
 }  // namespace
 
 bool checkpoint_format_parse(const std::string& s, checkpoint_format* out) {
-  if (s == "bf16") *out = checkpoint_format::bf16;
-  else if (s == "release") *out = checkpoint_format::release;
-  else return false;
+  if (s == "bf16")
+    *out = checkpoint_format::bf16;
+  else if (s == "release")
+    *out = checkpoint_format::release;
+  else
+    return false;
   return true;
 }
 
@@ -292,7 +307,8 @@ status random_checkpoint_truncate_layers(nlohmann::json& c, int64_t n) {
 status random_checkpoint_write(const std::string& dir, const nlohmann::json& config,
                                const random_checkpoint_options& options) {
   HART_ASSIGN_OR_RETURN(model_config c, model_config_parse(config.dump(), dir + "/config.json"));
-  if (options.shard_bytes < 0) return invalid_argument("random checkpoint: shard_bytes %lld < 0", (long long)options.shard_bytes);
+  if (options.shard_bytes < 0)
+    return invalid_argument("random checkpoint: shard_bytes %lld < 0", (long long)options.shard_bytes);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return internal_error("random checkpoint: cannot create %s: %s", dir.c_str(), ec.message().c_str());
@@ -300,8 +316,11 @@ status random_checkpoint_write(const std::string& dir, const nlohmann::json& con
   if (options.format == checkpoint_format::release) {
     written["expert_dtype"] = "fp4";
     written["torch_dtype"] = "bfloat16";
-    written["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
-                                      {"scale_fmt", "ue8m0"}, {"weight_block_size", {128, 128}}};
+    written["quantization_config"] = {{"activation_scheme", "dynamic"},
+                                      {"fmt", "e4m3"},
+                                      {"quant_method", "fp8"},
+                                      {"scale_fmt", "ue8m0"},
+                                      {"weight_block_size", {128, 128}}};
   }
   {
     std::ofstream out(dir + "/config.json");

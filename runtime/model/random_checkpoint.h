@@ -21,12 +21,12 @@
 //   HART_RETURN_IF_ERROR(random_checkpoint_write("/tmp/flash-3", c, o));
 #pragma once
 
-#include <cstdint>
-#include <string>
+#include "runtime/core/status.h"
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/core/status.h"
+#include <cstdint>
+#include <string>
 
 namespace hart {
 

@@ -2,8 +2,14 @@
 // + index, FP8 with E8M0 tile scales, MXFP4 experts, BF16 rest), the same bytes
 // for the same seed, loadable by the engine, and a shape the format cannot hold
 // refused by name.
-#include <gtest/gtest.h>
+#include "runtime/model/random_checkpoint.h"
 
+#include "runtime/core/status_testing.h"
+#include "runtime/model/engine.h"
+#include "runtime/model/safetensors.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cmath>
@@ -11,13 +17,6 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-
-#include <nlohmann/json.hpp>
-
-#include "runtime/core/status_testing.h"
-#include "runtime/model/engine.h"
-#include "runtime/model/random_checkpoint.h"
-#include "runtime/model/safetensors.h"
 
 namespace hart {
 namespace {
@@ -29,7 +28,8 @@ nlohmann::json csa_config() {
 
 struct temp_dir {
   std::string path = (std::filesystem::temp_directory_path() /
-                      ("hart-random-ckpt-" + std::to_string(getpid()) + "-" + std::to_string(counter++))).string();
+                      ("hart-random-ckpt-" + std::to_string(getpid()) + "-" + std::to_string(counter++)))
+                         .string();
   ~temp_dir() { std::filesystem::remove_all(path); }
   static inline int counter = 0;
 };

@@ -1,11 +1,10 @@
 #include "runtime/model/safetensors.h"
 
 #include <fcntl.h>
+#include <nlohmann/json.hpp>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -70,8 +69,8 @@ bool checked_byte_count(const std::vector<int64_t>& shape, size_t elem_bytes, ui
 
 // Parses one tensor's header entry and checks its byte span against shape ×
 // dtype; placement in the file (truncation, overlap) is checked by the caller.
-status parse_tensor(const std::string& file, const std::string& name, const json& j,
-                    tensor_entry* e, uint64_t* begin, uint64_t* end) {
+status parse_tensor(const std::string& file, const std::string& name, const json& j, tensor_entry* e,
+                    uint64_t* begin, uint64_t* end) {
   const char* f = file.c_str();
   const char* n = name.c_str();
   if (!j.is_object()) return invalid_argument("%s: tensor '%s': entry is not a JSON object", f, n);
@@ -90,16 +89,20 @@ status parse_tensor(const std::string& file, const std::string& name, const json
   for (const json& d : *it) {
     uint64_t v = 0;
     if (!json_to_u63(d, &v))
-      return invalid_argument("%s: tensor '%s': shape %s has an entry that is not a non-negative "
-                              "integer", f, n, it->dump().c_str());
+      return invalid_argument(
+          "%s: tensor '%s': shape %s has an entry that is not a non-negative "
+          "integer",
+          f, n, it->dump().c_str());
     e->shape.push_back(static_cast<int64_t>(v));
   }
 
   it = j.find("data_offsets");
   if (it == j.end() || !it->is_array() || it->size() != 2 || !json_to_u63((*it)[0], begin) ||
       !json_to_u63((*it)[1], end))
-    return invalid_argument("%s: tensor '%s': data_offsets must be [begin, end] of non-negative "
-                            "integers", f, n);
+    return invalid_argument(
+        "%s: tensor '%s': data_offsets must be [begin, end] of non-negative "
+        "integers",
+        f, n);
   if (*begin > *end)
     return invalid_argument("%s: tensor '%s': data_offsets [%llu, %llu] has begin > end", f, n,
                             (unsigned long long)*begin, (unsigned long long)*end);
@@ -112,10 +115,11 @@ status parse_tensor(const std::string& file, const std::string& name, const json
     return invalid_argument("%s: tensor '%s': shape %s of %s overflows a 64-bit byte count", f, n,
                             shape_s.c_str(), dn);
   if (*end - *begin != need)
-    return invalid_argument("%s: tensor '%s': data_offsets [%llu, %llu] span %llu bytes but shape "
-                            "%s of %s needs %llu", f, n, (unsigned long long)*begin,
-                            (unsigned long long)*end, (unsigned long long)(*end - *begin),
-                            shape_s.c_str(), dn, (unsigned long long)need);
+    return invalid_argument(
+        "%s: tensor '%s': data_offsets [%llu, %llu] span %llu bytes but shape "
+        "%s of %s needs %llu",
+        f, n, (unsigned long long)*begin, (unsigned long long)*end, (unsigned long long)(*end - *begin),
+        shape_s.c_str(), dn, (unsigned long long)need);
   e->name = name;
   e->file = file;
   e->n_bytes = static_cast<size_t>(need);
@@ -160,7 +164,9 @@ int64_t tensor_entry::numel() const {
   return n;
 }
 
-std::string tensor_entry::shape_string() const { return shape_to_string(shape); }
+std::string tensor_entry::shape_string() const {
+  return shape_to_string(shape);
+}
 
 // -- safetensors_file --------------------------------------------------------
 
@@ -185,8 +191,8 @@ status_or<std::unique_ptr<safetensors_file>> safetensors_file::open(const std::s
   const size_t file_bytes = static_cast<size_t>(st.st_size);
   if (file_bytes < 8) {
     ::close(fd);
-    return data_loss("%s: truncated: file is %zu bytes, shorter than the 8-byte header length",
-                     f, file_bytes);
+    return data_loss("%s: truncated: file is %zu bytes, shorter than the 8-byte header length", f,
+                     file_bytes);
   }
   void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
   int map_err = errno;
@@ -264,11 +270,11 @@ status_or<std::unique_ptr<safetensors_file>> safetensors_file::open(const std::s
     if (last == nullptr || s.end > last->end) last = &s;
   }
   if (last != nullptr && last->end > data_bytes)
-    return data_loss("%s: truncated: tensor '%s' ends at data byte %llu but the data section has "
-                     "%llu bytes (file is %zu bytes, expected at least %llu)", f,
-                     sf->tensors_[last->idx].name.c_str(), (unsigned long long)last->end,
-                     (unsigned long long)data_bytes, file_bytes,
-                     (unsigned long long)(8 + header_bytes + last->end));
+    return data_loss(
+        "%s: truncated: tensor '%s' ends at data byte %llu but the data section has "
+        "%llu bytes (file is %zu bytes, expected at least %llu)",
+        f, sf->tensors_[last->idx].name.c_str(), (unsigned long long)last->end,
+        (unsigned long long)data_bytes, file_bytes, (unsigned long long)(8 + header_bytes + last->end));
 
   // Overlap: sorted by begin, each non-empty span starts at or after the
   // furthest end seen so far. Empty tensors occupy no bytes.
@@ -279,11 +285,12 @@ status_or<std::unique_ptr<safetensors_file>> safetensors_file::open(const std::s
   for (const span& s : spans) {
     if (s.begin == s.end) continue;
     if (prev != nullptr && s.begin < prev->end)
-      return invalid_argument("%s: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' "
-                              "[%llu, %llu]", f, sf->tensors_[s.idx].name.c_str(),
-                              (unsigned long long)s.begin, (unsigned long long)s.end,
-                              sf->tensors_[prev->idx].name.c_str(),
-                              (unsigned long long)prev->begin, (unsigned long long)prev->end);
+      return invalid_argument(
+          "%s: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' "
+          "[%llu, %llu]",
+          f, sf->tensors_[s.idx].name.c_str(), (unsigned long long)s.begin, (unsigned long long)s.end,
+          sf->tensors_[prev->idx].name.c_str(), (unsigned long long)prev->begin,
+          (unsigned long long)prev->end);
     if (prev == nullptr || s.end > prev->end) prev = &s;
   }
   for (const span& s : spans) sf->tensors_[s.idx].data = data + s.begin;
@@ -372,8 +379,7 @@ status_or<weight_store> weight_store::open(const std::string& path) {
       if (!is_regular_file(shard_path))
         return not_found("%s: shard '%s' (holding tensor '%s') not found at %s", ip, shard.c_str(),
                          name.c_str(), shard_path.c_str());
-      HART_ASSIGN_OR_RETURN(std::shared_ptr<safetensors_file> file,
-                            safetensors_file::open(shard_path));
+      HART_ASSIGN_OR_RETURN(std::shared_ptr<safetensors_file> file, safetensors_file::open(shard_path));
       shards.emplace(shard, file);
       HART_RETURN_IF_ERROR(add_file(std::move(file)));
     }
@@ -395,11 +401,9 @@ status_or<weight_store> weight_store::open(const std::string& path) {
     const std::string p = de.path().string();
     if (de.path().extension() == ".safetensors" && is_regular_file(p)) found.push_back(p);
   }
-  if (ec) return failed_precondition("%s: cannot list directory: %s", path.c_str(),
-                                     ec.message().c_str());
+  if (ec) return failed_precondition("%s: cannot list directory: %s", path.c_str(), ec.message().c_str());
   if (found.empty())
-    return not_found("%s: no model.safetensors.index.json, model.safetensors or *.safetensors",
-                     path.c_str());
+    return not_found("%s: no model.safetensors.index.json, model.safetensors or *.safetensors", path.c_str());
   if (found.size() > 1) {
     std::sort(found.begin(), found.end());
     std::string list;
@@ -440,8 +444,7 @@ status safetensors_write(const std::string& path, const std::vector<tensor_to_wr
       const char* n = t.name.c_str();
       if (t.name.empty() || t.name == "__metadata__")
         return invalid_argument("%s: tensor name '%s' is reserved or empty", f, n);
-      if (header.contains(t.name))
-        return invalid_argument("%s: tensor '%s': written twice", f, n);
+      if (header.contains(t.name)) return invalid_argument("%s: tensor '%s': written twice", f, n);
       for (int64_t d : t.shape) {
         if (d < 0)
           return invalid_argument("%s: tensor '%s': negative dimension in shape %s", f, n,
@@ -452,11 +455,10 @@ status safetensors_write(const std::string& path, const std::vector<tensor_to_wr
         return invalid_argument("%s: tensor '%s': shape %s overflows a 64-bit byte count", f, n,
                                 shape_to_string(t.shape).c_str());
       if (need != t.n_bytes)
-        return invalid_argument("%s: tensor '%s': n_bytes %zu but shape %s of %s needs %llu", f, n,
-                                t.n_bytes, shape_to_string(t.shape).c_str(),
-                                std::string(dtype_name(t.type)).c_str(), (unsigned long long)need);
-      if (t.n_bytes > 0 && t.data == nullptr)
-        return invalid_argument("%s: tensor '%s': data is null", f, n);
+        return invalid_argument("%s: tensor '%s': n_bytes %zu but shape %s of %s needs %llu", f, n, t.n_bytes,
+                                shape_to_string(t.shape).c_str(), std::string(dtype_name(t.type)).c_str(),
+                                (unsigned long long)need);
+      if (t.n_bytes > 0 && t.data == nullptr) return invalid_argument("%s: tensor '%s': data is null", f, n);
       header[t.name] = {{"dtype", std::string(dtype_name(t.type))},
                         {"shape", t.shape},
                         {"data_offsets", {offset, offset + need}}};

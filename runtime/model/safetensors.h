@@ -9,15 +9,15 @@
 //   const tensor_entry* e = store.find("model.embed_tokens.weight");
 #pragma once
 
+#include "runtime/core/dtype.h"
+#include "runtime/core/status.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "runtime/core/dtype.h"
-#include "runtime/core/status.h"
 
 namespace hart {
 

@@ -153,14 +153,10 @@ TEST_F(safetensors_test, write_read_round_trip) {
   std::vector<uint8_t> flags = {1, 0, 1};
   int32_t scalar = 12345;
   std::vector<tensor_to_write> tw = {
-      {"w.f32", dtype::f32, {2, 3}, f32.data(), 24},
-      {"w.bf16", dtype::bf16, {3}, bf16.data(), 6},
-      {"w.i64", dtype::i64, {4}, i64.data(), 32},
-      {"w.e4m3", dtype::e4m3, {5}, e4m3.data(), 5},
-      {"w.fp4", dtype::e2m1x2, {2, 2}, fp4.data(), 4},
-      {"w.bool", dtype::boolean, {3}, flags.data(), 3},
-      {"w.scalar", dtype::i32, {}, &scalar, 4},
-      {"w.empty", dtype::f16, {0, 7}, nullptr, 0},
+      {"w.f32", dtype::f32, {2, 3}, f32.data(), 24},   {"w.bf16", dtype::bf16, {3}, bf16.data(), 6},
+      {"w.i64", dtype::i64, {4}, i64.data(), 32},      {"w.e4m3", dtype::e4m3, {5}, e4m3.data(), 5},
+      {"w.fp4", dtype::e2m1x2, {2, 2}, fp4.data(), 4}, {"w.bool", dtype::boolean, {3}, flags.data(), 3},
+      {"w.scalar", dtype::i32, {}, &scalar, 4},        {"w.empty", dtype::f16, {0, 7}, nullptr, 0},
   };
   std::map<std::string, std::string> meta = {{"format", "pt"}, {"note", "round \"trip\""}};
   const std::string p = path("rt.safetensors");
@@ -196,8 +192,8 @@ TEST_F(safetensors_test, write_rejects_bad_input) {
   std::vector<float> d = {1.f, 2.f};
   expect_error(safetensors_write(path("a.safetensors"), {{"w", dtype::f32, {3}, d.data(), 8}}),
                {"'w'", "n_bytes 8", "[3]", "F32", "12"});
-  expect_error(safetensors_write(path("a.safetensors"), {{"w", dtype::f32, {1}, d.data(), 4},
-                                                         {"w", dtype::f32, {1}, d.data(), 4}}),
+  expect_error(safetensors_write(path("a.safetensors"),
+                                 {{"w", dtype::f32, {1}, d.data(), 4}, {"w", dtype::f32, {1}, d.data(), 4}}),
                {"'w'", "twice"});
   expect_error(safetensors_write(path("a.safetensors"), {{"w", dtype::f32, {-1}, d.data(), 4}}),
                {"'w'", "negative"});
@@ -253,91 +249,81 @@ TEST_F(safetensors_test, single_file_path_and_lone_file_in_dir) {
 // -- header errors ------------------------------------------------------------
 
 TEST_F(safetensors_test, empty_file) {
-  expect_error(open_raw("empty.safetensors", ""), {"empty.safetensors", "truncated"},
-               status_code::data_loss);
+  expect_error(open_raw("empty.safetensors", ""), {"empty.safetensors", "truncated"}, status_code::data_loss);
 }
 
 TEST_F(safetensors_test, seven_byte_file) {
-  expect_error(open_raw("seven.safetensors", std::string(7, '\x01')),
-               {"seven.safetensors", "7 bytes"}, status_code::data_loss);
+  expect_error(open_raw("seven.safetensors", std::string(7, '\x01')), {"seven.safetensors", "7 bytes"},
+               status_code::data_loss);
 }
 
 TEST_F(safetensors_test, header_length_beyond_file) {
-  expect_error(open_raw("h.safetensors", raw_file("{}", 0, 4096)),
-               {"h.safetensors", "header length 4096"}, status_code::data_loss);
+  expect_error(open_raw("h.safetensors", raw_file("{}", 0, 4096)), {"h.safetensors", "header length 4096"},
+               status_code::data_loss);
 }
 
 TEST_F(safetensors_test, header_length_over_limit) {
-  expect_error(open_raw("h.safetensors", raw_file("{}", 0, 1ll << 40)),
-               {"h.safetensors", "limit"});
+  expect_error(open_raw("h.safetensors", raw_file("{}", 0, 1ll << 40)), {"h.safetensors", "limit"});
 }
 
 TEST_F(safetensors_test, non_json_header) {
-  expect_error(open_raw("bad.safetensors", raw_file("{\"w\": [not json", 0)),
-               {"bad.safetensors", "JSON"});
-  expect_error(open_raw("arr.safetensors", raw_file("[1, 2]", 0)),
-               {"arr.safetensors", "object"});
+  expect_error(open_raw("bad.safetensors", raw_file("{\"w\": [not json", 0)), {"bad.safetensors", "JSON"});
+  expect_error(open_raw("arr.safetensors", raw_file("[1, 2]", 0)), {"arr.safetensors", "object"});
   expect_error(open_raw("meta.safetensors", raw_file(R"({"__metadata__": {"k": 1}})", 0)),
                {"meta.safetensors", "'k'"});
 }
 
 TEST_F(safetensors_test, unknown_dtype) {
-  expect_error(
-      open_raw("d.safetensors",
-               raw_file(R"({"w.q": {"dtype": "Q4_K", "shape": [2], "data_offsets": [0, 2]}})", 2)),
-      {"d.safetensors", "'w.q'", "Q4_K"});
+  expect_error(open_raw("d.safetensors",
+                        raw_file(R"({"w.q": {"dtype": "Q4_K", "shape": [2], "data_offsets": [0, 2]}})", 2)),
+               {"d.safetensors", "'w.q'", "Q4_K"});
 }
 
 TEST_F(safetensors_test, bad_shape_and_offsets) {
+  expect_error(open_raw("s.safetensors",
+                        raw_file(R"({"neg": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", 8)),
+               {"'neg'", "shape"});
+  expect_error(open_raw("s.safetensors",
+                        raw_file(R"({"flt": {"dtype": "F32", "shape": [2.5], "data_offsets": [0, 8]}})", 8)),
+               {"'flt'", "shape"});
+  expect_error(open_raw("s.safetensors",
+                        raw_file(R"({"rev": {"dtype": "U8", "shape": [0], "data_offsets": [8, 0]}})", 8)),
+               {"'rev'", "begin > end"});
+  expect_error(open_raw("s.safetensors", raw_file(R"({"nooff": {"dtype": "U8", "shape": [1]}})", 8)),
+               {"'nooff'", "data_offsets"});
   expect_error(
-      open_raw("s.safetensors",
-               raw_file(R"({"neg": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", 8)),
-      {"'neg'", "shape"});
-  expect_error(
-      open_raw("s.safetensors",
-               raw_file(R"({"flt": {"dtype": "F32", "shape": [2.5], "data_offsets": [0, 8]}})", 8)),
-      {"'flt'", "shape"});
-  expect_error(
-      open_raw("s.safetensors",
-               raw_file(R"({"rev": {"dtype": "U8", "shape": [0], "data_offsets": [8, 0]}})", 8)),
-      {"'rev'", "begin > end"});
-  expect_error(
-      open_raw("s.safetensors", raw_file(R"({"nooff": {"dtype": "U8", "shape": [1]}})", 8)),
-      {"'nooff'", "data_offsets"});
-  expect_error(
-      open_raw("s.safetensors",
-               raw_file(R"({"huge": {"dtype": "F32", "shape": [4294967296, 4294967296],
-                          "data_offsets": [0, 0]}})", 0)),
+      open_raw("s.safetensors", raw_file(R"({"huge": {"dtype": "F32", "shape": [4294967296, 4294967296],
+                          "data_offsets": [0, 0]}})",
+                                         0)),
       {"'huge'", "overflow"});
 }
 
 TEST_F(safetensors_test, shape_offset_mismatch) {
-  expect_error(
-      open_raw("model.safetensors",
-               raw_file(R"({"x": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 12]}})", 24)),
-      {"model.safetensors: tensor 'x': data_offsets [0, 12] span 12 bytes but shape [2, 3] of F32 "
-       "needs 24"});
+  expect_error(open_raw("model.safetensors",
+                        raw_file(R"({"x": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 12]}})", 24)),
+               {"model.safetensors: tensor 'x': data_offsets [0, 12] span 12 bytes but shape [2, 3] of F32 "
+                "needs 24"});
 }
 
 TEST_F(safetensors_test, overlapping_tensors) {
   expect_error(
-      open_raw("o.safetensors",
-               raw_file(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
-                           "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})", 16)),
+      open_raw("o.safetensors", raw_file(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                           "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})",
+                                         16)),
       {"o.safetensors", "'a'", "'b'", "overlap"});
   // Empty tensors occupy no bytes, so sharing an offset is fine.
-  EXPECT_TRUE(open_raw("e.safetensors",
-                       raw_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+  EXPECT_TRUE(
+      open_raw("e.safetensors", raw_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
                                    "z": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]}})",
-                                8))
-                  .ok());
+                                         8))
+          .ok());
 }
 
 TEST_F(safetensors_test, duplicate_key_in_header) {
   expect_error(
-      open_raw("dup.safetensors",
-               raw_file(R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
-                           "w": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}})", 2)),
+      open_raw("dup.safetensors", raw_file(R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
+                           "w": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}})",
+                                           2)),
       {"dup.safetensors", "'w'", "twice"});
 }
 
@@ -346,19 +332,18 @@ TEST_F(safetensors_test, truncated_real_file) {
   ASSERT_GT(bytes.size(), 100u);
   write_bytes(path("model.safetensors"), bytes.substr(0, bytes.size() - 5));
   auto sf = safetensors_file::open(path("model.safetensors"));
-  expect_error(sf.get_status(), {"model.safetensors", "truncated", "tensor '"},
-               status_code::data_loss);
+  expect_error(sf.get_status(), {"model.safetensors", "truncated", "tensor '"}, status_code::data_loss);
   // The store reports the same error for the directory.
   expect_error(weight_store::open(dir_).get_status(), {"truncated"}, status_code::data_loss);
 }
 
 TEST_F(safetensors_test, every_prefix_and_random_corruption_never_crash) {
   std::vector<float> d = {1.f, 2.f, 3.f, 4.f};
-  ASSERT_TRUE(safetensors_write(path("full.safetensors"),
-                                {{"a", dtype::f32, {2}, d.data(), 8},
-                                 {"b", dtype::f32, {2}, d.data() + 2, 8}},
-                                {{"format", "pt"}})
-                  .ok());
+  ASSERT_TRUE(
+      safetensors_write(path("full.safetensors"),
+                        {{"a", dtype::f32, {2}, d.data(), 8}, {"b", dtype::f32, {2}, d.data() + 2, 8}},
+                        {{"format", "pt"}})
+          .ok());
   const std::string full = read_bytes(path("full.safetensors"));
   for (size_t n = 0; n < full.size(); ++n) {
     EXPECT_FALSE(open_raw("cut.safetensors", full.substr(0, n)).ok()) << "prefix " << n;
@@ -373,8 +358,8 @@ TEST_F(safetensors_test, every_prefix_and_random_corruption_never_crash) {
 }
 
 TEST_F(safetensors_test, missing_file) {
-  expect_error(safetensors_file::open(path("nope.safetensors")).get_status(),
-               {"nope.safetensors"}, status_code::not_found);
+  expect_error(safetensors_file::open(path("nope.safetensors")).get_status(), {"nope.safetensors"},
+               status_code::not_found);
   expect_error(weight_store::open(path("nope")).get_status(), {"nope"}, status_code::not_found);
 }
 
@@ -404,8 +389,7 @@ TEST_F(safetensors_test, duplicate_names_across_shards) {
   write_bytes(path("model.safetensors.index.json"),
               R"({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors",
                                  "shared": "s1.safetensors"}})");
-  expect_error(weight_store::open(dir_).get_status(),
-               {"'shared'", "s1.safetensors", "s2.safetensors"});
+  expect_error(weight_store::open(dir_).get_status(), {"'shared'", "s1.safetensors", "s2.safetensors"});
 }
 
 TEST_F(safetensors_test, bad_index) {
@@ -419,8 +403,7 @@ TEST_F(safetensors_test, bad_index) {
 
 TEST_F(safetensors_test, directory_without_safetensors) {
   write_bytes(path("config.json"), "{}");
-  expect_error(weight_store::open(dir_).get_status(), {dir_.c_str(), "no "},
-               status_code::not_found);
+  expect_error(weight_store::open(dir_).get_status(), {dir_.c_str(), "no "}, status_code::not_found);
 }
 
 TEST_F(safetensors_test, several_files_without_index) {

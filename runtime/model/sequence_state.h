@@ -21,9 +21,9 @@ class kv_store;
 
 struct page_table {
   kv_store* store = nullptr;
-  bool owned = false;           // pages go back to `store` when the table dies
-  std::vector<int32_t> full;    // full[p / P] for reserved positions p
-  std::vector<int32_t> swa;     // swa[p / P], -1 once freed (out of every window)
+  bool owned = false;         // pages go back to `store` when the table dies
+  std::vector<int32_t> full;  // full[p / P] for reserved positions p
+  std::vector<int32_t> swa;   // swa[p / P], -1 once freed (out of every window)
 
   page_table() = default;
   page_table(const page_table&) = delete;

@@ -33,19 +33,22 @@ bool memory_source_dtype_ok(dtype t) {
 status memory_tensor_source::add(const std::string& name, dtype type, std::vector<int64_t> shape,
                                  std::vector<uint8_t> bytes) {
   if (name.empty()) return invalid_argument("%s: tensor with an empty name", description_.c_str());
-  if (entries_.count(name)) return invalid_argument("%s: tensor '%s' given twice", description_.c_str(), name.c_str());
+  if (entries_.count(name))
+    return invalid_argument("%s: tensor '%s' given twice", description_.c_str(), name.c_str());
   if (!memory_source_dtype_ok(type)) {
-    return invalid_argument("%s: tensor '%s' has dtype %s; accepted: BF16, F16, F32, I32, I64", description_.c_str(),
-                            name.c_str(), std::string(dtype_name(type)).c_str());
+    return invalid_argument("%s: tensor '%s' has dtype %s; accepted: BF16, F16, F32, I32, I64",
+                            description_.c_str(), name.c_str(), std::string(dtype_name(type)).c_str());
   }
   int64_t numel = 1;
   for (int64_t d : shape) {
-    if (d < 0) return invalid_argument("%s: tensor '%s' has a negative dimension", description_.c_str(), name.c_str());
+    if (d < 0)
+      return invalid_argument("%s: tensor '%s' has a negative dimension", description_.c_str(), name.c_str());
     numel *= d;
   }
   if (uint64_t(numel) * dtype_size(type) != bytes.size()) {
-    return invalid_argument("%s: tensor '%s' has %zu bytes, its shape and dtype need %llu", description_.c_str(),
-                            name.c_str(), bytes.size(), (unsigned long long)(uint64_t(numel) * dtype_size(type)));
+    return invalid_argument("%s: tensor '%s' has %zu bytes, its shape and dtype need %llu",
+                            description_.c_str(), name.c_str(), bytes.size(),
+                            (unsigned long long)(uint64_t(numel) * dtype_size(type)));
   }
   auto o = std::make_unique<owned>();
   o->bytes = std::move(bytes);

@@ -9,14 +9,14 @@
 //   HART_ASSIGN_OR_RETURN(auto w, model_weights_load(m, cfg, precision::fp8));
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/model/safetensors.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "runtime/core/status.h"
-#include "runtime/model/safetensors.h"
 
 namespace hart {
 

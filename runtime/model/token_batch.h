@@ -4,10 +4,10 @@
 // and sit at positions seq->n_tokens + 0..n-1.
 #pragma once
 
+#include "runtime/model/sequence_state.h"
+
 #include <cstdint>
 #include <vector>
-
-#include "runtime/model/sequence_state.h"
 
 namespace hart {
 

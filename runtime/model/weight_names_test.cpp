@@ -1,13 +1,13 @@
 #include "runtime/model/weight_names.h"
 
+#include "runtime/model/safetensors.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "runtime/model/safetensors.h"
 
 namespace hart {
 namespace {
@@ -106,7 +106,8 @@ TEST(canonical_weight_name, hf_save_time_mix) {
 
 TEST(canonical_weight_name, same_tensor_three_spellings_agree) {
   const std::vector<std::vector<const char*>> groups = {
-      {"layers.1.attn.kv_norm.weight", "model.layers.1.self_attn.kv_norm.weight", "model.layers.1.attn.norm.weight"},
+      {"layers.1.attn.kv_norm.weight", "model.layers.1.self_attn.kv_norm.weight",
+       "model.layers.1.attn.norm.weight"},
       {"embed.weight", "model.embed_tokens.weight"},
       {"head.weight", "lm_head.weight"},
       {"layers.3.attn.wq_a.scale", "model.layers.3.self_attn.q_a_proj.weight_scale_inv"},

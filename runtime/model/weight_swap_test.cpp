@@ -1,15 +1,15 @@
 // Weights from a memory_tensor_source (a staged update) load exactly like the
 // same tensors from a checkpoint directory, are validated the same way, and
 // swap into a live engine only with a rising version.
-#include <gtest/gtest.h>
-
-#include <cstring>
-#include <filesystem>
-
 #include "runtime/core/codecs.h"
 #include "runtime/core/status_testing.h"
 #include "runtime/model/engine.h"
 #include "runtime/model/tensor_source.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
 
 namespace hart {
 namespace {
@@ -49,7 +49,8 @@ std::vector<tensor_copy> tiny_a_tensors(float scale, dtype as) {
   return out;
 }
 
-std::unique_ptr<memory_tensor_source> source_of(const std::vector<tensor_copy>& ts, const std::string& skip = "") {
+std::unique_ptr<memory_tensor_source> source_of(const std::vector<tensor_copy>& ts,
+                                                const std::string& skip = "") {
   auto m = std::make_unique<memory_tensor_source>("weight update");
   for (const tensor_copy& t : ts) {
     if (t.name == skip) continue;
@@ -60,9 +61,11 @@ std::unique_ptr<memory_tensor_source> source_of(const std::vector<tensor_copy>& 
 
 // Writes `ts` as a checkpoint next to tiny-a's config.
 std::string write_checkpoint(const std::vector<tensor_copy>& ts, const std::string& tag) {
-  const fs::path dir = fs::temp_directory_path() / ("hart_weight_swap_" + tag + "_" + std::to_string(getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("hart_weight_swap_" + tag + "_" + std::to_string(getpid()));
   fs::create_directories(dir);
-  fs::copy_file(fs::path(k_tiny_a) / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(fs::path(k_tiny_a) / "config.json", dir / "config.json",
+                fs::copy_options::overwrite_existing);
   std::vector<tensor_to_write> w;
   for (const tensor_copy& t : ts) w.push_back({t.name, t.type, t.shape, t.bytes.data(), t.bytes.size()});
   EXPECT_TRUE(safetensors_write((dir / "model.safetensors").string(), w).ok());
@@ -100,7 +103,8 @@ TEST_P(weight_swap, swapped_weights_compute_what_a_fresh_load_of_the_same_tensor
   EXPECT_EQ(served->weight_version(), 1u);
   const std::vector<float> after = logits_of(*served);
   EXPECT_NE(after, before);
-  EXPECT_EQ(after, logits_of(*load(dir, GetParam()))) << "bitwise equal to a fresh load of the perturbed checkpoint";
+  EXPECT_EQ(after, logits_of(*load(dir, GetParam())))
+      << "bitwise equal to a fresh load of the perturbed checkpoint";
   fs::remove_all(dir);
 }
 

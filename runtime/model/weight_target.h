@@ -11,12 +11,12 @@
 //   HART_RETURN_IF_ERROR(t->swap(std::move(w), 7));      // between forward calls
 #pragma once
 
-#include <cstdint>
-#include <memory>
-
 #include "runtime/core/status.h"
 #include "runtime/model/engine.h"
 #include "runtime/model/tensor_source.h"
+
+#include <cstdint>
+#include <memory>
 
 namespace hart {
 
@@ -62,7 +62,8 @@ class engine_weight_target final : public weight_target {
   }
   status swap(std::shared_ptr<built_weights> w, uint64_t version) override {
     auto* b = dynamic_cast<cpu_built_weights*>(w.get());
-    if (!b || b->owner != &eng_) return invalid_argument("weight swap: the weights were built for another engine");
+    if (!b || b->owner != &eng_)
+      return invalid_argument("weight swap: the weights were built for another engine");
     return eng_.swap_weights(b->w, version);
   }
   status relabel(uint64_t version) override { return eng_.relabel_weights(version); }

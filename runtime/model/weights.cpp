@@ -1,10 +1,5 @@
 #include "runtime/model/weights.h"
 
-#include <climits>
-#include <cmath>
-#include <cstring>
-#include <map>
-
 #include "kernels/quant/quant.h"
 #include "runtime/core/codecs.h"
 #include "runtime/core/log.h"
@@ -12,14 +7,25 @@
 #include "runtime/model/tensor_source.h"
 #include "runtime/model/weight_names.h"
 
+#include <climits>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
 namespace hart {
 
-const char* precision_name(precision p) { return p == precision::exact ? "exact" : "fp8"; }
+const char* precision_name(precision p) {
+  return p == precision::exact ? "exact" : "fp8";
+}
 
 bool precision_parse(const std::string& s, precision* out) {
-  if (s == "exact" || s == "fp32") *out = precision::exact;
-  else if (s == "fp8") *out = precision::fp8;
-  else return false;
+  if (s == "exact" || s == "fp32")
+    *out = precision::exact;
+  else if (s == "fp8")
+    *out = precision::fp8;
+  else
+    return false;
   return true;
 }
 
@@ -33,14 +39,20 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-bool packed_fp4(dtype t) { return t == dtype::i8 || t == dtype::u8 || t == dtype::e2m1x2; }
-bool dense(dtype t) { return t == dtype::f32 || t == dtype::f64 || t == dtype::bf16 || t == dtype::f16; }
+bool packed_fp4(dtype t) {
+  return t == dtype::i8 || t == dtype::u8 || t == dtype::e2m1x2;
+}
+bool dense(dtype t) {
+  return t == dtype::f32 || t == dtype::f64 || t == dtype::bf16 || t == dtype::f16;
+}
 
 // `n` elements of a dense tensor from element `first`, as fp32.
 void decode_dense(const tensor_entry& e, int64_t first, int64_t n, float* out) {
   const uint8_t* p = e.data + first * int64_t(dtype_size(e.type));
   switch (e.type) {
-    case dtype::f32: std::memcpy(out, p, n * sizeof(float)); break;
+    case dtype::f32:
+      std::memcpy(out, p, n * sizeof(float));
+      break;
     case dtype::f64:
       for (int64_t i = 0; i < n; ++i) {
         double v;
@@ -48,9 +60,14 @@ void decode_dense(const tensor_entry& e, int64_t first, int64_t n, float* out) {
         out[i] = float(v);
       }
       break;
-    case dtype::bf16: bf16_to_f32(reinterpret_cast<const uint16_t*>(p), out, n); break;
-    case dtype::f16: f16_to_f32(reinterpret_cast<const uint16_t*>(p), out, n); break;
-    default: break;  // callers check dense() first
+    case dtype::bf16:
+      bf16_to_f32(reinterpret_cast<const uint16_t*>(p), out, n);
+      break;
+    case dtype::f16:
+      f16_to_f32(reinterpret_cast<const uint16_t*>(p), out, n);
+      break;
+    default:
+      break;  // callers check dense() first
   }
 }
 
@@ -136,10 +153,12 @@ class tensor_reader {
   }
 
   // Rows [row0, row0 + n) of the [rows, cols] matrix at `s` as fp32; row0 % 128 == 0.
-  static status read_rows(const stored_linear& s, int64_t rows, int64_t cols, int64_t row0, int64_t n, float* out) {
+  static status read_rows(const stored_linear& s, int64_t rows, int64_t cols, int64_t row0, int64_t n,
+                          float* out) {
     if (row0 < 0 || n < 0 || row0 + n > rows || row0 % k_fp8_block) {
-      return invalid_argument("read_rows: rows [%lld, %lld) of a [%lld, %lld] linear (row0 a multiple of 128)",
-                              (long long)row0, (long long)(row0 + n), (long long)rows, (long long)cols);
+      return invalid_argument(
+          "read_rows: rows [%lld, %lld) of a [%lld, %lld] linear (row0 a multiple of 128)", (long long)row0,
+          (long long)(row0 + n), (long long)rows, (long long)cols);
     }
     const tensor_entry& e = *s.values;
     if (dense(e.type)) {
@@ -155,7 +174,8 @@ class tensor_reader {
         HART_RETURN_IF_ERROR(fp8_block_dequantize(q, sf.data(), n, cols, k_fp8_block, out));
       }
     } else {
-      HART_RETURN_IF_ERROR(mxfp4_dequantize(e.data + row0 * cols / 2, s.scales->data + row0 * cols / 32, n, cols, out));
+      HART_RETURN_IF_ERROR(
+          mxfp4_dequantize(e.data + row0 * cols / 2, s.scales->data + row0 * cols / 32, n, cols, out));
     }
     if (s.qdq) {
       // Round-trip through the checkpoint's FP8 format so fp32 weights carry FP8 values (tiles of 128 rows).
@@ -211,7 +231,7 @@ class tensor_reader {
     return s;
   }
 
-  std::string what_;  // the source, for error messages
+  std::string what_;                                         // the source, for error messages
   std::map<std::string, const tensor_entry*> by_canonical_;  // entries owned by the tensor_source
 };
 
@@ -279,7 +299,8 @@ struct loader {
     c->dim = dim;
     c->overlap = overlap;
     HART_RETURN_IF_ERROR(linear(p + ".wkv.weight", width, D, false, &c->wkv, false, /*fp32_output=*/true));
-    HART_RETURN_IF_ERROR(linear(p + ".wgate.weight", width, D, false, &c->wgate, false, /*fp32_output=*/true));
+    HART_RETURN_IF_ERROR(
+        linear(p + ".wgate.weight", width, D, false, &c->wgate, false, /*fp32_output=*/true));
     HART_RETURN_IF_ERROR(mat(p + ".ape", rate, width, &c->ape));
     return vec(p + ".norm.weight", dim, &c->norm);
   }
@@ -289,7 +310,8 @@ struct loader {
     const int64_t D = cfg.hidden_size, I = cfg.moe_inter_dim, E = cfg.n_routed_experts;
     const tensor_entry* gu = r.find(p + ".experts.gate_up_proj");
     const tensor_entry* dn = r.find(p + ".experts.down_proj");
-    if (!dn) return not_found("%s has gate_up_proj but lacks tensor '%s.experts.down_proj'", p.c_str(), p.c_str());
+    if (!dn)
+      return not_found("%s has gate_up_proj but lacks tensor '%s.experts.down_proj'", p.c_str(), p.c_str());
     auto check = [&](const tensor_entry* e, std::vector<int64_t> shape) -> status {
       if (e->shape == shape && dense(e->type)) return {};
       return invalid_argument("tensor '%s' has shape %s %s, expected %s of BF16, F16 or F32", e->name.c_str(),
@@ -300,8 +322,9 @@ struct loader {
     HART_RETURN_IF_ERROR(check(dn, {E, D, I}));
     for (int64_t e = 0; e < E; ++e) {
       expert_weights& x = L->experts[e];
-      const std::pair<linear_weight*, stored_linear> parts[3] = {
-          {&x.w1, {gu, nullptr, e * 2 * I}}, {&x.w3, {gu, nullptr, e * 2 * I + I}}, {&x.w2, {dn, nullptr, e * D}}};
+      const std::pair<linear_weight*, stored_linear> parts[3] = {{&x.w1, {gu, nullptr, e * 2 * I}},
+                                                                 {&x.w3, {gu, nullptr, e * 2 * I + I}},
+                                                                 {&x.w2, {dn, nullptr, e * D}}};
       for (auto [w, at] : parts) {
         w->out = w == &x.w2 ? D : I;
         w->in = w == &x.w2 ? I : D;
@@ -322,7 +345,8 @@ struct loader {
   status experts(const std::string& p, layer_weights* L) {
     const int64_t D = cfg.hidden_size, I = cfg.moe_inter_dim, E = cfg.n_routed_experts;
     L->experts.resize(E);
-    if (!r.find(p + ".experts.0.w1.weight") && r.find(p + ".experts.gate_up_proj")) return stacked_experts(p, L);
+    if (!r.find(p + ".experts.0.w1.weight") && r.find(p + ".experts.gate_up_proj"))
+      return stacked_experts(p, L);
     for (int64_t e = 0; e < E; ++e) {
       const std::string q = p + ".experts." + std::to_string(e);
       HART_RETURN_IF_ERROR(linear(q + ".w1.weight", I, D, true, &L->experts[e].w1));
@@ -359,13 +383,16 @@ struct loader {
     HART_RETURN_IF_ERROR(vec(a + ".attn_sink", H, &L->attn_sink));
     if (L->kind != attention_kind::sliding) {
       const bool csa = L->kind == attention_kind::csa;
-      HART_RETURN_IF_ERROR(compressor(a + ".compressor", cfg.compress_rate(L->kind), hd, csa, &L->compressor));
+      HART_RETURN_IF_ERROR(
+          compressor(a + ".compressor", cfg.compress_rate(L->kind), hd, csa, &L->compressor));
       if (csa) {
         const std::string x = a + ".indexer";
         HART_RETURN_IF_ERROR(linear(x + ".wq_b.weight", cfg.index_n_heads * cfg.index_head_dim,
                                     cfg.q_lora_rank, true, &L->indexer.wq_b));
-        HART_RETURN_IF_ERROR(linear(x + ".weights_proj.weight", cfg.index_n_heads, D, false, &L->indexer.weights_proj));
-        HART_RETURN_IF_ERROR(compressor(x + ".compressor", cfg.csa_rate, cfg.index_head_dim, true, &L->indexer.compressor));
+        HART_RETURN_IF_ERROR(
+            linear(x + ".weights_proj.weight", cfg.index_n_heads, D, false, &L->indexer.weights_proj));
+        HART_RETURN_IF_ERROR(
+            compressor(x + ".compressor", cfg.csa_rate, cfg.index_head_dim, true, &L->indexer.compressor));
       }
     }
 
@@ -373,9 +400,12 @@ struct loader {
     const int64_t E = cfg.n_routed_experts, I = cfg.moe_inter_dim;
     HART_RETURN_IF_ERROR(linear(f + ".gate.weight", E, D, false, &L->gate, false, /*fp32_output=*/true));
     if (L->hash_moe) {
-      HART_ASSIGN_OR_RETURN(L->tid2eid, r.ints(f + ".gate.tid2eid", {cfg.vocab_size, cfg.n_activated_experts}));
+      HART_ASSIGN_OR_RETURN(L->tid2eid,
+                            r.ints(f + ".gate.tid2eid", {cfg.vocab_size, cfg.n_activated_experts}));
       for (int32_t e : L->tid2eid) {
-        if (e < 0 || e >= E) return invalid_argument("%s.gate.tid2eid holds expert id %d, not in [0, %lld)", f.c_str(), e, (long long)E);
+        if (e < 0 || e >= E)
+          return invalid_argument("%s.gate.tid2eid holds expert id %d, not in [0, %lld)", f.c_str(), e,
+                                  (long long)E);
       }
     } else if (r.find(f + ".gate.bias")) {
       HART_RETURN_IF_ERROR(vec(f + ".gate.bias", E, &L->gate_bias));
@@ -396,8 +426,12 @@ struct loader {
 bool stored_linear::fp8_e8m0() const {
   return values && values->type == dtype::e4m3 && scales->type == dtype::e8m0 && !qdq && row0 == 0;
 }
-bool stored_linear::mxfp4() const { return values && packed_fp4(values->type) && !qdq && row0 == 0; }
-bool stored_linear::bf16() const { return values && values->type == dtype::bf16 && !qdq; }
+bool stored_linear::mxfp4() const {
+  return values && packed_fp4(values->type) && !qdq && row0 == 0;
+}
+bool stored_linear::bf16() const {
+  return values && values->type == dtype::bf16 && !qdq;
+}
 
 struct model_weights_reader::impl {
   impl(const tensor_source& s, const model_config& c, tensor_reader r, precision prec, options opts)
@@ -412,8 +446,8 @@ model_weights_reader::model_weights_reader(std::unique_ptr<impl> p) : p_(std::mo
 model_weights_reader::~model_weights_reader() = default;
 
 status_or<std::unique_ptr<model_weights_reader>> model_weights_reader::open(const tensor_source& src,
-                                                                            const model_config& cfg, precision prec,
-                                                                            options opts) {
+                                                                            const model_config& cfg,
+                                                                            precision prec, options opts) {
   HART_RETURN_IF_ERROR(cfg.validate());
   HART_ASSIGN_OR_RETURN(tensor_reader reader, tensor_reader::open(src));
   auto p = std::make_unique<impl>(src, cfg, std::move(reader), prec, opts);
@@ -434,7 +468,8 @@ status_or<model_weights> model_weights_reader::globals() {
     w.head.bf16_output = false;
     w.head.row_invariant = ld.opts.row_invariant;
   } else {
-    return not_found("%s lacks tensor 'head.weight' (lm_head) and embeddings are not tied", p_->src.describe().c_str());
+    return not_found("%s lacks tensor 'head.weight' (lm_head) and embeddings are not tied",
+                     p_->src.describe().c_str());
   }
   HART_RETURN_IF_ERROR(ld.vec("norm.weight", D, &w.norm));
   HART_RETURN_IF_ERROR(ld.mat("hc_head_fn", n, n * D, &w.hc_head_fn));
@@ -442,7 +477,8 @@ status_or<model_weights> model_weights_reader::globals() {
   HART_RETURN_IF_ERROR(ld.vec("hc_head_scale", 1, &w.hc_head_scale));
   w.inv_freq_main = rope_inv_freq(cfg.rope_main, cfg.head_dim);
   w.inv_freq_compress = rope_inv_freq(cfg.rope_compress, cfg.head_dim);
-  if ((int64_t)w.inv_freq_main.size() * 2 != cfg.rope_dim || (int64_t)w.inv_freq_compress.size() * 2 != cfg.rope_dim) {
+  if ((int64_t)w.inv_freq_main.size() * 2 != cfg.rope_dim ||
+      (int64_t)w.inv_freq_compress.size() * 2 != cfg.rope_dim) {
     return invalid_argument("config: partial_rotary_factor gives %zu rope dims, qk_rope_head_dim is %lld",
                             w.inv_freq_main.size() * 2, (long long)cfg.rope_dim);
   }
@@ -451,16 +487,19 @@ status_or<model_weights> model_weights_reader::globals() {
 
 status_or<layer_weights> model_weights_reader::layer(int64_t il) {
   if (il < 0 || il >= p_->cfg.n_layers) {
-    return invalid_argument("model_weights_reader: layer %lld of %lld", (long long)il, (long long)p_->cfg.n_layers);
+    return invalid_argument("model_weights_reader: layer %lld of %lld", (long long)il,
+                            (long long)p_->cfg.n_layers);
   }
   layer_weights L;
   status s = p_->ld.layer(il, &L);
-  if (!s.ok()) return status(s.code(), p_->src.describe() + ": layer " + std::to_string(il) + ": " + s.message());
+  if (!s.ok())
+    return status(s.code(), p_->src.describe() + ": layer " + std::to_string(il) + ": " + s.message());
   return L;
 }
 
 status model_weights_reader::read_rows(const linear_weight& w, int64_t row0, int64_t rows, float* out) const {
-  if (!w.stored.values) return invalid_argument("read_rows: the linear has no stored values (not read lazily)");
+  if (!w.stored.values)
+    return invalid_argument("read_rows: the linear has no stored values (not read lazily)");
   return tensor_reader::read_rows(w.stored, w.out, w.in, row0, rows, out);
 }
 
@@ -469,12 +508,15 @@ status model_weights_reader::read(linear_weight* w) const {
   return read_rows(*w, 0, w->out, w->w.data());
 }
 
-int64_t model_weights_reader::n_params() const { return p_->ld.n_params; }
+int64_t model_weights_reader::n_params() const {
+  return p_->ld.n_params;
+}
 
 int64_t model_weights_reader::layer_bytes(int64_t il) const {
   const std::string prefix = "layers." + std::to_string(il) + ".";
   int64_t bytes = 0;
-  for (auto it = p_->reader.all().lower_bound(prefix); it != p_->reader.all().end() && it->first.rfind(prefix, 0) == 0; ++it) {
+  for (auto it = p_->reader.all().lower_bound(prefix);
+       it != p_->reader.all().end() && it->first.rfind(prefix, 0) == 0; ++it) {
     bytes += int64_t(it->second->n_bytes);
   }
   return bytes;
@@ -511,16 +553,16 @@ std::vector<float> rope_inv_freq(const rope_config& r, int64_t head_dim) {
   return inv;
 }
 
-status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg,
-                                            precision prec, void (*on_progress)(const load_progress&),
-                                            bool row_invariant, bool bf16_activations) {
+status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg, precision prec,
+                                            void (*on_progress)(const load_progress&), bool row_invariant,
+                                            bool bf16_activations) {
   HART_ASSIGN_OR_RETURN(std::unique_ptr<tensor_source> src, checkpoint_source_open(dir));
   return model_weights_load(*src, cfg, prec, on_progress, row_invariant, bf16_activations);
 }
 
-status_or<model_weights> model_weights_load(const tensor_source& src, const model_config& cfg,
-                                            precision prec, void (*on_progress)(const load_progress&),
-                                            bool row_invariant, bool bf16_activations) {
+status_or<model_weights> model_weights_load(const tensor_source& src, const model_config& cfg, precision prec,
+                                            void (*on_progress)(const load_progress&), bool row_invariant,
+                                            bool bf16_activations) {
   HART_ASSIGN_OR_RETURN(std::unique_ptr<model_weights_reader> reader,
                         model_weights_reader::open(src, cfg, prec, {row_invariant, bf16_activations, false}));
   HART_ASSIGN_OR_RETURN(model_weights w, reader->globals());

@@ -10,13 +10,13 @@
 // the device without ever holding the whole model on the host).
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/model/config.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "runtime/core/status.h"
-#include "runtime/model/config.h"
 
 namespace hart {
 
@@ -46,21 +46,21 @@ struct linear_weight {
   std::vector<float> w;  // [in, out] row-major [out][in]; empty while `stored` is not read (lazy)
   int64_t out = 0;
   int64_t in = 0;
-  bool fp8_input = false;  // quantize inputs per 128 channels before the GEMM (fp8 mode)
+  bool fp8_input = false;      // quantize inputs per 128 channels before the GEMM (fp8 mode)
   bool row_invariant = false;  // batch-invariant GEMM (engine_params::deterministic)
-  bool bf16_output = false;  // round outputs to bf16, as the official inference's bf16 activations
-  int64_t k_block = 0;       // > 0: summed by linear_blocked (the official GEMMs: 128 FP8, 32 MXFP4)
-  stored_linear stored;      // set only by a lazy model_weights_reader; its source must outlive it
+  bool bf16_output = false;    // round outputs to bf16, as the official inference's bf16 activations
+  int64_t k_block = 0;         // > 0: summed by linear_blocked (the official GEMMs: 128 FP8, 32 MXFP4)
+  stored_linear stored;        // set only by a lazy model_weights_reader; its source must outlive it
 };
 
 struct compressor_weights {
-  linear_weight wkv;       // [D, coff*c]
-  linear_weight wgate;     // [D, coff*c]
-  std::vector<float> ape;  // [coff*c, m] position bias
-  std::vector<float> norm; // [c]
-  int64_t rate = 0;        // m
-  int64_t dim = 0;         // c
-  bool overlap = false;    // CSA: coff = 2
+  linear_weight wkv;        // [D, coff*c]
+  linear_weight wgate;      // [D, coff*c]
+  std::vector<float> ape;   // [coff*c, m] position bias
+  std::vector<float> norm;  // [c]
+  int64_t rate = 0;         // m
+  int64_t dim = 0;          // c
+  bool overlap = false;     // CSA: coff = 2
 };
 
 struct indexer_weights {
@@ -87,9 +87,9 @@ struct layer_weights {
   compressor_weights compressor;  // CSA / HCA only
   indexer_weights indexer;        // CSA only
   // MoE
-  linear_weight gate;                 // [D, E] router, fp32
-  std::vector<float> gate_bias;       // [E] or empty (hash layers)
-  std::vector<int32_t> tid2eid;       // [top_k, vocab] (hash layers)
+  linear_weight gate;            // [D, E] router, fp32
+  std::vector<float> gate_bias;  // [E] or empty (hash layers)
+  std::vector<int32_t> tid2eid;  // [top_k, vocab] (hash layers)
   std::vector<expert_weights> experts;
   expert_weights shared;
 };
@@ -125,8 +125,9 @@ class model_weights_reader {
     bool bf16_activations = false;  // linear_weight::bf16_output / k_block as the official inference sums
     bool lazy = false;
   };
-  static status_or<std::unique_ptr<model_weights_reader>> open(const tensor_source& src, const model_config& cfg,
-                                                               precision prec, options opts);
+  static status_or<std::unique_ptr<model_weights_reader>> open(const tensor_source& src,
+                                                               const model_config& cfg, precision prec,
+                                                               options opts);
   ~model_weights_reader();
 
   /// Everything outside the layers (embed, head, final norm, mHC head, RoPE tables); `layers` empty.
@@ -159,13 +160,11 @@ class model_weights_reader {
 /// it may run beside a forward pass of an engine with other weights.
 /// `bf16_activations` marks the linears whose outputs the official inference
 /// rounds to bf16 (linear_weight::bf16_output; docs/precision.md).
-status_or<model_weights> model_weights_load(const tensor_source& src, const model_config& cfg,
-                                            precision prec,
+status_or<model_weights> model_weights_load(const tensor_source& src, const model_config& cfg, precision prec,
                                             void (*on_progress)(const load_progress&) = nullptr,
                                             bool row_invariant = false, bool bf16_activations = false);
 /// The checkpoint directory `dir` as the source.
-status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg,
-                                            precision prec,
+status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg, precision prec,
                                             void (*on_progress)(const load_progress&) = nullptr,
                                             bool row_invariant = false, bool bf16_activations = false);
 

@@ -2,8 +2,15 @@
 // load holds (whole or in row blocks), on checkpoints in each stored format
 // (release FP8 + MXFP4, F32, sharded BF16); it says how each linear is stored;
 // and its errors name the layer and tensor.
-#include <gtest/gtest.h>
+#include "runtime/core/status_testing.h"
+#include "runtime/model/config.h"
+#include "runtime/model/random_checkpoint.h"
+#include "runtime/model/tensor_source.h"
+#include "runtime/model/weights.h"
+#include "tests/model/without_tensor.h"
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,21 +21,13 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "runtime/core/status_testing.h"
-#include "runtime/model/config.h"
-#include "runtime/model/random_checkpoint.h"
-#include "runtime/model/tensor_source.h"
-#include "runtime/model/weights.h"
-#include "tests/model/without_tensor.h"
-
 namespace hart {
 namespace {
 
 struct temp_dir {
   std::string path = (std::filesystem::temp_directory_path() /
-                      ("hart-weights-reader-" + std::to_string(getpid()) + "-" + std::to_string(counter++))).string();
+                      ("hart-weights-reader-" + std::to_string(getpid()) + "-" + std::to_string(counter++)))
+                         .string();
   ~temp_dir() { std::filesystem::remove_all(path); }
   static inline int counter = 0;
 };
@@ -49,14 +48,14 @@ const std::string& release_dir() {
 }
 
 std::vector<const linear_weight*> linears_of(const layer_weights& L) {
-  std::vector<const linear_weight*> v = {&L.wq_a, &L.wq_b, &L.wkv, &L.wo_a, &L.wo_b, &L.gate,
-                                         &L.shared.w1, &L.shared.w3, &L.shared.w2};
+  std::vector<const linear_weight*> v = {&L.wq_a, &L.wq_b,      &L.wkv,       &L.wo_a,     &L.wo_b,
+                                         &L.gate, &L.shared.w1, &L.shared.w3, &L.shared.w2};
   if (L.kind != attention_kind::sliding) {
     for (const linear_weight* l : {&L.compressor.wkv, &L.compressor.wgate}) v.push_back(l);
   }
   if (L.kind == attention_kind::csa) {
-    for (const linear_weight* l : {&L.indexer.wq_b, &L.indexer.weights_proj, &L.indexer.compressor.wkv,
-                                   &L.indexer.compressor.wgate}) {
+    for (const linear_weight* l :
+         {&L.indexer.wq_b, &L.indexer.weights_proj, &L.indexer.compressor.wkv, &L.indexer.compressor.wgate}) {
       v.push_back(l);
     }
   }
@@ -105,7 +104,8 @@ class weights_reader : public ::testing::TestWithParam<reader_case> {};
 
 TEST_P(weights_reader, lazy_pieces_read_to_the_eager_load) {
   const reader_case& c = GetParam();
-  const std::string dir = std::string(c.name) == "release" ? release_dir() : std::string(HART_TEST_DATA) + "/" + c.name;
+  const std::string dir =
+      std::string(c.name) == "release" ? release_dir() : std::string(HART_TEST_DATA) + "/" + c.name;
   auto cfg = model_config_load(dir);
   ASSERT_TRUE(cfg.ok()) << cfg.get_status().to_string();
   auto src = checkpoint_source_open(dir);
@@ -131,7 +131,8 @@ TEST_P(weights_reader, lazy_pieces_read_to_the_eager_load) {
     const auto got = linears_of(*L), want = linears_of(E);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) {
-      expect_same_linear(**r, *got[i], *want[i], "layer " + std::to_string(il) + " linear " + std::to_string(i));
+      expect_same_linear(**r, *got[i], *want[i],
+                         "layer " + std::to_string(il) + " linear " + std::to_string(i));
     }
   }
   EXPECT_EQ((*r)->n_params(), eager->n_params);
@@ -146,8 +147,9 @@ INSTANTIATE_TEST_SUITE_P(formats, weights_reader,
                          [](const auto& info) {
                            return std::string(info.param.name == std::string("tiny-a")   ? "tiny_a"
                                               : info.param.name == std::string("tiny-c") ? "tiny_c"
-                                                                                          : "release") +
-                                  "_" + precision_name(info.param.prec) + (info.param.bf16_activations ? "_bf16" : "");
+                                                                                         : "release") +
+                                  "_" + precision_name(info.param.prec) +
+                                  (info.param.bf16_activations ? "_bf16" : "");
                          });
 
 TEST(weights_reader_stored, says_how_each_linear_is_stored) {

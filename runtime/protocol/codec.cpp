@@ -1,5 +1,9 @@
 #include "runtime/protocol/codec.h"
 
+#include "runtime/core/wire_limits.h"
+#include "runtime/protocol/validate.h"
+#include "runtime/protocol/wire_convert.h"
+
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/array.h>
@@ -9,10 +13,6 @@
 #include <cstring>
 #include <exception>
 #include <new>
-
-#include "runtime/core/wire_limits.h"
-#include "runtime/protocol/validate.h"
-#include "runtime/protocol/wire_convert.h"
 
 namespace hart::protocol {
 namespace {
@@ -43,17 +43,14 @@ status check_header(byte_view header, frame_kind expected) {
     return invalid_argument("frame header: %zu bytes, expected 2 [version, kind]", header.size);
   const auto* h = static_cast<const uint8_t*>(header.data);
   if (h[0] != protocol_version)
-    return invalid_argument("frame header: protocol version %u, this peer speaks %u", h[0],
-                            protocol_version);
+    return invalid_argument("frame header: protocol version %u, this peer speaks %u", h[0], protocol_version);
   if (h[1] != static_cast<uint8_t>(expected))
-    return invalid_argument("frame header: kind %u, expected %u", h[1],
-                            static_cast<unsigned>(expected));
+    return invalid_argument("frame header: kind %u, expected %u", h[1], static_cast<unsigned>(expected));
   return {};
 }
 
 status check_payload(byte_view payload) {
-  if (payload.size == 0 || payload.data == nullptr)
-    return invalid_argument("payload: empty frame");
+  if (payload.size == 0 || payload.data == nullptr) return invalid_argument("payload: empty frame");
   if (payload.size > max_frame_bytes)
     return invalid_argument("payload: %zu bytes, limit %zu", payload.size, max_frame_bytes);
   if (payload.size % sizeof(capnp::word) != 0)
@@ -84,12 +81,10 @@ status_or<T> decode(byte_view header, byte_view payload, frame_kind kind, Read&&
     capnp::FlatArrayMessageReader reader(words, opts);
     if (reader.getEnd() != words.end())
       return invalid_argument("payload: %zu trailing bytes after the message",
-                              static_cast<size_t>(words.end() - reader.getEnd()) *
-                                  sizeof(capnp::word));
+                              static_cast<size_t>(words.end() - reader.getEnd()) * sizeof(capnp::word));
     return read(reader.getRoot<Root>());
   } catch (const kj::Exception& e) {
-    return invalid_argument("payload: malformed Cap'n Proto message: %s",
-                            e.getDescription().cStr());
+    return invalid_argument("payload: malformed Cap'n Proto message: %s", e.getDescription().cStr());
   } catch (const std::bad_alloc&) {
     return resource_exhausted("payload: out of memory while decoding");
   }
@@ -107,8 +102,7 @@ status_or<encoded_frames> encode_request(const request& r) {
 }
 
 status_or<encoded_frames> encode_reply(const reply& r) {
-  return encode<wire::Reply>(frame_kind::reply,
-                             [&](wire::Reply::Builder b) { internal::write_reply(r, b); });
+  return encode<wire::Reply>(frame_kind::reply, [&](wire::Reply::Builder b) { internal::write_reply(r, b); });
 }
 
 status_or<request> decode_request(byte_view header, byte_view payload, request_ref* ref) {
@@ -131,12 +125,12 @@ status_or<request> decode_request(byte_view header, byte_view payload, request_r
 }
 
 status_or<reply> decode_reply(byte_view header, byte_view payload) {
-  return decode<reply, wire::Reply>(
-      header, payload, frame_kind::reply, [](wire::Reply::Reader root) -> status_or<reply> {
-        HART_ASSIGN_OR_RETURN(reply r, internal::read_reply(root));
-        HART_RETURN_IF_ERROR(validate_reply(r));
-        return r;
-      });
+  return decode<reply, wire::Reply>(header, payload, frame_kind::reply,
+                                    [](wire::Reply::Reader root) -> status_or<reply> {
+                                      HART_ASSIGN_OR_RETURN(reply r, internal::read_reply(root));
+                                      HART_RETURN_IF_ERROR(validate_reply(r));
+                                      return r;
+                                    });
 }
 
 error_reply error_reply_from(const status& s, uint64_t request_id, uint64_t tag) {

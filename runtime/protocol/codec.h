@@ -17,13 +17,13 @@
 //   status_or<protocol::request> r = protocol::decode_request(hdr_view, payload_view);
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/protocol/messages.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
-
-#include "runtime/core/status.h"
-#include "runtime/protocol/messages.h"
 
 namespace hart::protocol {
 

@@ -1,4 +1,10 @@
 // Hostile and malformed input: every case must come back as a clean invalid_argument status.
+#include "runtime/core/status_testing.h"
+#include "runtime/protocol/codec.h"
+#include "runtime/protocol/codec_test.capnp.h"
+#include "runtime/protocol/hart.capnp.h"
+#include "runtime/protocol/validate.h"
+
 #include <capnp/any.h>
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -9,20 +15,18 @@
 #include <limits>
 #include <random>
 
-#include "runtime/core/status_testing.h"
-#include "runtime/protocol/codec.h"
-#include "runtime/protocol/codec_test.capnp.h"
-#include "runtime/protocol/hart.capnp.h"
-#include "runtime/protocol/validate.h"
-
 namespace hart::protocol {
 namespace {
 
 const std::array<uint8_t, 2> req_hdr = frame_header(frame_kind::request);
 const std::array<uint8_t, 2> rep_hdr = frame_header(frame_kind::reply);
 
-byte_view view(const std::array<uint8_t, 2>& h) { return {h.data(), h.size()}; }
-byte_view view(const std::vector<uint8_t>& p) { return {p.data(), p.size()}; }
+byte_view view(const std::array<uint8_t, 2>& h) {
+  return {h.data(), h.size()};
+}
+byte_view view(const std::vector<uint8_t>& p) {
+  return {p.data(), p.size()};
+}
 
 std::vector<uint8_t> flat(capnp::MessageBuilder& mb) {
   auto words = capnp::messageToFlatArray(mb);
@@ -60,7 +64,9 @@ generate_request valid_generate() {
   return g;
 }
 
-std::vector<uint8_t> valid_payload() { return encode_request(request{valid_generate()})->payload; }
+std::vector<uint8_t> valid_payload() {
+  return encode_request(request{valid_generate()})->payload;
+}
 
 status_or<request> decode_generate(const generate_request& g) {
   auto enc = encode_request(request{g});
@@ -136,7 +142,7 @@ TEST(codec_bad_input, misaligned_bad_input_at_offsets_1_to_7) {
   std::vector<uint8_t> buf(full.size() + 16);
   for (size_t off = 1; off < 8; ++off) {
     std::memcpy(buf.data() + off, full.data(), full.size());
-    buf[off + full.size() / 2] ^= 0xFF;  // corrupt the middle
+    buf[off + full.size() / 2] ^= 0xFF;                                           // corrupt the middle
     auto r = decode_request(view(req_hdr), {buf.data() + off, full.size() - 8});  // and truncate
     EXPECT_FALSE(r.ok()) << "offset " << off;
   }
@@ -161,19 +167,17 @@ TEST(codec_bad_input, wrong_header) {
 // -- unknown enum values and union members ---------------------------------------------------
 
 TEST(codec_bad_input, unknown_enum_values) {
-  auto pause = build_request(
-      [](wire::Request::Builder r) { r.initPause().setMode(static_cast<wire::PauseMode>(9)); });
+  auto pause =
+      build_request([](wire::Request::Builder r) { r.initPause().setMode(static_cast<wire::PauseMode>(9)); });
   expect_invalid(decode_request(view(req_hdr), view(pause)), "pause.mode");
 
-  auto fin = build_reply([](wire::Reply::Builder r) {
-    r.initFinal().setFinishReason(static_cast<wire::FinishReason>(50));
-  });
+  auto fin = build_reply(
+      [](wire::Reply::Builder r) { r.initFinal().setFinishReason(static_cast<wire::FinishReason>(50)); });
   expect_invalid_reply(decode_reply(view(rep_hdr), view(fin)), "finishReason");
-  auto err = build_reply(
-      [](wire::Reply::Builder r) { r.initError().setCode(static_cast<wire::ErrorCode>(11)); });
+  auto err =
+      build_reply([](wire::Reply::Builder r) { r.initError().setCode(static_cast<wire::ErrorCode>(11)); });
   expect_invalid_reply(decode_reply(view(rep_hdr), view(err)), "error.code");
-  auto ack =
-      build_reply([](wire::Reply::Builder r) { r.initAck().setVerb(static_cast<wire::Verb>(77)); });
+  auto ack = build_reply([](wire::Reply::Builder r) { r.initAck().setVerb(static_cast<wire::Verb>(77)); });
   expect_invalid_reply(decode_reply(view(rep_hdr), view(ack)), "ack.verb");
 }
 
@@ -237,15 +241,17 @@ TEST(codec_bad_input, nesting_depth_bomb) {
   capnp::ReaderOptions o;
   o.traversalLimitInWords = traversal_limit_words;
   o.nestingLimit = nesting_limit;
-  kj::ArrayPtr<const capnp::word> w(reinterpret_cast<const capnp::word*>(bomb.data()),
-                                    bomb.size() / 8);
+  kj::ArrayPtr<const capnp::word> w(reinterpret_cast<const capnp::word*>(bomb.data()), bomb.size() / 8);
   bool threw = false;
   try {
     capnp::FlatArrayMessageReader rd(w, o);
     auto n = rd.getRoot<wire_test::Nest>();
     for (int i = 0; i < 100; ++i) {
       n = n.getChild();
-      if (!n.hasChild()) { ADD_FAILURE() << "chain ended at " << i; break; }
+      if (!n.hasChild()) {
+        ADD_FAILURE() << "chain ended at " << i;
+        break;
+      }
     }
   } catch (const kj::Exception& e) {
     threw = std::string(e.getDescription().cStr()).find("too deeply-nested") != std::string::npos;
@@ -264,7 +270,8 @@ TEST(codec_bad_input, pointer_cycle) {
   size_t root_at = 1 + static_cast<size_t>(off);
   size_t gen_ptr_at = root_at + (hi & 0xFFFF);  // first pointer after the data section
   int32_t back = static_cast<int32_t>(root_at) - static_cast<int32_t>(gen_ptr_at + 1);
-  seg[gen_ptr_at] = (uint64_t{hi} << 32) | (static_cast<uint32_t>(back) << 2);  // two's complement, as the wire
+  seg[gen_ptr_at] =
+      (uint64_t{hi} << 32) | (static_cast<uint32_t>(back) << 2);  // two's complement, as the wire
   expect_invalid(decode_request(view(req_hdr), view(p)));
 }
 
@@ -290,10 +297,8 @@ TEST(codec_bad_input, sampling_and_prompt_validation) {
   check([](auto& g) { g.sampling.top_logprobs = 21; }, "topLogprobs");
   check([](auto& g) { g.sampling.stop.assign(max_stop_strings + 1, "x"); }, "sampling.stop");
   check([](auto& g) { g.sampling.stop = {""}; }, "sampling.stop[0]");
-  check([](auto& g) { g.sampling.stop = {std::string(max_stop_string_bytes + 1, 'a')}; },
-        "sampling.stop[0]");
-  check([](auto& g) { g.sampling.stop_token_ids.assign(max_stop_token_ids + 1, 1); },
-        "stopTokenIds");
+  check([](auto& g) { g.sampling.stop = {std::string(max_stop_string_bytes + 1, 'a')}; }, "sampling.stop[0]");
+  check([](auto& g) { g.sampling.stop_token_ids.assign(max_stop_token_ids + 1, 1); }, "stopTokenIds");
   check([](auto& g) { g.token_ids.clear(); }, "empty prompt");
   check([](auto& g) { g.kind = prompt_kind::text; }, "empty prompt");
   check([](auto& g) { g.kind = prompt_kind::messages; }, "empty prompt");

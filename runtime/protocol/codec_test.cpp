@@ -4,14 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-
 #include <cstring>
 
 namespace hart::protocol {
 namespace {
 
-byte_view view(const std::array<uint8_t, 2>& h) { return {h.data(), h.size()}; }
-byte_view view(const std::vector<uint8_t>& p) { return {p.data(), p.size()}; }
+byte_view view(const std::array<uint8_t, 2>& h) {
+  return {h.data(), h.size()};
+}
+byte_view view(const std::vector<uint8_t>& p) {
+  return {p.data(), p.size()};
+}
 
 request round_trip(const request& in) {
   auto enc = encode_request(in);
@@ -188,8 +191,7 @@ TEST(codec, chunk_round_trip) {
 }
 
 TEST(codec, final_round_trip) {
-  for (auto r : {finish_reason::stop, finish_reason::length, finish_reason::abort,
-                 finish_reason::error}) {
+  for (auto r : {finish_reason::stop, finish_reason::length, finish_reason::abort, finish_reason::error}) {
     final_event f;
     f.request_id = 6;
     f.sample_index = 1;
@@ -317,8 +319,7 @@ TEST(codec, error_texts_are_valid_utf8_on_the_wire) {
 }
 
 TEST(codec, control_replies_round_trip) {
-  for (auto v : {control_verb::abort, control_verb::pause, control_verb::resume,
-                 control_verb::flush_cache}) {
+  for (auto v : {control_verb::abort, control_verb::pause, control_verb::resume, control_verb::flush_cache}) {
     reply out = round_trip(reply{ack_reply{12, v, 3}});
     ASSERT_TRUE(std::holds_alternative<ack_reply>(out));
     EXPECT_EQ(std::get<ack_reply>(out).verb, v);

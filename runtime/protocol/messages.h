@@ -10,14 +10,14 @@
 //   protocol::request r = g;
 #pragma once
 
+#include "runtime/core/histogram.h"
+#include "runtime/core/status.h"
+
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include "runtime/core/histogram.h"
-#include "runtime/core/status.h"
 
 namespace hart::protocol {
 
@@ -82,32 +82,32 @@ enum class reasoning_effort : uint8_t { standard, high, max };
 enum class prompt_kind : uint8_t { token_ids, messages, text };
 
 struct sampling_options {
-  float temperature = 1.0f;        ///< >= 0; 0 = greedy
-  float top_p = 1.0f;              ///< (0, 1]
-  int32_t top_k = -1;              ///< -1 = off, else >= 1
-  float min_p = 0.0f;              ///< [0, 1]
-  bool has_seed = false;           ///< seed is meaningful only when set
-  uint64_t seed = 0;               ///< sample i uses seed + i
-  uint32_t max_new_tokens = 256;   ///< >= 1
-  uint32_t min_new_tokens = 0;     ///< <= max_new_tokens
-  std::vector<std::string> stop;   ///< stop strings (excluded from the returned text)
+  float temperature = 1.0f;       ///< >= 0; 0 = greedy
+  float top_p = 1.0f;             ///< (0, 1]
+  int32_t top_k = -1;             ///< -1 = off, else >= 1
+  float min_p = 0.0f;             ///< [0, 1]
+  bool has_seed = false;          ///< seed is meaningful only when set
+  uint64_t seed = 0;              ///< sample i uses seed + i
+  uint32_t max_new_tokens = 256;  ///< >= 1
+  uint32_t min_new_tokens = 0;    ///< <= max_new_tokens
+  std::vector<std::string> stop;  ///< stop strings (excluded from the returned text)
   std::vector<uint32_t> stop_token_ids;
   bool ignore_eos = false;
-  uint32_t n = 1;                  ///< samples sharing the prompt, 1..max_samples
-  bool logprobs = false;           ///< return the sampled token's log-prob
-  uint8_t top_logprobs = 0;        ///< and the k most likely tokens', 0..max_top_logprobs
+  uint32_t n = 1;            ///< samples sharing the prompt, 1..max_samples
+  bool logprobs = false;     ///< return the sampled token's log-prob
+  uint8_t top_logprobs = 0;  ///< and the k most likely tokens', 0..max_top_logprobs
 };
 
 struct generate_request {
-  uint64_t request_id = 0;         ///< client-chosen, != 0, unique per client
+  uint64_t request_id = 0;  ///< client-chosen, != 0, unique per client
   prompt_kind kind = prompt_kind::token_ids;
   std::vector<uint32_t> token_ids;     ///< when kind == token_ids
   std::vector<chat_message> messages;  ///< when kind == messages
   std::string text;                    ///< when kind == text
   sampling_options sampling;
-  std::string session_id;          ///< empty = none
-  int32_t priority = 0;            ///< larger = sooner
-  bool return_routing = false;     ///< final_event::routing (the prompt is computed, not cached)
+  std::string session_id;             ///< empty = none
+  int32_t priority = 0;               ///< larger = sooner
+  bool return_routing = false;        ///< final_event::routing (the prompt is computed, not cached)
   bool return_indexer_picks = false;  ///< with return_routing: the indexer picks too (large)
   /// >= 0: final_event::input_logprobs from this prompt position (the prompt is computed, not
   /// cached); with sampling.max_new_tokens 0 the prompt is only scored.
@@ -118,8 +118,8 @@ struct generate_request {
 };
 
 enum class control_verb : uint8_t {
-  abort,           ///< uses request_id or all
-  pause,           ///< uses mode
+  abort,  ///< uses request_id or all
+  pause,  ///< uses mode
   resume,
   flush_cache,
   health,
@@ -130,10 +130,10 @@ enum class control_verb : uint8_t {
 enum class pause_mode : uint8_t { abort, retract, in_place };
 
 struct control_request {
-  uint64_t tag = 0;                ///< client correlation id, echoed in the reply
+  uint64_t tag = 0;  ///< client correlation id, echoed in the reply
   control_verb verb = control_verb::health;
-  uint64_t request_id = 0;         ///< abort: the generation to abort (when !all)
-  bool all = false;                ///< abort: every generation of this client
+  uint64_t request_id = 0;              ///< abort: the generation to abort (when !all)
+  bool all = false;                     ///< abort: every generation of this client
   pause_mode mode = pause_mode::abort;  ///< pause
 };
 
@@ -143,19 +143,19 @@ using request = std::variant<generate_request, control_request>;
 
 struct token_logprob {
   uint32_t token_id = 0;
-  float logprob = 0.0f;            ///< natural log
+  float logprob = 0.0f;  ///< natural log
 };
 
 struct chunk_event {
   uint64_t request_id = 0;
   uint32_t sample_index = 0;
-  uint32_t seq = 0;                ///< 0, 1, 2, ... per (request_id, sample_index)
+  uint32_t seq = 0;  ///< 0, 1, 2, ... per (request_id, sample_index)
   std::vector<uint32_t> token_ids;
-  std::string text;                ///< UTF-8-safe delta
-  std::vector<float> logprobs;     ///< empty or one per token id
+  std::string text;                                      ///< UTF-8-safe delta
+  std::vector<float> logprobs;                           ///< empty or one per token id
   std::vector<std::vector<token_logprob>> top_logprobs;  ///< empty or one list per token id
   uint64_t weight_version = 0;
-  uint64_t server_time_us = 0;     ///< CLOCK_MONOTONIC µs when the producing step ended; 0 = unknown
+  uint64_t server_time_us = 0;  ///< CLOCK_MONOTONIC µs when the producing step ended; 0 = unknown
 };
 
 enum class finish_reason : uint8_t { stop, length, abort, error };
@@ -195,8 +195,8 @@ struct final_event {
   usage_info usage;
   timing_info timings;
   uint64_t weight_version = 0;
-  std::string error_message;       ///< set when reason == error
-  routing_info routing;            ///< empty unless requested
+  std::string error_message;  ///< set when reason == error
+  routing_info routing;       ///< empty unless requested
   /// > 0: the routing did not fit one message and came before this final in
   /// that many routing_part replies (routing_assembler puts it back here).
   uint32_t routing_parts = 0;
@@ -215,8 +215,8 @@ struct routing_part {
 };
 
 struct error_reply {
-  uint64_t tag = 0;                ///< the request's tag when known, else 0
-  uint64_t request_id = 0;         ///< the generation it concerns, or 0
+  uint64_t tag = 0;         ///< the request's tag when known, else 0
+  uint64_t request_id = 0;  ///< the generation it concerns, or 0
   status_code code = status_code::internal;
   std::string message;
 };
@@ -246,8 +246,8 @@ struct weight_version_reply {
   uint64_t version = 0;
 };
 
-using reply = std::variant<chunk_event, final_event, error_reply, ack_reply, health_reply,
-                           stats_reply, weight_version_reply, routing_part>;
+using reply = std::variant<chunk_event, final_event, error_reply, ack_reply, health_reply, stats_reply,
+                           weight_version_reply, routing_part>;
 
 /// Builds the error reply for a failed status (code and message copied).
 error_reply error_reply_from(const status& s, uint64_t request_id = 0, uint64_t tag = 0);

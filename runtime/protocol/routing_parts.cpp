@@ -26,7 +26,8 @@ bool same_layout(const std::vector<layer_routing>& a, const std::vector<layer_ro
 }
 
 void append_layers(std::vector<layer_routing>& to, std::vector<layer_routing>&& from) {
-  for (size_t i = 0; i < to.size(); ++i) to[i].ids.insert(to[i].ids.end(), from[i].ids.begin(), from[i].ids.end());
+  for (size_t i = 0; i < to.size(); ++i)
+    to[i].ids.insert(to[i].ids.end(), from[i].ids.begin(), from[i].ids.end());
 }
 
 }  // namespace
@@ -71,7 +72,8 @@ status routing_assembler::add(routing_part&& part) {
                             (unsigned long long)part.request_id, part.sample_index, part.first_position,
                             j.routing.positions);
   }
-  if (!same_layout(j.routing.experts, part.routing.experts) || !same_layout(j.routing.picks, part.routing.picks)) {
+  if (!same_layout(j.routing.experts, part.routing.experts) ||
+      !same_layout(j.routing.picks, part.routing.picks)) {
     return invalid_argument("routing part of request %llu sample %u has other layers than the ones before it",
                             (unsigned long long)part.request_id, part.sample_index);
   }

@@ -13,13 +13,13 @@
 //   HART_RETURN_IF_ERROR(a.complete(&final));              // for each final
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/protocol/messages.h"
+
 #include <cstdint>
 #include <map>
 #include <utility>
 #include <vector>
-
-#include "runtime/core/status.h"
-#include "runtime/protocol/messages.h"
 
 namespace hart::protocol {
 

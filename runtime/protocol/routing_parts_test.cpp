@@ -4,11 +4,11 @@
 // layers, or a final announcing another count is refused.
 #include "runtime/protocol/routing_parts.h"
 
+#include "runtime/protocol/codec.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
-
-#include "runtime/protocol/codec.h"
 
 namespace hart::protocol {
 namespace {
@@ -32,7 +32,8 @@ void expect_same(const routing_info& a, const routing_info& b) {
   EXPECT_EQ(a.positions, b.positions);
   ASSERT_EQ(a.experts.size(), b.experts.size());
   ASSERT_EQ(a.picks.size(), b.picks.size());
-  for (size_t i = 0; i < a.experts.size(); ++i) EXPECT_EQ(a.experts[i].ids, b.experts[i].ids) << "experts " << i;
+  for (size_t i = 0; i < a.experts.size(); ++i)
+    EXPECT_EQ(a.experts[i].ids, b.experts[i].ids) << "experts " << i;
   for (size_t i = 0; i < a.picks.size(); ++i) EXPECT_EQ(a.picks[i].ids, b.picks[i].ids) << "picks " << i;
 }
 

@@ -10,20 +10,30 @@ bool utf8_valid(std::string_view s) {
   size_t n = s.size(), i = 0;
   while (i < n) {
     unsigned c = p[i];
-    if (c < 0x80) { ++i; continue; }
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
     size_t len;
     uint32_t cp;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return false;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else
+      return false;
     if (i + len > n) return false;
     for (size_t k = 1; k < len; ++k) {
       if ((p[i + k] & 0xC0) != 0x80) return false;
       cp = (cp << 6) | (p[i + k] & 0x3F);
     }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
       return false;
     i += len;
   }
@@ -33,8 +43,7 @@ bool utf8_valid(std::string_view s) {
 status validate_sampling(const sampling_options& s, bool scoring) {
   // Written as !(in range) so NaN fails every check.
   if (!(s.temperature >= 0.0f && s.temperature <= max_temperature))
-    return invalid_argument("sampling.temperature: %g, must be in [0, %g]", s.temperature,
-                            max_temperature);
+    return invalid_argument("sampling.temperature: %g, must be in [0, %g]", s.temperature, max_temperature);
   if (!(s.top_p > 0.0f && s.top_p <= 1.0f))
     return invalid_argument("sampling.topP: %g, must be in (0, 1]", s.top_p);
   if (s.top_k != -1 && s.top_k < 1)
@@ -42,18 +51,18 @@ status validate_sampling(const sampling_options& s, bool scoring) {
   if (!(s.min_p >= 0.0f && s.min_p <= 1.0f))
     return invalid_argument("sampling.minP: %g, must be in [0, 1]", s.min_p);
   if (s.max_new_tokens < 1 && !scoring) {
-    return invalid_argument("sampling.maxNewTokens: must be >= 1 (0 only to score a prompt: logprobStartLen >= 0)");
+    return invalid_argument(
+        "sampling.maxNewTokens: must be >= 1 (0 only to score a prompt: logprobStartLen >= 0)");
   }
   if (s.min_new_tokens > s.max_new_tokens)
     return invalid_argument("sampling.minNewTokens: %u > maxNewTokens %u", s.min_new_tokens,
                             s.max_new_tokens);
   if (s.stop.size() > max_stop_strings)
-    return invalid_argument("sampling.stop: %zu strings, limit %zu", s.stop.size(),
-                            max_stop_strings);
+    return invalid_argument("sampling.stop: %zu strings, limit %zu", s.stop.size(), max_stop_strings);
   for (size_t i = 0; i < s.stop.size(); ++i) {
     if (s.stop[i].empty() || s.stop[i].size() > max_stop_string_bytes)
-      return invalid_argument("sampling.stop[%zu]: %zu bytes, must be 1..%zu", i,
-                              s.stop[i].size(), max_stop_string_bytes);
+      return invalid_argument("sampling.stop[%zu]: %zu bytes, must be 1..%zu", i, s.stop[i].size(),
+                              max_stop_string_bytes);
     if (!utf8_valid(s.stop[i])) return invalid_argument("sampling.stop[%zu]: not UTF-8", i);
   }
   if (s.stop_token_ids.size() > max_stop_token_ids)
@@ -87,10 +96,8 @@ status validate_generate(const generate_request& g) {
         if (m.role.empty() || m.role.size() > max_role_bytes || !utf8_valid(m.role))
           return invalid_argument("prompt.messages[%zu].role: must be 1..%zu bytes of UTF-8", i,
                                   max_role_bytes);
-        if (!utf8_valid(m.content))
-          return invalid_argument("prompt.messages[%zu].content: not UTF-8", i);
-        if (!utf8_valid(m.reasoning))
-          return invalid_argument("prompt.messages[%zu].reasoning: not UTF-8", i);
+        if (!utf8_valid(m.content)) return invalid_argument("prompt.messages[%zu].content: not UTF-8", i);
+        if (!utf8_valid(m.reasoning)) return invalid_argument("prompt.messages[%zu].reasoning: not UTF-8", i);
         total += m.content.size() + m.reasoning.size();
       }
       if (total > max_prompt_text_bytes)
@@ -101,8 +108,7 @@ status validate_generate(const generate_request& g) {
     case prompt_kind::text:
       if (g.text.empty()) return invalid_argument("prompt.text: empty prompt");
       if (g.text.size() > max_prompt_text_bytes)
-        return invalid_argument("prompt.text: %zu bytes, limit %zu", g.text.size(),
-                                max_prompt_text_bytes);
+        return invalid_argument("prompt.text: %zu bytes, limit %zu", g.text.size(), max_prompt_text_bytes);
       if (!utf8_valid(g.text)) return invalid_argument("prompt.text: not UTF-8");
       break;
     default:
@@ -110,7 +116,8 @@ status validate_generate(const generate_request& g) {
   }
   if (g.session_id.size() > max_session_id_bytes || !utf8_valid(g.session_id))
     return invalid_argument("sessionId: must be at most %zu bytes of UTF-8", max_session_id_bytes);
-  if (g.logprob_start < -1) return invalid_argument("logprobStartLen: %lld, must be >= -1", (long long)g.logprob_start);
+  if (g.logprob_start < -1)
+    return invalid_argument("logprobStartLen: %lld, must be >= -1", (long long)g.logprob_start);
   return validate_sampling(g.sampling, g.logprob_start >= 0);
 }
 
@@ -132,14 +139,13 @@ status validate_reply(const reply& r) {
       return invalid_argument("chunk.logprobs: %zu values for %zu tokens", c->logprobs.size(),
                               c->token_ids.size());
     if (!c->top_logprobs.empty() && c->top_logprobs.size() != c->token_ids.size())
-      return invalid_argument("chunk.topLogprobs: %zu lists for %zu tokens",
-                              c->top_logprobs.size(), c->token_ids.size());
+      return invalid_argument("chunk.topLogprobs: %zu lists for %zu tokens", c->top_logprobs.size(),
+                              c->token_ids.size());
     if (!utf8_valid(c->text)) return invalid_argument("chunk.text: not UTF-8");
   }
   if (const auto* a = std::get_if<ack_reply>(&r)) {
     if (a->verb > control_verb::flush_cache)
-      return invalid_argument("ack.verb: %u is not an acknowledged verb",
-                              static_cast<unsigned>(a->verb));
+      return invalid_argument("ack.verb: %u is not an acknowledged verb", static_cast<unsigned>(a->verb));
   }
   return {};
 }

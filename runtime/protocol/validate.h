@@ -4,10 +4,10 @@
 // itself (e.g. from a JSON client). Each failure is invalid_argument naming the field.
 #pragma once
 
-#include <string_view>
-
 #include "runtime/core/status.h"
 #include "runtime/protocol/messages.h"
+
+#include <string_view>
 
 namespace hart::protocol {
 

@@ -1,17 +1,21 @@
 #include "runtime/protocol/wire_convert.h"
 
-#include <type_traits>
-
 #include "runtime/core/utf8.h"
+
+#include <type_traits>
 
 namespace hart::protocol::internal {
 namespace {
 
 // -- helpers ---------------------------------------------------------------------------------
 
-kj::StringPtr text_ptr(const std::string& s) { return kj::StringPtr(s.data(), s.size()); }
+kj::StringPtr text_ptr(const std::string& s) {
+  return kj::StringPtr(s.data(), s.size());
+}
 
-std::string to_string(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
+std::string to_string(capnp::Text::Reader t) {
+  return std::string(t.begin(), t.size());
+}
 
 template <typename E>
 uint16_t raw(E e) {
@@ -35,16 +39,20 @@ static_assert(static_cast<int>(status_code::unimplemented) ==
               static_cast<int>(wire::ErrorCode::UNIMPLEMENTED));
 static_assert(static_cast<int>(status_code::invalid_argument) ==
               static_cast<int>(wire::ErrorCode::INVALID_ARGUMENT));
-static_assert(static_cast<int>(status_code::internal) ==
-              static_cast<int>(wire::ErrorCode::INTERNAL));
+static_assert(static_cast<int>(status_code::internal) == static_cast<int>(wire::ErrorCode::INTERNAL));
 
 wire::Verb to_wire_verb(control_verb v) {
   switch (v) {
-    case control_verb::abort: return wire::Verb::ABORT;
-    case control_verb::pause: return wire::Verb::PAUSE;
-    case control_verb::resume: return wire::Verb::RESUME;
-    case control_verb::flush_cache: return wire::Verb::FLUSH_CACHE;
-    default: return static_cast<wire::Verb>(0xffff);  // not an ack verb: decodes as invalid
+    case control_verb::abort:
+      return wire::Verb::ABORT;
+    case control_verb::pause:
+      return wire::Verb::PAUSE;
+    case control_verb::resume:
+      return wire::Verb::RESUME;
+    case control_verb::flush_cache:
+      return wire::Verb::FLUSH_CACHE;
+    default:
+      return static_cast<wire::Verb>(0xffff);  // not an ack verb: decodes as invalid
   }
 }
 
@@ -83,11 +91,14 @@ void write_generate(const generate_request& g, wire::GenerateRequest::Builder o)
       for (size_t i = 0; i < g.messages.size(); ++i) {
         l[static_cast<unsigned>(i)].setRole(text_ptr(g.messages[i].role));
         l[static_cast<unsigned>(i)].setContent(text_ptr(g.messages[i].content));
-        if (!g.messages[i].reasoning.empty()) l[static_cast<unsigned>(i)].setReasoning(text_ptr(g.messages[i].reasoning));
+        if (!g.messages[i].reasoning.empty())
+          l[static_cast<unsigned>(i)].setReasoning(text_ptr(g.messages[i].reasoning));
       }
       break;
     }
-    case prompt_kind::text: p.setText(text_ptr(g.text)); break;
+    case prompt_kind::text:
+      p.setText(text_ptr(g.text));
+      break;
   }
   write_sampling(g.sampling, o.initSampling());
   if (!g.session_id.empty()) o.setSessionId(text_ptr(g.session_id));
@@ -104,18 +115,30 @@ void write_control(const control_request& c, wire::Request::Builder o) {
   switch (c.verb) {
     case control_verb::abort: {
       auto a = o.initAbort();
-      if (c.all) a.setAll();
-      else a.setRequestId(c.request_id);
+      if (c.all)
+        a.setAll();
+      else
+        a.setRequestId(c.request_id);
       break;
     }
     case control_verb::pause:
       o.initPause().setMode(static_cast<wire::PauseMode>(raw(c.mode)));
       break;
-    case control_verb::resume: o.setResume(); break;
-    case control_verb::flush_cache: o.setFlushCache(); break;
-    case control_verb::health: o.setHealth(); break;
-    case control_verb::stats: o.setStats(); break;
-    case control_verb::weight_version: o.setWeightVersion(); break;
+    case control_verb::resume:
+      o.setResume();
+      break;
+    case control_verb::flush_cache:
+      o.setFlushCache();
+      break;
+    case control_verb::health:
+      o.setHealth();
+      break;
+    case control_verb::stats:
+      o.setStats();
+      break;
+    case control_verb::weight_version:
+      o.setWeightVersion();
+      break;
   }
 }
 
@@ -138,8 +161,7 @@ status_or<sampling_options> read_sampling(wire::SamplingParams::Reader in) {
   for (auto t : stop) s.stop.push_back(to_string(t));
   auto ids = in.getStopTokenIds();
   if (ids.size() > max_stop_token_ids)
-    return invalid_argument("sampling.stopTokenIds: %u ids, limit %zu", ids.size(),
-                            max_stop_token_ids);
+    return invalid_argument("sampling.stopTokenIds: %u ids, limit %zu", ids.size(), max_stop_token_ids);
   s.stop_token_ids = read_u32(ids);
   s.ignore_eos = in.getIgnoreEos();
   s.n = in.getN();
@@ -156,8 +178,7 @@ status_or<generate_request> read_generate(wire::GenerateRequest::Reader in) {
     case wire::GenerateRequest::Prompt::TOKEN_IDS: {
       auto t = p.getTokenIds();
       if (t.size() > max_prompt_tokens)
-        return invalid_argument("prompt.tokenIds: %u tokens, limit %zu", t.size(),
-                                max_prompt_tokens);
+        return invalid_argument("prompt.tokenIds: %u tokens, limit %zu", t.size(), max_prompt_tokens);
       g.kind = prompt_kind::token_ids;
       g.token_ids = read_u32(t);
       break;
@@ -165,8 +186,7 @@ status_or<generate_request> read_generate(wire::GenerateRequest::Reader in) {
     case wire::GenerateRequest::Prompt::MESSAGES: {
       auto m = p.getMessages();
       if (m.size() > max_chat_messages)
-        return invalid_argument("prompt.messages: %u messages, limit %zu", m.size(),
-                                max_chat_messages);
+        return invalid_argument("prompt.messages: %u messages, limit %zu", m.size(), max_chat_messages);
       g.kind = prompt_kind::messages;
       size_t total = 0;
       for (auto msg : m) {
@@ -184,8 +204,7 @@ status_or<generate_request> read_generate(wire::GenerateRequest::Reader in) {
     case wire::GenerateRequest::Prompt::TEXT: {
       auto t = p.getText();
       if (t.size() > max_prompt_text_bytes)
-        return invalid_argument("prompt.text: %zu bytes, limit %zu", t.size(),
-                                max_prompt_text_bytes);
+        return invalid_argument("prompt.text: %zu bytes, limit %zu", t.size(), max_prompt_text_bytes);
       g.kind = prompt_kind::text;
       g.text = to_string(t);
       break;
@@ -203,7 +222,8 @@ status_or<generate_request> read_generate(wire::GenerateRequest::Reader in) {
   g.return_indexer_picks = in.getReturnIndexerPicks();
   g.thinking = in.getThinking();
   const auto effort = in.getReasoningEffort();
-  if (raw(effort) > raw(wire::ReasoningEffort::MAX)) return invalid_argument("reasoningEffort: unknown value %u", raw(effort));
+  if (raw(effort) > raw(wire::ReasoningEffort::MAX))
+    return invalid_argument("reasoningEffort: unknown value %u", raw(effort));
   g.effort = static_cast<reasoning_effort>(effort);
   g.logprob_start = in.getLogprobStartLen();
   return g;
@@ -231,25 +251,39 @@ status_or<request> read_request(wire::Request::Reader in) {
       c.verb = control_verb::abort;
       auto a = in.getAbort();
       switch (a.which()) {
-        case wire::AbortRequest::REQUEST_ID: c.request_id = a.getRequestId(); break;
-        case wire::AbortRequest::ALL: c.all = true; break;
-        default: return invalid_argument("abort: unknown union member %u", raw(a.which()));
+        case wire::AbortRequest::REQUEST_ID:
+          c.request_id = a.getRequestId();
+          break;
+        case wire::AbortRequest::ALL:
+          c.all = true;
+          break;
+        default:
+          return invalid_argument("abort: unknown union member %u", raw(a.which()));
       }
       return request{c};
     }
     case wire::Request::PAUSE: {
       c.verb = control_verb::pause;
       uint16_t m = raw(in.getPause().getMode());
-      if (m > raw(wire::PauseMode::IN_PLACE))
-        return invalid_argument("pause.mode: unknown value %u", m);
+      if (m > raw(wire::PauseMode::IN_PLACE)) return invalid_argument("pause.mode: unknown value %u", m);
       c.mode = static_cast<pause_mode>(m);
       return request{c};
     }
-    case wire::Request::RESUME: c.verb = control_verb::resume; return request{c};
-    case wire::Request::FLUSH_CACHE: c.verb = control_verb::flush_cache; return request{c};
-    case wire::Request::HEALTH: c.verb = control_verb::health; return request{c};
-    case wire::Request::STATS: c.verb = control_verb::stats; return request{c};
-    case wire::Request::WEIGHT_VERSION: c.verb = control_verb::weight_version; return request{c};
+    case wire::Request::RESUME:
+      c.verb = control_verb::resume;
+      return request{c};
+    case wire::Request::FLUSH_CACHE:
+      c.verb = control_verb::flush_cache;
+      return request{c};
+    case wire::Request::HEALTH:
+      c.verb = control_verb::health;
+      return request{c};
+    case wire::Request::STATS:
+      c.verb = control_verb::stats;
+      return request{c};
+    case wire::Request::WEIGHT_VERSION:
+      c.verb = control_verb::weight_version;
+      return request{c};
   }
   return invalid_argument("request: unknown kind %u", raw(in.which()));
 }
@@ -304,7 +338,8 @@ void write_reply(const reply& in, wire::Reply::Builder out) {
           o.setRoutingParts(r.routing_parts);
           if (!r.input_logprobs.empty()) {
             auto l = o.initInputLogprobs(static_cast<unsigned>(r.input_logprobs.size()));
-            for (size_t i = 0; i < r.input_logprobs.size(); ++i) l.set(static_cast<unsigned>(i), r.input_logprobs[i]);
+            for (size_t i = 0; i < r.input_logprobs.size(); ++i)
+              l.set(static_cast<unsigned>(i), r.input_logprobs[i]);
           }
         } else if constexpr (std::is_same_v<T, routing_part>) {
           auto o = out.initRoutingPart();
@@ -370,8 +405,8 @@ void write_layers(const std::vector<layer_routing>& in, capnp::List<wire::LayerR
   }
 }
 
-status_or<std::vector<layer_routing>> read_layers(capnp::List<wire::LayerRouting>::Reader in, uint32_t positions,
-                                                  const char* what) {
+status_or<std::vector<layer_routing>> read_layers(capnp::List<wire::LayerRouting>::Reader in,
+                                                  uint32_t positions, const char* what) {
   std::vector<layer_routing> out;
   for (auto l : in) {
     if (uint64_t(l.getIds().size()) != uint64_t(positions) * l.getK()) {
@@ -466,8 +501,8 @@ status_or<reply> read_reply(wire::Reply::Reader in) {
       uint16_t code = raw(er.getCode());
       if (code > raw(wire::ErrorCode::UNIMPLEMENTED))
         return invalid_argument("error.code: unknown value %u", code);
-      return reply{error_reply{tag, er.getRequestId(), static_cast<status_code>(code),
-                               to_string(er.getMessage())}};
+      return reply{
+          error_reply{tag, er.getRequestId(), static_cast<status_code>(code), to_string(er.getMessage())}};
     }
     case wire::Reply::ACK: {
       auto a = in.getAck();
@@ -495,7 +530,8 @@ status_or<reply> read_reply(wire::Reply::Reader in) {
         h.sum = w.getSum();
         h.count = w.getCount();
         const std::string name = to_string(w.getName());
-        if (status st = h.validate(); !st.ok()) return invalid_argument("stats: %s: %s", name.c_str(), st.message().c_str());
+        if (status st = h.validate(); !st.ok())
+          return invalid_argument("stats: %s: %s", name.c_str(), st.message().c_str());
         r.histograms.emplace_back(name, std::move(h));
       }
       return reply{std::move(r)};

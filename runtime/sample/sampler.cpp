@@ -8,10 +8,13 @@
 namespace hart {
 
 status sampling_params::validate() const {
-  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) return invalid_argument("sampling: temperature %g must be >= 0", temperature);
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature))
+    return invalid_argument("sampling: temperature %g must be >= 0", temperature);
   if (top_k < 0) return invalid_argument("sampling: top_k %lld must be >= 0", (long long)top_k);
-  if (!(top_p > 0.0f && top_p <= 1.0f)) return invalid_argument("sampling: top_p %g must be in (0, 1]", top_p);
-  if (!(min_p >= 0.0f && min_p <= 1.0f)) return invalid_argument("sampling: min_p %g must be in [0, 1]", min_p);
+  if (!(top_p > 0.0f && top_p <= 1.0f))
+    return invalid_argument("sampling: top_p %g must be in (0, 1]", top_p);
+  if (!(min_p >= 0.0f && min_p <= 1.0f))
+    return invalid_argument("sampling: min_p %g must be in [0, 1]", min_p);
   return {};
 }
 
@@ -31,7 +34,9 @@ sampling_distribution sampling_distribution_of(const float* logits, int64_t voca
   if (!greedy && p.top_k > 0) n = std::min(n, p.top_k);
   // Best first, ties by lower id; only the n kept need ordering (top-k: a
   // partial sort, not the whole vocabulary per sampled token).
-  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  auto better = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
   std::partial_sort(d.ids.begin(), d.ids.begin() + n, d.ids.end(), better);
   std::vector<double>& prob = d.probs;
   prob.resize(size_t(n));

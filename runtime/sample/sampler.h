@@ -5,11 +5,11 @@
 // was actually sampled (after temperature and filtering), as RL users expect.
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include "runtime/core/status.h"
 
 namespace hart {
 

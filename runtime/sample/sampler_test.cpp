@@ -70,7 +70,8 @@ TEST(sampler, top_k_partial_sort_equals_the_full_sort) {
     const sampling_distribution d = sampling_distribution_of(l.data(), vocab, p);
     std::vector<int32_t> ids(static_cast<size_t>(vocab));
     for (int64_t i = 0; i < vocab; ++i) ids[size_t(i)] = int32_t(i);
-    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)]; });
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)]; });
     ids.resize(size_t(k));
     ASSERT_EQ(d.ids, ids) << "k " << k;
     const double mx = l[size_t(ids[0])] / 0.8f;

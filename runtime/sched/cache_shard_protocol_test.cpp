@@ -16,6 +16,8 @@
 //   after its end, its tokens are that function's, and its reason and counts
 //   agree with them (EOS, max_new_tokens, max_context);
 // - the cache is consistent after every step, and nothing is held at the end.
+#include "runtime/sched/serving_core.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,13 +26,15 @@
 #include <random>
 #include <set>
 
-#include "runtime/sched/serving_core.h"
-
 namespace hart::sched {
 namespace {
 
-int64_t uniform(std::mt19937& rng, int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
-bool bernoulli(std::mt19937& rng, double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
+int64_t uniform(std::mt19937& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+bool bernoulli(std::mt19937& rng, double p) {
+  return std::uniform_real_distribution<double>(0, 1)(rng) < p;
+}
 
 /// A small cache (preemption, prompts that never fit) and batching limits.
 serving_params random_params(std::mt19937& rng) {
@@ -64,7 +68,8 @@ std::vector<std::vector<int32_t>> random_bases(std::mt19937& rng) {
 
 /// A request on one of the bases: n samples, priorities, maybe a deadline,
 /// maybe a prompt that never fits.
-gen_request random_request(std::mt19937& rng, const std::vector<std::vector<int32_t>>& bases, uint64_t id, int64_t now) {
+gen_request random_request(std::mt19937& rng, const std::vector<std::vector<int32_t>>& bases, uint64_t id,
+                           int64_t now) {
   auto uni = [&](int64_t lo, int64_t hi) { return uniform(rng, lo, hi); };
   auto chance = [&](double p) { return bernoulli(rng, p); };
   gen_request r;
@@ -102,7 +107,8 @@ class request_log {
   void observe(const event_batch& ev) {
     for (const token_event& te : ev.tokens) {
       sample_log& s = samples_[{te.request_id, te.sample}];
-      EXPECT_FALSE(s.finished) << "request " << te.request_id << " sample " << te.sample << ": a token after its end";
+      EXPECT_FALSE(s.finished) << "request " << te.request_id << " sample " << te.sample
+                               << ": a token after its end";
       s.tokens.push_back(te.token);
     }
     for (const finish_event& f : ev.finishes) {
@@ -143,9 +149,11 @@ class request_log {
         mine.insert(page);
         kv_[size_t(page * P + pos % P)] = seq[size_t(pos)];
       }
-      for (cache::page_id page : mine) EXPECT_TRUE(written.insert(page).second) << "page " << page << " written twice";
+      for (cache::page_id page : mine)
+        EXPECT_TRUE(written.insert(page).second) << "page " << page << " written twice";
       if (item.sample_last) {
-        res.sampled.push_back({item.seq_id, canonical_token(item.request_id, item.sample, end), -0.25f * float(end % 7), {}});
+        res.sampled.push_back(
+            {item.seq_id, canonical_token(item.request_id, item.sample, end), -0.25f * float(end % 7), {}});
       }
     }
     return res;
@@ -180,7 +188,9 @@ class request_log {
         if (s.end.reason == finish_reason::stop) {
           EXPECT_TRUE(eos_stops && L > 0 && s.tokens.back() == p_.sched.eos_token_id);
         } else if (s.end.reason == finish_reason::length) {
-          EXPECT_TRUE(L == r.max_new_tokens || (p_.sched.max_context > 0 && prompt + L == p_.sched.max_context)) << L;
+          EXPECT_TRUE(L == r.max_new_tokens ||
+                      (p_.sched.max_context > 0 && prompt + L == p_.sched.max_context))
+              << L;
         }
       }
     }
@@ -245,7 +255,8 @@ void run_core_mix(uint32_t seed, mix_totals& t) {
     log.observe(c.take_events());
     if (!plan.empty()) {
       ++t.steps;
-      if (chance(0.05)) log.observe(c.abort(plan.items[size_t(uni(0, int64_t(plan.items.size()) - 1))].request_id));
+      if (chance(0.05))
+        log.observe(c.abort(plan.items[size_t(uni(0, int64_t(plan.items.size()) - 1))].request_id));
       now += uni(1, 100);
       step_result res = log.run(plan);
       if (::testing::Test::HasFailure()) return;
@@ -254,7 +265,8 @@ void run_core_mix(uint32_t seed, mix_totals& t) {
       timing.exec_end_us = now;
       if (chance(0.02)) {  // a dead worker, maybe with its pages
         const bool lost = chance(0.5);
-        log.observe(c.finish_step(plan, status(status_code::unavailable, "worker process gone"), lost, timing));
+        log.observe(
+            c.finish_step(plan, status(status_code::unavailable, "worker process gone"), lost, timing));
         if (lost) log.lose_kv();
       } else {
         log.observe(c.finish_step(plan, res, false, timing));
@@ -292,10 +304,11 @@ TEST(cache_shard_protocol, in_process_serving_keeps_every_request_whole_on_rando
   EXPECT_GT(all.stopped, 0);
   EXPECT_GT(all.at_length, 0);
   EXPECT_GT(all.aborted, 0);
-  std::printf("%lld steps, %lld preemptions, %lld cached prompt tokens; samples ended: %lld at EOS, %lld at length, "
-              "%lld aborted\n",
-              (long long)all.steps, (long long)all.preemptions, (long long)all.cached_tokens, (long long)all.stopped,
-              (long long)all.at_length, (long long)all.aborted);
+  std::printf(
+      "%lld steps, %lld preemptions, %lld cached prompt tokens; samples ended: %lld at EOS, %lld at length, "
+      "%lld aborted\n",
+      (long long)all.steps, (long long)all.preemptions, (long long)all.cached_tokens, (long long)all.stopped,
+      (long long)all.at_length, (long long)all.aborted);
 }
 
 /// Summed over mixes.
@@ -377,13 +390,16 @@ void run_ahead_mix(uint32_t seed, ahead_totals& t) {
     for (const step_item& item : plan.items) {
       const cache::request_pages& pg = shard.index().pages(cache_of.at(item.seq_id));
       ASSERT_LE(item.full_pages.size(), pg.full.size()) << "seq " << item.seq_id;
-      EXPECT_TRUE(std::equal(item.full_pages.begin(), item.full_pages.end(), pg.full.begin())) << "seq " << item.seq_id;
-      EXPECT_TRUE(std::equal(item.swa_pages.begin(), item.swa_pages.end(), pg.swa.begin())) << "seq " << item.seq_id;
+      EXPECT_TRUE(std::equal(item.full_pages.begin(), item.full_pages.end(), pg.full.begin()))
+          << "seq " << item.seq_id;
+      EXPECT_TRUE(std::equal(item.swa_pages.begin(), item.swa_pages.end(), pg.swa.begin()))
+          << "seq " << item.seq_id;
     }
     deliver(n_plans);
     if (plan.empty()) continue;
     ++t.steps;
-    if (std::all_of(plan.items.begin(), plan.items.end(), [](const step_item& i) { return i.tokens.size() == 1; })) {
+    if (std::all_of(plan.items.begin(), plan.items.end(),
+                    [](const step_item& i) { return i.tokens.size() == 1; })) {
       ++t.decode_steps;
       t.decode_steps_with_shard += req.has_value();
     }
@@ -397,7 +413,8 @@ void run_ahead_mix(uint32_t seed, ahead_totals& t) {
       t.reserved += int64_t(answers.back().first.size());
     }
     deliver(k_before_outcome);
-    if (chance(0.05)) log.observe(s.abort(plan.items[size_t(uni(0, int64_t(plan.items.size()) - 1))].request_id));
+    if (chance(0.05))
+      log.observe(s.abort(plan.items[size_t(uni(0, int64_t(plan.items.size()) - 1))].request_id));
 
     // The worker.
     now += uni(1, 100);
@@ -440,7 +457,8 @@ void run_ahead_mix(uint32_t seed, ahead_totals& t) {
   t.pages_ahead += s.counters().pages_ahead;
 }
 
-TEST(cache_shard_protocol, the_actor_path_with_pages_reserved_ahead_keeps_every_request_whole_on_random_mixes) {
+TEST(cache_shard_protocol,
+     the_actor_path_with_pages_reserved_ahead_keeps_every_request_whole_on_random_mixes) {
   ahead_totals all;
   for (uint32_t seed = 1; seed <= 40 && !::testing::Test::HasFailure(); ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -452,10 +470,11 @@ TEST(cache_shard_protocol, the_actor_path_with_pages_reserved_ahead_keeps_every_
   EXPECT_GT(all.pages_ahead, 50);
   EXPECT_GT(all.asked, all.reserved);
   EXPECT_GT(all.preemptions, 20);
-  std::printf("%lld steps (%lld decode, %lld of them with the shard), %lld preemptions; %lld pages asked ahead, "
-              "%lld reserved, %lld pages applied\n",
-              (long long)all.steps, (long long)all.decode_steps, (long long)all.decode_steps_with_shard,
-              (long long)all.preemptions, (long long)all.asked, (long long)all.reserved, (long long)all.pages_ahead);
+  std::printf(
+      "%lld steps (%lld decode, %lld of them with the shard), %lld preemptions; %lld pages asked ahead, "
+      "%lld reserved, %lld pages applied\n",
+      (long long)all.steps, (long long)all.decode_steps, (long long)all.decode_steps_with_shard,
+      (long long)all.preemptions, (long long)all.asked, (long long)all.reserved, (long long)all.pages_ahead);
 }
 
 }  // namespace

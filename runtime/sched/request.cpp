@@ -21,8 +21,8 @@ status gen_request::validate(int32_t vocab_size, int64_t max_context) const {
   }
   if (max_new_tokens < 0) return invalid_argument("max_new_tokens %lld < 0", (long long)max_new_tokens);
   if (logprob_start < -1 || logprob_start >= int64_t(prompt.size())) {
-    return invalid_argument("logprob_start %lld not in [-1, %zu) (the prompt's positions)", (long long)logprob_start,
-                            prompt.size());
+    return invalid_argument("logprob_start %lld not in [-1, %zu) (the prompt's positions)",
+                            (long long)logprob_start, prompt.size());
   }
   if (min_new_tokens < 0 || min_new_tokens > max_new_tokens) {
     return invalid_argument("min_new_tokens %lld not in [0, max_new_tokens=%lld]", (long long)min_new_tokens,
@@ -48,10 +48,14 @@ sampling_params gen_request::sampling(int32_t i) const {
 
 const char* finish_reason_name(finish_reason r) {
   switch (r) {
-    case finish_reason::stop: return "stop";
-    case finish_reason::length: return "length";
-    case finish_reason::abort: return "abort";
-    case finish_reason::error: return "error";
+    case finish_reason::stop:
+      return "stop";
+    case finish_reason::length:
+      return "length";
+    case finish_reason::abort:
+      return "abort";
+    case finish_reason::error:
+      return "error";
   }
   return "?";
 }

@@ -8,13 +8,13 @@
 //   HART_RETURN_IF_ERROR(r.validate(vocab_size));
 #pragma once
 
-#include <cstdint>
-#include <string>
-#include <vector>
-
 #include "runtime/core/status.h"
 #include "runtime/sample/sampler.h"
 #include "runtime/sched/routing_trace.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
 
 namespace hart::sched {
 
@@ -32,9 +32,9 @@ struct gen_request {
   float min_p = 0.0f;
   uint64_t seed = 0;  // sample i uses seed + i
   // -- stopping ---
-  int64_t max_new_tokens = 16;         // 0: no token (the prompt scored, logprob_start)
-  int64_t min_new_tokens = 0;          // EOS, stop ids and stop strings are ignored before it
-  std::vector<std::string> stop;       // matched on the detokenized text, never emitted
+  int64_t max_new_tokens = 16;    // 0: no token (the prompt scored, logprob_start)
+  int64_t min_new_tokens = 0;     // EOS, stop ids and stop strings are ignored before it
+  std::vector<std::string> stop;  // matched on the detokenized text, never emitted
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   // -- fan-out and outputs ---
@@ -84,7 +84,7 @@ struct token_event {
   /// sampling_logprobs.h); 0 unless the request asked for logprobs.
   float logprob = 0.0f;
   std::vector<token_logprob> top_logprobs;  // best first; empty unless asked for
-  std::string text;  // complete UTF-8 released by this token (may be empty: held back)
+  std::string text;                         // complete UTF-8 released by this token (may be empty: held back)
   int64_t produced_us = 0;  // steady-clock µs when the step that produced it ended; 0 = unknown
 };
 
@@ -98,15 +98,15 @@ struct finish_event {
   /// the client gets one error reply with `code`, not finals.
   bool refused = false;
   status_code code = status_code::ok;
-  std::string text;     // held-back text released at the end (abort, error)
+  std::string text;  // held-back text released at the end (abort, error)
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache at first admission
   /// gen_request::logprob_start >= 0: the prompt's log-probs from that position to its end
   /// (NaN for position 0, which nothing predicts).
   std::vector<float> input_logprobs;
-  int64_t queued_us = 0;      // until first scheduled
-  int64_t ttft_us = -1;       // until the first token; -1 if none
+  int64_t queued_us = 0;  // until first scheduled
+  int64_t ttft_us = -1;   // until the first token; -1 if none
   int64_t total_us = 0;
   /// gen_request::return_routing: every computed position (the prompt and all
   /// generated tokens but the last, which was never fed); empty otherwise.

@@ -5,8 +5,8 @@
 namespace hart::sched {
 namespace {
 
-std::vector<layer_routing> slice_layers(const std::map<int64_t, std::vector<int32_t>>& all, int64_t n_call_tokens,
-                                        int64_t row0, int64_t n) {
+std::vector<layer_routing> slice_layers(const std::map<int64_t, std::vector<int32_t>>& all,
+                                        int64_t n_call_tokens, int64_t row0, int64_t n) {
   std::vector<layer_routing> out;
   for (const auto& [layer, ids] : all) {
     if (n_call_tokens <= 0) break;
@@ -19,10 +19,11 @@ std::vector<layer_routing> slice_layers(const std::map<int64_t, std::vector<int3
   return out;
 }
 
-void write_layers(std::vector<layer_routing>& dst, const std::vector<layer_routing>& src, int64_t at, int64_t n,
-                  int64_t positions) {
+void write_layers(std::vector<layer_routing>& dst, const std::vector<layer_routing>& src, int64_t at,
+                  int64_t n, int64_t positions) {
   for (const layer_routing& s : src) {
-    auto it = std::find_if(dst.begin(), dst.end(), [&](const layer_routing& d) { return d.layer == s.layer; });
+    auto it =
+        std::find_if(dst.begin(), dst.end(), [&](const layer_routing& d) { return d.layer == s.layer; });
     if (it == dst.end()) {
       it = dst.insert(std::upper_bound(dst.begin(), dst.end(), s.layer,
                                        [](int32_t l, const layer_routing& d) { return l < d.layer; }),
@@ -36,8 +37,8 @@ void write_layers(std::vector<layer_routing>& dst, const std::vector<layer_routi
 }  // namespace
 
 routing_trace routing_trace::slice(const std::map<int64_t, std::vector<int32_t>>& experts,
-                                   const std::map<int64_t, std::vector<int32_t>>& picks, int64_t n_call_tokens,
-                                   int64_t row0, int64_t n) {
+                                   const std::map<int64_t, std::vector<int32_t>>& picks,
+                                   int64_t n_call_tokens, int64_t row0, int64_t n) {
   routing_trace t;
   t.positions = n;
   t.experts = slice_layers(experts, n_call_tokens, row0, n);

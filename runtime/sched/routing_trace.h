@@ -18,8 +18,8 @@ namespace hart::sched {
 
 struct layer_routing {
   int32_t layer = 0;
-  int32_t k = 0;              // ids per position
-  std::vector<int32_t> ids;   // [positions, k]; -1 = no entry (an indexer list shorter than k)
+  int32_t k = 0;             // ids per position
+  std::vector<int32_t> ids;  // [positions, k]; -1 = no entry (an indexer list shorter than k)
 };
 
 struct routing_trace {

@@ -10,7 +10,8 @@ namespace {
 TEST(routing_trace, slice_write_and_truncate) {
   // A call of 5 tokens: layer 0 top-2 experts, CSA layer 1 top-3 picks (position-major).
   const std::map<int64_t, std::vector<int32_t>> experts = {{0, {0, 1, 2, 3, 4, 5, 6, 7, 0, 2}}};
-  const std::map<int64_t, std::vector<int32_t>> picks = {{1, {0, -1, -1, 1, 0, -1, 2, 1, 0, 3, 2, 1, 0, 1, 2}}};
+  const std::map<int64_t, std::vector<int32_t>> picks = {
+      {1, {0, -1, -1, 1, 0, -1, 2, 1, 0, 3, 2, 1, 0, 1, 2}}};
   const routing_trace part = routing_trace::slice(experts, picks, 5, 1, 3);  // tokens 1..3
   EXPECT_EQ(part.positions, 3);
   ASSERT_EQ(part.experts.size(), 1u);

@@ -1,18 +1,20 @@
 #include "runtime/sched/scheduler.h"
 
-#include <algorithm>
-#include <cmath>
-#include <chrono>
-
 #include "runtime/core/check.h"
 #include "runtime/sched/scheduler_seq.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 
 namespace hart::sched {
 
 status scheduler_params::validate() const {
-  if (max_batch_tokens < 1) return invalid_argument("scheduler: max_batch_tokens %lld < 1", (long long)max_batch_tokens);
+  if (max_batch_tokens < 1)
+    return invalid_argument("scheduler: max_batch_tokens %lld < 1", (long long)max_batch_tokens);
   if (max_running < 1) return invalid_argument("scheduler: max_running %lld < 1", (long long)max_running);
-  if (prefill_chunk < 1) return invalid_argument("scheduler: prefill_chunk %lld < 1", (long long)prefill_chunk);
+  if (prefill_chunk < 1)
+    return invalid_argument("scheduler: prefill_chunk %lld < 1", (long long)prefill_chunk);
   if (vocab_size < 1) return invalid_argument("scheduler: vocab_size %d < 1", vocab_size);
   if (max_context < 0) return invalid_argument("scheduler: max_context %lld < 0", (long long)max_context);
   return {};
@@ -36,8 +38,12 @@ scheduler::~scheduler() = default;
 scheduler::order_key scheduler::key(const seq& s) const {
   return {-int64_t(s.req->req.priority), s.ticket, s.id};
 }
-void scheduler::enqueue(seq& s) { waiting_.insert(key(s)); }
-void scheduler::dequeue(seq& s) { waiting_.erase(key(s)); }
+void scheduler::enqueue(seq& s) {
+  waiting_.insert(key(s));
+}
+void scheduler::dequeue(seq& s) {
+  waiting_.erase(key(s));
+}
 void scheduler::add_running(seq& s) {
   running_.insert(key(s));
   s.running = true;
@@ -72,7 +78,8 @@ void scheduler::remove_running(seq& s) {
 
 status scheduler::submit(gen_request r) {
   HART_RETURN_IF_ERROR(r.validate(params_.vocab_size, params_.max_context));
-  if (requests_.count(r.id)) return failed_precondition("request %llu is still live", (unsigned long long)r.id);
+  if (requests_.count(r.id))
+    return failed_precondition("request %llu is still live", (unsigned long long)r.id);
   auto rec = std::make_shared<request_rec>();
   rec->req = std::move(r);
   rec->arrival_us = clock_();
@@ -136,9 +143,13 @@ event_batch scheduler::pause(pause_mode mode) {
   return {};
 }
 
-void scheduler::resume() { paused_ = false; }
+void scheduler::resume() {
+  paused_ = false;
+}
 
-void scheduler::flush_cache() { cache_ops_.push_back({cache::cache_op::kind::flush, -1, 0, {}}); }
+void scheduler::flush_cache() {
+  cache_ops_.push_back({cache::cache_op::kind::flush, -1, 0, {}});
+}
 
 cache::cache_op_batch scheduler::take_cache_ops() {
   cache::cache_op_batch ops = std::move(cache_ops_);
@@ -210,8 +221,10 @@ void scheduler::finish(seq& s, finish_reason reason, std::string message, event_
   ev.finishes.push_back(std::move(fe));
   ++counters_.finished;
 
-  if (s.running) remove_running(s);
-  else dequeue(s);
+  if (s.running)
+    remove_running(s);
+  else
+    dequeue(s);
   auto rit = requests_.find(s.req->req.id);
   HART_CHECK(rit != requests_.end());
   rit->second->seq_ids[size_t(s.sample)] = 0;
@@ -220,7 +233,9 @@ void scheduler::finish(seq& s, finish_reason reason, std::string message, event_
     s.ended = true;
     return;
   }
-  if (s.has_cache) cache_op(reason == finish_reason::error ? cache::cache_op::kind::abort : cache::cache_op::kind::finish, s);
+  if (s.has_cache)
+    cache_op(reason == finish_reason::error ? cache::cache_op::kind::abort : cache::cache_op::kind::finish,
+             s);
   seqs_.erase(s.id);
 }
 
@@ -307,7 +322,8 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
     }
     cache_ops_.push_back(std::move(adv));
     // As the shard's advance does: SWA pages that left the window are released.
-    const size_t first_swa = size_t(std::min<int64_t>(cache_cfg_.first_live_swa_page(s.n_computed), int64_t(s.swa_pages.size())));
+    const size_t first_swa =
+        size_t(std::min<int64_t>(cache_cfg_.first_live_swa_page(s.n_computed), int64_t(s.swa_pages.size())));
     std::fill(s.swa_pages.begin(), s.swa_pages.begin() + first_swa, cache::no_page);
     if (s.n_computed >= s.n_prompt) s.prompt_done = true;
     if (tok && s.req->req.max_new_tokens == 0) {  // the prompt only: scored, nothing generated
@@ -316,7 +332,8 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
     }
     if (tok) {
       if (tok->token < 0 || tok->token >= params_.vocab_size) {
-        finish(s, finish_reason::error, "worker sampled token " + std::to_string(tok->token) + " outside the vocabulary", ev);
+        finish(s, finish_reason::error,
+               "worker sampled token " + std::to_string(tok->token) + " outside the vocabulary", ev);
         continue;
       }
       s.tokens.push_back(tok->token);

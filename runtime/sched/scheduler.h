@@ -37,24 +37,24 @@
 //   shard.apply(s.take_cache_ops());
 #pragma once
 
-#include <cstdint>
-#include <functional>
-#include <deque>
-#include <map>
-#include <memory>
-#include <optional>
-#include <set>
-#include <unordered_map>
-#include <tuple>
-#include <vector>
-
 #include "runtime/cache/cache_shard.h"
-#include "runtime/core/histogram.h"
 #include "runtime/cache/shard_protocol.h"
+#include "runtime/core/histogram.h"
 #include "runtime/sched/request.h"
 #include "runtime/sched/step.h"
 #include "runtime/sched/stop_rules.h"
 #include "runtime/text/tokenizer.h"
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
 
 namespace hart::sched {
 
@@ -78,12 +78,12 @@ enum class pause_mode {
 /// Monotonic counters (since construction).
 struct scheduler_counters {
   int64_t steps = 0;
-  int64_t steps_ahead = 0;         // of them, planned before the step before ran (schedule_ahead)
-  int64_t pages_ahead = 0;         // pages granted ahead of need and applied (apply_reserved)
+  int64_t steps_ahead = 0;  // of them, planned before the step before ran (schedule_ahead)
+  int64_t pages_ahead = 0;  // pages granted ahead of need and applied (apply_reserved)
   int64_t submitted = 0;
-  int64_t finished = 0;            // samples, any reason
+  int64_t finished = 0;  // samples, any reason
   int64_t preemptions = 0;
-  int64_t fed_tokens = 0;          // tokens through the model (prompt, recompute, decode)
+  int64_t fed_tokens = 0;  // tokens through the model (prompt, recompute, decode)
   int64_t generated_tokens = 0;
   int64_t ttft_us_sum = 0, ttft_count = 0;
   /// Seconds, per sample: to its first token; per output token after the first (two or more);
@@ -223,8 +223,8 @@ class scheduler {
   std::set<order_key> waiting_;
   std::set<order_key> running_;
   uint64_t next_seq_id_ = 1, next_step_ = 1;
-  uint64_t vtime_ = 1;                              // newcomers' lowest ticket (take_ticket)
-  uint64_t max_admitted_ = 1;                       // the largest ticket admitted so far
+  uint64_t vtime_ = 1;                                  // newcomers' lowest ticket (take_ticket)
+  uint64_t max_admitted_ = 1;                           // the largest ticket admitted so far
   std::unordered_map<uint64_t, uint64_t> next_ticket_;  // by client: the ticket its next sequence may take
   bool paused_ = false;
   std::deque<uint64_t> in_flight_steps_;  // oldest first

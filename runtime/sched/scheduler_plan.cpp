@@ -2,11 +2,11 @@
 // (make_item), the two halves around the shard (schedule_begin / schedule_end,
 // within the pages already granted when it can), the step planned ahead of
 // the one in flight, and pages reserved ahead of need.
-#include <algorithm>
-
 #include "runtime/core/check.h"
 #include "runtime/sched/scheduler.h"
 #include "runtime/sched/scheduler_seq.h"
+
+#include <algorithm>
 
 namespace hart::sched {
 
@@ -44,7 +44,8 @@ step_item scheduler::make_item(seq& s, int64_t chunk) {
 }
 
 std::optional<cache::slot_request> scheduler::schedule_begin() {
-  HART_CHECK(in_flight_steps_.empty() && !planning_) << "schedule_begin() while a step is in flight or planned";
+  HART_CHECK(in_flight_steps_.empty() && !planning_)
+      << "schedule_begin() while a step is in flight or planned";
   planning_ = true;
   planning_with_shard_ = false;
   plan_ = {};
@@ -138,7 +139,9 @@ void scheduler::apply_grants(const cache::slot_grants& g) {
         s.swa_pages = d.swa;
         plan_.items.push_back(make_item(s, d.n_tokens));
         break;
-      case cache::slot_verdict::preempted: requeue(s); break;
+      case cache::slot_verdict::preempted:
+        requeue(s);
+        break;
       case cache::slot_verdict::failed:
         s.has_cache = false;  // the shard aborted it
         finish(s, finish_reason::error, d.message, outbox_);
@@ -149,7 +152,8 @@ void scheduler::apply_grants(const cache::slot_grants& g) {
 
 step_plan scheduler::schedule_end(const cache::slot_grants* grants) {
   HART_CHECK(planning_) << "schedule_end() without schedule_begin()";
-  HART_CHECK((grants != nullptr) == planning_with_shard_) << "schedule_end(): grants " << (grants ? "given" : "missing");
+  HART_CHECK((grants != nullptr) == planning_with_shard_)
+      << "schedule_end(): grants " << (grants ? "given" : "missing");
   planning_ = false;
   step_plan plan;
   if (grants) {
@@ -173,7 +177,8 @@ void scheduler::take_in_flight(const step_plan& plan) {
 
 step_plan scheduler::schedule_ahead() {
   step_plan none;
-  if (in_flight_steps_.size() != 1 || planning_ || paused_ || !waiting_.empty() || running_.empty()) return none;
+  if (in_flight_steps_.size() != 1 || planning_ || paused_ || !waiting_.empty() || running_.empty())
+    return none;
   const int64_t P = cache_cfg_.page_size;
   step_plan plan;
   plan.step = next_step_;
@@ -182,7 +187,8 @@ step_plan scheduler::schedule_ahead() {
     // Every running sequence decodes one token in the step in flight (it then
     // has one token more than it computed) and goes on: within its pages,
     // its limits and no deadline, retract or end pending.
-    const int64_t n_generated = int64_t(s.tokens.size()) - s.n_prompt;  // the step in flight samples number n_generated
+    const int64_t n_generated =
+        int64_t(s.tokens.size()) - s.n_prompt;  // the step in flight samples number n_generated
     if (s.in_flight != 1 || s.ended || s.retract_pending || s.req->req.deadline_us > 0 ||
         int64_t(s.tokens.size()) != s.n_computed + 1 || s.n_computed + 2 > int64_t(s.full_pages.size()) * P ||
         n_generated + 1 >= s.req->req.max_new_tokens ||
@@ -218,7 +224,8 @@ cache::reserve_request scheduler::reserve_ahead() {
   const int64_t P = cache_cfg_.page_size;
   for (const order_key& k : running_) {
     seq& s = *seqs_.at(std::get<2>(k));
-    if (s.ended || s.retract_pending || int64_t(s.tokens.size()) != s.n_computed + 1) continue;  // not decoding
+    if (s.ended || s.retract_pending || int64_t(s.tokens.size()) != s.n_computed + 1)
+      continue;  // not decoding
     // Positions it will have computed within the next k decode steps, and at
     // most ever: its last sampled token is never fed.
     int64_t last = s.n_prompt + s.req->req.max_new_tokens - 1;

@@ -3,11 +3,11 @@
 // what it keeps per request and per sequence.
 #pragma once
 
+#include "runtime/sched/scheduler.h"
+
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include "runtime/sched/scheduler.h"
 
 namespace hart::sched {
 
@@ -30,24 +30,24 @@ struct scheduler::seq {
   /// by a request's samples, and across steps).
   std::shared_ptr<const std::vector<int32_t>> waiting_tokens;
   int64_t n_prompt = 0;
-  int64_t n_computed = 0;       // mirrors the cache request's n_computed while running
+  int64_t n_computed = 0;  // mirrors the cache request's n_computed while running
   cache::request_id cache_id = -1;
   bool has_cache = false;
   /// The cache request's page tables as last granted, SWA entries that left
   /// the window dropped (request_pages), and the tokens it knows.
   std::vector<cache::page_id> full_pages, swa_pages;
   int64_t n_known = 0;
-  int64_t pages_asked = 0;      // the page count last asked for ahead of need (reserve_ahead)
+  int64_t pages_asked = 0;  // the page count last asked for ahead of need (reserve_ahead)
   bool running = false;
-  bool prompt_done = false;     // the prompt was computed once (its pages are in the cache)
-  int in_flight = 0;            // plans in flight that feed it (2 while a step is planned ahead)
-  bool ended = false;           // finish event sent while in flight; cleaned up in complete()
+  bool prompt_done = false;  // the prompt was computed once (its pages are in the cache)
+  int in_flight = 0;         // plans in flight that feed it (2 while a step is planned ahead)
+  bool ended = false;        // finish event sent while in flight; cleaned up in complete()
   bool retract_pending = false;
-  int64_t cached_tokens = -1;   // prefix hit at first admission
+  int64_t cached_tokens = -1;  // prefix hit at first admission
   uint64_t ticket = 0;
   int64_t first_sched_us = -1, first_token_us = -1;
   stop_rules stop;
-  routing_trace routing;        // return_routing: what the worker reported, by position
+  routing_trace routing;               // return_routing: what the worker reported, by position
   std::vector<float> prompt_logprobs;  // logprob_start >= 0: by prompt position (NaN until computed)
 };
 

@@ -113,7 +113,8 @@ TEST(scheduler, clients_take_turns_within_a_priority) {
     step_plan p = s.schedule(c);
     ASSERT_FALSE(p.empty());
     for (const step_item& it : p.items) {
-      if (std::find(admitted.begin(), admitted.end(), it.request_id) == admitted.end()) admitted.push_back(it.request_id);
+      if (std::find(admitted.begin(), admitted.end(), it.request_id) == admitted.end())
+        admitted.push_back(it.request_id);
     }
     (void)s.complete(p, fake_execute(p));
     c.apply(s.take_cache_ops());
@@ -208,7 +209,8 @@ TEST(scheduler, invalid_requests_are_refused) {
 }
 
 bool decode_only(const step_plan& p) {
-  return std::all_of(p.items.begin(), p.items.end(), [](const step_item& it) { return it.tokens.size() == 1; });
+  return std::all_of(p.items.begin(), p.items.end(),
+                     [](const step_item& it) { return it.tokens.size() == 1; });
 }
 
 /// Drives a scheduler as the scheduler actor does: the shard is asked only
@@ -350,7 +352,7 @@ TEST(scheduler, pages_reserved_ahead_are_released_when_the_sequence_ends) {
     }
     while (!s.idle()) ev.append(d.step(true, eos_at));
     ASSERT_EQ(ev.finishes.size(), 1u);
-    const finish_reason want = how == end_by::eos ? finish_reason::stop
+    const finish_reason want = how == end_by::eos               ? finish_reason::stop
                                : how == end_by::abort_in_flight ? finish_reason::abort
                                                                 : finish_reason::length;
     EXPECT_EQ(ev.finishes[0].reason, want);

@@ -1,19 +1,22 @@
 #include "runtime/sched/serving_core.h"
 
+#include "runtime/core/check.h"
+
 #include <algorithm>
 #include <numeric>
-
-#include "runtime/core/check.h"
 
 namespace hart::sched {
 
 void serving_core::latency_ring::add(int64_t us) {
-  if (v.size() < k_latency_window) v.push_back(us);
-  else v[next] = us;
+  if (v.size() < k_latency_window)
+    v.push_back(us);
+  else
+    v[next] = us;
   next = (next + 1) % k_latency_window;
 }
 
-status_or<std::unique_ptr<serving_core>> serving_core::create(const serving_params& params, const tokenizer* tok,
+status_or<std::unique_ptr<serving_core>> serving_core::create(const serving_params& params,
+                                                              const tokenizer* tok,
                                                               std::function<int64_t()> clock) {
   HART_RETURN_IF_ERROR(params.cache.validate());
   HART_RETURN_IF_ERROR(params.sched.validate());
@@ -63,8 +66,8 @@ cache::shadow_radix& serving_core::cache() {
   return shard_->index();
 }
 
-event_batch serving_core::finish_step(const step_plan& plan, const status_or<step_result>& res, bool pages_lost,
-                                      const step_timing& timing) {
+event_batch serving_core::finish_step(const step_plan& plan, const status_or<step_result>& res,
+                                      bool pages_lost, const step_timing& timing) {
   event_batch ev;
   if (res.ok()) {
     ev = sched_->complete(plan, res.value());

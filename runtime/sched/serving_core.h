@@ -20,15 +20,15 @@
 //   core->apply_reserved(reserved);      // and apply the answer when it comes
 #pragma once
 
+#include "runtime/cache/cache_shard.h"
+#include "runtime/sched/scheduler.h"
+
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
-
-#include "runtime/cache/cache_shard.h"
-#include "runtime/sched/scheduler.h"
 
 namespace hart::sched {
 
@@ -47,15 +47,16 @@ struct serving_stats {
   /// Executor errors (a dead worker process: a step's plan ended with `error`)
   /// and workers lost while idle (nothing failed: lose_pages_unrun).
   int64_t worker_failures = 0;
-  double tokens_per_s = 0;    // generated tokens / time from plan to applied result
-  double ttft_us_mean = 0;    // over samples that produced a token
+  double tokens_per_s = 0;  // generated tokens / time from plan to applied result
+  double ttft_us_mean = 0;  // over samples that produced a token
   /// Since start, seconds: time to first token, time per output token after the first (per
   /// sample with two or more), sample latency (arrival to finish), step latency (plan to applied).
   latency_histogram ttft, tpot, e2e, step;
   // Over the last k_latency_window non-empty steps:
   double step_us_mean = 0, step_us_p50 = 0, step_us_p99 = 0;  // plan made -> result applied
-  double decode_step_us_p50 = 0, decode_step_us_p99 = 0;      // the same, steps feeding one token per sequence
-  double decode_exec_us_mean = 0, decode_exec_us_p50 = 0, decode_exec_us_p99 = 0;  // the executor alone (the model step)
+  double decode_step_us_p50 = 0, decode_step_us_p99 = 0;  // the same, steps feeding one token per sequence
+  double decode_exec_us_mean = 0, decode_exec_us_p50 = 0,
+         decode_exec_us_p99 = 0;  // the executor alone (the model step)
   /// Executor idle between two back-to-back decode steps: result hand-back,
   /// applying it, planning the next step, handing it over. The serving
   /// overhead each decode step adds on the step path (target S1).
@@ -76,7 +77,7 @@ struct serving_stats {
   double decode_gap_handoff_us_p50 = 0, decode_gap_handoff_us_p99 = 0;
   int64_t decode_steps_with_shard = 0;  // decode steps planned with the shard (since start)
   int64_t pages_granted_ahead = 0;      // pages reserved ahead of need and applied (since start)
-  double cache_hit_rate = 0;  // prompt tokens served from the prefix cache
+  double cache_hit_rate = 0;            // prompt tokens served from the prefix cache
   cache::cache_metrics cache;
 };
 

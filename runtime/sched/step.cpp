@@ -26,9 +26,9 @@ status fill_planned_ahead(step_plan& plan, const step_result& previous) {
     }
     auto t = by_seq.find(it.seq_id);
     if (!previous.error.ok() || t == by_seq.end()) {
-      return failed_precondition("step %llu: sequence %llu was planned ahead, but step %llu sampled no token for it",
-                                 (unsigned long long)plan.step, (unsigned long long)it.seq_id,
-                                 (unsigned long long)previous.step);
+      return failed_precondition(
+          "step %llu: sequence %llu was planned ahead, but step %llu sampled no token for it",
+          (unsigned long long)plan.step, (unsigned long long)it.seq_id, (unsigned long long)previous.step);
     }
     it.tokens = {t->second};
     it.feed_last_sampled = false;

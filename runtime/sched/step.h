@@ -8,12 +8,12 @@
 // so a worker keeps no per-sequence state).
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include "runtime/core/status.h"
 #include "runtime/sample/sampler.h"
 #include "runtime/sched/request.h"
+
+#include <cstdint>
+#include <vector>
 
 namespace hart::sched {
 
@@ -21,15 +21,15 @@ struct step_item {
   uint64_t seq_id = 0;  // the scheduler's key for this sequence
   uint64_t request_id = 0;
   int32_t sample = 0;
-  std::vector<int32_t> tokens;       // fed at positions n_computed, n_computed + 1, ...
-  std::vector<int32_t> full_pages;   // the cache's page table (shadow_radix::pages)
+  std::vector<int32_t> tokens;      // fed at positions n_computed, n_computed + 1, ...
+  std::vector<int32_t> full_pages;  // the cache's page table (shadow_radix::pages)
   std::vector<int32_t> swa_pages;
-  int64_t n_computed = 0;            // positions that already hold valid KV
-  bool sample_last = false;          // sample a token from the last fed position's logits
-  sampling_params sampling;          // this step's parameters (seed already derived)
+  int64_t n_computed = 0;    // positions that already hold valid KV
+  bool sample_last = false;  // sample a token from the last fed position's logits
+  sampling_params sampling;  // this step's parameters (seed already derived)
   bool logprobs = false;
   int32_t top_logprobs = 0;
-  bool capture_routing = false;      // return this item's routing in the result
+  bool capture_routing = false;  // return this item's routing in the result
   /// Return the log-prob of the token after each fed position (prompt log-probs): tokens[r + 1]
   /// for row r, and for the last row `next_token` (the prompt's next token; -1: none).
   bool prompt_logprobs = false;

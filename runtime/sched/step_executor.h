@@ -7,11 +7,11 @@
 // an ok step_result with result.error set, as cpu_worker reports it.
 #pragma once
 
-#include <cstdint>
-#include <string>
-
 #include "runtime/core/status.h"
 #include "runtime/sched/step.h"
+
+#include <cstdint>
+#include <string>
 
 namespace hart::sched {
 

@@ -124,7 +124,8 @@ void step_pipeline::on_step_done(const step_outcome& o, int64_t arrived_us) {
   if (o.not_run && !o.pages_lost) {  // planned ahead of a step that failed: its sequences ended with it
     step_events_ = core_->discard_unrun(*plan);
   } else if (o.not_run) {
-    HART_LOG_WARN("worker lost its pages (%s): running sequences recompute", o.result.get_status().message().c_str());
+    HART_LOG_WARN("worker lost its pages (%s): running sequences recompute",
+                  o.result.get_status().message().c_str());
     step_events_ = core_->lose_pages_unrun(*plan);
   } else {
     step_events_ = core_->finish_step(*plan, o.result, o.pages_lost, timing);

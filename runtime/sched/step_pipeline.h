@@ -15,6 +15,11 @@
 //   p.on_slots(&grants);                    // the shard's answer to port.ask_slots
 #pragma once
 
+#include "runtime/cache/shard_protocol.h"
+#include "runtime/core/status.h"
+#include "runtime/sched/serving_core.h"
+#include "runtime/sched/step.h"
+
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -22,11 +27,6 @@
 #include <optional>
 #include <unordered_map>
 #include <utility>
-
-#include "runtime/cache/shard_protocol.h"
-#include "runtime/core/status.h"
-#include "runtime/sched/serving_core.h"
-#include "runtime/sched/step.h"
 
 namespace hart::sched {
 

@@ -222,7 +222,8 @@ TEST(step_pipeline, a_swap_runs_alone_at_a_step_boundary_and_flushes_the_prefix_
     pipe->submit(again);
     rt.run_until_quiet(*pipe);
     ASSERT_EQ(rt.finishes.count(3), 1u);
-    EXPECT_EQ(rt.finishes.at(3)[0].cached_tokens > 0, relabel) << "the old weights' KV is flushed, a relabel keeps it";
+    EXPECT_EQ(rt.finishes.at(3)[0].cached_tokens > 0, relabel)
+        << "the old weights' KV is flushed, a relabel keeps it";
     EXPECT_TRUE(pipe->request_swap(false).ok()) << "the next swap is accepted";
   }
 }

@@ -14,13 +14,13 @@
 //   stop_outcome o = r.push(token);   // o.text: release now; o.done: sample ends
 #pragma once
 
+#include "runtime/sched/request.h"
+#include "runtime/text/tokenizer.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "runtime/sched/request.h"
-#include "runtime/text/tokenizer.h"
 
 namespace hart::sched {
 

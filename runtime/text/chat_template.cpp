@@ -11,9 +11,12 @@ using json = nlohmann::json;
 
 const char* thinking_mode_name(thinking_mode m) {
   switch (m) {
-    case thinking_mode::none: return "none";
-    case thinking_mode::think: return "think";
-    case thinking_mode::no_think: return "no_think";
+    case thinking_mode::none:
+      return "none";
+    case thinking_mode::think:
+      return "think";
+    case thinking_mode::no_think:
+      return "no_think";
   }
   return "unknown";
 }
@@ -43,7 +46,8 @@ status encode(const std::vector<chat_message>& messages, const chat_options& opt
       out += chat_tokens::user;
       out += m.content;
       const bool answered = i + 1 < messages.size() && messages[i + 1].role == "assistant";
-      if (v4 && (answered || (i + 1 == messages.size() && options.add_generation_prompt))) assistant_prompt(i);
+      if (v4 && (answered || (i + 1 == messages.size() && options.add_generation_prompt)))
+        assistant_prompt(i);
     } else if (m.role == "assistant") {
       if (!v4) out += chat_tokens::assistant;
       if (think && i > last_user) {
@@ -64,8 +68,7 @@ status encode(const std::vector<chat_message>& messages, const chat_options& opt
 
 }  // namespace
 
-status_or<std::string> chat_encode(const std::vector<chat_message>& messages,
-                                   const chat_options& options) {
+status_or<std::string> chat_encode(const std::vector<chat_message>& messages, const chat_options& options) {
   if (options.thinking != thinking_mode::none && !options.add_generation_prompt) {
     return invalid_argument("chat_encode: thinking=%s needs add_generation_prompt",
                             thinking_mode_name(options.thinking));
@@ -92,10 +95,11 @@ status content_from_json(const json& c, size_t i, std::string& out) {
   }
   for (const json& part : c) {
     auto text = part.find("text");  // end() for a non-object
-    if (!part.is_object() || part.value("type", "") != "text" || text == part.end() ||
-        !text->is_string()) {
-      return invalid_argument("chat messages: message %zu has a content part that is not "
-                              "{\"type\": \"text\", \"text\": string}", i);
+    if (!part.is_object() || part.value("type", "") != "text" || text == part.end() || !text->is_string()) {
+      return invalid_argument(
+          "chat messages: message %zu has a content part that is not "
+          "{\"type\": \"text\", \"text\": string}",
+          i);
     }
     out += text->get<std::string>();
   }

@@ -8,12 +8,12 @@
 //   // "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜><think>"
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include "runtime/core/status.h"
 
 namespace hart {
 
@@ -28,7 +28,8 @@ inline constexpr std::string_view think_end = "</think>";
 /// DeepSeek-V4's instruction for reasoning_effort "max", before the first message in thinking mode.
 inline constexpr std::string_view reasoning_effort_max =
     "Reasoning Effort: Absolute maximum with no shortcuts permitted.\n"
-    "You MUST be very thorough in your thinking and comprehensively decompose the problem to resolve the root "
+    "You MUST be very thorough in your thinking and comprehensively decompose the problem to resolve the "
+    "root "
     "cause, rigorously stress-testing your logic against all potential paths, edge cases, and adversarial "
     "scenarios.\n"
     "Explicitly write out your entire deliberation process, documenting every intermediate step, considered "
@@ -59,7 +60,7 @@ struct chat_options {
   /// V4 thinking mode only: the "max" reasoning effort's instruction first (chat_tokens::
   /// reasoning_effort_max); "high" and the default render alike.
   bool reasoning_effort_max = false;
-  std::string bos_token{chat_tokens::bos};       // e.g. tokenizer_config::bos_token
+  std::string bos_token{chat_tokens::bos};  // e.g. tokenizer_config::bos_token
 };
 
 /// bos_token, then per message.
@@ -74,8 +75,7 @@ struct chat_options {
 /// "<｜Assistant｜>" + the marker with add_generation_prompt.
 /// invalid_argument for an unknown role (named in the message) or for a thinking marker
 /// without add_generation_prompt.
-status_or<std::string> chat_encode(const std::vector<chat_message>& messages,
-                                   const chat_options& options);
+status_or<std::string> chat_encode(const std::vector<chat_message>& messages, const chat_options& options);
 
 /// Parses `[{"role": "...", "content": "..."}, ...]`. `content` may also be an array of
 /// `{"type": "text", "text": "..."}` parts, which are concatenated. invalid_argument naming the

@@ -1,12 +1,12 @@
 // File: runtime/text/chat_template_test.cpp
 #include "runtime/text/chat_template.h"
 
+#include "runtime/core/status_testing.h"
+#include "runtime/text/tokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
-#include "runtime/core/status_testing.h"
-#include "runtime/text/tokenizer.h"
 
 namespace hart {
 namespace {
@@ -33,11 +33,9 @@ TEST(chat_encode, generation_prompt_and_thinking) {
   EXPECT_EQ(chat_encode(one, opt).value(), "<｜begin▁of▁sentence｜><｜User｜>hi");
   opt.add_generation_prompt = true;
   opt.thinking = thinking_mode::think;
-  EXPECT_EQ(chat_encode(one, opt).value(),
-            "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜><think>");
+  EXPECT_EQ(chat_encode(one, opt).value(), "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜><think>");
   opt.thinking = thinking_mode::no_think;
-  EXPECT_EQ(chat_encode(one, opt).value(),
-            "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜></think>");
+  EXPECT_EQ(chat_encode(one, opt).value(), "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜></think>");
   opt.bos_token = "";
   EXPECT_EQ(chat_encode({}, opt).value(), "<｜Assistant｜></think>");
 }
@@ -61,16 +59,18 @@ TEST(chat_encode, deepseek_v4_chat_and_thinking_modes) {
                                           {"assistant", "Hi there!"},
                                           {"user", "Capital of France?"},
                                           {"assistant", "Paris.", "The user asks."}};
-  EXPECT_EQ(chat_encode(kept, opt).value(),
-            "<｜begin▁of▁sentence｜><｜User｜>Hello<｜Assistant｜></think>Hi there!<｜end▁of▁sentence｜>"
-            "<｜User｜>Capital of France?<｜Assistant｜><think>The user asks.</think>Paris.<｜end▁of▁sentence｜>"
-            "<｜Assistant｜><think>");
+  EXPECT_EQ(
+      chat_encode(kept, opt).value(),
+      "<｜begin▁of▁sentence｜><｜User｜>Hello<｜Assistant｜></think>Hi there!<｜end▁of▁sentence｜>"
+      "<｜User｜>Capital of France?<｜Assistant｜><think>The user asks.</think>Paris.<｜end▁of▁sentence｜>"
+      "<｜Assistant｜><think>");
   opt.reasoning_effort_max = true;
-  EXPECT_EQ(chat_encode({{"user", "hi"}}, opt).value(),
-            "<｜begin▁of▁sentence｜>" + std::string(chat_tokens::reasoning_effort_max) +
-                "<｜User｜>hi<｜Assistant｜><think>");
+  EXPECT_EQ(chat_encode({{"user", "hi"}}, opt).value(), "<｜begin▁of▁sentence｜>" +
+                                                            std::string(chat_tokens::reasoning_effort_max) +
+                                                            "<｜User｜>hi<｜Assistant｜><think>");
   opt.thinking = thinking_mode::no_think;  // the instruction is for thinking mode only
-  EXPECT_EQ(chat_encode({{"user", "hi"}}, opt).value(), "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜></think>");
+  EXPECT_EQ(chat_encode({{"user", "hi"}}, opt).value(),
+            "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜></think>");
 }
 
 TEST(chat_encode, errors) {
@@ -84,8 +84,7 @@ TEST(chat_encode, errors) {
 }
 
 TEST(chat_encode, tokenized_special_tokens_are_single_ids) {
-  status_or<tokenizer> tok =
-      tokenizer::load(std::string(HART_TEST_DATA) + "/tiny-a/tokenizer.json");
+  status_or<tokenizer> tok = tokenizer::load(std::string(HART_TEST_DATA) + "/tiny-a/tokenizer.json");
   ASSERT_TRUE(tok.ok()) << tok.get_status().to_string();
   chat_options opt;
   opt.bos_token = tok->config().bos_token;
@@ -121,9 +120,8 @@ TEST(chat_messages_from_json, parses_and_rejects) {
   EXPECT_EQ((*m)[0].role, "system");
   EXPECT_EQ((*m)[1].content, "ab");
 
-  for (const char* bad : {"[{\"role\": \"user\", \"content\": \"x\"}", "{}", "[1]",
-                          "[{\"content\": \"x\"}]", "[{\"role\": \"user\"}]",
-                          "[{\"role\": \"user\", \"content\": 5}]",
+  for (const char* bad : {"[{\"role\": \"user\", \"content\": \"x\"}", "{}", "[1]", "[{\"content\": \"x\"}]",
+                          "[{\"role\": \"user\"}]", "[{\"role\": \"user\", \"content\": 5}]",
                           "[{\"role\": \"user\", \"content\": [{\"type\": \"image\"}]}]",
                           "[{\"role\": \"user\", \"content\": [{\"type\": 5, \"text\": \"x\"}]}]",
                           "[{\"role\": \"user\", \"content\": null}]", "[\"\xff\"]"}) {

@@ -4,8 +4,10 @@
 #include "runtime/text/tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
+#include "runtime/core/utf8.h"
+
 #include <nlohmann/json.hpp>
+#include <pcre2.h>
 
 #include <algorithm>
 #include <array>
@@ -19,8 +21,6 @@
 #include <tuple>
 #include <unordered_map>
 #include <utility>
-
-#include "runtime/core/utf8.h"
 
 namespace hart {
 namespace {
@@ -87,12 +87,12 @@ using range = std::pair<size_t, size_t>;  // [begin, end) byte offsets
 
 // Per-encode() working memory, reused across words.
 struct scratch {
-  struct symbol { int32_t id, prev, next; };  // id -1 once merged into its left neighbour
+  struct symbol {
+    int32_t id, prev, next;
+  };                  // id -1 once merged into its left neighbour
   struct candidate {  // ordered so that heap.top() is the lowest rank, then the leftmost
     int32_t rank, pos, new_id;
-    bool operator<(const candidate& o) const {
-      return std::tie(o.rank, o.pos) < std::tie(rank, pos);
-    }
+    bool operator<(const candidate& o) const { return std::tie(o.rank, o.pos) < std::tie(rank, pos); }
   };
   match_data_ptr md;
   std::vector<range> pieces, next;
@@ -127,7 +127,9 @@ status split_piece(const pcre2_code* re, std::string_view seg, size_t b, size_t 
   return {};
 }
 
-uint64_t pair_key(uint32_t l, uint32_t r) { return (uint64_t{l} << 32) | r; }  // ids are >= 0
+uint64_t pair_key(uint32_t l, uint32_t r) {
+  return (uint64_t{l} << 32) | r;
+}  // ids are >= 0
 
 // Bucket of a string by its first two bytes, in [0, 256 * 257); one byte has a bucket of its own.
 size_t prefix_key(std::string_view s) {
@@ -154,9 +156,18 @@ status require(bool ok, const std::string& what) {
 
 // -- impl ---
 struct tokenizer::impl {
-  struct added_token { std::string content; int32_t id; bool special, lstrip, rstrip; };
-  struct merge_info { int32_t rank, id; };
-  struct added_match { size_t begin, end; int32_t id; };
+  struct added_token {
+    std::string content;
+    int32_t id;
+    bool special, lstrip, rstrip;
+  };
+  struct merge_info {
+    int32_t rank, id;
+  };
+  struct added_match {
+    size_t begin, end;
+    int32_t id;
+  };
   std::unordered_map<std::string, int32_t> piece_ids;  // tokenizer.json spelling -> id
   std::vector<std::string> id_bytes;                   // [vocab_size] raw bytes, "" for holes
   std::vector<uint8_t> id_special;                     // [vocab_size] 1 for special added tokens
@@ -172,8 +183,10 @@ struct tokenizer::impl {
   // before any conversion (converting an out-of-range double to an integer is undefined).
   static status_or<int64_t> token_id(const json& v, const char* what) {
     if (!v.is_number_integer()) return invalid_argument("%s %s is not an integer", what, v.dump().c_str());
-    const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(k_max_vocab) ? -1 : v.get<int64_t>();
-    if (id < 0 || id >= k_max_vocab) return invalid_argument("%s %s is outside [0, %lld)", what, v.dump().c_str(), (long long)k_max_vocab);
+    const int64_t id =
+        v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(k_max_vocab) ? -1 : v.get<int64_t>();
+    if (id < 0 || id >= k_max_vocab)
+      return invalid_argument("%s %s is outside [0, %lld)", what, v.dump().c_str(), (long long)k_max_vocab);
     return id;
   }
 
@@ -185,8 +198,8 @@ struct tokenizer::impl {
     HART_RETURN_IF_ERROR(build_model(tj.at("model"), max_id));
     for (const json& a : tj.value("added_tokens", json::array())) {
       HART_ASSIGN_OR_RETURN(int64_t id, token_id(a.at("id"), "added token id"));
-      added_token t{a.at("content").get<std::string>(), static_cast<int32_t>(id),
-                    a.value("special", false), a.value("lstrip", false), a.value("rstrip", false)};
+      added_token t{a.at("content").get<std::string>(), static_cast<int32_t>(id), a.value("special", false),
+                    a.value("lstrip", false), a.value("rstrip", false)};
       if (t.content.empty()) continue;
       max_id = std::max(max_id, id);
       added.push_back(std::move(t));
@@ -213,8 +226,7 @@ struct tokenizer::impl {
     }
     HART_RETURN_IF_ERROR(build_pre_tokenizer(tj.value("pre_tokenizer", json())));
     const json dec = tj.value("decoder", json());  // post_processor is ignored: see encode()
-    return require(dec.is_object() && dec.value("type", "") == "ByteLevel",
-                   "decoder " + dec.dump());
+    return require(dec.is_object() && dec.value("type", "") == "ByteLevel", "decoder " + dec.dump());
   }
 
   status build_model(const json& m, int64_t& max_id) {
@@ -248,8 +260,7 @@ struct tokenizer::impl {
       }
       auto il = piece_ids.find(l), ir = piece_ids.find(r), im = piece_ids.find(l + r);
       if (il == piece_ids.end() || ir == piece_ids.end() || im == piece_ids.end()) {
-        return invalid_argument("merge %zu (%s %s) names a token not in vocab",
-                                rank, l.c_str(), r.c_str());
+        return invalid_argument("merge %zu (%s %s) names a token not in vocab", rank, l.c_str(), r.c_str());
       }
       // As in HF, a repeated pair keeps its last rank.
       merges[pair_key(il->second, ir->second)] = {static_cast<int32_t>(rank), im->second};
@@ -261,8 +272,7 @@ struct tokenizer::impl {
   // DeepSeek ships. Anything else is unimplemented.
   status build_pre_tokenizer(const json& pt) {
     if (!pt.is_object()) return require(false, "a missing pre_tokenizer");
-    const json steps =
-        pt.value("type", "") == "Sequence" ? pt.at("pretokenizers") : json::array({pt});
+    const json steps = pt.value("type", "") == "Sequence" ? pt.at("pretokenizers") : json::array({pt});
     for (size_t i = 0; i < steps.size(); ++i) {
       const json& s = steps[i];
       std::string type = s.value("type", "");
@@ -426,8 +436,12 @@ status_or<std::string> tokenizer::decode(const std::vector<int32_t>& ids, bool s
   return out;
 }
 
-int32_t tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->id_bytes.size()); }
-const tokenizer_config& tokenizer::config() const { return impl_->config; }
+int32_t tokenizer::vocab_size() const {
+  return static_cast<int32_t>(impl_->id_bytes.size());
+}
+const tokenizer_config& tokenizer::config() const {
+  return impl_->config;
+}
 
 std::optional<int32_t> tokenizer::token_id(std::string_view piece) const {
   auto it = impl_->piece_ids.find(std::string(piece));

@@ -11,6 +11,8 @@
 // called from any number of threads.
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -18,8 +20,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "runtime/core/status.h"
 
 namespace hart {
 

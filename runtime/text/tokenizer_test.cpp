@@ -19,7 +19,9 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string data_path(const std::string& rel) { return std::string(HART_TEST_DATA) + "/" + rel; }
+std::string data_path(const std::string& rel) {
+  return std::string(HART_TEST_DATA) + "/" + rel;
+}
 
 std::string read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -204,9 +206,10 @@ TEST(tokenizer, string_merges_equal_array_merges) {
 TEST(tokenizer, random_text_round_trips) {
   tokenizer tok = load_or_die("tiny-b");
   const std::vector<std::string> atoms = {
-      "a", "Z", "0", "9", " ", "  ", "\t", "\n", "\r\n", ".", ",", "'s", "(", "#", "é", "ß",
-      "Ω", "中", "文", "の", "カ", "한", "🚀", "👍🏽", "\u0301", "\u200b", "\u00a0", "\u3000",
-      "<｜User｜>", "<think>", "<｜", "|>", "▁", "Ġ", "\x7f", "\x01"};
+      "a",      "Z",          "0",       "9",   " ",  "  ",       "\t",     "\n",     "\r\n",
+      ".",      ",",          "'s",      "(",   "#",  "é",        "ß",      "Ω",      "中",
+      "文",     "の",         "カ",      "한",  "🚀",  "👍🏽", "\u0301", "\u200b", "\u00a0",
+      "\u3000", "<｜User｜>", "<think>", "<｜", "|>", "▁",        "Ġ",      "\x7f",   "\x01"};
   std::mt19937 rng(1234);
   for (int iter = 0; iter < 300; ++iter) {
     std::string text;
@@ -288,24 +291,20 @@ TEST(tokenizer_errors, malformed_json) {
   EXPECT_EQ(load_json("[1, 2]").get_status().code(), status_code::invalid_argument);
   status_or<tokenizer> bad_cfg = load_json(read_all(data_path("tiny-a/tokenizer.json")), "{");
   ASSERT_STATUS(bad_cfg, status_code::invalid_argument, "tokenizer_config.json");
-  EXPECT_EQ(load_json("{\"model\": 3}").get_status().code(),
-            status_code::invalid_argument);
+  EXPECT_EQ(load_json("{\"model\": 3}").get_status().code(), status_code::invalid_argument);
 }
 
 TEST(tokenizer_errors, bad_tokenizer_contents) {
   json base = json::parse(read_all(data_path("tiny-a/tokenizer.json")));
   json bad_merge = base;
   bad_merge["model"]["merges"].push_back({"zz", "qq"});
-  EXPECT_EQ(load_json(bad_merge.dump()).get_status().code(),
-            status_code::invalid_argument);
+  EXPECT_EQ(load_json(bad_merge.dump()).get_status().code(), status_code::invalid_argument);
   json wordpiece = base;
   wordpiece["model"]["type"] = "WordPiece";
-  EXPECT_EQ(load_json(wordpiece.dump()).get_status().code(),
-            status_code::unimplemented);
+  EXPECT_EQ(load_json(wordpiece.dump()).get_status().code(), status_code::unimplemented);
   json bad_regex = base;
   bad_regex["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
-  EXPECT_EQ(load_json(bad_regex.dump()).get_status().code(),
-            status_code::invalid_argument);
+  EXPECT_EQ(load_json(bad_regex.dump()).get_status().code(), status_code::invalid_argument);
 }
 
 // Ids must be JSON integers in range: a float like 2e45 (found by fuzz/targets.h's
@@ -334,8 +333,7 @@ TEST(tokenizer_errors, id_out_of_range) {
 TEST(tokenizer_errors, invalid_utf8) {
   tokenizer tok = load_or_die("tiny-a");
   // Invalid byte, truncated, overlong, surrogate, above U+10FFFF, stray continuation.
-  for (const char* bad :
-       {"ok\xff", "\xe4\xb8", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "a\x80"}) {
+  for (const char* bad : {"ok\xff", "\xe4\xb8", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "a\x80"}) {
     status_or<std::vector<int32_t>> ids = tok.encode(bad);
     ASSERT_STATUS(ids, status_code::invalid_argument, "UTF-8") << bad;
   }

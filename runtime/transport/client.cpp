@@ -1,19 +1,22 @@
 #include "runtime/transport/client.h"
 
-#include <algorithm>
-#include <deque>
+#include "runtime/protocol/codec.h"
+#include "runtime/protocol/routing_parts.h"
+#include "runtime/protocol/validate.h"
+#include "runtime/transport/curve_auth.h"
+
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "runtime/protocol/codec.h"
-#include "runtime/transport/curve_auth.h"
-#include "runtime/protocol/routing_parts.h"
-#include "runtime/protocol/validate.h"
+#include <algorithm>
+#include <deque>
 
 namespace hart::transport {
 
 namespace {
-status unavailable(std::string msg) { return status(status_code::unavailable, std::move(msg)); }
+status unavailable(std::string msg) {
+  return status(status_code::unavailable, std::move(msg));
+}
 }  // namespace
 
 struct client::impl {
@@ -80,15 +83,14 @@ status_or<protocol::reply> client::receive(std::chrono::milliseconds timeout) {
     return unavailable(std::string("client::receive: ") + e.what());
   }
   if (frames.size() != 2)
-    return invalid_argument("client: reply has %zu frames, expected [header][payload]",
-                            frames.size());
-  return protocol::decode_reply({frames[0].data(), frames[0].size()},
-                                {frames[1].data(), frames[1].size()});
+    return invalid_argument("client: reply has %zu frames, expected [header][payload]", frames.size());
+  return protocol::decode_reply({frames[0].data(), frames[0].size()}, {frames[1].data(), frames[1].size()});
 }
 
 status_or<generation_result> client::generate(
     const protocol::generate_request& g, std::chrono::milliseconds timeout,
-    const std::function<void(const protocol::chunk_event&)>& on_chunk, const std::function<bool()>& cancelled) {
+    const std::function<void(const protocol::chunk_event&)>& on_chunk,
+    const std::function<bool()>& cancelled) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + timeout;
   // Replies for other requests that arrive meanwhile are kept here, then re-queued in order.
@@ -111,7 +113,8 @@ status_or<generation_result> client::generate(
       abort.tag = abort_tag;
       abort.verb = protocol::control_verb::abort;
       abort.request_id = g.request_id;
-      if (status st = send(protocol::request{abort}); !st.ok()) return finish(status_or<generation_result>(st));
+      if (status st = send(protocol::request{abort}); !st.ok())
+        return finish(status_or<generation_result>(st));
       abort_sent = true;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
@@ -120,7 +123,8 @@ status_or<generation_result> client::generate(
     auto rep = receive(left);
     if (!rep.ok()) {
       // With `cancelled`, a short wait that timed out or met a signal: ask again, until the deadline.
-      if (cancelled && rep.get_status().code() == status_code::unavailable && clock::now() < deadline) continue;
+      if (cancelled && rep.get_status().code() == status_code::unavailable && clock::now() < deadline)
+        continue;
       return finish(status_or<generation_result>(rep.get_status()));
     }
     protocol::reply& r = *rep;
@@ -141,7 +145,8 @@ status_or<generation_result> client::generate(
       if (f->sample_index >= g.sampling.n || done[f->sample_index])
         return finish(status_or<generation_result>(
             invalid_argument("final for sample %u out of range or repeated", f->sample_index)));
-      if (status st = routing.complete(f); !st.ok()) return finish(status_or<generation_result>(data_loss("%s", st.message().c_str())));
+      if (status st = routing.complete(f); !st.ok())
+        return finish(status_or<generation_result>(data_loss("%s", st.message().c_str())));
       done[f->sample_index] = true;
       ++n_done;
       out.samples[f->sample_index].final = std::move(*f);
@@ -149,7 +154,8 @@ status_or<generation_result> client::generate(
       if (p->sample_index >= g.sampling.n || done[p->sample_index])
         return finish(status_or<generation_result>(
             invalid_argument("routing part for sample %u out of range or after its final", p->sample_index)));
-      if (status st = routing.add(std::move(*p)); !st.ok()) return finish(status_or<generation_result>(data_loss("%s", st.message().c_str())));
+      if (status st = routing.add(std::move(*p)); !st.ok())
+        return finish(status_or<generation_result>(data_loss("%s", st.message().c_str())));
     } else if (auto* e = std::get_if<protocol::error_reply>(&r);
                e && (e->request_id == g.request_id || e->request_id == 0)) {
       return finish(status_or<generation_result>(status(e->code, e->message)));

@@ -8,6 +8,9 @@
 //   if (out.ok()) use(out->samples[0].token_ids);
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/protocol/messages.h"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -15,16 +18,14 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/status.h"
-#include "runtime/protocol/messages.h"
-
 namespace hart::transport {
 
 struct client_params {
   std::string endpoint = "tcp://127.0.0.1:5557";  ///< the server's endpoint
   std::string routing_id;        ///< optional stable identity (1..255 bytes, not starting with 0)
   std::string curve_server_key;  ///< the server's Z85 public key; enables CURVE
-  std::string curve_secret_key;  ///< this client's Z85 secret key (public key derived); a fresh pair when empty
+  std::string
+      curve_secret_key;  ///< this client's Z85 secret key (public key derived); a fresh pair when empty
 };
 
 /// One sample of a finished generation, assembled from its chunks.

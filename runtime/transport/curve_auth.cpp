@@ -1,20 +1,20 @@
 #include "runtime/transport/curve_auth.h"
 
+#include "runtime/core/log.h"
+
 #include <sys/stat.h>
 #include <zmq.h>
-
-#include <atomic>
-#include <cctype>
-#include <fstream>
-#include <set>
-#include <cstring>
-#include <iterator>
-#include <optional>
-#include <thread>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "runtime/core/log.h"
+#include <atomic>
+#include <cctype>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <set>
+#include <thread>
 
 namespace hart::transport {
 namespace {
@@ -57,15 +57,17 @@ status_or<std::string> curve_key_file_read(const std::string& path, bool secret)
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return not_found("%s: cannot open", path.c_str());
     if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-      return invalid_argument("%s: a secret key file must not be accessible by group or others (chmod 600 %s)",
-                              path.c_str(), path.c_str());
+      return invalid_argument(
+          "%s: a secret key file must not be accessible by group or others (chmod 600 %s)", path.c_str(),
+          path.c_str());
     }
   }
   HART_ASSIGN_OR_RETURN(auto lines, key_lines(path));
   if (lines.empty()) return invalid_argument("%s: no key in the file", path.c_str());
   const auto& [n, key] = lines.front();
   if (z85_bytes(key).empty()) {
-    return invalid_argument("%s:%d: not a Z85 CURVE key (40 characters, %zu given)", path.c_str(), n, key.size());
+    return invalid_argument("%s:%d: not a Z85 CURVE key (40 characters, %zu given)", path.c_str(), n,
+                            key.size());
   }
   return key;
 }
@@ -93,11 +95,13 @@ status_or<std::string> curve_public_of(const std::string& secret_z85) {
 
 status curve_client_setup(zmq::socket_t& sock, const std::string& server_z85, const std::string& secret_z85) {
   if (server_z85.empty()) return {};
-  if (z85_bytes(server_z85).empty()) return invalid_argument("the server's CURVE public key is not 40 Z85 characters");
+  if (z85_bytes(server_z85).empty())
+    return invalid_argument("the server's CURVE public key is not 40 Z85 characters");
   std::string pub, sec = secret_z85;
   if (sec.empty()) {
     char pub_z85[41], sec_z85[41];
-    if (zmq_curve_keypair(pub_z85, sec_z85) != 0) return internal_error("zmq_curve_keypair failed (libzmq without CURVE?)");
+    if (zmq_curve_keypair(pub_z85, sec_z85) != 0)
+      return internal_error("zmq_curve_keypair failed (libzmq without CURVE?)");
     pub = pub_z85;
     sec = sec_z85;
   } else {
@@ -117,20 +121,24 @@ status curve_keypair_write(const std::string& prefix) {
   const std::string secret_path = prefix + ".key", public_path = prefix + ".pub";
   for (const std::string& p : {secret_path, public_path}) {
     struct stat st {};
-    if (::stat(p.c_str(), &st) == 0) return failed_precondition("%s exists; not overwriting a key", p.c_str());
+    if (::stat(p.c_str(), &st) == 0)
+      return failed_precondition("%s exists; not overwriting a key", p.c_str());
   }
   char pub[41], sec[41];
-  if (zmq_curve_keypair(pub, sec) != 0) return internal_error("zmq_curve_keypair failed (libzmq without CURVE?)");
+  if (zmq_curve_keypair(pub, sec) != 0)
+    return internal_error("zmq_curve_keypair failed (libzmq without CURVE?)");
   {
     const mode_t old = ::umask(077);  // the secret is never readable by others, not even briefly
     std::ofstream out(secret_path);
     ::umask(old);
-    out << "# hart CURVE secret key: keep private (the server's --curve-secret-key-file, a client's --curve-client-key-file)\n"
+    out << "# hart CURVE secret key: keep private (the server's --curve-secret-key-file, a client's "
+           "--curve-client-key-file)\n"
         << sec << "\n";
     if (!out) return internal_error("%s: cannot write", secret_path.c_str());
   }
   std::ofstream out(public_path);
-  out << "# hart CURVE public key: give it to peers (a client's --curve-server-key, a server's allowlist line)\n"
+  out << "# hart CURVE public key: give it to peers (a client's --curve-server-key, a server's allowlist "
+         "line)\n"
       << pub << "\n";
   if (!out) return internal_error("%s: cannot write", public_path.c_str());
   return {};
@@ -142,8 +150,8 @@ struct zap_authenticator::impl {
   std::function<void(int)> on_disconnected;
   std::set<std::string> allowed;  // 32-byte public keys; empty: any
   int64_t max_connections = 0;
-  std::set<std::string> logged;   // refused keys already logged
-  bool at_limit_logged = false;   // the limit's refusal logged since connections last fell below it
+  std::set<std::string> logged;  // refused keys already logged
+  bool at_limit_logged = false;  // the limit's refusal logged since connections last fell below it
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> accepted{0}, refused{0}, refused_limit{0};
   std::atomic<int64_t> open{0};
@@ -240,10 +248,18 @@ zap_authenticator::~zap_authenticator() {
   if (p_->thread.joinable()) p_->thread.join();
 }
 
-uint64_t zap_authenticator::accepted() const { return p_->accepted.load(std::memory_order_relaxed); }
-uint64_t zap_authenticator::refused() const { return p_->refused.load(std::memory_order_relaxed); }
-uint64_t zap_authenticator::refused_connections() const { return p_->refused_limit.load(std::memory_order_relaxed); }
-int64_t zap_authenticator::connections() const { return p_->open.load(std::memory_order_relaxed); }
+uint64_t zap_authenticator::accepted() const {
+  return p_->accepted.load(std::memory_order_relaxed);
+}
+uint64_t zap_authenticator::refused() const {
+  return p_->refused.load(std::memory_order_relaxed);
+}
+uint64_t zap_authenticator::refused_connections() const {
+  return p_->refused_limit.load(std::memory_order_relaxed);
+}
+int64_t zap_authenticator::connections() const {
+  return p_->open.load(std::memory_order_relaxed);
+}
 
 status_or<std::unique_ptr<zap_authenticator>> zap_authenticator::start(zmq::context_t& ctx, zap_rules rules) {
   auto p = std::make_unique<impl>(ctx);

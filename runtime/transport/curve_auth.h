@@ -9,18 +9,18 @@
 //   sock.set(zmq::sockopt::zap_domain, "hart");
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "runtime/core/status.h"
-
 namespace zmq {
 class context_t;
 class socket_t;
-}
+}  // namespace zmq
 
 namespace hart::transport {
 

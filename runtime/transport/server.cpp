@@ -1,7 +1,14 @@
 #include "runtime/transport/server.h"
 
+#include "runtime/core/log.h"
+#include "runtime/core/malloc_tuning.h"
+#include "runtime/protocol/codec.h"
+#include "runtime/transport/curve_auth.h"
+
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -14,13 +21,6 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
-#include <zmq.hpp>
-#include <zmq_addon.hpp>
-
-#include "runtime/core/log.h"
-#include "runtime/core/malloc_tuning.h"
-#include "runtime/protocol/codec.h"
-#include "runtime/transport/curve_auth.h"
 
 namespace hart::transport {
 
@@ -44,7 +44,9 @@ struct blocked_peer {
 
 enum class send_result { sent, would_block, unroutable };
 
-status unavailable(std::string msg) { return status(status_code::unavailable, std::move(msg)); }
+status unavailable(std::string msg) {
+  return status(status_code::unavailable, std::move(msg));
+}
 
 }  // namespace
 
@@ -75,7 +77,8 @@ status server_params::validate() const {
     return invalid_argument("server_params.curve_allowed_clients: an allowlist needs curve_secret_key");
   if (curve_secret_key.empty() && !endpoint_is_local(endpoint))
     return failed_precondition(
-        "server_params.endpoint: %s is not loopback; binding it needs a CURVE secret key (hart serve --curve-secret-key-file)",
+        "server_params.endpoint: %s is not loopback; binding it needs a CURVE secret key (hart serve "
+        "--curve-secret-key-file)",
         endpoint.c_str());
   return {};
 }
@@ -88,12 +91,12 @@ struct server::impl {
   zmq::context_t ctx{1};
   zmq::socket_t sock{ctx, zmq::socket_type::router};
   std::unique_ptr<zap_authenticator> zap;  ///< with curve_allowed_clients; goes before ctx
-  int wake_fd = -1;  ///< eventfd: send() and stop() write, the socket thread reads
+  int wake_fd = -1;                        ///< eventfd: send() and stop() write, the socket thread reads
   std::string endpoint;
 
-  std::mutex mu;                   ///< guards outbox
-  std::condition_variable space;   ///< signalled when the socket thread takes the outbox
-  std::deque<outgoing> outbox;     ///< filled by send(), emptied by the socket thread
+  std::mutex mu;                  ///< guards outbox
+  std::condition_variable space;  ///< signalled when the socket thread takes the outbox
+  std::deque<outgoing> outbox;    ///< filled by send(), emptied by the socket thread
   std::atomic<bool> stopping{false};
   std::thread thread;
   std::atomic<std::thread::id> thread_id{};  ///< the socket thread, set by itself
@@ -101,18 +104,18 @@ struct server::impl {
   slow_client_handler on_slow_client;
   disconnect_handler on_disconnect;
 
-  std::atomic<uint64_t> received{0}, decode_errors{0}, sent{0}, unroutable{0}, stalled{0},
-      rejected{0}, slow_clients{0}, disconnects{0};
+  std::atomic<uint64_t> received{0}, decode_errors{0}, sent{0}, unroutable{0}, stalled{0}, rejected{0},
+      slow_clients{0}, disconnects{0};
 
-  std::mutex closed_mu;            ///< guards closed_fds
-  std::vector<int> closed_fds;     ///< connections the monitor saw close (zap thread), not yet applied
+  std::mutex closed_mu;         ///< guards closed_fds
+  std::vector<int> closed_fds;  ///< connections the monitor saw close (zap thread), not yet applied
 
   // -- socket thread only --
-  std::deque<outgoing> pending;    ///< taken from outbox, not yet tried on the socket
+  std::deque<outgoing> pending;  ///< taken from outbox, not yet tried on the socket
   std::map<client_id, blocked_peer> blocked;
   std::unordered_map<int, std::set<client_id>> fd_clients;  ///< open connections' clients
   std::unordered_map<client_id, int> client_fd;
-  int64_t closed_since_trim = 0;   ///< connections closed since freed memory was last given back
+  int64_t closed_since_trim = 0;  ///< connections closed since freed memory was last given back
   clock_type::time_point last_trim = clock_type::now();
 
   ~impl() {
@@ -163,7 +166,8 @@ struct server::impl {
   std::chrono::milliseconds until_trim() const {
     if (closed_since_trim == 0) return std::chrono::milliseconds(-1);
     const auto left = last_trim + k_trim_interval - clock_type::now();
-    return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(left));
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(left));
   }
   void maybe_trim() {
     if (closed_since_trim == 0 || until_trim().count() > 0) return;
@@ -192,7 +196,8 @@ struct server::impl {
 
   void answer_error(const client_id& client, const status& s, const protocol::request_ref& ref = {}) {
     decode_errors.fetch_add(1, std::memory_order_relaxed);
-    auto enc = protocol::encode_reply(protocol::reply{protocol::error_reply_from(s, ref.request_id, ref.tag)});
+    auto enc =
+        protocol::encode_reply(protocol::reply{protocol::error_reply_from(s, ref.request_id, ref.tag)});
     if (enc.ok()) pending.push_back({client, enc->header, std::move(enc->payload)});
   }
 
@@ -203,8 +208,8 @@ struct server::impl {
     // the socket, the others came from the wire); -1 where libzmq cannot say.
     note_connection(client, zmq_msg_get(frames.back().handle(), ZMQ_SRCFD));
     if (frames.size() != 3) {
-      answer_error(client, invalid_argument("frames: got %zu, expected [header][payload]",
-                                            frames.size() - 1));
+      answer_error(client,
+                   invalid_argument("frames: got %zu, expected [header][payload]", frames.size() - 1));
       return;
     }
     protocol::request_ref ref;
@@ -335,10 +340,11 @@ struct server::impl {
   void run() {
     thread_id.store(std::this_thread::get_id());
     while (!stopping.load(std::memory_order_acquire)) {
-      zmq_pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, wake_fd, ZMQ_POLLIN, 0}};
-      auto timeout = pending.empty() && blocked.empty() ? std::chrono::milliseconds(-1) : std::chrono::milliseconds(1);
-      if (const auto trim = until_trim(); trim.count() >= 0 && (timeout.count() < 0 || trim < timeout)) timeout = trim;
+      zmq_pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
+      auto timeout =
+          pending.empty() && blocked.empty() ? std::chrono::milliseconds(-1) : std::chrono::milliseconds(1);
+      if (const auto trim = until_trim(); trim.count() >= 0 && (timeout.count() < 0 || trim < timeout))
+        timeout = trim;
       try {
         zmq::poll(items, 2, timeout);
       } catch (const zmq::error_t& e) {
@@ -377,10 +383,11 @@ struct server::impl {
 
 server::server(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
-server::~server() { stop(); }
+server::~server() {
+  stop();
+}
 
-status_or<std::unique_ptr<server>> server::start(const server_params& params,
-                                                 request_handler on_request,
+status_or<std::unique_ptr<server>> server::start(const server_params& params, request_handler on_request,
                                                  slow_client_handler on_slow_client,
                                                  disconnect_handler on_disconnect) {
   HART_RETURN_IF_ERROR(params.validate());
@@ -408,8 +415,10 @@ status_or<std::unique_ptr<server>> server::start(const server_params& params,
     zap_rules rules;
     rules.allowed_clients = params.curve_allowed_clients;
     rules.max_connections = params.max_connections;
-    rules.monitor_endpoint = "inproc://hart-connections-" + std::to_string(reinterpret_cast<uintptr_t>(p.get()));
-    if (zmq_socket_monitor(s.handle(), rules.monitor_endpoint.c_str(), ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
+    rules.monitor_endpoint =
+        "inproc://hart-connections-" + std::to_string(reinterpret_cast<uintptr_t>(p.get()));
+    if (zmq_socket_monitor(s.handle(), rules.monitor_endpoint.c_str(),
+                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
       return internal_error("server::start: zmq_socket_monitor failed");
     }
     impl* owner = p.get();
@@ -426,7 +435,9 @@ status_or<std::unique_ptr<server>> server::start(const server_params& params,
   return std::unique_ptr<server>(new server(std::move(p)));
 }
 
-const std::string& server::endpoint() const { return impl_->endpoint; }
+const std::string& server::endpoint() const {
+  return impl_->endpoint;
+}
 
 status server::send(const client_id& client, const protocol::reply& r) {
   impl& m = *impl_;
@@ -439,15 +450,15 @@ status server::send(const client_id& client, const protocol::reply& r) {
     std::unique_lock<std::mutex> lk(m.mu);
     if (m.outbox.size() >= limit) {
       // The socket thread drains the outbox, so it must never wait for room itself.
-      if (m.params.overflow == overflow_policy::reject ||
-          std::this_thread::get_id() == m.thread_id.load()) {
+      if (m.params.overflow == overflow_policy::reject || std::this_thread::get_id() == m.thread_id.load()) {
         m.rejected.fetch_add(1, std::memory_order_relaxed);
         return resource_exhausted("server: outbox full (%zu replies)", m.outbox.size());
       }
       m.space.wait(lk, [&] { return m.stopping.load() || m.outbox.size() < limit; });
       if (m.stopping.load()) return unavailable("server: stopped");
     }
-    m.outbox.push_back({client, enc.header, std::move(enc.payload), std::holds_alternative<protocol::chunk_event>(r)});
+    m.outbox.push_back(
+        {client, enc.header, std::move(enc.payload), std::holds_alternative<protocol::chunk_event>(r)});
     was_empty = m.outbox.size() == 1;
   }
   if (was_empty) m.wake();

@@ -15,6 +15,9 @@
 //   srv.value()->stop();
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/protocol/messages.h"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -22,9 +25,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "runtime/core/status.h"
-#include "runtime/protocol/messages.h"
 
 namespace hart::transport {
 
@@ -47,13 +47,13 @@ struct server_params {
   /// Connections open at once; a handshake beyond it is refused (the peer never connects) and
   /// counted (server_counters::connections_refused). 0: no limit.
   int64_t max_connections = 0;
-  size_t outbox_capacity = 65536;           ///< queued chunk replies (messages)
+  size_t outbox_capacity = 65536;  ///< queued chunk replies (messages)
   /// Extra room for every reply that is not a chunk (final, error, ack, ...), so the end of a
   /// stream and control answers are not refused because tokens filled the outbox.
   size_t control_headroom = 1024;
   overflow_policy overflow = overflow_policy::reject;
-  int send_hwm = 100000;                    ///< ZMQ_SNDHWM, messages per peer
-  int recv_hwm = 100000;                    ///< ZMQ_RCVHWM
+  int send_hwm = 100000;  ///< ZMQ_SNDHWM, messages per peer
+  int recv_hwm = 100000;  ///< ZMQ_RCVHWM
   /// A peer whose pipe stays full this long (or that falls outbox_capacity replies behind) is a
   /// slow reader: see server::start. Other peers' replies never wait for it.
   int stall_timeout_ms = 2000;
@@ -63,17 +63,17 @@ struct server_params {
 
 /// Counters since start; read with relaxed ordering (monotonic, for stats only).
 struct server_counters {
-  uint64_t received = 0;        ///< well-formed requests handed to on_request
-  uint64_t decode_errors = 0;   ///< bad frames answered with an error reply
-  uint64_t sent = 0;            ///< replies written to the socket
-  uint64_t unroutable = 0;      ///< replies dropped: the client was gone (EHOSTUNREACH)
-  uint64_t stalled = 0;         ///< chunks dropped for slow readers (each told so by an error)
-  uint64_t rejected = 0;        ///< send() calls refused because the outbox was full
-  uint64_t slow_clients = 0;    ///< times a peer was declared a slow reader
-  uint64_t auth_refused = 0;    ///< CURVE handshakes refused: the client key is not in the allowlist
+  uint64_t received = 0;             ///< well-formed requests handed to on_request
+  uint64_t decode_errors = 0;        ///< bad frames answered with an error reply
+  uint64_t sent = 0;                 ///< replies written to the socket
+  uint64_t unroutable = 0;           ///< replies dropped: the client was gone (EHOSTUNREACH)
+  uint64_t stalled = 0;              ///< chunks dropped for slow readers (each told so by an error)
+  uint64_t rejected = 0;             ///< send() calls refused because the outbox was full
+  uint64_t slow_clients = 0;         ///< times a peer was declared a slow reader
+  uint64_t auth_refused = 0;         ///< CURVE handshakes refused: the client key is not in the allowlist
   uint64_t connections_refused = 0;  ///< handshakes refused at max_connections
-  int64_t connections = 0;      ///< open now
-  uint64_t disconnects = 0;     ///< clients whose connection closed after they sent a request
+  int64_t connections = 0;           ///< open now
+  uint64_t disconnects = 0;          ///< clients whose connection closed after they sent a request
 };
 
 /// Called on the socket thread for every well-formed request. It must not block (post to an
@@ -106,8 +106,7 @@ class server {
   /// on_disconnect (optional) is called for each client that used it. The monitor is read
   /// before any later handshake is answered, so a new connection that reuses the descriptor
   /// is never taken for the closed one.
-  static status_or<std::unique_ptr<server>> start(const server_params& params,
-                                                  request_handler on_request,
+  static status_or<std::unique_ptr<server>> start(const server_params& params, request_handler on_request,
                                                   slow_client_handler on_slow_client = nullptr,
                                                   disconnect_handler on_disconnect = nullptr);
 

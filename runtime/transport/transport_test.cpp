@@ -1,9 +1,17 @@
 // Real sockets on 127.0.0.1 (port chosen by the OS): echo server, concurrency, garbage, overflow,
 // shutdown and bind policy.
-#include <gtest/gtest.h>
+#include "runtime/core/status_testing.h"
+#include "runtime/protocol/codec.h"
+#include "runtime/transport/client.h"
+#include "runtime/transport/curve_auth.h"
+#include "runtime/transport/server.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zmq.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -15,15 +23,6 @@
 #include <random>
 #include <thread>
 #include <vector>
-#include <zmq.h>
-#include <zmq.hpp>
-#include <zmq_addon.hpp>
-
-#include "runtime/core/status_testing.h"
-#include "runtime/protocol/codec.h"
-#include "runtime/transport/client.h"
-#include "runtime/transport/curve_auth.h"
-#include "runtime/transport/server.h"
 
 namespace hart::transport {
 namespace {
@@ -71,14 +70,18 @@ struct echo_fixture {
     const auto& k = std::get<protocol::control_request>(r);
     reply out;
     switch (k.verb) {
-      case protocol::control_verb::health: out = protocol::health_reply{k.tag, true, 1}; break;
+      case protocol::control_verb::health:
+        out = protocol::health_reply{k.tag, true, 1};
+        break;
       case protocol::control_verb::stats:
         out = protocol::stats_reply{k.tag, {{"x", 1.0}}, "hart_x 1\n", {}};
         break;
       case protocol::control_verb::weight_version:
         out = protocol::weight_version_reply{k.tag, 7};
         break;
-      default: out = protocol::ack_reply{k.tag, k.verb, 0}; break;
+      default:
+        out = protocol::ack_reply{k.tag, k.verb, 0};
+        break;
     }
     if (!srv->send(c, out).ok()) ++bad_sends;
   }
@@ -230,7 +233,7 @@ TEST(transport, garbage_frames_get_an_error_and_the_server_keeps_serving) {
       {hdr, random_bytes(1000), random_bytes(3)},  // too many frames
       {"", ""},                                    // empty frames
       {""},
-      {std::string("\x07\x01", 2), payload},       // wrong version
+      {std::string("\x07\x01", 2), payload},         // wrong version
       {hdr, payload.substr(0, payload.size() - 8)},  // truncated
       {hdr, std::string(payload.size() + 1, 'x')},
   };
@@ -265,8 +268,7 @@ TEST(transport, outbox_overflow_returns_resource_exhausted) {
       e.seq = static_cast<uint32_t>(i);
       chunk_codes.push_back(srv->send(c, reply{e}).code());
     }
-    for (int i = 0; i < 4; ++i)
-      final_codes.push_back(srv->send(c, reply{protocol::final_event{}}).code());
+    for (int i = 0; i < 4; ++i) final_codes.push_back(srv->send(c, reply{protocol::final_event{}}).code());
     done = true;
   });
   ASSERT_TRUE(s.ok());
@@ -279,9 +281,9 @@ TEST(transport, outbox_overflow_returns_resource_exhausted) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(chunk_codes[i], status_code::ok);
   for (int i = 8; i < 20; ++i) EXPECT_EQ(chunk_codes[i], status_code::resource_exhausted);
   // Finals use the headroom: 2 fit, then they are refused too.
-  EXPECT_EQ(final_codes, (std::vector<status_code>{status_code::ok, status_code::ok,
-                                                   status_code::resource_exhausted,
-                                                   status_code::resource_exhausted}));
+  EXPECT_EQ(final_codes,
+            (std::vector<status_code>{status_code::ok, status_code::ok, status_code::resource_exhausted,
+                                      status_code::resource_exhausted}));
   EXPECT_EQ(srv->counters().rejected, 14u);
   // The 10 accepted replies arrive.
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(c->receive(5s).ok()) << i;
@@ -414,7 +416,8 @@ TEST(transport, a_slow_reader_is_told_and_other_clients_do_not_wait) {
     ASSERT_GT(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 0) << "the slow client's replies stopped";
     ASSERT_TRUE(zmq::recv_multipart(slow, std::back_inserter(frames)));
     ASSERT_EQ(frames.size(), 2u);
-    auto r = protocol::decode_reply({frames[0].data(), frames[0].size()}, {frames[1].data(), frames[1].size()});
+    auto r =
+        protocol::decode_reply({frames[0].data(), frames[0].size()}, {frames[1].data(), frames[1].size()});
     ASSERT_TRUE(r.ok());
     if (auto* c = std::get_if<protocol::chunk_event>(&*r)) {
       ASSERT_FALSE(error_seen) << "a chunk after the slow-reader error";
@@ -484,7 +487,6 @@ TEST(transport, bind_policy) {
   expect_health(*c.value(), 77);
 }
 
-
 // An allowlist lets in exactly its client keys: a listed client is answered, a client with
 // another key (or a fresh pair) never gets through the handshake, and the server counts it.
 TEST(transport_curve, only_allowlisted_client_keys_get_in) {
@@ -519,11 +521,13 @@ TEST(transport_curve, only_allowlisted_client_keys_get_in) {
   // Allowlist without a secret key: refused as a configuration error.
   server_params bad;
   bad.curve_allowed_clients = {apub};
-  EXPECT_EQ(server::start(bad, [](const client_id&, request) {}).get_status().code(), status_code::invalid_argument);
+  EXPECT_EQ(server::start(bad, [](const client_id&, request) {}).get_status().code(),
+            status_code::invalid_argument);
 }
 
 struct key_dir {
-  std::string path = (std::filesystem::temp_directory_path() / ("hart-keys-" + std::to_string(::getpid()))).string();
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("hart-keys-" + std::to_string(::getpid()))).string();
   key_dir() { std::filesystem::create_directories(path); }
   ~key_dir() { std::filesystem::remove_all(path); }
 };
@@ -566,7 +570,6 @@ TEST(transport_curve, key_files_are_read_checked_and_written_private) {
   }
   EXPECT_EQ(curve_allowlist_read(list).get_status().code(), status_code::invalid_argument);
 }
-
 
 // At max_connections a new peer's handshake is refused (it never gets an answer) and counted;
 // once a peer leaves, a new one gets in. No CURVE needed: the ZAP handler sees NULL handshakes.

@@ -92,7 +92,9 @@ struct zeros_op {
     }
   }
 
-  uint32_t apply(uint32_t c) const { return t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^ t[3][c >> 24]; }
+  uint32_t apply(uint32_t c) const {
+    return t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^ t[3][c >> 24];
+  }
 };
 
 // NOTE(weight_sync): 8 KiB runs (24 KiB blocks) keep the three streams within
@@ -108,7 +110,8 @@ constexpr size_t k_short = 256;
 // reading the destination lines first. 512 MiB cold, same run: memcpy + CRC
 // 3.7 GB/s, fused 4.0-4.4, fused + streaming stores 5.2-5.4 (docs/perf-notes.md W1 v2).
 template <bool Copy>
-__attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t c, const uint8_t* p, size_t n, uint8_t* out) {
+__attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t c, const uint8_t* p, size_t n,
+                                                        uint8_t* out) {
   static const zeros_op long_op(k_long), short_op(k_short);
   uint64_t c64 = c;
   for (const auto& [run, op] : {std::pair<size_t, const zeros_op*>{k_long, &long_op}, {k_short, &short_op}}) {

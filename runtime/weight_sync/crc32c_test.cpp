@@ -46,11 +46,14 @@ TEST(crc32c, interleaved_chains_equal_the_definition_at_every_block_boundary) {
     v = uint8_t(x);
   }
   for (size_t start : {size_t(0), size_t(1), size_t(5)}) {
-    for (size_t n : {size_t(0), size_t(7), size_t(767), size_t(768), size_t(769), size_t(24575), size_t(24576),
-                     size_t(24577), size_t(24576 + 768 + 9), size_t(2 * 24576 + 3 * 256), b.size() - start}) {
-      ASSERT_EQ(crc32c_extend(0, b.data() + start, n), crc32c_bitwise(b.data() + start, n)) << start << " " << n;
+    for (size_t n :
+         {size_t(0), size_t(7), size_t(767), size_t(768), size_t(769), size_t(24575), size_t(24576),
+          size_t(24577), size_t(24576 + 768 + 9), size_t(2 * 24576 + 3 * 256), b.size() - start}) {
+      ASSERT_EQ(crc32c_extend(0, b.data() + start, n), crc32c_bitwise(b.data() + start, n))
+          << start << " " << n;
       std::vector<uint8_t> copy(n + 2, 0xA5);
-      ASSERT_EQ(crc32c_copy(0, copy.data() + 1, b.data() + start, n), crc32c_bitwise(b.data() + start, n)) << "copy " << n;
+      ASSERT_EQ(crc32c_copy(0, copy.data() + 1, b.data() + start, n), crc32c_bitwise(b.data() + start, n))
+          << "copy " << n;
       EXPECT_EQ(std::memcmp(copy.data() + 1, b.data() + start, n), 0) << "copy " << n;
       EXPECT_EQ(copy[0], 0xA5);
       EXPECT_EQ(copy[n + 1], 0xA5) << "nothing written past the end";

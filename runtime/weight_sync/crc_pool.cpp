@@ -1,9 +1,9 @@
 #include "runtime/weight_sync/crc_pool.h"
 
+#include "runtime/weight_sync/crc32c.h"
+
 #include <algorithm>
 #include <vector>
-
-#include "runtime/weight_sync/crc32c.h"
 
 namespace hart::weight_sync {
 namespace {

@@ -10,15 +10,17 @@
 //   crc = pool.extend(crc, src, n);                // == crc32c_extend(crc, src, n)
 #pragma once
 
+#include "runtime/core/piece_pool.h"
+
 #include <cstddef>
 #include <cstdint>
-
-#include "runtime/core/piece_pool.h"
 
 namespace hart::weight_sync {
 
 /// Threads for a crc_pool when none are asked for (piece_pool_default_threads).
-inline int crc_pool_default_threads() { return piece_pool_default_threads(); }
+inline int crc_pool_default_threads() {
+  return piece_pool_default_threads();
+}
 
 class crc_pool {
  public:

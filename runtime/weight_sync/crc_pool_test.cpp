@@ -4,12 +4,12 @@
 // on one pool (its workers are reused).
 #include "runtime/weight_sync/crc_pool.h"
 
+#include "runtime/weight_sync/crc32c.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
-
-#include "runtime/weight_sync/crc32c.h"
 
 namespace hart::weight_sync {
 namespace {
@@ -27,12 +27,13 @@ TEST(crc_pool, equals_one_thread_for_every_split) {
     for (const size_t start : {size_t(0), size_t(3)}) {
       for (const size_t n : {size_t(0), size_t(100), size_t(1) << 20, (size_t(2) << 20) - 1, size_t(2) << 20,
                              (size_t(3) << 20) + 17, src.size() - start}) {
-        SCOPED_TRACE(std::to_string(threads) + " threads, start " + std::to_string(start) + ", " + std::to_string(n) +
-                     " bytes");
+        SCOPED_TRACE(std::to_string(threads) + " threads, start " + std::to_string(start) + ", " +
+                     std::to_string(n) + " bytes");
         const uint32_t seed = 0x1234567u;
         ASSERT_EQ(pool.extend(seed, src.data() + start, n), crc32c_extend(seed, src.data() + start, n));
         std::vector<uint8_t> dst(n + 2, 0x5A);
-        ASSERT_EQ(pool.copy(seed, dst.data() + 1, src.data() + start, n), crc32c_extend(seed, src.data() + start, n));
+        ASSERT_EQ(pool.copy(seed, dst.data() + 1, src.data() + start, n),
+                  crc32c_extend(seed, src.data() + start, n));
         EXPECT_EQ(std::memcmp(dst.data() + 1, src.data() + start, n), 0);
         EXPECT_EQ(dst[0], 0x5A);
         EXPECT_EQ(dst[n + 1], 0x5A) << "nothing written past the end";

@@ -1,12 +1,12 @@
 #include "runtime/weight_sync/cuda_ipc.h"
 
+#include "kernels/cuda_device.h"
+#include "runtime/weight_sync/sync_messages.h"
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstring>
-
-#include "kernels/cuda_device.h"
-#include "runtime/weight_sync/sync_messages.h"
 
 namespace hart::weight_sync {
 
@@ -37,8 +37,10 @@ status_or<cuda_ipc_ref> cuda_ipc_export(const void* device_ptr) {
   }
   cudaIpcMemHandle_t h;
   if (const cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base)); e != cudaSuccess) {
-    return invalid_argument("weight sync: cudaIpcGetMemHandle: %s (memory from cudaMalloc can be shared, "
-                            "not managed or pooled allocations)", cudaGetErrorString(e));
+    return invalid_argument(
+        "weight sync: cudaIpcGetMemHandle: %s (memory from cudaMalloc can be shared, "
+        "not managed or pooled allocations)",
+        cudaGetErrorString(e));
   }
   cuda_ipc_ref r;
   r.handle.resize(k_ipc_handle_bytes);
@@ -49,17 +51,20 @@ status_or<cuda_ipc_ref> cuda_ipc_export(const void* device_ptr) {
 }
 
 status cuda_ipc_reader::read(const std::vector<uint8_t>& handle, uint64_t offset, void* dst, size_t n) {
-  if (handle.size() != k_ipc_handle_bytes) return invalid_argument("weight sync: CUDA IPC handle of %zu bytes", handle.size());
+  if (handle.size() != k_ipc_handle_bytes)
+    return invalid_argument("weight sync: CUDA IPC handle of %zu bytes", handle.size());
   auto it = opened_.find(handle);
   if (it == opened_.end()) {
     cudaIpcMemHandle_t h;
     std::memcpy(&h, handle.data(), k_ipc_handle_bytes);
     opened o;
-    if (const cudaError_t e = cudaIpcOpenMemHandle(&o.base, h, cudaIpcMemLazyEnablePeerAccess); e != cudaSuccess) {
+    if (const cudaError_t e = cudaIpcOpenMemHandle(&o.base, h, cudaIpcMemLazyEnablePeerAccess);
+        e != cudaSuccess) {
       (void)cudaGetLastError();
       return status(status_code::unavailable,
                     std::string("weight sync: the sender's CUDA allocation does not open here (") +
-                        cudaGetErrorString(e) + "; CUDA IPC needs the trainer on this host, its allocation alive)");
+                        cudaGetErrorString(e) +
+                        "; CUDA IPC needs the trainer on this host, its allocation alive)");
     }
     CUdeviceptr b = 0;
     size_t bytes = 0;
@@ -71,7 +76,8 @@ status cuda_ipc_reader::read(const std::vector<uint8_t>& handle, uint64_t offset
     return out_of_range("weight sync: bytes [%llu, +%zu) past the sender's CUDA allocation of %llu bytes",
                         (unsigned long long)offset, n, (unsigned long long)it->second.bytes);
   }
-  const cudaError_t e = cudaMemcpy(dst, static_cast<const char*>(it->second.base) + offset, n, cudaMemcpyDeviceToHost);
+  const cudaError_t e =
+      cudaMemcpy(dst, static_cast<const char*>(it->second.base) + offset, n, cudaMemcpyDeviceToHost);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return internal_error("weight sync: copy out of the sender's CUDA memory: %s", cudaGetErrorString(e));

@@ -11,12 +11,12 @@
 //   r.close();                                                                      // when the update ends
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <vector>
-
-#include "runtime/core/status.h"
 
 namespace hart::weight_sync {
 

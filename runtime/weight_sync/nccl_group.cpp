@@ -1,13 +1,13 @@
 #include "runtime/weight_sync/nccl_group.h"
 
+#include "runtime/weight_sync/sync_messages.h"
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <cstring>
 #include <string>
 #include <thread>
-
-#include "runtime/weight_sync/sync_messages.h"
 
 namespace hart::weight_sync {
 
@@ -96,15 +96,19 @@ status_or<int> nccl_group::device_of(const void* device_ptr) {
 }
 
 nccl_group::nccl_group() = default;
-nccl_group::~nccl_group() { close(); }
+nccl_group::~nccl_group() {
+  close();
+}
 
 status nccl_group::join(const std::vector<uint8_t>& id, int rank, int world, int device,
                         std::chrono::milliseconds timeout) {
   close();
   if (id.size() != k_nccl_id_bytes) {
-    return invalid_argument("weight sync by NCCL: unique id of %zu bytes, expected %zu", id.size(), k_nccl_id_bytes);
+    return invalid_argument("weight sync by NCCL: unique id of %zu bytes, expected %zu", id.size(),
+                            k_nccl_id_bytes);
   }
-  if (world < 2 || rank < 0 || rank >= world) return invalid_argument("weight sync by NCCL: rank %d of %d", rank, world);
+  if (world < 2 || rank < 0 || rank >= world)
+    return invalid_argument("weight sync by NCCL: rank %d of %d", rank, world);
   HART_RETURN_IF_ERROR(usable(device));
   auto s = std::make_unique<state>();
   s->id = id;
@@ -125,7 +129,8 @@ status nccl_group::join(const std::vector<uint8_t>& id, int rank, int world, int
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // the init and every call return at once; wait() bounds how long they take
   const ncclResult_t r = ncclCommInitRankConfig(&s_->comm, world, uid, rank, &config);
-  if (r != ncclSuccess && r != ncclInProgress) return fail(nccl_status(r, s_->comm, "ncclCommInitRankConfig"));
+  if (r != ncclSuccess && r != ncclInProgress)
+    return fail(nccl_status(r, s_->comm, "ncclCommInitRankConfig"));
   return {};
 }
 
@@ -162,7 +167,8 @@ status nccl_group::receive(void* dst, size_t n) {
     s_->buffer_bytes = 0;
     if (cudaMalloc(&s_->buffer, n) != cudaSuccess) {
       (void)cudaGetLastError();
-      return fail(resource_exhausted("weight sync by NCCL: no device memory for a %zu-byte receive buffer", n));
+      return fail(
+          resource_exhausted("weight sync by NCCL: no device memory for a %zu-byte receive buffer", n));
     }
     s_->buffer_bytes = n;
   }
@@ -182,7 +188,8 @@ status nccl_group::wait(bool drain, const std::function<status()>& check) {
   for (;;) {
     ncclResult_t async = ncclSuccess;
     if (const ncclResult_t r = ncclCommGetAsyncError(s_->comm, &async); r != ncclSuccess) async = r;
-    if (async != ncclSuccess && async != ncclInProgress) return fail(nccl_status(async, s_->comm, "the group failed"));
+    if (async != ncclSuccess && async != ncclInProgress)
+      return fail(nccl_status(async, s_->comm, "the group failed"));
     if (async == ncclSuccess) {
       if (!drain) return {};
       const cudaError_t e = cudaStreamQuery(s_->stream);
@@ -196,9 +203,10 @@ status nccl_group::wait(bool drain, const std::function<status()>& check) {
       if (status c = check(); !c.ok()) return fail(c);
     }
     if (steady::now() > deadline) {
-      return fail(status(status_code::unavailable,
-                         "weight sync by NCCL: no progress within " + std::to_string(s_->timeout.count()) +
-                             " ms (the other rank did not join the group, or stopped broadcasting); group aborted"));
+      return fail(
+          status(status_code::unavailable,
+                 "weight sync by NCCL: no progress within " + std::to_string(s_->timeout.count()) +
+                     " ms (the other rank did not join the group, or stopped broadcasting); group aborted"));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }

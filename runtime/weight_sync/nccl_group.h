@@ -17,14 +17,14 @@
 //   g.drain(); send end
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
-
-#include "runtime/core/status.h"
 
 namespace hart::weight_sync {
 
@@ -47,7 +47,8 @@ class nccl_group {
   /// of `world` on CUDA device `device`; returns without waiting for the
   /// others (the calls below wait for the init). `timeout` bounds each of
   /// their waits. invalid_argument for an id of another size.
-  status join(const std::vector<uint8_t>& id, int rank, int world, int device, std::chrono::milliseconds timeout);
+  status join(const std::vector<uint8_t>& id, int rank, int world, int device,
+              std::chrono::milliseconds timeout);
   /// Holds group `id` on `device`, formed and without an error so far.
   bool joined(const std::vector<uint8_t>& id, int device) const;
 

@@ -3,10 +3,10 @@
 // checked on two GPUs (tests/serve/serve_device_test.cpp).
 #include "runtime/weight_sync/nccl_group.h"
 
-#include <gtest/gtest.h>
-
 #include "runtime/core/status_testing.h"
 #include "runtime/weight_sync/sync_messages.h"
+
+#include <gtest/gtest.h>
 
 namespace hart::weight_sync {
 namespace {

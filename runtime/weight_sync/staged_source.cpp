@@ -33,7 +33,9 @@ status_or<std::shared_ptr<staged_buffer>> staged_buffer::create(size_t n_bytes) 
   return std::shared_ptr<staged_buffer>(new staged_buffer(static_cast<uint8_t*>(p), n_bytes));
 }
 
-staged_buffer::~staged_buffer() { std::free(data_); }
+staged_buffer::~staged_buffer() {
+  std::free(data_);
+}
 
 void staged_tensor_source::add(tensor_entry e, std::shared_ptr<const staged_buffer> keep) {
   auto h = std::make_unique<held>();

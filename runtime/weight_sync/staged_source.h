@@ -12,14 +12,14 @@
 //   src.add({name, dtype::bf16, shape, buf->data(), n_bytes, src.describe()}, buf);
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/model/tensor_source.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "runtime/core/status.h"
-#include "runtime/model/tensor_source.h"
 
 namespace hart::weight_sync {
 

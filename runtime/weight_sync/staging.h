@@ -19,18 +19,18 @@
 //   HART_ASSIGN_OR_RETURN(auto src, st.finish(end));
 #pragma once
 
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <string>
-#include <vector>
-
 #include "runtime/model/tensor_source.h"
 #include "runtime/weight_sync/crc_pool.h"
 #include "runtime/weight_sync/cuda_ipc.h"
 #include "runtime/weight_sync/nccl_group.h"
 #include "runtime/weight_sync/staged_source.h"
 #include "runtime/weight_sync/sync_messages.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
 
 namespace hart::weight_sync {
 
@@ -43,7 +43,8 @@ struct staging_limits {
 class update_staging {
  public:
   explicit update_staging(staging_limits limits = {})
-      : limits_(limits), copier_(limits.copy_threads > 0 ? limits.copy_threads : crc_pool_default_threads()) {}
+      : limits_(limits),
+        copier_(limits.copy_threads > 0 ? limits.copy_threads : crc_pool_default_threads()) {}
 
   /// Opens update `m.version`, discarding one already staged (its buffers are
   /// kept for reuse). failed_precondition unless m.version > serving_version;
@@ -68,8 +69,8 @@ class update_staging {
   status add_by_nccl(uint64_t version, const chunk_desc& c, nccl_group* group);
   /// Ends the update (always: no update is staged afterwards). data_loss for a
   /// checksum mismatch; invalid_argument for missing bytes, tensors or buckets
-  /// (m.n_buckets when stated; buckets 0..n-1 always) (then the staging memory is freed). On success the source shares the buffers
-  /// the staging keeps for the next update.
+  /// (m.n_buckets when stated; buckets 0..n-1 always) (then the staging memory is freed). On success the
+  /// source shares the buffers the staging keeps for the next update.
   status_or<std::unique_ptr<tensor_source>> finish(const end_msg& m);
   /// Drops the staged update, if any, and frees every staging buffer.
   void discard();
@@ -88,7 +89,7 @@ class update_staging {
     std::vector<int64_t> shape;
     std::shared_ptr<staged_buffer> buffer;  // sized on the first chunk
     uint64_t received = 0;
-    std::map<uint64_t, uint64_t> ranges;    // received [offset, offset + length), adjacent ones merged
+    std::map<uint64_t, uint64_t> ranges;  // received [offset, offset + length), adjacent ones merged
   };
   struct bucket_sum {
     uint32_t crc = 0;  // of the bucket's chunks in list order
@@ -108,8 +109,8 @@ class update_staging {
   bool active_ = false;
   uint64_t version_ = 0;
   begin_msg announced_;
-  uint64_t bytes_ = 0;      // received
-  uint64_t allocated_ = 0;  // sum of the sizes of the tensors seen so far
+  uint64_t bytes_ = 0;                      // received
+  uint64_t allocated_ = 0;                  // sum of the sizes of the tensors seen so far
   std::map<uint64_t, bucket_sum> buckets_;  // by seq
   bucket_sum* open_ = nullptr;              // the bucket add() stages into
   std::map<std::string, pending_tensor> tensors_;

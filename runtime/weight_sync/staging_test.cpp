@@ -1,11 +1,11 @@
 #include "runtime/weight_sync/staging.h"
 
+#include "runtime/core/status_testing.h"
+#include "runtime/weight_sync/crc32c.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
-
-#include "runtime/core/status_testing.h"
-#include "runtime/weight_sync/crc32c.h"
 
 namespace hart::weight_sync {
 namespace {
@@ -53,14 +53,16 @@ TEST(update_staging, a_broken_update_is_discarded_with_a_typed_error) {
   ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
   ASSERT_TRUE(st.begin_bucket(5, 0).ok());
   ASSERT_TRUE(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).ok());
-  EXPECT_EQ(st.finish({5, crc32c_extend(0, u.a.data(), 8)}).get_status().code(), status_code::invalid_argument)
+  EXPECT_EQ(st.finish({5, crc32c_extend(0, u.a.data(), 8)}).get_status().code(),
+            status_code::invalid_argument)
       << "a missing tensor";
 
   ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
   EXPECT_EQ(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).code(), status_code::failed_precondition)
       << "a chunk outside a bucket";
   ASSERT_TRUE(st.begin_bucket(5, 0).ok());
-  ASSERT_TRUE(st.add(5, {"b", dtype::bf16, {2, 3}, 4, 8}, u.b.data() + 4).ok()) << "chunks may come in any order";
+  ASSERT_TRUE(st.add(5, {"b", dtype::bf16, {2, 3}, 4, 8}, u.b.data() + 4).ok())
+      << "chunks may come in any order";
   EXPECT_EQ(st.add(5, {"b", dtype::bf16, {2, 3}, 2, 4}, u.b.data()).code(), status_code::invalid_argument)
       << "overlapping chunks";
   EXPECT_FALSE(st.active());
@@ -85,7 +87,8 @@ TEST(update_staging, a_broken_update_is_discarded_with_a_typed_error) {
   ASSERT_TRUE(st.begin_bucket(5, 1).ok());
   ASSERT_TRUE(st.add(5, {"a", dtype::f32, {2}, 0, 8}, u.a.data()).ok());
   ASSERT_TRUE(st.add(5, {"b", dtype::bf16, {2, 3}, 0, 12}, u.b.data()).ok());
-  EXPECT_EQ(st.finish({5, u.crc()}).get_status().code(), status_code::invalid_argument) << "bucket 0 never came";
+  EXPECT_EQ(st.finish({5, u.crc()}).get_status().code(), status_code::invalid_argument)
+      << "bucket 0 never came";
 
   ASSERT_TRUE(st.begin({5, 2, 20}, 4).ok());
   u.send(st, 5);
@@ -179,7 +182,8 @@ TEST(update_staging, a_chunk_in_cuda_memory_that_does_not_open_discards_the_upda
   chunk_desc c{"a", dtype::f32, {2}, 0, 8};
   c.ipc_handle.assign(k_ipc_handle_bytes, 0x5a);
   const status s = st.add_from_cuda(5, c, ipc);
-  EXPECT_TRUE(s.code() == status_code::unavailable || s.code() == status_code::unimplemented) << s.to_string();
+  EXPECT_TRUE(s.code() == status_code::unavailable || s.code() == status_code::unimplemented)
+      << s.to_string();
   EXPECT_FALSE(st.active());
   EXPECT_EQ(st.staged_bytes(), 0u);
 }

@@ -10,12 +10,12 @@
 //   HART_ASSIGN_OR_RETURN(sync_request r, decode_request(hdr, payload, data_frames));
 #pragma once
 
+#include "runtime/weight_sync/sync_messages.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
-
-#include "runtime/weight_sync/sync_messages.h"
 
 namespace hart::weight_sync {
 
@@ -33,7 +33,8 @@ status_or<std::vector<uint8_t>> encode_reply(const sync_reply& r);
 
 /// `data` are the frames after the payload (bucket: one per chunk not in CUDA
 /// memory, in chunk order, sizes matching).
-status_or<sync_request> decode_request(frame_view header, frame_view payload, const std::vector<frame_view>& data);
+status_or<sync_request> decode_request(frame_view header, frame_view payload,
+                                       const std::vector<frame_view>& data);
 status_or<sync_reply> decode_reply(frame_view header, frame_view payload);
 
 /// The wire dtypes (BF16, F16, F32, I32, I64); false for any other.

@@ -1,5 +1,8 @@
 #include "runtime/weight_sync/sync_codec.h"
 
+#include "runtime/core/status_testing.h"
+#include "runtime/weight_sync/weight_sync.capnp.h"
+
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
@@ -7,14 +10,15 @@
 #include <cstring>
 #include <functional>
 
-#include "runtime/core/status_testing.h"
-#include "runtime/weight_sync/weight_sync.capnp.h"
-
 namespace hart::weight_sync {
 namespace {
 
-frame_view view(const std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
-frame_view view(const std::array<uint8_t, 2>& v) { return {v.data(), v.size()}; }
+frame_view view(const std::vector<uint8_t>& v) {
+  return {v.data(), v.size()};
+}
+frame_view view(const std::array<uint8_t, 2>& v) {
+  return {v.data(), v.size()};
+}
 
 // A SyncRequest built field by field: what encode_request refuses to write.
 std::vector<uint8_t> raw_request(const std::function<void(wire::sync::SyncRequest::Builder)>& fill) {
@@ -30,7 +34,8 @@ bucket_msg two_chunk_bucket() {
   bucket_msg b;
   b.version = 3;
   b.seq = 1;
-  b.chunks = {{"model.embed_tokens.weight", dtype::bf16, {4, 2}, 0, 16}, {"layers.0.ffn.gate.tid2eid", dtype::i64, {2, 1}, 8, 8}};
+  b.chunks = {{"model.embed_tokens.weight", dtype::bf16, {4, 2}, 0, 16},
+              {"layers.0.ffn.gate.tid2eid", dtype::i64, {2, 1}, 8, 8}};
   return b;
 }
 
@@ -94,7 +99,8 @@ TEST(sync_codec, bad_frames_are_invalid_argument_naming_the_problem) {
   expect_bad(decode_request(view(request_header()), view(end), {view(d0)}), "data frames");
   bucket_msg past = two_chunk_bucket();
   past.chunks[0].byte_offset = 8;  // 8 + 16 > 16 bytes of the tensor
-  expect_bad(decode_request(view(request_header()), view(*encode_request(past)), {view(d0), view(d1)}), "outside");
+  expect_bad(decode_request(view(request_header()), view(*encode_request(past)), {view(d0), view(d1)}),
+             "outside");
 }
 
 // A chunk in CUDA memory (Chunk.ipcHandle) carries no data frame: frames match
@@ -151,7 +157,8 @@ TEST(sync_codec, an_update_by_nccl_names_its_group_and_its_chunks_carry_no_data_
   EXPECT_TRUE(m.chunks[1].ipc_handle.empty());
   EXPECT_FALSE(m.chunks[0].nccl);
   EXPECT_EQ(decode_request(view(request_header()), view(*kp), {view(d0), view(d1)}).get_status().code(),
-            status_code::invalid_argument) << "a data frame for the chunk by NCCL";
+            status_code::invalid_argument)
+      << "a data frame for the chunk by NCCL";
 
   auto expect_bad = [](const status& s, const std::string& needle) {
     EXPECT_STATUS(s, status_code::invalid_argument, needle);
@@ -175,7 +182,8 @@ TEST(sync_codec, an_update_by_nccl_names_its_group_and_its_chunks_carry_no_data_
     o.setTensorCount(1);
     o.setNcclUniqueId(capnp::Data::Reader(twelve.data(), twelve.size()));
   });
-  expect_bad(decode_request(view(request_header()), view(short_wire), {}).get_status(), "NCCL unique id of 12 bytes");
+  expect_bad(decode_request(view(request_header()), view(short_wire), {}).get_status(),
+             "NCCL unique id of 12 bytes");
   auto reuse_wire = raw_request([](wire::sync::SyncRequest::Builder r) {
     auto o = r.initBegin();
     o.setVersion(3);

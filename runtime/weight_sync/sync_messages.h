@@ -4,15 +4,15 @@
 // the raw data frames after it, one per chunk.
 #pragma once
 
+#include "runtime/core/dtype.h"
+#include "runtime/core/status.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include "runtime/core/dtype.h"
-#include "runtime/core/status.h"
 
 namespace hart::weight_sync {
 
@@ -49,8 +49,13 @@ struct begin_msg {
 struct chunk_desc {
   chunk_desc() = default;
   /// A chunk whose bytes come in a data frame.
-  chunk_desc(std::string name_, dtype type_, std::vector<int64_t> shape_, uint64_t byte_offset_, uint64_t n_bytes_)
-      : name(std::move(name_)), type(type_), shape(std::move(shape_)), byte_offset(byte_offset_), n_bytes(n_bytes_) {}
+  chunk_desc(std::string name_, dtype type_, std::vector<int64_t> shape_, uint64_t byte_offset_,
+             uint64_t n_bytes_)
+      : name(std::move(name_)),
+        type(type_),
+        shape(std::move(shape_)),
+        byte_offset(byte_offset_),
+        n_bytes(n_bytes_) {}
 
   std::string name;
   dtype type = dtype::bf16;
@@ -76,7 +81,8 @@ struct bucket_msg {
 struct end_msg {
   uint64_t version = 0;
   uint32_t crc32c = 0;
-  uint64_t n_buckets = 0;  ///< buckets the update carried; 0 = not stated (all sent before end on one connection)
+  uint64_t n_buckets =
+      0;  ///< buckets the update carried; 0 = not stated (all sent before end on one connection)
 };
 
 struct abort_msg {

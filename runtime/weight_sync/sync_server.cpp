@@ -1,20 +1,20 @@
 #include "runtime/weight_sync/sync_server.h"
 
+#include "runtime/core/log.h"
+#include "runtime/transport/curve_auth.h"
+#include "runtime/transport/server.h"
+#include "runtime/weight_sync/crc_pool.h"
+
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <deque>
 #include <mutex>
 #include <thread>
-#include <zmq.hpp>
-#include <zmq_addon.hpp>
-
-#include "runtime/core/log.h"
-#include "runtime/transport/curve_auth.h"
-#include "runtime/transport/server.h"
-#include "runtime/weight_sync/crc_pool.h"
 
 namespace hart::weight_sync {
 
@@ -77,7 +77,8 @@ struct sync_server::impl {
     err.phase = sync_phase::frame;
     if (frames.size() < 3) {
       err.code = status_code::invalid_argument;
-      err.message = "frames: got " + std::to_string(frames.size() - 1) + ", expected [header][payload][data...]";
+      err.message =
+          "frames: got " + std::to_string(frames.size() - 1) + ", expected [header][payload][data...]";
       reply_now(client, err);
       return;
     }
@@ -88,7 +89,8 @@ struct sync_server::impl {
       msg->data.push_back({frames[i].data(), frames[i].size()});
       n_data += frames[i].size();
     }
-    auto req = decode_request({frames[1].data(), frames[1].size()}, {frames[2].data(), frames[2].size()}, msg->data);
+    auto req =
+        decode_request({frames[1].data(), frames[1].size()}, {frames[2].data(), frames[2].size()}, msg->data);
     if (!req.ok()) {
       err.code = req.get_status().code();
       err.message = req.get_status().message();
@@ -110,7 +112,8 @@ struct sync_server::impl {
   void run() {
     while (!stopping.load()) {
       const bool room = inflight_bytes->load() < params.max_inflight_bytes;
-      zmq_pollitem_t items[2] = {{sock.handle(), 0, short(room ? ZMQ_POLLIN : 0), 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
+      zmq_pollitem_t items[2] = {{sock.handle(), 0, short(room ? ZMQ_POLLIN : 0), 0},
+                                 {nullptr, wake_fd, ZMQ_POLLIN, 0}};
       try {
         zmq::poll(items, 2, std::chrono::milliseconds(room ? -1 : 1));
       } catch (const zmq::error_t& e) {
@@ -125,7 +128,9 @@ struct sync_server::impl {
       }
       if (stopping.load()) break;
       try {
-        for (int i = 0; i < 64 && (items[0].revents & ZMQ_POLLIN) && inflight_bytes->load() < params.max_inflight_bytes; ++i) {
+        for (int i = 0;
+             i < 64 && (items[0].revents & ZMQ_POLLIN) && inflight_bytes->load() < params.max_inflight_bytes;
+             ++i) {
           std::vector<zmq::message_t> frames;
           if (!zmq::recv_multipart(sock, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
           if (!frames.empty()) handle(std::move(frames));
@@ -154,9 +159,12 @@ struct sync_server::impl {
 };
 
 sync_server::sync_server(std::shared_ptr<impl> p) : impl_(std::move(p)) {}
-sync_server::~sync_server() { stop(); }
+sync_server::~sync_server() {
+  stop();
+}
 
-status_or<std::unique_ptr<sync_server>> sync_server::start(const sync_server_params& params, sync_handler on_message) {
+status_or<std::unique_ptr<sync_server>> sync_server::start(const sync_server_params& params,
+                                                           sync_handler on_message) {
   HART_RETURN_IF_ERROR(params.validate());
   if (!on_message) return invalid_argument("sync_server::start: no handler");
   auto p = std::make_shared<impl>();
@@ -189,7 +197,9 @@ status_or<std::unique_ptr<sync_server>> sync_server::start(const sync_server_par
   return std::unique_ptr<sync_server>(new sync_server(std::move(p)));
 }
 
-const std::string& sync_server::endpoint() const { return impl_->endpoint; }
+const std::string& sync_server::endpoint() const {
+  return impl_->endpoint;
+}
 
 status sync_server::send(const std::string& client, const sync_reply& r) {
   if (impl_->stopping.load()) return status(status_code::unavailable, "weight sync server stopped");

@@ -14,21 +14,22 @@
 //   });
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/weight_sync/sync_codec.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "runtime/core/status.h"
-#include "runtime/weight_sync/sync_codec.h"
-
 namespace hart::weight_sync {
 
 struct sync_server_params {
   std::string endpoint = "tcp://127.0.0.1:5558";  ///< "tcp://127.0.0.1:*" = any port; loopback unless CURVE
-  std::string curve_secret_key;                     ///< Z85; required for a non-loopback bind
-  std::vector<std::string> curve_allowed_clients;   ///< Z85 public keys let in (empty: any); needs curve_secret_key
+  std::string curve_secret_key;                   ///< Z85; required for a non-loopback bind
+  std::vector<std::string>
+      curve_allowed_clients;  ///< Z85 public keys let in (empty: any); needs curve_secret_key
   uint64_t max_inflight_bytes = uint64_t(2) << 30;  ///< received data not yet released by the handler
 
   status validate() const;
@@ -47,7 +48,8 @@ using sync_handler = std::function<void(std::shared_ptr<const inbound_sync>)>;
 
 class sync_server {
  public:
-  static status_or<std::unique_ptr<sync_server>> start(const sync_server_params& params, sync_handler on_message);
+  static status_or<std::unique_ptr<sync_server>> start(const sync_server_params& params,
+                                                       sync_handler on_message);
   ~sync_server();  ///< stop()s
   sync_server(const sync_server&) = delete;
   sync_server& operator=(const sync_server&) = delete;

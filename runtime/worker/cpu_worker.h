@@ -9,10 +9,10 @@
 //   sched::step_result r = w.execute(plan);
 #pragma once
 
-#include <vector>
-
 #include "runtime/model/engine.h"
 #include "runtime/sched/step.h"
+
+#include <vector>
 
 namespace hart::sched {
 

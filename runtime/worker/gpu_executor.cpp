@@ -24,7 +24,8 @@ class gpu_weight_target final : public weight_target {
   }
   status swap(std::shared_ptr<built_weights> w, uint64_t version) override {
     auto* b = dynamic_cast<gpu_built*>(w.get());
-    if (!b || b->owner != eng_.get()) return invalid_argument("weight swap: the weights were built for another engine");
+    if (!b || b->owner != eng_.get())
+      return invalid_argument("weight swap: the weights were built for another engine");
     if (!b->w) return failed_precondition("weight swap: these weights were already swapped in");
     return eng_->swap_weights(std::move(b->w), version);
   }
@@ -38,7 +39,7 @@ class gpu_weight_target final : public weight_target {
 }  // namespace
 
 status_or<std::unique_ptr<gpu_executor>> gpu_executor::create(gpu_engine_params params,
-                                                               const cache::cache_config& cache) {
+                                                              const cache::cache_config& cache) {
   params.base.page_size = cache.page_size;
   params.full_pages = cache.n_full_pages;
   params.swa_pages = cache.n_swa_pages;

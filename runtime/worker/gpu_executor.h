@@ -14,13 +14,13 @@
 //   status_or<step_result> r = ex->execute(plan);
 #pragma once
 
-#include <memory>
-#include <vector>
-
 #include "runtime/cache/shadow_radix.h"
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/model/weight_target.h"
 #include "runtime/sched/step_executor.h"
+
+#include <memory>
+#include <vector>
 
 namespace hart::sched {
 
@@ -29,7 +29,8 @@ class gpu_executor : public step_executor {
   /// The page size and pool sizes of `params` are replaced by `cache`'s. The
   /// gpu_engine::load errors (no device: failed_precondition; no room:
   /// resource_exhausted; a bad checkpoint) come back unchanged.
-  static status_or<std::unique_ptr<gpu_executor>> create(gpu_engine_params params, const cache::cache_config& cache);
+  static status_or<std::unique_ptr<gpu_executor>> create(gpu_engine_params params,
+                                                         const cache::cache_config& cache);
   /// Over an engine loaded by the caller (its pool's pages are the cache's).
   static std::unique_ptr<gpu_executor> over(std::shared_ptr<gpu_engine> eng);
 

@@ -5,12 +5,12 @@
 // without touching the pool.
 #include "runtime/worker/gpu_executor.h"
 
+#include "kernels/testing/cuda_test_util.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-
-#include "kernels/testing/cuda_test_util.h"
 
 namespace hart::sched {
 namespace {

@@ -6,12 +6,12 @@
 //   status_or<step_result> r = ex->execute(plan);
 #pragma once
 
-#include <memory>
-
 #include "runtime/cache/shadow_radix.h"
 #include "runtime/model/engine.h"
 #include "runtime/sched/step_executor.h"
 #include "runtime/worker/cpu_worker.h"
+
+#include <memory>
 
 namespace hart::sched {
 

@@ -21,7 +21,8 @@ void sampling_logprobs(const float* logits, int64_t vocab, const sampling_params
   }
   if (top) {
     top->clear();
-    for (size_t i = 0; i < std::min(d.ids.size(), size_t(std::max(top_k, 0))); ++i) top->push_back({d.ids[i], lp(i)});
+    for (size_t i = 0; i < std::min(d.ids.size(), size_t(std::max(top_k, 0))); ++i)
+      top->push_back({d.ids[i], lp(i)});
   }
 }
 

@@ -4,11 +4,11 @@
 // filters drop at −inf; for greedy the model's softmax(logits).
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include "runtime/sample/sampler.h"
 #include "runtime/sched/request.h"
+
+#include <cstdint>
+#include <vector>
 
 namespace hart::sched {
 

@@ -7,7 +7,8 @@ namespace hart::sched {
 serving_params serving_params_for(const model_config& cfg, serving_params params, const tokenizer* tok) {
   params.cache.window = cfg.window;  // the model decides; a config mismatch would corrupt reads
   if (params.sched.vocab_size == 0) params.sched.vocab_size = int32_t(cfg.vocab_size);
-  if (params.sched.eos_token_id < 0 && tok && tok->config().eos_id) params.sched.eos_token_id = *tok->config().eos_id;
+  if (params.sched.eos_token_id < 0 && tok && tok->config().eos_id)
+    params.sched.eos_token_id = *tok->config().eos_id;
   return params;
 }
 

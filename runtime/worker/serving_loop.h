@@ -9,13 +9,13 @@
 //   sched::event_batch ev = loop->run_until_idle();
 #pragma once
 
-#include <cstdint>
-#include <memory>
-#include <optional>
-
 #include "runtime/model/engine.h"
 #include "runtime/sched/serving_core.h"
 #include "runtime/sched/step_executor.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
 
 namespace hart::sched {
 
@@ -68,8 +68,8 @@ class serving_loop {
   std::unique_ptr<step_executor> executor_;
   int64_t last_exec_end_us_ = 0;  // of the previous step() that ran a plan
   bool overlap_ = false;
-  std::optional<step_plan> ahead_;      // planned before the step before it ran
-  std::optional<step_result> previous_; // that step's result, for ahead_'s placeholders
+  std::optional<step_plan> ahead_;       // planned before the step before it ran
+  std::optional<step_result> previous_;  // that step's result, for ahead_'s placeholders
 };
 
 }  // namespace hart::sched

@@ -5,14 +5,14 @@
 // consistent after every step and returns every page at the end.
 #include "runtime/worker/serving_loop.h"
 
+#include "runtime/sched/stop_rules.h"
+#include "runtime/worker/sampling_logprobs.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
 #include <random>
-
-#include "runtime/sched/stop_rules.h"
-#include "runtime/worker/sampling_logprobs.h"
 
 namespace hart::sched {
 namespace {
@@ -64,7 +64,8 @@ class serving_test : public ::testing::Test {
     const int64_t L = shared[std::uniform_int_distribution<int>(0, 5)(rng)];
     r.prompt.assign(base_.begin(), base_.begin() + L);
     const int64_t extra = std::uniform_int_distribution<int64_t>(1, 40)(rng);
-    for (int64_t i = 0; i < extra; ++i) r.prompt.push_back(std::uniform_int_distribution<int32_t>(2, 511)(rng));
+    for (int64_t i = 0; i < extra; ++i)
+      r.prompt.push_back(std::uniform_int_distribution<int32_t>(2, 511)(rng));
     r.max_new_tokens = std::uniform_int_distribution<int64_t>(1, max_new_cap)(rng);
     r.logprobs = true;
     r.top_logprobs = 2;
@@ -162,43 +163,46 @@ std::vector<int32_t> serving_test::base_;
 
 TEST_F(serving_test, concurrent_greedy_requests_equal_runs_alone) {
   for (const bool overlap : {false, true}) {
-  SCOPED_TRACE(overlap ? "overlap scheduling" : "one step at a time");
-  auto l = serving_loop::create(*eng_, params(64, 48), tok_);
-  ASSERT_TRUE(l.ok()) << l.get_status().to_string();
-  (*l)->set_overlap(overlap);
-  std::vector<gen_request> reqs;
-  for (uint64_t id = 1; id <= 32; ++id) reqs.push_back(make_request(id));
-  for (const gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
-  std::map<key, output> out;
-  drain(**l, out);
-  for (const gen_request& r : reqs) expect_same(out[{r.id, 0}], expected(r), "request " + std::to_string(r.id));
-  const serving_stats s = (*l)->stats();
-  EXPECT_GT(s.cache_hit_rate, 0.0) << "shared prefixes hit the cache";
-  EXPECT_GT(s.tokens_per_s, 0.0);
-  std::printf("32 requests%s: %lld steps (%lld planned ahead), %lld generated, hit rate %.2f, step p50 %.0f us\n",
-              overlap ? " (overlap)" : "", (long long)s.steps, (long long)(*l)->sched().counters().steps_ahead,
-              (long long)s.generated_tokens, s.cache_hit_rate, s.step_us_p50);
-  EXPECT_EQ((*l)->sched().counters().steps_ahead > 0, overlap) << "steps planned ahead";
-  expect_pages_back(**l);
+    SCOPED_TRACE(overlap ? "overlap scheduling" : "one step at a time");
+    auto l = serving_loop::create(*eng_, params(64, 48), tok_);
+    ASSERT_TRUE(l.ok()) << l.get_status().to_string();
+    (*l)->set_overlap(overlap);
+    std::vector<gen_request> reqs;
+    for (uint64_t id = 1; id <= 32; ++id) reqs.push_back(make_request(id));
+    for (const gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
+    std::map<key, output> out;
+    drain(**l, out);
+    for (const gen_request& r : reqs)
+      expect_same(out[{r.id, 0}], expected(r), "request " + std::to_string(r.id));
+    const serving_stats s = (*l)->stats();
+    EXPECT_GT(s.cache_hit_rate, 0.0) << "shared prefixes hit the cache";
+    EXPECT_GT(s.tokens_per_s, 0.0);
+    std::printf(
+        "32 requests%s: %lld steps (%lld planned ahead), %lld generated, hit rate %.2f, step p50 %.0f us\n",
+        overlap ? " (overlap)" : "", (long long)s.steps, (long long)(*l)->sched().counters().steps_ahead,
+        (long long)s.generated_tokens, s.cache_hit_rate, s.step_us_p50);
+    EXPECT_EQ((*l)->sched().counters().steps_ahead > 0, overlap) << "steps planned ahead";
+    expect_pages_back(**l);
   }
 }
 
 TEST_F(serving_test, tiny_cache_preempts_and_still_gives_the_same_outputs) {
   for (const bool overlap : {false, true}) {
-  SCOPED_TRACE(overlap ? "overlap scheduling" : "one step at a time");
-  // 6 full pages: at most a few 300-token sequences at once, so decode runs out.
-  auto l = serving_loop::create(*eng_, params(6, 6), tok_);
-  ASSERT_TRUE(l.ok()) << l.get_status().to_string();
-  (*l)->set_overlap(overlap);
-  std::vector<gen_request> reqs;
-  for (uint64_t id = 1; id <= 12; ++id) reqs.push_back(make_request(id));
-  for (const gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
-  std::map<key, output> out;
-  drain(**l, out);
-  for (const gen_request& r : reqs) expect_same(out[{r.id, 0}], expected(r), "request " + std::to_string(r.id));
-  EXPECT_GT((*l)->stats().preemptions, 0) << "the test should exercise preemption";
-  EXPECT_EQ((*l)->sched().counters().steps_ahead > 0, overlap) << "steps planned ahead";
-  expect_pages_back(**l);
+    SCOPED_TRACE(overlap ? "overlap scheduling" : "one step at a time");
+    // 6 full pages: at most a few 300-token sequences at once, so decode runs out.
+    auto l = serving_loop::create(*eng_, params(6, 6), tok_);
+    ASSERT_TRUE(l.ok()) << l.get_status().to_string();
+    (*l)->set_overlap(overlap);
+    std::vector<gen_request> reqs;
+    for (uint64_t id = 1; id <= 12; ++id) reqs.push_back(make_request(id));
+    for (const gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
+    std::map<key, output> out;
+    drain(**l, out);
+    for (const gen_request& r : reqs)
+      expect_same(out[{r.id, 0}], expected(r), "request " + std::to_string(r.id));
+    EXPECT_GT((*l)->stats().preemptions, 0) << "the test should exercise preemption";
+    EXPECT_EQ((*l)->sched().counters().steps_ahead > 0, overlap) << "steps planned ahead";
+    expect_pages_back(**l);
   }
 }
 
@@ -223,7 +227,8 @@ TEST_F(serving_test, seeded_samples_are_reproducible_and_use_seed_plus_i) {
   }
   for (int32_t i = 0; i < 4; ++i) {
     expect_same(runs[0][{r.id, i}], runs[1][{r.id, i}], "sample " + std::to_string(i) + " across runs");
-    expect_same(runs[0][{r.id, i}], expected(r, i), "sample " + std::to_string(i) + " against the engine alone");
+    expect_same(runs[0][{r.id, i}], expected(r, i),
+                "sample " + std::to_string(i) + " against the engine alone");
   }
   const key s0{r.id, 0}, s1{r.id, 1};
   EXPECT_NE(runs[0][s0].tokens, runs[0][s1].tokens) << "samples differ";
@@ -232,29 +237,30 @@ TEST_F(serving_test, seeded_samples_are_reproducible_and_use_seed_plus_i) {
 
 TEST_F(serving_test, abort_mid_generation_returns_partial_output) {
   for (const bool overlap : {false, true}) {
-  SCOPED_TRACE(overlap ? "overlap scheduling" : "one step at a time");
-  auto l = serving_loop::create(*eng_, params(32, 24), tok_);
-  ASSERT_TRUE(l.ok());
-  (*l)->set_overlap(overlap);
-  gen_request a = make_request(201), b = make_request(202);
-  a.max_new_tokens = b.max_new_tokens = 30;
-  a.ignore_eos = b.ignore_eos = true;
-  ASSERT_TRUE((*l)->submit(a).ok());
-  ASSERT_TRUE((*l)->submit(b).ok());
-  std::map<key, output> out;
-  while (out[{a.id, 0}].tokens.size() < 4) collect((*l)->step(), out);
-  collect((*l)->abort(a.id), out);
-  const output& got = out[{a.id, 0}];
-  ASSERT_TRUE(got.finished);
-  EXPECT_EQ(got.reason, finish_reason::abort);
-  const output& want = expected(a);
-  ASSERT_LT(got.tokens.size(), want.tokens.size());
-  EXPECT_TRUE(std::equal(got.tokens.begin(), got.tokens.end(), want.tokens.begin())) << "partial output is a prefix";
-  drain(**l, out);
-  expect_same(out[{b.id, 0}], expected(b), "the other request");
-  EXPECT_TRUE((*l)->abort(a.id).empty()) << "aborting a finished request is a no-op";
-  EXPECT_EQ((*l)->sched().counters().steps_ahead > 0, overlap) << "steps planned ahead";
-  expect_pages_back(**l);
+    SCOPED_TRACE(overlap ? "overlap scheduling" : "one step at a time");
+    auto l = serving_loop::create(*eng_, params(32, 24), tok_);
+    ASSERT_TRUE(l.ok());
+    (*l)->set_overlap(overlap);
+    gen_request a = make_request(201), b = make_request(202);
+    a.max_new_tokens = b.max_new_tokens = 30;
+    a.ignore_eos = b.ignore_eos = true;
+    ASSERT_TRUE((*l)->submit(a).ok());
+    ASSERT_TRUE((*l)->submit(b).ok());
+    std::map<key, output> out;
+    while (out[{a.id, 0}].tokens.size() < 4) collect((*l)->step(), out);
+    collect((*l)->abort(a.id), out);
+    const output& got = out[{a.id, 0}];
+    ASSERT_TRUE(got.finished);
+    EXPECT_EQ(got.reason, finish_reason::abort);
+    const output& want = expected(a);
+    ASSERT_LT(got.tokens.size(), want.tokens.size());
+    EXPECT_TRUE(std::equal(got.tokens.begin(), got.tokens.end(), want.tokens.begin()))
+        << "partial output is a prefix";
+    drain(**l, out);
+    expect_same(out[{b.id, 0}], expected(b), "the other request");
+    EXPECT_TRUE((*l)->abort(a.id).empty()) << "aborting a finished request is a no-op";
+    EXPECT_EQ((*l)->sched().counters().steps_ahead > 0, overlap) << "steps planned ahead";
+    expect_pages_back(**l);
   }
 }
 
@@ -280,7 +286,8 @@ TEST_F(serving_test, pause_modes_then_resume) {
   EXPECT_EQ((*l)->sched().n_running(), running);
   (*l)->resume();
   drain(**l, out);
-  for (const gen_request& r : reqs) expect_same(out[{r.id, 0}], expected(r), "request " + std::to_string(r.id));
+  for (const gen_request& r : reqs)
+    expect_same(out[{r.id, 0}], expected(r), "request " + std::to_string(r.id));
   // abort: everything live ends with reason abort.
   gen_request x = make_request(301);
   x.max_new_tokens = 40;

@@ -1,9 +1,9 @@
 #include "runtime/worker/step_sampling.h"
 
-#include <limits>
-
 #include "runtime/sample/sampler.h"
 #include "runtime/worker/sampling_logprobs.h"
+
+#include <limits>
 
 namespace hart::sched {
 
@@ -16,7 +16,9 @@ void sample_step_items(const step_plan& plan, const float* logits, int64_t vocab
   int64_t row = 0;
   for (const step_item& it : plan.items) {
     const logits_request want = step_item_logits(it);
-    const int64_t rows = want == logits_request::all ? int64_t(it.tokens.size()) : want == logits_request::last ? 1 : 0;
+    const int64_t rows = want == logits_request::all    ? int64_t(it.tokens.size())
+                         : want == logits_request::last ? 1
+                                                        : 0;
     if (it.prompt_logprobs) {
       item_logprobs lp;
       lp.seq_id = it.seq_id;

@@ -11,10 +11,10 @@
 //   sample_step_items(plan, logits.data(), vocab, &res);
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/model/engine.h"
 #include "runtime/sched/step.h"
+
+#include <cstdint>
 
 namespace hart::sched {
 

@@ -1,27 +1,30 @@
 #include "runtime/worker_link/remote_worker.h"
 
+#include "runtime/core/log.h"
+
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <thread>
-#include <zmq.hpp>
-#include <zmq_addon.hpp>
-
-#include "runtime/core/log.h"
 
 namespace hart::worker_link {
 namespace {
 
-status unavailable(std::string m) { return status(status_code::unavailable, std::move(m)); }
+status unavailable(std::string m) {
+  return status(status_code::unavailable, std::move(m));
+}
 
 int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -56,11 +59,11 @@ struct remote_worker::impl {
   zmq::context_t ctx{1};
   zmq::socket_t sock{ctx, zmq::socket_type::router};
   std::string endpoint;
-  pid_t child = 0;          // spawned and not yet reaped
-  std::string peer;         // routing id of the configured worker; empty: none
+  pid_t child = 0;   // spawned and not yet reaped
+  std::string peer;  // routing id of the configured worker; empty: none
   int64_t peer_pid = 0;
   int64_t n_spawned = 0;
-  std::string token;        // what a hello must carry: params.token, or the spawned child's
+  std::string token;  // what a hello must carry: params.token, or the spawned child's
 
   status send_to(const std::string& id, const worker_message& m) {
     HART_ASSIGN_OR_RETURN(std::vector<uint8_t> frame, encode(m));
@@ -89,7 +92,8 @@ struct remote_worker::impl {
     int ws = 0;
     pid_t r = waitpid(child, &ws, WNOHANG);
     if (r == 0) return "";
-    std::string d = "worker process " + std::to_string(child) + " " + (r == child ? describe_exit(ws) : "is gone");
+    std::string d =
+        "worker process " + std::to_string(child) + " " + (r == child ? describe_exit(ws) : "is gone");
     child = 0;
     return d;
   }
@@ -118,7 +122,9 @@ struct remote_worker::impl {
     // The environment, not argv: other users' `ps` shows argv.
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
-      if (std::strncmp(*e, k_token_env, std::strlen(k_token_env)) != 0 || (*e)[std::strlen(k_token_env)] != '=') env.emplace_back(*e);
+      if (std::strncmp(*e, k_token_env, std::strlen(k_token_env)) != 0 ||
+          (*e)[std::strlen(k_token_env)] != '=')
+        env.emplace_back(*e);
     }
     env.push_back(std::string(k_token_env) + "=" + token);
     std::vector<char*> envp;
@@ -163,14 +169,16 @@ struct remote_worker::impl {
   /// Handles a hello: configures a matching worker and makes it the peer.
   void on_hello(const std::string& id, const worker_hello& h) {
     if (!token_matches(h.token)) {
-      HART_LOG_ERROR("refusing worker pid %lld: its hello does not carry the token this server gave its worker",
-                     (long long)h.pid);
+      HART_LOG_ERROR(
+          "refusing worker pid %lld: its hello does not carry the token this server gave its worker",
+          (long long)h.pid);
       (void)send_to(id, worker_bye{});
       return;
     }
     if (h.version != link_version || h.model != params.expect) {
-      HART_LOG_ERROR("refusing worker pid %lld: version %u (want %u), model {%s} (want {%s})", (long long)h.pid,
-                     h.version, link_version, h.model.to_string().c_str(), params.expect.to_string().c_str());
+      HART_LOG_ERROR("refusing worker pid %lld: version %u (want %u), model {%s} (want {%s})",
+                     (long long)h.pid, h.version, link_version, h.model.to_string().c_str(),
+                     params.expect.to_string().c_str());
       (void)send_to(id, worker_bye{});
       return;
     }
@@ -181,7 +189,8 @@ struct remote_worker::impl {
     }
     if (id == peer) return;  // a heartbeat
     worker_configure config = params.config;
-    config.heartbeat_ms = params.heartbeat_timeout_ms > 0 ? std::max<int64_t>(1, params.heartbeat_timeout_ms / 4) : 0;
+    config.heartbeat_ms =
+        params.heartbeat_timeout_ms > 0 ? std::max<int64_t>(1, params.heartbeat_timeout_ms / 4) : 0;
     if (!send_to(id, config).ok()) return;
     peer = id;
     peer_pid = h.pid;
@@ -246,7 +255,8 @@ struct remote_worker::impl {
           const int64_t pid = peer_pid;
           peer.clear();
           drop();
-          return unavailable("worker pid " + std::to_string(pid) + " said bye during step " + std::to_string(plan.step));
+          return unavailable("worker pid " + std::to_string(pid) + " said bye during step " +
+                             std::to_string(plan.step));
         } else if (std::holds_alternative<worker_heartbeat>(v)) {
           continue;  // the worker is computing
         } else if (auto* r = std::get_if<sched::step_result>(&v)) {
@@ -268,13 +278,15 @@ struct remote_worker::impl {
         const int64_t pid = peer_pid;
         drop();
         return unavailable("worker pid " + std::to_string(pid) + " stopped answering: no heartbeat for " +
-                           std::to_string(params.heartbeat_timeout_ms) + " ms during step " + std::to_string(plan.step));
+                           std::to_string(params.heartbeat_timeout_ms) + " ms during step " +
+                           std::to_string(plan.step));
       }
       if (now_ms() >= deadline) {
         const int64_t pid = peer_pid;
         drop();
-        return unavailable("worker pid " + std::to_string(pid) + " did not answer step " + std::to_string(plan.step) +
-                           " within " + std::to_string(params.step_timeout_ms) + " ms");
+        return unavailable("worker pid " + std::to_string(pid) + " did not answer step " +
+                           std::to_string(plan.step) + " within " + std::to_string(params.step_timeout_ms) +
+                           " ms");
       }
     }
   }
@@ -368,12 +380,26 @@ status_or<std::unique_ptr<remote_worker>> remote_worker::start(remote_worker_par
   return rw;
 }
 
-status_or<sched::step_result> remote_worker::execute(const sched::step_plan& plan) { return p_->execute(plan); }
-status remote_worker::ensure_worker() { return p_->ensure_worker(); }
-const std::string& remote_worker::endpoint() const { return p_->endpoint; }
-int64_t remote_worker::worker_pid() const { return p_->peer_pid; }
-int64_t remote_worker::n_spawned() const { return p_->n_spawned; }
-int64_t remote_worker::idle_check_ms() const { return p_->params.idle_check_ms; }
-bool remote_worker::check_idle(std::string* why) { return p_->check_idle(why); }
+status_or<sched::step_result> remote_worker::execute(const sched::step_plan& plan) {
+  return p_->execute(plan);
+}
+status remote_worker::ensure_worker() {
+  return p_->ensure_worker();
+}
+const std::string& remote_worker::endpoint() const {
+  return p_->endpoint;
+}
+int64_t remote_worker::worker_pid() const {
+  return p_->peer_pid;
+}
+int64_t remote_worker::n_spawned() const {
+  return p_->n_spawned;
+}
+int64_t remote_worker::idle_check_ms() const {
+  return p_->params.idle_check_ms;
+}
+bool remote_worker::check_idle(std::string* why) {
+  return p_->check_idle(why);
+}
 
 }  // namespace hart::worker_link

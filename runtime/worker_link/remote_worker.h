@@ -23,6 +23,9 @@
 //   status_or<sched::step_result> r = rw->execute(plan);
 #pragma once
 
+#include "runtime/sched/step_executor.h"
+#include "runtime/worker_link/step_codec.h"
+
 #include <sys/types.h>
 
 #include <cstdint>
@@ -30,9 +33,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "runtime/sched/step_executor.h"
-#include "runtime/worker_link/step_codec.h"
 
 namespace hart::worker_link {
 
@@ -48,7 +48,7 @@ struct remote_worker_params {
   /// A step with no word from the worker for this long fails (0: off); the
   /// worker is configured to send a heartbeat every quarter of it.
   int64_t heartbeat_timeout_ms = 10000;
-  int64_t poll_ms = 50;               // how often a waiting execute checks the child
+  int64_t poll_ms = 50;  // how often a waiting execute checks the child
   /// How often an idle worker actor asks check_idle() (0: never).
   int64_t idle_check_ms = 200;
   /// Spawned workers that died are replaced at most this often (-1 = always);

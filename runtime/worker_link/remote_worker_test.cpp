@@ -3,14 +3,16 @@
 #include "runtime/core/status_testing.h"
 
 #include <gtest/gtest.h>
+#include <zmq.hpp>
 
 #include <thread>
-#include <zmq.hpp>
 
 namespace hart::worker_link {
 namespace {
 
-model_summary summary() { return {100, 16, 2, 128, "exact", false}; }
+model_summary summary() {
+  return {100, 16, 2, 128, "exact", false};
+}
 
 sched::step_plan plan(uint64_t step) {
   sched::step_plan p;
@@ -121,7 +123,8 @@ TEST(remote_worker, heartbeats_tell_a_slow_step_from_a_frozen_worker) {
   auto r2 = (*rw)->execute(plan(2));
   const auto waited = std::chrono::steady_clock::now() - t0;
   EXPECT_STATUS(r2, status_code::unavailable, "no heartbeat");  // not ASSERT_: fake.join() must still run
-  EXPECT_LT(waited, std::chrono::milliseconds(1200)) << "dropped after the heartbeat timeout, not the step timeout";
+  EXPECT_LT(waited, std::chrono::milliseconds(1200))
+      << "dropped after the heartbeat timeout, not the step timeout";
   EXPECT_EQ((*rw)->worker_pid(), 0);
   fake.join();
 }
@@ -183,7 +186,6 @@ TEST(remote_worker, wrong_model_is_refused) {
   EXPECT_FALSE(st.ok());
   fake.join();
 }
-
 
 // A hello without the server's token (another local process dialing the loopback port) is
 // refused; the worker that has it is configured.

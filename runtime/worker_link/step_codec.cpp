@@ -1,5 +1,8 @@
 #include "runtime/worker_link/step_codec.h"
 
+#include "runtime/core/wire_limits.h"
+#include "runtime/worker_link/worker.capnp.h"
+
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/array.h>
@@ -8,9 +11,6 @@
 
 #include <cstring>
 #include <new>
-
-#include "runtime/core/wire_limits.h"
-#include "runtime/worker_link/worker.capnp.h"
 
 namespace hart::worker_link {
 namespace {
@@ -73,7 +73,8 @@ void fill_layers(capnp::List<w::LayerIds>::Builder b, const std::vector<sched::l
   }
 }
 
-status_or<std::vector<sched::layer_routing>> read_layers(capnp::List<w::LayerIds>::Reader r, int64_t positions) {
+status_or<std::vector<sched::layer_routing>> read_layers(capnp::List<w::LayerIds>::Reader r,
+                                                         int64_t positions) {
   std::vector<sched::layer_routing> out;
   for (auto lr : r) {
     if (lr.getK() < 0 || int64_t(lr.getIds().size()) != positions * lr.getK()) {
@@ -114,7 +115,8 @@ void fill_result(w::StepResult::Builder b, const sched::step_result& r) {
   for (size_t i = 0; i < r.prompt_logprobs.size(); ++i) {
     ll[unsigned(i)].setSeqId(r.prompt_logprobs[i].seq_id);
     auto next = ll[unsigned(i)].initNext(unsigned(r.prompt_logprobs[i].next.size()));
-    for (size_t k = 0; k < r.prompt_logprobs[i].next.size(); ++k) next.set(unsigned(k), r.prompt_logprobs[i].next[k]);
+    for (size_t k = 0; k < r.prompt_logprobs[i].next.size(); ++k)
+      next.set(unsigned(k), r.prompt_logprobs[i].next[k]);
   }
 }
 
@@ -152,7 +154,8 @@ status_or<sched::step_result> read_result(w::StepResult::Reader r) {
   sched::step_result res;
   res.step = r.getStep();
   const uint16_t code = r.getErrorCode();
-  if (code > uint16_t(status_code::unimplemented)) return invalid_argument("result: unknown error code %u", code);
+  if (code > uint16_t(status_code::unimplemented))
+    return invalid_argument("result: unknown error code %u", code);
   if (code != 0) {
     res.error = status(status_code(code), r.getErrorMessage().cStr());
   } else if (r.getErrorMessage().size() != 0) {
@@ -171,7 +174,8 @@ status_or<sched::step_result> read_result(w::StepResult::Reader r) {
     sched::item_routing ir;
     ir.seq_id = rr.getSeqId();
     ir.trace.positions = rr.getPositions();
-    if (ir.trace.positions < 0) return invalid_argument("result: routing of %lld positions", (long long)ir.trace.positions);
+    if (ir.trace.positions < 0)
+      return invalid_argument("result: routing of %lld positions", (long long)ir.trace.positions);
     HART_ASSIGN_OR_RETURN(ir.trace.experts, read_layers(rr.getExperts(), ir.trace.positions));
     HART_ASSIGN_OR_RETURN(ir.trace.picks, read_layers(rr.getPicks(), ir.trace.positions));
     res.routing.push_back(std::move(ir));
@@ -188,7 +192,8 @@ status_or<sched::step_result> read_result(w::StepResult::Reader r) {
 status check_plan(const sched::step_plan& p) {
   for (size_t i = 0; i < p.items.size(); ++i) {
     const sched::step_item& it = p.items[i];
-    if (it.n_computed < 0) return invalid_argument("plan item %zu: n_computed %lld < 0", i, (long long)it.n_computed);
+    if (it.n_computed < 0)
+      return invalid_argument("plan item %zu: n_computed %lld < 0", i, (long long)it.n_computed);
     if (it.top_logprobs < 0) return invalid_argument("plan item %zu: top_logprobs < 0", i);
     if (it.tokens.empty()) return invalid_argument("plan item %zu: no tokens", i);
     HART_RETURN_IF_ERROR(it.sampling.validate());
@@ -244,8 +249,10 @@ status_or<std::vector<uint8_t>> encode(const worker_message& m) {
 
 status_or<worker_message> decode(const void* data, size_t size) {
   if (size == 0 || data == nullptr) return invalid_argument("worker frame: empty");
-  if (size > max_frame_bytes) return invalid_argument("worker frame: %zu bytes, limit %zu", size, max_frame_bytes);
-  if (size % sizeof(capnp::word) != 0) return invalid_argument("worker frame: %zu bytes is not a multiple of 8", size);
+  if (size > max_frame_bytes)
+    return invalid_argument("worker frame: %zu bytes, limit %zu", size, max_frame_bytes);
+  if (size % sizeof(capnp::word) != 0)
+    return invalid_argument("worker frame: %zu bytes is not a multiple of 8", size);
   try {
     // NOTE(worker_link): as in protocol/codec.cpp, capnp 0.9.2 rejects unaligned segments.
     kj::Array<capnp::word> owned;
@@ -262,7 +269,8 @@ status_or<worker_message> decode(const void* data, size_t size) {
     opts.traversalLimitInWords = traversal_budget_words(n_words, traversal_limit_words);
     opts.nestingLimit = nesting_limit;
     capnp::FlatArrayMessageReader reader(words, opts);
-    if (reader.getEnd() != words.end()) return invalid_argument("worker frame: trailing bytes after the message");
+    if (reader.getEnd() != words.end())
+      return invalid_argument("worker frame: trailing bytes after the message");
     auto root = reader.getRoot<w::WorkerMessage>();
     switch (root.which()) {
       case w::WorkerMessage::HELLO: {
@@ -286,8 +294,8 @@ status_or<worker_message> decode(const void* data, size_t size) {
         worker_configure out{c.getPageSize(), c.getNFullPages(), c.getNSwaPages(), c.getHeartbeatMs()};
         if (out.page_size <= 0 || out.n_full_pages < 0 || out.n_swa_pages < 0 || out.heartbeat_ms < 0)
           return invalid_argument("configure: bad sizes (page %lld, full %lld, swa %lld, heartbeat %lld ms)",
-                                  (long long)out.page_size, (long long)out.n_full_pages, (long long)out.n_swa_pages,
-                                  (long long)out.heartbeat_ms);
+                                  (long long)out.page_size, (long long)out.n_full_pages,
+                                  (long long)out.n_swa_pages, (long long)out.heartbeat_ms);
         return worker_message{out};
       }
       case w::WorkerMessage::PLAN: {

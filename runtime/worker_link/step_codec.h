@@ -14,14 +14,14 @@
 //   if (auto* r = std::get_if<sched::step_result>(&m.value())) ...
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/sched/step.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <variant>
 #include <vector>
-
-#include "runtime/core/status.h"
-#include "runtime/sched/step.h"
 
 namespace hart::worker_link {
 
@@ -66,8 +66,8 @@ struct worker_heartbeat {
   uint64_t step = 0;
 };
 
-using worker_message = std::variant<worker_hello, worker_configure, sched::step_plan, sched::step_result, worker_bye,
-                                    worker_heartbeat>;
+using worker_message = std::variant<worker_hello, worker_configure, sched::step_plan, sched::step_result,
+                                    worker_bye, worker_heartbeat>;
 
 /// Fails only when Cap'n Proto cannot represent the message.
 status_or<std::vector<uint8_t>> encode(const worker_message& m);

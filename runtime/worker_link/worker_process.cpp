@@ -1,14 +1,15 @@
 #include "runtime/worker_link/worker_process.h"
 
+#include "runtime/core/log.h"
+
+#include <zmq.hpp>
+
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <future>
 #include <mutex>
 #include <thread>
-#include <zmq.hpp>
-
-#include "runtime/core/log.h"
 
 namespace hart::worker_link {
 namespace {
@@ -102,10 +103,12 @@ status worker_process_run(const worker_process_params& p) {
       pages.n_full_pages = c->n_full_pages;
       pages.n_swa_pages = c->n_swa_pages;
       heartbeat_ms = c->heartbeat_ms;
-      HART_RETURN_IF_ERROR(engine.run([&]() -> status {
-        HART_ASSIGN_OR_RETURN(worker, p.make_executor(pages));
-        return {};
-      }).get());
+      HART_RETURN_IF_ERROR(engine
+                               .run([&]() -> status {
+                                 HART_ASSIGN_OR_RETURN(worker, p.make_executor(pages));
+                                 return {};
+                               })
+                               .get());
       HART_LOG_INFO("worker %lld: %lld-token pages, %lld full, %lld swa", (long long)p.hello.pid,
                     (long long)c->page_size, (long long)c->n_full_pages, (long long)c->n_swa_pages);
     } else if (auto* plan = std::get_if<sched::step_plan>(&m)) {

@@ -14,13 +14,13 @@
 //   HART_RETURN_IF_ERROR(worker_process_run(p));   // ok once the server says bye
 #pragma once
 
-#include <functional>
-#include <memory>
-#include <string>
-
 #include "runtime/cache/shadow_radix.h"
 #include "runtime/sched/step_executor.h"
 #include "runtime/worker_link/step_codec.h"
+
+#include <functional>
+#include <memory>
+#include <string>
 
 namespace hart::worker_link {
 
@@ -28,7 +28,8 @@ struct worker_process_params {
   std::string connect;  // the server's worker endpoint
   worker_hello hello;   // sent first: pid, model summary, the spawn token
   /// Called on the engine thread with the configure's pages (each configure makes a new one).
-  std::function<status_or<std::unique_ptr<sched::step_executor>>(const cache::cache_config& pages)> make_executor;
+  std::function<status_or<std::unique_ptr<sched::step_executor>>(const cache::cache_config& pages)>
+      make_executor;
 };
 
 /// Ok when the server says bye. Errors (the server sees the process exit and replaces it): a

@@ -5,18 +5,20 @@
 // step's error, and the server's bye ends the loop cleanly.
 #include "runtime/worker_link/worker_process.h"
 
+#include "runtime/worker_link/remote_worker.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
 
-#include "runtime/worker_link/remote_worker.h"
-
 namespace hart::worker_link {
 namespace {
 
-model_summary summary() { return {100, 16, 2, 128, "exact", false}; }
+model_summary summary() {
+  return {100, 16, 2, 128, "exact", false};
+}
 
 // Answers each item that samples with its last token + 1, after `delay_ms`; a plan whose first
 // token is 99 fails.
@@ -65,7 +67,8 @@ TEST(worker_process, serves_a_remote_worker_until_its_bye) {
   wp.connect = (*rw)->endpoint();
   wp.hello.pid = 4242;
   wp.hello.model = summary();
-  wp.make_executor = [&](const cache::cache_config& pages) -> status_or<std::unique_ptr<sched::step_executor>> {
+  wp.make_executor =
+      [&](const cache::cache_config& pages) -> status_or<std::unique_ptr<sched::step_executor>> {
     got_pages = pages;
     ++made;
     return std::unique_ptr<sched::step_executor>(new echo_executor(&delay_ms));

@@ -3,6 +3,9 @@
 // under memory pressure. After every operation the cache's invariant checker
 // runs, and every request's logits equal, bit for bit, the same tokens run
 // alone without a cache (deterministic mode).
+#include "runtime/cache/shadow_radix.h"
+#include "tests/golden/golden_fixture.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,18 +13,15 @@
 #include <map>
 #include <random>
 
-#include "runtime/cache/shadow_radix.h"
-#include "tests/golden/golden_fixture.h"
-
 namespace hart::testing {
 namespace {
 
 // A request being served: its tokens so far and the logits it produced per position.
 struct live_request {
   cache::request_id id = 0;
-  std::vector<int32_t> tokens;    // prompt + generated
+  std::vector<int32_t> tokens;  // prompt + generated
   int64_t prompt_len = 0;
-  int64_t target_len = 0;         // stop decoding here
+  int64_t target_len = 0;  // stop decoding here
   sequence_state seq;
   std::map<int64_t, std::vector<float>> logits;  // position → logits row
 };
@@ -50,8 +50,10 @@ class cache_engine : public ::testing::TestWithParam<const char*> {
   const std::vector<float>& oracle() {
     if (oracle_.empty()) {
       sequence_state s = g_->eng->new_sequence();
-      EXPECT_TRUE(g_->eng->prefill(s, {g_->input_ids[0].begin(), g_->input_ids[0].begin() + max_len_},
-                                   logits_request::all, &oracle_).ok());
+      EXPECT_TRUE(g_->eng
+                      ->prefill(s, {g_->input_ids[0].begin(), g_->input_ids[0].begin() + max_len_},
+                                logits_request::all, &oracle_)
+                      .ok());
     }
     return oracle_;
   }
@@ -73,7 +75,8 @@ class cache_engine : public ::testing::TestWithParam<const char*> {
     }
     bind(r);
     std::vector<float> out;
-    status f = g_->eng->prefill(r.seq, {r.tokens.begin() + from, r.tokens.begin() + to}, logits_request::all, &out);
+    status f =
+        g_->eng->prefill(r.seq, {r.tokens.begin() + from, r.tokens.begin() + to}, logits_request::all, &out);
     EXPECT_TRUE(f.ok()) << f.to_string();
     for (int64_t p = from; p < to; ++p) {
       r.logits[p].assign(out.begin() + (p - from) * g_->vocab, out.begin() + (p - from + 1) * g_->vocab);
@@ -88,7 +91,8 @@ class cache_engine : public ::testing::TestWithParam<const char*> {
     const std::vector<float>& want = oracle();
     for (const auto& [pos, row] : r.logits) {
       ASSERT_EQ(std::memcmp(row.data(), want.data() + pos * g_->vocab, g_->vocab * sizeof(float)), 0)
-          << "position " << pos << " of a " << r.target_len << "-token request (prompt " << r.prompt_len << ")";
+          << "position " << pos << " of a " << r.target_len << "-token request (prompt " << r.prompt_len
+          << ")";
     }
   }
 
@@ -146,10 +150,11 @@ void cache_engine::run_random_round(unsigned seed) {
     live_request& r = live[i];
     const int64_t done = cache_->pages(r.id).n_computed;
     if (done >= r.target_len && kind <= 15) kind = 16;  // mostly finish what is done
-    if (kind <= 15) {  // a prefill chunk or a decode step
+    if (kind <= 15) {                                   // a prefill chunk or a decode step
       const int64_t n = done < r.prompt_len ? std::uniform_int_distribution<int64_t>(1, 160)(rng) : 1;
       if (!step(r, n)) {  // out of KV memory: preempt this request (cache what it computed)
-        ASSERT_TRUE(cache_->finish(r.id, std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + done)).ok());
+        ASSERT_TRUE(
+            cache_->finish(r.id, std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + done)).ok());
         verify(r);
         live.erase(live.begin() + i);
       }
@@ -216,7 +221,8 @@ TEST_P(cache_engine, prefix_edges_then_continuation_match_bitwise) {
       // a page edge is live right after finish).
       expect_hit = std::min<int64_t>(r.target_len / cfg_.page_size * cfg_.page_size,
                                      (prompt + 40 - 1) / cfg_.page_size * cfg_.page_size);
-      if (prompt == len + 40) expect_hit = std::min<int64_t>(r.target_len, len + 70 - 1) / cfg_.page_size * cfg_.page_size;
+      if (prompt == len + 40)
+        expect_hit = std::min<int64_t>(r.target_len, len + 70 - 1) / cfg_.page_size * cfg_.page_size;
     }
     cache_->flush();
     check_cache("flush");

@@ -1,7 +1,10 @@
 // `hart score`, `hart tokenize` and `hart generate` run as processes: score
 // reproduces the reference logits whole, chunked and decoded; bad inputs exit
 // non-zero with a message naming the problem.
+#include "runtime/model/safetensors.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -11,10 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <unistd.h>
-
-#include "runtime/model/safetensors.h"
 #ifdef HART_CUDA
 #include "kernels/testing/cuda_test_util.h"
 #endif
@@ -26,7 +25,9 @@ namespace {
 
 using run_result = command_result;
 
-run_result run(const std::string& args) { return command_run(std::string(HART_BINARY) + " --log warn " + args); }
+run_result run(const std::string& args) {
+  return command_run(std::string(HART_BINARY) + " --log warn " + args);
+}
 
 class cli : public ::testing::Test {
  protected:
@@ -45,11 +46,14 @@ TEST_P(cli_score, matches_reference_whole_chunked_and_decoded) {
   auto g = golden_load(GetParam());
   const std::vector<int64_t> ids = g->ints("input_ids");
   const std::string in = dir_ + "/in.safetensors";
-  ASSERT_TRUE(safetensors_write(in, {{"input_ids", dtype::i64, {g->batch, g->seq}, ids.data(), ids.size() * 8}}).ok());
+  ASSERT_TRUE(
+      safetensors_write(in, {{"input_ids", dtype::i64, {g->batch, g->seq}, ids.data(), ids.size() * 8}})
+          .ok());
   const std::vector<float> want = g->floats("logits");
   const int64_t late = g->seq - 50;  // decode the last 50 positions one by one
-  for (const std::string& flags : {std::string(), std::string("--prefill-chunk 37"),
-                                  "--prefill-chunk 129 --decode-from " + std::to_string(late), std::string("--decode-from 0")}) {
+  for (const std::string& flags :
+       {std::string(), std::string("--prefill-chunk 37"),
+        "--prefill-chunk 129 --decode-from " + std::to_string(late), std::string("--decode-from 0")}) {
     if (flags == "--decode-from 0" && g->seq > 300) continue;  // long fixtures: covered by the golden suite
     const std::string out = dir_ + "/out.safetensors";
     // tiny-c runs batch-invariant (see golden_fixture.cpp): machine-independent near-ties.
@@ -80,8 +84,9 @@ TEST_P(cli_score, matches_reference_whole_chunked_and_decoded) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(fixtures, cli_score, ::testing::Values("tiny-a", "tiny-c"),
-                         [](const auto& info) { return std::string(info.param) == "tiny-a" ? "tiny_a" : "tiny_c"; });
+INSTANTIATE_TEST_SUITE_P(fixtures, cli_score, ::testing::Values("tiny-a", "tiny-c"), [](const auto& info) {
+  return std::string(info.param) == "tiny-a" ? "tiny_a" : "tiny_c";
+});
 
 TEST_F(cli, score_rejects_bad_input_with_a_clear_error) {
   const std::string model = std::string(HART_TEST_DATA) + "/tiny-a";
@@ -165,12 +170,14 @@ TEST_F(cli, cache_plan_prints_the_device_memory_plan) {
   const std::string args = "cache-plan -m " + flash + " --num-layers 30 --page-size 128 --context 16K ";
   run_result r = run(args + "--gpu-memory 139.80GiB --weights 102.94GiB --workspaces 1.67GiB");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("device memory 139.80 GiB x fraction 0.90 = 125.82 GiB for hart"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("device memory 139.80 GiB x fraction 0.90 = 125.82 GiB for hart"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("full x 0.52 MiB + 200 SWA x 10.26 MiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sequences of --max-context 16384; 64 running"), std::string::npos) << r.out;
   r = run(args + "--gpu-memory 139.80GiB --weights 102.94GiB --workspaces 1.67GiB --max-running 2000");
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find("resource_exhausted: memory plan: one sequence of --max-context 16384"), std::string::npos)
+  EXPECT_NE(r.out.find("resource_exhausted: memory plan: one sequence of --max-context 16384"),
+            std::string::npos)
       << r.out;
   r = run(args + "--gpu-memory 140GiB");
   EXPECT_EQ(r.exit_code, 1) << r.out;
@@ -196,7 +203,8 @@ TEST_F(cli, check_ops_needs_a_device_and_reports_one_line_per_check) {
   EXPECT_NE(r.out.find("seed 7"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("ERROR"), std::string::npos) << r.out;
-  for (const char* op : {"rms_norm", "lightning_topk", "linear_f32", "linear_bf16", "linear_fp8", "sparse_attention"}) {
+  for (const char* op :
+       {"rms_norm", "lightning_topk", "linear_f32", "linear_bf16", "linear_fp8", "sparse_attention"}) {
     EXPECT_NE(r.out.find(op), std::string::npos) << op << "\n" << r.out;
   }
   EXPECT_EQ(run("check-ops --seed 7 --op linear").exit_code, 0);
@@ -208,8 +216,9 @@ TEST_F(cli, check_ops_needs_a_device_and_reports_one_line_per_check) {
 // Usage errors (a missing required option, an unknown flag, a value out of
 // range) exit 1 with "hart: error:", as every other bad input does (CLI11's own codes were 101-115).
 TEST_F(cli, usage_errors_exit_1_with_the_error) {
-  for (const std::string& cmd : {std::string("generate -p hi"), std::string("serve --bind tcp://127.0.0.1:*"),
-                                 std::string("check-ops --frobnicate"), std::string("cache-plan --page-size x")}) {
+  for (const std::string& cmd :
+       {std::string("generate -p hi"), std::string("serve --bind tcp://127.0.0.1:*"),
+        std::string("check-ops --frobnicate"), std::string("cache-plan --page-size x")}) {
     const run_result r = run(cmd);
     EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find("hart: error: invalid_argument: "), std::string::npos) << cmd << "\n" << r.out;
@@ -226,8 +235,10 @@ TEST_F(cli, client_commands_without_a_server_fail_fast) {
     const run_result r = run(cmd + " --connect tcp://127.0.0.1:9 --connect-timeout-ms 300 < /dev/null");
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.out;
-    EXPECT_NE(r.out.find("hart: error: unavailable: no hart server answered at tcp://127.0.0.1:9"), std::string::npos)
-        << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("hart: error: unavailable: no hart server answered at tcp://127.0.0.1:9"),
+              std::string::npos)
+        << cmd << "\n"
+        << r.out;
     EXPECT_LT(s, 10.0) << cmd;
   }
 }
@@ -257,10 +268,12 @@ TEST_F(cli, bench_needs_a_device) {
   const bool have_device = false;
 #endif
   const std::string config = std::string(" --config ") + HART_TEST_DATA + "/../../configs/deepseek-v4-flash";
-  run_result r = run("bench --layers 1 --batch 1 --context 4K --steps 2 --warmup 1 --prefill-chunk 0" + config);
+  run_result r =
+      run("bench --layers 1 --batch 1 --context 4K --steps 2 --warmup 1 --prefill-chunk 0" + config);
   if (!have_device) {
     EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(r.out.find("hart: error: unavailable: bench --device cuda: no CUDA device available"), std::string::npos)
+    EXPECT_NE(r.out.find("hart: error: unavailable: bench --device cuda: no CUDA device available"),
+              std::string::npos)
         << r.out;
     return;
   }

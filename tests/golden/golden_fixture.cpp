@@ -1,11 +1,11 @@
 #include "tests/golden/golden_fixture.h"
 
+#include "runtime/core/check.h"
+
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <cstring>
-
-#include "runtime/core/check.h"
+#include <functional>
 
 namespace hart::testing {
 

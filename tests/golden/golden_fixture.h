@@ -4,12 +4,12 @@
 // per-position relative error ‖a−b‖/‖b‖.
 #pragma once
 
+#include "runtime/model/engine.h"
+#include "runtime/model/safetensors.h"
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "runtime/model/engine.h"
-#include "runtime/model/safetensors.h"
 
 namespace hart::testing {
 

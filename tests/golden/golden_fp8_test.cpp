@@ -1,6 +1,8 @@
 // fp8 precision against exact: the QDQ simulation of the official numerics
 // must stay close to the fp32 reference (tolerances in docs/precision.md),
 // and must actually differ from it (the quantization is really applied).
+#include "tests/golden/golden_fixture.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,8 +10,6 @@
 #include <cstring>
 #include <ostream>
 #include <string>
-
-#include "tests/golden/golden_fixture.h"
 
 namespace hart::testing {
 namespace {
@@ -23,7 +23,9 @@ struct fp8_bounds {
 };
 constexpr fp8_bounds k_bounds[] = {{"tiny-a", 1.4, 0.65, 0.25}, {"tiny-b", 1.1, 0.40, 0.50}};
 
-void PrintTo(const fp8_bounds& b, std::ostream* os) { *os << b.model; }
+void PrintTo(const fp8_bounds& b, std::ostream* os) {
+  *os << b.model;
+}
 
 class golden_fp8 : public ::testing::TestWithParam<fp8_bounds> {};
 
@@ -63,8 +65,8 @@ TEST_P(golden_fp8, close_to_exact_but_quantized) {
     }
   }
   const double mean = sum / double(n), top1 = double(agree) / double(n);
-  std::printf("%s fp8 vs exact: max rel %.4f, mean rel %.4f, top-1 agreement %.4f\n", bound.model, worst, mean,
-              top1);
+  std::printf("%s fp8 vs exact: max rel %.4f, mean rel %.4f, top-1 agreement %.4f\n", bound.model, worst,
+              mean, top1);
   EXPECT_LE(worst, bound.max_rel);
   EXPECT_LE(mean, bound.mean_rel);
   EXPECT_GE(top1, bound.min_top1);

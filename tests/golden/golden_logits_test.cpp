@@ -1,10 +1,10 @@
 // The engine's exact mode against the Hugging Face fp32 goldens: every position
 // of every sequence, fed whole, batched, in chunks and token by token.
+#include "tests/golden/golden_fixture.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
-
-#include "tests/golden/golden_fixture.h"
 
 namespace hart::testing {
 namespace {

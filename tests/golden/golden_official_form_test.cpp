@@ -1,15 +1,15 @@
 // The same checkpoint in the official release's spelling — ModelArgs config
 // (inference/config.json: compress_ratios, flat YaRN keys, n_hash_layers) and
 // official tensor names in one file — gives the reference logits too.
+#include "runtime/model/weight_names.h"
+#include "tests/golden/golden_fixture.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-
-#include "runtime/model/weight_names.h"
-#include "tests/golden/golden_fixture.h"
 
 namespace hart::testing {
 namespace {

@@ -2,14 +2,14 @@
 // chunked prefill of any chunk size, token-by-token decode, mixed batches of
 // sequences at different lengths, and prefill-then-decode across the 4- and
 // 128-token compression boundaries. Also the indexer's top-k sets.
+#include "tests/golden/golden_fixture.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <set>
-
-#include "tests/golden/golden_fixture.h"
 
 namespace hart::testing {
 namespace {
@@ -83,7 +83,8 @@ TEST_P(golden_state, mixed_batch_of_sequences_at_different_lengths) {
       if (step < l.start_step || l.s.n_tokens >= g_->seq) continue;
       const int64_t n = std::min(l.chunk, g_->seq - l.s.n_tokens);
       const auto& ids = g_->input_ids[l.row];
-      batch.push_back({&l.s, {ids.begin() + l.s.n_tokens, ids.begin() + l.s.n_tokens + n}, logits_request::all});
+      batch.push_back(
+          {&l.s, {ids.begin() + l.s.n_tokens, ids.begin() + l.s.n_tokens + n}, logits_request::all});
       in_batch.push_back(&l);
     }
     if (batch.empty()) break;
@@ -97,7 +98,8 @@ TEST_P(golden_state, mixed_batch_of_sequences_at_different_lengths) {
     }
   }
   for (const lane& l : lanes) {
-    EXPECT_LE(max_rel_error_row(*g_, l.logits, want_, l.row), k_tol) << "row " << l.row << " chunk " << l.chunk;
+    EXPECT_LE(max_rel_error_row(*g_, l.logits, want_, l.row), k_tol)
+        << "row " << l.row << " chunk " << l.chunk;
   }
 }
 
@@ -109,7 +111,8 @@ TEST_P(golden_state, prefill_then_decode_across_boundaries) {
     const auto& ids = g_->input_ids[0];
     std::vector<float> got;
     ASSERT_TRUE(g_->eng->prefill(s, {ids.begin(), ids.begin() + len}, logits_request::last, &got).ok());
-    EXPECT_LE(rel_error(got.data(), g_->logits_row(want_, 0, len - 1), g_->vocab), k_tol) << "prefill " << len;
+    EXPECT_LE(rel_error(got.data(), g_->logits_row(want_, 0, len - 1), g_->vocab), k_tol)
+        << "prefill " << len;
     for (int64_t t = len; t < len + 10; ++t) {
       ASSERT_TRUE(g_->eng->decode({&s}, {ids[t]}, &got).ok());
       EXPECT_LE(rel_error(got.data(), g_->logits_row(want_, 0, t), g_->vocab), k_tol)
@@ -153,7 +156,8 @@ TEST_P(golden_state, default_ties_are_chunking_invariant) {
     std::vector<float> all, part;
     for (int64_t at = 0; at < g_->seq;) {
       const int64_t n = at >= decode_from ? 1 : std::min(chunk, decode_from - at);
-      EXPECT_TRUE(g_->eng->prefill(s, {ids.begin() + at, ids.begin() + at + n}, logits_request::all, &part).ok());
+      EXPECT_TRUE(
+          g_->eng->prefill(s, {ids.begin() + at, ids.begin() + at + n}, logits_request::all, &part).ok());
       all.insert(all.end(), part.begin(), part.end());
       at += n;
     }
@@ -189,7 +193,9 @@ TEST_P(golden_state, deterministic_mode_is_bitwise_batch_invariant) {
     for (int64_t at = 0; at < S; at += chunk) {
       const int64_t n = std::min(chunk, S - at);
       std::vector<batch_item> batch = {{&s, {ids.begin() + at, ids.begin() + at + n}, logits_request::all}};
-      if (with_neighbour) batch.insert(batch.begin(), {&other, {ids.begin() + at / 2, ids.begin() + at / 2 + 3}, logits_request::all});
+      if (with_neighbour)
+        batch.insert(batch.begin(),
+                     {&other, {ids.begin() + at / 2, ids.begin() + at / 2 + 3}, logits_request::all});
       EXPECT_TRUE(g->eng->forward(batch, &part).ok());
       all.insert(all.end(), part.end() - n * g->vocab, part.end());
     }

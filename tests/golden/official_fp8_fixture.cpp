@@ -1,19 +1,19 @@
 #include "tests/golden/official_fp8_fixture.h"
 
+#include "runtime/core/check.h"
+#include "runtime/model/random_checkpoint.h"
+#include "runtime/model/safetensors.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-
 #include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
-
-#include "runtime/core/check.h"
-#include "runtime/model/random_checkpoint.h"
-#include "runtime/model/safetensors.h"
 
 namespace hart::testing {
 namespace {
@@ -202,7 +202,8 @@ official_diff official_measure(const forward_engine& e, const official_golden& g
         step(t, t + 1, &g.decode_logits, g.decode_start, S - g.decode_start, nullptr);
         continue;
       }
-      for (int64_t b = 0; b < B; ++b) step(t, t + 1, &g.decode_logits, g.decode_start, S - g.decode_start, nullptr, b);
+      for (int64_t b = 0; b < B; ++b)
+        step(t, t + 1, &g.decode_logits, g.decode_start, S - g.decode_start, nullptr, b);
     }
   }
   d.positions = int64_t(errs.size());

@@ -8,13 +8,13 @@
 // (CPU or GPU) is measured against them the same way.
 #pragma once
 
+#include "runtime/model/forward_engine.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "runtime/model/forward_engine.h"
 
 namespace hart::testing {
 
@@ -25,9 +25,9 @@ struct official_golden {
   std::string name;
   std::string checkpoint_dir;  // the regenerated release-format checkpoint (removed at exit)
   int64_t batch = 0, seq = 0, vocab = 0, decode_start = 0;
-  std::vector<std::vector<int32_t>> input_ids;  // [batch][seq]
-  std::vector<float> logits;                    // [batch, seq, vocab]
-  std::vector<float> decode_logits;             // [batch, seq - decode_start, vocab]
+  std::vector<std::vector<int32_t>> input_ids;   // [batch][seq]
+  std::vector<float> logits;                     // [batch, seq, vocab]
+  std::vector<float> decode_logits;              // [batch, seq - decode_start, vocab]
   std::map<int64_t, std::vector<int32_t>> topk;  // CSA layer -> [batch, seq, index_topk] entry ids, -1 = none
   std::map<std::string, std::string> metadata;
 };
@@ -39,9 +39,9 @@ const official_golden* official_golden_load(const std::string& name);
 
 /// How the engine is fed the golden's tokens.
 enum class official_feed {
-  whole,    // each row's whole prompt in one call (the reference's one forward)
-  chunked,  // chunks of 150 tokens (compressor blocks and pages split mid-way)
-  decode,   // prefill up to decode_start, then one token per call (vs decode_logits)
+  whole,         // each row's whole prompt in one call (the reference's one forward)
+  chunked,       // chunks of 150 tokens (compressor blocks and pages split mid-way)
+  decode,        // prefill up to decode_start, then one token per call (vs decode_logits)
   decode_alone,  // as decode, but one row's token per call: passes of one row (the GPU's 1-row linears)
 };
 const char* official_feed_name(official_feed f);

@@ -2,13 +2,13 @@
 // 19; docs/precision.md "fp8"): on one-layer models of each attention kind and
 // a 4-layer mix, fed whole, in chunks and token by token. Run as a group with
 // `ctest -R official_fp8`.
+#include "runtime/model/engine.h"
+#include "tests/golden/official_fp8_fixture.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <ostream>
-
-#include "runtime/model/engine.h"
-#include "tests/golden/official_fp8_fixture.h"
 
 namespace hart::testing {
 namespace {

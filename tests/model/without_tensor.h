@@ -3,12 +3,12 @@
 // Shared by the CPU reader's and the GPU streamed load's error tests.
 #pragma once
 
+#include "runtime/model/safetensors.h"
+#include "runtime/model/tensor_source.h"
+
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "runtime/model/safetensors.h"
-#include "runtime/model/tensor_source.h"
 
 namespace hart::testing {
 

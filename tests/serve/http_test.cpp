@@ -243,8 +243,9 @@ TEST(http_serve_weights, update_sequences_from_python) {
   const std::string perturbed = write_perturbed_checkpoint(k_model, 1.5f, "http_weights");
   server_process srv(k_model, {"--http-bind", "127.0.0.1:0", "--catch-step-us", "1000"});
   ASSERT_FALSE(srv.http_endpoint().empty()) << "the server did not print its HTTP endpoint";
-  const run_result r = run(HART_PYTHON " " HART_HTTP_TESTS "/weight_update_test.py http://" + srv.http_endpoint() +
-                           " " + perturbed + " " + k_model + " " + HART_TEST_DATA + "/tiny-b");
+  const run_result r =
+      run(HART_PYTHON " " HART_HTTP_TESTS "/weight_update_test.py http://" + srv.http_endpoint() + " " +
+          perturbed + " " + k_model + " " + HART_TEST_DATA + "/tiny-b");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::filesystem::remove_all(perturbed);
 }
@@ -252,10 +253,11 @@ TEST(http_serve_weights, update_sequences_from_python) {
 // python/hart_client: every method, its errors, and python/examples run end to end (rl_loop.py
 // updates the weights: its own server), through an API key as a deployment would have.
 TEST(http_serve_python_client, every_method_and_the_examples) {
-  server_process srv(k_model, {"--http-bind", "127.0.0.1:0", "--catch-step-us", "1000", "--api-key", "client-key"});
+  server_process srv(k_model,
+                     {"--http-bind", "127.0.0.1:0", "--catch-step-us", "1000", "--api-key", "client-key"});
   ASSERT_FALSE(srv.http_endpoint().empty()) << "the server did not print its HTTP endpoint";
-  const run_result r = run(HART_PYTHON " " HART_HTTP_TESTS "/hart_client_test.py http://" + srv.http_endpoint() +
-                           " client-key " + k_model + " " HART_PYTHON_DIR);
+  const run_result r = run(HART_PYTHON " " HART_HTTP_TESTS "/hart_client_test.py http://" +
+                           srv.http_endpoint() + " client-key " + k_model + " " HART_PYTHON_DIR);
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 

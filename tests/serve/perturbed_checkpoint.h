@@ -5,6 +5,9 @@
 // `tag` and the pid. Shared by the weight-sync serve suites.
 #pragma once
 
+#include "runtime/core/codecs.h"
+#include "runtime/model/safetensors.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,12 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/codecs.h"
-#include "runtime/model/safetensors.h"
-
 namespace hart::testing {
 
-inline std::string write_perturbed_checkpoint(const std::string& model_dir, float scale, const std::string& tag) {
+inline std::string write_perturbed_checkpoint(const std::string& model_dir, float scale,
+                                              const std::string& tag) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("hart_" + tag + "_" + std::to_string(getpid()));
   fs::create_directories(dir);

@@ -10,17 +10,16 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -341,7 +340,8 @@ class hart_process {
   }
   /// The next stdout line as JSON (null after 30 s without one).
   json next_line() {
-    if (!read_until(false, [](const std::string& s) { return s.find('\n') != std::string::npos; })) return json();
+    if (!read_until(false, [](const std::string& s) { return s.find('\n') != std::string::npos; }))
+      return json();
     const size_t nl = out_text_.find('\n');
     json j = json::parse(out_text_.substr(0, nl), nullptr, false);
     out_text_.erase(0, nl + 1);
@@ -394,9 +394,11 @@ TEST_F(request_validation, hart_client_prints_replies_while_its_input_is_open) {
 TEST_F(request_validation, hart_chat_ctrl_c_aborts_the_answer_on_the_server) {
   hart_process chat({"chat", "--connect", srv_->endpoint(), "-n", "100000", "--ignore-eos"});
   chat.say("hello");
-  ASSERT_TRUE(chat.read_until(false, [](const std::string& s) { return s.size() >= 8; })) << "no answer streamed";
+  ASSERT_TRUE(chat.read_until(false, [](const std::string& s) { return s.size() >= 8; }))
+      << "no answer streamed";
   ASSERT_EQ(kill(chat.pid(), SIGINT), 0);
-  ASSERT_TRUE(chat.read_until(true, [](const std::string& s) { return s.find("abort]") != std::string::npos; }))
+  ASSERT_TRUE(
+      chat.read_until(true, [](const std::string& s) { return s.find("abort]") != std::string::npos; }))
       << "the answer did not end with abort: " << chat.err();
   // The abort's pages come back through the cache shard just after the final: allow it a moment.
   auto c = connect();
@@ -408,7 +410,8 @@ TEST_F(request_validation, hart_chat_ctrl_c_aborts_the_answer_on_the_server) {
     ASSERT_TRUE(std::holds_alternative<protocol::stats_reply>(st));
     held = 0;
     for (const auto& [k, v] : std::get<protocol::stats_reply>(st).entries) {
-      if (k == "cache_full_pages_used" || k == "cache_swa_pages_used" || k == "running" || k == "queue_depth") held += v;
+      if (k == "cache_full_pages_used" || k == "cache_swa_pages_used" || k == "running" || k == "queue_depth")
+        held += v;
     }
   }
   EXPECT_EQ(held, 0) << "the aborted answer still runs or holds pages";

@@ -8,6 +8,11 @@
 // not ask get none; sequences preempted and recomputed report the same; the
 // rollout client hands it out; a routing over --routing-ids-per-message comes
 // in parts that both clients join.
+#include "rollout/rollout_client.h"
+#include "runtime/model/engine.h"
+#include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -16,11 +21,6 @@
 #include <thread>
 #include <variant>
 #include <vector>
-
-#include "rollout/rollout_client.h"
-#include "runtime/model/engine.h"
-#include "runtime/transport/client.h"
-#include "tests/serve/server_process.h"
 
 namespace hart::testing {
 namespace {
@@ -41,11 +41,13 @@ struct alone_routing {
   std::map<int64_t, std::vector<int32_t>> experts, picks;
 };
 
-alone_routing run_alone(const engine& eng, const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated) {
+alone_routing run_alone(const engine& eng, const std::vector<int32_t>& prompt,
+                        const std::vector<int32_t>& generated) {
   alone_routing out;
   sequence_state s = eng.new_sequence();
   auto add = [&](const forward_trace& t) {
-    for (const auto& [l, ids] : t.experts) out.experts[l].insert(out.experts[l].end(), ids.begin(), ids.end());
+    for (const auto& [l, ids] : t.experts)
+      out.experts[l].insert(out.experts[l].end(), ids.begin(), ids.end());
     for (const auto& [l, ids] : t.topk) out.picks[l].insert(out.picks[l].end(), ids.begin(), ids.end());
   };
   forward_trace t;
@@ -98,7 +100,8 @@ const engine& alone() {
 
 class routing_capture : public ::testing::TestWithParam<bool> {};
 
-protocol::generate_request request(uint64_t id, const std::vector<int32_t>& prompt, bool capture, uint32_t n) {
+protocol::generate_request request(uint64_t id, const std::vector<int32_t>& prompt, bool capture,
+                                   uint32_t n) {
   protocol::generate_request g;
   g.request_id = id;
   g.kind = protocol::prompt_kind::token_ids;
@@ -139,12 +142,13 @@ TEST_P(routing_capture, every_computed_position_equals_the_engine_alone) {
   ASSERT_EQ(r->samples.size(), 2u);
   for (size_t i = 0; i < r->samples.size(); ++i) {
     const transport::sample_output& s = r->samples[i];
-    EXPECT_EQ(s.final.usage.cached_tokens, 0u) << "sample " << i << ": a capturing request computes its prompt";
+    EXPECT_EQ(s.final.usage.cached_tokens, 0u)
+        << "sample " << i << ": a capturing request computes its prompt";
     EXPECT_EQ(s.final.error_message, "");
     const std::vector<int32_t> gen(s.token_ids.begin(), s.token_ids.end());
     ASSERT_EQ(gen.size(), 6u);
-    expect_routing_equal(s.final.routing, run_alone(alone(), prompt, gen), int64_t(prompt.size() + gen.size() - 1),
-                         "sample " + std::to_string(i));
+    expect_routing_equal(s.final.routing, run_alone(alone(), prompt, gen),
+                         int64_t(prompt.size() + gen.size() - 1), "sample " + std::to_string(i));
   }
 }
 
@@ -213,8 +217,8 @@ TEST(routing_capture_split, routing_over_the_message_limit_arrives_in_parts_and_
   for (size_t i = 0; i < r->samples.size(); ++i) {
     const transport::sample_output& s = r->samples[i];
     const std::vector<int32_t> gen(s.token_ids.begin(), s.token_ids.end());
-    expect_routing_equal(s.final.routing, run_alone(alone(), prompt, gen), int64_t(prompt.size() + gen.size() - 1),
-                         "sample " + std::to_string(i));
+    expect_routing_equal(s.final.routing, run_alone(alone(), prompt, gen),
+                         int64_t(prompt.size() + gen.size() - 1), "sample " + std::to_string(i));
   }
 
   rollout_client_params rp;
@@ -232,7 +236,8 @@ TEST(routing_capture_split, routing_over_the_message_limit_arrives_in_parts_and_
   ASSERT_TRUE(res.ok()) << res.get_status().to_string();
   const rollout_sample& s = res->groups[0].samples[0];
   const std::vector<int32_t> gen(s.token_ids.begin(), s.token_ids.end());
-  expect_routing_equal(s.routing, run_alone(alone(), prompt, gen), int64_t(prompt.size() + gen.size() - 1), "rollout");
+  expect_routing_equal(s.routing, run_alone(alone(), prompt, gen), int64_t(prompt.size() + gen.size() - 1),
+                       "rollout");
 }
 
 // A pool too small for every sequence's second page: sequences are preempted
@@ -288,7 +293,9 @@ TEST(routing_capture_preemption, preempted_and_recomputed_sequences_report_the_s
 }
 
 INSTANTIATE_TEST_SUITE_P(serve, routing_capture, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "worker_process" : "in_process"; });
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "worker_process" : "in_process";
+                         });
 
 }  // namespace
 }  // namespace hart::testing

@@ -46,7 +46,9 @@ bool device_present() {
 #endif
 }
 
-std::string tiny_a() { return std::string(HART_TEST_DATA) + "/tiny-a"; }
+std::string tiny_a() {
+  return std::string(HART_TEST_DATA) + "/tiny-a";
+}
 
 using run_result = command_result;
 
@@ -60,11 +62,13 @@ TEST(serve_device, cuda_without_a_device_fails_at_startup_with_a_clear_error) {
 #ifdef HART_CUDA
   const std::string want = "hart: error: failed_precondition: --device cuda: no CUDA device is visible";
 #else
-  const std::string want = "hart: error: failed_precondition: --device cuda: this hart was built without CUDA";
+  const std::string want =
+      "hart: error: failed_precondition: --device cuda: this hart was built without CUDA";
 #endif
-  for (const std::string& cmd : {"serve -m " + tiny_a() + " --device cuda --bind tcp://127.0.0.1:*",
-                                 "serve -m " + tiny_a() + " --device cuda --worker-process --bind tcp://127.0.0.1:*",
-                                 "worker -m " + tiny_a() + " --device cuda --connect tcp://127.0.0.1:9"}) {
+  for (const std::string& cmd :
+       {"serve -m " + tiny_a() + " --device cuda --bind tcp://127.0.0.1:*",
+        "serve -m " + tiny_a() + " --device cuda --worker-process --bind tcp://127.0.0.1:*",
+        "worker -m " + tiny_a() + " --device cuda --connect tcp://127.0.0.1:9"}) {
     const run_result r = run(cmd);
     EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find(want), std::string::npos) << cmd << "\n" << r.out;
@@ -74,10 +78,12 @@ TEST(serve_device, cuda_without_a_device_fails_at_startup_with_a_clear_error) {
 
 TEST(serve_device, weight_sync_with_a_worker_process_is_refused) {
   // Checked before the device: the same answer with and without one.
-  const run_result r = run("serve -m " + tiny_a() +
-                           " --device cuda --worker-process --weight-sync-endpoint tcp://127.0.0.1:* --bind tcp://127.0.0.1:*");
+  const run_result r = run(
+      "serve -m " + tiny_a() +
+      " --device cuda --worker-process --weight-sync-endpoint tcp://127.0.0.1:* --bind tcp://127.0.0.1:*");
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find("hart: error: unimplemented: --weight-sync-endpoint with --worker-process"), std::string::npos)
+  EXPECT_NE(r.out.find("hart: error: unimplemented: --weight-sync-endpoint with --worker-process"),
+            std::string::npos)
       << r.out;
 }
 
@@ -192,7 +198,8 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 }
 
 TEST(serve_device_gpu, greedy_outputs_equal_the_cpu_server_with_prefix_hits_and_concurrency) {
-  if (!device_present()) GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
+  if (!device_present())
+    GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
   std::vector<answer> cpu, gpu, gpu_worker;
   {
     server_process srv(tiny_a(), with(k_pool, {"--device", "cpu"}), false);
@@ -216,7 +223,8 @@ TEST(serve_device_gpu, greedy_outputs_equal_the_cpu_server_with_prefix_hits_and_
 // Pages left to the memory plan (no --full-pages / --swa-pages): the pool takes what 0.9 of the
 // device leaves, and the answers are the fixed pool's; dummy weights made on the device serve.
 TEST(serve_device_gpu, pages_from_the_memory_plan_and_dummy_weights_serve) {
-  if (!device_present()) GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
+  if (!device_present())
+    GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
   std::vector<answer> fixed, planned;
   {
     server_process srv(tiny_a(), with(k_pool, {"--device", "cuda"}), false);
@@ -287,8 +295,8 @@ TEST(serve_device_gpu, prompt_logprobs_equal_the_cpu_server) {
     ASSERT_FALSE(srv.endpoint().empty()) << "the GPU server did not start";
     gpu = scoring_workload(srv.endpoint());
   }
-  const std::vector<size_t> n_scored = {prompt_of(0).size(), prompt_of(3).size(), 0, 0, prompt_of(0).size(),
-                                        prompt_of(7).size() - 100};
+  const std::vector<size_t> n_scored = {prompt_of(0).size(), prompt_of(3).size(),      0, 0,
+                                        prompt_of(0).size(), prompt_of(7).size() - 100};
   for (size_t i = 0; i < cpu.size(); ++i) {
     ASSERT_EQ(cpu[i].error, "") << "cpu request " << i;
     ASSERT_EQ(gpu[i].error, "") << "cuda request " << i;
@@ -306,10 +314,13 @@ TEST(serve_device_gpu, prompt_logprobs_equal_the_cpu_server) {
 }
 
 TEST(serve_device_gpu, a_plan_that_cannot_fit_is_refused_at_startup_with_the_numbers) {
-  if (!device_present()) GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
-  const run_result r = run("serve -m " + tiny_a() + " --device cuda --max-running 100000000 --bind tcp://127.0.0.1:*");
+  if (!device_present())
+    GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
+  const run_result r =
+      run("serve -m " + tiny_a() + " --device cuda --max-running 100000000 --bind tcp://127.0.0.1:*");
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find("resource_exhausted: memory plan: one sequence of --max-context"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resource_exhausted: memory plan: one sequence of --max-context"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("--max-running 100000000"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("hart: serving"), std::string::npos) << r.out;
 }
@@ -334,13 +345,13 @@ std::vector<answer> sequential_workload(const std::string& endpoint) {
 // A perturbed tiny-a pushed by `push(weight sync endpoint, checkpoint dir)`
 // into hart serve --device cuda after a workload on the old weights serves
 // what a fresh GPU server on the perturbed checkpoint serves, bit for bit.
-void expect_pushed_weights_serve_a_fresh_load(const std::string& tag,
-                                              const std::function<void(const std::string&, const std::string&)>& push) {
+void expect_pushed_weights_serve_a_fresh_load(
+    const std::string& tag, const std::function<void(const std::string&, const std::string&)>& push) {
   const std::string dir = testing::write_perturbed_checkpoint(tiny_a(), 1.25f, tag);
   std::vector<answer> before, pushed, fresh;
   {
-    server_process srv(tiny_a(),
-                       with(k_pool, {"--device", "cuda", "--weight-sync-endpoint", "tcp://127.0.0.1:*"}), false);
+    server_process srv(
+        tiny_a(), with(k_pool, {"--device", "cuda", "--weight-sync-endpoint", "tcp://127.0.0.1:*"}), false);
     ASSERT_FALSE(srv.endpoint().empty()) << "the GPU server did not start";
     ASSERT_FALSE(srv.weight_sync_endpoint().empty()) << "no weight sync endpoint printed";
     before = sequential_workload(srv.endpoint());  // fills the prefix cache with the old weights' KV
@@ -370,12 +381,14 @@ void expect_pushed_weights_serve_a_fresh_load(const std::string& tag,
 }
 
 TEST(serve_device_gpu, pushed_weights_serve_what_a_fresh_gpu_server_on_them_serves) {
-  if (!device_present()) GTEST_SKIP() << "no CUDA device: weight sync into hart serve --device cuda not checked here";
-  expect_pushed_weights_serve_a_fresh_load("gpu_wsync", [](const std::string& endpoint, const std::string& dir) {
-    const std::string cmd = std::string(HART_BINARY) + " --log warn push-weights -m " + dir + " --endpoint " + endpoint +
-                            " --version 3 --bucket 256KiB";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  });
+  if (!device_present())
+    GTEST_SKIP() << "no CUDA device: weight sync into hart serve --device cuda not checked here";
+  expect_pushed_weights_serve_a_fresh_load(
+      "gpu_wsync", [](const std::string& endpoint, const std::string& dir) {
+        const std::string cmd = std::string(HART_BINARY) + " --log warn push-weights -m " + dir +
+                                " --endpoint " + endpoint + " --version 3 --bucket 256KiB";
+        ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+      });
 }
 
 #ifdef HART_CUDA
@@ -392,7 +405,8 @@ std::vector<tensor_ref> checkpoint_on_device(const std::string& dir, void** buf)
   std::vector<tensor_ref> on_device;
   size_t off = 256;
   for (const tensor_ref& t : host->tensors) {
-    if (cudaMemcpy(static_cast<char*>(*buf) + off, t.data, t.n_bytes, cudaMemcpyHostToDevice) != cudaSuccess) return {};
+    if (cudaMemcpy(static_cast<char*>(*buf) + off, t.data, t.n_bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+      return {};
     tensor_ref d = t;
     d.data = static_cast<char*>(*buf) + off;
     d.device = true;
@@ -406,21 +420,22 @@ std::vector<tensor_ref> checkpoint_on_device(const std::string& dir, void** buf)
 // pushed as IPC references in 64 KiB buckets; the server copies them out of it.
 TEST(serve_device_gpu, weights_pushed_from_cuda_memory_serve_what_a_fresh_gpu_server_on_them_serves) {
   if (!device_present()) GTEST_SKIP() << "no CUDA device: weight sync from CUDA memory not checked here";
-  expect_pushed_weights_serve_a_fresh_load("gpu_wsync_ipc", [](const std::string& endpoint, const std::string& dir) {
-    void* buf = nullptr;
-    const std::vector<tensor_ref> on_device = checkpoint_on_device(dir, &buf);
-    ASSERT_FALSE(on_device.empty()) << "copying the checkpoint to the device failed";
-    weight_sync_client_params p;
-    p.endpoint = endpoint;
-    p.bucket_bytes = 64 << 10;
-    p.lanes = 1;
-    auto c = weight_sync_client::connect(p);
-    ASSERT_TRUE(c.ok()) << c.get_status().to_string();
-    auto r = (*c)->push(3, on_device);
-    cudaFree(buf);
-    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
-    EXPECT_GT(r->n_buckets, 1);
-  });
+  expect_pushed_weights_serve_a_fresh_load(
+      "gpu_wsync_ipc", [](const std::string& endpoint, const std::string& dir) {
+        void* buf = nullptr;
+        const std::vector<tensor_ref> on_device = checkpoint_on_device(dir, &buf);
+        ASSERT_FALSE(on_device.empty()) << "copying the checkpoint to the device failed";
+        weight_sync_client_params p;
+        p.endpoint = endpoint;
+        p.bucket_bytes = 64 << 10;
+        p.lanes = 1;
+        auto c = weight_sync_client::connect(p);
+        ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+        auto r = (*c)->push(3, on_device);
+        cudaFree(buf);
+        ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+        EXPECT_GT(r->n_buckets, 1);
+      });
 }
 
 // The update broadcast by NCCL from another GPU: this process is the trainer on
@@ -428,14 +443,17 @@ TEST(serve_device_gpu, weights_pushed_from_cuda_memory_serve_what_a_fresh_gpu_se
 // buckets: tiny-a itself as version 2 forms the NCCL group, the perturbed
 // checkpoint as version 3 reuses it; what then serves is what a fresh GPU
 // server on the perturbed checkpoint serves, bit for bit.
-TEST(serve_device_gpu, weights_broadcast_by_nccl_from_another_gpu_serve_what_a_fresh_gpu_server_on_them_serves) {
+TEST(serve_device_gpu,
+     weights_broadcast_by_nccl_from_another_gpu_serve_what_a_fresh_gpu_server_on_them_serves) {
   int n_devices = 0;
   if (cudaGetDeviceCount(&n_devices) != cudaSuccess) n_devices = 0;
   if (n_devices < 2) {
-    GTEST_SKIP() << "needs 2 CUDA devices (" << n_devices << " here): weight sync by NCCL from another GPU not checked";
+    GTEST_SKIP() << "needs 2 CUDA devices (" << n_devices
+                 << " here): weight sync by NCCL from another GPU not checked";
   }
   if (const status s = weight_sync::nccl_group::usable(1); !s.ok()) GTEST_SKIP() << s.to_string();
-  expect_pushed_weights_serve_a_fresh_load("gpu_wsync_nccl", [](const std::string& endpoint, const std::string& dir) {
+  expect_pushed_weights_serve_a_fresh_load("gpu_wsync_nccl", [](const std::string& endpoint,
+                                                                const std::string& dir) {
     ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
     void* buf_a = nullptr;
     void* buf_b = nullptr;
@@ -449,7 +467,8 @@ TEST(serve_device_gpu, weights_broadcast_by_nccl_from_another_gpu_serve_what_a_f
     p.reply_timeout = 120s;  // also bounds forming the group and each broadcast
     auto c = weight_sync_client::connect(p);
     ASSERT_TRUE(c.ok()) << c.get_status().to_string();
-    for (const auto& [version, tensors] : {std::pair{uint64_t(2), &original}, std::pair{uint64_t(3), &perturbed}}) {
+    for (const auto& [version, tensors] :
+         {std::pair{uint64_t(2), &original}, std::pair{uint64_t(3), &perturbed}}) {
       std::printf("[nccl] push of version %llu from GPU 1 into hart serve on GPU 0 (%s the NCCL group) ...\n",
                   (unsigned long long)version, version == 2 ? "forms" : "reuses");
       std::fflush(stdout);
@@ -474,28 +493,34 @@ TEST(serve_device_gpu, weights_broadcast_by_nccl_from_another_gpu_serve_what_a_f
 // together, prefix-cache repeats, a second turn) answers every prompt with the
 // same tokens and bitwise the same log-probs as one request at a time.
 TEST(serve_device_gpu, deterministic_answers_do_not_depend_on_batching) {
-  if (!device_present()) GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
+  if (!device_present())
+    GTEST_SKIP() << "no CUDA device: hart serve --device cuda not checked on this machine";
   for (const char* prec : {"exact", "fp8"}) {
     SCOPED_TRACE(prec);
     std::vector<answer> batched, alone;
     {
-      server_process srv(tiny_a(), with(k_pool, {"--device", "cuda", "--deterministic", "--precision", prec}), false);
+      server_process srv(tiny_a(), with(k_pool, {"--device", "cuda", "--deterministic", "--precision", prec}),
+                         false);
       ASSERT_FALSE(srv.endpoint().empty()) << "the deterministic GPU server did not start";
       batched = workload(srv.endpoint());
     }
     {
-      server_process srv(tiny_a(), with(k_pool, {"--device", "cuda", "--deterministic", "--precision", prec}), false);
+      server_process srv(tiny_a(), with(k_pool, {"--device", "cuda", "--deterministic", "--precision", prec}),
+                         false);
       ASSERT_FALSE(srv.endpoint().empty()) << "the deterministic GPU server did not start";
-      for (int i = 0; i < k_concurrent; ++i) alone.push_back(ask(srv.endpoint(), 700 + i, prompt_of(i), k_new));
+      for (int i = 0; i < k_concurrent; ++i)
+        alone.push_back(ask(srv.endpoint(), 700 + i, prompt_of(i), k_new));
     }
     for (int i = 0; i < k_concurrent; ++i) {
       ASSERT_EQ(batched[i].error, "") << "request " << i;
       ASSERT_EQ(alone[i].error, "") << "request " << i;
       EXPECT_EQ(batched[i].tokens, alone[i].tokens) << "prompt " << i;
-      EXPECT_EQ(batched[i].logprobs, alone[i].logprobs) << "prompt " << i << ": log-probs differ batched vs alone";
+      EXPECT_EQ(batched[i].logprobs, alone[i].logprobs)
+          << "prompt " << i << ": log-probs differ batched vs alone";
     }
     for (int i = 0; i < 4; ++i) {  // the repeats, served from the prefix cache
-      EXPECT_EQ(batched[k_concurrent + i].logprobs, alone[i].logprobs) << "prefix-cache repeat of prompt " << i;
+      EXPECT_EQ(batched[k_concurrent + i].logprobs, alone[i].logprobs)
+          << "prefix-cache repeat of prompt " << i;
     }
   }
 }

@@ -2,14 +2,14 @@
 // server that runs two at a time; a second connection's short request, sent after them, is
 // admitted when the first slot frees and finishes while four of the six still wait. Under FCFS
 // across connections it waited for four of them to finish first.
+#include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
+#include "tests/serve/server_stats.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
-
-#include "runtime/transport/client.h"
-#include "tests/serve/server_process.h"
-#include "tests/serve/server_stats.h"
 
 namespace hart::testing {
 namespace {
@@ -38,7 +38,8 @@ TEST(serve_fairness, another_connections_request_is_not_queued_behind_a_batch) {
   auto r = other->generate(request(100, 4), 120s);
   ASSERT_TRUE(r.ok()) << r.get_status().to_string();
   auto st = stats_of(*other, 7);
-  std::printf("samples finished when the short request was done: %.0f (the batch's and its own)\n", st["finished"]);
+  std::printf("samples finished when the short request was done: %.0f (the batch's and its own)\n",
+              st["finished"]);
   EXPECT_LE(st["finished"], 3.0);  // at most the two running when it arrived, and itself
 
   protocol::control_request a;

@@ -6,6 +6,10 @@
 // A client that goes away (finding 4: a 20,000-token request ran to its end after its client
 // disconnected) has its generations aborted and their pages freed, and nobody else's. And the
 // memory many connections took goes back once they close (finding 3: RSS 181 -> 855 MB, kept).
+#include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
+#include "tests/serve/server_stats.h"
+
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -16,10 +20,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "runtime/transport/client.h"
-#include "tests/serve/server_process.h"
-#include "tests/serve/server_stats.h"
 
 namespace hart::testing {
 namespace {
@@ -54,7 +54,8 @@ protocol::reply first_about(transport::client& c, uint64_t id) {
 void expect_running(transport::client& c, const protocol::generate_request& g) {
   ASSERT_TRUE(c.send(protocol::request{g}).ok());
   const protocol::reply r = first_about(c, g.request_id);
-  EXPECT_TRUE(std::holds_alternative<protocol::chunk_event>(r)) << "request " << g.request_id << " did not start";
+  EXPECT_TRUE(std::holds_alternative<protocol::chunk_event>(r))
+      << "request " << g.request_id << " did not start";
 }
 
 void expect_refused(transport::client& c, const protocol::generate_request& g, const std::string& limit) {

@@ -6,20 +6,20 @@
 // runs, no more tokens are made, its pages come back), and once it reads it gets its chunks in
 // order, one resource_exhausted error, then a final with reason abort for each sample; the
 // stats count it. Meanwhile another client is served normally.
+#include "runtime/protocol/codec.h"
+#include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
+#include "tests/serve/server_stats.h"
+
 #include <gtest/gtest.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include <chrono>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
-#include <zmq_addon.hpp>
-
-#include "runtime/protocol/codec.h"
-#include "runtime/transport/client.h"
-#include "tests/serve/server_process.h"
-#include "tests/serve/server_stats.h"
 
 namespace hart::testing {
 namespace {
@@ -62,7 +62,8 @@ TEST(serve_slow_reader, is_told_its_generations_are_aborted_and_nothing_is_lost_
   for (uint64_t tag = 1;; ++tag) {
     st = stats_of(**other, tag);
     if (st["slow_clients"] >= 1 && st["running"] == 0) break;
-    ASSERT_LT(std::chrono::steady_clock::now() - t0, 120s) << "never declared slow (running " << st["running"] << ")";
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, 120s)
+        << "never declared slow (running " << st["running"] << ")";
     std::this_thread::sleep_for(100ms);
   }
   EXPECT_EQ(st["slow_clients"], 1);
@@ -87,11 +88,13 @@ TEST(serve_slow_reader, is_told_its_generations_are_aborted_and_nothing_is_lost_
   uint64_t chunks = 0;
   while (finals < 8) {
     zmq::pollitem_t item{slow.handle(), 0, ZMQ_POLLIN, 0};
-    ASSERT_GT(zmq::poll(&item, 1, std::chrono::milliseconds(30000)), 0) << "replies stopped after " << finals << " finals";
+    ASSERT_GT(zmq::poll(&item, 1, std::chrono::milliseconds(30000)), 0)
+        << "replies stopped after " << finals << " finals";
     std::vector<zmq::message_t> frames;
     ASSERT_TRUE(zmq::recv_multipart(slow, std::back_inserter(frames)));
     ASSERT_EQ(frames.size(), 2u);
-    auto r = protocol::decode_reply({frames[0].data(), frames[0].size()}, {frames[1].data(), frames[1].size()});
+    auto r =
+        protocol::decode_reply({frames[0].data(), frames[0].size()}, {frames[1].data(), frames[1].size()});
     ASSERT_TRUE(r.ok()) << r.get_status().to_string();
     if (auto* c = std::get_if<protocol::chunk_event>(&*r)) {
       ASSERT_EQ(errors, 0) << "a chunk after the slow-reader error";

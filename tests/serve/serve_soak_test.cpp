@@ -2,12 +2,12 @@
 // dropped connections, pauses in every mode and weight pushes while requests run. It must
 // lose no request (every one ends with its finals or an error), hold no page after the flush
 // and push every version. scripts/soak.sh runs the long one (10,000 requests).
+#include "tests/command_run.h"
+#include "tests/serve/server_process.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
-
-#include "tests/command_run.h"
-#include "tests/serve/server_process.h"
 
 namespace hart::testing {
 namespace {
@@ -21,8 +21,9 @@ TEST(serve_soak, a_short_soak_loses_and_leaks_nothing) {
   ASSERT_FALSE(srv.weight_sync_endpoint().empty());
   const command_result r = command_run(
       std::string("OMP_WAIT_POLICY=PASSIVE timeout -k 5 300 ") + HART_BINARY + " --log warn soak --connect " +
-      srv.endpoint() + " --requests 160 --users 4 --max-new-tokens 24 --pause-ms 400 --push-ms 1500 -m " + tiny_a +
-      " --weight-sync-endpoint " + srv.weight_sync_endpoint() + " --server-pid " + std::to_string(srv.pid()));
+      srv.endpoint() + " --requests 160 --users 4 --max-new-tokens 24 --pause-ms 400 --push-ms 1500 -m " +
+      tiny_a + " --weight-sync-endpoint " + srv.weight_sync_endpoint() + " --server-pid " +
+      std::to_string(srv.pid()));
   std::printf("%s", r.out.c_str());
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("soak: 160 requests"), std::string::npos) << r.out;

@@ -4,19 +4,21 @@
 // cmd_serve.cpp each of these hung forever (the actor system waited for the
 // actors already started, with SIGINT and SIGTERM blocked), and a failed
 // weight-sync bind kept the main port serving.
+#include "tests/command_run.h"
+#include "tests/serve/server_process.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
 #include <string>
 
-#include "tests/command_run.h"
-#include "tests/serve/server_process.h"
-
 namespace hart::testing {
 namespace {
 
-std::string tiny_a() { return std::string(HART_TEST_DATA) + "/tiny-a"; }
+std::string tiny_a() {
+  return std::string(HART_TEST_DATA) + "/tiny-a";
+}
 
 struct run_result {
   command_result r;
@@ -48,7 +50,8 @@ TEST(serve_startup, bind_failures_after_the_model_loads_exit_1_promptly) {
   expect_startup_failure("--bind " + first.endpoint(), first.endpoint());
   expect_startup_failure("--bind tcp://0.0.0.0:*", "0.0.0.0");
   // The main port binds, then the weight-sync port is taken: both must go.
-  expect_startup_failure("--bind tcp://127.0.0.1:* --weight-sync-endpoint " + first.endpoint(), first.endpoint());
+  expect_startup_failure("--bind tcp://127.0.0.1:* --weight-sync-endpoint " + first.endpoint(),
+                         first.endpoint());
 }
 
 }  // namespace

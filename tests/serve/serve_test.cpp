@@ -2,16 +2,16 @@
 // sockets: concurrent streaming clients get what the engine computes alone,
 // seeded samples replay, abort and pause work mid-stream, and bad input gets
 // a typed error while the server keeps serving without leaking pages.
+#include "runtime/model/engine.h"
+#include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <random>
 #include <string>
 #include <thread>
-
-#include "runtime/model/engine.h"
-#include "runtime/transport/client.h"
-#include "tests/serve/server_process.h"
 
 namespace hart::testing {
 namespace {
@@ -47,7 +47,8 @@ class serve : public ::testing::Test {
   }
 
   // Greedy continuation of `prompt` computed by the engine alone: tokens and their log-softmax.
-  static std::vector<int32_t> greedy_alone(const std::vector<int32_t>& prompt, int n, std::vector<float>* logprobs) {
+  static std::vector<int32_t> greedy_alone(const std::vector<int32_t>& prompt, int n,
+                                           std::vector<float>* logprobs) {
     sequence_state s = eng_->new_sequence();
     std::vector<float> logits;
     EXPECT_TRUE(eng_->prefill(s, prompt, logits_request::last, &logits).ok());
@@ -64,7 +65,8 @@ class serve : public ::testing::Test {
     return out;
   }
 
-  static protocol::generate_request greedy_request(uint64_t id, const std::vector<int32_t>& prompt, uint32_t n_new) {
+  static protocol::generate_request greedy_request(uint64_t id, const std::vector<int32_t>& prompt,
+                                                   uint32_t n_new) {
     protocol::generate_request g;
     g.request_id = id;
     g.kind = protocol::prompt_kind::token_ids;
@@ -90,7 +92,9 @@ class serve : public ::testing::Test {
       auto r = c.receive(20s);
       EXPECT_TRUE(r.ok()) << r.get_status().to_string();
       if (!r.ok()) return protocol::error_reply{};
-      if (!std::holds_alternative<protocol::chunk_event>(*r) && !std::holds_alternative<protocol::final_event>(*r)) return *r;
+      if (!std::holds_alternative<protocol::chunk_event>(*r) &&
+          !std::holds_alternative<protocol::final_event>(*r))
+        return *r;
       if (streamed) streamed->push_back(*r);
     }
   }
@@ -112,7 +116,8 @@ engine* serve::eng_ = nullptr;
 
 std::vector<int32_t> prompt_of(int i) {
   std::vector<int32_t> p;
-  for (int k = 0; k < 20 + (i * 7) % 60; ++k) p.push_back(int32_t((k * 31 + (k < 15 ? 0 : i) * 17) % 500 + 6));
+  for (int k = 0; k < 20 + (i * 7) % 60; ++k)
+    p.push_back(int32_t((k * 31 + (k < 15 ? 0 : i) * 17) % 500 + 6));
   return p;
 }
 
@@ -135,9 +140,12 @@ TEST_F(serve, concurrent_streaming_clients_get_what_the_engine_computes_alone) {
       }
       const auto& s = res->samples[0];
       std::vector<int32_t> got(s.token_ids.begin(), s.token_ids.end());
-      if (got != want[i]) failures[i] = "tokens differ";
-      else if (s.logprobs != want_lp[i]) failures[i] = "logprobs differ";
-      else if (s.final.reason != protocol::finish_reason::length) failures[i] = "finish reason";
+      if (got != want[i])
+        failures[i] = "tokens differ";
+      else if (s.logprobs != want_lp[i])
+        failures[i] = "logprobs differ";
+      else if (s.final.reason != protocol::finish_reason::length)
+        failures[i] = "finish reason";
     });
   }
   for (auto& t : threads) t.join();
@@ -152,7 +160,8 @@ TEST_F(serve, concurrent_streaming_clients_get_what_the_engine_computes_alone) {
   ASSERT_TRUE(alone.ok()) << alone.get_status().to_string();
   std::vector<float> lp;
   const std::vector<int32_t> want_alone = greedy_alone(prompt_of(0), 32, &lp);
-  EXPECT_EQ(std::vector<int32_t>(alone->samples[0].token_ids.begin(), alone->samples[0].token_ids.end()), want_alone);
+  EXPECT_EQ(std::vector<int32_t>(alone->samples[0].token_ids.begin(), alone->samples[0].token_ids.end()),
+            want_alone);
   auto st = control(*c, protocol::control_verb::stats, 12);
   ASSERT_TRUE(std::holds_alternative<protocol::stats_reply>(st));
   double caught = -1;
@@ -168,7 +177,8 @@ TEST_F(serve, concurrent_streaming_clients_get_what_the_engine_computes_alone) {
 // text would re-encode to.
 TEST_F(serve, a_chat_session_reuses_the_previous_turn) {
   auto c = connect();
-  auto turn = [&](uint64_t id, const std::vector<protocol::chat_message>& m, uint32_t n_new, const std::string& session) {
+  auto turn = [&](uint64_t id, const std::vector<protocol::chat_message>& m, uint32_t n_new,
+                  const std::string& session) {
     protocol::generate_request g;
     g.request_id = id;
     g.kind = protocol::prompt_kind::messages;
@@ -201,15 +211,17 @@ TEST_F(serve, a_chat_session_reuses_the_previous_turn) {
 TEST_F(serve, a_cancelled_generate_returns_its_partial_output) {
   auto c = connect();
   int chunks = 0;
-  auto res = c->generate(greedy_request(70, prompt_of(2), 100000), 60s,
-                         [&](const protocol::chunk_event&) { ++chunks; }, [&] { return chunks >= 3; });
+  auto res = c->generate(
+      greedy_request(70, prompt_of(2), 100000), 60s, [&](const protocol::chunk_event&) { ++chunks; },
+      [&] { return chunks >= 3; });
   ASSERT_TRUE(res.ok()) << res.get_status().to_string();
   const auto& s = res->samples[0];
   EXPECT_EQ(s.final.reason, protocol::finish_reason::abort);
   EXPECT_GE(s.token_ids.size(), 3u);
   EXPECT_LT(s.token_ids.size(), 100000u);
   auto h = control(*c, protocol::control_verb::health, 71);
-  EXPECT_TRUE(std::holds_alternative<protocol::health_reply>(h)) << "the next reply was not the health answer";
+  EXPECT_TRUE(std::holds_alternative<protocol::health_reply>(h))
+      << "the next reply was not the health answer";
 }
 
 TEST_F(serve, seeded_samples_replay) {
@@ -399,9 +411,12 @@ TEST_P(serve_overlap, concurrent_clients_equal_the_engine_alone) {
       auto res = (*c)->generate(greedy_request(500 + i, prompt_of(i), 12), 120s);
       if (!res.ok()) return void(failures[i] = res.get_status().to_string());
       const auto& s = res->samples[0];
-      if (std::vector<int32_t>(s.token_ids.begin(), s.token_ids.end()) != want[i]) failures[i] = "tokens differ";
-      else if (s.logprobs != want_lp[i]) failures[i] = "logprobs differ";
-      else if (s.final.reason != protocol::finish_reason::length) failures[i] = "finish reason";
+      if (std::vector<int32_t>(s.token_ids.begin(), s.token_ids.end()) != want[i])
+        failures[i] = "tokens differ";
+      else if (s.logprobs != want_lp[i])
+        failures[i] = "logprobs differ";
+      else if (s.final.reason != protocol::finish_reason::length)
+        failures[i] = "finish reason";
     });
   }
   for (auto& t : threads) t.join();
@@ -450,7 +465,9 @@ TEST_P(serve_overlap, concurrent_clients_equal_the_engine_alone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(serve, serve_overlap, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "worker_process" : "in_process"; });
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "worker_process" : "in_process";
+                         });
 
 }  // namespace
 }  // namespace hart::testing

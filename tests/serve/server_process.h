@@ -7,14 +7,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace hart::testing {
 
@@ -23,7 +22,8 @@ class server_process {
   /// Runs `hart --log warn serve -m MODEL --bind tcp://127.0.0.1:* --deterministic EXTRA...`
   /// (without --deterministic when `deterministic` is false: the GPU engine refuses it).
   server_process(const std::string& model, const std::vector<std::string>& extra, bool deterministic = true) {
-    std::vector<std::string> args = {HART_BINARY, "--log", "warn", "serve", "-m", model, "--bind", "tcp://127.0.0.1:*"};
+    std::vector<std::string> args = {HART_BINARY, "--log", "warn",   "serve",
+                                     "-m",        model,   "--bind", "tcp://127.0.0.1:*"};
     if (deterministic) args.push_back("--deterministic");
     args.insert(args.end(), extra.begin(), extra.end());
     int out[2];
@@ -67,7 +67,8 @@ class server_process {
     if (!std::fgets(buf, sizeof buf, out_)) return "";
     const std::string s(buf);
     if (s.rfind("hart: worker pid ", 0) == 0) worker_pid_ = std::stoll(s.substr(17));
-    if (s.rfind("hart: weight sync on ", 0) == 0) weight_sync_endpoint_ = s.substr(21, s.find_last_not_of("\r\n") - 20);
+    if (s.rfind("hart: weight sync on ", 0) == 0)
+      weight_sync_endpoint_ = s.substr(21, s.find_last_not_of("\r\n") - 20);
     if (s.rfind("hart: http on ", 0) == 0) http_endpoint_ = s.substr(14, s.find_last_not_of("\r\n") - 13);
     return s;
   }

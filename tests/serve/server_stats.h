@@ -5,15 +5,15 @@
 // client connected to a server_process.
 #pragma once
 
+#include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <map>
 #include <string>
 #include <thread>
-
-#include "runtime/transport/client.h"
-#include "tests/serve/server_process.h"
 
 namespace hart::testing {
 

@@ -5,26 +5,26 @@
 // an in-place update, and a broken update (checksum, malformed frames, a
 // client killed mid-push, an NCCL group that does not form) leaves the old
 // weights serving.
+#include "rollout/checkpoint_tensors.h"
+#include "rollout/weight_sync_client.h"
+#include "runtime/core/codecs.h"
+#include "runtime/model/engine.h"
+#include "runtime/transport/client.h"
+#include "runtime/weight_sync/crc32c.h"
+#include "runtime/weight_sync/nccl_group.h"
+#include "runtime/weight_sync/sync_codec.h"
+#include "tests/serve/perturbed_checkpoint.h"
+#include "tests/serve/server_process.h"
+
 #include <gtest/gtest.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <thread>
-#include <zmq.hpp>
-#include <zmq_addon.hpp>
-
-#include "rollout/checkpoint_tensors.h"
-#include "rollout/weight_sync_client.h"
-#include "runtime/core/codecs.h"
-#include "runtime/model/engine.h"
-#include "tests/serve/perturbed_checkpoint.h"
-#include "runtime/transport/client.h"
-#include "runtime/weight_sync/crc32c.h"
-#include "runtime/weight_sync/nccl_group.h"
-#include "runtime/weight_sync/sync_codec.h"
-#include "tests/serve/server_process.h"
 
 namespace hart::testing {
 namespace {
@@ -49,7 +49,8 @@ std::unique_ptr<engine> load(const std::string& dir, precision prec) {
 }
 
 // Greedy continuation and its log-probs, computed by `eng` alone.
-std::pair<std::vector<uint32_t>, std::vector<float>> greedy_alone(const engine& eng, const std::vector<int32_t>& prompt, int n) {
+std::pair<std::vector<uint32_t>, std::vector<float>> greedy_alone(const engine& eng,
+                                                                  const std::vector<int32_t>& prompt, int n) {
   sequence_state s = eng.new_sequence();
   std::vector<float> logits;
   EXPECT_TRUE(eng.prefill(s, prompt, logits_request::last, &logits).ok());
@@ -77,8 +78,9 @@ class weight_sync_serve : public ::testing::TestWithParam<precision> {
  protected:
   void SetUp() override {
     srv_ = std::make_unique<server_process>(
-        k_tiny_a, std::vector<std::string>{"--precision", precision_name(GetParam()), "--weight-sync-endpoint",
-                                           "tcp://127.0.0.1:*", "--weight-sync-idle-ms", "3000"});
+        k_tiny_a,
+        std::vector<std::string>{"--precision", precision_name(GetParam()), "--weight-sync-endpoint",
+                                 "tcp://127.0.0.1:*", "--weight-sync-idle-ms", "3000"});
     ASSERT_FALSE(srv_->weight_sync_endpoint().empty()) << "no weight sync endpoint printed";
     transport::client_params p;
     p.endpoint = srv_->endpoint();
@@ -104,7 +106,8 @@ class weight_sync_serve : public ::testing::TestWithParam<precision> {
     g.sampling.ignore_eos = true;
     g.sampling.logprobs = true;
     served out;
-    auto r = client_->generate(g, 60s, [&](const protocol::chunk_event& c) { out.chunk_versions.push_back(c.weight_version); });
+    auto r = client_->generate(
+        g, 60s, [&](const protocol::chunk_event& c) { out.chunk_versions.push_back(c.weight_version); });
     EXPECT_TRUE(r.ok()) << r.get_status().to_string();
     if (!r.ok()) return out;
     out.tokens = r->samples[0].token_ids;
@@ -113,7 +116,8 @@ class weight_sync_serve : public ::testing::TestWithParam<precision> {
     return out;
   }
 
-  protocol::reply control(protocol::control_verb verb, protocol::pause_mode mode = protocol::pause_mode::abort) {
+  protocol::reply control(protocol::control_verb verb,
+                          protocol::pause_mode mode = protocol::pause_mode::abort) {
     protocol::control_request q;
     q.tag = 77;
     q.verb = verb;
@@ -123,12 +127,17 @@ class weight_sync_serve : public ::testing::TestWithParam<precision> {
       auto r = client_->receive(20s);
       EXPECT_TRUE(r.ok());
       if (!r.ok()) return protocol::error_reply{};
-      if (!std::holds_alternative<protocol::chunk_event>(*r) && !std::holds_alternative<protocol::final_event>(*r)) return *r;
+      if (!std::holds_alternative<protocol::chunk_event>(*r) &&
+          !std::holds_alternative<protocol::final_event>(*r))
+        return *r;
     }
   }
-  uint64_t serving_version() { return std::get<protocol::weight_version_reply>(control(protocol::control_verb::weight_version)).version; }
+  uint64_t serving_version() {
+    return std::get<protocol::weight_version_reply>(control(protocol::control_verb::weight_version)).version;
+  }
 
-  status_or<push_report> push(const std::string& dir, uint64_t version, uint64_t bucket_bytes = 1 << 20, int lanes = 1) {
+  status_or<push_report> push(const std::string& dir, uint64_t version, uint64_t bucket_bytes = 1 << 20,
+                              int lanes = 1) {
     auto ts = checkpoint_tensors_open(dir);
     if (!ts.ok()) return ts.get_status();
     weight_sync_client_params p;
@@ -194,7 +203,8 @@ void expect_host_memory_as_device_refused(const std::string& endpoint, device_tr
   auto r = (*c)->push(9, {t});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.get_status().code() == status_code::invalid_argument ||
-              r.get_status().code() == status_code::unimplemented) << r.get_status().to_string();
+              r.get_status().code() == status_code::unimplemented)
+      << r.get_status().to_string();
 }
 
 // A raw DEALER on the weight-sync endpoint, for frames the client library never sends.
@@ -207,7 +217,8 @@ struct raw_sync {
   }
   void send(const std::vector<std::vector<uint8_t>>& frames) {
     for (size_t i = 0; i < frames.size(); ++i) {
-      (void)sock.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      (void)sock.send(zmq::buffer(frames[i]),
+                      i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
   }
   void send(const weight_sync::sync_request& r, std::vector<std::vector<uint8_t>> data = {}) {
@@ -234,7 +245,8 @@ TEST_P(weight_sync_faults, broken_updates_get_typed_errors_and_the_old_weights_k
   // Checksum mismatch.
   raw.send(weight_sync::begin_msg{3, 1, 8});
   EXPECT_TRUE(raw.receive().ok());
-  raw.send(weight_sync::bucket_msg{3, 0, {{"norm.weight", dtype::f32, {2}, 0, 8}}}, {std::vector<uint8_t>(8, 1)});
+  raw.send(weight_sync::bucket_msg{3, 0, {{"norm.weight", dtype::f32, {2}, 0, 8}}},
+           {std::vector<uint8_t>(8, 1)});
   raw.send(weight_sync::end_msg{3, 0x1234});
   auto e = raw.receive();
   EXPECT_EQ(e.code, status_code::data_loss) << e.message;
@@ -259,7 +271,8 @@ TEST_P(weight_sync_faults, broken_updates_get_typed_errors_and_the_old_weights_k
     EXPECT_TRUE(raw.receive().ok());
     raw.send(weight_sync::bucket_msg{3, 0, {{"norm.weight", dtype::f32, {2}, 4, 4}}}, {{5, 6, 7, 8}});
     // Bucket 0's bytes, then bucket 1's.
-    const uint32_t crc = weight_sync::crc32c_extend(weight_sync::crc32c_extend(0, halves.data() + 4, 4), halves.data(), 4);
+    const uint32_t crc =
+        weight_sync::crc32c_extend(weight_sync::crc32c_extend(0, halves.data() + 4, 4), halves.data(), 4);
     raw.send(weight_sync::end_msg{3, crc, 2});
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     lane.send(weight_sync::bucket_msg{3, 1, {{"norm.weight", dtype::f32, {2}, 0, 4}}}, {{1, 2, 3, 4}});
@@ -277,7 +290,8 @@ TEST_P(weight_sync_faults, broken_updates_get_typed_errors_and_the_old_weights_k
   EXPECT_EQ(raw.receive().code, status_code::invalid_argument);
   raw.send(weight_sync::bucket_msg{9, 0, {{"norm.weight", dtype::f32, {2}, 0, 8}}}, {one});
   EXPECT_EQ(raw.receive().code, status_code::failed_precondition) << "a bucket without begin";
-  raw.send(weight_sync::bucket_msg{9, 0, {{"norm.weight", dtype::f32, {2}, 0, 8}}}, {std::vector<uint8_t>(4)});
+  raw.send(weight_sync::bucket_msg{9, 0, {{"norm.weight", dtype::f32, {2}, 0, 8}}},
+           {std::vector<uint8_t>(4)});
   EXPECT_EQ(raw.receive().code, status_code::invalid_argument) << "data frame shorter than its chunk";
 
   expect_host_memory_as_device_refused(srv_->weight_sync_endpoint(), device_transport::cuda_ipc);
@@ -296,7 +310,8 @@ TEST_P(weight_sync_faults, broken_updates_get_typed_errors_and_the_old_weights_k
 // ends the wait, the group aborted. A begin reusing a group the server does not
 // hold is not_found; a chunk by NCCL without a group is refused; a client asked
 // for NCCL with host memory refuses before sending. The old weights keep serving.
-TEST_P(weight_sync_faults, updates_by_nccl_whose_group_cannot_form_get_typed_errors_and_the_old_weights_keep_serving) {
+TEST_P(weight_sync_faults,
+       updates_by_nccl_whose_group_cannot_form_get_typed_errors_and_the_old_weights_keep_serving) {
   const served base = generate(1, 5);
   raw_sync raw(srv_->weight_sync_endpoint());
   // The server runs this build on this machine: what it can do, this process can.
@@ -352,7 +367,8 @@ TEST_P(weight_sync_faults, a_client_killed_mid_update_leaves_the_old_weights_and
     raw_sync raw(srv_->weight_sync_endpoint());
     raw.send(weight_sync::begin_msg{5, 305, 1 << 20});
     (void)raw.receive();
-    raw.send(weight_sync::bucket_msg{5, 0, {{"norm.weight", dtype::f32, {128}, 0, 512}}}, {std::vector<uint8_t>(512)});
+    raw.send(weight_sync::bucket_msg{5, 0, {{"norm.weight", dtype::f32, {128}, 0, 512}}},
+             {std::vector<uint8_t>(512)});
     (void)!write(ready[1], "x", 1);
     pause();
     _exit(0);

@@ -8,7 +8,13 @@
 // the paused generations recompute on the new worker and none fails; without
 // restarts later generations fail `unavailable`. A frozen worker (SIGSTOP)
 // is dropped when its heartbeats stop.
+#include "runtime/model/engine.h"
+#include "runtime/transport/client.h"
+#include "tests/serve/server_process.h"
+
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
@@ -17,13 +23,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include "runtime/model/engine.h"
-#include "runtime/transport/client.h"
-#include "tests/serve/server_process.h"
 
 namespace hart::testing {
 namespace {
@@ -96,7 +95,9 @@ protocol::reply control(transport::client& c, protocol::control_verb verb, uint6
     auto r = c.receive(30s);
     EXPECT_TRUE(r.ok()) << r.get_status().to_string();
     if (!r.ok()) return protocol::error_reply{};
-    if (!std::holds_alternative<protocol::chunk_event>(*r) && !std::holds_alternative<protocol::final_event>(*r)) return *r;
+    if (!std::holds_alternative<protocol::chunk_event>(*r) &&
+        !std::holds_alternative<protocol::final_event>(*r))
+      return *r;
   }
 }
 
@@ -163,7 +164,8 @@ TEST(worker_process, killed_worker_fails_its_requests_and_the_server_keeps_servi
   for (int i = 0; i < 3; ++i) {
     auto ci = transport::client::connect(w.cp);
     ASSERT_TRUE(ci.ok()) << ci.get_status().to_string();
-    ASSERT_TRUE((*ci)->send(protocol::request{greedy_request(uint64_t(10 + i), make_prompt(i + 1), 24)}).ok());
+    ASSERT_TRUE(
+        (*ci)->send(protocol::request{greedy_request(uint64_t(10 + i), make_prompt(i + 1), 24)}).ok());
     clients.push_back(std::move(ci).value());
   }
   for (int i = 0; i < 3; ++i) {
@@ -214,7 +216,8 @@ TEST(worker_process, frozen_worker_is_dropped_by_its_missing_heartbeats) {
 
   auto res = c.generate(greedy_request(2, make_prompt(1), 12), 120s);
   ASSERT_TRUE(res.ok()) << res.get_status().to_string();
-  EXPECT_EQ(res->samples[0].final.reason, protocol::finish_reason::length) << res->samples[0].final.error_message;
+  EXPECT_EQ(res->samples[0].final.reason, protocol::finish_reason::length)
+      << res->samples[0].final.error_message;
   const std::vector<int32_t> want = engine_alone(model, make_prompt(1), 12);
   EXPECT_EQ(std::vector<int32_t>(res->samples[0].token_ids.begin(), res->samples[0].token_ids.end()), want);
   srv.line();  // the respawned worker's "worker pid" line
@@ -247,8 +250,9 @@ TEST(worker_process, without_restarts_later_generations_fail_typed_and_the_serve
 
 /// Receives until the control reply tagged `tag`, adding chunks' tokens to
 /// `got` (by request id) and finals to `fin`.
-protocol::reply control_collecting(transport::client& c, protocol::control_verb verb, protocol::pause_mode mode,
-                                   uint64_t tag, std::map<uint64_t, std::vector<int32_t>>& got,
+protocol::reply control_collecting(transport::client& c, protocol::control_verb verb,
+                                   protocol::pause_mode mode, uint64_t tag,
+                                   std::map<uint64_t, std::vector<int32_t>>& got,
                                    std::map<uint64_t, protocol::final_event>& fin) {
   protocol::control_request q;
   q.tag = tag;
@@ -288,7 +292,8 @@ TEST(worker_process, worker_killed_while_idle_is_replaced_and_nothing_fails) {
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(c.send(protocol::request{greedy_request(uint64_t(20 + i), make_prompt(i + 1), n_new)}).ok());
   }
-  while (got.size() < 3 || std::any_of(got.begin(), got.end(), [](const auto& g) { return g.second.size() < 3; })) {
+  while (got.size() < 3 ||
+         std::any_of(got.begin(), got.end(), [](const auto& g) { return g.second.size() < 3; })) {
     auto r = c.receive(120s);
     ASSERT_TRUE(r.ok()) << r.get_status().to_string();
     if (const auto* ch = std::get_if<protocol::chunk_event>(&*r)) {
@@ -296,7 +301,8 @@ TEST(worker_process, worker_killed_while_idle_is_replaced_and_nothing_fails) {
     }
     ASSERT_FALSE(std::holds_alternative<protocol::final_event>(*r)) << "a generation ended before the pause";
   }
-  auto ack = control_collecting(c, protocol::control_verb::pause, protocol::pause_mode::in_place, 30, got, fin);
+  auto ack =
+      control_collecting(c, protocol::control_verb::pause, protocol::pause_mode::in_place, 30, got, fin);
   ASSERT_TRUE(std::holds_alternative<protocol::ack_reply>(ack));
   std::this_thread::sleep_for(300ms);  // the step in flight at the pause, if any, ends
 
@@ -324,7 +330,8 @@ TEST(worker_process, worker_killed_while_idle_is_replaced_and_nothing_fails) {
   // A prefix cached before the loss is recomputed, not read from the empty pages.
   auto again = c.generate(greedy_request(30, make_prompt(1), 8), 120s);
   ASSERT_TRUE(again.ok()) << again.get_status().to_string();
-  const std::vector<int32_t> again_ids(again->samples[0].token_ids.begin(), again->samples[0].token_ids.end());
+  const std::vector<int32_t> again_ids(again->samples[0].token_ids.begin(),
+                                       again->samples[0].token_ids.end());
   EXPECT_EQ(again_ids, engine_alone(model, make_prompt(1), 8));
 
   expect_nothing_held(c, 32, 1.0);
