@@ -19,6 +19,7 @@ packages=(
   python3-prometheus-client   # tests: /metrics parsed by the Prometheus client's own parser
   libtorch-dev                # training/: the LibTorch V4 model and trainer (CPU build)
   libgtest-dev libgmock-dev
+  clang-format                # tests: the house format, checked by scripts/check_format.sh
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/check_format.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 600
