@@ -1,18 +1,12 @@
 #include "actors/worker_actor.h"
 
 #include "runtime/worker/local_executor.h"
+#include "runtime/worker/step_runner.h"
 
-#include <algorithm>
 #include <chrono>
 
 namespace hart::actors {
 namespace {
-
-int64_t steady_us() {
-  return int64_t(std::chrono::duration_cast<std::chrono::microseconds>(
-                     std::chrono::steady_clock::now().time_since_epoch())
-                     .count());
-}
 
 struct worker_state {
   /// The weights of the engine the executor runs (swapped here only); null
@@ -22,64 +16,10 @@ struct worker_state {
   std::shared_ptr<sched::step_executor> executor;
   /// Why swaps are refused when there is no weight target.
   std::string no_swap_reason;
-  /// Non-empty: the executor lost its KV pages while idle (why), so the next
-  /// plan, made for those pages, is handed back unexecuted.
-  std::string lost_idle;
-  /// The last step's outcome (the one sent to the scheduler, not a copy):
-  /// its sampled tokens feed a step planned ahead. Null before the first.
-  std::shared_ptr<const step_outcome> last;
-
-  /// Between steps, at the executor's idle_check_ms.
-  void check_idle() {
-    std::string why;
-    if (executor->check_idle(&why) && lost_idle.empty())
-      lost_idle = why.empty() ? "worker lost while idle" : why;
-  }
+  /// Runs the plans on `executor` (fills plans made ahead, hands back those it cannot run).
+  std::unique_ptr<sched::step_runner> runner;
 
   uint64_t weight_version() const { return weights ? weights->version() : 0; }
-
-  /// Runs `plan` and keeps its outcome as `last`.
-  std::shared_ptr<const step_outcome> run(const sched::step_plan& plan) {
-    last = std::make_shared<const step_outcome>(execute(plan));
-    return last;
-  }
-
-  step_outcome execute(const sched::step_plan& plan) {
-    step_outcome o;
-    o.weight_version = weight_version();
-    o.exec_start_us = steady_us();
-    if (!lost_idle.empty()) {
-      o.exec_end_us = o.exec_start_us;
-      o.result =
-          status(status_code::unavailable, lost_idle + "; step " + std::to_string(plan.step) + " not run");
-      o.pages_lost = true;
-      o.not_run = true;
-      lost_idle.clear();
-      return o;
-    }
-    // A step planned ahead feeds the tokens this worker just sampled.
-    const bool ahead = std::any_of(plan.items.begin(), plan.items.end(),
-                                   [](const sched::step_item& it) { return it.feed_last_sampled; });
-    if (ahead) {
-      sched::step_plan filled = plan;
-      const status st = last && last->result.ok()
-                            ? sched::fill_planned_ahead(filled, last->result.value())
-                            : status(status_code::unavailable, "the step before failed");
-      if (!st.ok()) {  // the step before failed or did not run: this one is handed back unrun
-        o.exec_end_us = o.exec_start_us;
-        o.result = st;
-        o.not_run = true;
-        o.pages_lost = last && last->pages_lost;
-        return o;
-      }
-      o.result = executor->execute(filled);
-    } else {
-      o.result = executor->execute(plan);
-    }
-    o.exec_end_us = steady_us();
-    o.pages_lost = !o.result.ok() && !executor->keeps_pages_on_failure();
-    return o;
-  }
 
   swap_outcome swap(const swap_request& r) {
     swap_outcome o;
@@ -121,7 +61,7 @@ void worker_loop(caf::blocking_actor* self, std::shared_ptr<worker_state> st) {
     self->receive(
         [&](step_atom, std::shared_ptr<const sched::step_plan> plan) {
           self->send(caf::actor_cast<scheduler_actor>(self->current_sender()), step_done_atom::value,
-                     st->run(*plan));
+                     st->runner->run(*plan, st->weight_version()));
           stepped = true;
         },
         [&](swap_atom, std::shared_ptr<const swap_request> r) {
@@ -134,7 +74,7 @@ void worker_loop(caf::blocking_actor* self, std::shared_ptr<worker_state> st) {
         },
         caf::after(idle_wait) >>
             [&] {
-              if (check_ms > 0) st->check_idle();
+              if (check_ms > 0) st->runner->check_idle();
             });
   }
 }
@@ -155,6 +95,7 @@ status_or<worker_actor> spawn_worker_actor(caf::actor_system& sys, const worker_
   st->weights = params.weights;
   if (!st->weights && !params.make_executor) st->weights = engine_weight_target(*params.eng);
   st->executor = std::move(executor);
+  st->runner = std::make_unique<sched::step_runner>(st->executor.get());
   st->no_swap_reason = params.no_swap_reason;
   return typed_handle<worker_actor>(sys.spawn<caf::detached>(worker_loop, std::move(st)));
 }

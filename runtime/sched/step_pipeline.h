@@ -77,6 +77,8 @@ class step_pipeline {
   /// `core` plans without a shard (serving_core::create_without_shard).
   step_pipeline(std::unique_ptr<serving_core> core, step_pipeline_params params)
       : core_(std::move(core)), params_(params) {}
+  /// Overlap on or off, between steps.
+  void set_overlap(bool on) { params_.overlap = on; }
   /// Where it sends, before any other call (the actor's state, once it exists); outlives the pipeline.
   void attach(pipeline_port* port) { port_ = port; }
 

@@ -2,6 +2,8 @@
 
 #include "runtime/worker/local_executor.h"
 
+#include <utility>
+
 namespace hart::sched {
 
 serving_params serving_params_for(const model_config& cfg, serving_params params, const tokenizer* tok) {
@@ -17,57 +19,80 @@ status_or<std::unique_ptr<serving_loop>> serving_loop::create(const engine& eng,
                                                               std::unique_ptr<step_executor> executor) {
   params = serving_params_for(eng, std::move(params), tok);
   std::unique_ptr<serving_loop> l(new serving_loop());
-  HART_ASSIGN_OR_RETURN(l->core_, serving_core::create(params, tok));
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<serving_core> core, serving_core::create_without_shard(params, tok));
+  l->shard_ = std::make_unique<cache::cache_shard>(params.cache);
+  l->pipe_ = std::make_unique<step_pipeline>(std::move(core), step_pipeline_params{});
+  l->pipe_->attach(l.get());
   if (executor) {
     l->executor_ = std::move(executor);
   } else {
     HART_ASSIGN_OR_RETURN(l->executor_, local_executor::create(eng, params.cache));
   }
+  l->runner_ = std::make_unique<step_runner>(l->executor_.get());
   return l;
 }
 
+serving_loop::~serving_loop() = default;
+
+void serving_loop::send_step(std::shared_ptr<const step_plan> plan, int64_t) {
+  steps_.push_back(std::move(plan));
+}
+void serving_loop::send_cache_ops(cache::cache_op_batch ops) {
+  shard_->apply(ops);
+}
+void serving_loop::ask_slots(cache::slot_request req) {
+  slots_ = shard_->plan(req);
+}
+void serving_loop::ask_reserve(cache::reserve_request req) {
+  reserved_.push_back(shard_->reserve(req));
+}
+
+void serving_loop::answer_shard() {
+  while (slots_ || !reserved_.empty()) {
+    if (slots_) {
+      const cache::slot_grants g = std::move(*slots_);
+      slots_.reset();
+      pipe_->on_slots(g);
+    } else {
+      const cache::reserve_grants g = std::move(reserved_.front());
+      reserved_.pop_front();
+      pipe_->on_reserved(g);
+    }
+  }
+}
+
+void serving_loop::run_oldest() {
+  const std::shared_ptr<const step_plan> plan = std::move(steps_.front());
+  steps_.pop_front();
+  const std::shared_ptr<const step_outcome> o = runner_->run(*plan);
+  pipe_->on_step_done(*o, core().now_us());
+  answer_shard();
+}
+
 event_batch serving_loop::step() {
-  step_timing t;
-  t.planned_us = core_->now_us();
-  step_plan plan;
-  event_batch ev;
-  const bool from_ahead = ahead_.has_value();
-  if (from_ahead) {
-    plan = std::move(*ahead_);
-    ahead_.reset();
-  } else {
-    plan = core_->plan_step();
-    ev = core_->take_events();
+  if (steps_.empty()) {  // nothing out: plan (after submits, control calls, or a retry)
+    retry_ = false;
+    pipe_->advance();
+    answer_shard();
   }
-  if (plan.empty()) {
-    last_exec_end_us_ = 0;
-    return ev;
-  }
-  if (overlap_) {
-    step_plan next = core_->plan_ahead();
-    if (!next.empty()) ahead_ = std::move(next);
-  }
-  t.chained_from_us = last_exec_end_us_;
-  t.exec_start_us = core_->now_us();
-  // A step planned ahead feeds the tokens the step before sampled (none if it failed).
-  step_result failed;
-  failed.error = status(status_code::unavailable, "the step before failed");
-  const status filled = from_ahead ? fill_planned_ahead(plan, previous_ ? *previous_ : failed) : status{};
-  status_or<step_result> res = filled.ok() ? executor_->execute(plan) : status_or<step_result>(filled);
-  t.exec_end_us = core_->now_us();
-  last_exec_end_us_ = t.exec_end_us;
-  previous_.reset();
-  ev.append(core_->finish_step(plan, res, !executor_->keeps_pages_on_failure(), t));
-  if (res.ok() && ahead_) previous_ = std::move(res).value();
+  if (!steps_.empty()) run_oldest();
+  return std::exchange(events_, {});
+}
+
+event_batch serving_loop::synced(event_batch ev) {
+  // Only those out now: the ones their outcomes plan are made after the call, as they should be.
+  for (size_t n = steps_.size(); n > 0 && !steps_.empty(); --n) run_oldest();
+  pipe_->sync_shard();
+  ev.append(std::exchange(events_, {}));
   return ev;
 }
 
 event_batch serving_loop::run_until_idle(int64_t max_steps) {
   event_batch all;
-  for (int64_t i = 0; i < max_steps && !core_->idle(); ++i) {
-    const int64_t steps_before = core_->sched().counters().steps;
+  for (int64_t i = 0; i < max_steps && !core().idle(); ++i) {
+    const int64_t steps_before = core().sched().counters().steps;
     event_batch ev = step();
-    const bool progress = core_->sched().counters().steps != steps_before || !ev.empty();
+    const bool progress = core().sched().counters().steps != steps_before || !ev.empty();
     all.append(std::move(ev));
     if (!progress) break;
   }

@@ -1,8 +1,10 @@
 // File: runtime/worker/serving_loop.h
-// The serving core in one thread: serving_core (scheduler + ShadowRadix) and
-// a step_executor (the CPU worker, or a remote worker process) called in turn.
-// For tests, and the reference the actor runtime (scheduler actor + worker
-// actor, actors/) must behave like.
+// The serving path in one thread: the step pipeline the scheduler actor runs
+// (sched::step_pipeline over serving_core), with the cache shard in process
+// and a step_runner over the executor (the CPU worker, or a remote worker
+// process) as its port; every message is answered in turn, in the order the
+// actors' mailboxes deliver them. For tests, `hart generate`-like callers and
+// as the reference the actor runtime (actors/) must equal.
 //
 //   HART_ASSIGN_OR_RETURN(auto loop, serving_loop::create(*eng, {}, &tok));
 //   HART_RETURN_IF_ERROR(loop->submit(req));
@@ -12,8 +14,12 @@
 #include "runtime/model/engine.h"
 #include "runtime/sched/serving_core.h"
 #include "runtime/sched/step_executor.h"
+#include "runtime/sched/step_pipeline.h"
+#include "runtime/worker/step_runner.h"
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 
@@ -26,7 +32,7 @@ inline serving_params serving_params_for(const engine& eng, serving_params param
   return serving_params_for(eng.config(), std::move(params), tok);
 }
 
-class serving_loop {
+class serving_loop : private pipeline_port {
  public:
   /// `eng` and `tok` (may be null) must outlive the loop. Without `executor`
   /// the loop allocates the KV pages and runs a cpu_worker in this thread;
@@ -34,42 +40,69 @@ class serving_loop {
   static status_or<std::unique_ptr<serving_loop>> create(const engine& eng, serving_params params,
                                                          const tokenizer* tok,
                                                          std::unique_ptr<step_executor> executor = nullptr);
+  ~serving_loop() override;
 
-  status submit(gen_request r) { return core_->submit(std::move(r)); }
-  event_batch abort(uint64_t id) { return core_->abort(id); }
-  event_batch abort_all() { return core_->abort_all(); }
-  event_batch pause(pause_mode m) { return core_->pause(m); }
-  void resume() { core_->resume(); }
-  void flush_cache() { core_->flush_cache(); }
+  /// Refused requests are an error here (nothing starts); the next step() plans.
+  status submit(gen_request r) { return core().submit(std::move(r)); }
+  event_batch abort(uint64_t id) { return synced(core().abort(id)); }
+  event_batch abort_all() { return synced(core().abort_all()); }
+  event_batch pause(pause_mode m) { return synced(core().pause(m)); }
+  void resume() { core().resume(); }
+  void flush_cache() {
+    core().flush_cache();
+    pipe_->sync_shard();
+  }
 
-  /// Overlap scheduling (scheduler::schedule_ahead): each decode step plans
-  /// the next one before it runs, as the actor runtime does to keep its
-  /// worker busy; here, in one thread, it changes nothing but the order, so
-  /// outputs must equal the plain loop's (the tests check that).
-  void set_overlap(bool on) { overlap_ = on; }
+  /// Overlap scheduling (serving_core::plan_ahead): each decode step plans the
+  /// next one before it runs, as the actor runtime does to keep its worker
+  /// busy; here it changes nothing but the order, so outputs must equal the
+  /// plain loop's (the tests check that). Between steps.
+  void set_overlap(bool on) { pipe_->set_overlap(on); }
 
-  /// One scheduler step executed on the engine; returns its events (and any
-  /// produced while planning). A failed executor is handled as
+  /// One step executed on the engine (planned first if none is out); returns
+  /// the events published meanwhile. A failed executor is handled as
   /// serving_core::finish_step describes.
   event_batch step();
   /// Steps until nothing is live, or until a step makes no progress (paused,
   /// or nothing fits); at most max_steps steps.
   event_batch run_until_idle(int64_t max_steps = 1 << 30);
 
-  bool idle() const { return core_->idle(); }
-  serving_stats stats() const { return core_->stats(); }
-  scheduler& sched() { return core_->sched(); }
-  cache::shadow_radix& cache() { return core_->cache(); }
+  bool idle() const { return core().idle(); }
+  serving_stats stats() const { return core().stats(shard_->metrics()); }
+  scheduler& sched() { return core().sched(); }
+  cache::shadow_radix& cache() { return shard_->index(); }
 
  private:
   serving_loop() = default;
+  serving_core& core() { return pipe_->core(); }
+  const serving_core& core() const { return pipe_->core(); }
+  /// After a control call: the plans already out run, as a worker that had
+  /// them would (their outcomes clean up what the call ended), and the cache
+  /// ops go to the shard; returns `ev` and the events published meanwhile.
+  event_batch synced(event_batch ev);
+  /// Runs the oldest plan out and hands its outcome to the pipeline.
+  void run_oldest();
+  /// The shard's answers, in the order asked (a slot answer may send a step).
+  void answer_shard();
 
-  std::unique_ptr<serving_core> core_;
+  // pipeline_port: the shard answers in process, plans queue for step().
+  void send_step(std::shared_ptr<const step_plan> plan, int64_t sent_us) override;
+  void send_swap() override {}  // weights do not change under a serving_loop
+  void send_cache_ops(cache::cache_op_batch ops) override;
+  void ask_slots(cache::slot_request req) override;
+  void ask_reserve(cache::reserve_request req) override;
+  void publish(event_batch ev) override { events_.append(std::move(ev)); }
+  void retry_after(std::chrono::milliseconds) override { retry_ = true; }
+
+  std::unique_ptr<cache::cache_shard> shard_;
+  std::unique_ptr<step_pipeline> pipe_;
   std::unique_ptr<step_executor> executor_;
-  int64_t last_exec_end_us_ = 0;  // of the previous step() that ran a plan
-  bool overlap_ = false;
-  std::optional<step_plan> ahead_;       // planned before the step before it ran
-  std::optional<step_result> previous_;  // that step's result, for ahead_'s placeholders
+  std::unique_ptr<step_runner> runner_;
+  std::deque<std::shared_ptr<const step_plan>> steps_;  // sent, not run yet
+  std::optional<cache::slot_grants> slots_;             // answered, not delivered yet
+  std::deque<cache::reserve_grants> reserved_;
+  event_batch events_;  // published since the last step() returned
+  bool retry_ = false;
 };
 
 }  // namespace hart::sched
