@@ -315,7 +315,7 @@ status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys,
                          given.shards.size());
   }
   HART_ASSIGN_OR_RETURN(std::unique_ptr<sched::serving_core> core,
-                        sched::serving_core::create_without_shard(given.serving, given.tok));
+                        sched::serving_core::create(given.serving, given.tok));
   scheduler_actor_params params = given;
   if (params.shards.empty()) {
     HART_ASSIGN_OR_RETURN(cache_shard_actor shard, spawn_cache_shard_actor(sys, params.serving.cache, 0));

@@ -1,11 +1,11 @@
 // The scheduler and its cache shard on random request mixes over a small cache
 // (shared prefixes, n samples, priorities, deadlines, preemption, prompts that
 // never fit, aborts in flight, every pause mode, flushes, failed steps with and
-// without lost pages), by the two paths that serve: in process (serving_core:
-// one slot_request per step, or none within grants, cache ops after every call)
-// and as the scheduler actor drives them (pages reserved ahead, whose answers
-// arrive at random points). Both are held to what any correct serving must do,
-// checked by one fake worker and one log of the events:
+// without lost pages), by two drivers: the step pipeline both runtimes run
+// (the scheduler actor, the single-thread serving_loop), with arrivals and
+// control calls between its messages, and the scheduler driven by hand as the
+// actor does (pages reserved ahead, whose answers arrive at random points). Both are held to what any correct
+// serving must do, checked by one fake worker and one log of the events:
 // - every position a step reads holds its sequence's token (the worker keeps one
 //   token per full-page slot: a page table naming a page the sequence does not
 //   own is caught once another sequence writes it); no two items write one page;
@@ -17,12 +17,15 @@
 //   agree with them (EOS, max_new_tokens, max_context);
 // - the cache is consistent after every step, and nothing is held at the end.
 #include "runtime/sched/serving_core.h"
+#include "runtime/sched/step_pipeline.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -220,7 +223,47 @@ struct mix_totals {
   int64_t stopped = 0, at_length = 0, aborted = 0;
 };
 
-/// One random mix through serving_core (the in-process path).
+/// The step pipeline's port for one mix: the shard answers in process; plans,
+/// slot answers and events wait for the mix's loop.
+class mix_port : public pipeline_port {
+ public:
+  mix_port(const serving_params& p, request_log& log) : shard(p.cache), log_(log) {}
+  void send_step(std::shared_ptr<const step_plan> plan, int64_t) override {
+    steps.push_back(std::move(plan));
+  }
+  void send_swap() override { ADD_FAILURE() << "no swaps in a mix"; }
+  void send_cache_ops(cache::cache_op_batch ops) override { shard.apply(ops); }
+  void ask_slots(cache::slot_request req) override { slots = shard.plan(req); }
+  void ask_reserve(cache::reserve_request req) override { reserved.push_back(shard.reserve(req)); }
+  void publish(event_batch ev) override { log_.observe(ev); }
+  void retry_after(std::chrono::milliseconds) override {}
+  /// The shard's answers, in the order asked.
+  void answer(step_pipeline& pipe) {
+    while (slots || !reserved.empty()) {
+      if (slots) {
+        const cache::slot_grants g = std::move(*slots);
+        slots.reset();
+        pipe.on_slots(g);
+      } else {
+        const cache::reserve_grants g = std::move(reserved.front());
+        reserved.pop_front();
+        pipe.on_reserved(g);
+      }
+    }
+  }
+
+  cache::cache_shard shard;
+  std::deque<std::shared_ptr<const step_plan>> steps;
+  std::optional<cache::slot_grants> slots;
+  std::deque<cache::reserve_grants> reserved;
+
+ private:
+  request_log& log_;
+};
+
+/// One random mix through the step pipeline both runtimes run (the scheduler
+/// actor; the single-thread serving_loop), arrivals and control calls between
+/// its messages, a fake worker answering each plan.
 void run_core_mix(uint32_t seed, mix_totals& t) {
   std::mt19937 rng(seed);
   auto uni = [&](int64_t lo, int64_t hi) { return uniform(rng, lo, hi); };
@@ -230,8 +273,32 @@ void run_core_mix(uint32_t seed, mix_totals& t) {
   int64_t now = 1000;
   auto core = serving_core::create(p, nullptr, [&now] { return now; });
   ASSERT_TRUE(core.ok()) << core.get_status().to_string();
-  serving_core& c = **core;
   request_log log(p);
+  mix_port port(p, log);
+  step_pipeline pipe(std::move(*core), {});
+  pipe.attach(&port);
+  serving_core& c = pipe.core();
+  // The worker: runs the oldest plan out (or fails it), and the pipeline takes the outcome.
+  auto run_oldest = [&](bool may_fail) {
+    const std::shared_ptr<const step_plan> plan = port.steps.front();
+    port.steps.pop_front();
+    ++t.steps;
+    now += uni(1, 100);
+    step_outcome o;
+    o.exec_start_us = now - 1;
+    o.exec_end_us = now;
+    step_result res = log.run(*plan);
+    if (may_fail && chance(0.01)) res.error = status(status_code::internal, "model step failed");
+    if (may_fail && chance(0.02)) {  // a dead worker, maybe with its pages
+      o.result = status(status_code::unavailable, "worker process gone");
+      o.pages_lost = chance(0.5);
+      if (o.pages_lost) log.lose_kv();
+    } else {
+      o.result = std::move(res);
+    }
+    pipe.on_step_done(o, now);
+    port.answer(pipe);
+  };
 
   const std::vector<std::vector<int32_t>> bases = random_bases(rng);
   uint64_t next_id = 1;
@@ -240,7 +307,7 @@ void run_core_mix(uint32_t seed, mix_totals& t) {
   for (int64_t it = 0; it < iterations; ++it) {
     SCOPED_TRACE("iteration " + std::to_string(it));
     now += uni(1, 50);
-    // Arrivals and control between steps.
+    // Arrivals and control calls between the pipeline's messages.
     for (int64_t k = uni(0, it < iterations - 60 ? 2 : 0); k > 0; --k) {
       const gen_request r = random_request(rng, bases, next_id++, now);
       log.submitted(r);
@@ -250,37 +317,26 @@ void run_core_mix(uint32_t seed, mix_totals& t) {
     if (chance(0.02)) log.observe(c.pause(pause_mode(uni(0, 2))));
     if (c.paused() && chance(0.3)) c.resume();
     if (chance(0.03)) c.flush_cache();
-
-    const step_plan plan = c.plan_step();
-    log.observe(c.take_events());
-    if (!plan.empty()) {
-      ++t.steps;
-      if (chance(0.05))
-        log.observe(c.abort(plan.items[size_t(uni(0, int64_t(plan.items.size()) - 1))].request_id));
-      now += uni(1, 100);
-      step_result res = log.run(plan);
-      if (::testing::Test::HasFailure()) return;
-      if (chance(0.01)) res.error = status(status_code::internal, "model step failed");
-      step_timing timing;
-      timing.exec_end_us = now;
-      if (chance(0.02)) {  // a dead worker, maybe with its pages
-        const bool lost = chance(0.5);
-        log.observe(
-            c.finish_step(plan, status(status_code::unavailable, "worker process gone"), lost, timing));
-        if (lost) log.lose_kv();
-      } else {
-        log.observe(c.finish_step(plan, res, false, timing));
-      }
+    if (!port.steps.empty() && chance(0.05)) {  // an abort while the step runs
+      const step_plan& out = *port.steps.front();
+      log.observe(c.abort(out.items[size_t(uni(0, int64_t(out.items.size()) - 1))].request_id));
     }
-    const status chk = c.cache().check();
+    pipe.advance();
+    port.answer(pipe);
+    if (!port.steps.empty()) run_oldest(true);
+    if (::testing::Test::HasFailure()) return;
+    pipe.sync_shard();
+    const status chk = port.shard.check();
     EXPECT_TRUE(chk.ok()) << chk.to_string();
     if (::testing::Test::HasFailure()) return;
   }
-  // Drain: everything ends, then nothing is held.
+  // Drain: everything ends, the plans out come back, then nothing is held.
   c.resume();
   log.observe(c.abort_all());
+  while (!port.steps.empty()) run_oldest(false);
   c.flush_cache();
-  const cache::cache_metrics m = c.cache().metrics();
+  pipe.sync_shard();
+  const cache::cache_metrics m = port.shard.metrics();
   EXPECT_EQ(m.full_pages_used, 0);
   EXPECT_EQ(m.swa_pages_used, 0);
   log.expect_whole({ids.begin(), ids.end()});
@@ -291,7 +347,7 @@ void run_core_mix(uint32_t seed, mix_totals& t) {
   t.aborted += log.ended(finish_reason::abort);
 }
 
-TEST(cache_shard_protocol, in_process_serving_keeps_every_request_whole_on_random_mixes) {
+TEST(cache_shard_protocol, the_step_pipeline_keeps_every_request_whole_on_random_mixes) {
   mix_totals all;
   for (uint32_t seed = 1; seed <= 40 && !::testing::Test::HasFailure(); ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));

@@ -21,32 +21,8 @@ status_or<std::unique_ptr<serving_core>> serving_core::create(const serving_para
   HART_RETURN_IF_ERROR(params.cache.validate());
   HART_RETURN_IF_ERROR(params.sched.validate());
   std::unique_ptr<serving_core> c(new serving_core());
-  c->shard_ = std::make_unique<cache::cache_shard>(params.cache);
   c->sched_ = std::make_unique<scheduler>(params.sched, params.cache, tok, std::move(clock));
   return c;
-}
-
-status_or<std::unique_ptr<serving_core>> serving_core::create_without_shard(const serving_params& params,
-                                                                            const tokenizer* tok) {
-  HART_RETURN_IF_ERROR(params.cache.validate());
-  HART_RETURN_IF_ERROR(params.sched.validate());
-  std::unique_ptr<serving_core> c(new serving_core());
-  c->sched_ = std::make_unique<scheduler>(params.sched, params.cache, tok);
-  return c;
-}
-
-event_batch serving_core::synced(event_batch ev) {
-  if (shard_) shard_->apply(sched_->take_cache_ops());
-  return ev;
-}
-
-step_plan serving_core::plan_step() {
-  HART_CHECK(shard_) << "plan_step() needs the in-process shard; use plan_begin/plan_end";
-  std::optional<cache::slot_request> req = plan_begin();
-  shard_->apply(take_cache_ops());
-  if (!req) return plan_end(nullptr);
-  const cache::slot_grants g = shard_->plan(*req);
-  return plan_end(&g);
 }
 
 step_plan serving_core::plan_end(const cache::slot_grants* grants) {
@@ -59,11 +35,6 @@ bool serving_core::took_shard(const step_plan& plan) {
   if (shard_steps_.empty() || shard_steps_.front() != plan.step) return false;
   shard_steps_.pop_front();
   return true;
-}
-
-cache::shadow_radix& serving_core::cache() {
-  HART_CHECK(shard_) << "cache(): the shard is not in this process";
-  return shard_->index();
 }
 
 event_batch serving_core::finish_step(const step_plan& plan, const status_or<step_result>& res,
@@ -104,7 +75,7 @@ event_batch serving_core::finish_step(const step_plan& plan, const status_or<ste
     }
   }
   last_decode_only_ = decode_only && res.ok();
-  return synced(std::move(ev));
+  return ev;
 }
 
 event_batch serving_core::retract_all_and_flush() {
@@ -123,17 +94,12 @@ event_batch serving_core::lose_pages_unrun(const step_plan& plan) {
   event_batch ev = sched_->discard(plan);
   ev.append(retract_all_and_flush());
   last_decode_only_ = false;
-  return synced(std::move(ev));
+  return ev;
 }
 
 event_batch serving_core::discard_unrun(const step_plan& plan) {
   took_shard(plan);
-  return synced(sched_->discard(plan));
-}
-
-serving_stats serving_core::stats() const {
-  HART_CHECK(shard_) << "stats(): the shard is not in this process; pass its metrics";
-  return stats(shard_->metrics());
+  return sched_->discard(plan);
 }
 
 serving_stats serving_core::stats(const cache::cache_metrics& cache) const {

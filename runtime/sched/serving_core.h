@@ -1,23 +1,17 @@
 // File: runtime/sched/serving_core.h
-// The serving state one scheduler owns: the continuous-batching scheduler,
-// the step statistics and, in-process, the cache shard (cache::cache_shard,
-// the ShadowRadix index) it talks to synchronously. It plans steps and
-// applies their outcomes; whoever executes the plans (the in-thread
-// serving_loop, or the scheduler actor sending them to a worker actor) is not
-// its business. No engine, no threads, no CAF.
+// The serving state one scheduler owns: the continuous-batching scheduler and
+// the step statistics. It plans steps and applies their outcomes; its cache
+// shard (cache::cache_shard, the ShadowRadix index) is reached by message, and
+// what carries the plans is not its business: step_pipeline drives it for
+// both runtimes (the scheduler actor, the single-thread serving_loop). No
+// engine, no threads, no CAF.
 //
-// In-process shard (create):
-//   HART_ASSIGN_OR_RETURN(auto core, serving_core::create(params, &tok));
-//   HART_RETURN_IF_ERROR(core->submit(req));
-//   step_plan p = core->plan_step();                  // + core->take_events()
-//   step_timing t{...};                                // filled by the executor
-//   event_batch ev = core->finish_step(p, worker.execute(p), true, t);
-// Shard elsewhere (create_without_shard; the scheduler actor): send
-// take_cache_ops() to the shard after every call, then
+// Send take_cache_ops() to the shard after every call, then
 //   auto req = core->plan_begin();   // send take_cache_ops(), then *req if any
 //   step_plan p = core->plan_end(req ? &grants : nullptr);
 //   auto ahead = core->reserve_ahead();  // once p is on its way: send it if any,
 //   core->apply_reserved(reserved);      // and apply the answer when it comes
+//   event_batch ev = core->finish_step(p, outcome, pages_lost, timing);
 #pragma once
 
 #include "runtime/cache/cache_shard.h"
@@ -83,7 +77,7 @@ struct serving_stats {
 
 /// When a step ran, in steady-clock µs (scheduler::now_us's clock).
 struct step_timing {
-  int64_t planned_us = 0;     // plan_step() returned it
+  int64_t planned_us = 0;     // planning began
   int64_t exec_start_us = 0;  // the executor began
   int64_t exec_end_us = 0;    // the executor finished
   /// The previous step's exec_end_us when this step was planned as soon as that
@@ -97,38 +91,28 @@ struct step_timing {
 
 class serving_core {
  public:
-  /// With an in-process cache shard. `tok` (may be null) must outlive the
-  /// core; `clock` as scheduler's (default: steady_clock).
+  /// `tok` (may be null) must outlive the core; `clock` as scheduler's (default: steady_clock).
   static status_or<std::unique_ptr<serving_core>> create(const serving_params& params, const tokenizer* tok,
                                                          std::function<int64_t()> clock = {});
-  /// For a shard the caller reaches by message (actors/cache_shard_actor).
-  static status_or<std::unique_ptr<serving_core>> create_without_shard(const serving_params& params,
-                                                                       const tokenizer* tok);
 
   status submit(gen_request r) { return sched_->submit(std::move(r)); }
-  event_batch abort(uint64_t id) { return synced(sched_->abort(id)); }
-  event_batch abort_all() { return synced(sched_->abort_all()); }
-  event_batch pause(pause_mode m) { return synced(sched_->pause(m)); }
+  event_batch abort(uint64_t id) { return sched_->abort(id); }
+  event_batch abort_all() { return sched_->abort_all(); }
+  event_batch pause(pause_mode m) { return sched_->pause(m); }
   void resume() { sched_->resume(); }
-  void flush_cache() {
-    sched_->flush_cache();
-    synced({});
-  }
+  void flush_cache() { sched_->flush_cache(); }
 
-  /// The next step; empty when paused, idle or nothing fits. Events produced
-  /// while planning go to take_events(). In-process shard only.
-  step_plan plan_step();
-  /// The same in two halves around the shard (scheduler::schedule_begin/_end).
+  /// The next step in two halves around the shard (scheduler::schedule_begin/_end);
+  /// empty when paused, idle or nothing fits. Events produced while planning go to take_events().
   std::optional<cache::slot_request> plan_begin() { return sched_->schedule_begin(); }
   step_plan plan_end(const cache::slot_grants* grants);
   /// The step after the one in flight, planned before it ran (scheduler::schedule_ahead).
   step_plan plan_ahead() { return sched_->schedule_ahead(); }
   /// Pages ahead of need for sequences about to cross into a new page, and
-  /// the shard's answer (scheduler::reserve_ahead / apply_reserved). Shard
-  /// elsewhere only: in-process planning asks the shard at no cost.
+  /// the shard's answer (scheduler::reserve_ahead / apply_reserved).
   cache::reserve_request reserve_ahead() { return sched_->reserve_ahead(); }
   void apply_reserved(const cache::reserve_grants& g) { sched_->apply_reserved(g); }
-  /// What the shard must apply next, in order (empty with an in-process shard).
+  /// What the shard must apply next, in order.
   cache::cache_op_batch take_cache_ops() { return sched_->take_cache_ops(); }
   event_batch take_events() { return sched_->take_events(); }
   /// Applies the outcome of `plan` (the one in flight). A failed executor (a
@@ -153,18 +137,12 @@ class serving_core {
   bool paused() const { return sched_->paused(); }
   bool in_flight() const { return sched_->in_flight(); }
   int64_t now_us() const { return sched_->now_us(); }
-  /// In-process shard only.
-  serving_stats stats() const;
-  /// With the shard's metrics, wherever it is.
+  /// With the shard's metrics.
   serving_stats stats(const cache::cache_metrics& cache) const;
   scheduler& sched() { return *sched_; }
-  /// The in-process shard's index.
-  cache::shadow_radix& cache();
 
  private:
   serving_core() = default;
-  /// Applies pending cache ops to the in-process shard, if any; returns `ev`.
-  event_batch synced(event_batch ev);
   /// Retracts every running sequence (paused or not) and flushes the cache:
   /// the KV behind every page is gone.
   event_batch retract_all_and_flush();
@@ -179,7 +157,6 @@ class serving_core {
   };
   static constexpr size_t k_latency_window = 4096;
 
-  std::unique_ptr<cache::cache_shard> shard_;  // null: the shard is elsewhere
   std::unique_ptr<scheduler> sched_;
   int64_t worker_failures_ = 0;
   latency_ring step_us_, decode_step_us_, decode_exec_us_, decode_gap_us_;

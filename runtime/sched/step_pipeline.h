@@ -74,7 +74,7 @@ struct step_pipeline_params {
 
 class step_pipeline {
  public:
-  /// `core` plans without a shard (serving_core::create_without_shard).
+  /// `core` (serving_core::create) reaches its shard through the port.
   step_pipeline(std::unique_ptr<serving_core> core, step_pipeline_params params)
       : core_(std::move(core)), params_(params) {}
   /// Overlap on or off, between steps.

@@ -140,7 +140,7 @@ class fake_runtime : public pipeline_port {
 };
 
 std::unique_ptr<step_pipeline> make_pipeline(const serving_params& p, bool overlap, fake_runtime* rt) {
-  auto core = serving_core::create_without_shard(p, nullptr);
+  auto core = serving_core::create(p, nullptr);
   EXPECT_TRUE(core.ok()) << core.get_status().to_string();
   auto pipe = std::make_unique<step_pipeline>(std::move(*core), step_pipeline_params{overlap});
   pipe->attach(rt);

@@ -19,7 +19,7 @@ status_or<std::unique_ptr<serving_loop>> serving_loop::create(const engine& eng,
                                                               std::unique_ptr<step_executor> executor) {
   params = serving_params_for(eng, std::move(params), tok);
   std::unique_ptr<serving_loop> l(new serving_loop());
-  HART_ASSIGN_OR_RETURN(std::unique_ptr<serving_core> core, serving_core::create_without_shard(params, tok));
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<serving_core> core, serving_core::create(params, tok));
   l->shard_ = std::make_unique<cache::cache_shard>(params.cache);
   l->pipe_ = std::make_unique<step_pipeline>(std::move(core), step_pipeline_params{});
   l->pipe_->attach(l.get());

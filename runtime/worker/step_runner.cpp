@@ -16,7 +16,8 @@ int64_t steady_us() {
 
 void step_runner::check_idle() {
   std::string why;
-  if (executor_->check_idle(&why) && lost_idle_.empty()) lost_idle_ = why.empty() ? "worker lost while idle" : why;
+  if (executor_->check_idle(&why) && lost_idle_.empty())
+    lost_idle_ = why.empty() ? "worker lost while idle" : why;
 }
 
 std::shared_ptr<const step_outcome> step_runner::run(const step_plan& plan, uint64_t weight_version) {
@@ -30,19 +31,21 @@ step_outcome step_runner::execute(const step_plan& plan, uint64_t weight_version
   o.exec_start_us = steady_us();
   if (!lost_idle_.empty()) {
     o.exec_end_us = o.exec_start_us;
-    o.result = status(status_code::unavailable, lost_idle_ + "; step " + std::to_string(plan.step) + " not run");
+    o.result =
+        status(status_code::unavailable, lost_idle_ + "; step " + std::to_string(plan.step) + " not run");
     o.pages_lost = true;
     o.not_run = true;
     lost_idle_.clear();
     return o;
   }
   // A step planned ahead feeds the tokens this worker just sampled.
-  const bool ahead =
-      std::any_of(plan.items.begin(), plan.items.end(), [](const step_item& it) { return it.feed_last_sampled; });
+  const bool ahead = std::any_of(plan.items.begin(), plan.items.end(),
+                                 [](const step_item& it) { return it.feed_last_sampled; });
   if (ahead) {
     step_plan filled = plan;
-    const status st = last_ && last_->result.ok() ? fill_planned_ahead(filled, last_->result.value())
-                                                  : status(status_code::unavailable, "the step before failed");
+    const status st = last_ && last_->result.ok()
+                          ? fill_planned_ahead(filled, last_->result.value())
+                          : status(status_code::unavailable, "the step before failed");
     if (!st.ok()) {  // the step before failed or did not run: this one is handed back unrun
       o.exec_end_us = o.exec_start_us;
       o.result = st;

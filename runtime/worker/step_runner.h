@@ -11,12 +11,12 @@
 //   step_outcome o = r.run(plan);        // plans in the order they were made
 #pragma once
 
+#include "runtime/sched/step_executor.h"
+#include "runtime/sched/step_pipeline.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include "runtime/sched/step_executor.h"
-#include "runtime/sched/step_pipeline.h"
 
 namespace hart::sched {
 
