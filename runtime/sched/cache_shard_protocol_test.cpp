@@ -16,6 +16,7 @@
 //   after its end, its tokens are that function's, and its reason and counts
 //   agree with them (EOS, max_new_tokens, max_context);
 // - the cache is consistent after every step, and nothing is held at the end.
+#include "runtime/sched/in_process_shard.h"
 #include "runtime/sched/serving_core.h"
 #include "runtime/sched/step_pipeline.h"
 
@@ -233,29 +234,13 @@ class mix_port : public pipeline_port {
   }
   void send_swap() override { ADD_FAILURE() << "no swaps in a mix"; }
   void send_cache_ops(cache::cache_op_batch ops) override { shard.apply(ops); }
-  void ask_slots(cache::slot_request req) override { slots = shard.plan(req); }
-  void ask_reserve(cache::reserve_request req) override { reserved.push_back(shard.reserve(req)); }
+  void ask_slots(cache::slot_request req) override { shard.ask_slots(req); }
+  void ask_reserve(cache::reserve_request req) override { shard.ask_reserve(req); }
   void publish(event_batch ev) override { log_.observe(ev); }
   void retry_after(std::chrono::milliseconds) override {}
-  /// The shard's answers, in the order asked.
-  void answer(step_pipeline& pipe) {
-    while (slots || !reserved.empty()) {
-      if (slots) {
-        const cache::slot_grants g = std::move(*slots);
-        slots.reset();
-        pipe.on_slots(g);
-      } else {
-        const cache::reserve_grants g = std::move(reserved.front());
-        reserved.pop_front();
-        pipe.on_reserved(g);
-      }
-    }
-  }
 
-  cache::cache_shard shard;
+  in_process_shard shard;
   std::deque<std::shared_ptr<const step_plan>> steps;
-  std::optional<cache::slot_grants> slots;
-  std::deque<cache::reserve_grants> reserved;
 
  private:
   request_log& log_;
@@ -297,7 +282,7 @@ void run_core_mix(uint32_t seed, mix_totals& t) {
       o.result = std::move(res);
     }
     pipe.on_step_done(o, now);
-    port.answer(pipe);
+    port.shard.answer(pipe);
   };
 
   const std::vector<std::vector<int32_t>> bases = random_bases(rng);
@@ -322,7 +307,7 @@ void run_core_mix(uint32_t seed, mix_totals& t) {
       log.observe(c.abort(out.items[size_t(uni(0, int64_t(out.items.size()) - 1))].request_id));
     }
     pipe.advance();
-    port.answer(pipe);
+    port.shard.answer(pipe);
     if (!port.steps.empty()) run_oldest(true);
     if (::testing::Test::HasFailure()) return;
     pipe.sync_shard();

@@ -10,6 +10,8 @@
 // idle retract and recompute. The shard's invariants hold after every answer.
 #include "runtime/sched/step_pipeline.h"
 
+#include "runtime/sched/in_process_shard.h"
+
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -55,11 +57,8 @@ class fake_runtime : public pipeline_port {
     log.push_back("swap");
   }
   void send_cache_ops(cache::cache_op_batch ops) override { shard_.apply(ops); }
-  void ask_slots(cache::slot_request req) override {
-    EXPECT_FALSE(slots_.has_value()) << "a second ask before the first was answered";
-    slots_ = shard_.plan(req);
-  }
-  void ask_reserve(cache::reserve_request req) override { reserved_.push_back(shard_.reserve(req)); }
+  void ask_slots(cache::slot_request req) override { shard_.ask_slots(req); }  // checks one ask at a time
+  void ask_reserve(cache::reserve_request req) override { shard_.ask_reserve(req); }
   void publish(event_batch ev) override {
     if (ev.empty()) return;
     log.push_back("events");
@@ -68,18 +67,12 @@ class fake_runtime : public pipeline_port {
   }
   void retry_after(std::chrono::milliseconds) override { ++retries; }
 
-  /// Delivers one answer, as a mailbox would: the slots asked for, else the
-  /// pages ahead, else the oldest step's outcome. False when nothing is pending.
+  /// Delivers as a mailbox would: the shard's answers, else the oldest step's
+  /// outcome. False when nothing is pending.
   bool pump(step_pipeline& p) {
-    if (slots_) {
-      const cache::slot_grants g = std::move(*slots_);
-      slots_.reset();
-      log.push_back("|slots");
-      p.on_slots(g);
-    } else if (!reserved_.empty()) {
-      const cache::reserve_grants g = std::move(reserved_.front());
-      reserved_.pop_front();
-      p.on_reserved(g);
+    if (shard_.pending()) {
+      log.push_back("|shard");
+      shard_.answer(p);
     } else if (!steps_.empty()) {
       log.push_back("|outcome");
       p.on_step_done(run_oldest(), ++now_us);
@@ -132,10 +125,8 @@ class fake_runtime : public pipeline_port {
   int64_t now_us = 0;
 
  private:
-  cache::cache_shard shard_;
+  in_process_shard shard_;
   std::deque<std::shared_ptr<const step_plan>> steps_;
-  std::optional<cache::slot_grants> slots_;
-  std::deque<cache::reserve_grants> reserved_;
   step_result last_;
 };
 

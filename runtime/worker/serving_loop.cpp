@@ -20,7 +20,7 @@ status_or<std::unique_ptr<serving_loop>> serving_loop::create(const engine& eng,
   params = serving_params_for(eng, std::move(params), tok);
   std::unique_ptr<serving_loop> l(new serving_loop());
   HART_ASSIGN_OR_RETURN(std::unique_ptr<serving_core> core, serving_core::create(params, tok));
-  l->shard_ = std::make_unique<cache::cache_shard>(params.cache);
+  l->shard_ = std::make_unique<in_process_shard>(params.cache);
   l->pipe_ = std::make_unique<step_pipeline>(std::move(core), step_pipeline_params{});
   l->pipe_->attach(l.get());
   if (executor) {
@@ -34,46 +34,19 @@ status_or<std::unique_ptr<serving_loop>> serving_loop::create(const engine& eng,
 
 serving_loop::~serving_loop() = default;
 
-void serving_loop::send_step(std::shared_ptr<const step_plan> plan, int64_t) {
-  steps_.push_back(std::move(plan));
-}
-void serving_loop::send_cache_ops(cache::cache_op_batch ops) {
-  shard_->apply(ops);
-}
-void serving_loop::ask_slots(cache::slot_request req) {
-  slots_ = shard_->plan(req);
-}
-void serving_loop::ask_reserve(cache::reserve_request req) {
-  reserved_.push_back(shard_->reserve(req));
-}
-
-void serving_loop::answer_shard() {
-  while (slots_ || !reserved_.empty()) {
-    if (slots_) {
-      const cache::slot_grants g = std::move(*slots_);
-      slots_.reset();
-      pipe_->on_slots(g);
-    } else {
-      const cache::reserve_grants g = std::move(reserved_.front());
-      reserved_.pop_front();
-      pipe_->on_reserved(g);
-    }
-  }
-}
-
 void serving_loop::run_oldest() {
   const std::shared_ptr<const step_plan> plan = std::move(steps_.front());
   steps_.pop_front();
   const std::shared_ptr<const step_outcome> o = runner_->run(*plan);
   pipe_->on_step_done(*o, core().now_us());
-  answer_shard();
+  shard_->answer(*pipe_);
 }
 
 event_batch serving_loop::step() {
   if (steps_.empty()) {  // nothing out: plan (after submits, control calls, or a retry)
     retry_ = false;
     pipe_->advance();
-    answer_shard();
+    shard_->answer(*pipe_);
   }
   if (!steps_.empty()) run_oldest();
   return std::exchange(events_, {});

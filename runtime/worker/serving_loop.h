@@ -12,6 +12,7 @@
 #pragma once
 
 #include "runtime/model/engine.h"
+#include "runtime/sched/in_process_shard.h"
 #include "runtime/sched/serving_core.h"
 #include "runtime/sched/step_executor.h"
 #include "runtime/sched/step_pipeline.h"
@@ -21,7 +22,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <optional>
 
 namespace hart::sched {
 
@@ -82,26 +82,24 @@ class serving_loop : private pipeline_port {
   event_batch synced(event_batch ev);
   /// Runs the oldest plan out and hands its outcome to the pipeline.
   void run_oldest();
-  /// The shard's answers, in the order asked (a slot answer may send a step).
-  void answer_shard();
 
   // pipeline_port: the shard answers in process, plans queue for step().
-  void send_step(std::shared_ptr<const step_plan> plan, int64_t sent_us) override;
+  void send_step(std::shared_ptr<const step_plan> plan, int64_t) override {
+    steps_.push_back(std::move(plan));
+  }
   void send_swap() override {}  // weights do not change under a serving_loop
-  void send_cache_ops(cache::cache_op_batch ops) override;
-  void ask_slots(cache::slot_request req) override;
-  void ask_reserve(cache::reserve_request req) override;
+  void send_cache_ops(cache::cache_op_batch ops) override { shard_->apply(ops); }
+  void ask_slots(cache::slot_request req) override { shard_->ask_slots(req); }
+  void ask_reserve(cache::reserve_request req) override { shard_->ask_reserve(req); }
   void publish(event_batch ev) override { events_.append(std::move(ev)); }
   void retry_after(std::chrono::milliseconds) override { retry_ = true; }
 
-  std::unique_ptr<cache::cache_shard> shard_;
+  std::unique_ptr<in_process_shard> shard_;
   std::unique_ptr<step_pipeline> pipe_;
   std::unique_ptr<step_executor> executor_;
   std::unique_ptr<step_runner> runner_;
   std::deque<std::shared_ptr<const step_plan>> steps_;  // sent, not run yet
-  std::optional<cache::slot_grants> slots_;             // answered, not delivered yet
-  std::deque<cache::reserve_grants> reserved_;
-  event_batch events_;  // published since the last step() returned
+  event_batch events_;                                  // published since the last step() returned
   bool retry_ = false;
 };
 
