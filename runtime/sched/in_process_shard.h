@@ -11,12 +11,12 @@
 //   ...  shard_.answer(pipeline);     // from the caller's loop, never from inside a pipeline call
 #pragma once
 
-#include <deque>
-#include <optional>
-
 #include "runtime/cache/cache_shard.h"
 #include "runtime/core/check.h"
 #include "runtime/sched/step_pipeline.h"
+
+#include <deque>
+#include <optional>
 
 namespace hart::sched {
 
