@@ -12,6 +12,8 @@
 #                                                   # the limits add up past 10 minutes)
 #           bash .gpu-deps/run_pending.sh ncu       # per-kernel time per decode step (ncu, ~4 min):
 #                                                   # b=1/4K, b=32/4K, b=32/256K
+#           bash .gpu-deps/run_pending.sh prefill   # per-kernel time per prefill call (ncu): b=4 x 2048
+#                                                   # new tokens on 4K, b=1 x 512 on 256K
 #           bash .gpu-deps/run_pending.sh two_gpus  # on nvidia-h200-x2: weight sync by NCCL (tests, W1)
 #         It builds from the archive of HEAD, so other engineers' uncommitted work in
 #         the carried tree cannot break it; tests/data comes from the carried tree.
@@ -61,6 +63,15 @@ elif [ "$phase" = ncu ]; then
     step "ncu_b$1_$2" 150 ncu --clock-control none --csv --metrics gpu__time_duration.sum \
       ./build-gpu/hart bench --batch "$1" --context "$2" --steps 1 --warmup 1 --prefill-chunk 0
   done
+elif [ "$phase" = prefill ]; then
+  # Where a prefill call's time goes (issue 26: prefill is 84x its floor). The bench makes
+  # 1 + --prefill-reps prefill calls and warmup + steps decode steps: 2 and 2 here.
+  [ -n "${fresh:-}" ] && step build 300 env HART_BUILD_TARGET=hart bash scripts/gpu/build.sh -R '^none$'
+  for point in "4 4K 2048" "1 256K 512"; do
+    set -- $point
+    step "ncu_prefill_b$1_$2_c$3" 240 ncu --clock-control none --csv --metrics gpu__time_duration.sum \
+      ./build-gpu/hart bench --batch "$1" --context "$2" --steps 1 --warmup 1 --prefill-chunk "$3" --prefill-reps 1
+  done
 else
   # The benches behind docs/perf-notes.md's tables (G1, W1, D1/D2, T1, C1, A1).
   [ -n "${fresh:-}" ] && step build 300 bash scripts/gpu/build.sh -R '^none$'
@@ -102,6 +113,9 @@ done
 echo "=== tables"
 for f in requant bench hf_peer bench_cc hot_kernels w1 w1_ipc w1_nccl s1; do
   [ -f "$LOG/$f.log" ] && { echo "--- $f"; grep -E "^\||FAIL|error|gb_per_s|GB/s|^catch=" "$LOG/$f.log" | tail -32; }
+done
+for f in "$LOG"/ncu_prefill_b*.log; do
+  [ -f "$f" ] && { echo "--- $(basename "$f" .log) (per prefill call, the 2 decode steps included)"; python3 scripts/gpu/ncu_summary.py "$f" 2 30; }
 done
 for f in "$LOG"/ncu_b*.log; do
   [ -f "$f" ] && { echo "--- $(basename "$f" .log) (per step)"; python3 scripts/gpu/ncu_summary.py "$f" 2 25; }
