@@ -2,14 +2,17 @@
 // shapes (256 experts, top-6, 4096 -> 2048 -> 4096; target M1: >= 75% of copy
 // bandwidth on the touched experts' bytes at decode batch 1..64), FP8 experts
 // (e4m3 + 128×128 scales) beside MXFP4 experts (e2m1 pairs + per-32 scales,
-// the release checkpoints' form), both through linear_grouped_tc_cuda.
+// the release checkpoints' form), both through linear_grouped_tc_cuda; then
+// prefill passes (512 tokens, and 1365: the engine's largest MoE chunk) on the
+// wide tiles, where the TFLOP/s column is the one to read.
 // Built without CMake by scripts/gpu/bench_linear.sh (the GPU image lacks GTest):
 //
 //   linear_grouped_bench    checks + timings + table
 //
 // 1. Copy bandwidth (1 GiB device-to-device, read + write) as the roof.
 // 2. Per batch: 16 random routings (each token's 6 experts distinct), rows
-//    sorted by expert and cut into tiles of <= 8 (the engine's decode plan).
+//    sorted by expert and cut into tiles of <= 8 (the engine's decode plan),
+//    or of <= 64 for the prefill passes (its wide plan).
 //    The first routing's w1 outputs are checked (16 sampled outputs of every
 //    row) against a host double sum of the same decoded products, within
 //    2^-12·Σ|x'·w'| (linear_grouped_test's bound); a failed check prints FAIL.
@@ -97,7 +100,7 @@ struct routing {
   std::vector<int32_t> h_group, h_row0, h_rows;
 };
 
-routing make_routing(std::mt19937& rng, int64_t tokens) {
+routing make_routing(std::mt19937& rng, int64_t tokens, int32_t tile_max) {
   std::vector<int32_t> per_expert(k_experts, 0);
   for (int64_t t = 0; t < tokens; ++t) {
     std::set<int32_t> picked;
@@ -110,7 +113,7 @@ routing make_routing(std::mt19937& rng, int64_t tokens) {
   for (int32_t e = 0; e < k_experts; ++e) {
     if (per_expert[e] > 0) ++r.touched;
     for (int32_t done = 0; done < per_expert[e];) {
-      const int32_t n = std::min<int32_t>(per_expert[e] - done, int32_t(linear_grouped_tile_rows));
+      const int32_t n = std::min<int32_t>(per_expert[e] - done, tile_max);
       r.h_group.push_back(e);
       r.h_row0.push_back(row + done);
       r.h_rows.push_back(n);
@@ -130,9 +133,10 @@ routing make_routing(std::mt19937& rng, int64_t tokens) {
 }
 
 linear_grouped_params params(const expert_set& w, const routing& r, const uint8_t* x_codes, const float* x_scales,
-                             float* y, int64_t n_rows) {
+                             float* y, int64_t n_rows, int32_t tile_max) {
   linear_grouped_params p{nullptr, y, w.table, k_experts, r.group, r.row0, r.rows, r.n_tiles, r.max_tiles,
                           n_rows, w.in, w.out};
+  p.max_tile_rows = tile_max;
   p.x_codes = x_codes;
   p.x_scales = x_scales;
   p.w_mxfp4 = w.mxfp4;
@@ -190,7 +194,7 @@ int main() {
   const double copy_bw = copy_bandwidth();
   std::printf("device %s, %d SMs; measured D2D copy %.0f GB/s (read+write)\n", prop.name, prop.multiProcessorCount,
               copy_bw / 1e9);
-  const int64_t max_rows = 64 * k_topk;
+  const int64_t max_rows = 1365 * k_topk;
   // Activations: random floats quantized as the engine does (codes + per-128 scales).
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -215,20 +219,23 @@ int main() {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  struct row { const char* format; int64_t tokens, touched; double mb, us, gbs; bool ok; };
+  struct row { const char* format; int64_t tokens, touched; double mb, us, gbs, tflops; bool ok; };
   std::vector<row> table;
   for (const bool fp4 : {false, true}) {
     const expert_set w1(fp4, k_dim, k_inter, 11), w3(fp4, k_dim, k_inter, 13), w2(fp4, k_inter, k_dim, 17);
     const char* format = fp4 ? "MXFP4" : "FP8";
-    for (const int64_t tokens : {1, 2, 4, 8, 16, 32, 64}) {
+    for (const int64_t tokens : {1, 2, 4, 8, 16, 32, 64, 512, 1365}) {
+      // The engine's plan: wide tiles from 4 rows per expert on average (runtime/gpu/gpu_moe.cpp).
+      const int32_t tile_max = int32_t(tokens * k_topk >= 4 * k_experts ? linear_grouped_wide_tile_rows
+                                                                         : linear_grouped_tile_rows);
       std::mt19937 route_rng(static_cast<uint32_t>(tokens));
       std::vector<routing> rs;
-      for (int i = 0; i < k_routings; ++i) rs.push_back(make_routing(route_rng, tokens));
+      for (int i = 0; i < k_routings; ++i) rs.push_back(make_routing(route_rng, tokens, tile_max));
       const int64_t n_rows = tokens * k_topk;
       auto step = [&](const routing& r) {
-        if (!linear_grouped_tc_cuda(params(w1, r, xc, xs, y1, n_rows), nullptr).ok() ||
-            !linear_grouped_tc_cuda(params(w3, r, xc, xs, y3, n_rows), nullptr).ok() ||
-            !linear_grouped_tc_cuda(params(w2, r, hc, hs, y2, n_rows), nullptr).ok()) {
+        if (!linear_grouped_tc_cuda(params(w1, r, xc, xs, y1, n_rows, tile_max), nullptr).ok() ||
+            !linear_grouped_tc_cuda(params(w3, r, xc, xs, y3, n_rows, tile_max), nullptr).ok() ||
+            !linear_grouped_tc_cuda(params(w2, r, hc, hs, y2, n_rows, tile_max), nullptr).ok()) {
           std::exit(1);
         }
       };
@@ -238,7 +245,7 @@ int main() {
       const double worst = check(w1, rs[0], xc, xs, y1, n_rows);
       if (!(worst <= 1.0)) {
         std::printf("FAIL %s tokens=%lld: error %.3g x the bound\n", format, (long long)tokens, worst);
-        table.push_back({format, tokens, 0, 0, 0, 0, false});
+        table.push_back({format, tokens, 0, 0, 0, 0, 0, false});
         continue;
       }
       std::vector<float> ms(160);
@@ -256,19 +263,25 @@ int main() {
       std::sort(ms.begin(), ms.end());
       const double us = ms[ms.size() / 2] * 1e3;
       const double bytes = touched * double(w1.expert_bytes() + w3.expert_bytes() + w2.expert_bytes());
-      table.push_back({format, tokens, int64_t(std::lround(touched)), bytes / 1e6, us, bytes / (us * 1e-6) / 1e9, true});
+      const double flops = 2.0 * double(n_rows) * double(3 * k_dim * k_inter);
+      table.push_back({format, tokens, int64_t(std::lround(touched)), bytes / 1e6, us, bytes / (us * 1e-6) / 1e9,
+                       flops / (us * 1e-6) / 1e12, true});
     }
   }
-  std::printf("\n| experts | tokens | experts touched | MB touched | us (median) | GB/s | %% of copy | M1 (>= 75%%) |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "\n| experts | tokens | tiles | experts touched | MB touched | us (median) | GB/s | %% of copy | TFLOP/s | M1 (>= "
+      "75%%) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const row& r : table) {
     if (!r.ok) {
-      std::printf("| %s | %lld | | | FAIL | | | |\n", r.format, (long long)r.tokens);
+      std::printf("| %s | %lld | | | | FAIL | | | | |\n", r.format, (long long)r.tokens);
       continue;
     }
     const double pct = 100.0 * r.gbs * 1e9 / copy_bw;
-    std::printf("| %s | %lld | %lld | %.1f | %.2f | %.0f | %.1f | %s |\n", r.format, (long long)r.tokens,
-                (long long)r.touched, r.mb, r.us, r.gbs, pct, pct >= 75 ? "met" : "missed");
+    const bool wide = r.tokens * k_topk >= 4 * k_experts;
+    std::printf("| %s | %lld | %s | %lld | %.1f | %.2f | %.0f | %.1f | %.1f | %s |\n", r.format, (long long)r.tokens,
+                wide ? "wide" : "narrow", (long long)r.touched, r.mb, r.us, r.gbs, pct, r.tflops,
+                wide ? "" : pct >= 75 ? "met" : "missed");
   }
   std::printf("\nreproduce: bash scripts/gpu/bench_linear.sh\n");
   return 0;

@@ -29,6 +29,22 @@ constexpr int k_phases = 4;
 constexpr int k_warps = 4 * k_phases;
 constexpr int k_wide_warps = 4;
 constexpr int k_wide_groups = int(linear_grouped_wide_tile_rows / 16);
+// The wide kernel's shared-memory stages: one 128-channel block each, of the
+// CTA's 128 outputs' pairs [128][64 B] and scale words [128], and the tile's
+// activation codes [64][k_x_pitch] and scales [64]. A staged row of codes is
+// 128 + 32 bytes, so a half-warp's 8-byte reads (rows g, pieces t) fall on 32
+// distinct banks. Three stages (57.6 KB): three CTAs per SM.
+constexpr int k_wide_outs = 128;
+constexpr int k_wide_rows = int(linear_grouped_wide_tile_rows);
+constexpr int k_x_pitch = 160;
+constexpr int k_stage_w = 0;
+constexpr int k_stage_ws = k_stage_w + k_wide_outs * 64;
+constexpr int k_stage_x = k_stage_ws + k_wide_outs * 4;
+constexpr int k_stage_xs = k_stage_x + k_wide_rows * k_x_pitch;
+constexpr int k_stage_bytes = k_stage_xs + k_wide_rows * 4;
+constexpr int k_wide_stages = 3;
+constexpr int k_wide_ctas_per_sm = 3;
+constexpr int k_wide_smem = k_wide_stages * k_stage_bytes;
 
 // Even / odd codes of a word of 8 e2m1 (low nibble first) as 4 e4m3 each, 2^-6 of their values.
 __device__ __forceinline__ uint32_t fp4_even(uint32_t w) { return ((w << 4) & 0x80808080u) | ((w << 2) & 0x1c1c1c1cu); }
@@ -48,30 +64,35 @@ __device__ __forceinline__ void x_pair(const uint8_t* p, uint32_t& even, uint32_
   odd = __byte_perm(v.x, v.y, 0x7531);
 }
 
-// One 128-channel block's weights of a lane: word j = its 8 codes of 32-block
-// j of row wrow[nt]; scales: the 4 codes of that block for the lane's two
-// output columns (rows 2t and 2t + 1 of each n-tile).
-struct fp4_block {
-  uint32_t w[4][k_sub];
-  uint32_t s[4][2];
-};
+// The same from shared memory (the wide kernel's staged rows).
+__device__ __forceinline__ void x_pair_shared(const uint8_t* p, uint32_t& even, uint32_t& odd) {
+  const uint2 v = *reinterpret_cast<const uint2*>(p);
+  even = __byte_perm(v.x, v.y, 0x6420);
+  odd = __byte_perm(v.x, v.y, 0x7531);
+}
 
+__device__ __forceinline__ uint32_t shared_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(shared_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// A lane's 8 codes of each of a 128-channel block's four 32-blocks (one 16-byte load).
 __device__ __forceinline__ void words(uint32_t (&w)[k_sub], const uint8_t* p) {
   const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
   w[0] = v.x;
   w[1] = v.y;
   w[2] = v.z;
   w[3] = v.w;
-}
-
-__device__ __forceinline__ void fp4_load(fp4_block& b, const uint8_t* const (&wrow)[4], const uint8_t* const (&srow)[4],
-                                         int64_t scale_row, int64_t kb) {
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt) {
-    words(b.w[nt], wrow[nt] + kb * 64);
-    b.s[nt][0] = __ldg(reinterpret_cast<const uint32_t*>(srow[nt] + kb * k_sub));
-    b.s[nt][1] = __ldg(reinterpret_cast<const uint32_t*>(srow[nt] + scale_row + kb * k_sub));
-  }
 }
 
 // Narrow tiles (decode): the weights are the MMA's A operand, so the 16 output
@@ -187,48 +208,89 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_fp4_kernel(linear_groupe
   }
 }
 
-__global__ void __launch_bounds__(k_wide_warps * 32) grouped_fp4_wide_kernel(linear_grouped_params p) {
+// Wide tiles (prefill): a CTA takes 128 outputs of one tile's expert and its
+// <= 64 rows, block kb's weights (8 KB of pairs, 512 B of scales) and the
+// tile's activation codes and scales staged in shared memory by cp.async,
+// k_wide_stages blocks in flight, so every byte is read from global memory
+// once per CTA (v1 read the activations once per warp, straight from L2, and
+// waited on each read: 4 warps at 204 registers held too few bytes in flight).
+// Each warp widens its 32 outputs' codes once per 32-block and runs them
+// against every m-group of 16 rows; the sums are v1's, in v1's order.
+__global__ void __launch_bounds__(k_wide_warps * 32, k_wide_ctas_per_sm) grouped_fp4_wide_kernel(
+    linear_grouped_params p) {
+  extern __shared__ __align__(16) uint8_t stages[];
   const int tile = blockIdx.y;
   if (tile >= *p.n_tiles) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
   const linear_group_weight gw = p.groups[p.tile_group[tile]];
   const int64_t r0 = p.tile_row0[tile];
-  const int mt = p.tile_rows[tile], n_mg = (mt + 15) / 16;
-  const int64_t n0 = int64_t(blockIdx.x) * 128 + warp * 32;
+  const int mt = p.tile_rows[tile], n_mg = (mt + 15) / 16, x_rows = 16 * n_mg;
+  const int64_t c0 = int64_t(blockIdx.x) * k_wide_outs;  // the CTA's first output
   const int64_t in = p.in, nkb = in / k_block, scale_row = in / 32;
-  const uint8_t *wrow[4], *srow[4];
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt) {
-    wrow[nt] = static_cast<const uint8_t*>(gw.w) + (n0 + nt * 8 + g) * (in / 2) + t * 16;
-    srow[nt] = gw.w_scale + (n0 + nt * 8 + 2 * t) * scale_row;
-  }
+  const uint8_t* w_rows = static_cast<const uint8_t*>(gw.w) + c0 * (in / 2);
+  const uint8_t* s_rows = gw.w_scale + c0 * scale_row;
+  // Block kb into stage st. Rows past the tile's last repeat it (their sums are dropped).
+  auto issue = [&](int64_t kb, int st) {
+    uint8_t* s = stages + st * k_stage_bytes;
+    for (int i = threadIdx.x; i < k_wide_outs * 4; i += blockDim.x) {
+      cp_async16(s + k_stage_w + (i / 4) * 64 + (i % 4) * 16, w_rows + (i / 4) * (in / 2) + kb * 64 + (i % 4) * 16);
+    }
+    for (int r = threadIdx.x; r < k_wide_outs; r += blockDim.x) {
+      cp_async4(s + k_stage_ws + r * 4, s_rows + r * scale_row + kb * k_sub);
+    }
+    for (int i = threadIdx.x; i < x_rows * 8; i += blockDim.x) {
+      const int64_t row = r0 + min(i / 8, mt - 1);
+      cp_async16(s + k_stage_x + (i / 8) * k_x_pitch + (i % 8) * 16, p.x_codes + row * in + kb * k_block + (i % 8) * 16);
+    }
+    for (int r = threadIdx.x; r < x_rows; r += blockDim.x) {
+      cp_async4(s + k_stage_xs + r * 4, p.x_scales + (r0 + min(r, mt - 1)) * nkb + kb);
+    }
+  };
   float acc[k_wide_groups][4][4] = {};
-  fp4_block cur;
-  fp4_load(cur, wrow, srow, scale_row, 0);
+  for (int st = 0; st < k_wide_stages - 1; ++st) {
+    if (st < nkb) issue(st, st);
+    cp_async_commit();
+  }
   for (int64_t kb = 0; kb < nkb; ++kb) {
-    fp4_block next;
-    fp4_load(next, wrow, srow, scale_row, kb + 1 < nkb ? kb + 1 : kb);
+    cp_async_wait<k_wide_stages - 2>();  // block kb's group has landed (this thread's copies)
+    __syncthreads();                     // everyone's, and block kb - 1's stage is free again
+    if (kb + k_wide_stages - 1 < nkb) issue(kb + k_wide_stages - 1, int((kb + k_wide_stages - 1) % k_wide_stages));
+    cp_async_commit();
+    const uint8_t* s = stages + (kb % k_wide_stages) * k_stage_bytes;
+    const float* xs = reinterpret_cast<const float*>(s + k_stage_xs);
+    uint32_t w[4][k_sub], sc[4][2];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int r = warp * 32 + nt * 8;
+      const uint4 v = *reinterpret_cast<const uint4*>(s + k_stage_w + (r + g) * 64 + t * 16);
+      w[nt][0] = v.x;
+      w[nt][1] = v.y;
+      w[nt][2] = v.z;
+      w[nt][3] = v.w;
+      sc[nt][0] = *reinterpret_cast<const uint32_t*>(s + k_stage_ws + (r + 2 * t) * 4);
+      sc[nt][1] = *reinterpret_cast<const uint32_t*>(s + k_stage_ws + (r + 2 * t + 1) * 4);
+    }
 #pragma unroll
     for (int j = 0; j < k_sub; ++j) {
       uint32_t b0[4], b1[4];
       float ws[4][2];
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
-        b0[nt] = fp4_even(cur.w[nt][j]);
-        b1[nt] = fp4_odd(cur.w[nt][j]);
-        ws[nt][0] = e8m0_byte(cur.s[nt][0], j);
-        ws[nt][1] = e8m0_byte(cur.s[nt][1], j);
+        b0[nt] = fp4_even(w[nt][j]);
+        b1[nt] = fp4_odd(w[nt][j]);
+        ws[nt][0] = e8m0_byte(sc[nt][0], j);
+        ws[nt][1] = e8m0_byte(sc[nt][1], j);
       }
 #pragma unroll
       for (int m = 0; m < k_wide_groups; ++m) {
         if (m >= n_mg) break;
-        const int64_t lo = r0 + min(16 * m + g, mt - 1), hi = r0 + min(16 * m + 8 + g, mt - 1);
+        const uint8_t* xlo = s + k_stage_x + (16 * m + g) * k_x_pitch + j * 32 + t * 8;
         uint32_t a0, a1, a2, a3;
-        x_pair(p.x_codes + lo * in + kb * k_block + j * 32 + t * 8, a0, a2);
-        x_pair(p.x_codes + hi * in + kb * k_block + j * 32 + t * 8, a1, a3);
+        x_pair_shared(xlo, a0, a2);
+        x_pair_shared(xlo + 8 * k_x_pitch, a1, a3);
         // 2^6: the widened codes' scale.
-        const float slo = __ldg(p.x_scales + lo * nkb + kb) * 64.0f, shi = __ldg(p.x_scales + hi * nkb + kb) * 64.0f;
+        const float slo = xs[16 * m + g] * 64.0f, shi = xs[16 * m + 8 + g] * 64.0f;
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -240,8 +302,8 @@ __global__ void __launch_bounds__(k_wide_warps * 32) grouped_fp4_wide_kernel(lin
         }
       }
     }
-    cur = next;
   }
+  const int64_t n0 = c0 + warp * 32;
 #pragma unroll
   for (int m = 0; m < k_wide_groups; ++m) {
 #pragma unroll
@@ -259,12 +321,17 @@ __global__ void __launch_bounds__(k_wide_warps * 32) grouped_fp4_wide_kernel(lin
 
 }  // namespace
 
-void launch_grouped_fp4(const linear_grouped_params& p, dim3 grid, cudaStream_t stream) {
+cudaError_t launch_grouped_fp4(const linear_grouped_params& p, dim3 grid, cudaStream_t stream) {
   if (p.max_tile_rows > linear_grouped_tile_rows) {
-    grouped_fp4_wide_kernel<<<grid, k_wide_warps * 32, 0, stream>>>(p);
+    // Over the default 48 KB: set on every launch, since it is per device.
+    const cudaError_t e =
+        cudaFuncSetAttribute(grouped_fp4_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, k_wide_smem);
+    if (e != cudaSuccess) return e;
+    grouped_fp4_wide_kernel<<<grid, k_wide_warps * 32, k_wide_smem, stream>>>(p);
   } else {
     grouped_fp4_kernel<<<grid, k_warps * 32, 0, stream>>>(p);
   }
+  return cudaGetLastError();
 }
 
 }  // namespace hart

@@ -9,7 +9,8 @@
 
 namespace hart {
 
-/// Launches the narrow or wide MXFP4 kernel for checked params `p` (w_mxfp4).
-void launch_grouped_fp4(const linear_grouped_params& p, dim3 grid, cudaStream_t stream);
+/// Launches the narrow or wide MXFP4 kernel for checked params `p` (w_mxfp4);
+/// the launch's error, if any.
+cudaError_t launch_grouped_fp4(const linear_grouped_params& p, dim3 grid, cudaStream_t stream);
 
 }  // namespace hart

@@ -13,6 +13,7 @@
 // every 16 of the tile's rows fill one whole MMA per block of weights, so an
 // expert's weights are read once per 64 rows instead of once per 8.
 #include <climits>
+#include <cstdint>
 
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_fp8_device.cuh"
@@ -177,15 +178,19 @@ status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* strea
                             (long long)linear_grouped_wide_tile_rows);
   }
   if (p.max_tiles == 0) return {};
+  if (reinterpret_cast<uintptr_t>(p.x_codes) % 16 != 0) {
+    return invalid_argument("linear_grouped_tc_cuda: x_codes must be 16-byte aligned");
+  }
   const dim3 grid{unsigned(p.out / 128), unsigned(p.max_tiles)};
+  cudaError_t e = cudaSuccess;
   if (p.w_mxfp4) {
-    launch_grouped_fp4(p, grid, stream);
+    e = launch_grouped_fp4(p, grid, stream);
   } else if (p.max_tile_rows > linear_grouped_tile_rows) {
     grouped_tc_wide_kernel<<<grid, k_wide_warps * 32, 0, stream>>>(p);
   } else {
     grouped_tc_kernel<<<grid, k_warps * 32, 0, stream>>>(p);
   }
-  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error("linear_grouped_tc_cuda: %s", cudaGetErrorString(e));
   return {};
 }

@@ -8,6 +8,8 @@
 #
 #   scripts/gpu/bench_linear.sh            all three
 #   scripts/gpu/bench_linear.sh grouped    the grouped bench only
+#   GROUPED_BASELINE=old_fp4.cu ...        also the grouped bench built with that
+#                                          linear_grouped_fp4.cu (a previous version), run first
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp}
@@ -25,4 +27,10 @@ $NVCC kernels/linear/linear_grouped_bench.cu kernels/linear/linear_grouped_tc.cu
   ${SRCS#kernels/linear/linear_bench.cu } -o /tmp/linear_grouped_bench -lcublasLt 2>&1 | tee "$LOG/build_grouped.log"
 [ "${1:-}" = grouped ] || timeout 300 /tmp/linear_bench 2>&1 | tee "$LOG/bench.log"
 [ "${1:-}" = grouped ] || { [ -x /tmp/linear_prefill_bench ] && timeout 300 /tmp/linear_prefill_bench 2>&1 | tee "$LOG/bench_prefill.log"; }
+if [ -n "${GROUPED_BASELINE:-}" ]; then
+  $NVCC kernels/linear/linear_grouped_bench.cu kernels/linear/linear_grouped_tc.cu "$GROUPED_BASELINE" \
+    kernels/linear/linear_mxfp4_order.cpp ${SRCS#kernels/linear/linear_bench.cu } -o /tmp/linear_grouped_bench_base \
+    -lcublasLt 2>&1 | tee "$LOG/build_grouped_base.log"
+  [ -x /tmp/linear_grouped_bench_base ] && timeout 300 /tmp/linear_grouped_bench_base 2>&1 | tee "$LOG/bench_grouped_base.log"
+fi
 [ -x /tmp/linear_grouped_bench ] && timeout 300 /tmp/linear_grouped_bench 2>&1 | tee "$LOG/bench_grouped.log"
