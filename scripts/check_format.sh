@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The house format (.clang-format; Debian 12's clang-format 14) on every tracked
-# C++ file outside kernels/ and runtime/gpu/, whose CUDA code is reformatted in
-# a commit of its own that the H200 verifies (docs/gpu-verified.md). Lists the
-# files that differ and fails; `--fix` rewrites them in place.
+# C++ and CUDA file. Lists the files that differ and fails; `--fix` rewrites
+# them in place (a change under kernels/ or runtime/gpu/, even a format one, is
+# a CUDA change: the H200 verifies it, docs/gpu-verified.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "check_format: clang-format is missing (scripts/setup.sh installs it)"; exit 2; }
-mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | grep -v -E '^(kernels|runtime/gpu)/')
+mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
 if [ "${1:-}" = "--fix" ]; then
   clang-format -i "${files[@]}"
   exit 0

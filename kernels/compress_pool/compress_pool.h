@@ -6,9 +6,9 @@
 // device the pooling is part of flash_compressor_*_cuda.
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 namespace hart {
 

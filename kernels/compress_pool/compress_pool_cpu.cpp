@@ -6,7 +6,8 @@ namespace hart {
 
 status compress_pool_cpu(const compress_pool_params& p) {
   if (!p.kv || !p.gate || !p.out) return invalid_argument("compress_pool: null pointer");
-  if (p.n_cand <= 0 || p.dim <= 0) return invalid_argument("compress_pool: n_cand %lld dim %lld", (long long)p.n_cand, (long long)p.dim);
+  if (p.n_cand <= 0 || p.dim <= 0)
+    return invalid_argument("compress_pool: n_cand %lld dim %lld", (long long)p.n_cand, (long long)p.dim);
   for (int64_t ch = 0; ch < p.dim; ++ch) {
     float mx = -INFINITY;
     for (int64_t j = 0; j < p.n_cand; ++j) mx = std::fmax(mx, p.gate[j][ch]);

@@ -21,16 +21,15 @@
 // ~2e-4 of entries). Those kernels are separate instantiations: the fp32
 // path's code is unchanged.
 #include "kernels/flash_compressor/flash_compressor.h"
+#include "kernels/flash_compressor/flash_compressor_plan.h"
+#include "kernels/quant/quant_codecs.cuh"
+#include "kernels/sparse_decode_attention/kv_entry.h"
+#include "kernels/sparse_decode_attention/kv_entry_device.cuh"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cfloat>
-
-#include "kernels/flash_compressor/flash_compressor_plan.h"
-#include "kernels/quant/quant_codecs.cuh"
-#include "kernels/sparse_decode_attention/kv_entry.h"
-#include "kernels/sparse_decode_attention/kv_entry_device.cuh"
 
 namespace hart {
 namespace {
@@ -38,10 +37,10 @@ namespace {
 namespace qd = quant_dev;
 using ll = long long;
 
-constexpr int k_threads_x = 128;        // one c = 512 team; 512/c teams for smaller c
-constexpr int k_groups_hca = 4;         // candidate groups (blockDim.y) for c = 512, >= 32 candidates
-constexpr int k_unroll = 4;             // candidates loaded before the first is used
-constexpr int k_ring_cta_cap = 1024;    // ring kernel: persistent grid bound
+constexpr int k_threads_x = 128;      // one c = 512 team; 512/c teams for smaller c
+constexpr int k_groups_hca = 4;       // candidate groups (blockDim.y) for c = 512, >= 32 candidates
+constexpr int k_unroll = 4;           // candidates loaded before the first is used
+constexpr int k_ring_cta_cap = 1024;  // ring kernel: persistent grid bound
 
 struct fc_launch {
   flash_compressor_params p;
@@ -76,11 +75,19 @@ __device__ __forceinline__ double sum_lanes(double v, unsigned mask) {
   return v;
 }
 
-__device__ __forceinline__ float4 ld_stream(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
-__device__ __forceinline__ float4 ld_keep(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
-__device__ __forceinline__ float4 ld_plain(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 ld_stream(const float* p) {
+  return __ldcs(reinterpret_cast<const float4*>(p));
+}
+__device__ __forceinline__ float4 ld_keep(const float* p) {
+  return __ldg(reinterpret_cast<const float4*>(p));
+}
+__device__ __forceinline__ float4 ld_plain(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
 
-__device__ __forceinline__ float get(const float4& v, int k) { return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w; }
+__device__ __forceinline__ float get(const float4& v, int k) {
+  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
 
 // A span as the kernels see it.
 struct span_t {
@@ -93,8 +100,8 @@ __device__ __forceinline__ span_t span_at(const flash_compressor_params& p, int6
   return {s, p.start[s], r0, int64_t(p.cu_tokens[s + 1]) - r0};
 }
 
-__device__ __forceinline__ const float* ring_row(const flash_compressor_desc& d, const flash_compressor_params& p,
-                                                 int64_t s, int64_t q) {
+__device__ __forceinline__ const float* ring_row(const flash_compressor_desc& d,
+                                                 const flash_compressor_params& p, int64_t s, int64_t q) {
   const int32_t page = p.swa_pages[s * p.pages_stride + q / p.page_size];
   return d.ring + page * d.ring_page_stride + (q % fc_ring_rows(d)) * 2 * fc_width(d);
 }
@@ -124,7 +131,8 @@ __device__ __forceinline__ cand_rows cand_at(const flash_compressor_desc& d, con
   }
   const int64_t r = sp.r0 + (q - sp.p0);
   return {d.kv + r * (d.kv_stride ? d.kv_stride : width) + half + ch,
-          d.gate + r * (d.gate_stride ? d.gate_stride : width) + half + ch, d.ape + (q % m) * width + half + ch};
+          d.gate + r * (d.gate_stride ? d.gate_stride : width) + half + ch,
+          d.ape + (q % m) * width + half + ch};
 }
 
 __device__ __forceinline__ float4 add4(const float4& a, const float4& b) {
@@ -142,13 +150,16 @@ __device__ __forceinline__ float bf16_rne(float x) {
 // e^x correctly rounded to fp32 (a double exp within 1 ulp, rounded once).
 // compress_pool_cpu's expf is glibc's, which is not correctly rounded: it
 // differs from this on 6e-4 to 8e-4 of the floats in [-16, -1/16] (measured).
-__device__ __forceinline__ float exp_rn(float x) { return float(exp(double(x))); }
+__device__ __forceinline__ float exp_rn(float x) {
+  return float(exp(double(x)));
+}
 
 // The online pool of the fp32 path: per channel a running (max, sum, weighted
 // kv) over the thread's group of candidates, the groups merged in order.
 template <int TEAM>
 __device__ __forceinline__ void pool_online(const flash_compressor_desc& d, const flash_compressor_params& p,
-                                            const span_t& sp, int64_t blk, int ch, float* smem, float (&x)[4]) {
+                                            const span_t& sp, int64_t blk, int ch, float* smem,
+                                            float (&x)[4]) {
   const int64_t m = d.rate, c = d.dim, width = fc_width(d);
   const int64_t kv_stride = d.kv_stride ? d.kv_stride : width;
   const int64_t gate_stride = d.gate_stride ? d.gate_stride : width;
@@ -182,7 +193,8 @@ __device__ __forceinline__ void pool_online(const flash_compressor_desc& d, cons
         kv[u] = ld_stream(d.kv + r * kv_stride + half + ch);
         const float4 z = ld_stream(d.gate + r * gate_stride + half + ch);
         const float4 a = ld_keep(d.ape + (q % m) * width + half + ch);
-        g[u] = make_float4(__fadd_rn(z.x, a.x), __fadd_rn(z.y, a.y), __fadd_rn(z.z, a.z), __fadd_rn(z.w, a.w));
+        g[u] =
+            make_float4(__fadd_rn(z.x, a.x), __fadd_rn(z.y, a.y), __fadd_rn(z.z, a.z), __fadd_rn(z.w, a.w));
       }
     }
 #pragma unroll
@@ -284,12 +296,13 @@ __device__ __forceinline__ void pool_exact(const flash_compressor_desc& d, const
 // 32 lanes fold the float4s of threads i, i + 32, i + 64, i + 96, which every
 // warp reads back from shared memory and reduces itself (no third barrier).
 template <int TEAM>
-__device__ __forceinline__ float sum_squares_torch(const float (&x)[4], int lane, unsigned mask, float* smem) {
+__device__ __forceinline__ float sum_squares_torch(const float (&x)[4], int lane, unsigned mask,
+                                                   float* smem) {
   constexpr int L = TEAM < 32 ? TEAM : 32;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   if constexpr (TEAM == k_threads_x) {
     float4* xs = reinterpret_cast<float4*>(smem);  // [TEAM]
-    __syncthreads();  // the previous entry's reads of xs are done
+    __syncthreads();                               // the previous entry's reads of xs are done
     xs[lane] = make_float4(x[0], x[1], x[2], x[3]);
     __syncthreads();
     for (int v = lane % 32; v < TEAM; v += 32) {
@@ -331,7 +344,8 @@ __device__ void emit_entry(const flash_compressor_desc& d, const flash_compresso
   float inv;
   if constexpr (BF16) {
     // rms_norm_cpu official: the torch-order sum times 1/c, rsqrt rounded once.
-    const float mean_square = __fmul_rn(sum_squares_torch<TEAM>(x, lane, mask, smem), __fdiv_rn(1.0f, float(c)));
+    const float mean_square =
+        __fmul_rn(sum_squares_torch<TEAM>(x, lane, mask, smem), __fdiv_rn(1.0f, float(c)));
     inv = float(__ddiv_rn(1.0, __dsqrt_rn(double(__fadd_rn(mean_square, d.eps)))));
   } else {
     // RMSNorm: sum of squares in double (products exact), as rms_norm_cpu.
@@ -403,7 +417,8 @@ __device__ void emit_entry(const flash_compressor_desc& d, const flash_compresso
     }
     if (ch < nope) {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) x[k] = qd::f32_from_e4m3(qd::e4m3_from_f32(qd::clamp_q(x[k] / s, 448.0f))) * s;
+      for (int k = 0; k < 4; ++k)
+        x[k] = qd::f32_from_e4m3(qd::e4m3_from_f32(qd::clamp_q(x[k] / s, 448.0f))) * s;
     }
   } else if (d.quant == flash_entry_quant::hadamard_fp4) {
     if (TEAM <= 32) {
@@ -433,7 +448,8 @@ __device__ void emit_entry(const flash_compressor_desc& d, const flash_compresso
       amax = fmaxf(max_lanes<8>(amax, mask), 0x1.8p-124f);
       const float s = ldexpf(1.0f, qd::pow2_scale_exponent(amax, 6.0f));
 #pragma unroll
-      for (int k = 0; k < 4; ++k) x[k] = qd::f32_from_e2m1(qd::e2m1_from_f32(qd::clamp_q(x[k] / s, 6.0f))) * s;
+      for (int k = 0; k < 4; ++k)
+        x[k] = qd::f32_from_e2m1(qd::e2m1_from_f32(qd::clamp_q(x[k] / s, 6.0f))) * s;
     }
   }
   *reinterpret_cast<float4*>(reinterpret_cast<float*>(dst) + ch) = make_float4(x[0], x[1], x[2], x[3]);
@@ -465,7 +481,10 @@ __device__ __forceinline__ int64_t span_of_row(const int32_t* cu, int64_t n_seq,
   int64_t lo = 0, hi = n_seq;  // answer in [lo, hi)
   while (hi - lo > 1) {
     const int64_t mid = (lo + hi) / 2;
-    if (cu[mid] <= row) lo = mid; else hi = mid;
+    if (cu[mid] <= row)
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -508,15 +527,23 @@ __device__ void prefill_team(const fc_launch& L, int ic, int64_t cta, float* sme
 }
 
 template <bool ANY_BF16>
-__global__ void __launch_bounds__(k_threads_x * k_groups_hca) fc_prefill_kernel(const fc_launch L) {
+__global__ void __launch_bounds__(k_threads_x* k_groups_hca) fc_prefill_kernel(const fc_launch L) {
   __shared__ __align__(16) float smem[k_groups_hca * 3 * 512 + 8];
   const int ic = blockIdx.x < L.cta0 ? 0 : 1;
   const int64_t cta = blockIdx.x - (ic ? L.cta0 : 0);
   switch (L.p.comp[ic].dim) {
-    case 512: prefill_team<128, ANY_BF16>(L, ic, cta, smem); break;
-    case 128: prefill_team<32, ANY_BF16>(L, ic, cta, smem); break;
-    case 64: prefill_team<16, ANY_BF16>(L, ic, cta, smem); break;
-    default: prefill_team<8, ANY_BF16>(L, ic, cta, smem); break;
+    case 512:
+      prefill_team<128, ANY_BF16>(L, ic, cta, smem);
+      break;
+    case 128:
+      prefill_team<32, ANY_BF16>(L, ic, cta, smem);
+      break;
+    case 64:
+      prefill_team<16, ANY_BF16>(L, ic, cta, smem);
+      break;
+    default:
+      prefill_team<8, ANY_BF16>(L, ic, cta, smem);
+      break;
   }
 }
 
@@ -551,10 +578,18 @@ __device__ void ring_team(const flash_compressor_params& p, int ic) {
 __global__ void __launch_bounds__(k_threads_x) fc_ring_kernel(const flash_compressor_params p) {
   const int ic = blockIdx.y;
   switch (p.comp[ic].dim) {
-    case 512: ring_team<128>(p, ic); break;
-    case 128: ring_team<32>(p, ic); break;
-    case 64: ring_team<16>(p, ic); break;
-    default: ring_team<8>(p, ic); break;
+    case 512:
+      ring_team<128>(p, ic);
+      break;
+    case 128:
+      ring_team<32>(p, ic);
+      break;
+    case 64:
+      ring_team<16>(p, ic);
+      break;
+    default:
+      ring_team<8>(p, ic);
+      break;
   }
 }
 
@@ -576,21 +611,31 @@ __device__ void decode_team(const fc_launch& L, int ic, int64_t cta, float* smem
 }
 
 template <bool ANY_BF16>
-__global__ void __launch_bounds__(k_threads_x * k_groups_hca) fc_decode_kernel(const fc_launch L) {
+__global__ void __launch_bounds__(k_threads_x* k_groups_hca) fc_decode_kernel(const fc_launch L) {
   __shared__ __align__(16) float smem[k_groups_hca * 3 * 512 + 8];
   const int ic = blockIdx.x < L.cta0 ? 0 : 1;
   const int64_t cta = blockIdx.x - (ic ? L.cta0 : 0);
   switch (L.p.comp[ic].dim) {
-    case 512: decode_team<128, ANY_BF16>(L, ic, cta, smem); break;
-    case 128: decode_team<32, ANY_BF16>(L, ic, cta, smem); break;
-    case 64: decode_team<16, ANY_BF16>(L, ic, cta, smem); break;
-    default: decode_team<8, ANY_BF16>(L, ic, cta, smem); break;
+    case 512:
+      decode_team<128, ANY_BF16>(L, ic, cta, smem);
+      break;
+    case 128:
+      decode_team<32, ANY_BF16>(L, ic, cta, smem);
+      break;
+    case 64:
+      decode_team<16, ANY_BF16>(L, ic, cta, smem);
+      break;
+    default:
+      decode_team<8, ANY_BF16>(L, ic, cta, smem);
+      break;
   }
 }
 
 // -- launch ------------------------------------------------------------------
 
-int64_t teams_per_cta(const flash_compressor_desc& d) { return k_threads_x / (d.dim / 4); }
+int64_t teams_per_cta(const flash_compressor_desc& d) {
+  return k_threads_x / (d.dim / 4);
+}
 
 // Candidate groups: 4 only when every compressor is a c = 512 one with >= 32
 // candidates (HCA) in fp32; smaller teams share a CTA and must stay
@@ -627,23 +672,29 @@ status flash_compressor_cuda_supports(const flash_compressor_params& p) {
       return unimplemented("%s: comp[%lld]: dim=%lld (CUDA handles 32, 64, 128, 512)", op, ll(ic), ll(d.dim));
     }
     if (d.rope_dim % 4) {
-      return unimplemented("%s: comp[%lld]: rope_dim=%lld must be a multiple of 4", op, ll(ic), ll(d.rope_dim));
+      return unimplemented("%s: comp[%lld]: rope_dim=%lld must be a multiple of 4", op, ll(ic),
+                           ll(d.rope_dim));
     }
     if (d.quant == flash_entry_quant::hadamard_fp4 && d.dim > 128) {
-      return unimplemented("%s: comp[%lld]: Hadamard + FP4 needs dim <= 128, got %lld", op, ll(ic), ll(d.dim));
+      return unimplemented("%s: comp[%lld]: Hadamard + FP4 needs dim <= 128, got %lld", op, ll(ic),
+                           ll(d.dim));
     }
     const int64_t width = fc_width(d);
     const int64_t align = d.format == flash_entry_format::kv_entry ? 8 : 16;
     if ((d.kv_stride ? d.kv_stride : width) % 4 || (d.gate_stride ? d.gate_stride : width) % 4 ||
         d.ring_page_stride % 4 || d.entry_page_stride_bytes % align ||
         reinterpret_cast<uintptr_t>(d.entries) % align ||
-        (reinterpret_cast<uintptr_t>(d.kv) | reinterpret_cast<uintptr_t>(d.gate) | reinterpret_cast<uintptr_t>(d.ape) |
-         reinterpret_cast<uintptr_t>(d.norm) | reinterpret_cast<uintptr_t>(d.ring)) % 16) {
-      return invalid_argument("%s: comp[%lld]: float4 access needs 16-byte aligned pointers and strides (entries: %lld)",
-                              op, ll(ic), ll(align));
+        (reinterpret_cast<uintptr_t>(d.kv) | reinterpret_cast<uintptr_t>(d.gate) |
+         reinterpret_cast<uintptr_t>(d.ape) | reinterpret_cast<uintptr_t>(d.norm) |
+         reinterpret_cast<uintptr_t>(d.ring)) %
+            16) {
+      return invalid_argument(
+          "%s: comp[%lld]: float4 access needs 16-byte aligned pointers and strides (entries: %lld)", op,
+          ll(ic), ll(align));
     }
   }
-  if (p.n_tokens > INT32_MAX) return invalid_argument("%s: n_tokens=%lld exceeds int32 rows", op, ll(p.n_tokens));
+  if (p.n_tokens > INT32_MAX)
+    return invalid_argument("%s: n_tokens=%lld exceeds int32 rows", op, ll(p.n_tokens));
   return {};
 }
 
@@ -657,8 +708,10 @@ status flash_compressor_prefill_cuda(const flash_compressor_params& p, cudaStrea
     const int64_t windows = (p.n_tokens + d.rate - 1) / d.rate;
     ctas[ic] = (windows + teams_per_cta(d) - 1) / teams_per_cta(d);
     // Kept ring rows: < 2m per span, plus m per page edge (overlap).
-    const int64_t keep = p.n_seq * 2 * d.rate + (d.overlap ? (p.n_tokens / p.page_size + p.n_seq) * d.rate : 0);
-    ring_ctas = std::max(ring_ctas, std::min<int64_t>(k_ring_cta_cap, (keep + teams_per_cta(d) - 1) / teams_per_cta(d)));
+    const int64_t keep =
+        p.n_seq * 2 * d.rate + (d.overlap ? (p.n_tokens / p.page_size + p.n_seq) * d.rate : 0);
+    ring_ctas = std::max(ring_ctas,
+                         std::min<int64_t>(k_ring_cta_cap, (keep + teams_per_cta(d) - 1) / teams_per_cta(d)));
   }
   L.cta0 = ctas[0];
   if (ctas[0] + ctas[1] > INT32_MAX) return invalid_argument("flash_compressor_prefill_cuda: grid too large");
@@ -670,12 +723,14 @@ status flash_compressor_prefill_cuda(const flash_compressor_params& p, cudaStrea
 }
 
 status flash_compressor_decode_cuda(const flash_compressor_params& p, cudaStream_t stream) {
-  if (p.cu_tokens) return invalid_argument("flash_compressor_decode_cuda: cu_tokens must be null (one token per sequence)");
+  if (p.cu_tokens)
+    return invalid_argument("flash_compressor_decode_cuda: cu_tokens must be null (one token per sequence)");
   HART_RETURN_IF_ERROR(flash_compressor_cuda_supports(p));
   if (p.n_seq == 0) return {};
   fc_launch L{p, 0};
   int64_t ctas[2] = {0, 0};
-  for (int64_t ic = 0; ic < p.n_comp; ++ic) ctas[ic] = (p.n_seq + teams_per_cta(p.comp[ic]) - 1) / teams_per_cta(p.comp[ic]);
+  for (int64_t ic = 0; ic < p.n_comp; ++ic)
+    ctas[ic] = (p.n_seq + teams_per_cta(p.comp[ic]) - 1) / teams_per_cta(p.comp[ic]);
   L.cta0 = ctas[0];
   const auto kernel = any_bf16(p) ? fc_decode_kernel<true> : fc_decode_kernel<false>;
   kernel<<<dim3(unsigned(ctas[0] + ctas[1])), dim3(k_threads_x, groups_for(p)), 0, stream>>>(L);

@@ -38,9 +38,9 @@
 //   HART_RETURN_IF_ERROR(flash_compressor_prefill_cuda(p, stream));
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 namespace hart {
 
@@ -64,9 +64,9 @@ struct flash_compressor_desc {
   float eps = 1e-6f;
   flash_entry_quant quant = flash_entry_quant::none;
   flash_entry_format format = flash_entry_format::f32;
-  float* ring = nullptr;            // ring of SWA page p at ring + p·ring_page_stride: [2·coff·c, coff·m]
-  int64_t ring_page_stride = 0;     // elements
-  void* entries = nullptr;          // full page p's slot 0 at entries + p·entry_page_stride_bytes
+  float* ring = nullptr;         // ring of SWA page p at ring + p·ring_page_stride: [2·coff·c, coff·m]
+  int64_t ring_page_stride = 0;  // elements
+  void* entries = nullptr;       // full page p's slot 0 at entries + p·entry_page_stride_bytes
   int64_t entry_page_stride_bytes = 0;
 };
 
@@ -74,16 +74,16 @@ struct flash_compressor_desc {
 /// [start[s], start[s] + n_s) at projection rows [cu_tokens[s], cu_tokens[s+1]).
 /// Spans must not share an SWA page or write the same entry slot.
 struct flash_compressor_params {
-  flash_compressor_desc comp[2];          // e.g. a CSA layer's main and indexer compressors
-  int64_t n_comp = 1;                     // 1 or 2
+  flash_compressor_desc comp[2];  // e.g. a CSA layer's main and indexer compressors
+  int64_t n_comp = 1;             // 1 or 2
   int64_t n_seq = 0;
-  int64_t n_tokens = 0;                   // projection rows (cu_tokens[n_seq]; n_seq when cu_tokens is null)
-  const int64_t* start = nullptr;         // [n_seq] first position of each span
-  const int32_t* cu_tokens = nullptr;     // [n_seq + 1]; null = one token per sequence, row s (decode)
-  const int32_t* full_pages = nullptr;    // [pages_stride, n_seq] full page of position q: [s][q / P]
-  const int32_t* swa_pages = nullptr;     // [pages_stride, n_seq] SWA page of position q: [s][q / P]
-  int64_t pages_stride = 0;               // elements
-  int64_t page_size = 0;                  // P, a multiple of every rate
+  int64_t n_tokens = 0;                 // projection rows (cu_tokens[n_seq]; n_seq when cu_tokens is null)
+  const int64_t* start = nullptr;       // [n_seq] first position of each span
+  const int32_t* cu_tokens = nullptr;   // [n_seq + 1]; null = one token per sequence, row s (decode)
+  const int32_t* full_pages = nullptr;  // [pages_stride, n_seq] full page of position q: [s][q / P]
+  const int32_t* swa_pages = nullptr;   // [pages_stride, n_seq] SWA page of position q: [s][q / P]
+  int64_t pages_stride = 0;             // elements
+  int64_t page_size = 0;                // P, a multiple of every rate
 };
 
 /// Entry row size in bytes for a compressor's format.

@@ -16,6 +16,11 @@
 // warm-up, then the median of per-call CUDA-event times over >= 20 calls.
 // bytes = projections read (kv + gate, fp32) + entries written; floor = bytes /
 // 4.15 TB/s; peer = PyTorch eager of the same math (the script's timings).
+#include "kernels/flash_compressor/flash_compressor.h"
+#include "kernels/flash_compressor/flash_compressor_cases.h"
+#include "kernels/testing/cuda_bench_util.h"
+#include "kernels/testing/hot_bench_summary.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -27,11 +32,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "kernels/flash_compressor/flash_compressor.h"
-#include "kernels/flash_compressor/flash_compressor_cases.h"
-#include "kernels/testing/cuda_bench_util.h"
-#include "kernels/testing/hot_bench_summary.h"
 
 using namespace hart;
 using namespace hart::fc_testing;
@@ -61,7 +61,8 @@ std::vector<T> download(const T* d, size_t n) {
 bool check_problem(const problem& pr, const char* label) {
   problem cpu_q = pr, cpu_n = as_unquantized(pr);
   const problem in_n = cpu_n;
-  if (!flash_compressor_cpu(host_params(cpu_q)).ok() || !flash_compressor_cpu(host_params(cpu_n)).ok()) return false;
+  if (!flash_compressor_cpu(host_params(cpu_q)).ok() || !flash_compressor_cpu(host_params(cpu_n)).ok())
+    return false;
   bool ok = true;
   std::vector<std::vector<uint8_t>> gpu_ent[2];
   std::vector<std::vector<float>> gpu_ring[2];
@@ -84,7 +85,8 @@ bool check_problem(const problem& pr, const char* label) {
     int32_t* d_cu = upload(in.cu);
     int32_t* d_full = upload(in.full_pages);
     int32_t* d_swa = upload(in.swa_pages);
-    const flash_compressor_params p = make_params(in, d_start, d_cu, d_full, d_swa, kv, gate, ape, norm, invf, ring, ent);
+    const flash_compressor_params p =
+        make_params(in, d_start, d_cu, d_full, d_swa, kv, gate, ape, norm, invf, ring, ent);
     const status st = flash_compressor_prefill_cuda(p, nullptr);
     if (!st.ok()) {
       std::printf("%s: %s\n", label, st.to_string().c_str());
@@ -94,8 +96,9 @@ bool check_problem(const problem& pr, const char* label) {
     for (size_t c = 0; c < in.comps.size(); ++c) {
       gpu_ent[variant].push_back(download(static_cast<uint8_t*>(ent[c]), in.comps[c].entries.size()));
       gpu_ring[variant].push_back(download(ring[c], in.comps[c].ring.size()));
-      for (const void* ptr : {(const void*)kv[c], (const void*)gate[c], (const void*)ape[c], (const void*)norm[c],
-                              (const void*)invf[c], (const void*)ring[c], (const void*)ent[c]}) {
+      for (const void* ptr :
+           {(const void*)kv[c], (const void*)gate[c], (const void*)ape[c], (const void*)norm[c],
+            (const void*)invf[c], (const void*)ring[c], (const void*)ent[c]}) {
         cudaFree(const_cast<void*>(ptr));
       }
     }
@@ -106,14 +109,16 @@ bool check_problem(const problem& pr, const char* label) {
   }
   for (size_t c = 0; c < pr.comps.size(); ++c) {
     compare_result r;
-    compare_entries(pr, int64_t(c), gpu_ent[1][c], cpu_n.comps[c].entries, gpu_ent[0][c], cpu_q.comps[c].entries, r);
+    compare_entries(pr, int64_t(c), gpu_ent[1][c], cpu_n.comps[c].entries, gpu_ent[0][c],
+                    cpu_q.comps[c].entries, r);
     compare_rings(gpu_ring[0][c], cpu_q.comps[c].ring, r);
     compare_rings(gpu_ring[1][c], cpu_n.comps[c].ring, r);
-    std::printf("check %-28s comp %zu: %s (max pre-quant err %.2e of row max, tol %.1e; %lld of %lld stored values, "
-                "%lld of %lld bf16 rows differ from the CPU)%s%s\n",
-                label, c, r.ok ? "ok" : "FAILED", r.max_pre_err, pre_tolerance(pr.shapes[c]), (long long)r.n_flips,
-                (long long)r.n_values, (long long)r.n_bf16_differ, (long long)r.n_bf16_rows, r.ok ? "" : ": ",
-                r.ok ? "" : r.what.c_str());
+    std::printf(
+        "check %-28s comp %zu: %s (max pre-quant err %.2e of row max, tol %.1e; %lld of %lld stored values, "
+        "%lld of %lld bf16 rows differ from the CPU)%s%s\n",
+        label, c, r.ok ? "ok" : "FAILED", r.max_pre_err, pre_tolerance(pr.shapes[c]), (long long)r.n_flips,
+        (long long)r.n_values, (long long)r.n_bf16_differ, (long long)r.n_bf16_rows, r.ok ? "" : ": ",
+        r.ok ? "" : r.what.c_str());
     ok = ok && r.ok && r.n_flips <= std::max<int64_t>(4, r.n_values / 100) &&
          r.n_bf16_differ <= 1 + r.n_bf16_rows / 1000;
   }
@@ -140,7 +145,8 @@ bool check_kind(const std::vector<comp_shape>& shapes, const char* kind, std::mt
 }
 
 __global__ void fill_random(float* x, int64_t n, uint32_t seed, float scale) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     uint32_t h = uint32_t(i) * 0x9e3779b9u ^ seed ^ uint32_t(i >> 32) * 0x85ebca6bu;
     h ^= h >> 16, h *= 0x7feb352du, h ^= h >> 15, h *= 0x846ca68bu, h ^= h >> 16;
     x[i] = scale * (float(h) * 0x1p-31f - 1.0f);
@@ -190,7 +196,8 @@ timing time_kind(const std::vector<comp_shape>& shapes, int64_t T, cudaStream_t 
   int32_t* d_full = upload(pr.full_pages);
   int32_t* d_swa = upload(pr.swa_pages);
   auto params = [&](int k) {
-    return make_params(pr, d_start, d_cu, d_full, d_swa, std::vector<const float*>(kv[k].begin(), kv[k].end()),
+    return make_params(pr, d_start, d_cu, d_full, d_swa,
+                       std::vector<const float*>(kv[k].begin(), kv[k].end()),
                        std::vector<const float*>(gate[k].begin(), gate[k].end()), ape, norm, invf, ring, ent);
   };
   std::vector<flash_compressor_params> ps;
@@ -226,8 +233,10 @@ timing time_kind(const std::vector<comp_shape>& shapes, int64_t T, cudaStream_t 
   for (auto& e : ev) cudaEventDestroy(e);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  for (auto& set : kv) for (float* x : set) cudaFree(x);
-  for (auto& set : gate) for (float* x : set) cudaFree(x);
+  for (auto& set : kv)
+    for (float* x : set) cudaFree(x);
+  for (auto& set : gate)
+    for (float* x : set) cudaFree(x);
   for (size_t c = 0; c < pr.comps.size(); ++c) {
     cudaFree(const_cast<float*>(ape[c]));
     cudaFree(const_cast<float*>(norm[c]));
@@ -267,7 +276,9 @@ int flash_compressor_bench_main(int argc, char** argv) {
   }
   cudaStream_t stream;
   CK(cudaStreamCreate(&stream));
-  const auto rounding = [&](std::vector<comp_shape> shapes) { return bf16 ? with_bf16(std::move(shapes)) : shapes; };
+  const auto rounding = [&](std::vector<comp_shape> shapes) {
+    return bf16 ? with_bf16(std::move(shapes)) : shapes;
+  };
   const std::vector<std::pair<std::string, std::vector<comp_shape>>> kinds = {
       {"csa", rounding({flash_csa_main(), flash_csa_indexer()})}, {"hca", rounding({flash_hca()})}};
   std::mt19937 rng(2026);
@@ -287,13 +298,14 @@ int flash_compressor_bench_main(int argc, char** argv) {
       const auto it = peer.find({kind, (long long)T});
       char line[256];
       std::snprintf(line, sizeof line, "| %s | %lld | %.1f | %.1f | %.1f | %.0f%% | %s |",
-                    kind == "csa" ? "CSA (main + indexer)" : "HCA", (long long)T, tm.us, tm.bytes / 1e6, floor_us,
-                    100.0 * floor_us / tm.us, it == peer.end() ? "-" : it->second.c_str());
+                    kind == "csa" ? "CSA (main + indexer)" : "HCA", (long long)T, tm.us, tm.bytes / 1e6,
+                    floor_us, 100.0 * floor_us / tm.us, it == peer.end() ? "-" : it->second.c_str());
       rows.push_back(line);
       std::fprintf(stderr, "%s\n", line);
-      hart::bench::summary().push_back({"C1 Flash compressor", std::string(kind == "csa" ? "CSA main + indexer" : "HCA") +
-                                            ", T " + std::to_string(T),
-                                        tm.us, floor_us, "HF-style eager", it == peer.end() ? "-" : it->second});
+      hart::bench::summary().push_back(
+          {"C1 Flash compressor",
+           std::string(kind == "csa" ? "CSA main + indexer" : "HCA") + ", T " + std::to_string(T), tm.us,
+           floor_us, "HF-style eager", it == peer.end() ? "-" : it->second});
     }
   }
   std::printf("\n| layer | T | time us | MB moved | floor us | %% of floor | torch eager us |\n");
@@ -303,5 +315,7 @@ int flash_compressor_bench_main(int argc, char** argv) {
 }
 
 #ifndef HART_HOT_KERNELS_BENCH
-int main(int argc, char** argv) { return flash_compressor_bench_main(argc, argv); }
+int main(int argc, char** argv) {
+  return flash_compressor_bench_main(argc, argv);
+}
 #endif

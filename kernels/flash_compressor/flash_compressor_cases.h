@@ -5,6 +5,11 @@
 // that compare a device result with the CPU reference.
 #pragma once
 
+#include "kernels/flash_compressor/flash_compressor.h"
+#include "kernels/quant/quant.h"
+#include "kernels/sparse_decode_attention/kv_entry.h"
+#include "runtime/core/codecs.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,11 +19,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include "kernels/flash_compressor/flash_compressor.h"
-#include "kernels/quant/quant.h"
-#include "kernels/sparse_decode_attention/kv_entry.h"
-#include "runtime/core/codecs.h"
 
 namespace hart::fc_testing {
 
@@ -34,7 +34,9 @@ struct comp_shape {
 inline comp_shape flash_csa_main(flash_entry_format f = flash_entry_format::kv_entry) {
   return {4, 512, 64, true, flash_entry_quant::fp8_nope, f};
 }
-inline comp_shape flash_csa_indexer() { return {4, 128, 64, true, flash_entry_quant::hadamard_fp4, flash_entry_format::f32}; }
+inline comp_shape flash_csa_indexer() {
+  return {4, 128, 64, true, flash_entry_quant::hadamard_fp4, flash_entry_format::f32};
+}
 inline comp_shape flash_hca(flash_entry_format f = flash_entry_format::kv_entry) {
   return {128, 512, 64, false, flash_entry_quant::fp8_nope, f};
 }
@@ -52,9 +54,9 @@ constexpr uint8_t k_poison_byte = 0xa5;
 struct problem {
   std::vector<comp_shape> shapes;
   int64_t page_size = 0, pages_stride = 0, n_full = 0, n_swa = 0;
-  std::vector<int64_t> start;                 // [n_seq]
-  std::vector<int32_t> cu;                    // [n_seq + 1]
-  std::vector<int32_t> full_pages, swa_pages; // [pages_stride, n_seq]
+  std::vector<int64_t> start;                  // [n_seq]
+  std::vector<int32_t> cu;                     // [n_seq + 1]
+  std::vector<int32_t> full_pages, swa_pages;  // [pages_stride, n_seq]
   struct comp_data {
     std::vector<float> kv, gate, ape, norm, inv_freq;  // kv/gate: [width, n_tokens]
     std::vector<float> ring;                           // [ring_page_stride, n_swa]
@@ -66,17 +68,21 @@ struct problem {
   int64_t n_seq() const { return int64_t(start.size()); }
 };
 
-inline int64_t width_of(const comp_shape& s) { return s.overlap ? 2 * s.dim : s.dim; }
-inline int64_t n_cand_of(const comp_shape& s) { return s.overlap ? 2 * s.rate : s.rate; }
+inline int64_t width_of(const comp_shape& s) {
+  return s.overlap ? 2 * s.dim : s.dim;
+}
+inline int64_t n_cand_of(const comp_shape& s) {
+  return s.overlap ? 2 * s.rate : s.rate;
+}
 
 /// Params over `pr` whose buffers live at the given bases (host vectors, or
 /// device copies laid out the same way). Index c of each array is comp c.
-inline flash_compressor_params make_params(const problem& pr, const int64_t* start, const int32_t* cu,
-                                           const int32_t* full_pages, const int32_t* swa_pages,
-                                           const std::vector<const float*>& kv, const std::vector<const float*>& gate,
-                                           const std::vector<const float*>& ape, const std::vector<const float*>& norm,
-                                           const std::vector<const float*>& inv_freq, const std::vector<float*>& ring,
-                                           const std::vector<void*>& entries) {
+inline flash_compressor_params make_params(
+    const problem& pr, const int64_t* start, const int32_t* cu, const int32_t* full_pages,
+    const int32_t* swa_pages, const std::vector<const float*>& kv, const std::vector<const float*>& gate,
+    const std::vector<const float*>& ape, const std::vector<const float*>& norm,
+    const std::vector<const float*>& inv_freq, const std::vector<float*>& ring,
+    const std::vector<void*>& entries) {
   flash_compressor_params p;
   p.n_comp = int64_t(pr.shapes.size());
   p.n_seq = pr.n_seq();
@@ -123,8 +129,8 @@ inline flash_compressor_params host_params(problem& pr) {
     ring.push_back(c.ring.data());
     ent.push_back(c.entries.data());
   }
-  return make_params(pr, pr.start.data(), pr.cu.data(), pr.full_pages.data(), pr.swa_pages.data(), kv, gate, ape,
-                     norm, invf, ring, ent);
+  return make_params(pr, pr.start.data(), pr.cu.data(), pr.full_pages.data(), pr.swa_pages.data(), kv, gate,
+                     ape, norm, invf, ring, ent);
 }
 
 /// Device copies of a problem's arrays in any buffer type constructed from a
@@ -132,7 +138,8 @@ inline flash_compressor_params host_params(problem& pr) {
 /// params over them.
 template <template <class> class Buf>
 struct device_problem {
-  explicit device_problem(const problem& pr) : start(pr.start), cu(pr.cu), full(pr.full_pages), swa(pr.swa_pages) {
+  explicit device_problem(const problem& pr)
+      : start(pr.start), cu(pr.cu), full(pr.full_pages), swa(pr.swa_pages) {
     for (const auto& c : pr.comps) {
       kv.emplace_back(new Buf<float>(c.kv));
       gate.emplace_back(new Buf<float>(c.gate));
@@ -156,7 +163,8 @@ struct device_problem {
       r.push_back(ring[i]->get());
       en.push_back(ent[i]->get());
     }
-    return make_params(pr, start.get(), decode ? nullptr : cu.get(), full.get(), swa.get(), a, b, c, d, e, r, en);
+    return make_params(pr, start.get(), decode ? nullptr : cu.get(), full.get(), swa.get(), a, b, c, d, e, r,
+                       en);
   }
   Buf<int64_t> start;
   Buf<int32_t> cu, full, swa;
@@ -184,8 +192,8 @@ inline void set_spans(problem& pr, const std::vector<int64_t>& start, const std:
 
 /// A problem whose sequences s end at start[s] + len[s] at most `max_pos`;
 /// weights, page tables (shuffled ids) and poisoned pools. Spans are unset.
-inline problem make_problem(const std::vector<comp_shape>& shapes, int64_t page_size, int64_t n_seq, int64_t max_pos,
-                            std::mt19937& rng) {
+inline problem make_problem(const std::vector<comp_shape>& shapes, int64_t page_size, int64_t n_seq,
+                            int64_t max_pos, std::mt19937& rng) {
   problem pr;
   pr.shapes = shapes;
   pr.page_size = page_size;
@@ -205,7 +213,8 @@ inline problem make_problem(const std::vector<comp_shape>& shapes, int64_t page_
     for (float& x : c.ape) x = 0.5f * nd(rng);
     c.norm.resize(size_t(s.dim));
     for (float& x : c.norm) x = 1.f + 0.1f * nd(rng);
-    for (int64_t i = 0; i < s.rope_dim / 2; ++i) c.inv_freq.push_back(std::pow(160000.f, -2.f * float(i) / float(s.rope_dim)));
+    for (int64_t i = 0; i < s.rope_dim / 2; ++i)
+      c.inv_freq.push_back(std::pow(160000.f, -2.f * float(i) / float(s.rope_dim)));
     c.ring_page_stride = n_cand_of(s) * 2 * w + 4;  // + 4: a gap between pages' rings
     const int64_t row_bytes = s.format == flash_entry_format::kv_entry ? kv_entry_bytes : s.dim * 4;
     c.entry_page_stride_bytes = (page_size / s.rate * row_bytes + 16 + 15) / 16 * 16;
@@ -244,7 +253,8 @@ inline int64_t entry_offset(const problem& pr, int64_t c, int64_t s, int64_t blk
   const comp_shape& sh = pr.shapes[size_t(c)];
   const int64_t first = blk * sh.rate;
   const int64_t row_bytes = sh.format == flash_entry_format::kv_entry ? kv_entry_bytes : sh.dim * 4;
-  return pr.full_pages[size_t(s * pr.pages_stride + first / pr.page_size)] * pr.comps[size_t(c)].entry_page_stride_bytes +
+  return pr.full_pages[size_t(s * pr.pages_stride + first / pr.page_size)] *
+             pr.comps[size_t(c)].entry_page_stride_bytes +
          (first % pr.page_size) / sh.rate * row_bytes;
 }
 
@@ -287,12 +297,12 @@ inline std::vector<uint8_t> quantize_entry(const comp_shape& sh, std::vector<flo
 /// Result of comparing a device run against the CPU reference.
 struct compare_result {
   bool ok = true;
-  std::string what;          // first failure
-  double max_pre_err = 0;    // max |gpu − cpu| / max|row| over pre-quantization values
-  int64_t n_values = 0;      // quantized values (kv_entry: bytes) compared with the CPU reference
-  int64_t n_flips = 0;       // of which differ from the CPU reference's stored value
-  int64_t n_bf16_rows = 0;   // bf16 entries, whose pre-quantization rows are compared bitwise
-  int64_t n_bf16_differ = 0; // of which differ from the CPU's in some bit
+  std::string what;           // first failure
+  double max_pre_err = 0;     // max |gpu − cpu| / max|row| over pre-quantization values
+  int64_t n_values = 0;       // quantized values (kv_entry: bytes) compared with the CPU reference
+  int64_t n_flips = 0;        // of which differ from the CPU reference's stored value
+  int64_t n_bf16_rows = 0;    // bf16 entries, whose pre-quantization rows are compared bitwise
+  int64_t n_bf16_differ = 0;  // of which differ from the CPU's in some bit
 };
 
 /// Pre-quantization tolerance, relative to the row's max |value|: online vs
@@ -304,7 +314,9 @@ struct compare_result {
 /// boundary (about 2^-16 of the time), one value moves by a bf16 ulp and, through
 /// the norm's scale, a few others of its row (~2e-4 of Flash CSA rows, measured).
 /// 2^-6 of the row's max |value| covers two bf16 ulps of its largest values.
-inline double pre_tolerance(const comp_shape& s) { return s.bf16 ? 0x1p-6 : 1e-5 + 1e-6 * double(n_cand_of(s)); }
+inline double pre_tolerance(const comp_shape& s) {
+  return s.bf16 ? 0x1p-6 : 1e-5 + 1e-6 * double(n_cand_of(s));
+}
 
 /// Compares, for comp c: gpu_pre / cpu_pre are pools of the unquantized run,
 /// gpu / cpu of the quantized run, all after the same call on the same inputs.
@@ -347,8 +359,9 @@ inline void compare_entries(const problem& pr, int64_t c, const std::vector<uint
     for (int64_t i = 0; i < D; ++i) {
       const double e = std::fabs(double(g[size_t(i)]) - double(w[size_t(i)]));
       if (!(e <= pre_tolerance(sh) * mag)) {
-        fail("pre-quant seq " + std::to_string(s) + " block " + std::to_string(blk) + " dim " + std::to_string(i) +
-             ": gpu " + std::to_string(g[size_t(i)]) + " cpu " + std::to_string(w[size_t(i)]));
+        fail("pre-quant seq " + std::to_string(s) + " block " + std::to_string(blk) + " dim " +
+             std::to_string(i) + ": gpu " + std::to_string(g[size_t(i)]) + " cpu " +
+             std::to_string(w[size_t(i)]));
       }
       err = std::max(err, e / std::max(mag, 1e-30));
     }
@@ -362,8 +375,8 @@ inline void compare_entries(const problem& pr, int64_t c, const std::vector<uint
     // Flips against the CPU reference over quantized values only: kv_entry bytes
     // (codes, bf16 RoPE, scales), fp8 rows' NoPE floats, FP4 rows' floats.
     const int64_t unit = sh.format == flash_entry_format::kv_entry ? 1 : 4;
-    const int64_t n_quantized = sh.format == flash_entry_format::kv_entry ? row_bytes
-                                : sh.quant == flash_entry_quant::fp8_nope ? (D - sh.rope_dim) * 4
+    const int64_t n_quantized = sh.format == flash_entry_format::kv_entry     ? row_bytes
+                                : sh.quant == flash_entry_quant::fp8_nope     ? (D - sh.rope_dim) * 4
                                 : sh.quant == flash_entry_quant::hadamard_fp4 ? row_bytes
                                                                               : 0;
     for (int64_t b = 0; b < n_quantized; b += unit) {

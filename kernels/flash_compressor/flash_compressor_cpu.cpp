@@ -1,12 +1,6 @@
 // CPU reference of the flash compressor: compressor.cpp's steps, op by op.
-#include "kernels/flash_compressor/flash_compressor.h"
-
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <vector>
-
 #include "kernels/compress_pool/compress_pool.h"
+#include "kernels/flash_compressor/flash_compressor.h"
 #include "kernels/flash_compressor/flash_compressor_plan.h"
 #include "kernels/quant/quant.h"
 #include "kernels/rms_norm/rms_norm.h"
@@ -14,6 +8,11 @@
 #include "kernels/sparse_decode_attention/kv_entry.h"
 #include "runtime/core/check.h"
 #include "runtime/core/codecs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
 
 namespace hart {
 namespace {
@@ -73,7 +72,8 @@ void emit_entry(const flash_compressor_desc& d, const flash_compressor_params& p
       for (float& v : e) v = round_to_bf16(v);
     }
   };
-  HART_CHECK(compress_pool_cpu({kv_rows.data(), gate_rows.data(), e.data(), int64_t(kv_rows.size()), c}).ok());
+  HART_CHECK(
+      compress_pool_cpu({kv_rows.data(), gate_rows.data(), e.data(), int64_t(kv_rows.size()), c}).ok());
   round_if_bf16();
   HART_CHECK(rms_norm_cpu({e.data(), d.norm, e.data(), 1, c, 0, 0, d.eps, d.bf16}).ok());
   round_if_bf16();

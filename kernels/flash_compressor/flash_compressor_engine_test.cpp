@@ -5,13 +5,6 @@
 // position bias and norm weights, in fp32 and with the official bf16 roundings
 // (compressor_params::bf16, flash_compressor_desc::bf16), the entries are
 // bitwise equal, whole or fed in chunks.
-#include <gtest/gtest.h>
-
-#include <cstring>
-#include <random>
-#include <string>
-#include <vector>
-
 #include "kernels/flash_compressor/flash_compressor.h"
 #include "kernels/flash_compressor/flash_compressor_cases.h"
 #include "kernels/testing/op_test_util.h"
@@ -20,6 +13,13 @@
 #include "runtime/model/kv_store.h"
 #include "runtime/model/sequence_state.h"
 #include "runtime/model/weights.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
 
 namespace hart {
 namespace {
@@ -47,7 +47,8 @@ void check_model(const std::string& name, uint32_t seed, bool v4_dims = false) {
     for (bool bf16 : {false, true}) {
       for (bool indexer : {false, true}) {
         if (indexer && k != attention_kind::csa) continue;
-        SCOPED_TRACE("layer " + std::to_string(il) + (indexer ? " indexer" : " main") + (bf16 ? " bf16" : ""));
+        SCOPED_TRACE("layer " + std::to_string(il) + (indexer ? " indexer" : " main") +
+                     (bf16 ? " bf16" : ""));
         const comp_shape sh{indexer ? cfg.csa_rate : cfg.compress_rate(k),
                             indexer ? cfg.index_head_dim : cfg.head_dim,
                             cfg.rope_dim,
@@ -83,7 +84,8 @@ void check_model(const std::string& name, uint32_t seed, bool v4_dims = false) {
         cp.bf16 = bf16;
         const int64_t width = width_of(sh);
         for (int64_t q = 0; q < N; ++q) {
-          compressor_push(cp, store, pt, q, pr.comps[0].kv.data() + q * width, pr.comps[0].gate.data() + q * width);
+          compressor_push(cp, store, pt, q, pr.comps[0].kv.data() + q * width,
+                          pr.comps[0].gate.data() + q * width);
         }
 
         // The reference, in two chunks (the second starts mid-block).

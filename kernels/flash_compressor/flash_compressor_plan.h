@@ -3,10 +3,10 @@
 // kernels share (ring geometry, which ring rows a span keeps), host and device.
 #pragma once
 
-#include <cstdint>
-
 #include "kernels/flash_compressor/flash_compressor.h"
 #include "kernels/sparse_decode_attention/kv_entry.h"
+
+#include <cstdint>
 
 #ifdef __CUDACC__
 #define FC_HD __host__ __device__ __forceinline__
@@ -17,10 +17,14 @@
 namespace hart {
 
 /// Floats per token of kv (and of gate): coff · c.
-FC_HD int64_t fc_width(const flash_compressor_desc& d) { return d.overlap ? 2 * d.dim : d.dim; }
+FC_HD int64_t fc_width(const flash_compressor_desc& d) {
+  return d.overlap ? 2 * d.dim : d.dim;
+}
 
 /// Ring rows per SWA page: 2m (CSA, this block + the previous one) or m (HCA).
-FC_HD int64_t fc_ring_rows(const flash_compressor_desc& d) { return d.overlap ? 2 * d.rate : d.rate; }
+FC_HD int64_t fc_ring_rows(const flash_compressor_desc& d) {
+  return d.overlap ? 2 * d.rate : d.rate;
+}
 
 /// Bytes of one stored entry: 584 (kv_entry) or c floats.
 FC_HD int64_t fc_entry_bytes(const flash_compressor_desc& d) {

@@ -11,6 +11,10 @@
 // describes.
 #include "kernels/flash_compressor/flash_compressor.h"
 
+#include "kernels/flash_compressor/flash_compressor_cases.h"
+#include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -18,10 +22,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include "kernels/flash_compressor/flash_compressor_cases.h"
-#include "kernels/testing/op_test_util.h"
-#include "runtime/core/codecs.h"
 
 #ifdef HART_CUDA
 #include "kernels/testing/cuda_test_util.h"
@@ -88,7 +88,8 @@ void check_chunking(const std::vector<comp_shape>& shapes, int64_t P, int64_t N,
     for (size_t c = 0; c < shapes.size(); ++c) {
       const int64_t w = width_of(shapes[c]);
       step.comps[c].kv.assign(whole.comps[c].kv.begin() + p0 * w, whole.comps[c].kv.begin() + (p0 + n) * w);
-      step.comps[c].gate.assign(whole.comps[c].gate.begin() + p0 * w, whole.comps[c].gate.begin() + (p0 + n) * w);
+      step.comps[c].gate.assign(whole.comps[c].gate.begin() + p0 * w,
+                                whole.comps[c].gate.begin() + (p0 + n) * w);
     }
     ASSERT_TRUE(flash_compressor_cpu(host_params(step)).ok());
     for (size_t c = 0; c < shapes.size(); ++c) {
@@ -119,7 +120,8 @@ TEST(FlashCompressor, CpuBf16EntriesAreBf16) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
-  for (const auto& shapes : {unquantized({flash_csa_main(), flash_csa_indexer()}), unquantized({flash_hca()})}) {
+  for (const auto& shapes :
+       {unquantized({flash_csa_main(), flash_csa_indexer()}), unquantized({flash_hca()})}) {
     problem f32 = make_problem(shapes, 256, 1, 300, rng);
     set_spans(f32, {0}, {300});
     fill_projections(f32, rng);
@@ -132,8 +134,10 @@ TEST(FlashCompressor, CpuBf16EntriesAreBf16) {
       SCOPED_TRACE("dim " + std::to_string(sh.dim) + " rate " + std::to_string(sh.rate));
       for (auto [s, blk] : closing_blocks(bf16, sh.rate)) {
         std::vector<float> v(size_t(sh.dim));
-        std::memcpy(v.data(), bf16.comps[c].entries.data() + entry_offset(bf16, int64_t(c), s, blk), v.size() * 4);
-        for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(round_to_bf16(v[i]), v[i]) << "block " << blk << " dim " << i;
+        std::memcpy(v.data(), bf16.comps[c].entries.data() + entry_offset(bf16, int64_t(c), s, blk),
+                    v.size() * 4);
+        for (size_t i = 0; i < v.size(); ++i)
+          ASSERT_EQ(round_to_bf16(v[i]), v[i]) << "block " << blk << " dim " << i;
       }
       EXPECT_NE(bf16.comps[c].entries, f32.comps[c].entries);
     }
@@ -160,8 +164,10 @@ void run_and_compare(const problem& pr, bool decode, const std::string& label) {
 
   device_problem<device_vec> dq(pr), dn(gpu_n_in);
   const flash_compressor_params pq = dq.params(pr, decode), pn = dn.params(gpu_n_in, decode);
-  const status a = decode ? flash_compressor_decode_cuda(pq, nullptr) : flash_compressor_prefill_cuda(pq, nullptr);
-  const status b = decode ? flash_compressor_decode_cuda(pn, nullptr) : flash_compressor_prefill_cuda(pn, nullptr);
+  const status a =
+      decode ? flash_compressor_decode_cuda(pq, nullptr) : flash_compressor_prefill_cuda(pq, nullptr);
+  const status b =
+      decode ? flash_compressor_decode_cuda(pn, nullptr) : flash_compressor_prefill_cuda(pn, nullptr);
   ASSERT_TRUE(a.ok()) << a.to_string();
   ASSERT_TRUE(b.ok()) << b.to_string();
   ASSERT_TRUE(cuda_synced(nullptr));
@@ -174,13 +180,14 @@ void run_and_compare(const problem& pr, bool decode, const std::string& label) {
     EXPECT_TRUE(r.ok) << "comp " << c << ": " << r.what << " (max pre-quant err " << r.max_pre_err << ")";
     // Flips come only from pre-quantization values within pre_tolerance of a
     // rounding boundary: rare. A high rate means the rule above is hiding a bug.
-    EXPECT_LE(r.n_flips, std::max<int64_t>(4, r.n_values / 100)) << "comp " << c << ": " << r.n_flips << " of "
-                                                                  << r.n_values << " stored values differ from the CPU";
+    EXPECT_LE(r.n_flips, std::max<int64_t>(4, r.n_values / 100))
+        << "comp " << c << ": " << r.n_flips << " of " << r.n_values << " stored values differ from the CPU";
     // bf16 rows differ only by the transcendentals' rounding (pre_tolerance): ~2e-4 of
     // rows (measured on 16384-entry calls), so one per call plus 0.1% leaves room; a
     // wrong order or rounding moves far more.
     EXPECT_LE(r.n_bf16_differ, 1 + r.n_bf16_rows / 1000)
-        << "comp " << c << ": " << r.n_bf16_differ << " of " << r.n_bf16_rows << " bf16 entries differ from the CPU";
+        << "comp " << c << ": " << r.n_bf16_differ << " of " << r.n_bf16_rows
+        << " bf16 entries differ from the CPU";
   }
 }
 
@@ -206,11 +213,13 @@ TEST(FlashCompressorCuda, PrefillMatchesCpu) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   check_prefill({flash_csa_main(), flash_csa_indexer()}, 256, {0}, {513}, seed, "Flash CSA 513 from 0");
-  check_prefill({flash_csa_main(), flash_csa_indexer()}, 256, {0, 7, 254, 256, 3, 101}, {1, 5, 129, 127, 0, 3},
-                seed + 1, "Flash CSA ragged");
-  check_prefill({flash_csa_main(flash_entry_format::f32)}, 128, {5, 130}, {300, 260}, seed + 2, "Flash CSA f32 rows");
+  check_prefill({flash_csa_main(), flash_csa_indexer()}, 256, {0, 7, 254, 256, 3, 101},
+                {1, 5, 129, 127, 0, 3}, seed + 1, "Flash CSA ragged");
+  check_prefill({flash_csa_main(flash_entry_format::f32)}, 128, {5, 130}, {300, 260}, seed + 2,
+                "Flash CSA f32 rows");
   check_prefill({flash_hca()}, 256, {0, 100, 256}, {513, 400, 128}, seed + 3, "Flash HCA");
-  check_prefill({flash_hca(flash_entry_format::f32)}, 128, {127, 0}, {1, 129}, seed + 4, "Flash HCA f32 edges");
+  check_prefill({flash_hca(flash_entry_format::f32)}, 128, {127, 0}, {1, 129}, seed + 4,
+                "Flash HCA f32 edges");
   check_prefill({k_tiny_a_csa, k_tiny_a_idx}, 32, {0, 3, 31, 64}, {150, 1, 2, 33}, seed + 5, "tiny-a CSA");
   check_prefill({k_tiny_a_hca}, 32, {0, 15, 17}, {150, 2, 47}, seed + 6, "tiny-a HCA");
   check_prefill({k_tiny_c_csa, k_tiny_c_idx}, 128, {0, 126}, {300, 5}, seed + 7, "tiny-c CSA");
@@ -224,8 +233,8 @@ TEST(FlashCompressorCuda, PrefillMatchesCpu) {
 
 // Decode: history by the CPU reference, then `steps` one-token steps for every
 // sequence, each checked (crossing CSA and HCA block closes and page edges).
-void check_decode(const std::vector<comp_shape>& shapes, int64_t P, const std::vector<int64_t>& start, int64_t steps,
-                  uint32_t seed, const std::string& label) {
+void check_decode(const std::vector<comp_shape>& shapes, int64_t P, const std::vector<int64_t>& start,
+                  int64_t steps, uint32_t seed, const std::string& label) {
   std::mt19937 rng(seed);
   int64_t max_pos = 1;
   for (int64_t s : start) max_pos = std::max(max_pos, s + steps + 1);
@@ -270,7 +279,8 @@ TEST(FlashCompressorCuda, PrefillBf16MatchesCpu) {
   SCOPED_TRACE(seed_trace(seed));
   const std::vector<comp_shape> csa = with_bf16({flash_csa_main(), flash_csa_indexer()});
   check_prefill(csa, 256, {0}, {513}, seed, "bf16 Flash CSA 513 from 0");
-  check_prefill(csa, 256, {0, 7, 254, 256, 3, 101}, {1, 5, 129, 127, 0, 3}, seed + 1, "bf16 Flash CSA ragged");
+  check_prefill(csa, 256, {0, 7, 254, 256, 3, 101}, {1, 5, 129, 127, 0, 3}, seed + 1,
+                "bf16 Flash CSA ragged");
   check_prefill(with_bf16({flash_csa_main(flash_entry_format::f32)}), 128, {5, 130}, {300, 260}, seed + 2,
                 "bf16 Flash CSA f32 rows");
   check_prefill(with_bf16({flash_hca()}), 256, {0, 100, 256}, {513, 400, 128}, seed + 3, "bf16 Flash HCA");
@@ -278,7 +288,8 @@ TEST(FlashCompressorCuda, PrefillBf16MatchesCpu) {
                 "bf16 Flash HCA f32 edges");
   check_prefill(with_bf16({k_tiny_a_csa, k_tiny_a_idx}), 32, {0, 3, 31, 64}, {150, 1, 2, 33}, seed + 5,
                 "bf16 tiny-a CSA");
-  check_prefill(with_bf16({k_tiny_c_csa, k_tiny_c_idx}), 128, {0, 126}, {300, 5}, seed + 6, "bf16 tiny-c CSA");
+  check_prefill(with_bf16({k_tiny_c_csa, k_tiny_c_idx}), 128, {0, 126}, {300, 5}, seed + 6,
+                "bf16 tiny-c CSA");
   check_prefill(with_bf16({k_tiny_c_hca}), 128, {0, 120}, {400, 9}, seed + 7, "bf16 tiny-c HCA");
   std::vector<int64_t> st, ln;
   for (int s = 0; s < 40; ++s) st.push_back(128 * s + 124 + s % 4), ln.push_back(1 + s % 4);
@@ -296,7 +307,8 @@ TEST(FlashCompressorCuda, DecodeBf16MatchesCpu) {
   check_decode(with_bf16({k_tiny_a_csa, k_tiny_a_idx}), 32, {0, 29, 30, 31}, 6, seed + 2, "bf16 tiny-a CSA");
   std::vector<int64_t> many;
   for (int s = 0; s < 77; ++s) many.push_back(13 * s);
-  check_decode(with_bf16({flash_csa_main(), flash_csa_indexer()}), 256, many, 5, seed + 3, "bf16 Flash CSA batch 77");
+  check_decode(with_bf16({flash_csa_main(), flash_csa_indexer()}), 256, many, 5, seed + 3,
+               "bf16 Flash CSA batch 77");
 }
 
 TEST(FlashCompressorCuda, UnsupportedShapesSayWhy) {

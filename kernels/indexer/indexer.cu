@@ -15,9 +15,9 @@
 // found through the token's page list (one launch for a pass).
 #include "kernels/indexer/indexer.h"
 
+#include <climits>
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <cstdint>
 
 namespace hart {
@@ -152,13 +152,15 @@ __global__ void indexer_score_kernel(Src src, int64_t H, int64_t hd, float scale
   }
 }
 
-bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
+bool aligned16(const void* q) {
+  return reinterpret_cast<uintptr_t>(q) % 16 == 0;
+}
 
 // One launch over n_tokens x max_keys: the tiled kernel when the heads fit and
 // every key is 16-byte aligned (keys_aligned), else a warp per key.
 template <bool BF16, class Src>
-status launch_scores(const char* name, const Src& src, int64_t n_tokens, int64_t max_keys, int64_t H, int64_t hd,
-                     float scale, bool keys_aligned, bool q_aligned, CUstream_st* stream) {
+status launch_scores(const char* name, const Src& src, int64_t n_tokens, int64_t max_keys, int64_t H,
+                     int64_t hd, float scale, bool keys_aligned, bool q_aligned, CUstream_st* stream) {
   const size_t tiled_smem = size_t(H * (hd + 1) + k_warps * k_keys_per_warp * H) * sizeof(float);
   const bool tiled = H <= k_tiled_max_heads && hd % 4 == 0 && keys_aligned && tiled_smem <= 48 * 1024;
   const int64_t keys_per_block = tiled ? int64_t(k_warps) * k_keys_per_warp : k_warps;
@@ -173,7 +175,8 @@ status launch_scores(const char* name, const Src& src, int64_t n_tokens, int64_t
     indexer_score_tiled_kernel<BF16><<<grid, k_threads, tiled_smem, stream>>>(src, H, hd, scale);
   } else {
     const size_t smem = size_t(k_warps * H) * sizeof(float);
-    if (smem > 48 * 1024) return invalid_argument("%s: n_heads=%lld over the kernel's 1536", name, (long long)H);
+    if (smem > 48 * 1024)
+      return invalid_argument("%s: n_heads=%lld over the kernel's 1536", name, (long long)H);
     if (hd % 4 == 0 && q_aligned && keys_aligned) {
       indexer_score_kernel<BF16, true><<<grid, k_threads, smem, stream>>>(src, H, hd, scale);
     } else {
@@ -193,13 +196,15 @@ status indexer_score_paged_cuda(const indexer_score_paged_params& p, CUstream_st
   }
   if (p.n_tokens < 0 || p.n_heads <= 0 || p.head_dim <= 0 || p.max_keys < 0 || p.score_stride < p.max_keys ||
       p.rate <= 0 || p.page_size <= 0 || p.page_size % p.rate != 0 || p.page_floats <= 0 || p.key_off < 0) {
-    return invalid_argument("indexer_score_paged_cuda: bad sizes (tokens=%lld heads=%lld head_dim=%lld max_keys=%lld "
-                            "score_stride=%lld rate=%lld page_size=%lld page_floats=%lld key_off=%lld)",
-                            (long long)p.n_tokens, (long long)p.n_heads, (long long)p.head_dim,
-                            (long long)p.max_keys, (long long)p.score_stride, (long long)p.rate,
-                            (long long)p.page_size, (long long)p.page_floats, (long long)p.key_off);
+    return invalid_argument(
+        "indexer_score_paged_cuda: bad sizes (tokens=%lld heads=%lld head_dim=%lld max_keys=%lld "
+        "score_stride=%lld rate=%lld page_size=%lld page_floats=%lld key_off=%lld)",
+        (long long)p.n_tokens, (long long)p.n_heads, (long long)p.head_dim, (long long)p.max_keys,
+        (long long)p.score_stride, (long long)p.rate, (long long)p.page_size, (long long)p.page_floats,
+        (long long)p.key_off);
   }
-  const bool keys_aligned = aligned16(p.keys) && p.page_floats % 4 == 0 && p.key_off % 4 == 0 && p.head_dim % 4 == 0;
+  const bool keys_aligned =
+      aligned16(p.keys) && p.page_floats % 4 == 0 && p.key_off % 4 == 0 && p.head_dim % 4 == 0;
   const bool q_aligned = aligned16(p.q) && p.head_dim % 4 == 0;
   const auto launch = p.bf16 ? launch_scores<true, paged_source> : launch_scores<false, paged_source>;
   return launch("indexer_score_paged_cuda", paged_source{p}, p.n_tokens, p.max_keys, p.n_heads, p.head_dim,

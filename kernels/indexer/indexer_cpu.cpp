@@ -1,16 +1,16 @@
 #include "kernels/indexer/indexer.h"
+#include "runtime/core/codecs.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
 
-#include "runtime/core/codecs.h"
-
 namespace hart {
 
 status indexer_score_cpu(const indexer_score_params& p) {
-  if (!p.q || !p.w || !p.score || (!p.keys && p.n_keys)) return invalid_argument("indexer_score: null pointer");
+  if (!p.q || !p.w || !p.score || (!p.keys && p.n_keys))
+    return invalid_argument("indexer_score: null pointer");
   if (p.n_heads <= 0 || p.head_dim <= 0 || p.n_keys < 0) return invalid_argument("indexer_score: bad sizes");
   if (p.bf16) {
     for (int64_t s = 0; s < p.n_keys; ++s) {

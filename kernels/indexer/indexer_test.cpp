@@ -39,9 +39,9 @@ using testing::unguarded;
 
 // -- indexer_score -------------------------------------------------------------
 
-std::vector<float> run_score(const std::vector<float>& q, const std::vector<float>& w, const std::vector<float>& keys,
-                             int64_t n_heads, int64_t head_dim, int64_t n_keys, float scale,
-                             bool bf16 = false) {
+std::vector<float> run_score(const std::vector<float>& q, const std::vector<float>& w,
+                             const std::vector<float>& keys, int64_t n_heads, int64_t head_dim,
+                             int64_t n_keys, float scale, bool bf16 = false) {
   std::vector<float> score = guarded_buffer(n_keys, 1, k_nan, 4321.0f);  // one guard each side
   indexer_score_params p;
   p.q = q.data();
@@ -189,9 +189,9 @@ std::string show(const std::vector<int32_t>& v) {
   return os.str();
 }
 
-#define EXPECT_TOPK(values, k, want)                                                          \
-  do {                                                                                        \
-    const auto got_ = run_topk(values, k);                                                    \
+#define EXPECT_TOPK(values, k, want)                                                               \
+  do {                                                                                             \
+    const auto got_ = run_topk(values, k);                                                         \
     EXPECT_EQ(got_, want) << "got " << show(got_) << " want " << show(want) << " (k=" << k << ")"; \
   } while (0)
 
@@ -294,8 +294,8 @@ using testing::cuda_synced;
 using testing::device_vec;
 
 // One token's scores through the paged kernel, its keys one dense page.
-status score_cuda(const float* q, const float* w, const float* keys, float* score, int64_t n_heads, int64_t head_dim,
-                  int64_t n_keys, float scale, bool bf16 = false) {
+status score_cuda(const float* q, const float* w, const float* keys, float* score, int64_t n_heads,
+                  int64_t head_dim, int64_t n_keys, float scale, bool bf16 = false) {
   const int32_t zero = 0, length = int32_t(n_keys);
   device_vec<int32_t> d_len(std::vector<int32_t>{length}), d_base(std::vector<int32_t>{zero}),
       d_pages(std::vector<int32_t>{zero});
@@ -323,8 +323,8 @@ status score_cuda(const float* q, const float* w, const float* keys, float* scor
 }
 
 std::vector<float> run_score_cuda(const std::vector<float>& q, const std::vector<float>& w,
-                                  const std::vector<float>& keys, int64_t n_heads, int64_t head_dim, int64_t n_keys,
-                                  float scale, bool bf16 = false) {
+                                  const std::vector<float>& keys, int64_t n_heads, int64_t head_dim,
+                                  int64_t n_keys, float scale, bool bf16 = false) {
   device_vec<float> d_q(q), d_w(w), d_keys(keys), d_score(guarded_buffer(n_keys, 1, k_nan, 4321.0f));
   const status st = score_cuda(d_q.get(), d_w.get(), d_keys.get(), d_score.get() + 1, n_heads, head_dim,
                                n_keys, scale, bf16);
@@ -494,7 +494,7 @@ std::vector<float> run_paged_cuda(const paged_pass& ps, float scale, bool bf16) 
 // token's length untouched. Returns the keys whose CPU score equals another
 // key's of the same token (the exact ties the top-k's tie rule decides).
 int64_t expect_paged_matches_cpu(const paged_pass& ps, const std::vector<float>& got, float scale,
-                                  bool bf16) {
+                                 bool bf16) {
   const int64_t H = ps.n_heads, hd = ps.head_dim;
   int64_t n_tied = 0;
   for (int64_t t = 0; t < ps.n_tokens(); ++t) {
@@ -611,8 +611,10 @@ TEST(indexer, cuda_score_no_keys_and_bad_arguments) {
   HART_SKIP_WITHOUT_CUDA();
   EXPECT_TRUE(run_score_cuda({1, 2}, {1}, {0}, 1, 2, 0, 1.0f).empty());
   device_vec<float> d(std::vector<float>(8, 1.0f));
-  EXPECT_EQ(score_cuda(d.get(), d.get(), d.get(), d.get(), 0, 2, 1, 1.0f).code(), status_code::invalid_argument);
-  EXPECT_EQ(score_cuda(d.get(), d.get(), nullptr, d.get(), 1, 2, 1, 1.0f).code(), status_code::invalid_argument);
+  EXPECT_EQ(score_cuda(d.get(), d.get(), d.get(), d.get(), 0, 2, 1, 1.0f).code(),
+            status_code::invalid_argument);
+  EXPECT_EQ(score_cuda(d.get(), d.get(), nullptr, d.get(), 1, 2, 1, 1.0f).code(),
+            status_code::invalid_argument);
 }
 
 #endif  // HART_CUDA

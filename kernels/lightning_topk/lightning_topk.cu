@@ -36,6 +36,7 @@
 //                     outputs of a 1/C share by counting ranks, else rank 0 sorts them
 //                     (bitonic, registers + shuffles) by (key desc, index asc); indices
 //                     are page-translated, -1 padded.
+#include "kernels/cuda_device.h"
 #include "kernels/lightning_topk/lightning_topk.h"
 
 #include <cooperative_groups.h>
@@ -43,8 +44,6 @@
 
 #include <atomic>
 #include <cstdint>
-
-#include "kernels/cuda_device.h"
 
 namespace hart {
 namespace {
@@ -57,7 +56,7 @@ constexpr int k_bins1 = 4096;
 constexpr int k_bins23 = 1024;
 // Build knobs for A/B runs (scripts/gpu/bench_lightning_topk.sh builds both settings).
 #ifndef LT_BULK
-#define LT_BULK 1    // resident float4 path: first read by bulk async copies (TMA engine)
+#define LT_BULK 1  // resident float4 path: first read by bulk async copies (TMA engine)
 #endif
 #ifndef LT_MAX_CLUSTER
 #define LT_MAX_CLUSTER 16  // rows > 128K use a 16-CTA (non-portable) cluster where the GPU can place one
@@ -72,7 +71,8 @@ constexpr int k_bins23 = 1024;
 #define LT_FAST 1  // finish on rank 0 after level 1 when the threshold bin is small (0: always levels 2-3)
 #endif
 #ifndef LT_FAST_RANKOUT_K
-#define LT_FAST_RANKOUT_K 512  // largest k for the fast finish on clusters that rank-count (C = 16); measured: k = 1024 lost 1.7 us
+#define LT_FAST_RANKOUT_K \
+  512  // largest k for the fast finish on clusters that rank-count (C = 16); measured: k = 1024 lost 1.7 us
 #endif
 #ifndef LT_UNROLL
 #define LT_UNROLL 8  // float4 loads in flight per thread in streaming passes
@@ -103,10 +103,10 @@ struct alignas(16) smem_t {
   int hist2[k_bins23];
   int hist3[k_bins23];
   unsigned long long stage[k_lightning_topk_max_k];  // rank 0: selected (key << 32 | ~index)
-  int stage_cnt;  // rank 0: entries in stage
-  int sel_cnt;    // entries in this CTA's selection list
-  int sel_base;   // where they go in rank 0's stage
-  int my_eq;      // tie path: this CTA's entries equal to the threshold key
+  int stage_cnt;                                     // rank 0: entries in stage
+  int sel_cnt;                                       // entries in this CTA's selection list
+  int sel_base;                                      // where they go in rank 0's stage
+  int my_eq;  // tie path: this CTA's entries equal to the threshold key
   int cand_cnt;
   int warp_tmp[k_warps];
   int sel_bin, sel_kk, sel_eq, total;
@@ -115,8 +115,8 @@ struct alignas(16) smem_t {
 
 __device__ __forceinline__ uint32_t to_key(float x) {
   uint32_t b = __float_as_uint(x);
-  if (x != x) return 0u;    // NaN: never selected
-  if (x == 0.f) b = 0u;     // -0 == +0
+  if (x != x) return 0u;  // NaN: never selected
+  if (x == 0.f) b = 0u;   // -0 == +0
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
@@ -171,7 +171,7 @@ __device__ __forceinline__ int block_excl_sum(int v, int* warp_tmp, int& total) 
 // DSMEM loads: 32 transactions per warp load, tens of microseconds.)
 template <int C, int NB>
 __device__ __forceinline__ void select_bin(int* hist, int kk, smem_t& S) {
-  constexpr int SLICE = NB / C;  // >= 128 bins
+  constexpr int SLICE = NB / C;        // >= 128 bins
   constexpr int PER = NB / k_threads;  // 8 or 2 consecutive bins per thread
   if constexpr (C > 1) {
     const int rank = int(cg::this_cluster().block_rank());
@@ -196,12 +196,19 @@ __device__ __forceinline__ void select_bin(int* hist, int kk, smem_t& S) {
   if constexpr (PER == 8) {
     const int4 u = reinterpret_cast<const int4*>(src + b0)[0];
     const int4 w = reinterpret_cast<const int4*>(src + b0)[1];
-    h[0] = u.x; h[1] = u.y; h[2] = u.z; h[3] = u.w;
-    h[4] = w.x; h[5] = w.y; h[6] = w.z; h[7] = w.w;
+    h[0] = u.x;
+    h[1] = u.y;
+    h[2] = u.z;
+    h[3] = u.w;
+    h[4] = w.x;
+    h[5] = w.y;
+    h[6] = w.z;
+    h[7] = w.w;
   } else {
     static_assert(PER == 2, "bins per thread");
     const int2 u = reinterpret_cast<const int2*>(src + b0)[0];
-    h[0] = u.x; h[1] = u.y;
+    h[0] = u.x;
+    h[1] = u.y;
   }
   int sum = 0;
 #pragma unroll
@@ -242,8 +249,8 @@ __device__ __forceinline__ void emit(bool pred, uint32_t key, int idx, unsigned 
 }
 
 // Warp-aggregated append to this CTA's candidate buffer (all lanes call).
-__device__ __forceinline__ void add_cand(bool pred, uint32_t key, int idx, uint32_t* ck, int32_t* ci, int* cnt,
-                                         int cap) {
+__device__ __forceinline__ void add_cand(bool pred, uint32_t key, int idx, uint32_t* ck, int32_t* ci,
+                                         int* cnt, int cap) {
   const unsigned m = __ballot_sync(0xffffffffu, pred);
   if (!m) return;
   const int lane = threadIdx.x & 31, leader = __ffs(m) - 1;
@@ -262,7 +269,8 @@ __device__ __forceinline__ void add_cand(bool pred, uint32_t key, int idx, uint3
 // Groups of 4 (or 1) elements in which no lane of the warp has a key >= lo are skipped
 // without calling f (the filter passes touch ~1% of the entries; lo = 0 calls f always).
 template <bool VEC, bool WRITE, typename F>
-__device__ __forceinline__ void scan_global(const float* x, int s, int e, uint32_t* keys_s, uint32_t lo, F&& f) {
+__device__ __forceinline__ void scan_global(const float* x, int s, int e, uint32_t* keys_s, uint32_t lo,
+                                            F&& f) {
   const int n = e - s;
   if constexpr (VEC) {
     for (int off0 = 0; off0 < n; off0 += 4 * k_threads * k_unroll) {
@@ -345,7 +353,8 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, uint32_t pari
   uint32_t done = 0;
   while (!done) {
     asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
+        "p;\n}\n"
         : "=r"(done)
         : "r"(a), "r"(parity)
         : "memory");
@@ -363,13 +372,15 @@ __device__ __forceinline__ void load_resident_bulk(const float* x, int s, int e,
   const int n_al = n & ~3;
   const int piece = ((n_al + k_pieces - 1) / k_pieces + 3) & ~3;
   if (threadIdx.x == 0) {
-    for (int i = 0; i < k_pieces; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&mbar[i])));
+    for (int i = 0; i < k_pieces; ++i)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&mbar[i])));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     for (int i = 0; i < k_pieces; ++i) {
       const int p0 = min(i * piece, n_al), p1 = min(p0 + piece, n_al);
       const uint32_t bytes = uint32_t(p1 - p0) * 4u;
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&mbar[i])), "r"(bytes)
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&mbar[i])),
+                   "r"(bytes)
                    : "memory");
       if (bytes) {
         asm volatile(
@@ -473,7 +484,6 @@ __device__ __forceinline__ void bitonic_desc(unsigned long long* st) {
   __syncthreads();
 }
 
-
 template <int C, bool RES, bool VEC>
 __global__ void __launch_bounds__(k_threads, 1) lightning_topk_kernel(launch_args a) {
   extern __shared__ __align__(16) unsigned char dyn[];
@@ -534,8 +544,9 @@ __global__ void __launch_bounds__(k_threads, 1) lightning_topk_kernel(launch_arg
   if (len <= k) {
     // Trivial path: all valid entries are selected.
     csync<C>();  // rank 0's stage counter is zeroed (and every CTA runs) before the flush
-    scan_global<VEC, false>(x, s, e, nullptr, 1u,
-                            [&](bool v, uint32_t key, int idx) { emit(v && key != 0u, key, idx, stage0, cnt0, k); });
+    scan_global<VEC, false>(x, s, e, nullptr, 1u, [&](bool v, uint32_t key, int idx) {
+      emit(v && key != 0u, key, idx, stage0, cnt0, k);
+    });
   } else {
     // P1: digit-1 histogram (+ keys kept resident).
     const int lane_copy = int(threadIdx.x) & (hc - 1);
@@ -610,7 +621,9 @@ __global__ void __launch_bounds__(k_threads, 1) lightning_topk_kernel(launch_arg
               f(v, v ? ck[j] : 0u, v ? ci[j] : 0);
             }
           } else {
-            scan_src(b1 << 20, [&](bool v, uint32_t key, int idx) { f(v && key != 0u && (key >> 20) == b1, key, idx); });
+            scan_src(b1 << 20, [&](bool v, uint32_t key, int idx) {
+              f(v && key != 0u && (key >> 20) == b1, key, idx);
+            });
           }
         };
         // P3: digit-3 histogram.
@@ -814,15 +827,16 @@ kernel_fn pick(bool res, bool vec) {
 // memory per CTA) can be resident on this GPU; asked once (host-side, no stream work).
 bool cluster16_ok() {
   static const bool ok = [] {
-    const int dyn_max = k_res_cap * 4 + k_cand_res * 8 + int(k_lightning_topk_max_k) * 8;  // = the largest layout
+    const int dyn_max =
+        k_res_cap * 4 + k_cand_res * 8 + int(k_lightning_topk_max_k) * 8;  // = the largest layout
     bool all = true;
     for (bool res : {false, true}) {
       for (bool vec : {false, true}) {
         kernel_fn fn = pick<16>(res, vec);
-        if (cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeNonPortableClusterSizeAllowed,
-                                 1) != cudaSuccess ||
-            cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 dyn_max) != cudaSuccess) {
+        if (cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                 cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
+            cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_max) != cudaSuccess) {
           all = false;
           continue;
         }
@@ -838,7 +852,8 @@ bool cluster16_ok() {
         cfg.attrs = attr;
         cfg.numAttrs = 1;
         int n_clusters = 0;
-        if (cudaOccupancyMaxActiveClusters(&n_clusters, reinterpret_cast<const void*>(fn), &cfg) != cudaSuccess ||
+        if (cudaOccupancyMaxActiveClusters(&n_clusters, reinterpret_cast<const void*>(fn), &cfg) !=
+                cudaSuccess ||
             n_clusters < 1)
           all = false;
       }
@@ -857,7 +872,8 @@ status lightning_topk_cuda(const lightning_topk_params& p, CUstream_st* stream) 
     return invalid_argument("lightning_topk_cuda: k=%lld outside [1, %lld]", (long long)p.k,
                             (long long)k_lightning_topk_max_k);
   if (p.row_stride < 0 || p.row_stride >= (int64_t(1) << 31))
-    return invalid_argument("lightning_topk_cuda: row_stride=%lld outside [0, 2^31)", (long long)p.row_stride);
+    return invalid_argument("lightning_topk_cuda: row_stride=%lld outside [0, 2^31)",
+                            (long long)p.row_stride);
   if (p.page_table && (p.page_bits < 0 || p.page_bits > 30))
     return invalid_argument("lightning_topk_cuda: page_bits=%d outside [0, 30]", p.page_bits);
   if (p.batch == 0) return {};
@@ -910,7 +926,8 @@ status lightning_topk_cuda(const lightning_topk_params& p, CUstream_st* stream) 
   if (smem_set[slot].load(std::memory_order_relaxed) < int(dyn)) {
     err = cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(dyn));
-    if (err != cudaSuccess) return internal_error("lightning_topk_cuda: smem attribute: %s", cudaGetErrorString(err));
+    if (err != cudaSuccess)
+      return internal_error("lightning_topk_cuda: smem attribute: %s", cudaGetErrorString(err));
     smem_set[slot].store(int(dyn), std::memory_order_relaxed);
   }
 

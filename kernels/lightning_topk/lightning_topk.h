@@ -15,24 +15,25 @@
 // (trivial copy for len <= k, else radix select), so it can be captured in a CUDA graph.
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 namespace hart {
 
 constexpr int64_t k_lightning_topk_max_k = 2048;
 
 struct lightning_topk_params {
-  const float* scores = nullptr;       // [batch, row_stride] fp32
-  const int32_t* lengths = nullptr;    // [batch] valid length per row; null = every row is row_stride long
-  const int32_t* page_table = nullptr; // [batch, page_table_stride] physical page ids, or null (logical indices out)
-  int32_t* out = nullptr;              // [batch, k] selected indices, best first, -1 padded
-  int64_t batch = 0;                   // rows
-  int64_t row_stride = 0;              // elements between rows; also the largest allowed length (< 2^31)
-  int64_t k = 0;                       // 1 <= k <= k_lightning_topk_max_k
-  int64_t page_table_stride = 0;       // elements between page-table rows (max pages per row)
-  int32_t page_bits = 0;               // log2(page size in entries), 0..30; used only with page_table
+  const float* scores = nullptr;     // [batch, row_stride] fp32
+  const int32_t* lengths = nullptr;  // [batch] valid length per row; null = every row is row_stride long
+  const int32_t* page_table =
+      nullptr;             // [batch, page_table_stride] physical page ids, or null (logical indices out)
+  int32_t* out = nullptr;  // [batch, k] selected indices, best first, -1 padded
+  int64_t batch = 0;       // rows
+  int64_t row_stride = 0;  // elements between rows; also the largest allowed length (< 2^31)
+  int64_t k = 0;           // 1 <= k <= k_lightning_topk_max_k
+  int64_t page_table_stride = 0;  // elements between page-table rows (max pages per row)
+  int32_t page_bits = 0;          // log2(page size in entries), 0..30; used only with page_table
 };
 
 /// Host pointers; the reference (kernels/indexer topk_cpu per row, lowest-index ties).

@@ -14,6 +14,11 @@
 //    launches never wait on the host) and per call inside a CUDA graph replay.
 // 3. Prints a table last: floor = bytes read / 4.15 TB/s + the measured empty-kernel
 //    launch time; peer = torch.topk timed by the script in the same device call.
+#include "kernels/lightning_topk/lightning_topk.h"
+#include "kernels/lightning_topk/lightning_topk_cases.h"
+#include "kernels/testing/cuda_bench_util.h"
+#include "kernels/testing/hot_bench_summary.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,11 +30,6 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/lightning_topk/lightning_topk.h"
-#include "kernels/lightning_topk/lightning_topk_cases.h"
-#include "kernels/testing/cuda_bench_util.h"
-#include "kernels/testing/hot_bench_summary.h"
-
 using namespace hart;
 
 namespace {
@@ -40,7 +40,8 @@ using hart::bench::hash32;
 
 // Normal(0,1) scores by Box-Muller from a counter hash: fresh inputs per (seed, i).
 __global__ void fill_normal(float* x, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const uint64_t h = (seed << 40) ^ uint64_t(i) * 0x9e3779b97f4a7c15ull;
     const float u1 = (hash32(h) + 1.0f) * 2.3283064e-10f;  // (0, 1]
     const float u2 = hash32(h + 0x1234567ull) * 2.3283064e-10f;
@@ -79,8 +80,8 @@ bool same(const std::vector<int32_t>& a, const std::vector<int32_t>& b, std::str
 
 bool run_eval_case(const lt_cases::lt_case& c) {
   std::vector<int32_t> want(size_t(c.batch * c.k));
-  if (!lightning_topk_cpu(c.params(c.scores.data() + c.scores_offset, c.lengths.data(), c.page_table.data(),
-                                   want.data()))
+  if (!lightning_topk_cpu(
+           c.params(c.scores.data() + c.scores_offset, c.lengths.data(), c.page_table.data(), want.data()))
            .ok())
     return false;
   float* d_s;
@@ -155,8 +156,8 @@ bool check_set(const float* d_set, const int32_t* d_len, int32_t* d_out, int64_t
   if (!lightning_topk_cpu(p).ok()) return false;
   std::string why;
   if (!same(got, want, &why)) {
-    std::printf("  perf check batch=%lld n=%lld k=%lld FAILED: %s\n", (long long)batch, (long long)n, (long long)k,
-                why.c_str());
+    std::printf("  perf check batch=%lld n=%lld k=%lld FAILED: %s\n", (long long)batch, (long long)n,
+                (long long)k, why.c_str());
     return false;
   }
   return true;
@@ -312,9 +313,13 @@ int lightning_topk_bench_main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
 
-  const uint32_t seed = uint32_t(std::strtoul(std::getenv("HART_TEST_SEED") ? std::getenv("HART_TEST_SEED") : "0", nullptr, 10)) ^ 0x5eed1234u;
+  const uint32_t seed =
+      uint32_t(
+          std::strtoul(std::getenv("HART_TEST_SEED") ? std::getenv("HART_TEST_SEED") : "0", nullptr, 10)) ^
+      0x5eed1234u;
   int n_fail = 0;
-  for (const lt_cases::lt_case& c : lt_cases::eval_cases(seed, !eval_only)) n_fail += run_eval_case(c) ? 0 : 1;
+  for (const lt_cases::lt_case& c : lt_cases::eval_cases(seed, !eval_only))
+    n_fail += run_eval_case(c) ? 0 : 1;
   std::printf("eval cases: %d failed\n", n_fail);
   if (eval_only) return n_fail ? 1 : 0;
 
@@ -322,24 +327,27 @@ int lightning_topk_bench_main(int argc, char** argv) {
   std::printf("empty-kernel launch (events): %.2f us\n", launch_us);
   const int64_t K = 1024;
   const std::vector<std::tuple<int64_t, int64_t, int64_t>> cases = {
-      {1, 16 * K, 512},   {1, 64 * K, 512},  {1, 256 * K, 512},  {1, 1024 * K, 512},
+      {1, 16 * K, 512},   {1, 64 * K, 512},   {1, 256 * K, 512},  {1, 1024 * K, 512},
       {64, 256 * K, 512}, {1, 256 * K, 1024}, {1, 256 * K, 2048}, {64, 256 * K, 2048},
   };
   std::vector<perf_row> rows;
   uint64_t s = 1 + seed;
   for (auto [b, n, k] : cases) rows.push_back(run_perf_case(b, n, k, launch_us, s++));
 
-  std::printf("\nLightning top-k (fp32 scores, random normal rows, median; floor = bytes/4.15 TB/s + %.2f us launch)\n",
-              launch_us);
+  std::printf(
+      "\nLightning top-k (fp32 scores, random normal rows, median; floor = bytes/4.15 TB/s + %.2f us "
+      "launch)\n",
+      launch_us);
   std::printf("| batch | n | k | time us | graph us | floor us | %% of floor | torch.topk us | speed-up |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const perf_row& r : rows) {
     auto it = peer.find({r.batch, r.n, r.k});
     char pbuf[32] = "-", sbuf[32] = "-";
     if (it != peer.end()) std::snprintf(pbuf, sizeof pbuf, "%.1f", it->second);
-    hart::bench::summary().push_back({"T1 Lightning top-k", "batch " + std::to_string(r.batch) + ", n " +
-                                          std::to_string(r.n) + ", k " + std::to_string(r.k),
-                                      r.us, r.floor_us, "torch.topk", pbuf, r.ok});
+    hart::bench::summary().push_back(
+        {"T1 Lightning top-k",
+         "batch " + std::to_string(r.batch) + ", n " + std::to_string(r.n) + ", k " + std::to_string(r.k),
+         r.us, r.floor_us, "torch.topk", pbuf, r.ok});
     if (!r.ok) {
       std::printf("| %lld | %lld | %lld | FAILED CHECK | - | %.2f | - | %s | - |\n", (long long)r.batch,
                   (long long)r.n, (long long)r.k, r.floor_us, pbuf);
@@ -347,11 +355,14 @@ int lightning_topk_bench_main(int argc, char** argv) {
     }
     if (it != peer.end()) std::snprintf(sbuf, sizeof sbuf, "%.1fx", it->second / r.us);
     std::printf("| %lld | %lld | %lld | %.2f | %.2f | %.2f | %.0f%% | %s | %s |\n", (long long)r.batch,
-                (long long)r.n, (long long)r.k, r.us, r.graph_us, r.floor_us, 100.0 * r.floor_us / r.us, pbuf, sbuf);
+                (long long)r.n, (long long)r.k, r.us, r.graph_us, r.floor_us, 100.0 * r.floor_us / r.us, pbuf,
+                sbuf);
   }
   return n_fail ? 1 : 0;
 }
 
 #ifndef HART_HOT_KERNELS_BENCH
-int main(int argc, char** argv) { return lightning_topk_bench_main(argc, argv); }
+int main(int argc, char** argv) {
+  return lightning_topk_bench_main(argc, argv);
+}
 #endif

@@ -4,6 +4,8 @@
 // independent brute-force reference (std::sort by (value desc, index asc)).
 #pragma once
 
+#include "kernels/lightning_topk/lightning_topk.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,8 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/lightning_topk/lightning_topk.h"
-
 namespace hart {
 namespace lt_cases {
 
@@ -24,12 +24,12 @@ struct lt_case {
   int64_t batch = 1;
   int64_t row_stride = 0;
   int64_t k = 512;
-  std::vector<float> scores;           // batch * row_stride (+ offset slack, see below)
-  std::vector<int32_t> lengths;        // batch
-  std::vector<int32_t> page_table;     // batch * pt_stride, empty = none
+  std::vector<float> scores;        // batch * row_stride (+ offset slack, see below)
+  std::vector<int32_t> lengths;     // batch
+  std::vector<int32_t> page_table;  // batch * pt_stride, empty = none
   int64_t pt_stride = 0;
   int32_t page_bits = 0;
-  int64_t scores_offset = 0;           // elements: scores start at scores.data() + offset (misalignment)
+  int64_t scores_offset = 0;  // elements: scores start at scores.data() + offset (misalignment)
 
   lightning_topk_params params(const float* s, const int32_t* len, const int32_t* pt, int32_t* out) const {
     lightning_topk_params p;
@@ -46,7 +46,9 @@ struct lt_case {
   }
 };
 
-inline float normal(std::mt19937& g) { return std::normal_distribution<float>(0.f, 1.f)(g); }
+inline float normal(std::mt19937& g) {
+  return std::normal_distribution<float>(0.f, 1.f)(g);
+}
 
 inline lt_case make(const std::string& name, int64_t batch, int64_t stride, int64_t k) {
   lt_case c;
@@ -90,7 +92,8 @@ inline std::vector<lt_case> eval_cases(uint32_t seed, bool big = true) {
   }
   {
     lt_case c = make("narrow_range_streaming", 1, 300000, 2048);
-    for (float& v : c.scores) v = std::nextafter(1.0f, 2.0f) + float(g() % 4) * std::numeric_limits<float>::epsilon();
+    for (float& v : c.scores)
+      v = std::nextafter(1.0f, 2.0f) + float(g() % 4) * std::numeric_limits<float>::epsilon();
     cs.push_back(c);
   }
   {
@@ -110,9 +113,9 @@ inline std::vector<lt_case> eval_cases(uint32_t seed, bool big = true) {
     const float inf = std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < 20000; ++i) {
       const uint32_t r = g() % 100;
-      c.scores[i] = r < 1 ? inf : r < 60 ? -inf : normal(g);               // row 0: a few +inf, many -inf
-      c.scores[20000 + i] = -inf;                                            // row 1: all -inf
-      c.scores[40000 + i] = r < 5 ? inf : normal(g);                         // row 2: > k +inf (ties at +inf)
+      c.scores[i] = r < 1 ? inf : r < 60 ? -inf : normal(g);  // row 0: a few +inf, many -inf
+      c.scores[20000 + i] = -inf;                             // row 1: all -inf
+      c.scores[40000 + i] = r < 5 ? inf : normal(g);          // row 2: > k +inf (ties at +inf)
     }
     cs.push_back(c);
   }
@@ -120,8 +123,8 @@ inline std::vector<lt_case> eval_cases(uint32_t seed, bool big = true) {
     lt_case c = make("nan_mix", 4, 3000, 2048);
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (int64_t i = 0; i < 3000; ++i) {
-      c.scores[i] = g() % 10 < 3 ? nan : normal(g);        // row 0: 30% NaN, > k valid
-      c.scores[3000 + i] = nan;                            // row 1: all NaN
+      c.scores[i] = g() % 10 < 3 ? nan : normal(g);          // row 0: 30% NaN, > k valid
+      c.scores[3000 + i] = nan;                              // row 1: all NaN
       c.scores[6000 + i] = g() % 10 < 6 ? -nan : normal(g);  // row 2: ~1200 valid < k (padded)
       c.scores[9000 + i] = normal(g);
     }
@@ -220,7 +223,8 @@ inline std::vector<int32_t> brute_force(const lt_case& c) {
     std::vector<int32_t> idx;
     for (int64_t i = 0; i < len; ++i)
       if (!std::isnan(x[i])) idx.push_back(int32_t(i));
-    std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t d) { return x[a] > x[d] || (x[a] == x[d] && a < d); });
+    std::sort(idx.begin(), idx.end(),
+              [&](int32_t a, int32_t d) { return x[a] > x[d] || (x[a] == x[d] && a < d); });
     for (int64_t j = 0; j < c.k && j < int64_t(idx.size()); ++j) {
       int64_t i = idx[j];
       if (!c.page_table.empty()) {

@@ -1,10 +1,9 @@
 // Reference for lightning_topk: topk_cpu (kernels/indexer, lowest-index ties) per
 // row, then the optional page-table translation. Plain loops, no tricks.
+#include "kernels/indexer/indexer.h"
 #include "kernels/lightning_topk/lightning_topk.h"
 
 #include <algorithm>
-
-#include "kernels/indexer/indexer.h"
 
 namespace hart {
 

@@ -6,16 +6,16 @@
 // indices in the same order) with the output poisoned (0x7f bytes) before each run.
 #include "kernels/lightning_topk/lightning_topk.h"
 
+#include "kernels/lightning_topk/lightning_topk_cases.h"
+
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-
-#include "kernels/lightning_topk/lightning_topk_cases.h"
 
 #ifdef HART_CUDA
 #include <cuda_runtime.h>
@@ -26,7 +26,8 @@ namespace {
 
 // env: HART_TEST_SEED — replays a run with the seed printed by SCOPED_TRACE.
 uint32_t test_seed() {
-  if (const char* s = std::getenv("HART_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
+  if (const char* s = std::getenv("HART_TEST_SEED"))
+    return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
   return std::random_device{}();
 }
 
@@ -40,12 +41,14 @@ std::vector<int32_t> run_cpu(const lt_cases::lt_case& c) {
   return out;
 }
 
-::testing::AssertionResult same(const std::vector<int32_t>& got, const std::vector<int32_t>& want, int64_t k) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+::testing::AssertionResult same(const std::vector<int32_t>& got, const std::vector<int32_t>& want,
+                                int64_t k) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i] != want[i])
-      return ::testing::AssertionFailure() << "row " << int64_t(i) / k << " slot " << int64_t(i) % k << ": got "
-                                           << got[i] << " want " << want[i];
+      return ::testing::AssertionFailure() << "row " << int64_t(i) / k << " slot " << int64_t(i) % k
+                                           << ": got " << got[i] << " want " << want[i];
   }
   return ::testing::AssertionSuccess();
 }
@@ -108,7 +111,8 @@ TEST(LightningTopkCuda, MatchesCpuExactly) {
     CUDA_OK(cudaMemcpy(d_s, c.scores.data(), c.scores.size() * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(d_len, c.lengths.data(), c.lengths.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     if (!c.page_table.empty()) {
-      CUDA_OK(cudaMemcpy(d_pt, c.page_table.data(), c.page_table.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(d_pt, c.page_table.data(), c.page_table.size() * sizeof(int32_t),
+                         cudaMemcpyHostToDevice));
     }
     for (int rep = 0; rep < 2; ++rep) {
       CUDA_OK(cudaMemset(d_out, 0x7f, n_out * sizeof(int32_t)));

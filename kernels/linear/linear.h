@@ -1,9 +1,9 @@
 // File: kernels/linear/linear.h — y = x W^T for a batch of rows (fp32, OpenBLAS).
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 namespace hart {
 
@@ -14,9 +14,9 @@ struct linear_params {
   int64_t n_rows = 0;
   int64_t in = 0;
   int64_t out = 0;
-  int64_t x_stride = 0;      // elements; 0 = in
-  int64_t y_stride = 0;      // elements; 0 = out
-  bool accumulate = false;   // y += x W^T instead of y = x W^T
+  int64_t x_stride = 0;     // elements; 0 = in
+  int64_t y_stride = 0;     // elements; 0 = out
+  bool accumulate = false;  // y += x W^T instead of y = x W^T
   /// Every output computed by one fixed-order dot product, so a row's result
   /// does not depend on how many rows share the call (batch-invariant mode;
   /// slower than the BLAS path, whose blocking depends on n_rows).
@@ -30,10 +30,10 @@ inline constexpr int64_t k_linear_fp8_block = 128;
 
 /// The weight of one group of rows in a grouped linear.
 struct linear_group_weight {
-  const void* w = nullptr;           // [in, out] row-major [out][in]: e4m3 codes when w_scale is set, else fp32
-                                     // (linear_grouped_params::w_mxfp4: e2m1 pairs [out][in/2], low nibble even)
-  const uint8_t* w_scale = nullptr;  // [ceil(in/128), ceil(out/128)] e8m0 codes, row-major; null: fp32 weights
-                                     // (w_mxfp4: one e8m0 per 32 channels, [out][in/32])
+  const void* w = nullptr;  // [in, out] row-major [out][in]: e4m3 codes when w_scale is set, else fp32
+                            // (linear_grouped_params::w_mxfp4: e2m1 pairs [out][in/2], low nibble even)
+  const uint8_t* w_scale = nullptr;  // [ceil(in/128), ceil(out/128)] e8m0 codes, row-major; null: fp32
+                                     // weights (w_mxfp4: one e8m0 per 32 channels, [out][in/32])
 };
 
 /// Rows that use different weights in one call (MoE experts): tile i is rows
@@ -49,16 +49,16 @@ inline constexpr int64_t linear_grouped_tile_rows = 8;
 /// prefill's experts, whose weights are then read once per 64 rows, not per 8.
 inline constexpr int64_t linear_grouped_wide_tile_rows = 64;
 struct linear_grouped_params {
-  const float* x = nullptr;                   // [in, n_rows] dense
-  float* y = nullptr;                         // [out, n_rows] dense
+  const float* x = nullptr;  // [in, n_rows] dense
+  float* y = nullptr;        // [out, n_rows] dense
   const linear_group_weight* groups = nullptr;
   int64_t n_groups = 0;
-  const int32_t* tile_group = nullptr;        // [max_tiles]
-  const int32_t* tile_row0 = nullptr;         // [max_tiles]
-  const int32_t* tile_rows = nullptr;         // [max_tiles]
-  const int32_t* n_tiles = nullptr;           // one value
+  const int32_t* tile_group = nullptr;  // [max_tiles]
+  const int32_t* tile_row0 = nullptr;   // [max_tiles]
+  const int32_t* tile_rows = nullptr;   // [max_tiles]
+  const int32_t* n_tiles = nullptr;     // one value
   int64_t max_tiles = 0;
-  int64_t n_rows = 0;                         // rows of x and y (bounds the tiles)
+  int64_t n_rows = 0;  // rows of x and y (bounds the tiles)
   int64_t in = 0;
   int64_t out = 0;
   /// Every tile has at most this many rows: linear_grouped_tile_rows, or up to
@@ -135,9 +135,9 @@ struct linear_bf16w_params {
   int64_t n_rows = 0;
   int64_t in = 0;
   int64_t out = 0;
-  int64_t x_stride = 0;         // elements; 0 = in
-  int64_t y_stride = 0;         // elements; 0 = out
-  bool accumulate = false;      // y += x W^T
+  int64_t x_stride = 0;     // elements; 0 = in
+  int64_t y_stride = 0;     // elements; 0 = out
+  bool accumulate = false;  // y += x W^T
   /// The GEMV at every row count (no tensor cores, no cuBLASLt): a row's
   /// result does not depend on the others in the call (batch-invariant mode).
   bool row_invariant = false;
@@ -152,16 +152,16 @@ struct linear_bf16w_params {
 status linear_bf16w_cuda(const linear_bf16w_params& p, linear_cuda_context& ctx, CUstream_st* stream);
 
 struct linear_fp8_params {
-  const float* x = nullptr;        // [in, n_rows] fp32 (unquantized), row stride `x_stride`
-  const uint8_t* w = nullptr;      // [in, out] e4m3 codes, row-major [out][in]
-  const uint8_t* w_scale = nullptr;// [ceil(in/128), ceil(out/128)] e8m0 codes (2^(c-127)), row-major
-  float* y = nullptr;              // [out, n_rows] fp32, row stride `y_stride`
+  const float* x = nullptr;          // [in, n_rows] fp32 (unquantized), row stride `x_stride`
+  const uint8_t* w = nullptr;        // [in, out] e4m3 codes, row-major [out][in]
+  const uint8_t* w_scale = nullptr;  // [ceil(in/128), ceil(out/128)] e8m0 codes (2^(c-127)), row-major
+  float* y = nullptr;                // [out, n_rows] fp32, row stride `y_stride`
   int64_t n_rows = 0;
   int64_t in = 0;
   int64_t out = 0;
-  int64_t x_stride = 0;            // elements; 0 = in
-  int64_t y_stride = 0;            // elements; 0 = out
-  bool accumulate = false;         // y += x W^T
+  int64_t x_stride = 0;     // elements; 0 = in
+  int64_t y_stride = 0;     // elements; 0 = out
+  bool accumulate = false;  // y += x W^T
   /// false: x is used as it is (weights that are FP8 values applied to
   /// unquantized inputs, wo_a); the context's buffer is not used.
   bool quantize_input = true;
@@ -269,8 +269,8 @@ status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* strea
 /// mode's QDQ of x bitwise. The tensor-core linears' input form. Scales are
 /// [in/128, n_rows] (a row's blocks together), or [n_rows, in/128] with
 /// block_major_scales (a block's rows together: cuBLASLt's order).
-status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, float* scales, int64_t n_rows, int64_t in,
-                          CUstream_st* stream, bool block_major_scales = false);
+status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, float* scales, int64_t n_rows,
+                          int64_t in, CUstream_st* stream, bool block_major_scales = false);
 
 }  // namespace hart
 #endif

@@ -5,6 +5,10 @@
 // (scripts/gpu/bench_linear.sh).
 #pragma once
 
+#include "kernels/quant/quant.h"
+#include "kernels/testing/cuda_bench_util.h"
+#include "runtime/core/codecs.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,18 +17,17 @@
 #include <cstdlib>
 #include <vector>
 
-#include "kernels/quant/quant.h"
-#include "kernels/testing/cuda_bench_util.h"
-#include "runtime/core/codecs.h"
-
 namespace hart::bench {
 
 // Finite e4m3 codes (0x7f / 0xff are NaN) and e8m0 codes in [120, 134).
 __global__ void fill_codes(uint8_t* w, int64_t n, uint64_t seed, int scale_codes) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     uint8_t c = uint8_t(hash32((seed << 40) ^ uint64_t(i)));
-    if (scale_codes) c = uint8_t(120 + c % 14);
-    else if ((c & 0x7f) == 0x7f) c ^= 1;
+    if (scale_codes)
+      c = uint8_t(120 + c % 14);
+    else if ((c & 0x7f) == 0x7f)
+      c ^= 1;
     w[i] = c;
   }
 }
@@ -49,7 +52,10 @@ inline double check_linear(int64_t in, int64_t out, int64_t n_rows, const float*
   CK(cudaMemcpy(sc.data(), d_s, sc.size(), cudaMemcpyDeviceToHost));
   for (int64_t r = 0; r < n_rows; r += row_step) {
     for (int64_t b = 0; b < s.in; b += 128) {
-      if (!act_quant_fp8_qdq(x.data() + r * s.in + b, std::min<int64_t>(128, s.in - b), std::min<int64_t>(128, s.in - b)).ok()) std::exit(1);
+      if (!act_quant_fp8_qdq(x.data() + r * s.in + b, std::min<int64_t>(128, s.in - b),
+                             std::min<int64_t>(128, s.in - b))
+               .ok())
+        std::exit(1);
     }
   }
   double worst = 0;
@@ -58,7 +64,8 @@ inline double check_linear(int64_t in, int64_t out, int64_t n_rows, const float*
     for (int64_t r = 0; r < n_rows; r += row_step) {
       double acc = 0, mag = 0;
       for (int64_t i = 0; i < s.in; ++i) {
-        const double wv = double(f32_from_e4m3(w[o * s.in + i])) * std::ldexp(1.0, int(sc[(o / 128) * nb_i + i / 128]) - 127);
+        const double wv = double(f32_from_e4m3(w[o * s.in + i])) *
+                          std::ldexp(1.0, int(sc[(o / 128) * nb_i + i / 128]) - 127);
         acc += wv * x[r * s.in + i];
         mag += std::fabs(wv * x[r * s.in + i]);
       }

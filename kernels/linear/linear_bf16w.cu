@@ -9,13 +9,12 @@
 //   more rows (prefill): chunks of output rows widened to fp32 into the
 //   context's buffer and multiplied by cuBLASLt (fp32 compute), where a GEMV
 //   would be bound by its input loads.
-#include <cuda_bf16.h>
-
-#include <climits>
-
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_fp8_device.cuh"
 #include "kernels/linear/linear_impl.h"
+
+#include <climits>
+#include <cuda_bf16.h>
 
 namespace hart {
 namespace {
@@ -35,8 +34,8 @@ __device__ __forceinline__ void bf16x8_to_float(uint4 u, float* f) {
 // The 16 weights at k of each of the R rows times the mt <= MT input rows at
 // x, added into acc[r][m]: the step bf16_dot_rows repeats along k.
 template <int MT, int R>
-__device__ __forceinline__ void bf16_fma_step(const float (&wf)[R][16], const float* __restrict__ x, int64_t xs,
-                                              int64_t k, int mt, float (&acc)[R][MT]) {
+__device__ __forceinline__ void bf16_fma_step(const float (&wf)[R][16], const float* __restrict__ x,
+                                              int64_t xs, int64_t k, int mt, float (&acc)[R][MT]) {
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
     if (m >= mt) break;
@@ -62,8 +61,8 @@ __device__ __forceinline__ void bf16_fma_step(const float (&wf)[R][16], const fl
 // first is used (one row's 8 KB took 16 dependent loads per lane: ~8 µs for
 // a compressor at batch 1); the sums keep their order.
 template <int MT, int R, bool VEC>
-__device__ __forceinline__ void bf16_dot_rows(const uint16_t* const* row, const float* __restrict__ x, int64_t xs,
-                                              int64_t in, int mt, int lane, float (&acc)[R][MT]) {
+__device__ __forceinline__ void bf16_dot_rows(const uint16_t* const* row, const float* __restrict__ x,
+                                              int64_t xs, int64_t in, int mt, int lane, float (&acc)[R][MT]) {
   if (VEC) {
     constexpr int64_t step = 32 * 16;
     constexpr int P = R == 1 ? 4 : (R == 2 && MT <= 2) ? 2 : 1;  // more spills registers
@@ -119,8 +118,8 @@ __device__ __forceinline__ void bf16_dot_rows(const uint16_t* const* row, const 
 
 // Block b: row tile b % row_tiles of output block b / row_tiles (k_warps · R rows).
 template <int MT, int R, bool VEC>
-__global__ void __launch_bounds__(k_warps * 32) bf16w_gemv_kernel(linear_bf16w_params p, int64_t xs, int64_t ys,
-                                                                   int64_t row_tiles) {
+__global__ void __launch_bounds__(k_warps * 32)
+    bf16w_gemv_kernel(linear_bf16w_params p, int64_t xs, int64_t ys, int64_t row_tiles) {
   const int64_t tile = blockIdx.x % row_tiles, ob = blockIdx.x / row_tiles;
   const int lane = threadIdx.x % 32;
   const int64_t o0 = (ob * k_warps + threadIdx.x / 32) * R;
@@ -145,7 +144,8 @@ template <int MT, int R, bool VEC>
 void launch_gemv(const linear_bf16w_params& p, int64_t xs, int64_t ys, cudaStream_t stream) {
   const int64_t row_tiles = (p.n_rows + MT - 1) / MT;
   const int64_t out_blocks = (p.out + k_warps * R - 1) / (k_warps * R);
-  bf16w_gemv_kernel<MT, R, VEC><<<unsigned(out_blocks * row_tiles), k_warps * 32, 0, stream>>>(p, xs, ys, row_tiles);
+  bf16w_gemv_kernel<MT, R, VEC>
+      <<<unsigned(out_blocks * row_tiles), k_warps * 32, 0, stream>>>(p, xs, ys, row_tiles);
 }
 
 template <int MT>
@@ -158,9 +158,12 @@ void gemv(const linear_bf16w_params& p, int64_t xs, int64_t ys, cudaStream_t str
   // of accumulators fit): each x float4 then feeds 4 rows' FMAs, which keeps
   // the L1 from bounding the larger row tiles.
   switch (linear_dev::rows_per_warp(p.out, row_tiles, 4, k_warps, 2 * cuda_sm_count())) {
-    case 4: return launch_gemv<MT, 4, true>(p, xs, ys, stream);
-    case 2: return launch_gemv<MT, 2, true>(p, xs, ys, stream);
-    default: return launch_gemv<MT, 1, true>(p, xs, ys, stream);
+    case 4:
+      return launch_gemv<MT, 4, true>(p, xs, ys, stream);
+    case 2:
+      return launch_gemv<MT, 2, true>(p, xs, ys, stream);
+    default:
+      return launch_gemv<MT, 1, true>(p, xs, ys, stream);
   }
 }
 
@@ -175,9 +178,9 @@ void gemv(const linear_bf16w_params& p, int64_t xs, int64_t ys, cudaStream_t str
 constexpr int k_tc_warps = 4;
 constexpr int64_t k_tc_chunk = 64;
 
-__global__ void __launch_bounds__(k_tc_warps * 32) bf16w_tc_kernel(linear_bf16w_params p, int64_t xs, int64_t ys,
-                                                                    linear_dev::split_grid grid, float* __restrict__ partials,
-                                                                    int* __restrict__ arrivals) {
+__global__ void __launch_bounds__(k_tc_warps * 32)
+    bf16w_tc_kernel(linear_bf16w_params p, int64_t xs, int64_t ys, linear_dev::split_grid grid,
+                    float* __restrict__ partials, int* __restrict__ arrivals) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
   int64_t ob, split, rt;
@@ -226,7 +229,8 @@ bool tc_fits(const linear_bf16w_params& p, int64_t xs) {
 }
 
 __global__ void widen_kernel(const uint16_t* __restrict__ w, float* __restrict__ out, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = __uint_as_float(uint32_t(w[i]) << 16);
   }
 }
@@ -240,15 +244,18 @@ status linear_bf16w_cuda(const linear_bf16w_params& p, linear_cuda_context& ctx,
                             (long long)p.in, (long long)p.out);
   }
   const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
-  if (xs < p.in || ys < p.out) return invalid_argument("linear_bf16w_cuda: row strides smaller than the rows");
+  if (xs < p.in || ys < p.out)
+    return invalid_argument("linear_bf16w_cuda: row strides smaller than the rows");
   if (p.n_rows == 0) return {};
   const linear_cuda_context::impl& s = ctx.state();
   // One row stays on the GEMV: split-K tensor cores measured 175 us against its 123 for a b=1
   // step's 16 small layers (ncu, H200).
   if (p.n_rows <= k_gemv_max_rows && !p.row_invariant && tc_fits(p, xs)) {
-    const linear_dev::split_grid g = linear_dev::plan_split_grid(
-        (p.out + 127) / 128, (p.n_rows + 15) / 16, p.in / k_tc_chunk, 1, s.tc_partial_floats, s.tc_arrivals_count);
-    bf16w_tc_kernel<<<unsigned(g.ctas()), k_tc_warps * 32, 0, stream>>>(p, xs, ys, g, s.tc_partials, s.tc_arrivals);
+    const linear_dev::split_grid g =
+        linear_dev::plan_split_grid((p.out + 127) / 128, (p.n_rows + 15) / 16, p.in / k_tc_chunk, 1,
+                                    s.tc_partial_floats, s.tc_arrivals_count);
+    bf16w_tc_kernel<<<unsigned(g.ctas()), k_tc_warps * 32, 0, stream>>>(p, xs, ys, g, s.tc_partials,
+                                                                        s.tc_arrivals);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return internal_error("linear_bf16w_cuda: %s", cudaGetErrorString(e));
     return {};
@@ -257,10 +264,14 @@ status linear_bf16w_cuda(const linear_bf16w_params& p, linear_cuda_context& ctx,
     if ((p.out + k_warps - 1) / k_warps * ((p.n_rows + 7) / 8) > INT_MAX) {
       return invalid_argument("linear_bf16w_cuda: out=%lld too large", (long long)p.out);
     }
-    if (p.n_rows == 1) gemv<1>(p, xs, ys, stream);
-    else if (p.n_rows == 2) gemv<2>(p, xs, ys, stream);
-    else if (p.n_rows <= 4) gemv<4>(p, xs, ys, stream);
-    else gemv<8>(p, xs, ys, stream);
+    if (p.n_rows == 1)
+      gemv<1>(p, xs, ys, stream);
+    else if (p.n_rows == 2)
+      gemv<2>(p, xs, ys, stream);
+    else if (p.n_rows <= 4)
+      gemv<4>(p, xs, ys, stream);
+    else
+      gemv<8>(p, xs, ys, stream);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return internal_error("linear_bf16w_cuda: %s", cudaGetErrorString(e));
     return {};
@@ -272,8 +283,8 @@ status linear_bf16w_cuda(const linear_bf16w_params& p, linear_cuda_context& ctx,
   }
   for (int64_t o = 0; o < p.out; o += chunk) {
     const int64_t c = std::min(chunk, p.out - o);
-    widen_kernel<<<unsigned(std::min<int64_t>((c * p.in + 255) / 256, 4096)), 256, 0, stream>>>(p.w + o * p.in,
-                                                                                                s.widen, c * p.in);
+    widen_kernel<<<unsigned(std::min<int64_t>((c * p.in + 255) / 256, 4096)), 256, 0, stream>>>(
+        p.w + o * p.in, s.widen, c * p.in);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return internal_error("linear_bf16w_cuda: widen: %s", cudaGetErrorString(e));
     linear_params f{p.x, s.widen, p.y + o, p.n_rows, p.in, c, xs, ys, p.accumulate};

@@ -25,16 +25,16 @@ status linear_cpu(const linear_params& p) {
           for (int l = 0; l < 8; ++l) lane[l] += x[k + l] * w[k + l];
         }
         for (; k < p.in; ++k) lane[k % 8] += x[k] * w[k];
-        const float dot = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+        const float dot =
+            ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
         float& y = p.y[r * ys + o];
         y = p.accumulate ? y + dot : dot;
       }
     }
     return {};
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)p.n_rows, (blasint)p.out,
-              (blasint)p.in, 1.0f, p.x, (blasint)xs, p.w, (blasint)p.in,
-              p.accumulate ? 1.0f : 0.0f, p.y, (blasint)ys);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)p.n_rows, (blasint)p.out, (blasint)p.in, 1.0f,
+              p.x, (blasint)xs, p.w, (blasint)p.in, p.accumulate ? 1.0f : 0.0f, p.y, (blasint)ys);
   return {};
 }
 

@@ -10,16 +10,21 @@
 //     row, per 128 channels); its output against a double-precision sum of the
 //     same exact products within (in/32 + 24)·2^-24·Σ|x'·w'| (the roundings
 //     of its fp32 sums: at most 16 + in/512 per lane on the vector path, in/32
-//     on the scalar path, 5 shuffle levels, the accumulate add), and against linear_cpu on fp8_qdq(x) and the dequantized
-//     W within 2e-5·Σ|x'·w'|; bitwise the same whichever number of output rows
-//     a warp takes (1, 2 or 4, chosen by shape); with unquantized inputs on
-//     row slices of one quantized matrix (wo_a's groups, slices starting
-//     mid scale block) against linear_cpu on the raw x within 2e-5·Σ|x·w|;
+//     on the scalar path, 5 shuffle levels, the accumulate add), and against linear_cpu on fp8_qdq(x) and the
+//     dequantized W within 2e-5·Σ|x'·w'|; bitwise the same whichever number of output rows a warp takes (1, 2
+//     or 4, chosen by shape); with unquantized inputs on row slices of one quantized matrix (wo_a's groups,
+//     slices starting mid scale block) against linear_cpu on the raw x within 2e-5·Σ|x·w|;
 //   - linear_fp8_tc_cuda (tensor cores): the exact sum of the same quantized
 //     products within 2^-12·Σ|x'·w'| (the worst ratio printed).
 #include "kernels/linear/linear.h"
 
 #ifdef HART_CUDA
+
+#include "kernels/linear/linear_impl.h"
+#include "kernels/quant/quant.h"
+#include "kernels/testing/cuda_test_util.h"
+#include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
 
 #include <gtest/gtest.h>
 
@@ -33,12 +38,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include "kernels/linear/linear_impl.h"
-#include "kernels/quant/quant.h"
-#include "kernels/testing/cuda_test_util.h"
-#include "kernels/testing/op_test_util.h"
-#include "runtime/core/codecs.h"
 
 namespace hart {
 namespace {
@@ -60,14 +59,15 @@ struct shape {
 // Decode rows 1..16 and prefill rows, dims off the 16/128 grid included; wide
 // outputs where the GEMVs take 4 (1 row) and 2 (8 rows) output rows per warp;
 // 65 x 4096 x 2100 widens bf16 weights in two chunks.
-const shape k_shapes[] = {{1, 1, 1},       {1, 19, 3},      {2, 128, 128},   {3, 111, 19},   {4, 1000, 300},
-                          {5, 4096, 64},   {8, 256, 1024},  {9, 200, 129},   {16, 512, 257}, {16, 4096, 96},
-                          {33, 989, 5},    {130, 384, 200}, {200, 1000, 61}, {1, 256, 9001}, {8, 512, 4229},
-                          {65, 4096, 2100}};
+const shape k_shapes[] = {{1, 1, 1},       {1, 19, 3},     {2, 128, 128},  {3, 111, 19},
+                          {4, 1000, 300},  {5, 4096, 64},  {8, 256, 1024}, {9, 200, 129},
+                          {16, 512, 257},  {16, 4096, 96}, {33, 989, 5},   {130, 384, 200},
+                          {200, 1000, 61}, {1, 256, 9001}, {8, 512, 4229}, {65, 4096, 2100}};
 
 std::string name(const shape& s, int64_t ys, bool acc) {
-  return "n_rows=" + std::to_string(s.n_rows) + " in=" + std::to_string(s.in) + " out=" + std::to_string(s.out) +
-         " y_stride=" + std::to_string(ys) + " accumulate=" + std::to_string(acc);
+  return "n_rows=" + std::to_string(s.n_rows) + " in=" + std::to_string(s.in) +
+         " out=" + std::to_string(s.out) + " y_stride=" + std::to_string(ys) +
+         " accumulate=" + std::to_string(acc);
 }
 
 // Poisoned y: k_guard sentinels, then rows of `ys` (first `out` = y0 or NaN, the gap sentinels), then guards.
@@ -87,15 +87,17 @@ std::vector<float> body(const std::vector<float>& y, const shape& s, int64_t ys)
   for (size_t i = 0; i < y.size(); ++i) {
     const int64_t j = int64_t(i) - k_guard, r = j / ys, o = j % ys;
     const bool in_body = j >= 0 && r < s.n_rows && o < s.out;
-    if (in_body) b[r * s.out + o] = y[i];
-    else EXPECT_EQ(y[i], k_sentinel) << "guard or row gap overwritten at " << i;
+    if (in_body)
+      b[r * s.out + o] = y[i];
+    else
+      EXPECT_EQ(y[i], k_sentinel) << "guard or row gap overwritten at " << i;
   }
   return b;
 }
 
 // y0 + x W^T in double (x [n_rows][in], W [out][in]) and Σ|terms|.
-void exact(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>* y0, const shape& s,
-           std::vector<double>& want, std::vector<double>& mag) {
+void exact(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>* y0,
+           const shape& s, std::vector<double>& want, std::vector<double>& mag) {
   want.assign(s.n_rows * s.out, 0.0);
   mag.assign(s.n_rows * s.out, 0.0);
   for (int64_t r = 0; r < s.n_rows; ++r) {
@@ -112,8 +114,8 @@ void exact(const std::vector<float>& x, const std::vector<float>& w, const std::
   }
 }
 
-std::vector<float> cpu_linear(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& y0,
-                              const shape& s, bool acc) {
+std::vector<float> cpu_linear(const std::vector<float>& x, const std::vector<float>& w,
+                              const std::vector<float>& y0, const shape& s, bool acc) {
   std::vector<float> y = acc ? y0 : std::vector<float>(s.n_rows * s.out, 0.0f);
   const status st = linear_cpu({x.data(), w.data(), y.data(), s.n_rows, s.in, s.out, 0, 0, acc, false});
   EXPECT_TRUE(st.ok()) << st.to_string();
@@ -130,7 +132,9 @@ std::unique_ptr<linear_cuda_context> make_context() {
 
 enum class dense { fp32, bf16_weights };
 
-const char* dense_name(dense k) { return k == dense::fp32 ? " fp32" : " bf16 weights"; }
+const char* dense_name(dense k) {
+  return k == dense::fp32 ? " fp32" : " bf16 weights";
+}
 
 void run_dense(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, dense kind, bool acc, int64_t ys,
                int64_t xs) {
@@ -150,13 +154,13 @@ void run_dense(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, dens
     for (int64_t r = 0; r < s.n_rows; ++r) std::copy_n(x.data() + r * s.in, s.in, xp.data() + r * xs);
     device_vec<float> d_x(xp);
     device_vec<uint16_t> d_w(wb);
-    st = linear_bf16w_cuda({d_x.get(), d_w.get(), d_y.get() + k_guard, s.n_rows, s.in, s.out, xs, ys, acc}, ctx,
-                           nullptr);
+    st = linear_bf16w_cuda({d_x.get(), d_w.get(), d_y.get() + k_guard, s.n_rows, s.in, s.out, xs, ys, acc},
+                           ctx, nullptr);
     ASSERT_TRUE(cuda_synced(nullptr));
   } else {
     device_vec<float> d_x(x), d_w(w);
-    st = linear_cuda({d_x.get(), d_w.get(), d_y.get() + k_guard, s.n_rows, s.in, s.out, 0, ys, acc, false}, ctx,
-                     nullptr);
+    st = linear_cuda({d_x.get(), d_w.get(), d_y.get() + k_guard, s.n_rows, s.in, s.out, 0, ys, acc, false},
+                     ctx, nullptr);
     ASSERT_TRUE(cuda_synced(nullptr));
   }
   ASSERT_TRUE(st.ok()) << st.to_string();
@@ -205,8 +209,9 @@ TEST(linear_cuda, bf16_weights_on_tensor_cores_match_cpu) {
   std::mt19937 rng(seed);
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
-  for (const shape& s : {shape{2, 256, 17408}, shape{17, 512, 16896}, shape{64, 128, 16896}, shape{5, 4096, 16928},
-                         shape{2, 4096, 1024}, shape{32, 4096, 256}, shape{8, 4096, 64}, shape{3, 1024, 512}}) {
+  for (const shape& s :
+       {shape{2, 256, 17408}, shape{17, 512, 16896}, shape{64, 128, 16896}, shape{5, 4096, 16928},
+        shape{2, 4096, 1024}, shape{32, 4096, 256}, shape{8, 4096, 64}, shape{3, 1024, 512}}) {
     run_dense(rng, *ctx, s, dense::bf16_weights, false, s.out, s.in);
     run_dense(rng, *ctx, s, dense::bf16_weights, true, s.out + 3, s.in + 4);
   }
@@ -224,7 +229,8 @@ TEST(linear_cuda, row_invariant_rows_do_not_depend_on_the_batch) {
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   for (const bool bf16 : {false, true}) {
-    for (const shape& s : {shape{100, 256, 300}, shape{3, 200, 129}, shape{70, 512, 16896}, shape{40, 256, 16896}}) {
+    for (const shape& s :
+         {shape{100, 256, 300}, shape{3, 200, 129}, shape{70, 512, 16896}, shape{40, 256, 16896}}) {
       SCOPED_TRACE(name(s, s.out, false) + (bf16 ? " bf16 weights" : " fp32"));
       const auto x = normal_vec(rng, s.n_rows * s.in, 1.0f);
       auto w = normal_vec(rng, s.out * s.in, 1.0f);
@@ -254,7 +260,8 @@ TEST(linear_cuda, row_invariant_rows_do_not_depend_on_the_batch) {
       EXPECT_TRUE(all_close(all.data(), all.size(), want, mag, 2e-5, 0.0));
       for (const int64_t r : {int64_t(0), s.n_rows / 2, s.n_rows - 1}) {
         const std::vector<float> alone = run(r, 1);
-        EXPECT_EQ(std::memcmp(all.data() + r * s.out, alone.data() + r * s.out, size_t(s.out) * sizeof(float)), 0)
+        EXPECT_EQ(
+            std::memcmp(all.data() + r * s.out, alone.data() + r * s.out, size_t(s.out) * sizeof(float)), 0)
             << "row " << r << " alone differs from the batched call";
       }
     }
@@ -287,7 +294,9 @@ std::vector<float> scaled_inputs(std::mt19937& rng, int64_t n_rows, int64_t in) 
   return x;
 }
 
-bool same_bits(float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0; }
+bool same_bits(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0;
+}
 
 TEST(linear_cuda, fp8_activation_qdq_is_bitwise_the_cpu_rule) {
   HART_SKIP_WITHOUT_CUDA();
@@ -298,9 +307,19 @@ TEST(linear_cuda, fp8_activation_qdq_is_bitwise_the_cpu_rule) {
     const int64_t n_rows = 7, xs = in + 3;
     auto x = scaled_inputs(rng, n_rows, in);
     // adversarial values: zeros, subnormals, rounding ties, ±448 edges, FLT_MAX, inf, NaN
-    const float special[] = {0.0f, -0.0f, 1e-40f, 1e-4f, 448.0f, 464.0f, -480.0f, 0x1.3p0f, 3.4e38f,
-                             std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
-    for (size_t i = 0; i < sizeof special / sizeof *special && i < size_t(in); ++i) x[(i % n_rows) * in + i] = special[i];
+    const float special[] = {0.0f,
+                             -0.0f,
+                             1e-40f,
+                             1e-4f,
+                             448.0f,
+                             464.0f,
+                             -480.0f,
+                             0x1.3p0f,
+                             3.4e38f,
+                             std::numeric_limits<float>::infinity(),
+                             std::numeric_limits<float>::quiet_NaN()};
+    for (size_t i = 0; i < sizeof special / sizeof *special && i < size_t(in); ++i)
+      x[(i % n_rows) * in + i] = special[i];
     std::vector<float> xp(n_rows * xs, k_sentinel);
     for (int64_t r = 0; r < n_rows; ++r) std::copy_n(x.data() + r * in, in, xp.data() + r * xs);
     device_vec<float> d_x(xp), d_q(std::vector<float>(n_rows * in, k_sentinel));
@@ -310,7 +329,8 @@ TEST(linear_cuda, fp8_activation_qdq_is_bitwise_the_cpu_rule) {
     int64_t n_bad = 0;
     for (size_t i = 0; i < got.size(); ++i) {
       if (!same_bits(got[i], want[i]) && n_bad++ < 8) {
-        ADD_FAILURE() << "in=" << in << " [" << i << "] x=" << x[i] << " got " << got[i] << " want " << want[i];
+        ADD_FAILURE() << "in=" << in << " [" << i << "] x=" << x[i] << " got " << got[i] << " want "
+                      << want[i];
       }
     }
     EXPECT_EQ(n_bad, 0) << "in=" << in;
@@ -349,8 +369,8 @@ void run_fp8(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, bool a
   for (int64_t r = 0; r < s.n_rows; ++r) std::copy_n(x.data() + r * s.in, s.in, xp.data() + r * xs);
   device_vec<float> d_x(xp), d_y(poisoned_y(s, ys, y0, acc));
   device_vec<uint8_t> d_w(w.q), d_s(w.scale);
-  const status st = linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_y.get() + k_guard, s.n_rows, s.in, s.out,
-                                     xs == s.in ? 0 : xs, ys, acc},
+  const status st = linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_y.get() + k_guard, s.n_rows, s.in,
+                                     s.out, xs == s.in ? 0 : xs, ys, acc},
                                     ctx, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_TRUE(cuda_synced(nullptr));
@@ -359,7 +379,8 @@ void run_fp8(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, bool a
   std::vector<double> want, mag;
   exact(xq, w.deq, acc ? &y0 : nullptr, s, want, mag);
   const double rtol = (double(s.in) / 32.0 + 24.0) * std::ldexp(1.0, -24);
-  EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, rtol, 0.0)) << "vs exact sum of the quantized products";
+  EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, rtol, 0.0))
+      << "vs exact sum of the quantized products";
   const auto cpu = cpu_linear(xq, w.deq, y0, s, acc);
   EXPECT_TRUE(all_close(got.data(), got.size(), std::vector<double>(cpu.begin(), cpu.end()), mag, 2e-5, 0.0))
       << "vs linear_cpu on the fp8 QDQ inputs";
@@ -389,12 +410,16 @@ TEST(linear_cuda, fp8_is_batch_invariant) {
   const int64_t in = 1024, out = 136, n = 37;
   const auto x = scaled_inputs(rng, n, in);
   const fp8_weight w = random_fp8_weight(rng, out, in);
-  device_vec<float> d_x(x), d_all(std::vector<float>(n * out, k_sentinel)), d_one(std::vector<float>(out, k_sentinel));
+  device_vec<float> d_x(x), d_all(std::vector<float>(n * out, k_sentinel)),
+      d_one(std::vector<float>(out, k_sentinel));
   device_vec<uint8_t> d_w(w.q), d_s(w.scale);
-  ASSERT_TRUE(linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_all.get(), n, in, out}, *ctx, nullptr).ok());
+  ASSERT_TRUE(
+      linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_all.get(), n, in, out}, *ctx, nullptr).ok());
   const auto all = d_all.to_host();
   for (int64_t r : {int64_t(0), int64_t(5), n - 1}) {
-    ASSERT_TRUE(linear_fp8_cuda({d_x.get() + r * in, d_w.get(), d_s.get(), d_one.get(), 1, in, out}, *ctx, nullptr).ok());
+    ASSERT_TRUE(
+        linear_fp8_cuda({d_x.get() + r * in, d_w.get(), d_s.get(), d_one.get(), 1, in, out}, *ctx, nullptr)
+            .ok());
     ASSERT_TRUE(cuda_synced(nullptr));
     const auto one = d_one.to_host();
     EXPECT_EQ(0, std::memcmp(one.data(), all.data() + r * out, out * sizeof(float))) << "row " << r;
@@ -415,14 +440,18 @@ TEST(linear_cuda, fp8_output_rows_per_warp_do_not_change_results) {
   device_vec<uint8_t> d_w(w.q), d_s(w.scale);
   for (const int64_t n : {1, 2, 8}) {
     const auto x = scaled_inputs(rng, n, in);
-    device_vec<float> d_x(x), d_all(std::vector<float>(n * out, k_sentinel)), d_part(std::vector<float>(n * part, k_sentinel));
-    ASSERT_TRUE(linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_all.get(), n, in, out}, *ctx, nullptr).ok());
+    device_vec<float> d_x(x), d_all(std::vector<float>(n * out, k_sentinel)),
+        d_part(std::vector<float>(n * part, k_sentinel));
+    ASSERT_TRUE(
+        linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_all.get(), n, in, out}, *ctx, nullptr).ok());
     // The first 128 output rows: the scale rows' first block row only, so w_scale needs no slicing.
-    ASSERT_TRUE(linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_part.get(), n, in, part}, *ctx, nullptr).ok());
+    ASSERT_TRUE(
+        linear_fp8_cuda({d_x.get(), d_w.get(), d_s.get(), d_part.get(), n, in, part}, *ctx, nullptr).ok());
     ASSERT_TRUE(cuda_synced(nullptr));
     const auto all = d_all.to_host(), one = d_part.to_host();
     for (int64_t r = 0; r < n; ++r) {
-      EXPECT_EQ(0, std::memcmp(one.data() + r * part, all.data() + r * out, part * sizeof(float))) << "n=" << n << " row " << r;
+      EXPECT_EQ(0, std::memcmp(one.data() + r * part, all.data() + r * out, part * sizeof(float)))
+          << "n=" << n << " row " << r;
     }
   }
 }
@@ -437,18 +466,28 @@ TEST(linear_cuda, fp8_raw_input_on_row_slices_matches_cpu) {
   std::mt19937 rng(seed);
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
-  struct slices { int64_t groups, rows, in, n_rows; };
-  for (const slices c : {slices{3, 40, 256, 1}, slices{2, 32, 128, 3}, slices{8, 1024, 512, 2}, slices{4, 130, 200, 9}}) {
-    SCOPED_TRACE("groups=" + std::to_string(c.groups) + " rows=" + std::to_string(c.rows) + " in=" +
-                 std::to_string(c.in) + " n_rows=" + std::to_string(c.n_rows));
+  struct slices {
+    int64_t groups, rows, in, n_rows;
+  };
+  for (const slices c :
+       {slices{3, 40, 256, 1}, slices{2, 32, 128, 3}, slices{8, 1024, 512, 2}, slices{4, 130, 200, 9}}) {
+    SCOPED_TRACE("groups=" + std::to_string(c.groups) + " rows=" + std::to_string(c.rows) +
+                 " in=" + std::to_string(c.in) + " n_rows=" + std::to_string(c.n_rows));
     const int64_t out = c.groups * c.rows, nb_i = (c.in + 127) / 128, xs = c.groups * c.in, ys = out;
     const fp8_weight w = random_fp8_weight(rng, out, c.in);
     const auto x = normal_vec(rng, c.n_rows * xs, 1.0f);
     device_vec<float> d_x(x), d_y(std::vector<float>(c.n_rows * ys, k_sentinel));
     device_vec<uint8_t> d_w(w.q), d_s(w.scale);
     for (int64_t g = 0; g < c.groups; ++g) {
-      linear_fp8_params p{d_x.get() + g * c.in, d_w.get() + g * c.rows * c.in, d_s.get() + (g * c.rows / 128) * nb_i,
-                          d_y.get() + g * c.rows, c.n_rows, c.in, c.rows, xs, ys};
+      linear_fp8_params p{d_x.get() + g * c.in,
+                          d_w.get() + g * c.rows * c.in,
+                          d_s.get() + (g * c.rows / 128) * nb_i,
+                          d_y.get() + g * c.rows,
+                          c.n_rows,
+                          c.in,
+                          c.rows,
+                          xs,
+                          ys};
       p.quantize_input = false;
       p.w_scale_row_offset = g * c.rows % 128;
       const status st = linear_fp8_cuda(p, *ctx, nullptr);
@@ -466,17 +505,22 @@ TEST(linear_cuda, fp8_raw_input_on_row_slices_matches_cpu) {
     ASSERT_TRUE(st_all.ok()) << st_all.to_string();
     ASSERT_TRUE(cuda_synced(nullptr));
     const auto got_all = d_all.to_host();
-    EXPECT_EQ(0, std::memcmp(got_all.data(), got.data(), got.size() * sizeof(float))) << "one call for all groups";
+    EXPECT_EQ(0, std::memcmp(got_all.data(), got.data(), got.size() * sizeof(float)))
+        << "one call for all groups";
     for (int64_t g = 0; g < c.groups; ++g) {
       const shape s{c.n_rows, c.in, c.rows};
-      std::vector<float> xg(c.n_rows * c.in), wg(w.deq.begin() + g * c.rows * c.in, w.deq.begin() + (g + 1) * c.rows * c.in);
-      for (int64_t r = 0; r < c.n_rows; ++r) std::copy_n(x.data() + r * xs + g * c.in, c.in, xg.data() + r * c.in);
+      std::vector<float> xg(c.n_rows * c.in),
+          wg(w.deq.begin() + g * c.rows * c.in, w.deq.begin() + (g + 1) * c.rows * c.in);
+      for (int64_t r = 0; r < c.n_rows; ++r)
+        std::copy_n(x.data() + r * xs + g * c.in, c.in, xg.data() + r * c.in);
       const auto cpu = cpu_linear(xg, wg, {}, s, false);
       std::vector<double> want, mag;
       exact(xg, wg, nullptr, s, want, mag);
       std::vector<float> gg(c.n_rows * c.rows);
-      for (int64_t r = 0; r < c.n_rows; ++r) std::copy_n(got.data() + r * ys + g * c.rows, c.rows, gg.data() + r * c.rows);
-      EXPECT_TRUE(all_close(gg.data(), gg.size(), std::vector<double>(cpu.begin(), cpu.end()), mag, 2e-5, 0.0))
+      for (int64_t r = 0; r < c.n_rows; ++r)
+        std::copy_n(got.data() + r * ys + g * c.rows, c.rows, gg.data() + r * c.rows);
+      EXPECT_TRUE(
+          all_close(gg.data(), gg.size(), std::vector<double>(cpu.begin(), cpu.end()), mag, 2e-5, 0.0))
           << "group " << g;
     }
   }
@@ -502,7 +546,8 @@ void expect_fp8_tensor_core_linear(const std::vector<shape>& shapes, std::mt1993
       for (int64_t r = 0; r < sh.n_rows; ++r) std::copy_n(x.data() + r * sh.in, sh.in, xp.data() + r * xs);
       device_vec<float> d_x(xp), d_y(poisoned_y(sh, ys, y0, acc));
       device_vec<uint8_t> d_w(w.q), d_s(w.scale);
-      linear_fp8_params p{d_x.get(), d_w.get(), d_s.get(), d_y.get() + k_guard, sh.n_rows, sh.in, sh.out, xs, ys, acc};
+      linear_fp8_params p{d_x.get(), d_w.get(), d_s.get(), d_y.get() + k_guard, sh.n_rows, sh.in, sh.out,
+                          xs,        ys,        acc};
       ASSERT_TRUE(supported(p));
       const status st = run(p);
       ASSERT_TRUE(st.ok()) << st.to_string();
@@ -511,7 +556,8 @@ void expect_fp8_tensor_core_linear(const std::vector<shape>& shapes, std::mt1993
       const auto xq = cpu_act_qdq(x, sh.n_rows, sh.in);
       std::vector<double> want, mag;
       exact(xq, w.deq, acc ? &y0 : nullptr, sh, want, mag);
-      for (size_t i = 0; i < got.size(); ++i) *worst = std::max(*worst, std::fabs(got[i] - want[i]) / std::max(mag[i], 1e-30));
+      for (size_t i = 0; i < got.size(); ++i)
+        *worst = std::max(*worst, std::fabs(got[i] - want[i]) / std::max(mag[i], 1e-30));
       EXPECT_TRUE(all_close(got.data(), got.size(), want, mag, tol, 0.0));
       if (same_bits_again && !acc) {
         ASSERT_TRUE(run(p).ok());
@@ -536,12 +582,20 @@ TEST(linear_cuda, fp8_tensor_cores_match_the_cpu) {
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   double worst = 0;
-  expect_fp8_tensor_core_linear({{1, 128, 128}, {5, 256, 128}, {16, 4096, 1024}, {17, 512, 384}, {32, 1024, 4096},
-                                 {64, 2048, 256}, {100, 128, 256}, {256, 384, 128}},
-                                rng, linear_fp8_tc_supported,
-                                [&](const linear_fp8_params& p) { return linear_fp8_tc_cuda(p, *ctx, nullptr); },
-                                std::ldexp(1.0, -12), /*same_bits_again=*/true, &worst);
-  std::printf("linear_fp8_tc: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", worst, std::log2(std::max(worst, 1e-300)));
+  expect_fp8_tensor_core_linear(
+      {{1, 128, 128},
+       {5, 256, 128},
+       {16, 4096, 1024},
+       {17, 512, 384},
+       {32, 1024, 4096},
+       {64, 2048, 256},
+       {100, 128, 256},
+       {256, 384, 128}},
+      rng, linear_fp8_tc_supported,
+      [&](const linear_fp8_params& p) { return linear_fp8_tc_cuda(p, *ctx, nullptr); }, std::ldexp(1.0, -12),
+      /*same_bits_again=*/true, &worst);
+  std::printf("linear_fp8_tc: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", worst,
+              std::log2(std::max(worst, 1e-300)));
 }
 
 // FP8 weights on unquantized inputs (wo_a) on tensor cores: exact products
@@ -556,13 +610,17 @@ TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
   std::mt19937 rng(seed);
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
-  struct raw_case { int64_t groups, rows, in, n_rows; bool acc; };
+  struct raw_case {
+    int64_t groups, rows, in, n_rows;
+    bool acc;
+  };
   double worst = 0;
-  for (const raw_case c : {raw_case{1, 128, 128, 1, false}, raw_case{1, 384, 512, 17, true},
-                           raw_case{8, 1024, 4096, 2, false}, raw_case{8, 1024, 4096, 32, false},
-                           raw_case{2, 256, 256, 40, true}}) {
-    SCOPED_TRACE("groups=" + std::to_string(c.groups) + " rows=" + std::to_string(c.rows) + " in=" +
-                 std::to_string(c.in) + " n_rows=" + std::to_string(c.n_rows) + " acc=" + std::to_string(c.acc));
+  for (const raw_case c :
+       {raw_case{1, 128, 128, 1, false}, raw_case{1, 384, 512, 17, true}, raw_case{8, 1024, 4096, 2, false},
+        raw_case{8, 1024, 4096, 32, false}, raw_case{2, 256, 256, 40, true}}) {
+    SCOPED_TRACE("groups=" + std::to_string(c.groups) + " rows=" + std::to_string(c.rows) +
+                 " in=" + std::to_string(c.in) + " n_rows=" + std::to_string(c.n_rows) +
+                 " acc=" + std::to_string(c.acc));
     const int64_t out = c.groups * c.rows, xs = c.groups * c.in + 4, ys = out + 8;
     const fp8_weight w = random_fp8_weight(rng, out, c.in);
     const auto x = normal_vec(rng, c.n_rows * xs, 1.0f);
@@ -611,7 +669,8 @@ TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
   device_vec<float> d(std::vector<float>(4096, 0.0f));
   device_vec<uint8_t> q(std::vector<uint8_t>(65536, 0));
   linear_fp8_params bad{d.get(), q.get(), q.get(), d.get(), 2, 128, 128};
-  EXPECT_EQ(linear_fp8_raw_tc_cuda(bad, *ctx, nullptr).code(), status_code::unimplemented);  // quantized inputs
+  EXPECT_EQ(linear_fp8_raw_tc_cuda(bad, *ctx, nullptr).code(),
+            status_code::unimplemented);  // quantized inputs
   bad.quantize_input = false;
   bad.x_group_rows = 64;  // a 128-row scale block across two groups
   bad.x_group_stride = 128;
@@ -626,9 +685,10 @@ TEST(linear_cuda, fp8_raw_tensor_cores_match_the_cpu) {
 // 4 or of a 128-row tile, as prefill chunks give them; then the refusals: in
 // not a multiple of 128, y rows misaligned (`bad_y_stride`), more rows than
 // the context holds.
-void expect_prefill_fp8_linear(const char* name, const std::function<bool(const linear_fp8_params&)>& supported,
-                               const std::function<status(const linear_fp8_params&, linear_cuda_context&)>& run,
-                               bool same_bits_again, int64_t bad_y_stride) {
+void expect_prefill_fp8_linear(
+    const char* name, const std::function<bool(const linear_fp8_params&)>& supported,
+    const std::function<status(const linear_fp8_params&, linear_cuda_context&)>& run, bool same_bits_again,
+    int64_t bad_y_stride) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
@@ -637,11 +697,19 @@ void expect_prefill_fp8_linear(const char* name, const std::function<bool(const 
   double worst = 0;
   // in / 128 of 1, 2, 3 and 5 with several 128-row blocks of W: cuBLASLt pads
   // the rows of W's scale blocks to 4 (a copy without the padding failed only these).
-  expect_fp8_tensor_core_linear({{5, 256, 128}, {64, 4096, 256}, {517, 1024, 512}, {1000, 512, 384}, {129, 128, 1024},
-                                 {40, 384, 512}, {12, 256, 640}, {33, 640, 256}},
-                                rng, supported, [&](const linear_fp8_params& p) { return run(p, **ctx); },
-                                std::ldexp(1.0, -10), same_bits_again, &worst);
-  std::printf("%s: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", name, worst, std::log2(std::max(worst, 1e-300)));
+  expect_fp8_tensor_core_linear(
+      {{5, 256, 128},
+       {64, 4096, 256},
+       {517, 1024, 512},
+       {1000, 512, 384},
+       {129, 128, 1024},
+       {40, 384, 512},
+       {12, 256, 640},
+       {33, 640, 256}},
+      rng, supported, [&](const linear_fp8_params& p) { return run(p, **ctx); }, std::ldexp(1.0, -10),
+      same_bits_again, &worst);
+  std::printf("%s: worst |gpu - exact| / sum|x'w'| = %.3g (2^%.1f)\n", name, worst,
+              std::log2(std::max(worst, 1e-300)));
   device_vec<float> d(std::vector<float>(4096, 0.0f));
   device_vec<uint8_t> q(std::vector<uint8_t>(65536, 0));
   linear_fp8_params bad{d.get(), q.get(), q.get(), d.get(), 2, 200, 128};  // in % 128 != 0

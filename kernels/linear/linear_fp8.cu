@@ -6,14 +6,13 @@
 // products is rounded in fp32, scaled by the weight block's 2^k (exact) and
 // accumulated in fp32 in an order that depends only on `in` (batch-invariant).
 #include "kernels/linear/linear.h"
+#include "kernels/linear/linear_fp8_device.cuh"
+#include "kernels/linear/linear_impl.h"
+#include "kernels/quant/quant.h"
 
 #include <cuda_fp8.h>
 
 #include <algorithm>
-
-#include "kernels/linear/linear_fp8_device.cuh"
-#include "kernels/linear/linear_impl.h"
-#include "kernels/quant/quant.h"
 
 namespace hart {
 namespace {
@@ -77,8 +76,9 @@ __global__ void act_qdq_kernel(const float* __restrict__ x, int64_t xs, float* _
   if (work >= n_work) return;  // whole warps exit together
   const int64_t r = work / n_blocks_k, kb = work % n_blocks_k, k0 = kb * k_block;
   const int64_t si = block_major ? kb * (n_work / n_blocks_k) + r : work;
-  act_qdq_block<CODES>(x + r * xs + k0, min(int64_t(k_block), in - k0), lane, CODES ? nullptr : out + r * in + k0,
-                       CODES ? codes + r * in + k0 : nullptr, CODES ? scales + si : nullptr);
+  act_qdq_block<CODES>(x + r * xs + k0, min(int64_t(k_block), in - k0), lane,
+                       CODES ? nullptr : out + r * in + k0, CODES ? codes + r * in + k0 : nullptr,
+                       CODES ? scales + si : nullptr);
 }
 
 // -- product: one warp per R output features, MT input rows at a time ---------------
@@ -89,12 +89,13 @@ constexpr int k_warps = 8;  // 256 threads: 8R output features per block
 // shared memory first, the same values act_qdq_kernel writes, so the product is
 // bitwise the two-launch one without the launch between them.
 template <int R>
-__global__ void __launch_bounds__(k_warps * 32) fp8_linear_row_kernel(linear_fp8_params p, int64_t ys, int64_t n_kb) {
+__global__ void __launch_bounds__(k_warps * 32)
+    fp8_linear_row_kernel(linear_fp8_params p, int64_t ys, int64_t n_kb) {
   extern __shared__ float xq[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int64_t kb = warp; kb < n_kb; kb += k_warps) {
-    act_qdq_block<false>(p.x + kb * k_block, min(int64_t(k_block), p.in - kb * k_block), lane, xq + kb * k_block,
-                         nullptr, nullptr);
+    act_qdq_block<false>(p.x + kb * k_block, min(int64_t(k_block), p.in - kb * k_block), lane,
+                         xq + kb * k_block, nullptr, nullptr);
   }
   __syncthreads();
   const int64_t o0 = (int64_t(blockIdx.x) * k_warps + warp) * R;
@@ -111,10 +112,12 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_linear_row_kernel(linear_fp8
 // weights are one aligned uint4 inside one 128-channel block. Otherwise one
 // channel per lane per step. x: the QDQ'd inputs (or the raw ones), row stride xs.
 template <int MT, int R, bool VEC>
-__global__ void __launch_bounds__(k_warps * 32) fp8_linear_kernel(linear_fp8_params p, const float* __restrict__ x,
-                                                                   int64_t xs, int64_t ys, int64_t n_kb) {
+__global__ void __launch_bounds__(k_warps * 32)
+    fp8_linear_kernel(linear_fp8_params p, const float* __restrict__ x, int64_t xs, int64_t ys,
+                      int64_t n_kb) {
   const int lane = threadIdx.x % 32;
-  const int64_t row_tiles = (p.n_rows + MT - 1) / MT;  // block b: row tile b % row_tiles of output block b / row_tiles
+  const int64_t row_tiles =
+      (p.n_rows + MT - 1) / MT;  // block b: row tile b % row_tiles of output block b / row_tiles
   const int64_t o0 = (int64_t(blockIdx.x) / row_tiles * k_warps + threadIdx.x / 32) * R;
   const int64_t r0 = int64_t(blockIdx.x) % row_tiles * MT;
   if (o0 >= p.out) return;
@@ -123,8 +126,8 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_linear_kernel(linear_fp8_par
   float acc[R][MT];
   const float* xg = p.x_group_rows > 0 ? x + (o0 / p.x_group_rows) * p.x_group_stride : x;
   linear_dev::fp8_dot_rows<MT, R, VEC>(p.w + o0 * p.in, nr,
-                                       p.w_scale + ((p.w_scale_row_offset + o0) / k_block) * n_kb, xg + r0 * xs, xs,
-                                       p.in, mt, lane, acc);
+                                       p.w_scale + ((p.w_scale_row_offset + o0) / k_block) * n_kb,
+                                       xg + r0 * xs, xs, p.in, mt, lane, acc);
   linear_dev::warp_sum(acc);
   if (lane == 0) linear_dev::store_rows(acc, p.y, ys, r0, o0, nr, mt, p.accumulate);
 }
@@ -139,12 +142,14 @@ void launch_kernel(const linear_fp8_params& p, const float* x, int64_t xs, int64
 }
 
 template <int MT>
-cudaError_t launch_product(const linear_fp8_params& p, const float* x, int64_t xs, int64_t ys, cudaStream_t stream) {
+cudaError_t launch_product(const linear_fp8_params& p, const float* x, int64_t xs, int64_t ys,
+                           cudaStream_t stream) {
   const int64_t n_kb = (p.in + k_block - 1) / k_block;
-  if (p.in % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-      xs % 4 == 0 && p.x_group_stride % 4 == 0) {
+  if (p.in % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(x) % 16 == 0 && xs % 4 == 0 && p.x_group_stride % 4 == 0) {
     const int64_t row_tiles = (p.n_rows + MT - 1) / MT;
-    const int64_t align = p.w_scale_row_offset | p.x_group_rows;  // a warp's rows share a scale block and a group
+    const int64_t align =
+        p.w_scale_row_offset | p.x_group_rows;  // a warp's rows share a scale block and a group
     switch (linear_dev::rows_per_warp(p.out, row_tiles, MT, k_warps, cuda_sm_count(), align)) {
       case 4:
         if constexpr (MT <= 4) {
@@ -152,8 +157,12 @@ cudaError_t launch_product(const linear_fp8_params& p, const float* x, int64_t x
           break;
         }
         [[fallthrough]];
-      case 2: launch_kernel<MT, 2, true>(p, x, xs, ys, n_kb, stream); break;
-      default: launch_kernel<MT, 1, true>(p, x, xs, ys, n_kb, stream); break;
+      case 2:
+        launch_kernel<MT, 2, true>(p, x, xs, ys, n_kb, stream);
+        break;
+      default:
+        launch_kernel<MT, 1, true>(p, x, xs, ys, n_kb, stream);
+        break;
     }
   } else {
     launch_kernel<MT, 1, false>(p, x, xs, ys, n_kb, stream);
@@ -177,39 +186,45 @@ cudaError_t launch_row(const linear_fp8_params& p, int64_t ys, cudaStream_t stre
     kernel<<<unsigned((p.out + k_warps * r - 1) / (k_warps * r)), k_warps * 32, smem, stream>>>(p, ys, n_kb);
   };
   switch (linear_dev::rows_per_warp(p.out, 1, 1, k_warps, cuda_sm_count(), p.w_scale_row_offset)) {
-    case 4: launch(fp8_linear_row_kernel<4>, 4); break;
-    case 2: launch(fp8_linear_row_kernel<2>, 2); break;
-    default: launch(fp8_linear_row_kernel<1>, 1); break;
+    case 4:
+      launch(fp8_linear_row_kernel<4>, 4);
+      break;
+    case 2:
+      launch(fp8_linear_row_kernel<2>, 2);
+      break;
+    default:
+      launch(fp8_linear_row_kernel<1>, 1);
+      break;
   }
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t linear_fp8_act_qdq_launch(const float* x, int64_t x_stride, float* out, int64_t n_rows, int64_t in,
-                                      cudaStream_t stream) {
+cudaError_t linear_fp8_act_qdq_launch(const float* x, int64_t x_stride, float* out, int64_t n_rows,
+                                      int64_t in, cudaStream_t stream) {
   const int64_t n_kb = (in + k_block - 1) / k_block, n_work = n_rows * n_kb;
   if (n_work == 0) return cudaSuccess;
   constexpr int threads = 256;  // 8 blocks of 128 channels per CUDA block
   const int64_t grid = (n_work * 32 + threads - 1) / threads;
-  act_qdq_kernel<false><<<unsigned(grid), threads, 0, stream>>>(x, x_stride, out, nullptr, nullptr, in, n_kb, n_work,
-                                                                 false);
+  act_qdq_kernel<false>
+      <<<unsigned(grid), threads, 0, stream>>>(x, x_stride, out, nullptr, nullptr, in, n_kb, n_work, false);
   return cudaGetLastError();
 }
 
-status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, float* scales, int64_t n_rows, int64_t in,
-                          CUstream_st* stream, bool block_major_scales) {
+status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, float* scales, int64_t n_rows,
+                          int64_t in, CUstream_st* stream, bool block_major_scales) {
   if (!x || !codes || !scales) return invalid_argument("fp8_act_quant_cuda: null pointer");
   if (n_rows < 0 || in <= 0 || x_stride < in) {
-    return invalid_argument("fp8_act_quant_cuda: bad sizes n_rows=%lld in=%lld x_stride=%lld", (long long)n_rows,
-                            (long long)in, (long long)x_stride);
+    return invalid_argument("fp8_act_quant_cuda: bad sizes n_rows=%lld in=%lld x_stride=%lld",
+                            (long long)n_rows, (long long)in, (long long)x_stride);
   }
   const int64_t n_kb = (in + k_block - 1) / k_block, n_work = n_rows * n_kb;
   if (n_work == 0) return {};
   constexpr int threads = 256;
   const int64_t grid = (n_work * 32 + threads - 1) / threads;
-  act_qdq_kernel<true><<<unsigned(grid), threads, 0, stream>>>(x, x_stride, nullptr, codes, scales, in, n_kb, n_work,
-                                                                block_major_scales);
+  act_qdq_kernel<true><<<unsigned(grid), threads, 0, stream>>>(x, x_stride, nullptr, codes, scales, in, n_kb,
+                                                               n_work, block_major_scales);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error("fp8_act_quant_cuda: %s", cudaGetErrorString(e));
   return {};
@@ -218,13 +233,16 @@ status fp8_act_quant_cuda(const float* x, int64_t x_stride, uint8_t* codes, floa
 status block_scaled_fp8_check(const char* op, const linear_fp8_params& p, bool supported,
                               const linear_cuda_context::impl& s) {
   if (!p.x || !p.w || !p.w_scale || !p.y) return invalid_argument("%s: null pointer", op);
-  if (p.n_rows < 0 || p.in <= 0 || p.out <= 0 || p.n_rows > INT32_MAX || p.in > INT32_MAX || p.out > INT32_MAX) {
-    return invalid_argument("%s: bad sizes n_rows=%lld in=%lld out=%lld", op, (long long)p.n_rows, (long long)p.in,
-                            (long long)p.out);
+  if (p.n_rows < 0 || p.in <= 0 || p.out <= 0 || p.n_rows > INT32_MAX || p.in > INT32_MAX ||
+      p.out > INT32_MAX) {
+    return invalid_argument("%s: bad sizes n_rows=%lld in=%lld out=%lld", op, (long long)p.n_rows,
+                            (long long)p.in, (long long)p.out);
   }
   if (!supported) {
-    return unimplemented("%s: needs quantized inputs, in %% 128 == 0, out %% 128 == 0, aligned rows (in=%lld "
-                         "out=%lld)", op, (long long)p.in, (long long)p.out);
+    return unimplemented(
+        "%s: needs quantized inputs, in %% 128 == 0, out %% 128 == 0, aligned rows (in=%lld "
+        "out=%lld)",
+        op, (long long)p.in, (long long)p.out);
   }
   const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
   if (xs < p.in || ys < p.out) return invalid_argument("%s: row strides smaller than the rows", op);
@@ -254,19 +272,22 @@ status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUs
   if (xs < p.in || ys < p.out) return invalid_argument("linear_fp8_cuda: row strides smaller than the rows");
   const linear_cuda_context::impl& s = ctx.state();
   if (p.quantize_input && (p.n_rows > s.max_fp8_rows || p.in > s.max_fp8_in)) {
-    return resource_exhausted("linear_fp8_cuda: n_rows=%lld in=%lld over the context's %lld x %lld fp8 buffer",
-                              (long long)p.n_rows, (long long)p.in, (long long)s.max_fp8_rows,
-                              (long long)s.max_fp8_in);
+    return resource_exhausted(
+        "linear_fp8_cuda: n_rows=%lld in=%lld over the context's %lld x %lld fp8 buffer", (long long)p.n_rows,
+        (long long)p.in, (long long)s.max_fp8_rows, (long long)s.max_fp8_in);
   }
   if (p.x_group_rows < 0 || (p.x_group_rows > 0 && (p.quantize_input || p.x_group_stride < 0))) {
-    return invalid_argument("linear_fp8_cuda: input groups (%lld rows) need unquantized inputs and a stride >= 0",
-                            (long long)p.x_group_rows);
+    return invalid_argument(
+        "linear_fp8_cuda: input groups (%lld rows) need unquantized inputs and a stride >= 0",
+        (long long)p.x_group_rows);
   }
   if (p.w_scale_row_offset < 0 || p.w_scale_row_offset >= k_block) {
-    return invalid_argument("linear_fp8_cuda: w_scale_row_offset=%lld outside [0, 128)", (long long)p.w_scale_row_offset);
+    return invalid_argument("linear_fp8_cuda: w_scale_row_offset=%lld outside [0, 128)",
+                            (long long)p.w_scale_row_offset);
   }
   if ((p.out + k_warps - 1) / k_warps * ((p.n_rows + 7) / 8) > INT32_MAX) {
-    return invalid_argument("linear_fp8_cuda: out=%lld x n_rows=%lld too large", (long long)p.out, (long long)p.n_rows);
+    return invalid_argument("linear_fp8_cuda: out=%lld x n_rows=%lld too large", (long long)p.out,
+                            (long long)p.n_rows);
   }
   if (p.n_rows == 0) return {};
   cudaError_t e = cudaSuccess;
@@ -284,10 +305,14 @@ status linear_fp8_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUs
   }
   // MT input rows share each weight load; 8 keeps the accumulators in registers.
   if (e == cudaSuccess) {
-    if (p.n_rows == 1) e = launch_product<1>(p, x, x_rows, ys, stream);
-    else if (p.n_rows == 2) e = launch_product<2>(p, x, x_rows, ys, stream);
-    else if (p.n_rows <= 4) e = launch_product<4>(p, x, x_rows, ys, stream);
-    else e = launch_product<8>(p, x, x_rows, ys, stream);
+    if (p.n_rows == 1)
+      e = launch_product<1>(p, x, x_rows, ys, stream);
+    else if (p.n_rows == 2)
+      e = launch_product<2>(p, x, x_rows, ys, stream);
+    else if (p.n_rows <= 4)
+      e = launch_product<4>(p, x, x_rows, ys, stream);
+    else
+      e = launch_product<8>(p, x, x_rows, ys, stream);
   }
   if (e != cudaSuccess) return internal_error("linear_fp8_cuda: %s", cudaGetErrorString(e));
   return {};

@@ -7,14 +7,14 @@
 // the predicated store, how many output rows a warp takes.
 #pragma once
 
+#include "kernels/cuda_device.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
-
-#include "kernels/cuda_device.h"
 
 namespace hart::linear_dev {
 
@@ -37,8 +37,8 @@ __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1
 }
 
 // d += a · b for one m16n8k16 bf16 tile, fp32 accumulation.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
@@ -53,7 +53,8 @@ __device__ __forceinline__ uint32_t bf16x2(float lo, float hi) {
 
 // The 8 channel pairs of 16 fp32 inputs as three bf16 terms each, hi + mid + lo
 // = x exactly (each term takes the next 8 significant bits of the remainder).
-__device__ __forceinline__ void split3(const float4 (&v)[4], uint32_t (&hi)[8], uint32_t (&mid)[8], uint32_t (&lo)[8]) {
+__device__ __forceinline__ void split3(const float4 (&v)[4], uint32_t (&hi)[8], uint32_t (&mid)[8],
+                                       uint32_t (&lo)[8]) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float4& q = v[j / 2];
@@ -88,8 +89,8 @@ __device__ __forceinline__ void mma_bf16x3_chunk(float (&acc)[4][4], const float
     for (int term = 2; term >= 0; --term) {  // smallest terms first
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
-        mma_bf16(acc[nt], xt[term][0][2 * s], xt[term][1][2 * s], xt[term][0][2 * s + 1], xt[term][1][2 * s + 1],
-                 w[nt][2 * s], w[nt][2 * s + 1]);
+        mma_bf16(acc[nt], xt[term][0][2 * s], xt[term][1][2 * s], xt[term][0][2 * s + 1],
+                 xt[term][1][2 * s + 1], w[nt][2 * s], w[nt][2 * s + 1]);
       }
     }
   }
@@ -130,7 +131,8 @@ __device__ __forceinline__ void mma_block(float (&part)[4][4], const uint4 (&lo)
     const uint32_t a0 = mma_word(lo, 2 * s), a2 = mma_word(lo, 2 * s + 1);
     const uint32_t a1 = HI ? mma_word(hi, 2 * s) : 0u, a3 = HI ? mma_word(hi, 2 * s + 1) : 0u;
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) mma_e4m3(part[nt], a0, a1, a2, a3, mma_word(bw[nt], 2 * s), mma_word(bw[nt], 2 * s + 1));
+    for (int nt = 0; nt < 4; ++nt)
+      mma_e4m3(part[nt], a0, a1, a2, a3, mma_word(bw[nt], 2 * s), mma_word(bw[nt], 2 * s + 1));
   }
 }
 
@@ -150,8 +152,8 @@ __device__ __forceinline__ void fp8x4_to_float(uint32_t u, float* f) {
 // output falls R-fold); each output's operations are the same for every R.
 // XS: x is in shared memory (plain loads; __ldg is for global memory only).
 template <int MT, int R, bool XS = false>
-__device__ __forceinline__ void fp8_step(const uint4 (&wv)[R], float sw, const float* __restrict__ x, int64_t xs,
-                                         int64_t k, int mt, float (&acc)[R][MT]) {
+__device__ __forceinline__ void fp8_step(const uint4 (&wv)[R], float sw, const float* __restrict__ x,
+                                         int64_t xs, int64_t k, int mt, float (&acc)[R][MT]) {
   float wf[R][16];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -190,8 +192,9 @@ constexpr int k_prefetch = R == 1 ? 4 : 2;
 // P steps' weight loads (a step: a lane's 16 codes of each of R rows, 512
 // channels apart) and their block scales, from channel k.
 template <int P, int R>
-__device__ __forceinline__ void fp8_load_batch(uint4 (&wv)[P][R], uint8_t (&sc)[P], const uint8_t* const (&row)[R],
-                                               const uint8_t* __restrict__ ws, int64_t k) {
+__device__ __forceinline__ void fp8_load_batch(uint4 (&wv)[P][R], uint8_t (&sc)[P],
+                                               const uint8_t* const (&row)[R], const uint8_t* __restrict__ ws,
+                                               int64_t k) {
   constexpr int64_t step = 32 * 16;
 #pragma unroll
   for (int u = 0; u < P; ++u) {
@@ -212,9 +215,9 @@ __device__ __forceinline__ void fp8_load_batch(uint4 (&wv)[P][R], uint8_t (&sc)[
 // steps are issued together, for one input row a batch ahead (the order of the
 // sums is unchanged).
 template <int MT, int R, bool VEC, bool XS = false>
-__device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int nr, const uint8_t* __restrict__ ws,
-                                             const float* __restrict__ x, int64_t xs, int64_t in, int mt, int lane,
-                                             float (&acc)[R][MT]) {
+__device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int nr,
+                                             const uint8_t* __restrict__ ws, const float* __restrict__ x,
+                                             int64_t xs, int64_t in, int mt, int lane, float (&acc)[R][MT]) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -239,7 +242,8 @@ __device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int 
         uint8_t ns[P];
         if (k + (2 * P - 1) * step < in) fp8_load_batch<P, R>(nw, ns, row, ws, k + P * step);
 #pragma unroll
-        for (int u = 0; u < P; ++u) fp8_step<MT, R, XS>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
+        for (int u = 0; u < P; ++u)
+          fp8_step<MT, R, XS>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
 #pragma unroll
         for (int u = 0; u < P; ++u) {
           sc[u] = ns[u];
@@ -251,7 +255,8 @@ __device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int 
       for (; k + (P - 1) * step < in; k += P * step) {
         uint4 wv[P][R];
         uint8_t sc[P];
-        // fp8_load_batch's loads written out: through the call ptxas spills <4, 1> (64 registers, 24-byte stack)
+        // fp8_load_batch's loads written out: through the call ptxas spills <4, 1> (64 registers, 24-byte
+        // stack)
 #pragma unroll
         for (int u = 0; u < P; ++u) {
 #pragma unroll
@@ -259,7 +264,8 @@ __device__ __forceinline__ void fp8_dot_rows(const uint8_t* __restrict__ w, int 
           sc[u] = __ldg(ws + (k + u * step) / k_block);
         }
 #pragma unroll
-        for (int u = 0; u < P; ++u) fp8_step<MT, R, XS>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
+        for (int u = 0; u < P; ++u)
+          fp8_step<MT, R, XS>(wv[u], e8m0_value(sc[u]), x, xs, k + u * step, mt, acc);
       }
     }
     for (; k < in; k += step) {
@@ -346,8 +352,8 @@ __device__ __forceinline__ void warp_sum(float (&acc)[R][MT]) {
 // acc[r][m] for r < nr, m < mt. Unrolled with predicates, so acc stays in
 // registers (a runtime-bounded loop puts it in local memory).
 template <int MT, int R>
-__device__ __forceinline__ void store_rows(const float (&acc)[R][MT], float* y, int64_t ys, int64_t r0, int64_t o0,
-                                           int nr, int mt, bool accumulate) {
+__device__ __forceinline__ void store_rows(const float (&acc)[R][MT], float* y, int64_t ys, int64_t r0,
+                                           int64_t o0, int nr, int mt, bool accumulate) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -361,8 +367,8 @@ __device__ __forceinline__ void store_rows(const float (&acc)[R][MT], float* y, 
 
 // Stores a warp's 16-row × 32-output MMA tile: acc[nt][2h + i] is row r0 + g + 8h,
 // output n0 + 8nt + 2t + i (lane = 4g + t); rows from n_rows on are dropped.
-__device__ __forceinline__ void store_mma_tile(const float (&acc)[4][4], float* y, int64_t ys, int64_t r0, int64_t n0,
-                                               int64_t n_rows, bool accumulate) {
+__device__ __forceinline__ void store_mma_tile(const float (&acc)[4][4], float* y, int64_t ys, int64_t r0,
+                                               int64_t n0, int64_t n_rows, bool accumulate) {
   const int g = (threadIdx.x % 32) >> 2, t = threadIdx.x & 3;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -385,7 +391,8 @@ __device__ __forceinline__ void store_mma_tile(const float (&acc)[4][4], float* 
 // Every thread of the CTA must call it (it synchronizes the block).
 template <int MT>
 __device__ __forceinline__ bool split_k_gather(float (&acc)[MT][4][4], float* __restrict__ partials,
-                                               int* __restrict__ arrivals, int64_t tile, int64_t splits, int64_t split) {
+                                               int* __restrict__ arrivals, int64_t tile, int64_t splits,
+                                               int64_t split) {
   constexpr int64_t per_cta = 4 * MT * 4 * 32 * 4;  // 4 warps
   const int64_t at = (int64_t(threadIdx.x / 32) * MT * 4 * 32 + threadIdx.x % 32) * 4;
   float* mine = partials + (tile * splits + split) * per_cta + at;
@@ -425,15 +432,16 @@ __device__ __forceinline__ bool split_k_gather(float (&acc)[MT][4][4], float* __
   return true;
 }
 
-
 // K splits for `tiles` output tiles of 4-warp CTAs over `k_units` steps along
 // K: none when the tiles alone fill the SMs, else enough for two CTAs per SM,
 // each at least two steps, within the context's partials and tile counters.
-inline int64_t split_k_count(int64_t tiles, int64_t k_units, int mt, int64_t partial_floats, int64_t arrivals_count) {
+inline int64_t split_k_count(int64_t tiles, int64_t k_units, int mt, int64_t partial_floats,
+                             int64_t arrivals_count) {
   const int64_t sms = cuda_sm_count();
   if (tiles >= sms || tiles > arrivals_count || k_units < 4) return 1;
   const int64_t per_cta = int64_t(4) * mt * 4 * 32 * 4;
-  const int64_t splits = std::min({(2 * sms + tiles - 1) / tiles, k_units / 2, partial_floats / (tiles * per_cta)});
+  const int64_t splits =
+      std::min({(2 * sms + tiles - 1) / tiles, k_units / 2, partial_floats / (tiles * per_cta)});
   return splits < 2 ? 1 : splits;
 }
 

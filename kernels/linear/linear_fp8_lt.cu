@@ -4,7 +4,6 @@
 // order cuBLASLt reads, G2 v1), the weight's e8m0 block scales widened to fp32
 // in the context (rows padded, below), then one cublasLtMatmul writes y in fp32.
 #include "kernels/linear/linear.h"
-
 #include "kernels/linear/linear_impl.h"
 
 namespace hart {
@@ -16,10 +15,12 @@ constexpr int64_t k_block = k_linear_fp8_block;
 // to a multiple of 4 (16 bytes): with in/128 = 1, 2 or 3 and out > 128, an
 // unpadded copy gives every row block past the first another block's scale
 // (PyTorch's _scaled_mm asks the same stride).
-int64_t lt_w_scale_ld(int64_t in) { return (in / k_block + 3) / 4 * 4; }
+int64_t lt_w_scale_ld(int64_t in) {
+  return (in / k_block + 3) / 4 * 4;
+}
 
-__global__ void widen_scales_kernel(const uint8_t* __restrict__ codes, float* __restrict__ out, int64_t k_blocks,
-                                    int64_t ld, int64_t n) {
+__global__ void widen_scales_kernel(const uint8_t* __restrict__ codes, float* __restrict__ out,
+                                    int64_t k_blocks, int64_t ld, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i / k_blocks * ld + i % k_blocks] = ldexpf(1.0f, int(codes[i]) - 127);
 }
@@ -48,13 +49,13 @@ status linear_fp8_lt_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, 
   if (lt_rows > 0) {
     block_major_input x;
     HART_RETURN_IF_ERROR(quantize_block_major(p, lt_rows, s, stream, &x));
-    widen_scales_kernel<<<unsigned((w_blocks + 255) / 256), 256, 0, stream>>>(p.w_scale, s.lt_w_scales, k_blocks,
-                                                                                ld, w_blocks);
+    widen_scales_kernel<<<unsigned((w_blocks + 255) / 256), 256, 0, stream>>>(p.w_scale, s.lt_w_scales,
+                                                                              k_blocks, ld, w_blocks);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return internal_error("linear_fp8_lt_cuda: %s", cudaGetErrorString(e));
     const lt_block_scales scales{s.lt_w_scales, x.scales};
-    HART_RETURN_IF_ERROR(lt_matmul("linear_fp8_lt_cuda", s, CUDA_R_8F_E4M3, x.codes, p.w, p.y, lt_rows, p.in, p.out,
-                                   p.in, ys, p.accumulate, stream, &scales));
+    HART_RETURN_IF_ERROR(lt_matmul("linear_fp8_lt_cuda", s, CUDA_R_8F_E4M3, x.codes, p.w, p.y, lt_rows, p.in,
+                                   p.out, p.in, ys, p.accumulate, stream, &scales));
   }
   if (lt_rows == p.n_rows) return {};
   linear_fp8_params tail = p;

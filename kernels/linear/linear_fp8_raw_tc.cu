@@ -14,11 +14,11 @@
 // while one multiplies. Grouped rows (x_group_rows) read their group's slice of x.
 // Layers with fewer output tiles than SMs (wo_a below 48 rows) split K as
 // linear_fp8_tc does.
-#include <climits>
-
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_fp8_device.cuh"
 #include "kernels/linear/linear_impl.h"
+
+#include <climits>
 
 namespace hart {
 namespace {
@@ -38,9 +38,9 @@ __device__ __forceinline__ void widen16(uint4 c, uint32_t (&w)[8]) {
   }
 }
 
-__global__ void __launch_bounds__(k_warps * 32) fp8_raw_tc_kernel(linear_fp8_params p, int64_t xs, int64_t ys,
-                                                                   linear_dev::split_grid grid, float* __restrict__ partials,
-                                                                   int* __restrict__ arrivals) {
+__global__ void __launch_bounds__(k_warps * 32)
+    fp8_raw_tc_kernel(linear_fp8_params p, int64_t xs, int64_t ys, linear_dev::split_grid grid,
+                      float* __restrict__ partials, int* __restrict__ arrivals) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
   int64_t ob, split, rt;
@@ -100,24 +100,28 @@ bool linear_fp8_raw_tc_supported(const linear_fp8_params& p) {
 status linear_fp8_raw_tc_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, CUstream_st* stream) {
   if (!p.x || !p.w || !p.w_scale || !p.y) return invalid_argument("linear_fp8_raw_tc_cuda: null pointer");
   if (p.n_rows < 0 || p.in <= 0 || p.out <= 0) {
-    return invalid_argument("linear_fp8_raw_tc_cuda: bad sizes n_rows=%lld in=%lld out=%lld", (long long)p.n_rows,
-                            (long long)p.in, (long long)p.out);
+    return invalid_argument("linear_fp8_raw_tc_cuda: bad sizes n_rows=%lld in=%lld out=%lld",
+                            (long long)p.n_rows, (long long)p.in, (long long)p.out);
   }
   if (!linear_fp8_raw_tc_supported(p)) {
-    return unimplemented("linear_fp8_raw_tc_cuda: needs unquantized inputs, in %% 128 == 0, out %% 128 == 0, groups of "
-                         "128k rows and 16-byte aligned rows (in=%lld out=%lld)", (long long)p.in, (long long)p.out);
+    return unimplemented(
+        "linear_fp8_raw_tc_cuda: needs unquantized inputs, in %% 128 == 0, out %% 128 == 0, groups of "
+        "128k rows and 16-byte aligned rows (in=%lld out=%lld)",
+        (long long)p.in, (long long)p.out);
   }
   const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
-  if (xs < p.in || ys < p.out) return invalid_argument("linear_fp8_raw_tc_cuda: row strides smaller than the rows");
+  if (xs < p.in || ys < p.out)
+    return invalid_argument("linear_fp8_raw_tc_cuda: row strides smaller than the rows");
   if (p.n_rows == 0) return {};
   if (p.out / 128 * ((p.n_rows + 15) / 16) > INT_MAX / 64) {
     return invalid_argument("linear_fp8_raw_tc_cuda: out=%lld x n_rows=%lld over the grid", (long long)p.out,
                             (long long)p.n_rows);
   }
   const linear_cuda_context::impl& s = ctx.state();
-  const linear_dev::split_grid g = linear_dev::plan_split_grid(p.out / 128, (p.n_rows + 15) / 16, p.in / k_block, 1,
-                                                               s.tc_partial_floats, s.tc_arrivals_count);
-  fp8_raw_tc_kernel<<<unsigned(g.ctas()), k_warps * 32, 0, stream>>>(p, xs, ys, g, s.tc_partials, s.tc_arrivals);
+  const linear_dev::split_grid g = linear_dev::plan_split_grid(
+      p.out / 128, (p.n_rows + 15) / 16, p.in / k_block, 1, s.tc_partial_floats, s.tc_arrivals_count);
+  fp8_raw_tc_kernel<<<unsigned(g.ctas()), k_warps * 32, 0, stream>>>(p, xs, ys, g, s.tc_partials,
+                                                                     s.tc_arrivals);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error("linear_fp8_raw_tc_cuda: %s", cudaGetErrorString(e));
   return {};

@@ -17,12 +17,13 @@
 // adjacent in the grid, so the weights come from DRAM about once. Layers with
 // fewer output tiles than SMs split K over CTAs (plan_split_grid), the last CTA of a
 // tile adding the partials in a fixed order.
-#include <algorithm>
-#include <climits>
-
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_fp8_device.cuh"
 #include "kernels/linear/linear_impl.h"
+
+#include <climits>
+
+#include <algorithm>
 
 namespace hart {
 namespace {
@@ -31,9 +32,10 @@ constexpr int k_warps = 4;
 constexpr int64_t k_block = k_linear_fp8_block;
 
 template <int MT>
-__global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params p, const uint8_t* __restrict__ xq,
-                                                               const float* __restrict__ xs, int64_t ys, linear_dev::split_grid grid,
-                                                               float* __restrict__ partials, int* __restrict__ arrivals) {
+__global__ void __launch_bounds__(k_warps * 32)
+    fp8_tc_kernel(linear_fp8_params p, const uint8_t* __restrict__ xq, const float* __restrict__ xs,
+                  int64_t ys, linear_dev::split_grid grid, float* __restrict__ partials,
+                  int* __restrict__ arrivals) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
   int64_t ob, split, rt;
@@ -52,7 +54,8 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       row[mt][h] = r0 + mt * 16 + g + 8 * h;
-      xrow[mt][h] = xq + min(row[mt][h], p.n_rows - 1) * in + t * 32;  // rows past the end read the last, dropped
+      xrow[mt][h] =
+          xq + min(row[mt][h], p.n_rows - 1) * in + t * 32;  // rows past the end read the last, dropped
     }
   }
   const uint8_t* wscale = p.w_scale + (n0 / k_block) * nkb;
@@ -68,7 +71,8 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
   for (int64_t kb = kb0; kb < kb1; ++kb) {
     const int64_t k0 = kb * k_block;
     uint4 next[4][2];
-    linear_dev::mma_load_weights(next, wrow, (kb + 1 < kb1 ? kb + 1 : kb) * k_block, 16);  // the last reloads itself
+    linear_dev::mma_load_weights(next, wrow, (kb + 1 < kb1 ? kb + 1 : kb) * k_block,
+                                 16);  // the last reloads itself
     const float sw = linear_dev::e8m0_value(__ldg(wscale + kb));
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {  // one m-tile at a time: its inputs and partials only
@@ -106,10 +110,11 @@ __global__ void __launch_bounds__(k_warps * 32) fp8_tc_kernel(linear_fp8_params 
 template <int MT>
 void launch(const linear_fp8_params& p, const uint8_t* xq, const float* xs, int64_t ys,
             const linear_cuda_context::impl& s, cudaStream_t stream) {
-  const linear_dev::split_grid g = linear_dev::plan_split_grid(p.out / 128, (p.n_rows + 16 * MT - 1) / (16 * MT),
-                                                               p.in / k_block, MT, s.tc_partial_floats,
-                                                               s.tc_arrivals_count);
-  fp8_tc_kernel<MT><<<unsigned(g.ctas()), k_warps * 32, 0, stream>>>(p, xq, xs, ys, g, s.tc_partials, s.tc_arrivals);
+  const linear_dev::split_grid g =
+      linear_dev::plan_split_grid(p.out / 128, (p.n_rows + 16 * MT - 1) / (16 * MT), p.in / k_block, MT,
+                                  s.tc_partial_floats, s.tc_arrivals_count);
+  fp8_tc_kernel<MT>
+      <<<unsigned(g.ctas()), k_warps * 32, 0, stream>>>(p, xq, xs, ys, g, s.tc_partials, s.tc_arrivals);
 }
 
 }  // namespace
@@ -126,16 +131,18 @@ status linear_fp8_tc_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, 
                             (long long)p.in, (long long)p.out);
   }
   if (!linear_fp8_tc_supported(p)) {
-    return unimplemented("linear_fp8_tc_cuda: needs quantized inputs, in %% 128 == 0, out %% 128 == 0 (in=%lld out=%lld)",
-                         (long long)p.in, (long long)p.out);
+    return unimplemented(
+        "linear_fp8_tc_cuda: needs quantized inputs, in %% 128 == 0, out %% 128 == 0 (in=%lld out=%lld)",
+        (long long)p.in, (long long)p.out);
   }
   const int64_t xs = p.x_stride ? p.x_stride : p.in, ys = p.y_stride ? p.y_stride : p.out;
-  if (xs < p.in || ys < p.out) return invalid_argument("linear_fp8_tc_cuda: row strides smaller than the rows");
+  if (xs < p.in || ys < p.out)
+    return invalid_argument("linear_fp8_tc_cuda: row strides smaller than the rows");
   const linear_cuda_context::impl& s = ctx.state();
   if (p.n_rows > s.max_fp8_rows || p.in > s.max_fp8_in) {
-    return resource_exhausted("linear_fp8_tc_cuda: n_rows=%lld in=%lld over the context's %lld x %lld fp8 buffer",
-                              (long long)p.n_rows, (long long)p.in, (long long)s.max_fp8_rows,
-                              (long long)s.max_fp8_in);
+    return resource_exhausted(
+        "linear_fp8_tc_cuda: n_rows=%lld in=%lld over the context's %lld x %lld fp8 buffer",
+        (long long)p.n_rows, (long long)p.in, (long long)s.max_fp8_rows, (long long)s.max_fp8_in);
   }
   if (p.out / 128 * ((p.n_rows + 15) / 16) > INT_MAX) {
     return invalid_argument("linear_fp8_tc_cuda: out=%lld x n_rows=%lld over the grid", (long long)p.out,
@@ -147,8 +154,10 @@ status linear_fp8_tc_cuda(const linear_fp8_params& p, linear_cuda_context& ctx, 
   auto* codes = reinterpret_cast<uint8_t*>(s.x_qdq);
   auto* scales = reinterpret_cast<float*>(codes + (p.n_rows * p.in + 15) / 16 * 16);
   HART_RETURN_IF_ERROR(fp8_act_quant_cuda(p.x, xs, codes, scales, p.n_rows, p.in, stream));
-  if (p.n_rows <= 16) launch<1>(p, codes, scales, ys, s, stream);
-  else launch<2>(p, codes, scales, ys, s, stream);  // 32-row tiles (4 would spill registers)
+  if (p.n_rows <= 16)
+    launch<1>(p, codes, scales, ys, s, stream);
+  else
+    launch<2>(p, codes, scales, ys, s, stream);  // 32-row tiles (4 would spill registers)
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error("linear_fp8_tc_cuda: %s", cudaGetErrorString(e));
   return {};

@@ -12,31 +12,33 @@
 // it to the tile's accumulator times x's row scale and W's block scale (the
 // block-scaled sum, as DeepGEMM does: the tensor core's FP8 accumulation keeps
 // fewer bits than fp32, so it never spans more than one block).
+#include "kernels/cuda_device.h"
 #include "kernels/linear/linear.h"
+#include "kernels/linear/linear_impl.h"
 
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include "kernels/cuda_device.h"
-#include "kernels/linear/linear_impl.h"
-
 namespace hart {
 namespace {
 
-constexpr int k_tile = 128;          // rows, columns and channels of a tile (one scale block)
-constexpr int k_stages = 5;          // 32 KB each
-constexpr int k_threads = 384;       // producer + two consumer warpgroups
+constexpr int k_tile = 128;     // rows, columns and channels of a tile (one scale block)
+constexpr int k_stages = 5;     // 32 KB each
+constexpr int k_threads = 384;  // producer + two consumer warpgroups
 constexpr int k_stage_bytes = 2 * k_tile * k_tile;
 constexpr int k_smem_bytes = k_stages * k_stage_bytes + 1024 /* alignment */ + 2 * k_stages * 8;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return uint32_t(__cvta_generic_to_shared(p));
+}
 
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
 }
 
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
 }
 
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
@@ -58,8 +60,8 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 // A 128 × 128-byte box at (channel c0, row c1) of `map` into shared memory.
 __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
   asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          smem_u32(dst)),
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];" ::"r"(smem_u32(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
       : "memory");
 }
@@ -80,30 +82,34 @@ __device__ __forceinline__ void wgmma_m64n128k32(float (&d)[64], uint64_t a, uin
       ".reg .pred p;\n"
       "setp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "
-      "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22, "
+      "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
+      "%43, %44, "
       "%45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
       "%64, %65, p, 1, 1;\n"
       "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
-        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(a), "l"(b), "r"(accumulate));
 #endif
 }
 
 __global__ void __launch_bounds__(k_threads, 1)
     fp8_wgmma_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
-                     const float* __restrict__ x_scales, const uint8_t* __restrict__ w_scales, float* __restrict__ y,
-                     int n_rows, int in, int64_t y_stride, int accumulate) {
+                     const float* __restrict__ x_scales, const uint8_t* __restrict__ w_scales,
+                     float* __restrict__ y, int n_rows, int in, int64_t y_stride, int accumulate) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* tiles = smem;  // stage s: x tile at s · k_stage_bytes, W tile 16 KB after it
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + k_stages * k_stage_bytes);
   uint64_t* empty = full + k_stages;
@@ -152,7 +158,8 @@ __global__ void __launch_bounds__(k_threads, 1)
     const uint8_t* b = tiles + s * k_stage_bytes + k_tile * k_tile;
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-    for (int k = 0; k < k_tile / 32; ++k) wgmma_m64n128k32(part, smem_desc(a + 32 * k), smem_desc(b + 32 * k), k > 0);
+    for (int k = 0; k < k_tile / 32; ++k)
+      wgmma_m64n128k32(part, smem_desc(a + 32 * k), smem_desc(b + 32 * k), k > 0);
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     if (lane == 0) mbar_arrive(&empty[s]);
@@ -188,12 +195,14 @@ __global__ void __launch_bounds__(k_threads, 1)
 }
 
 using encode_tiled_fn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                     const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+                                     const cuuint64_t*, const cuuint32_t*, const cuuint32_t*,
+                                     CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                     CUtensorMapFloatOOBfill);
 
 // The driver's tensor-map encoder, through the runtime (cuda_driver_symbol).
 encode_tiled_fn tensor_map_encoder() {
-  static const encode_tiled_fn fn = reinterpret_cast<encode_tiled_fn>(cuda_driver_symbol("cuTensorMapEncodeTiled"));
+  static const encode_tiled_fn fn =
+      reinterpret_cast<encode_tiled_fn>(cuda_driver_symbol("cuTensorMapEncodeTiled"));
   return fn;
 }
 
@@ -205,27 +214,30 @@ status codes_map(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t co
   const cuuint64_t strides[1] = {cuuint64_t(stride)};
   const cuuint32_t box[2] = {k_tile, k_tile};
   const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(base), dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(base), dims, strides,
+                            box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return internal_error("linear_fp8_wgmma_cuda: cuTensorMapEncodeTiled failed (%d)", int(r));
+  if (r != CUDA_SUCCESS)
+    return internal_error("linear_fp8_wgmma_cuda: cuTensorMapEncodeTiled failed (%d)", int(r));
   return {};
 }
 
 }  // namespace
 
-status fp8_wgmma_gemm(const uint8_t* x_codes, const float* x_scales, const uint8_t* w, const uint8_t* w_scale, float* y,
-                      int64_t n_rows, int64_t in, int64_t out, int64_t ys, bool accumulate, cudaStream_t stream) {
+status fp8_wgmma_gemm(const uint8_t* x_codes, const float* x_scales, const uint8_t* w, const uint8_t* w_scale,
+                      float* y, int64_t n_rows, int64_t in, int64_t out, int64_t ys, bool accumulate,
+                      cudaStream_t stream) {
   if (n_rows == 0) return {};
   CUtensorMap map_x, map_w;
   HART_RETURN_IF_ERROR(codes_map(&map_x, x_codes, n_rows, in, in));
   HART_RETURN_IF_ERROR(codes_map(&map_w, w, out, in, in));
   // Per launch, not cached: the attribute belongs to the current device.
-  cudaError_t e = cudaFuncSetAttribute(fp8_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, k_smem_bytes);
+  cudaError_t e =
+      cudaFuncSetAttribute(fp8_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, k_smem_bytes);
   if (e == cudaSuccess) {
     const dim3 grid(unsigned(out / k_tile), unsigned((n_rows + k_tile - 1) / k_tile));
-    fp8_wgmma_kernel<<<grid, k_threads, k_smem_bytes, stream>>>(map_x, map_w, x_scales, w_scale, y, int(n_rows),
-                                                               int(in), ys, accumulate ? 1 : 0);
+    fp8_wgmma_kernel<<<grid, k_threads, k_smem_bytes, stream>>>(map_x, map_w, x_scales, w_scale, y,
+                                                                int(n_rows), int(in), ys, accumulate ? 1 : 0);
     e = cudaGetLastError();
   }
   if (e != cudaSuccess) return internal_error("linear_fp8_wgmma_cuda: %s", cudaGetErrorString(e));
@@ -244,8 +256,8 @@ status linear_fp8_wgmma_cuda(const linear_fp8_params& p, linear_cuda_context& ct
   if (p.n_rows == 0) return {};
   block_major_input x;
   HART_RETURN_IF_ERROR(quantize_block_major(p, p.n_rows, s, stream, &x));
-  return fp8_wgmma_gemm(x.codes, x.scales, p.w, p.w_scale, p.y, p.n_rows, p.in, p.out, p.y_stride ? p.y_stride : p.out,
-                        p.accumulate, stream);
+  return fp8_wgmma_gemm(x.codes, x.scales, p.w, p.w_scale, p.y, p.n_rows, p.in, p.out,
+                        p.y_stride ? p.y_stride : p.out, p.accumulate, stream);
 }
 
 }  // namespace hart

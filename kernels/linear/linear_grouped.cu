@@ -2,10 +2,10 @@
 // per (8 warps' features, tile); CTAs past *n_tiles exit at once, so the grid can be
 // sized by a bound while a device-side plan decides the work (MoE experts
 // without a host round-trip). Codes use linear_fp8_cuda's dot product.
-#include <climits>
-
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_fp8_device.cuh"
+
+#include <climits>
 
 namespace hart {
 namespace {
@@ -29,9 +29,11 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_kernel(linear_grouped_pa
   if (gw.w_scale) {
     const int64_t n_kb = (p.in + linear_dev::k_block - 1) / linear_dev::k_block;
     linear_dev::fp8_dot_rows<MT, R, VEC>(static_cast<const uint8_t*>(gw.w) + o0 * p.in, nr,
-                                         gw.w_scale + (o0 / linear_dev::k_block) * n_kb, x, p.in, p.in, mt, lane, acc);
+                                         gw.w_scale + (o0 / linear_dev::k_block) * n_kb, x, p.in, p.in, mt,
+                                         lane, acc);
   } else {
-    linear_dev::f32_dot_rows<MT, R, VEC>(static_cast<const float*>(gw.w) + o0 * p.in, nr, x, p.in, mt, lane, acc);
+    linear_dev::f32_dot_rows<MT, R, VEC>(static_cast<const float*>(gw.w) + o0 * p.in, nr, x, p.in, mt, lane,
+                                         acc);
   }
   linear_dev::warp_sum(acc);
   if (lane == 0) linear_dev::store_rows(acc, p.y, p.out, r0, o0, nr, mt, false);
@@ -57,14 +59,17 @@ status linear_grouped_cuda(const linear_grouped_params& p, CUstream_st* stream) 
     return invalid_argument("linear_grouped_cuda: bad sizes in=%lld out=%lld n_rows=%lld", (long long)p.in,
                             (long long)p.out, (long long)p.n_rows);
   }
-  if (p.w_mxfp4) return unimplemented("linear_grouped_cuda: MXFP4 groups run on tensor cores (linear_grouped_tc_cuda)");
+  if (p.w_mxfp4)
+    return unimplemented("linear_grouped_cuda: MXFP4 groups run on tensor cores (linear_grouped_tc_cuda)");
   if (p.max_tile_rows < 1 || p.max_tile_rows > MT) {
-    return unimplemented("linear_grouped_cuda: tiles of up to %lld rows (max_tile_rows; wide tiles are "
-                         "linear_grouped_tc_cuda's)", (long long)p.max_tile_rows);
+    return unimplemented(
+        "linear_grouped_cuda: tiles of up to %lld rows (max_tile_rows; wide tiles are "
+        "linear_grouped_tc_cuda's)",
+        (long long)p.max_tile_rows);
   }
   if ((p.out + k_warps - 1) / k_warps > INT_MAX || p.max_tiles > 65535) {
-    return invalid_argument("linear_grouped_cuda: out=%lld / max_tiles=%lld exceed the grid", (long long)p.out,
-                            (long long)p.max_tiles);
+    return invalid_argument("linear_grouped_cuda: out=%lld / max_tiles=%lld exceed the grid",
+                            (long long)p.out, (long long)p.max_tiles);
   }
   if (p.max_tiles == 0) return {};
   // VEC needs every group's weights 16-byte aligned: device allocations are

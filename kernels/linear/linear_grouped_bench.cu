@@ -21,6 +21,9 @@
 //    no L2 reuse beyond what one step would have).
 // GB/s = bytes of the experts the step touches (codes + scales, all three
 // linears) / time. Activation quantization and SwiGLU are not in the time.
+#include "kernels/linear/linear.h"
+#include "kernels/linear/linear_bench_common.cuh"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,9 +33,6 @@
 #include <random>
 #include <set>
 #include <vector>
-
-#include "kernels/linear/linear.h"
-#include "kernels/linear/linear_bench_common.cuh"
 
 using namespace hart;
 using namespace hart::bench;
@@ -132,10 +132,10 @@ routing make_routing(std::mt19937& rng, int64_t tokens, int32_t tile_max) {
   return r;
 }
 
-linear_grouped_params params(const expert_set& w, const routing& r, const uint8_t* x_codes, const float* x_scales,
-                             float* y, int64_t n_rows, int32_t tile_max) {
-  linear_grouped_params p{nullptr, y, w.table, k_experts, r.group, r.row0, r.rows, r.n_tiles, r.max_tiles,
-                          n_rows, w.in, w.out};
+linear_grouped_params params(const expert_set& w, const routing& r, const uint8_t* x_codes,
+                             const float* x_scales, float* y, int64_t n_rows, int32_t tile_max) {
+  linear_grouped_params p{nullptr, y,         w.table,     k_experts, r.group, r.row0,
+                          r.rows,  r.n_tiles, r.max_tiles, n_rows,    w.in,    w.out};
   p.max_tile_rows = tile_max;
   p.x_codes = x_codes;
   p.x_scales = x_scales;
@@ -144,8 +144,8 @@ linear_grouped_params params(const expert_set& w, const routing& r, const uint8_
 }
 
 // Worst error / (2^-12 Σ|x'w'|) over 16 sampled outputs of every row (first routing, w1).
-double check(const expert_set& w, const routing& r, const uint8_t* d_codes, const float* d_scales, const float* d_y,
-             int64_t n_rows) {
+double check(const expert_set& w, const routing& r, const uint8_t* d_codes, const float* d_scales,
+             const float* d_y, int64_t n_rows) {
   const int64_t in = w.in, out = w.out;
   std::vector<uint8_t> xc(size_t(n_rows * in));
   std::vector<float> xs(size_t(n_rows * in / 128)), y(size_t(n_rows * out));
@@ -161,15 +161,18 @@ double check(const expert_set& w, const routing& r, const uint8_t* d_codes, cons
       if (w.mxfp4) {
         std::vector<uint8_t> pk(static_cast<size_t>(in / 2)), sc(static_cast<size_t>(in / 32));
         CK(cudaMemcpy(pk.data(), w.codes + e * w.code_bytes + o * in / 2, pk.size(), cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(sc.data(), w.scales + e * w.scale_bytes + o * in / 32, sc.size(), cudaMemcpyDeviceToHost));
-        if (!mxfp4_mma_order(pk.data(), 1, in, pk.data()).ok()) std::exit(1);  // back to kernels/quant's order
+        CK(cudaMemcpy(sc.data(), w.scales + e * w.scale_bytes + o * in / 32, sc.size(),
+                      cudaMemcpyDeviceToHost));
+        if (!mxfp4_mma_order(pk.data(), 1, in, pk.data()).ok())
+          std::exit(1);  // back to kernels/quant's order
         if (!mxfp4_dequantize(pk.data(), sc.data(), 1, in, wrow.data()).ok()) std::exit(1);
       } else {
         std::vector<uint8_t> cd(static_cast<size_t>(in)), sc(static_cast<size_t>(in / 128));
         CK(cudaMemcpy(cd.data(), w.codes + e * w.code_bytes + o * in, cd.size(), cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(sc.data(), w.scales + e * w.scale_bytes + (o / 128) * (in / 128), sc.size(),
                       cudaMemcpyDeviceToHost));
-        for (int64_t i = 0; i < in; ++i) wrow[i] = f32_from_e4m3(cd[i]) * std::ldexp(1.0f, int(sc[i / 128]) - 127);
+        for (int64_t i = 0; i < in; ++i)
+          wrow[i] = f32_from_e4m3(cd[i]) * std::ldexp(1.0f, int(sc[i / 128]) - 127);
       }
       for (int64_t rr = r.h_row0[t]; rr < r.h_row0[t] + r.h_rows[t]; ++rr) {
         double acc = 0, mag = 0;
@@ -179,7 +182,8 @@ double check(const expert_set& w, const routing& r, const uint8_t* d_codes, cons
           mag += std::fabs(p);
         }
         const double got = y[rr * out + o];
-        worst = std::max(worst, std::isfinite(got) ? std::fabs(got - acc) / (std::ldexp(mag, -12) + 1e-30) : INFINITY);
+        worst = std::max(
+            worst, std::isfinite(got) ? std::fabs(got - acc) / (std::ldexp(mag, -12) + 1e-30) : INFINITY);
       }
     }
   }
@@ -192,8 +196,8 @@ int main() {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   const double copy_bw = copy_bandwidth();
-  std::printf("device %s, %d SMs; measured D2D copy %.0f GB/s (read+write)\n", prop.name, prop.multiProcessorCount,
-              copy_bw / 1e9);
+  std::printf("device %s, %d SMs; measured D2D copy %.0f GB/s (read+write)\n", prop.name,
+              prop.multiProcessorCount, copy_bw / 1e9);
   const int64_t max_rows = 1365 * k_topk;
   // Activations: random floats quantized as the engine does (codes + per-128 scales).
   std::mt19937 rng(1);
@@ -219,7 +223,12 @@ int main() {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  struct row { const char* format; int64_t tokens, touched; double mb, us, gbs, tflops; bool ok; };
+  struct row {
+    const char* format;
+    int64_t tokens, touched;
+    double mb, us, gbs, tflops;
+    bool ok;
+  };
   std::vector<row> table;
   for (const bool fp4 : {false, true}) {
     const expert_set w1(fp4, k_dim, k_inter, 11), w3(fp4, k_dim, k_inter, 13), w2(fp4, k_inter, k_dim, 17);
@@ -227,7 +236,7 @@ int main() {
     for (const int64_t tokens : {1, 2, 4, 8, 16, 32, 64, 512, 1365}) {
       // The engine's plan: wide tiles from 4 rows per expert on average (runtime/gpu/gpu_moe.cpp).
       const int32_t tile_max = int32_t(tokens * k_topk >= 4 * k_experts ? linear_grouped_wide_tile_rows
-                                                                         : linear_grouped_tile_rows);
+                                                                        : linear_grouped_tile_rows);
       std::mt19937 route_rng(static_cast<uint32_t>(tokens));
       std::vector<routing> rs;
       for (int i = 0; i < k_routings; ++i) rs.push_back(make_routing(route_rng, tokens, tile_max));
@@ -264,12 +273,13 @@ int main() {
       const double us = ms[ms.size() / 2] * 1e3;
       const double bytes = touched * double(w1.expert_bytes() + w3.expert_bytes() + w2.expert_bytes());
       const double flops = 2.0 * double(n_rows) * double(3 * k_dim * k_inter);
-      table.push_back({format, tokens, int64_t(std::lround(touched)), bytes / 1e6, us, bytes / (us * 1e-6) / 1e9,
-                       flops / (us * 1e-6) / 1e12, true});
+      table.push_back({format, tokens, int64_t(std::lround(touched)), bytes / 1e6, us,
+                       bytes / (us * 1e-6) / 1e9, flops / (us * 1e-6) / 1e12, true});
     }
   }
   std::printf(
-      "\n| experts | tokens | tiles | experts touched | MB touched | us (median) | GB/s | %% of copy | TFLOP/s | M1 (>= "
+      "\n| experts | tokens | tiles | experts touched | MB touched | us (median) | GB/s | %% of copy | "
+      "TFLOP/s | M1 (>= "
       "75%%) |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const row& r : table) {
@@ -279,9 +289,12 @@ int main() {
     }
     const double pct = 100.0 * r.gbs * 1e9 / copy_bw;
     const bool wide = r.tokens * k_topk >= 4 * k_experts;
-    std::printf("| %s | %lld | %s | %lld | %.1f | %.2f | %.0f | %.1f | %.1f | %s |\n", r.format, (long long)r.tokens,
-                wide ? "wide" : "narrow", (long long)r.touched, r.mb, r.us, r.gbs, pct, r.tflops,
-                wide ? "" : pct >= 75 ? "met" : "missed");
+    std::printf("| %s | %lld | %s | %lld | %.1f | %.2f | %.0f | %.1f | %.1f | %s |\n", r.format,
+                (long long)r.tokens, wide ? "wide" : "narrow", (long long)r.touched, r.mb, r.us, r.gbs, pct,
+                r.tflops,
+                wide        ? ""
+                : pct >= 75 ? "met"
+                            : "missed");
   }
   std::printf("\nreproduce: bash scripts/gpu/bench_linear.sh\n");
   return 0;

@@ -1,11 +1,11 @@
 // CPU reference of the grouped linear: each group's weight decoded to fp32
 // (FP8 or MXFP4 codes times 2^scale, exact), then linear_cpu over each tile's rows.
+#include "kernels/linear/linear.h"
+#include "kernels/quant/quant.h"
+
 #include <cstdint>
 #include <map>
 #include <vector>
-
-#include "kernels/linear/linear.h"
-#include "kernels/quant/quant.h"
 
 namespace hart {
 
@@ -18,11 +18,12 @@ status linear_grouped_cpu(const linear_grouped_params& p) {
                             (long long)p.out, (long long)p.n_rows);
   }
   if (p.max_tile_rows < 1 || p.max_tile_rows > linear_grouped_wide_tile_rows) {
-    return invalid_argument("linear_grouped_cpu: max_tile_rows=%lld outside [1, %lld]", (long long)p.max_tile_rows,
-                            (long long)linear_grouped_wide_tile_rows);
+    return invalid_argument("linear_grouped_cpu: max_tile_rows=%lld outside [1, %lld]",
+                            (long long)p.max_tile_rows, (long long)linear_grouped_wide_tile_rows);
   }
   if (p.w_mxfp4 && p.in % 128 != 0) {
-    return invalid_argument("linear_grouped_cpu: MXFP4 groups need in %% 128 == 0 (in=%lld)", (long long)p.in);
+    return invalid_argument("linear_grouped_cpu: MXFP4 groups need in %% 128 == 0 (in=%lld)",
+                            (long long)p.in);
   }
   const int64_t n_tiles = *p.n_tiles;
   if (n_tiles < 0 || n_tiles > p.max_tiles) {
@@ -31,18 +32,21 @@ status linear_grouped_cpu(const linear_grouped_params& p) {
   }
   for (int64_t i = 0; i < n_tiles; ++i) {
     const int64_t g = p.tile_group[i], r0 = p.tile_row0[i], n = p.tile_rows[i];
-    if (g < 0 || g >= p.n_groups || !p.groups[g].w || reinterpret_cast<uintptr_t>(p.groups[g].w) % 16 || n < 1 ||
-        n > p.max_tile_rows || r0 < 0 || r0 + n > p.n_rows) {
-      return invalid_argument("linear_grouped_cpu: tile %lld (group %lld, rows %lld+%lld) outside %lld groups x %lld rows, or its weight null or not 16-byte aligned",
-                              (long long)i, (long long)g, (long long)r0, (long long)n, (long long)p.n_groups,
-                              (long long)p.n_rows);
+    if (g < 0 || g >= p.n_groups || !p.groups[g].w || reinterpret_cast<uintptr_t>(p.groups[g].w) % 16 ||
+        n < 1 || n > p.max_tile_rows || r0 < 0 || r0 + n > p.n_rows) {
+      return invalid_argument(
+          "linear_grouped_cpu: tile %lld (group %lld, rows %lld+%lld) outside %lld groups x %lld rows, or "
+          "its weight null or not 16-byte aligned",
+          (long long)i, (long long)g, (long long)r0, (long long)n, (long long)p.n_groups,
+          (long long)p.n_rows);
     }
   }
   std::map<int64_t, std::vector<float>> decoded;  // codes groups, decoded once
   for (int64_t i = 0; i < n_tiles; ++i) {
     const linear_group_weight& gw = p.groups[p.tile_group[i]];
     const float* w = static_cast<const float*>(gw.w);
-    if (p.w_mxfp4 && !gw.w_scale) return invalid_argument("linear_grouped_cpu: MXFP4 group %d without scales", p.tile_group[i]);
+    if (p.w_mxfp4 && !gw.w_scale)
+      return invalid_argument("linear_grouped_cpu: MXFP4 group %d without scales", p.tile_group[i]);
     if (gw.w_scale) {
       auto [it, fresh] = decoded.try_emplace(p.tile_group[i]);
       if (fresh) {

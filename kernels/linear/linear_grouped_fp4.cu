@@ -47,8 +47,12 @@ constexpr int k_wide_ctas_per_sm = 3;
 constexpr int k_wide_smem = k_wide_stages * k_stage_bytes;
 
 // Even / odd codes of a word of 8 e2m1 (low nibble first) as 4 e4m3 each, 2^-6 of their values.
-__device__ __forceinline__ uint32_t fp4_even(uint32_t w) { return ((w << 4) & 0x80808080u) | ((w << 2) & 0x1c1c1c1cu); }
-__device__ __forceinline__ uint32_t fp4_odd(uint32_t w) { return (w & 0x80808080u) | ((w >> 2) & 0x1c1c1c1cu); }
+__device__ __forceinline__ uint32_t fp4_even(uint32_t w) {
+  return ((w << 4) & 0x80808080u) | ((w << 2) & 0x1c1c1c1cu);
+}
+__device__ __forceinline__ uint32_t fp4_odd(uint32_t w) {
+  return (w & 0x80808080u) | ((w >> 2) & 0x1c1c1c1cu);
+}
 
 // 2^(c - 127) for byte j of a word of e8m0 codes, by placing c in the float's
 // exponent field: exact for codes 1..254 (0, a 2^-127 scale, reads as 0; 255, NaN, as inf).
@@ -80,7 +84,9 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
 __device__ __forceinline__ void cp_async4(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(shared_addr(dst)), "l"(src));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n");
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -159,8 +165,8 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_fp4_kernel(linear_groupe
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi) {
         float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        linear_dev::mma_e4m3(part, fp4_even(cur.w[mi][0][j]), fp4_even(cur.w[mi][1][j]), fp4_odd(cur.w[mi][0][j]),
-                             fp4_odd(cur.w[mi][1][j]), b0, b1);
+        linear_dev::mma_e4m3(part, fp4_even(cur.w[mi][0][j]), fp4_even(cur.w[mi][1][j]),
+                             fp4_odd(cur.w[mi][0][j]), fp4_odd(cur.w[mi][1][j]), b0, b1);
         const float lo = e8m0_byte(cur.s[mi][0], j), hi = e8m0_byte(cur.s[mi][1], j);
         sum[mi][0] = fmaf(part[0], lo, sum[mi][0]);
         sum[mi][1] = fmaf(part[1], lo, sum[mi][1]);
@@ -216,8 +222,8 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_fp4_kernel(linear_groupe
 // waited on each read: 4 warps at 204 registers held too few bytes in flight).
 // Each warp widens its 32 outputs' codes once per 32-block and runs them
 // against every m-group of 16 rows; the sums are v1's, in v1's order.
-__global__ void __launch_bounds__(k_wide_warps * 32, k_wide_ctas_per_sm) grouped_fp4_wide_kernel(
-    linear_grouped_params p) {
+__global__ void __launch_bounds__(k_wide_warps * 32, k_wide_ctas_per_sm)
+    grouped_fp4_wide_kernel(linear_grouped_params p) {
   extern __shared__ __align__(16) uint8_t stages[];
   const int tile = blockIdx.y;
   if (tile >= *p.n_tiles) return;
@@ -234,14 +240,16 @@ __global__ void __launch_bounds__(k_wide_warps * 32, k_wide_ctas_per_sm) grouped
   auto issue = [&](int64_t kb, int st) {
     uint8_t* s = stages + st * k_stage_bytes;
     for (int i = threadIdx.x; i < k_wide_outs * 4; i += blockDim.x) {
-      cp_async16(s + k_stage_w + (i / 4) * 64 + (i % 4) * 16, w_rows + (i / 4) * (in / 2) + kb * 64 + (i % 4) * 16);
+      cp_async16(s + k_stage_w + (i / 4) * 64 + (i % 4) * 16,
+                 w_rows + (i / 4) * (in / 2) + kb * 64 + (i % 4) * 16);
     }
     for (int r = threadIdx.x; r < k_wide_outs; r += blockDim.x) {
       cp_async4(s + k_stage_ws + r * 4, s_rows + r * scale_row + kb * k_sub);
     }
     for (int i = threadIdx.x; i < x_rows * 8; i += blockDim.x) {
       const int64_t row = r0 + min(i / 8, mt - 1);
-      cp_async16(s + k_stage_x + (i / 8) * k_x_pitch + (i % 8) * 16, p.x_codes + row * in + kb * k_block + (i % 8) * 16);
+      cp_async16(s + k_stage_x + (i / 8) * k_x_pitch + (i % 8) * 16,
+                 p.x_codes + row * in + kb * k_block + (i % 8) * 16);
     }
     for (int r = threadIdx.x; r < x_rows; r += blockDim.x) {
       cp_async4(s + k_stage_xs + r * 4, p.x_scales + (r0 + min(r, mt - 1)) * nkb + kb);
@@ -255,7 +263,8 @@ __global__ void __launch_bounds__(k_wide_warps * 32, k_wide_ctas_per_sm) grouped
   for (int64_t kb = 0; kb < nkb; ++kb) {
     cp_async_wait<k_wide_stages - 2>();  // block kb's group has landed (this thread's copies)
     __syncthreads();                     // everyone's, and block kb - 1's stage is free again
-    if (kb + k_wide_stages - 1 < nkb) issue(kb + k_wide_stages - 1, int((kb + k_wide_stages - 1) % k_wide_stages));
+    if (kb + k_wide_stages - 1 < nkb)
+      issue(kb + k_wide_stages - 1, int((kb + k_wide_stages - 1) % k_wide_stages));
     cp_async_commit();
     const uint8_t* s = stages + (kb % k_wide_stages) * k_stage_bytes;
     const float* xs = reinterpret_cast<const float*>(s + k_stage_xs);
@@ -324,8 +333,8 @@ __global__ void __launch_bounds__(k_wide_warps * 32, k_wide_ctas_per_sm) grouped
 cudaError_t launch_grouped_fp4(const linear_grouped_params& p, dim3 grid, cudaStream_t stream) {
   if (p.max_tile_rows > linear_grouped_tile_rows) {
     // Over the default 48 KB: set on every launch, since it is per device.
-    const cudaError_t e =
-        cudaFuncSetAttribute(grouped_fp4_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, k_wide_smem);
+    const cudaError_t e = cudaFuncSetAttribute(grouped_fp4_wide_kernel,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, k_wide_smem);
     if (e != cudaSuccess) return e;
     grouped_fp4_wide_kernel<<<grid, k_wide_warps * 32, k_wide_smem, stream>>>(p);
   } else {

@@ -3,9 +3,9 @@
 // checks the arguments and sizes the grid (out / 128 × max_tiles) for both forms.
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include "kernels/linear/linear.h"
+
+#include <cuda_runtime.h>
 
 namespace hart {
 

@@ -12,18 +12,19 @@
 // Wide tiles (prefill, up to 64 rows of one expert) run grouped_tc_wide_kernel:
 // every 16 of the tile's rows fill one whole MMA per block of weights, so an
 // expert's weights are read once per 64 rows instead of once per 8.
-#include <climits>
-#include <cstdint>
-
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_fp8_device.cuh"
 #include "kernels/linear/linear_grouped_fp4.h"
 
+#include <climits>
+
+#include <cstdint>
+
 namespace hart {
 namespace {
 
-constexpr int k_phases = 4;                  // warps splitting K: block kb goes to phase kb % k_phases
-constexpr int k_warps = 4 * k_phases;        // 4 warps of 32 outputs per phase
+constexpr int k_phases = 4;            // warps splitting K: block kb goes to phase kb % k_phases
+constexpr int k_warps = 4 * k_phases;  // 4 warps of 32 outputs per phase
 constexpr int64_t k_block = k_linear_fp8_block;
 static_assert(linear_grouped_tile_rows <= 8, "a tile fills the low half of the MMA's 16 rows");
 
@@ -43,7 +44,8 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_tc_kernel(linear_grouped
   const float* xs = p.x_scales + row * nkb;
   const uint8_t* wrow[4];
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt) wrow[nt] = static_cast<const uint8_t*>(gw.w) + (n0 + nt * 8 + g) * in + t * 32;
+  for (int nt = 0; nt < 4; ++nt)
+    wrow[nt] = static_cast<const uint8_t*>(gw.w) + (n0 + nt * 8 + g) * in + t * 32;
   const uint8_t* wscale = gw.w_scale + (n0 / k_block) * nkb;
   float acc[4][2] = {};
   // This phase's blocks, the next one's weights in flight while one multiplies
@@ -82,7 +84,8 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_tc_kernel(linear_grouped
       acc[nt][0] += v.x;
       acc[nt][1] += v.y;
     }
-    *reinterpret_cast<float2*>(p.y + (r0 + g) * p.out + n0 + nt * 8 + 2 * t) = make_float2(acc[nt][0], acc[nt][1]);
+    *reinterpret_cast<float2*>(p.y + (r0 + g) * p.out + n0 + nt * 8 + 2 * t) =
+        make_float2(acc[nt][0], acc[nt][1]);
   }
 }
 
@@ -105,7 +108,8 @@ __global__ void __launch_bounds__(k_wide_warps * 32) grouped_tc_wide_kernel(line
   const int64_t in = p.in, nkb = in / k_block;
   const uint8_t* wrow[4];
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt) wrow[nt] = static_cast<const uint8_t*>(gw.w) + (n0 + nt * 8 + g) * in + t * 32;
+  for (int nt = 0; nt < 4; ++nt)
+    wrow[nt] = static_cast<const uint8_t*>(gw.w) + (n0 + nt * 8 + g) * in + t * 32;
   const uint8_t* wscale = gw.w_scale + (n0 / k_block) * nkb;
   float acc[k_wide_groups][4][4] = {};
   uint4 bw[4][2];
@@ -121,8 +125,10 @@ __global__ void __launch_bounds__(k_wide_warps * 32) grouped_tc_wide_kernel(line
       const int64_t lo = r0 + min(16 * j + g, mt - 1), hi = r0 + min(16 * j + 8 + g, mt - 1);
       const uint8_t* xlo = p.x_codes + lo * in + t * 32 + k0;
       const uint8_t* xhi = p.x_codes + hi * in + t * 32 + k0;
-      const uint4 alo[2] = {__ldg(reinterpret_cast<const uint4*>(xlo)), __ldg(reinterpret_cast<const uint4*>(xlo + 16))};
-      const uint4 ahi[2] = {__ldg(reinterpret_cast<const uint4*>(xhi)), __ldg(reinterpret_cast<const uint4*>(xhi + 16))};
+      const uint4 alo[2] = {__ldg(reinterpret_cast<const uint4*>(xlo)),
+                            __ldg(reinterpret_cast<const uint4*>(xlo + 16))};
+      const uint4 ahi[2] = {__ldg(reinterpret_cast<const uint4*>(xhi)),
+                            __ldg(reinterpret_cast<const uint4*>(xhi + 16))};
       float part[4][4];
       linear_dev::mma_block<true>(part, alo, ahi, bw);
       const float slo = __ldg(p.x_scales + lo * nkb + kb) * ws, shi = __ldg(p.x_scales + hi * nkb + kb) * ws;
@@ -158,7 +164,8 @@ __global__ void __launch_bounds__(k_wide_warps * 32) grouped_tc_wide_kernel(line
 }  // namespace
 
 status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* stream) {
-  if (!p.x_codes || !p.x_scales || !p.y || !p.groups || !p.tile_group || !p.tile_row0 || !p.tile_rows || !p.n_tiles) {
+  if (!p.x_codes || !p.x_scales || !p.y || !p.groups || !p.tile_group || !p.tile_row0 || !p.tile_rows ||
+      !p.n_tiles) {
     return invalid_argument("linear_grouped_tc_cuda: null pointer");
   }
   if (p.in <= 0 || p.out <= 0 || p.n_rows < 0 || p.n_groups < 0 || p.max_tiles < 0) {
@@ -166,16 +173,17 @@ status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* strea
                             (long long)p.out, (long long)p.n_rows);
   }
   if (p.in % k_block != 0 || p.out % 128 != 0) {
-    return unimplemented("linear_grouped_tc_cuda: needs in %% 128 == 0 and out %% 128 == 0 (in=%lld out=%lld)",
-                         (long long)p.in, (long long)p.out);
+    return unimplemented(
+        "linear_grouped_tc_cuda: needs in %% 128 == 0 and out %% 128 == 0 (in=%lld out=%lld)",
+        (long long)p.in, (long long)p.out);
   }
   if (p.out / 128 > INT_MAX || p.max_tiles > 65535) {
-    return invalid_argument("linear_grouped_tc_cuda: out=%lld / max_tiles=%lld exceed the grid", (long long)p.out,
-                            (long long)p.max_tiles);
+    return invalid_argument("linear_grouped_tc_cuda: out=%lld / max_tiles=%lld exceed the grid",
+                            (long long)p.out, (long long)p.max_tiles);
   }
   if (p.max_tile_rows < 1 || p.max_tile_rows > linear_grouped_wide_tile_rows) {
-    return invalid_argument("linear_grouped_tc_cuda: max_tile_rows=%lld outside [1, %lld]", (long long)p.max_tile_rows,
-                            (long long)linear_grouped_wide_tile_rows);
+    return invalid_argument("linear_grouped_tc_cuda: max_tile_rows=%lld outside [1, %lld]",
+                            (long long)p.max_tile_rows, (long long)linear_grouped_wide_tile_rows);
   }
   if (p.max_tiles == 0) return {};
   if (reinterpret_cast<uintptr_t>(p.x_codes) % 16 != 0) {

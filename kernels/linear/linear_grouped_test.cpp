@@ -9,6 +9,10 @@
 //     linear_grouped_tc_cuda (tensor cores) within 2^-12·Σ|x'·w'| of the exact
 //     sum of the QDQ'd rows, for FP8 and for MXFP4 groups (the CPU decodes
 //     MXFP4 groups exactly; the CUDA-core form refuses them).
+#include "kernels/linear/linear.h"
+#include "kernels/quant/quant.h"
+#include "kernels/testing/op_test_util.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,10 +23,6 @@
 #include <random>
 #include <tuple>
 #include <vector>
-
-#include "kernels/linear/linear.h"
-#include "kernels/quant/quant.h"
-#include "kernels/testing/op_test_util.h"
 #ifdef HART_CUDA
 #include "kernels/testing/cuda_test_util.h"
 #endif
@@ -135,8 +135,8 @@ std::vector<float> qdq_rows(std::vector<float> x, int64_t n_rows, int64_t in) {
 }
 
 // Double sums and Σ|terms| for every covered row.
-void exact(const std::vector<float>& x, const std::vector<group_weight>& gw, const tiling& t, int64_t in, int64_t out,
-           std::vector<double>* want, std::vector<double>* mag) {
+void exact(const std::vector<float>& x, const std::vector<group_weight>& gw, const tiling& t, int64_t in,
+           int64_t out, std::vector<double>* want, std::vector<double>* mag) {
   const int64_t n_rows = int64_t(t.group_of_row.size());
   want->assign(size_t(n_rows * out), 0.0);
   mag->assign(size_t(n_rows * out), 0.0);
@@ -177,18 +177,30 @@ problem make_problem(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows)
 std::vector<linear_group_weight> host_groups(const problem& p) {
   std::vector<linear_group_weight> g;
   for (const group_weight& w : p.groups) {
-    g.push_back(w.fp8 ? linear_group_weight{w.q.data(), w.scale.data()} : linear_group_weight{w.f32.data(), nullptr});
+    g.push_back(w.fp8 ? linear_group_weight{w.q.data(), w.scale.data()}
+                      : linear_group_weight{w.f32.data(), nullptr});
   }
   return g;
 }
 
-// linear_grouped_cpu on `p` within 1e-5·Σ|x·w| of the double sums (linear_cpu's bound), rows in no tile untouched.
+// linear_grouped_cpu on `p` within 1e-5·Σ|x·w| of the double sums (linear_cpu's bound), rows in no tile
+// untouched.
 void expect_cpu_exact(const problem& p, bool mxfp4) {
   const std::vector<linear_group_weight> g = host_groups(p);
   std::vector<float> y(size_t(p.n_rows * p.out), k_sentinel);
   const int32_t n_tiles = int32_t(p.tiles.group.size());
-  linear_grouped_params lp{p.x.data(), y.data(), g.data(), int64_t(g.size()), p.tiles.group.data(),
-                           p.tiles.row0.data(), p.tiles.rows.data(), &n_tiles, n_tiles, p.n_rows, p.in, p.out};
+  linear_grouped_params lp{p.x.data(),
+                           y.data(),
+                           g.data(),
+                           int64_t(g.size()),
+                           p.tiles.group.data(),
+                           p.tiles.row0.data(),
+                           p.tiles.rows.data(),
+                           &n_tiles,
+                           n_tiles,
+                           p.n_rows,
+                           p.in,
+                           p.out};
   lp.w_mxfp4 = mxfp4;
   ASSERT_TRUE(linear_grouped_cpu(lp).ok());
   std::vector<double> want, mag;
@@ -209,7 +221,8 @@ TEST(linear_grouped, cpu_matches_the_exact_sum_and_leaves_other_rows) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
-  for (const auto& [in, out, n_rows] : {std::tuple<int64_t, int64_t, int64_t>{256, 136, 40}, {200, 64, 17}, {129, 7, 3}}) {
+  for (const auto& [in, out, n_rows] :
+       {std::tuple<int64_t, int64_t, int64_t>{256, 136, 40}, {200, 64, 17}, {129, 7, 3}}) {
     expect_cpu_exact(make_problem(rng, in, out, n_rows), false);
   }
 }
@@ -230,8 +243,18 @@ TEST(linear_grouped, cpu_decodes_mxfp4_groups) {
   const std::vector<linear_group_weight> g = host_groups(p);
   std::vector<float> y(size_t(n_rows * out), k_sentinel);
   const int32_t n_tiles = int32_t(p.tiles.group.size());
-  linear_grouped_params lp{p.x.data(), y.data(), g.data(), int64_t(g.size()), p.tiles.group.data(),
-                           p.tiles.row0.data(), p.tiles.rows.data(), &n_tiles, n_tiles, n_rows, 96, out};
+  linear_grouped_params lp{p.x.data(),
+                           y.data(),
+                           g.data(),
+                           int64_t(g.size()),
+                           p.tiles.group.data(),
+                           p.tiles.row0.data(),
+                           p.tiles.rows.data(),
+                           &n_tiles,
+                           n_tiles,
+                           n_rows,
+                           96,
+                           out};
   lp.w_mxfp4 = true;  // in = 96: not whole 128-blocks
   EXPECT_EQ(linear_grouped_cpu(lp).code(), status_code::invalid_argument);
 }
@@ -263,8 +286,8 @@ TEST(linear_grouped, cpu_refuses_bad_tiles) {
   std::vector<float> y(size_t(12 * 8), 0.0f);
   int32_t group = 0, row0 = 0, rows = 4, n_tiles = 1;
   auto call = [&] {
-    return linear_grouped_cpu({p.x.data(), y.data(), g.data(), int64_t(g.size()), &group, &row0, &rows, &n_tiles, 1,
-                               12, 32, 8});
+    return linear_grouped_cpu(
+        {p.x.data(), y.data(), g.data(), int64_t(g.size()), &group, &row0, &rows, &n_tiles, 1, 12, 32, 8});
   };
   EXPECT_TRUE(call().ok());
   group = 5;
@@ -283,8 +306,8 @@ TEST(linear_grouped, cpu_refuses_bad_tiles) {
   n_tiles = 1;
   std::vector<linear_group_weight> shifted = g;
   shifted[0].w = static_cast<const uint8_t*>(g[0].w) + 1;
-  EXPECT_FALSE(linear_grouped_cpu({p.x.data(), y.data(), shifted.data(), int64_t(g.size()), &group, &row0, &rows,
-                                   &n_tiles, 1, 12, 32, 8})
+  EXPECT_FALSE(linear_grouped_cpu({p.x.data(), y.data(), shifted.data(), int64_t(g.size()), &group, &row0,
+                                   &rows, &n_tiles, 1, 12, 32, 8})
                    .ok())
       << "a misaligned weight";
 }
@@ -295,7 +318,8 @@ using testing::cuda_synced;
 using testing::device_vec;
 
 void run_cuda(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
-  SCOPED_TRACE("in=" + std::to_string(in) + " out=" + std::to_string(out) + " n_rows=" + std::to_string(n_rows));
+  SCOPED_TRACE("in=" + std::to_string(in) + " out=" + std::to_string(out) +
+               " n_rows=" + std::to_string(n_rows));
   const problem p = make_problem(rng, in, out, n_rows);
   std::vector<std::unique_ptr<device_vec<uint8_t>>> dq, ds;
   std::vector<std::unique_ptr<device_vec<float>>> df;
@@ -326,9 +350,10 @@ void run_cuda(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
 
   const std::vector<linear_group_weight> hg = host_groups(p);
   std::vector<float> cpu(size_t(n_rows * out), k_sentinel);
-  ASSERT_TRUE(linear_grouped_cpu({p.x.data(), cpu.data(), hg.data(), int64_t(hg.size()), p.tiles.group.data(),
-                                  p.tiles.row0.data(), p.tiles.rows.data(), &n_tiles, n_tiles, n_rows, in, out})
-                  .ok());
+  ASSERT_TRUE(
+      linear_grouped_cpu({p.x.data(), cpu.data(), hg.data(), int64_t(hg.size()), p.tiles.group.data(),
+                          p.tiles.row0.data(), p.tiles.rows.data(), &n_tiles, n_tiles, n_rows, in, out})
+          .ok());
   std::vector<double> want, mag;
   exact(p.x, p.groups, p.tiles, in, out, &want, &mag);
 
@@ -340,9 +365,10 @@ void run_cuda(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
     const group_weight& w = p.groups[size_t(p.tiles.group[i])];
     if (!w.fp8) continue;
     const int64_t r0 = p.tiles.row0[i];
-    ASSERT_TRUE(linear_fp8_cuda({d_x.get() + r0 * in, static_cast<const uint8_t*>(g[size_t(p.tiles.group[i])].w),
-                                 g[size_t(p.tiles.group[i])].w_scale, d_ref.get() + r0 * out, p.tiles.rows[i], in, out},
-                                **ctx, nullptr)
+    ASSERT_TRUE(linear_fp8_cuda(
+                    {d_x.get() + r0 * in, static_cast<const uint8_t*>(g[size_t(p.tiles.group[i])].w),
+                     g[size_t(p.tiles.group[i])].w_scale, d_ref.get() + r0 * out, p.tiles.rows[i], in, out},
+                    **ctx, nullptr)
                     .ok());
   }
   ASSERT_TRUE(cuda_synced(nullptr));
@@ -370,8 +396,8 @@ void run_cuda(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows) {
 // tensor-core linear); rows in no tile and tiles past *n_tiles untouched.
 double run_cuda_tc(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows,
                    int32_t tile_max = int32_t(linear_grouped_tile_rows), bool mxfp4 = false) {
-  SCOPED_TRACE(std::string(mxfp4 ? "MXFP4" : "FP8") + " tensor cores in=" + std::to_string(in) + " out=" +
-               std::to_string(out) + " n_rows=" + std::to_string(n_rows) + " tiles of up to " +
+  SCOPED_TRACE(std::string(mxfp4 ? "MXFP4" : "FP8") + " tensor cores in=" + std::to_string(in) +
+               " out=" + std::to_string(out) + " n_rows=" + std::to_string(n_rows) + " tiles of up to " +
                std::to_string(tile_max));
   std::vector<group_weight> groups;
   for (int g = 0; g < 5; ++g) {
@@ -388,15 +414,17 @@ double run_cuda_tc(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows,
   }
   const int32_t n_tiles = int32_t(tiles.group.size());
   std::vector<int32_t> tg = tiles.group, tr = tiles.row0, tn = tiles.rows;
-  for (int i = 0; i < 3; ++i) tg.push_back(0), tr.push_back(0), tn.push_back(8);  // past *n_tiles: must do nothing
+  for (int i = 0; i < 3; ++i)
+    tg.push_back(0), tr.push_back(0), tn.push_back(8);  // past *n_tiles: must do nothing
   device_vec<linear_group_weight> d_g(g);
   device_vec<int32_t> d_tg(tg), d_tr(tr), d_tn(tn), d_n(std::vector<int32_t>{n_tiles});
   device_vec<float> d_raw(raw), d_y(std::vector<float>(size_t(n_rows * out), k_sentinel));
   device_vec<float> d_scales(std::vector<float>(size_t(n_rows * in / 128), 0.0f));
   device_vec<uint8_t> d_codes(std::vector<uint8_t>(size_t(n_rows * in), 0));
   EXPECT_TRUE(fp8_act_quant_cuda(d_raw.get(), in, d_codes.get(), d_scales.get(), n_rows, in, nullptr).ok());
-  linear_grouped_params p{nullptr, d_y.get(), d_g.get(), int64_t(g.size()), d_tg.get(), d_tr.get(),
-                          d_tn.get(), d_n.get(), int64_t(tg.size()), n_rows, in, out};
+  linear_grouped_params p{nullptr,    d_y.get(),  d_g.get(), int64_t(g.size()),  d_tg.get(),
+                          d_tr.get(), d_tn.get(), d_n.get(), int64_t(tg.size()), n_rows,
+                          in,         out};
   p.x_codes = d_codes.get();
   p.x_scales = d_scales.get();
   p.max_tile_rows = tile_max;
@@ -417,7 +445,8 @@ double run_cuda_tc(std::mt19937& rng, int64_t in, int64_t out, int64_t n_rows,
       }
       const double err = std::fabs(double(got[i]) - want[i]);
       worst = std::max(worst, err / std::max(mag[i], 1e-30));
-      EXPECT_LE(err, std::ldexp(mag[i], -12)) << "row " << r << " out " << o << ": " << got[i] << " vs " << want[i];
+      EXPECT_LE(err, std::ldexp(mag[i], -12))
+          << "row " << r << " out " << o << ": " << got[i] << " vs " << want[i];
     }
   }
   return worst;
@@ -477,7 +506,8 @@ TEST(linear_grouped, cuda_tensor_cores_refuse_what_they_do_not_take) {
   device_vec<float> d_f(std::vector<float>(256, 0.0f));
   device_vec<uint8_t> d_c(std::vector<uint8_t>(256, 0));
   device_vec<linear_group_weight> d_g(std::vector<linear_group_weight>{{d_c.get(), d_c.get()}});
-  linear_grouped_params p{nullptr, d_f.get(), d_g.get(), 1, d_i.get(), d_i.get(), d_i.get(), d_i.get(), 1, 1, 200, 128};
+  linear_grouped_params p{nullptr,   d_f.get(), d_g.get(), 1, d_i.get(), d_i.get(),
+                          d_i.get(), d_i.get(), 1,         1, 200,       128};
   p.x_codes = d_c.get();
   p.x_scales = d_f.get();
   EXPECT_EQ(linear_grouped_tc_cuda(p, nullptr).code(), status_code::unimplemented);  // in % 128 != 0
@@ -491,7 +521,8 @@ TEST(linear_grouped, cuda_tensor_cores_refuse_what_they_do_not_take) {
   p.x_codes = nullptr;
   EXPECT_EQ(linear_grouped_tc_cuda(p, nullptr).code(), status_code::invalid_argument);
   // The CUDA-core grouped linear does not take MXFP4 groups.
-  linear_grouped_params q{d_f.get(), d_f.get(), d_g.get(), 1, d_i.get(), d_i.get(), d_i.get(), d_i.get(), 1, 1, 128, 128};
+  linear_grouped_params q{d_f.get(), d_f.get(), d_g.get(), 1, d_i.get(), d_i.get(),
+                          d_i.get(), d_i.get(), 1,         1, 128,       128};
   q.w_mxfp4 = true;
   EXPECT_EQ(linear_grouped_cuda(q, nullptr).code(), status_code::unimplemented);
 }
@@ -501,9 +532,9 @@ TEST(linear_grouped, cuda_equals_the_fp8_linear_and_the_cpu) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
-  run_cuda(rng, 256, 136, 40);   // vector path
-  run_cuda(rng, 4096, 64, 9);    // vector path, many 128-channel blocks
-  run_cuda(rng, 200, 64, 17);    // scalar path (in % 16 != 0)
+  run_cuda(rng, 256, 136, 40);  // vector path
+  run_cuda(rng, 4096, 64, 9);   // vector path, many 128-channel blocks
+  run_cuda(rng, 200, 64, 17);   // scalar path (in % 16 != 0)
   run_cuda(rng, 129, 7, 3);
   run_cuda(rng, 256, 1061, 12);  // two output rows per warp, the last warp's second past `out`
 }

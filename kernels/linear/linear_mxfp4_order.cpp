@@ -1,15 +1,16 @@
 // The byte order of MXFP4 groups in the grouped linear (linear.h, mxfp4_mma_order).
+#include "kernels/linear/linear.h"
+
 #include <cstdint>
 #include <cstring>
-
-#include "kernels/linear/linear.h"
 
 namespace hart {
 
 status mxfp4_mma_order(const uint8_t* packed, int64_t rows, int64_t cols, uint8_t* out) {
   if (!packed || !out || rows < 0 || cols <= 0 || cols % 128 != 0) {
-    return invalid_argument("mxfp4_mma_order: rows=%lld cols=%lld (cols a positive multiple of 128, non-null buffers)",
-                            (long long)rows, (long long)cols);
+    return invalid_argument(
+        "mxfp4_mma_order: rows=%lld cols=%lld (cols a positive multiple of 128, non-null buffers)",
+        (long long)rows, (long long)cols);
   }
   const int64_t n_blocks = rows * cols / 128;
   for (int64_t b = 0; b < n_blocks; ++b) {

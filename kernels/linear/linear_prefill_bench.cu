@@ -15,6 +15,10 @@
 //    outer): the check says which layout cuBLASLt means, the table what it
 //    reaches. Time = the GEMM alone (the input quantization is printed apart).
 // TFLOP/s = 2·M·in·out / time, median of 20 calls after 3 warm-ups.
+#include "kernels/linear/linear.h"
+#include "kernels/linear/linear_bench_common.cuh"
+#include "kernels/linear/linear_impl.h"
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -23,10 +27,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include "kernels/linear/linear.h"
-#include "kernels/linear/linear_bench_common.cuh"
-#include "kernels/linear/linear_impl.h"
 
 using namespace hart;
 using namespace hart::bench;
@@ -76,14 +76,19 @@ class lt_gemm {
   /// Empty on success, else why cuBLASLt refused.
   std::string plan(const float* w_sc, const float* x_sc, int64_t out, int64_t n, int64_t in) {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+                  b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
     ok(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
     ok(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "transa");
     ok(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "transb");
-    ok(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)), "a scale mode");
-    ok(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)), "b scale mode");
-    ok(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_sc, sizeof(w_sc)), "a scale");
-    ok(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_sc, sizeof(x_sc)), "b scale");
+    ok(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)),
+       "a scale mode");
+    ok(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)),
+       "b scale mode");
+    ok(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_sc, sizeof(w_sc)),
+       "a scale");
+    ok(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_sc, sizeof(x_sc)),
+       "b scale");
     // Column-major: A = W stored K-major (in × out), B = x (in × n), D = y (out × n).
     ok(cublasLtMatrixLayoutCreate(&la_, CUDA_R_8F_E4M3, uint64_t(in), uint64_t(out), in), "layout a");
     ok(cublasLtMatrixLayoutCreate(&lb_, CUDA_R_8F_E4M3, uint64_t(in), uint64_t(n), in), "layout b");
@@ -93,7 +98,8 @@ class lt_gemm {
                                             sizeof(ws_bytes_)),
        "workspace");
     int found = 0;
-    if (ok(cublasLtMatmulAlgoGetHeuristic(lt_, op_, la_, lb_, ld_, ld_, pref_, 1, &h_, &found), "heuristic") &&
+    if (ok(cublasLtMatmulAlgoGetHeuristic(lt_, op_, la_, lb_, ld_, ld_, pref_, 1, &h_, &found),
+           "heuristic") &&
         found == 0) {
       err_ = "no algorithm";
     }
@@ -101,14 +107,16 @@ class lt_gemm {
   }
   std::string launch(const uint8_t* w, const uint8_t* xc, float* y) {
     const float alpha = 1.0f, beta = 0.0f;
-    ok(cublasLtMatmul(lt_, op_, &alpha, w, la_, xc, lb_, &beta, y, ld_, y, ld_, &h_.algo, ws_, ws_bytes_, nullptr),
+    ok(cublasLtMatmul(lt_, op_, &alpha, w, la_, xc, lb_, &beta, y, ld_, y, ld_, &h_.algo, ws_, ws_bytes_,
+                      nullptr),
        "matmul");
     return err_;
   }
 
  private:
   bool ok(cublasStatus_t s, const char* what) {
-    if (s != CUBLAS_STATUS_SUCCESS && err_.empty()) err_ = std::string(what) + ": status " + std::to_string(int(s));
+    if (s != CUBLAS_STATUS_SUCCESS && err_.empty())
+      err_ = std::string(what) + ": status " + std::to_string(int(s));
     return err_.empty();
   }
   cublasLtHandle_t lt_;
@@ -204,7 +212,8 @@ int main() {
         table.push_back(r);
       }
       // cuBLASLt: the input's codes and scales once, then the GEMM with each scale order.
-      const double quant_us = median_us([&] { (void)fp8_act_quant_cuda(d_x, s.in, d_xc, d_xs[0], m, s.in, nullptr); });
+      const double quant_us =
+          median_us([&] { (void)fp8_act_quant_cuda(d_x, s.in, d_xc, d_xs[0], m, s.in, nullptr); });
       transpose_f32<<<unsigned((m * n_ib + 255) / 256), 256>>>(d_xs[0], d_xs[1], m, n_ib);
       CK(cudaDeviceSynchronize());
       // Ours on wgmma: the GEMM alone on those codes and the block-major scales.
@@ -216,7 +225,9 @@ int main() {
           CK(cudaDeviceSynchronize());
           r.worst = check_linear(s.in, s.out, m, d_x, d_w, d_s, d_y, k_rtol, row_step);
           r.ok = r.worst <= 1.0;
-          r.us = median_us([&] { (void)fp8_wgmma_gemm(d_xc, d_xs[1], d_w, d_s, d_y, m, s.in, s.out, s.out, false, nullptr); });
+          r.us = median_us([&] {
+            (void)fp8_wgmma_gemm(d_xc, d_xs[1], d_w, d_s, d_y, m, s.in, s.out, s.out, false, nullptr);
+          });
         } else {
           r.note = st.to_string();
         }
@@ -224,8 +235,9 @@ int main() {
       }
       for (int wk = 0; wk < 2; ++wk) {
         for (int xk = 0; xk < 2; ++xk) {
-          row r{s.name, std::string("cuBLASLt, W scales ") + (wk ? "[in/128][out/128]" : "[out/128][in/128]") +
-                            ", x scales " + (xk ? "[in/128][rows]" : "[rows][in/128]"),
+          row r{s.name,
+                std::string("cuBLASLt, W scales ") + (wk ? "[in/128][out/128]" : "[out/128][in/128]") +
+                    ", x scales " + (xk ? "[in/128][rows]" : "[rows][in/128]"),
                 "", m};
           CK(cudaMemset(d_y, 0xff, size_t(m * s.out) * 4));
           lt_gemm g(lt, ws, ws_bytes);
@@ -248,19 +260,25 @@ int main() {
         if (r.m == m && r.shape == s.name && r.us > 0) r.tflops = flop / (r.us * 1e-6) / 1e12;
       }
     }
-    for (void* p : {(void*)d_w, (void*)d_s, (void*)d_xc, (void*)d_x, (void*)d_y, (void*)d_ws[0], (void*)d_ws[1],
-                    (void*)d_xs[0], (void*)d_xs[1]}) {
+    for (void* p : {(void*)d_w, (void*)d_s, (void*)d_xc, (void*)d_x, (void*)d_y, (void*)d_ws[0],
+                    (void*)d_ws[1], (void*)d_xs[0], (void*)d_xs[1]}) {
       CK(cudaFree(p));
     }
   }
-  std::printf("\n| shape | rows | path | check (err / bound) | us (median) | TFLOP/s | G2 (>= %.0f) | note |\n", k_g2_tflops);
+  std::printf(
+      "\n| shape | rows | path | check (err / bound) | us (median) | TFLOP/s | G2 (>= %.0f) | note |\n",
+      k_g2_tflops);
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const row& r : table) {
-    std::printf("| %s | %lld | %s | %s | %s | %s | %s | %s |\n", r.shape.c_str(), (long long)r.m, r.path.c_str(),
+    std::printf("| %s | %lld | %s | %s | %s | %s | %s | %s |\n", r.shape.c_str(), (long long)r.m,
+                r.path.c_str(),
                 r.us > 0 ? (std::to_string(r.worst).substr(0, 6) + (r.ok ? " ok" : " FAIL")).c_str() : "-",
                 r.us > 0 ? std::to_string(r.us).substr(0, 8).c_str() : "-",
                 r.us > 0 ? std::to_string(r.tflops).substr(0, 6).c_str() : "-",
-                !r.ok ? "-" : r.tflops >= k_g2_tflops ? "met" : "missed", r.note.c_str());
+                !r.ok                     ? "-"
+                : r.tflops >= k_g2_tflops ? "met"
+                                          : "missed",
+                r.note.c_str());
   }
   std::printf("\nreproduce: bash scripts/gpu/bench_linear.sh\n");
   return 0;

@@ -104,8 +104,8 @@ TEST(linear, accumulate_adds_to_y) {
 
 // W is [out][in] row-major: with in != out a transposed read cannot match.
 TEST(linear, non_square_hand_computed) {
-  const float x[2 * 2] = {1, 2, -3, 0.5f};             // 2 rows, in = 2
-  const float w[3 * 2] = {1, 0, 0, 1, 1, 1};           // out = 3
+  const float x[2 * 2] = {1, 2, -3, 0.5f};    // 2 rows, in = 2
+  const float w[3 * 2] = {1, 0, 0, 1, 1, 1};  // out = 3
   const float want[2 * 3] = {1, 2, 3, -3, 0.5f, -2.5f};
   float y[2 * 3];
   linear_params p;

@@ -26,11 +26,11 @@
 // hc_mix_partial_kernel make them alongside the fp64 sums.
 #include "kernels/mhc/mhc.h"
 
+#include <climits>
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 
 namespace hart {
@@ -89,7 +89,9 @@ __device__ float round_bf16(float v) {
 }
 
 // a * s + b, rounded twice as on the CPU
-__device__ float mul_add(float a, float s, float b) { return __fadd_rn(__fmul_rn(a, s), b); }
+__device__ float mul_add(float a, float s, float b) {
+  return __fadd_rn(__fmul_rn(a, s), b);
+}
 
 // The official r = rsqrt(mean(x²) + eps) from the fp32 Σx²: the mean in fp32, the
 // rsqrt rounded once, as hc_mix on the CPU.
@@ -531,7 +533,8 @@ __global__ void hc_post_kernel(hc_post_params p) {
   const float* y = p.y + t * p.dim;
   const float* c = p.comb + t * n * n;
   float* o = p.out + t * n * p.dim;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n * p.dim; e += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n * p.dim;
+       e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t k = e / p.dim, d = e % p.dim;
     if (Official) {  // post·y + (Σ_j comb·x), the sum first
       float mixed = 0;
@@ -543,7 +546,8 @@ __global__ void hc_post_kernel(hc_post_params p) {
     }
     float acc = __fmul_rn(p.post[t * n + k], y[d]);
 #pragma unroll 4
-    for (int64_t j = 0; j < n; ++j) acc = __fadd_rn(acc, __fmul_rn(c[j * n + k], x[j * p.dim + d]));  // loads together
+    for (int64_t j = 0; j < n; ++j)
+      acc = __fadd_rn(acc, __fmul_rn(c[j * n + k], x[j * p.dim + d]));  // loads together
     o[e] = acc;
   }
 }
@@ -554,10 +558,13 @@ status launched(const char* op) {
   return {};
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 status check_tokens(const char* op, int64_t n_tokens) {
-  if (n_tokens < 0 || n_tokens > INT_MAX) return invalid_argument("%s: n_tokens=%lld", op, (long long)n_tokens);
+  if (n_tokens < 0 || n_tokens > INT_MAX)
+    return invalid_argument("%s: n_tokens=%lld", op, (long long)n_tokens);
   return {};
 }
 
@@ -624,11 +631,13 @@ status hc_post_cuda(const hc_post_params& p, CUstream_st* stream) {
   if (!p.x || !p.y || !p.post || !p.comb || !p.out) return invalid_argument("hc_post_cuda: null pointer");
   if (p.out == p.x) return invalid_argument("hc_post_cuda: out must not alias x");
   if (p.n_hc <= 0 || p.dim <= 0) {
-    return invalid_argument("hc_post_cuda: bad sizes (n_hc=%lld, dim=%lld)", (long long)p.n_hc, (long long)p.dim);
+    return invalid_argument("hc_post_cuda: bad sizes (n_hc=%lld, dim=%lld)", (long long)p.n_hc,
+                            (long long)p.dim);
   }
   HART_RETURN_IF_ERROR(check_tokens("hc_post_cuda", p.n_tokens));
   if (p.n_tokens == 0) return {};
-  if (p.n_tokens > 65535) return invalid_argument("hc_post_cuda: n_tokens=%lld over the grid", (long long)p.n_tokens);
+  if (p.n_tokens > 65535)
+    return invalid_argument("hc_post_cuda: n_tokens=%lld over the grid", (long long)p.n_tokens);
   const int64_t blocks = std::min<int64_t>((p.n_hc * p.dim + k_threads - 1) / k_threads, 1024);
   const dim3 grid{unsigned(blocks), unsigned(p.n_tokens)};
   if (p.official || p.bf16) {

@@ -7,10 +7,10 @@
 // hc_head is the final sigmoid-weighted collapse.
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstddef>
 #include <cstdint>
-
-#include "runtime/core/status.h"
 
 namespace hart {
 
@@ -26,7 +26,7 @@ struct hc_pre_params {
   int64_t n_hc = 4;
   int64_t dim = 0;
   int64_t sinkhorn_iters = 20;
-  float norm_eps = 1e-6f;        // rsqrt(mean(x^2) + norm_eps) over all n_hc*dim values
+  float norm_eps = 1e-6f;  // rsqrt(mean(x^2) + norm_eps) over all n_hc*dim values
   float hc_eps = 1e-6f;
   /// CUDA only, optional: hc_pre_workspace_bytes(n_tokens, n_hc, dim) of device
   /// scratch, which lets a few tokens' dot products spread over many blocks.
@@ -39,11 +39,11 @@ struct hc_pre_params {
 };
 
 struct hc_post_params {
-  const float* x = nullptr;      // [dim, n_hc, n_tokens] streams before the sublayer
-  const float* y = nullptr;      // [dim, n_tokens] sublayer output
-  const float* post = nullptr;   // [n_hc, n_tokens]
-  const float* comb = nullptr;   // as hc_pre_params::comb
-  float* out = nullptr;          // [dim, n_hc, n_tokens]; must not alias x
+  const float* x = nullptr;     // [dim, n_hc, n_tokens] streams before the sublayer
+  const float* y = nullptr;     // [dim, n_tokens] sublayer output
+  const float* post = nullptr;  // [n_hc, n_tokens]
+  const float* comb = nullptr;  // as hc_pre_params::comb
+  float* out = nullptr;         // [dim, n_hc, n_tokens]; must not alias x
   int64_t n_tokens = 0;
   int64_t n_hc = 4;
   int64_t dim = 0;

@@ -1,15 +1,16 @@
 #include "kernels/mhc/mhc.h"
+#include "kernels/rms_norm/rms_norm.h"
+#include "runtime/core/codecs.h"
 
 #include <cmath>
 #include <vector>
 
-#include "kernels/rms_norm/rms_norm.h"
-#include "runtime/core/codecs.h"
-
 namespace hart {
 namespace {
 
-float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+float sigmoid(float v) {
+  return 1.0f / (1.0f + std::exp(-v));
+}
 
 // mix[o] = (x · fn[o]) * rsqrt(mean(x^2) + eps) over the flattened n_hc*dim streams;
 // `official`: the mean square in the reference's order and the rsqrt rounded once.

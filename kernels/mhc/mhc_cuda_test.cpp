@@ -5,10 +5,10 @@
 #include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
 
+#include <climits>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -42,10 +42,12 @@ constexpr double k_cuda_rtol = 1e-6;
 constexpr double k_cuda_comb_atol = 2e-6;
 constexpr size_t k_guard = 16;
 
-const shape k_cuda_shapes[] = {{1, 4, 1},   {3, 4, 3},    {19, 4, 19},  {2, 4, 111}, {5, 4, 4096}, {1, 4, 7168},
-                               {300, 4, 33}, {3, 1, 19},  {2, 3, 111}, {5, 2, 7},   {1, 7, 300}, {8, 4, 64}};
+const shape k_cuda_shapes[] = {{1, 4, 1},    {3, 4, 3},  {19, 4, 19}, {2, 4, 111}, {5, 4, 4096}, {1, 4, 7168},
+                               {300, 4, 33}, {3, 1, 19}, {2, 3, 111}, {5, 2, 7},   {1, 7, 300},  {8, 4, 64}};
 
-std::vector<double> as_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+std::vector<double> as_double(const std::vector<float>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
 
 // The device output with its guards checked and stripped.
 std::vector<float> host_body(const device_vec<float>& d) {
@@ -61,7 +63,8 @@ TEST(mhc, cuda_hc_pre_matches_cpu) {
   std::mt19937 rng(seed);
   for (const shape& s : k_cuda_shapes) {
     for (int64_t iters : {1, 2, 20}) {
-      for (const auto& [tiny, split] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+      for (const auto& [tiny, split] :
+           {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
         SCOPED_TRACE(describe(s) + " iters=" + std::to_string(iters) + " tiny=" + std::to_string(tiny) +
                      " split=" + std::to_string(split));
         const int64_t n = s.n_hc;
@@ -105,7 +108,8 @@ TEST(mhc, cuda_hc_pre_matches_cpu) {
             col_mag[t * s.dim + d] = m;
           }
         }
-        EXPECT_TRUE(all_close(post.data(), post.size(), as_double(want.post), post_mag, k_cuda_rtol, 0.0)) << "post";
+        EXPECT_TRUE(all_close(post.data(), post.size(), as_double(want.post), post_mag, k_cuda_rtol, 0.0))
+            << "post";
         EXPECT_TRUE(all_close(comb.data(), comb.size(), as_double(want.comb), ones(comb.size()), 0.0,
                               k_cuda_comb_atol))
             << "comb";

@@ -11,8 +11,8 @@
 //   hc_post: out[k] = post[k]·y + Σ_j comb[j][k]·X[j]   (comb transposed)
 //   hc_head: out = Σ_i (sigmoid(mix[i]·scale[0] + base[i]) + hc_eps)·X[i]
 #include "kernels/mhc/mhc.h"
-#include "kernels/mhc/mhc_test_util.h"
 
+#include "kernels/mhc/mhc_test_util.h"
 #include "kernels/testing/op_test_util.h"
 
 #include <gtest/gtest.h>
@@ -160,8 +160,8 @@ TEST(mhc, hc_pre_and_head_norm_eps_with_tiny_streams) {
 // -- hc_post -----------------------------------------------------------------------
 
 void ref_hc_post(const std::vector<float>& x, const std::vector<float>& y, const std::vector<float>& post,
-                 const std::vector<float>& comb, int64_t n_tokens, int64_t n, int64_t dim, std::vector<double>& want,
-                 std::vector<double>& mag) {
+                 const std::vector<float>& comb, int64_t n_tokens, int64_t n, int64_t dim,
+                 std::vector<double>& want, std::vector<double>& mag) {
   want.assign(n_tokens * n * dim, 0.0);
   mag.assign(n_tokens * n * dim, 0.0);
   for (int64_t t = 0; t < n_tokens; ++t) {

@@ -3,6 +3,12 @@
 // mhc_cuda_test.cpp (CUDA parity).
 #pragma once
 
+#include "kernels/mhc/mhc.h"
+#include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,12 +16,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-
-#include "kernels/mhc/mhc.h"
-#include "kernels/testing/op_test_util.h"
-#include "runtime/core/codecs.h"
 
 namespace hart::mhc_testing {
 
@@ -26,10 +26,13 @@ using testing::normal_vec;
 using testing::seed_trace;
 using testing::test_seed;
 
-inline double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+inline double sigmoid(double v) {
+  return 1.0 / (1.0 + std::exp(-v));
+}
 
 // mix[o] = (x · fn[o]) · rsqrt(mean(x²) + eps), x = one token's n·dim values
-inline std::vector<double> ref_mix(const float* x, const std::vector<float>& fn, int64_t n_out, int64_t width, double eps) {
+inline std::vector<double> ref_mix(const float* x, const std::vector<float>& fn, int64_t n_out, int64_t width,
+                                   double eps) {
   double ss = 0;
   for (int64_t i = 0; i < width; ++i) ss += double(x[i]) * x[i];
   const double r = 1.0 / std::sqrt(ss / double(width) + eps);
@@ -46,9 +49,10 @@ struct hc_pre_want {
   std::vector<double> collapsed, collapsed_mag, post, comb;
 };
 
-inline hc_pre_want ref_hc_pre(const std::vector<float>& x, const std::vector<float>& fn, const std::vector<float>& base,
-                       const std::vector<float>& scale, int64_t n_tokens, int64_t n, int64_t dim, int64_t iters,
-                       double norm_eps, double hc_eps) {
+inline hc_pre_want ref_hc_pre(const std::vector<float>& x, const std::vector<float>& fn,
+                              const std::vector<float>& base, const std::vector<float>& scale,
+                              int64_t n_tokens, int64_t n, int64_t dim, int64_t iters, double norm_eps,
+                              double hc_eps) {
   hc_pre_want w;
   w.collapsed.resize(n_tokens * dim);
   w.collapsed_mag.resize(n_tokens * dim);
@@ -115,7 +119,8 @@ struct pre_inputs {
 };
 
 // fn scaled so that |mix| is O(1) (x is normalised by r, so mix ≈ N(0, fn_sigma²·width))
-inline pre_inputs make_pre_inputs(std::mt19937& rng, int64_t n_tokens, int64_t n, int64_t dim, int64_t n_out) {
+inline pre_inputs make_pre_inputs(std::mt19937& rng, int64_t n_tokens, int64_t n, int64_t dim,
+                                  int64_t n_out) {
   pre_inputs in;
   std::uniform_real_distribution<float> ud(0.1f, 3.0f);
   in.x = normal_vec(rng, n_tokens * n * dim, ud(rng));
@@ -173,7 +178,9 @@ inline std::vector<float> run_hc_head(const pre_inputs& in, int64_t n_tokens, in
   return out;
 }
 
-inline std::vector<double> ones(size_t n) { return std::vector<double>(n, 1.0); }
+inline std::vector<double> ones(size_t n) {
+  return std::vector<double>(n, 1.0);
+}
 
 // The engine's residual streams and sublayer outputs are bf16 values under bf16.
 inline void round_all_to_bf16(std::vector<float>& v) {
@@ -188,8 +195,8 @@ constexpr double k_comb_atol = 2e-5;
 struct shape {
   int64_t n_tokens, n_hc, dim;
 };
-const shape k_shapes[] = {{1, 4, 1}, {3, 4, 3}, {19, 4, 19}, {2, 4, 111}, {1, 4, 1024}, {3, 1, 19}, {2, 3, 111},
-                          {5, 2, 7}};
+const shape k_shapes[] = {{1, 4, 1},    {3, 4, 3},  {19, 4, 19}, {2, 4, 111},
+                          {1, 4, 1024}, {3, 1, 19}, {2, 3, 111}, {5, 2, 7}};
 
 inline std::string describe(const shape& s) {
   return "n_tokens=" + std::to_string(s.n_tokens) + " n_hc=" + std::to_string(s.n_hc) +

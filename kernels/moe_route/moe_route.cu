@@ -5,9 +5,8 @@
 // normalises the k weights in slot order, as moe_route_cpu does.
 #include "kernels/moe_route/moe_route.h"
 
-#include <cuda_runtime.h>
-
 #include <climits>
+#include <cuda_runtime.h>
 
 namespace hart {
 namespace {
@@ -16,7 +15,9 @@ constexpr int k_threads = 256;
 constexpr int k_warps = k_threads / 32;
 
 // torch softplus (beta 1, threshold 20), as moe_route_cpu
-__device__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+__device__ float softplus(float x) {
+  return x > 20.0f ? x : log1pf(expf(x));
+}
 
 // (v, i) better than (bv, bi); i = -1 is "none" and loses to any entry
 __device__ bool better(float v, int i, float bv, int bi) {

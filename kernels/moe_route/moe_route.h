@@ -3,18 +3,18 @@
 // per-token hash table); weights = s[sel] / (Σ s[sel] + 1e-20) · route_scale.
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 namespace hart {
 
 struct moe_route_params {
-  const float* logits = nullptr;     // [n_experts, n_tokens] router logits (fp32)
-  const float* bias = nullptr;       // [n_experts] selection-only bias, or null
-  const int32_t* hash_ids = nullptr; // [top_k, n_tokens] fixed expert ids (hash layers), or null
-  int32_t* experts = nullptr;        // [top_k, n_tokens] out
-  float* weights = nullptr;          // [top_k, n_tokens] out
+  const float* logits = nullptr;      // [n_experts, n_tokens] router logits (fp32)
+  const float* bias = nullptr;        // [n_experts] selection-only bias, or null
+  const int32_t* hash_ids = nullptr;  // [top_k, n_tokens] fixed expert ids (hash layers), or null
+  int32_t* experts = nullptr;         // [top_k, n_tokens] out
+  float* weights = nullptr;           // [top_k, n_tokens] out
   int64_t n_tokens = 0;
   int64_t n_experts = 0;
   int64_t top_k = 0;

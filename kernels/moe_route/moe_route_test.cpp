@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <set>
 #include <string>
@@ -124,7 +124,8 @@ TEST(moe_route, matches_reference) {
           const auto logits = normal_vec(rng, n_tokens * n_experts, 3.0f);
           const auto bias = normal_vec(rng, n_experts, 0.5f);
           const float route_scale = with_bias ? 2.5f : 1.5f;
-          const auto r = run(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, route_scale);
+          const auto r =
+              run(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, route_scale);
           ASSERT_TRUE(r.st.ok()) << r.st.to_string();
           for (int64_t t = 0; t < n_tokens; ++t) {
             check_token(r, logits, with_bias ? &bias : nullptr, t, n_experts, top_k, route_scale);
@@ -174,7 +175,8 @@ TEST(moe_route, softplus_threshold_20) {
     const int32_t e = r.experts[k];
     ASSERT_TRUE(e >= 0 && e < n_experts);
     ASSERT_TRUE(std::isfinite(r.weights[k])) << "expert " << e << " logit " << logits[e];
-    EXPECT_NEAR(r.weights[k], s[e] / sum, 1e-6 + 1e-5 * s[e] / sum) << "expert " << e << " logit " << logits[e];
+    EXPECT_NEAR(r.weights[k], s[e] / sum, 1e-6 + 1e-5 * s[e] / sum)
+        << "expert " << e << " logit " << logits[e];
   }
   // without the 3e38 expert, the x > 20 entries are exactly sqrt(x) relative to each other
   const std::vector<float> mid = {0.0f, 20.5f, 100.0f, 1000.0f};
@@ -284,8 +286,9 @@ constexpr double k_cuda_rtol = 1e-6;
 constexpr double k_near_tie = 1e-6;
 constexpr int64_t k_out_guard = 9;
 
-routed run_cuda(const std::vector<float>& logits, const std::vector<float>* bias, const std::vector<int32_t>* hash,
-                int64_t n_tokens, int64_t n_experts, int64_t top_k, float route_scale) {
+routed run_cuda(const std::vector<float>& logits, const std::vector<float>* bias,
+                const std::vector<int32_t>* hash, int64_t n_tokens, int64_t n_experts, int64_t top_k,
+                float route_scale) {
   device_vec<float> d_logits(logits), d_bias(bias ? *bias : std::vector<float>());
   device_vec<int32_t> d_hash(hash ? *hash : std::vector<int32_t>());
   // outputs poisoned, with k_out_guard sentinels on each side
@@ -309,7 +312,8 @@ routed run_cuda(const std::vector<float>& logits, const std::vector<float>* bias
   for (int64_t i = 0; i < k_out_guard; ++i) {
     EXPECT_EQ(ids[i], -99) << "expert guard before the output clobbered";
     EXPECT_EQ(ids[ids.size() - 1 - i], -99) << "expert guard after the output clobbered";
-    EXPECT_TRUE(std::isnan(weights[i]) && std::isnan(weights[weights.size() - 1 - i])) << "weight guard clobbered";
+    EXPECT_TRUE(std::isnan(weights[i]) && std::isnan(weights[weights.size() - 1 - i]))
+        << "weight guard clobbered";
   }
   r.experts.assign(ids.begin() + k_out_guard, ids.end() - k_out_guard);
   r.weights.assign(weights.begin() + k_out_guard, weights.end() - k_out_guard);
@@ -317,8 +321,8 @@ routed run_cuda(const std::vector<float>& logits, const std::vector<float>* bias
 }
 
 // exact: ids must match slot for slot (no near-tie allowance)
-void compare(const routed& got, const routed& want, const std::vector<float>& logits, const std::vector<float>* bias,
-             int64_t n_tokens, int64_t n_experts, int64_t top_k, bool exact) {
+void compare(const routed& got, const routed& want, const std::vector<float>& logits,
+             const std::vector<float>* bias, int64_t n_tokens, int64_t n_experts, int64_t top_k, bool exact) {
   ASSERT_TRUE(got.st.ok()) << got.st.to_string();
   ASSERT_TRUE(want.st.ok()) << want.st.to_string();
   int64_t n_near = 0;
@@ -348,7 +352,8 @@ void compare(const routed& got, const routed& want, const std::vector<float>& lo
       EXPECT_NEAR(g, w, k_cuda_rtol * std::fabs(w) + 1e-30) << "token " << t << " slot " << k;
     }
   }
-  if (n_near) std::printf("moe_route cuda: %lld token(s) with a near tie resolved differently\n", (long long)n_near);
+  if (n_near)
+    std::printf("moe_route cuda: %lld token(s) with a near tie resolved differently\n", (long long)n_near);
 }
 
 TEST(moe_route, cuda_matches_cpu) {
@@ -366,8 +371,10 @@ TEST(moe_route, cuda_matches_cpu) {
           auto logits = normal_vec(rng, n_tokens * n_experts, 4.0f);
           logits[0] = 25.0f;  // past the softplus threshold
           const auto bias = normal_vec(rng, n_experts, 0.3f);
-          const auto want = run(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, 1.5f);
-          const auto got = run_cuda(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, 1.5f);
+          const auto want =
+              run(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, 1.5f);
+          const auto got =
+              run_cuda(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, 1.5f);
           compare(got, want, logits, with_bias ? &bias : nullptr, n_tokens, n_experts, top_k, false);
         }
       }
@@ -397,7 +404,8 @@ TEST(moe_route, cuda_exact_ties_take_lowest_ids) {
         for (auto& v : bias) v = bias_set[pick_b(rng)];
         for (int64_t e = 0; e < n_experts; ++e) logits[e] = 0.5f;  // token 0: all equal
         const auto want = run(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, 2.5f);
-        const auto got = run_cuda(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, 2.5f);
+        const auto got =
+            run_cuda(logits, with_bias ? &bias : nullptr, nullptr, n_tokens, n_experts, top_k, 2.5f);
         compare(got, want, logits, with_bias ? &bias : nullptr, n_tokens, n_experts, top_k, true);
       }
     }

@@ -8,13 +8,12 @@
 // the Hadamard transform.
 #include "kernels/quant/quant.h"
 #include "kernels/quant/quant_args.h"
+#include "kernels/quant/quant_codecs.cuh"
 
+#include <climits>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <climits>
-
-#include "kernels/quant/quant_codecs.cuh"
 
 namespace hart {
 namespace {
@@ -22,7 +21,7 @@ namespace {
 using ll = long long;
 namespace qd = quant_dev;
 
-constexpr int k_threads = 128;           // 4 warps: a 128-wide block is one element per thread
+constexpr int k_threads = 128;  // 4 warps: a 128-wide block is one element per thread
 constexpr int k_warps = k_threads / 32;
 constexpr int64_t k_hadamard_max_n = 4096;  // fp64 row in static-size dynamic shared memory (32 KB)
 
@@ -58,7 +57,8 @@ __global__ void act_quant_kernel(float* x, int64_t block, uint8_t* q, float* sca
   constexpr float q_max = fp8 ? e4m3_max : e2m1_max;
   const int64_t b = blockIdx.x;
   float* xb = x + b * block;
-  const float s = ldexpf(1.0f, qd::pow2_scale_exponent(block_amax(xb, block, fp8 ? fp8_amax_floor : fp4_amax_floor), q_max));
+  const float s = ldexpf(
+      1.0f, qd::pow2_scale_exponent(block_amax(xb, block, fp8 ? fp8_amax_floor : fp4_amax_floor), q_max));
   if (M == act_mode::fp8_codes && threadIdx.x == 0) scales[b] = s;
   for (int64_t i = threadIdx.x; i < block; i += blockDim.x) {
     const float v = qd::clamp_q(__fdiv_rn(xb[i], s), q_max);
@@ -87,7 +87,8 @@ __global__ void hadamard_kernel(float* x, int64_t n, float scale) {
     }
     __syncthreads();
   }
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) row[i] = __double2float_rn(__dmul_rn(t[i], double(scale)));
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    row[i] = __double2float_rn(__dmul_rn(t[i], double(scale)));
 }
 
 // One CTA per block x block tile (partial at the edges) of a [rows, cols] weight.

@@ -23,9 +23,9 @@
 // also as in the reference.
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 namespace hart {
 
@@ -83,21 +83,20 @@ status fp8_block_dequantize(const uint8_t* q, const uint8_t* scale_e8m0, int64_t
 
 /// Same with fp32 scales (checkpoints that store `weight_scale_inv` as F32):
 /// out = e4m3(q) * scale, one fp32 multiply. A non-finite scale returns data_loss.
-status fp8_block_dequantize(const uint8_t* q, const float* scale, int64_t rows, int64_t cols,
-                            int64_t block, float* out);
+status fp8_block_dequantize(const uint8_t* q, const float* scale, int64_t rows, int64_t cols, int64_t block,
+                            float* out);
 
 // -- MXFP4 weights: e2m1 pairs [rows, cols / 2] + e8m0 [rows, cols / 32] ----
 
 /// Inverse of mxfp4_dequantize with the e2m1 scale rule above (block 32 along
 /// cols); cols must be a multiple of 32. packed: [rows, cols / 2] bytes, the
 /// LOW nibble holding the even column. scale_e8m0: [rows, cols / 32].
-status mxfp4_quantize(const float* w, int64_t rows, int64_t cols, uint8_t* packed,
-                      uint8_t* scale_e8m0);
+status mxfp4_quantize(const float* w, int64_t rows, int64_t cols, uint8_t* packed, uint8_t* scale_e8m0);
 
 /// out[r][k] = e2m1(nibble(r, k)) * 2^(scale[r][k / 32] - 127), exact. A NaN
 /// scale code (0xff) returns data_loss.
-status mxfp4_dequantize(const uint8_t* packed, const uint8_t* scale_e8m0, int64_t rows,
-                        int64_t cols, float* out);
+status mxfp4_dequantize(const uint8_t* packed, const uint8_t* scale_e8m0, int64_t rows, int64_t cols,
+                        float* out);
 
 }  // namespace hart
 
@@ -118,7 +117,8 @@ namespace hart {
 /// subnormals, non-finite blocks) that the fused kernels cannot be fed directly.
 status act_quant_fp8_qdq_cuda(float* x, int64_t n, int64_t block, CUstream_st* stream);
 /// NOTE(kept): as act_quant_fp8_qdq_cuda (the codes and scales form).
-status act_quant_fp8_cuda(const float* x, int64_t n, int64_t block, uint8_t* q, float* scales, CUstream_st* stream);
+status act_quant_fp8_cuda(const float* x, int64_t n, int64_t block, uint8_t* q, float* scales,
+                          CUstream_st* stream);
 status fp4_act_qdq_cuda(float* x, int64_t n, int64_t block, CUstream_st* stream);
 
 /// hadamard_transform on each of n_rows contiguous rows of n (a power of two,

@@ -7,7 +7,8 @@ using ll = long long;
 status check_blocks(const char* op, int64_t n, int64_t block) {
   if (block <= 0) return invalid_argument("%s: block=%lld must be > 0", op, ll(block));
   if (n < 0) return invalid_argument("%s: n=%lld must be >= 0", op, ll(n));
-  if (n % block != 0) return invalid_argument("%s: n=%lld is not a multiple of block=%lld", op, ll(n), ll(block));
+  if (n % block != 0)
+    return invalid_argument("%s: n=%lld is not a multiple of block=%lld", op, ll(n), ll(block));
   return {};
 }
 

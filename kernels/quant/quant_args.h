@@ -2,9 +2,9 @@
 // quant entry points (shapes and pointers; each names the op and the field).
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 namespace hart::quant_args {
 

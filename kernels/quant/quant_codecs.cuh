@@ -73,7 +73,8 @@ __device__ __forceinline__ uint8_t e2m1_from_f32(float x) {
 __device__ __forceinline__ float f32_from_e2m1(uint8_t nibble) {
   // {0, .5, 1, 1.5, 2, 3, 4, 6} = (0.5 * m for m < 4), else 2^(e-1) * (1 + m/2)
   const uint32_t c = nibble & 0x7u;
-  const float v = c < 2 ? 0.5f * float(c) : __uint_as_float(((c >> 1) + 126u) << 23) * (1.0f + 0.5f * float(c & 1u));
+  const float v =
+      c < 2 ? 0.5f * float(c) : __uint_as_float(((c >> 1) + 126u) << 23) * (1.0f + 0.5f * float(c & 1u));
   return (nibble & 0x8u) ? -v : v;
 }
 

@@ -1,6 +1,5 @@
 #include "kernels/quant/quant.h"
 #include "kernels/quant/quant_args.h"
-
 #include "runtime/core/codecs.h"
 
 #include <algorithm>
@@ -29,7 +28,9 @@ float block_amax(const float* x, int64_t n, float floor) {
 }
 
 // clamp(v, -q_max, q_max); NaN passes through.
-float clamp_q(float v, float q_max) { return v > q_max ? q_max : (v < -q_max ? -q_max : v); }
+float clamp_q(float v, float q_max) {
+  return v > q_max ? q_max : (v < -q_max ? -q_max : v);
+}
 
 status check_finite(const char* op, const float* w, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -42,7 +43,9 @@ status check_finite(const char* op, const float* w, int64_t rows, int64_t cols) 
   return {};
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace
 
@@ -66,17 +69,14 @@ status act_quant_fp8(const float* x, int64_t n, int64_t block, uint8_t* q, float
   HART_RETURN_IF_ERROR(check_ptr(op, "scales", scales, n));
   for (int64_t b = 0; b < n / block; ++b) {
     const float* xb = x + b * block;
-    const float s =
-        std::ldexp(1.0f, pow2_scale_exponent(block_amax(xb, block, fp8_amax_floor), e4m3_max));
+    const float s = std::ldexp(1.0f, pow2_scale_exponent(block_amax(xb, block, fp8_amax_floor), e4m3_max));
     scales[b] = s;
-    for (int64_t i = 0; i < block; ++i)
-      q[b * block + i] = e4m3_from_f32(clamp_q(xb[i] / s, e4m3_max));
+    for (int64_t i = 0; i < block; ++i) q[b * block + i] = e4m3_from_f32(clamp_q(xb[i] / s, e4m3_max));
   }
   return {};
 }
 
-status act_dequant_fp8(const uint8_t* q, const float* scales, int64_t n, int64_t block,
-                       float* out) {
+status act_dequant_fp8(const uint8_t* q, const float* scales, int64_t n, int64_t block, float* out) {
   const char* op = "act_dequant_fp8";
   HART_RETURN_IF_ERROR(check_blocks(op, n, block));
   HART_RETURN_IF_ERROR(check_ptr(op, "q", q, n));
@@ -92,8 +92,7 @@ status act_quant_fp8_qdq(float* x, int64_t n, int64_t block) {
   HART_RETURN_IF_ERROR(check_ptr(op, "x", x, n));
   for (int64_t b = 0; b < n / block; ++b) {
     float* xb = x + b * block;
-    const float s =
-        std::ldexp(1.0f, pow2_scale_exponent(block_amax(xb, block, fp8_amax_floor), e4m3_max));
+    const float s = std::ldexp(1.0f, pow2_scale_exponent(block_amax(xb, block, fp8_amax_floor), e4m3_max));
     for (int64_t i = 0; i < block; ++i)
       xb[i] = f32_from_e4m3(e4m3_from_f32(clamp_q(xb[i] / s, e4m3_max))) * s;
   }
@@ -106,8 +105,7 @@ status fp4_act_qdq(float* x, int64_t n, int64_t block) {
   HART_RETURN_IF_ERROR(check_ptr(op, "x", x, n));
   for (int64_t b = 0; b < n / block; ++b) {
     float* xb = x + b * block;
-    const float s =
-        std::ldexp(1.0f, pow2_scale_exponent(block_amax(xb, block, fp4_amax_floor), e2m1_max));
+    const float s = std::ldexp(1.0f, pow2_scale_exponent(block_amax(xb, block, fp4_amax_floor), e2m1_max));
     for (int64_t i = 0; i < block; ++i)
       xb[i] = f32_from_e2m1(e2m1_from_f32(clamp_q(xb[i] / s, e2m1_max))) * s;
   }
@@ -118,8 +116,7 @@ status fp4_act_qdq(float* x, int64_t n, int64_t block) {
 
 status hadamard_transform(float* x, int64_t n, float scale) {
   const char* op = "hadamard_transform";
-  if (n < 1 || (n & (n - 1)) != 0)
-    return invalid_argument("%s: n=%lld is not a power of two", op, ll(n));
+  if (n < 1 || (n & (n - 1)) != 0) return invalid_argument("%s: n=%lld is not a power of two", op, ll(n));
   HART_RETURN_IF_ERROR(check_ptr(op, "x", x, n));
   // NOTE(quant): fp64 butterflies round once at the end, so this reference is
   // at least as accurate as any fp32 kernel ordering it is compared against.
@@ -154,8 +151,7 @@ status fp8_block_quantize(const float* w, int64_t rows, int64_t cols, int64_t bl
     for (int64_t cb = 0; cb < n_cb; ++cb) {
       const int64_t c0 = cb * block, c1 = std::min(cols, c0 + block);
       float amax = fp8_amax_floor;
-      for (int64_t r = r0; r < r1; ++r)
-        amax = std::max(amax, block_amax(w + r * cols + c0, c1 - c0, 0.0f));
+      for (int64_t r = r0; r < r1; ++r) amax = std::max(amax, block_amax(w + r * cols + c0, c1 - c0, 0.0f));
       // Finite amax >= 1e-4 gives k in [-22, 120]: the e8m0 code is exact.
       const uint8_t code = e8m0_from_exponent(pow2_scale_exponent(amax, e4m3_max));
       scale_e8m0[rb * n_cb + cb] = code;
@@ -169,8 +165,8 @@ status fp8_block_quantize(const float* w, int64_t rows, int64_t cols, int64_t bl
   return {};
 }
 
-status fp8_block_dequantize(const uint8_t* q, const float* scale, int64_t rows, int64_t cols,
-                            int64_t block, float* out) {
+status fp8_block_dequantize(const uint8_t* q, const float* scale, int64_t rows, int64_t cols, int64_t block,
+                            float* out) {
   const char* op = "fp8_block_dequantize";
   HART_RETURN_IF_ERROR(check_matrix(op, rows, cols));
   if (block <= 0) return invalid_argument("%s: block=%lld must be > 0", op, ll(block));
@@ -185,8 +181,7 @@ status fp8_block_dequantize(const uint8_t* q, const float* scale, int64_t rows, 
   }
   for (int64_t r = 0; r < rows; ++r) {
     const float* srow = scale + (r / block) * n_cb;
-    for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = f32_from_e4m3(q[r * cols + c]) * srow[c / block];
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = f32_from_e4m3(q[r * cols + c]) * srow[c / block];
   }
   return {};
 }
@@ -210,12 +205,10 @@ status fp8_block_dequantize(const uint8_t* q, const uint8_t* scale_e8m0, int64_t
 
 // -- MXFP4 weights ----------------------------------------------------------------
 
-status mxfp4_quantize(const float* w, int64_t rows, int64_t cols, uint8_t* packed,
-                      uint8_t* scale_e8m0) {
+status mxfp4_quantize(const float* w, int64_t rows, int64_t cols, uint8_t* packed, uint8_t* scale_e8m0) {
   const char* op = "mxfp4_quantize";
   HART_RETURN_IF_ERROR(check_matrix(op, rows, cols));
-  if (cols % mxfp4_block != 0)
-    return invalid_argument("%s: cols=%lld is not a multiple of 32", op, ll(cols));
+  if (cols % mxfp4_block != 0) return invalid_argument("%s: cols=%lld is not a multiple of 32", op, ll(cols));
   HART_RETURN_IF_ERROR(check_ptr(op, "w", w, rows * cols));
   HART_RETURN_IF_ERROR(check_ptr(op, "packed", packed, rows * cols));
   HART_RETURN_IF_ERROR(check_ptr(op, "scale_e8m0", scale_e8m0, rows * cols));
@@ -225,8 +218,8 @@ status mxfp4_quantize(const float* w, int64_t rows, int64_t cols, uint8_t* packe
     for (int64_t g = 0; g < n_groups; ++g) {
       const float* wg = w + r * cols + g * mxfp4_block;
       // amax in [6 * 2^-126, FLT_MAX] gives k in [-126, 126]: the code is exact.
-      const uint8_t code = e8m0_from_exponent(
-          pow2_scale_exponent(block_amax(wg, mxfp4_block, fp4_amax_floor), e2m1_max));
+      const uint8_t code =
+          e8m0_from_exponent(pow2_scale_exponent(block_amax(wg, mxfp4_block, fp4_amax_floor), e2m1_max));
       scale_e8m0[r * n_groups + g] = code;
       const float s = f32_from_e8m0(code);
       uint8_t* pg = packed + r * (cols / 2) + g * (mxfp4_block / 2);
@@ -240,28 +233,25 @@ status mxfp4_quantize(const float* w, int64_t rows, int64_t cols, uint8_t* packe
   return {};
 }
 
-status mxfp4_dequantize(const uint8_t* packed, const uint8_t* scale_e8m0, int64_t rows,
-                        int64_t cols, float* out) {
+status mxfp4_dequantize(const uint8_t* packed, const uint8_t* scale_e8m0, int64_t rows, int64_t cols,
+                        float* out) {
   const char* op = "mxfp4_dequantize";
   HART_RETURN_IF_ERROR(check_matrix(op, rows, cols));
-  if (cols % mxfp4_block != 0)
-    return invalid_argument("%s: cols=%lld is not a multiple of 32", op, ll(cols));
+  if (cols % mxfp4_block != 0) return invalid_argument("%s: cols=%lld is not a multiple of 32", op, ll(cols));
   HART_RETURN_IF_ERROR(check_ptr(op, "packed", packed, rows * cols));
   HART_RETURN_IF_ERROR(check_ptr(op, "scale_e8m0", scale_e8m0, rows * cols));
   HART_RETURN_IF_ERROR(check_ptr(op, "out", out, rows * cols));
   const int64_t n_groups = cols / mxfp4_block;
   for (int64_t i = 0; i < rows * n_groups; ++i) {
     if (scale_e8m0[i] == 0xff) {
-      return data_loss("%s: scale_e8m0[%lld, %lld] is NaN (0xff)", op, ll(i / n_groups),
-                       ll(i % n_groups));
+      return data_loss("%s: scale_e8m0[%lld, %lld] is NaN (0xff)", op, ll(i / n_groups), ll(i % n_groups));
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t k = 0; k < cols; ++k) {
       const uint8_t byte = packed[r * (cols / 2) + k / 2];
       const uint8_t nibble = (k % 2 == 0) ? (byte & 0xf) : (byte >> 4);
-      out[r * cols + k] =
-          f32_from_e2m1(nibble) * f32_from_e8m0(scale_e8m0[r * n_groups + k / mxfp4_block]);
+      out[r * cols + k] = f32_from_e2m1(nibble) * f32_from_e8m0(scale_e8m0[r * n_groups + k / mxfp4_block]);
     }
   }
   return {};

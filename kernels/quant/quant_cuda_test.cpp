@@ -40,7 +40,8 @@ using testing::k_sentinel;
 constexpr size_t k_guard = 37;  // floats (or bytes) of sentinel on each side of every output
 
 ::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
   int64_t n_bad = 0;
   std::ostringstream os;
   os << std::setprecision(9);
@@ -53,10 +54,12 @@ constexpr size_t k_guard = 37;  // floats (or bytes) of sentinel on each side of
 }
 
 ::testing::AssertionResult same_bytes(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i] != want[i])
-      return ::testing::AssertionFailure() << "byte " << i << ": got " << int(got[i]) << " want " << int(want[i]);
+      return ::testing::AssertionFailure()
+             << "byte " << i << ": got " << int(got[i]) << " want " << int(want[i]);
   }
   return ::testing::AssertionSuccess();
 }
@@ -67,7 +70,9 @@ std::vector<float> with_guards(const std::vector<float>& v) {
   std::copy(v.begin(), v.end(), g.begin() + k_guard);
   return g;
 }
-std::vector<uint8_t> byte_guards(size_t n) { return std::vector<uint8_t>(n + 2 * k_guard, 0xa5); }
+std::vector<uint8_t> byte_guards(size_t n) {
+  return std::vector<uint8_t>(n + 2 * k_guard, 0xa5);
+}
 
 // Strips the guards after checking them.
 template <class T>
@@ -82,8 +87,8 @@ std::vector<T> body_of(const std::vector<T>& g, T sentinel) {
 // Random blocks over many binades, then adversarial entries: NaN, +-inf (in
 // their own blocks), +-0, subnormals, FLT_MAX, and exact midpoints of the target
 // grid (ties to even) in blocks whose amax pins the scale to 1.
-std::vector<float> adversarial_blocks(std::mt19937& rng, int64_t n, int64_t block, const std::vector<double>& mags,
-                                      double q_max) {
+std::vector<float> adversarial_blocks(std::mt19937& rng, int64_t n, int64_t block,
+                                      const std::vector<double>& mags, double q_max) {
   std::vector<float> x = random_blocks(rng, n, block, -40, 40);
   const int64_t n_blocks = n / block;
   std::uniform_int_distribution<int64_t> pick(0, block - 1);
@@ -91,10 +96,19 @@ std::vector<float> adversarial_blocks(std::mt19937& rng, int64_t n, int64_t bloc
   for (int64_t b = 0; b < n_blocks; ++b) {
     float* xb = x.data() + b * block;
     switch (b % 8) {
-      case 1: xb[pick(rng)] = NAN; break;
-      case 2: xb[pick(rng)] = (b & 8) ? INFINITY : -INFINITY; break;
-      case 3: xb[pick(rng)] = -0.0f; xb[pick(rng)] = std::ldexp(1.0f, -140); break;
-      case 4: xb[pick(rng)] = (b & 8) ? FLT_MAX : -FLT_MAX; break;
+      case 1:
+        xb[pick(rng)] = NAN;
+        break;
+      case 2:
+        xb[pick(rng)] = (b & 8) ? INFINITY : -INFINITY;
+        break;
+      case 3:
+        xb[pick(rng)] = -0.0f;
+        xb[pick(rng)] = std::ldexp(1.0f, -140);
+        break;
+      case 4:
+        xb[pick(rng)] = (b & 8) ? FLT_MAX : -FLT_MAX;
+        break;
       case 5:
       case 6:
         for (int64_t i = 0; i < block; ++i) {
@@ -107,7 +121,8 @@ std::vector<float> adversarial_blocks(std::mt19937& rng, int64_t n, int64_t bloc
       case 7:
         for (int64_t i = 0; i < block; ++i) xb[i] = 0.0f;
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return x;
@@ -116,8 +131,9 @@ std::vector<float> adversarial_blocks(std::mt19937& rng, int64_t n, int64_t bloc
 struct act_case {
   int64_t n, block;
 };
-const act_case k_act_cases[] = {{1, 1},      {19, 19},     {38, 19},      {128, 128},        {448 * 7, 64},
-                                {300 * 9, 300}, {32 * 129, 32}, {128 * 1001, 128}, {7168 * 3, 7168}, {512 * 7168, 128}};
+const act_case k_act_cases[] = {{1, 1},           {19, 19},         {38, 19},       {128, 128},
+                                {448 * 7, 64},    {300 * 9, 300},   {32 * 129, 32}, {128 * 1001, 128},
+                                {7168 * 3, 7168}, {512 * 7168, 128}};
 
 TEST(quant_cuda, act_fp8_qdq_and_codes_bit_exact) {
   HART_SKIP_WITHOUT_CUDA();
@@ -139,7 +155,9 @@ TEST(quant_cuda, act_fp8_qdq_and_codes_bit_exact) {
     ASSERT_TRUE(act_quant_fp8(x.data(), c.n, c.block, q_cpu.data(), sc_cpu.data()).ok());
     device_vec<float> d_in(x), d_sc(with_guards(std::vector<float>(c.n / c.block, k_sentinel)));
     device_vec<uint8_t> d_q(byte_guards(c.n));
-    ASSERT_TRUE(act_quant_fp8_cuda(d_in.get(), c.n, c.block, d_q.get() + k_guard, d_sc.get() + k_guard, nullptr).ok());
+    ASSERT_TRUE(
+        act_quant_fp8_cuda(d_in.get(), c.n, c.block, d_q.get() + k_guard, d_sc.get() + k_guard, nullptr)
+            .ok());
     ASSERT_TRUE(cuda_synced(nullptr));
     EXPECT_TRUE(same_bytes(body_of<uint8_t>(d_q.to_host(), 0xa5), q_cpu));
     EXPECT_TRUE(same_bits(body_of(d_sc.to_host(), k_sentinel), sc_cpu));

@@ -1,6 +1,6 @@
 #include "kernels/quant/quant.h"
-#include "kernels/quant/quant_test_util.h"
 
+#include "kernels/quant/quant_test_util.h"
 #include "kernels/testing/op_test_util.h"
 #include "runtime/core/codecs.h"
 
@@ -211,11 +211,9 @@ TEST(quant_act_fp8, invalid_arguments) {
   EXPECT_TRUE(act_quant_fp8_qdq(nullptr, 0, 64).ok());
   status st = act_quant_fp8(x.data(), 100, 128, q.data(), sc.data());
   EXPECT_EQ(st.code(), status_code::invalid_argument);
-  EXPECT_NE(st.message().find("act_quant_fp8: n=100 is not a multiple of block=128"),
-            std::string::npos)
+  EXPECT_NE(st.message().find("act_quant_fp8: n=100 is not a multiple of block=128"), std::string::npos)
       << st.message();
-  EXPECT_EQ(act_dequant_fp8(q.data(), sc.data(), 100, 3, x.data()).code(),
-            status_code::invalid_argument);
+  EXPECT_EQ(act_dequant_fp8(q.data(), sc.data(), 100, 3, x.data()).code(), status_code::invalid_argument);
   EXPECT_EQ(fp4_act_qdq(x.data(), 100, 32).code(), status_code::invalid_argument);
 }
 
@@ -274,8 +272,7 @@ TEST(quant_hadamard, matches_sylvester_matrix) {
     for (int64_t i = 0; i < n; ++i) {
       double acc = 0;
       for (int64_t j = 0; j < n; ++j) acc += (__builtin_popcountll(i & j) % 2 ? -1.0 : 1.0) * x[j];
-      ASSERT_NEAR(y[i], acc * scale, 1e-6 * (1 + std::fabs(acc * scale)))
-          << "n " << n << " i " << i;
+      ASSERT_NEAR(y[i], acc * scale, 1e-6 * (1 + std::fabs(acc * scale))) << "n " << n << " i " << i;
     }
     // Orthonormal with scale n^-0.5: applying it twice is the identity.
     ASSERT_TRUE(hadamard_transform(y.data(), n, scale).ok());
@@ -289,8 +286,7 @@ TEST(quant_hadamard, basis_vectors_give_exact_rows_and_h_squared_is_n_identity) 
       std::vector<float> e(n, 0.0f);
       e[j] = 1.0f;
       ASSERT_TRUE(hadamard_transform(e.data(), n, 1.0f).ok());
-      for (int64_t i = 0; i < n; ++i)
-        ASSERT_EQ(e[i], __builtin_popcountll(i & j) % 2 ? -1.0f : 1.0f);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(e[i], __builtin_popcountll(i & j) % 2 ? -1.0f : 1.0f);
       ASSERT_TRUE(hadamard_transform(e.data(), n, 1.0f).ok());
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(e[i], i == j ? static_cast<float>(n) : 0.0f);
     }
@@ -312,8 +308,7 @@ TEST(quant_fp8_weight, quantize_dequantize_matches_brute_force_with_error_bound)
   struct shape {
     int64_t rows, cols, block;
   };
-  for (shape sh :
-       {shape{300, 200, 128}, shape{128, 256, 128}, shape{1, 1, 128}, shape{19, 111, 16}}) {
+  for (shape sh : {shape{300, 200, 128}, shape{128, 256, 128}, shape{1, 1, 128}, shape{19, 111, 16}}) {
     const int64_t rows = sh.rows, cols = sh.cols, block = sh.block;
     const int64_t n_rb = (rows + block - 1) / block, n_cb = (cols + block - 1) / block;
     const std::vector<float> w = random_matrix(s.rng, rows, cols);
@@ -336,14 +331,12 @@ TEST(quant_fp8_weight, quantize_dequantize_matches_brute_force_with_error_bound)
           for (int64_t c = cb * block; c < std::min(cols, (cb + 1) * block); ++c) {
             const int64_t i = r * cols + c;
             const double v = nearest(fp8_rule.mags, std::ldexp(static_cast<double>(w[i]), -k));
-            ASSERT_EQ(bits_of(f32_from_e4m3(q[i])), bits_of(static_cast<float>(v)))
-                << r << "," << c;
+            ASSERT_EQ(bits_of(f32_from_e4m3(q[i])), bits_of(static_cast<float>(v))) << r << "," << c;
             ASSERT_EQ(bits_of(out[i]), bits_of(static_cast<float>(std::ldexp(v, k))));
             ASSERT_EQ(bits_of(out_f[i]), bits_of(out[i]));
             const double err = std::fabs(out[i] - static_cast<double>(w[i]));
             ASSERT_LE(err, std::ldexp(amax, -4)) << "relative to the block max";
-            ASSERT_LE(err, std::ldexp(std::fabs(w[i]), -4) + std::ldexp(1.0, k - 10))
-                << "per element";
+            ASSERT_LE(err, std::ldexp(std::fabs(w[i]), -4) + std::ldexp(1.0, k - 10)) << "per element";
           }
         }
       }
@@ -362,8 +355,7 @@ TEST(quant_fp8_weight, f32_scales_and_errors) {
   ASSERT_TRUE(fp8_block_dequantize(q.data(), sc.data(), rows, cols, block, out.data()).ok());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      ASSERT_EQ(out[r * cols + c],
-                f32_from_e4m3(q[r * cols + c]) * sc[(r / block) * 2 + c / block]);
+      ASSERT_EQ(out[r * cols + c], f32_from_e4m3(q[r * cols + c]) * sc[(r / block) * 2 + c / block]);
 
   std::vector<uint8_t> sc8 = {127, 127, 0xff, 127};
   status st = fp8_block_dequantize(q.data(), sc8.data(), rows, cols, block, out.data());
@@ -426,15 +418,13 @@ TEST(quant_mxfp4, quantize_matches_brute_force_and_fp4_act_qdq) {
     ASSERT_EQ(bits_of(out[i]), bits_of(expect[i])) << i;
     ASSERT_EQ(bits_of(out[i]), bits_of(qdq[i])) << i;
   }
-  EXPECT_EQ(mxfp4_quantize(w.data(), 1, 48, packed.data(), sc.data()).code(),
-            status_code::invalid_argument);
+  EXPECT_EQ(mxfp4_quantize(w.data(), 1, 48, packed.data(), sc.data()).code(), status_code::invalid_argument);
   EXPECT_EQ(mxfp4_dequantize(packed.data(), sc.data(), 1, 48, out.data()).code(),
             status_code::invalid_argument);
   sc[3] = 0xff;
   EXPECT_EQ(mxfp4_dequantize(packed.data(), sc.data(), rows, cols, out.data()).code(),
             status_code::data_loss);
 }
-
 
 }  // namespace
 }  // namespace hart

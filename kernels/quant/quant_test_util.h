@@ -3,14 +3,14 @@
 // tables from the definitions, random multi-binade data, seeding.
 #pragma once
 
+#include "kernels/testing/op_test_util.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
-
-#include "kernels/testing/op_test_util.h"
 
 namespace hart::quant_testing {
 
@@ -24,7 +24,9 @@ inline std::vector<double> e4m3_mags() {
   return t;
 }
 
-inline std::vector<double> e2m1_mags() { return {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0}; }
+inline std::vector<double> e2m1_mags() {
+  return {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+}
 
 inline uint32_t bits_of(float x) {
   uint32_t u;

@@ -9,12 +9,11 @@
 // the row in shared memory for warp 0 (torch's order), the scalar path reads it from
 // global memory; the unweighted bf16 norm (a serial sum) takes a warp per row.
 #include "kernels/rms_norm/rms_norm.h"
+#include "kernels/rope/rope_device.cuh"
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
-
-#include "kernels/rope/rope_device.cuh"
 
 namespace hart {
 namespace {
@@ -159,7 +158,8 @@ __global__ void rms_norm_vec_kernel(rms_norm_params p, int64_t xs, int64_t ys) {
   if constexpr (M == norm_mode::fp32) {
     float ss = 0.f;
 #pragma unroll
-    for (int j = 0; j < k_vec; ++j) ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+    for (int j = 0; j < k_vec; ++j)
+      ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
     inv = rsqrtf(block_sum(ss) / float(p.dim) + p.eps);
   } else {
     extern __shared__ float4 staged[];  // [n4] the row, for warp 0's ordered sum
@@ -201,9 +201,8 @@ __global__ void rms_norm_head_kernel(rms_norm_params p, int64_t xs, int64_t ys) 
     const int64_t i = lane + 32 * j;
     v[j] = i < n4 ? __ldg(x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     if (i < n4) {
-      sq[i] = bf16_round4(
-          make_float4(__fmul_rn(v[j].x, v[j].x), __fmul_rn(v[j].y, v[j].y), __fmul_rn(v[j].z, v[j].z),
-                      __fmul_rn(v[j].w, v[j].w)));
+      sq[i] = bf16_round4(make_float4(__fmul_rn(v[j].x, v[j].x), __fmul_rn(v[j].y, v[j].y),
+                                      __fmul_rn(v[j].z, v[j].z), __fmul_rn(v[j].w, v[j].w)));
     }
   }
   __syncwarp();
@@ -259,7 +258,9 @@ __global__ void rms_norm_kernel(rms_norm_params p, int64_t xs, int64_t ys) {
   }
 }
 
-bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
+bool aligned16(const void* q) {
+  return reinterpret_cast<uintptr_t>(q) % 16 == 0;
+}
 
 template <norm_mode M>
 void launch(const rms_norm_params& p, int64_t xs, int64_t ys, bool vec, cudaStream_t stream) {

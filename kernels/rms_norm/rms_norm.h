@@ -3,9 +3,9 @@
 // rotation, fused so the GPU engine's q, kv and compressed entries take one launch).
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 namespace hart {
 
@@ -15,8 +15,8 @@ struct rms_norm_params {
   float* y = nullptr;        // [dim, n_rows], row stride `y_stride`; may alias x
   int64_t n_rows = 0;
   int64_t dim = 0;
-  int64_t x_stride = 0;      // elements; 0 = dim
-  int64_t y_stride = 0;      // elements; 0 = dim
+  int64_t x_stride = 0;  // elements; 0 = dim
+  int64_t y_stride = 0;  // elements; 0 = dim
   float eps = 1e-6f;
   /// The official inference's fp32 arithmetic (its RMSNorm runs in PyTorch on CUDA):
   /// the mean square summed as sum_squares_torch_order sums it, rsqrt rounded
@@ -33,7 +33,7 @@ struct rms_norm_params {
   // one token's heads share it), by rope_inv_freq [rope_dim / 2].
   const int64_t* rope_pos = nullptr;
   const float* rope_inv_freq = nullptr;
-  int64_t rope_dim = 0;      // even, <= dim
+  int64_t rope_dim = 0;  // even, <= dim
   int64_t rope_rows_per_pos = 1;
   float rope_attention_factor = 1.0f;
 };

@@ -1,5 +1,4 @@
 #include "kernels/rms_norm/rms_norm.h"
-
 #include "kernels/rope/rope.h"
 #include "runtime/core/codecs.h"
 
@@ -91,8 +90,9 @@ status rms_norm_rope_check(const rms_norm_params& p) {
   if (!p.rope_pos) return {};
   if (!p.rope_inv_freq) return invalid_argument("rms_norm: rope_pos without rope_inv_freq");
   if (p.rope_dim <= 0 || p.rope_dim % 2 || p.rope_dim > p.dim || p.rope_rows_per_pos <= 0) {
-    return invalid_argument("rms_norm: rope_dim %lld must be even and in (0, dim %lld], rope_rows_per_pos %lld >= 1",
-                            (long long)p.rope_dim, (long long)p.dim, (long long)p.rope_rows_per_pos);
+    return invalid_argument(
+        "rms_norm: rope_dim %lld must be even and in (0, dim %lld], rope_rows_per_pos %lld >= 1",
+        (long long)p.rope_dim, (long long)p.dim, (long long)p.rope_rows_per_pos);
   }
   return {};
 }

@@ -3,8 +3,8 @@
 // larger than dim (the gaps must stay untouched). Under HART_CUDA, rms_norm_cuda
 // is checked against rms_norm_cpu on the same inputs.
 #include "kernels/rms_norm/rms_norm.h"
-#include "kernels/rope/rope.h"
 
+#include "kernels/rope/rope.h"
 #include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
 #include "runtime/core/codecs.h"
@@ -37,8 +37,9 @@ using testing::value_close;
 
 // got[r*stride + i] vs want[r*dim + i]: |got - want| <= rtol·|want| + atol;
 // NaN/Inf must match exactly; every gap element (i >= dim) must still be k_sentinel.
-::testing::AssertionResult rows_close(const std::vector<float>& got, int64_t stride, const std::vector<double>& want,
-                                      int64_t n_rows, int64_t dim, double rtol, double atol) {
+::testing::AssertionResult rows_close(const std::vector<float>& got, int64_t stride,
+                                      const std::vector<double>& want, int64_t n_rows, int64_t dim,
+                                      double rtol, double atol) {
   int64_t n_bad = 0;
   std::ostringstream os;
   os << std::setprecision(9);
@@ -77,7 +78,8 @@ std::vector<double> reference(const std::vector<float>& x, int64_t stride, const
     double ss = 0;
     for (int64_t i = 0; i < dim; ++i) ss += double(x[r * stride + i]) * double(x[r * stride + i]);
     const double inv = 1.0 / std::sqrt(ss / double(dim) + eps);
-    for (int64_t i = 0; i < dim; ++i) y[r * dim + i] = double(x[r * stride + i]) * inv * (w ? double(w[i]) : 1.0);
+    for (int64_t i = 0; i < dim; ++i)
+      y[r * dim + i] = double(x[r * stride + i]) * inv * (w ? double(w[i]) : 1.0);
   }
   return y;
 }
@@ -90,7 +92,7 @@ struct shape {
   int64_t n_rows, dim;
 };
 // 512 / 4096 / 8192 take the CUDA float4 path (contiguous), 8200 is past it.
-const shape k_shapes[] = {{1, 1},   {3, 1},   {1, 3},    {19, 19}, {3, 111}, {111, 3},
+const shape k_shapes[] = {{1, 1},   {3, 1},   {1, 3},    {19, 19},  {3, 111}, {111, 3},
                           {5, 512}, {2, 989}, {1, 4096}, {2, 8192}, {2, 8200}};
 
 // mode: 0 = separate y, contiguous; 1 = separate y, strides > dim; 2 = in place, contiguous;
@@ -242,8 +244,9 @@ TEST(rms_norm, fused_rope_is_norm_then_rope) {
     p.rope_rows_per_pos = c.rows_per_pos;
     ASSERT_TRUE(rms_norm_cpu(p).ok());
     ASSERT_TRUE(rms_norm_cpu({x.data(), w.data(), apart.data(), c.n_rows, c.dim}).ok());
-    ASSERT_TRUE(rope_cpu({apart.data(), pos.data(), inv_freq.data(), int64_t(pos.size()), c.rows_per_pos, c.dim,
-                          c.rope_dim}).ok());
+    ASSERT_TRUE(rope_cpu({apart.data(), pos.data(), inv_freq.data(), int64_t(pos.size()), c.rows_per_pos,
+                          c.dim, c.rope_dim})
+                    .ok());
     EXPECT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)));
   }
   rms_norm_params bad{nullptr, nullptr, nullptr, 1, 8};
@@ -349,10 +352,10 @@ TEST(rms_norm, bf16_is_the_engines_sequences) {
 
 #ifdef HART_CUDA
 
-#define CUDA_OK(expr)                                                              \
-  do {                                                                             \
-    const cudaError_t e_ = (expr);                                                 \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);         \
+#define CUDA_OK(expr)                                                      \
+  do {                                                                     \
+    const cudaError_t e_ = (expr);                                         \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_); \
   } while (0)
 
 // One layout on the device vs rms_norm_cpu on the host; relative 1e-5 (the
@@ -425,7 +428,8 @@ TEST(rms_norm, cuda_matches_cpu) {
   std::mt19937 rng(seed);
   cudaStream_t stream = nullptr;
   CUDA_OK(cudaStreamCreate(&stream));
-  const shape cuda_shapes[] = {{1, 1}, {3, 19}, {19, 111}, {111, 3}, {5, 512}, {2, 989}, {3, 4096}, {1, 7168}};
+  const shape cuda_shapes[] = {{1, 1},   {3, 19},  {19, 111}, {111, 3},
+                               {5, 512}, {2, 989}, {3, 4096}, {1, 7168}};
   for (const shape& s : cuda_shapes) {
     for (bool weighted : {false, true}) {
       for (int mode = 0; mode < 4; ++mode) run_cuda_case(rng, stream, s, weighted, mode);
@@ -468,7 +472,8 @@ TEST(rms_norm, cuda_fused_rope_is_norm_then_rope) {
     p.rope_rows_per_pos = c.rows_per_pos;
     EXPECT_TRUE(rms_norm_cuda(p, nullptr).ok());
     EXPECT_TRUE(rms_norm_cuda({d_x, d_w, d_a, c.n_rows, c.dim}, nullptr).ok());
-    EXPECT_TRUE(rope_cuda({d_a, d_pos, d_inv, int64_t(pos.size()), c.rows_per_pos, c.dim, c.rope_dim}, nullptr).ok());
+    EXPECT_TRUE(
+        rope_cuda({d_a, d_pos, d_inv, int64_t(pos.size()), c.rows_per_pos, c.dim, c.rope_dim}, nullptr).ok());
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> fused(x.size()), apart(x.size());
     CUDA_OK(cudaMemcpy(fused.data(), d_f, fused.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -515,8 +520,13 @@ flag_diff run_flag_case(std::mt19937& rng, const flag_case& c, bool weighted, bo
   const rope_problem pr = make_rope_problem(rng, rc);
   const auto x = random_rows(rng, c.n_rows, c.dim, xs, 2.0f);
   std::vector<float> y_cpu = c.in_place ? x : std::vector<float>(c.n_rows * ys, k_sentinel);
-  rms_norm_params p{c.in_place ? y_cpu.data() : x.data(), weighted ? pr.w.data() : nullptr, y_cpu.data(),
-                    c.n_rows, c.dim, c.x_stride, c.in_place ? c.x_stride : c.y_stride};
+  rms_norm_params p{c.in_place ? y_cpu.data() : x.data(),
+                    weighted ? pr.w.data() : nullptr,
+                    y_cpu.data(),
+                    c.n_rows,
+                    c.dim,
+                    c.x_stride,
+                    c.in_place ? c.x_stride : c.y_stride};
   p.official = official;
   p.bf16 = bf16;
   if (c.rope_dim) {
@@ -591,13 +601,32 @@ TEST(rms_norm, cuda_official_and_bf16_match_cpu) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
-  const std::vector<flag_case> cases = {
-      {1, 512}, {2, 1024}, {1, 1536}, {1300, 1536}, {2, 4096}, {1201, 4096}, {1, 7168}, {1200, 7168},
-      {2, 512, 516, 520}, {3, 512, 517, 513}, {2, 7168, 0, 0, true}, {3, 1024, 1029, 0, true},
-      {3, 989}, {5, 19}, {2, 8200}, {1, 12}, {2, 4}, {1, 40},  // torch order with 1, 2, 8 lanes
-      {1, 512, 0, 0, false, 64}, {2, 512, 0, 0, true, 64}, {1201, 512, 0, 0, false, 64},
-      {64, 512, 0, 0, true, 64, 64}, {1280, 512, 0, 0, false, 64, 64}, {128, 512, 515, 0, false, 64, 64},
-      {2, 512, 0, 0, false, 510}, {3, 22, 0, 0, false, 20}};
+  const std::vector<flag_case> cases = {{1, 512},
+                                        {2, 1024},
+                                        {1, 1536},
+                                        {1300, 1536},
+                                        {2, 4096},
+                                        {1201, 4096},
+                                        {1, 7168},
+                                        {1200, 7168},
+                                        {2, 512, 516, 520},
+                                        {3, 512, 517, 513},
+                                        {2, 7168, 0, 0, true},
+                                        {3, 1024, 1029, 0, true},
+                                        {3, 989},
+                                        {5, 19},
+                                        {2, 8200},
+                                        {1, 12},
+                                        {2, 4},
+                                        {1, 40},  // torch order with 1, 2, 8 lanes
+                                        {1, 512, 0, 0, false, 64},
+                                        {2, 512, 0, 0, true, 64},
+                                        {1201, 512, 0, 0, false, 64},
+                                        {64, 512, 0, 0, true, 64, 64},
+                                        {1280, 512, 0, 0, false, 64, 64},
+                                        {128, 512, 515, 0, false, 64, 64},
+                                        {2, 512, 0, 0, false, 510},
+                                        {3, 22, 0, 0, false, 20}};
   struct flags {
     bool weighted, official, bf16;
     const char* name;

@@ -4,13 +4,12 @@
 // float(pos) * inv_freq[i] as rope_cpu (CUDA cosf/sinf are within 2 ulp, with
 // full range reduction, so positions up to 2^20 and beyond stay accurate).
 #include "kernels/rope/rope.h"
+#include "kernels/rope/rope_device.cuh"
 
+#include <climits>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <climits>
-
-#include "kernels/rope/rope_device.cuh"
 
 namespace hart {
 namespace {
@@ -35,16 +34,18 @@ __global__ void rope_kernel(rope_params p, int64_t stride) {
 status rope_cuda(const rope_params& p, CUstream_st* stream) {
   if (!p.x || !p.pos || !p.inv_freq) return invalid_argument("rope_cuda: null pointer");
   if (p.rope_dim <= 0 || p.rope_dim % 2 || p.rope_dim > p.head_dim) {
-    return invalid_argument("rope_cuda: rope_dim %lld must be even and <= head_dim %lld", (long long)p.rope_dim,
-                            (long long)p.head_dim);
+    return invalid_argument("rope_cuda: rope_dim %lld must be even and <= head_dim %lld",
+                            (long long)p.rope_dim, (long long)p.head_dim);
   }
   if (p.n_rows < 0 || p.n_heads < 0) {
     return invalid_argument("rope_cuda: n_rows=%lld n_heads=%lld", (long long)p.n_rows, (long long)p.n_heads);
   }
-  if (p.n_rows > INT_MAX) return invalid_argument("rope_cuda: n_rows=%lld exceeds the grid", (long long)p.n_rows);
+  if (p.n_rows > INT_MAX)
+    return invalid_argument("rope_cuda: n_rows=%lld exceeds the grid", (long long)p.n_rows);
   if (p.n_rows == 0 || p.n_heads == 0) return {};
   const int64_t stride = p.row_stride ? p.row_stride : p.n_heads * p.head_dim;
-  const int64_t slot_blocks = std::min<int64_t>((p.n_heads * (p.rope_dim / 2) + k_threads - 1) / k_threads, 65535);
+  const int64_t slot_blocks =
+      std::min<int64_t>((p.n_heads * (p.rope_dim / 2) + k_threads - 1) / k_threads, 65535);
   rope_kernel<<<dim3(unsigned(p.n_rows), unsigned(slot_blocks)), k_threads, 0, stream>>>(p, stride);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return internal_error("rope_cuda: launch failed: %s", cudaGetErrorString(err));

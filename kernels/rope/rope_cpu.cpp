@@ -1,5 +1,4 @@
 #include "kernels/rope/rope.h"
-
 #include "runtime/core/codecs.h"
 
 #include <cmath>
@@ -10,8 +9,8 @@ namespace hart {
 status rope_cpu(const rope_params& p) {
   if (!p.x || !p.pos || !p.inv_freq) return invalid_argument("rope: null pointer");
   if (p.rope_dim <= 0 || p.rope_dim % 2 || p.rope_dim > p.head_dim) {
-    return invalid_argument("rope: rope_dim %lld must be even and <= head_dim %lld",
-                            (long long)p.rope_dim, (long long)p.head_dim);
+    return invalid_argument("rope: rope_dim %lld must be even and <= head_dim %lld", (long long)p.rope_dim,
+                            (long long)p.head_dim);
   }
   const int64_t stride = p.row_stride ? p.row_stride : p.n_heads * p.head_dim;
   const int64_t half = p.rope_dim / 2;

@@ -8,7 +8,9 @@
 namespace hart {
 
 /// x rounded to the nearest bf16 (RNE), as fp32: runtime/core/codecs.h's round_to_bf16.
-__device__ __forceinline__ float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ float bf16_round(float x) {
+  return __bfloat162float(__float2bfloat16_rn(x));
+}
 
 /// Rotates the pair (a, b) by pos · inv_freq (its negation with `inverse`),
 /// cos/sin scaled by `factor`, with rope_cpu's roundings (a·c − b·s, no FMA);

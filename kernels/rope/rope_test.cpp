@@ -43,7 +43,8 @@ std::vector<float> make_inv_freq(double theta, int64_t rope_dim, bool yarn) {
   const int64_t half = rope_dim / 2;
   std::vector<float> f(half);
   const double factor = 16, orig = 65536;
-  const double low = std::max(0.0, std::floor(rope_dim * std::log(orig / (32 * 2 * k_pi)) / (2 * std::log(theta))));
+  const double low =
+      std::max(0.0, std::floor(rope_dim * std::log(orig / (32 * 2 * k_pi)) / (2 * std::log(theta))));
   const double high = std::min(double(rope_dim - 1),
                                std::ceil(rope_dim * std::log(orig / (1 * 2 * k_pi)) / (2 * std::log(theta))));
   for (int64_t i = 0; i < half; ++i) {
@@ -106,8 +107,8 @@ void reference(const std::vector<float>& x, const layout& l, const std::vector<i
 // Elements outside the rope channels must be bit-identical to `before`;
 // rope channels must satisfy |got − want| <= rtol·mag.
 ::testing::AssertionResult check(const std::vector<float>& got, const std::vector<float>& before,
-                                 const std::vector<double>& want, const std::vector<double>& mag, const layout& l,
-                                 double rtol) {
+                                 const std::vector<double>& want, const std::vector<double>& mag,
+                                 const layout& l, double rtol) {
   int64_t n_bad = 0;
   std::ostringstream os;
   os << std::setprecision(9);
@@ -151,8 +152,8 @@ rope_params make_params(std::vector<float>& x, const layout& l, const std::vecto
 constexpr double k_rtol = 1e-5;
 
 const layout k_layouts[] = {
-    {1, 1, 2, 2, 0},       {3, 1, 6, 2, 0},    {1, 3, 19, 8, 0},    {19, 1, 64, 64, 0},  {3, 3, 111, 64, 0},
-    {2, 4, 128, 64, 0},    {5, 2, 512, 64, 0}, {3, 3, 19, 8, 61},   {4, 2, 128, 64, 300}, {1, 1, 3, 2, 0},
+    {1, 1, 2, 2, 0},    {3, 1, 6, 2, 0},    {1, 3, 19, 8, 0},  {19, 1, 64, 64, 0},   {3, 3, 111, 64, 0},
+    {2, 4, 128, 64, 0}, {5, 2, 512, 64, 0}, {3, 3, 19, 8, 61}, {4, 2, 128, 64, 300}, {1, 1, 3, 2, 0},
 };
 
 // -- tests -----------------------------------------------------------------------

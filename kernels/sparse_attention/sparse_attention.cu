@@ -16,6 +16,7 @@
 // moves once per official block; weights expf(l − m) rounded to bf16 before
 // the weighted sum, the sink added to the sum outside the max, the output
 // divided and rounded to bf16.
+#include "kernels/cuda_device.h"
 #include "kernels/sparse_attention/sparse_attention.h"
 
 #include <cuda_bf16.h>
@@ -24,20 +25,21 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cuda_device.h"
-
 namespace hart {
 namespace {
 
 constexpr int k_threads = 256;
 constexpr int k_warps = k_threads / 32;
-constexpr int k_warp_rows = 4;                     // rows a warp's logits step takes
-constexpr int k_tile = k_warps * k_warp_rows;      // rows per tile
-static_assert(sparse_attention_cuda_max_head_dim <= 4 * k_threads, "a thread holds at most 4 output channels");
-constexpr int64_t k_min_slice_rows = 32;           // a slice below this costs more to merge than it saves
+constexpr int k_warp_rows = 4;                 // rows a warp's logits step takes
+constexpr int k_tile = k_warps * k_warp_rows;  // rows per tile
+static_assert(sparse_attention_cuda_max_head_dim <= 4 * k_threads,
+              "a thread holds at most 4 output channels");
+constexpr int64_t k_min_slice_rows = 32;  // a slice below this costs more to merge than it saves
 
 // Per (query, head, slice) partials in the workspace: max, sum, then head_dim outputs.
-__host__ __device__ inline int64_t partial_floats(int64_t head_dim) { return head_dim + 2; }
+__host__ __device__ inline int64_t partial_floats(int64_t head_dim) {
+  return head_dim + 2;
+}
 
 // Sums each of NV values over the warp; lane L ends with value L % NV in v[0].
 // Offsets >= NV add whole vectors; below, each step halves the values a lane keeps.
@@ -71,8 +73,8 @@ constexpr int k_step = Official ? 2 * k_tile : k_tile;
 
 // shared: p [k_step][G] (16-byte aligned: read as float4) | q [G][D] | rows [k_step] | m, l, factor [G]
 template <int G, int NCH, bool Official>
-__global__ void __launch_bounds__(k_threads) sparse_attention_kernel(sparse_attention_gather_params p, int64_t kvs,
-                                                                     slice_plan plan, float* partials) {
+__global__ void __launch_bounds__(k_threads)
+    sparse_attention_kernel(sparse_attention_gather_params p, int64_t kvs, slice_plan plan, float* partials) {
   constexpr int step = k_step<Official>;
   extern __shared__ float4 smem4[];
   const int64_t D = p.head_dim;
@@ -281,8 +283,8 @@ __device__ float block_reduce(float v, bool is_max, float* scratch) {
 
 // One block per (query, head): the slices' partials combined in slice order,
 // with the sink. shared: each slice's weight e^{m_s − M} / denominator.
-__global__ void __launch_bounds__(k_threads) merge_kernel(sparse_attention_gather_params p, int64_t n_slices,
-                                                          const float* partials) {
+__global__ void __launch_bounds__(k_threads)
+    merge_kernel(sparse_attention_gather_params p, int64_t n_slices, const float* partials) {
   extern __shared__ float wgt[];
   __shared__ float scratch[k_warps];
   const int64_t th = blockIdx.x, D = p.head_dim, pf = partial_floats(D);
@@ -304,7 +306,8 @@ __global__ void __launch_bounds__(k_threads) merge_kernel(sparse_attention_gathe
   for (int64_t d = threadIdx.x; d < D; d += k_threads) {
     float o = 0.0f;
 #pragma unroll 8
-    for (int64_t s = 0; s < n_slices; ++s) o = fmaf(wgt[s], part[s * pf + 2 + d], o);  // loads in flight together
+    for (int64_t s = 0; s < n_slices; ++s)
+      o = fmaf(wgt[s], part[s * pf + 2 + d], o);  // loads in flight together
     out[d] = denom > 0.0f ? o / denom : 0.0f;
   }
 }
@@ -316,11 +319,15 @@ int heads_per_block(int64_t n_heads) {
   return 1;
 }
 
-int64_t smem_bytes(int G, int64_t head_dim, int step) { return (G * head_dim + step * G + step + 3 * G) * 4; }
+int64_t smem_bytes(int G, int64_t head_dim, int step) {
+  return (G * head_dim + step * G + step + 3 * G) * 4;
+}
 
 // Blocks the device holds at once, about: fewer (query, head group) pairs than
 // this and the index list is sliced until there are this many blocks.
-int64_t target_blocks() { return 2 * cuda_sm_count(); }
+int64_t target_blocks() {
+  return 2 * cuda_sm_count();
+}
 
 slice_plan plan_slices(const sparse_attention_gather_params& p, int G) {
   slice_plan plan;
@@ -338,17 +345,19 @@ slice_plan plan_slices(const sparse_attention_gather_params& p, int G) {
 }
 
 template <int G, int NCH, bool Official>
-cudaError_t launch(const sparse_attention_gather_params& p, int64_t kvs, const slice_plan& plan, CUstream_st* stream) {
+cudaError_t launch(const sparse_attention_gather_params& p, int64_t kvs, const slice_plan& plan,
+                   CUstream_st* stream) {
   const dim3 grid(unsigned(p.n_queries), unsigned(p.n_heads / G), unsigned(plan.n_slices));
   // At most 8 heads × 1024 channels of q: under the 48 KB a block gets without opting in.
   const size_t smem = size_t(smem_bytes(G, p.head_dim, k_step<Official>));
-  sparse_attention_kernel<G, NCH, Official><<<grid, k_threads, smem, stream>>>(p, kvs, plan,
-                                                                               static_cast<float*>(p.workspace));
+  sparse_attention_kernel<G, NCH, Official>
+      <<<grid, k_threads, smem, stream>>>(p, kvs, plan, static_cast<float*>(p.workspace));
   return cudaGetLastError();
 }
 
 template <int G, bool Official>
-cudaError_t launch_g(const sparse_attention_gather_params& p, int64_t kvs, const slice_plan& plan, CUstream_st* st) {
+cudaError_t launch_g(const sparse_attention_gather_params& p, int64_t kvs, const slice_plan& plan,
+                     CUstream_st* st) {
   if (p.head_dim <= k_threads) return launch<G, 1, Official>(p, kvs, plan, st);
   if (p.head_dim <= 2 * k_threads) return launch<G, 2, Official>(p, kvs, plan, st);
   return launch<G, 4, Official>(p, kvs, plan, st);
@@ -358,10 +367,14 @@ template <bool Official>
 cudaError_t launch_heads(const sparse_attention_gather_params& p, int64_t kvs, const slice_plan& plan, int G,
                          CUstream_st* st) {
   switch (G) {
-    case 8: return launch_g<8, Official>(p, kvs, plan, st);
-    case 4: return launch_g<4, Official>(p, kvs, plan, st);
-    case 2: return launch_g<2, Official>(p, kvs, plan, st);
-    default: return launch_g<1, Official>(p, kvs, plan, st);
+    case 8:
+      return launch_g<8, Official>(p, kvs, plan, st);
+    case 4:
+      return launch_g<4, Official>(p, kvs, plan, st);
+    case 2:
+      return launch_g<2, Official>(p, kvs, plan, st);
+    default:
+      return launch_g<1, Official>(p, kvs, plan, st);
   }
 }
 
@@ -378,24 +391,27 @@ status sparse_attention_cuda(const sparse_attention_gather_params& p, CUstream_s
     return invalid_argument("sparse_attention_cuda: null pointer");
   }
   if (p.n_queries < 0 || p.n_heads <= 0 || p.head_dim <= 0 || p.n_idx < 0 || p.n_entries < 0) {
-    return invalid_argument("sparse_attention_cuda: bad sizes n_queries=%lld n_heads=%lld head_dim=%lld n_idx=%lld",
-                            (long long)p.n_queries, (long long)p.n_heads, (long long)p.head_dim, (long long)p.n_idx);
+    return invalid_argument(
+        "sparse_attention_cuda: bad sizes n_queries=%lld n_heads=%lld head_dim=%lld n_idx=%lld",
+        (long long)p.n_queries, (long long)p.n_heads, (long long)p.head_dim, (long long)p.n_idx);
   }
   if (p.head_dim > sparse_attention_cuda_max_head_dim) {
-    return invalid_argument("sparse_attention_cuda: head_dim=%lld over the %lld a block holds", (long long)p.head_dim,
-                            (long long)sparse_attention_cuda_max_head_dim);
+    return invalid_argument("sparse_attention_cuda: head_dim=%lld over the %lld a block holds",
+                            (long long)p.head_dim, (long long)sparse_attention_cuda_max_head_dim);
   }
   const int64_t kvs = p.kv_stride ? p.kv_stride : p.head_dim;
-  if (kvs < p.head_dim) return invalid_argument("sparse_attention_cuda: kv_stride=%lld < head_dim", (long long)kvs);
+  if (kvs < p.head_dim)
+    return invalid_argument("sparse_attention_cuda: kv_stride=%lld < head_dim", (long long)kvs);
   if (p.n_entries > INT32_MAX) return invalid_argument("sparse_attention_cuda: n_entries over int32 indices");
   if (p.n_queries > INT32_MAX) return invalid_argument("sparse_attention_cuda: too many queries");
   if (p.n_queries == 0) return {};
   const int G = heads_per_block(p.n_heads);
   const slice_plan plan = plan_slices(p, G);
-  cudaError_t e = p.bf16 ? launch_heads<true>(p, kvs, plan, G, stream) : launch_heads<false>(p, kvs, plan, G, stream);
+  cudaError_t e =
+      p.bf16 ? launch_heads<true>(p, kvs, plan, G, stream) : launch_heads<false>(p, kvs, plan, G, stream);
   if (e == cudaSuccess && plan.n_slices > 1) {
-    merge_kernel<<<unsigned(p.n_queries * p.n_heads), k_threads, size_t(plan.n_slices) * sizeof(float), stream>>>(
-        p, plan.n_slices, static_cast<const float*>(p.workspace));
+    merge_kernel<<<unsigned(p.n_queries * p.n_heads), k_threads, size_t(plan.n_slices) * sizeof(float),
+                   stream>>>(p, plan.n_slices, static_cast<const float*>(p.workspace));
     e = cudaGetLastError();
   }
   if (e != cudaSuccess) return internal_error("sparse_attention_cuda: %s", cudaGetErrorString(e));

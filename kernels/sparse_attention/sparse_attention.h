@@ -5,21 +5,21 @@
 //   o_h = Σ_j e^{l_j−M} kv_j / (Σ_j e^{l_j−M} + e^{sink_h−M})
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 namespace hart {
 
 struct sparse_attention_params {
-  const float* q = nullptr;               // [head_dim, n_heads]
-  const float* const* kv = nullptr;       // [n_kv] rows of [head_dim]
-  const float* sink = nullptr;            // [n_heads] sink logits (not scaled)
-  float* out = nullptr;                   // [head_dim, n_heads]
+  const float* q = nullptr;          // [head_dim, n_heads]
+  const float* const* kv = nullptr;  // [n_kv] rows of [head_dim]
+  const float* sink = nullptr;       // [n_heads] sink logits (not scaled)
+  float* out = nullptr;              // [head_dim, n_heads]
   int64_t n_heads = 0;
   int64_t head_dim = 0;
-  int64_t n_kv = 0;                       // may be 0: the output is then 0
-  float scale = 1.0f;                     // head_dim^-0.5
+  int64_t n_kv = 0;    // may be 0: the output is then 0
+  float scale = 1.0f;  // head_dim^-0.5
   /// The official sparse_attn kernel's numerics: an online softmax over blocks
   /// of 64 slots in list order (a null row is a masked slot), probabilities
   /// rounded to bf16 before P·V, the output rounded to bf16.
@@ -41,10 +41,10 @@ struct sparse_attention_gather_params {
   int64_t n_queries = 0;
   int64_t n_heads = 0;
   int64_t head_dim = 0;
-  int64_t n_idx = 0;             // index slots per query, may be 0
-  int64_t n_entries = 0;         // rows in kv; valid indices are in [0, n_entries)
-  int64_t kv_stride = 0;         // elements; 0 = head_dim
-  float scale = 1.0f;            // head_dim^-0.5
+  int64_t n_idx = 0;      // index slots per query, may be 0
+  int64_t n_entries = 0;  // rows in kv; valid indices are in [0, n_entries)
+  int64_t kv_stride = 0;  // elements; 0 = head_dim
+  float scale = 1.0f;     // head_dim^-0.5
   // CUDA path only: scratch for slicing long index lists over more blocks when
   // there are few queries (sparse_attention_cuda_workspace_bytes). Null: one
   // slice per query, so a query's output does not depend on the batch around it.

@@ -1,10 +1,9 @@
 #include "kernels/sparse_attention/sparse_attention.h"
+#include "runtime/core/codecs.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
-
-#include "runtime/core/codecs.h"
 
 namespace hart {
 namespace {
@@ -53,7 +52,8 @@ void sparse_attention_official(const sparse_attention_params& p) {
 }  // namespace
 
 status sparse_attention_cpu(const sparse_attention_params& p) {
-  if (!p.q || !p.sink || !p.out || (!p.kv && p.n_kv)) return invalid_argument("sparse_attention: null pointer");
+  if (!p.q || !p.sink || !p.out || (!p.kv && p.n_kv))
+    return invalid_argument("sparse_attention: null pointer");
   if (p.n_heads <= 0 || p.head_dim <= 0 || p.n_kv < 0) return invalid_argument("sparse_attention: bad sizes");
   if (p.bf16) {
     sparse_attention_official(p);
@@ -89,7 +89,8 @@ status sparse_attention_gather_cpu(const sparse_attention_gather_params& p) {
     return invalid_argument("sparse_attention_gather: bad sizes");
   }
   const int64_t kvs = p.kv_stride ? p.kv_stride : p.head_dim;
-  if (kvs < p.head_dim) return invalid_argument("sparse_attention_gather: kv_stride=%lld < head_dim", (long long)kvs);
+  if (kvs < p.head_dim)
+    return invalid_argument("sparse_attention_gather: kv_stride=%lld < head_dim", (long long)kvs);
   std::vector<const float*> rows;
   for (int64_t t = 0; t < p.n_queries; ++t) {
     rows.clear();
@@ -106,8 +107,9 @@ status sparse_attention_gather_cpu(const sparse_attention_gather_params& p) {
       }
     }
     const int64_t qo = t * p.n_heads * p.head_dim;
-    HART_RETURN_IF_ERROR(sparse_attention_cpu({p.q + qo, rows.empty() ? nullptr : rows.data(), p.sink, p.out + qo,
-                                               p.n_heads, p.head_dim, int64_t(rows.size()), p.scale, p.bf16}));
+    HART_RETURN_IF_ERROR(
+        sparse_attention_cpu({p.q + qo, rows.empty() ? nullptr : rows.data(), p.sink, p.out + qo, p.n_heads,
+                              p.head_dim, int64_t(rows.size()), p.scale, p.bf16}));
   }
   return {};
 }

@@ -12,6 +12,7 @@
 // each softmax weight relatively by up to twice that); both sides are within
 // tol of the exact value, so within 2·tol of each other.
 #include "kernels/sparse_attention/sparse_attention.h"
+#include "kernels/testing/op_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -22,8 +23,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include "kernels/testing/op_test_util.h"
 #ifdef HART_CUDA
 #include "kernels/testing/cuda_test_util.h"
 #endif
@@ -66,22 +65,23 @@ problem random_problem(std::mt19937& rng, int64_t n_queries, int64_t n_heads, in
   std::bernoulli_distribution hole(0.25);
   pr.idx.resize(n_queries * n_idx);
   for (int64_t t = 0; t < n_queries; ++t) {
-    for (int64_t j = 0; j < n_idx; ++j) pr.idx[t * n_idx + j] = (empty_rows && t % 3 == 1) || hole(rng) ? -1 : pick(rng);
+    for (int64_t j = 0; j < n_idx; ++j)
+      pr.idx[t * n_idx + j] = (empty_rows && t % 3 == 1) || hole(rng) ? -1 : pick(rng);
   }
   pr.scale = 1.0f / std::sqrt(float(head_dim));
   return pr;
 }
 
-sparse_attention_gather_params params_of(const problem& pr, const float* q, const float* kv, const int32_t* idx,
-                                         const float* sink, float* out) {
-  return {q, kv, idx, sink, out, pr.n_queries, pr.n_heads, pr.head_dim, pr.n_idx, pr.n_entries, pr.kv_stride,
-          pr.scale};
+sparse_attention_gather_params params_of(const problem& pr, const float* q, const float* kv,
+                                         const int32_t* idx, const float* sink, float* out) {
+  return {q,          kv,          idx,      sink,         out,          pr.n_queries,
+          pr.n_heads, pr.head_dim, pr.n_idx, pr.n_entries, pr.kv_stride, pr.scale};
 }
 
 std::vector<float> run_cpu(const problem& pr) {
   std::vector<float> out(pr.n_queries * pr.n_heads * pr.head_dim, k_nan);
-  const status st = sparse_attention_gather_cpu(params_of(pr, pr.q.data(), pr.kv.data(), pr.idx.data(),
-                                                          pr.sink.data(), out.data()));
+  const status st = sparse_attention_gather_cpu(
+      params_of(pr, pr.q.data(), pr.kv.data(), pr.idx.data(), pr.sink.data(), out.data()));
   EXPECT_TRUE(st.ok()) << st.to_string();
   return out;
 }
@@ -97,7 +97,8 @@ TEST(sparse_attention_gather, cpu_equals_pointer_form_and_skips_holes) {
   for (int64_t t = 0; t < pr.n_queries; ++t) {
     std::vector<const float*> rows;
     for (int64_t j = 0; j < pr.n_idx; ++j) {
-      if (pr.idx[t * pr.n_idx + j] >= 0) rows.push_back(pr.kv.data() + pr.idx[t * pr.n_idx + j] * pr.kv_stride);
+      if (pr.idx[t * pr.n_idx + j] >= 0)
+        rows.push_back(pr.kv.data() + pr.idx[t * pr.n_idx + j] * pr.kv_stride);
     }
     std::vector<float> want(pr.n_heads * pr.head_dim);
     const int64_t qo = t * pr.n_heads * pr.head_dim;
@@ -175,7 +176,8 @@ std::vector<double> weighted_magnitude(const problem& pr, std::vector<double>& l
       const float* q = pr.q.data() + (t * pr.n_heads + h) * D;
       std::vector<const float*> rows;
       for (int64_t j = 0; j < pr.n_idx; ++j) {
-        if (pr.idx[t * pr.n_idx + j] >= 0) rows.push_back(pr.kv.data() + pr.idx[t * pr.n_idx + j] * pr.kv_stride);
+        if (pr.idx[t * pr.n_idx + j] >= 0)
+          rows.push_back(pr.kv.data() + pr.idx[t * pr.n_idx + j] * pr.kv_stride);
       }
       std::vector<double> l(rows.size());
       double mx = pr.sink[h], l_err = 0;
@@ -238,7 +240,8 @@ void check_cuda(const problem& pr, slicing sl) {
   EXPECT_TRUE(testing::guards_intact(all, k_guard));
   const auto got = testing::unguarded(all, k_guard);
   const auto cpu = run_cpu(pr);
-  EXPECT_TRUE(all_close(got.data(), got.size(), std::vector<double>(cpu.begin(), cpu.end()), tolerance(pr), 1.0, 0.0));
+  EXPECT_TRUE(all_close(got.data(), got.size(), std::vector<double>(cpu.begin(), cpu.end()), tolerance(pr),
+                        1.0, 0.0));
 }
 
 void check_cuda(const problem& pr) {
@@ -254,9 +257,9 @@ TEST(sparse_attention_cuda, matches_cpu_on_random_index_sets) {
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
   for (int64_t n_queries : {1, 5}) {
-    for (int64_t n_heads : {1, 3, 16, 12}) {  // head groups of 1, 1, 8 and 4
+    for (int64_t n_heads : {1, 3, 16, 12}) {            // head groups of 1, 1, 8 and 4
       for (int64_t head_dim : {1, 19, 64, 512, 600}) {  // 600: a second 512-channel pass
-        for (int64_t n_idx : {0, 1, 7, 128, 640}) {  // 640: 20 slices of one tile at one query
+        for (int64_t n_idx : {0, 1, 7, 128, 640}) {     // 640: 20 slices of one tile at one query
           SCOPED_TRACE("n_queries=" + std::to_string(n_queries) + " n_heads=" + std::to_string(n_heads) +
                        " head_dim=" + std::to_string(head_dim) + " n_idx=" + std::to_string(n_idx));
           check_cuda(random_problem(rng, n_queries, n_heads, head_dim, n_idx, true, 1.5f));
@@ -303,10 +306,12 @@ TEST(sparse_attention_cuda, bf16_matches_cpu) {
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
   int64_t n_differ = 0, n_total = 0;
-  struct shape { int64_t n_queries, n_heads, head_dim, n_idx; };
-  for (const shape& s : {shape{1, 1, 19, 7}, shape{5, 3, 64, 65}, shape{2, 16, 512, 64}, shape{3, 12, 600, 130},
-                         shape{1, 64, 512, 640}, shape{4, 64, 512, 640}, shape{2, 4, 512, 2000}, shape{1, 8, 1024, 63},
-                         shape{3, 16, 512, 0}}) {
+  struct shape {
+    int64_t n_queries, n_heads, head_dim, n_idx;
+  };
+  for (const shape& s : {shape{1, 1, 19, 7}, shape{5, 3, 64, 65}, shape{2, 16, 512, 64},
+                         shape{3, 12, 600, 130}, shape{1, 64, 512, 640}, shape{4, 64, 512, 640},
+                         shape{2, 4, 512, 2000}, shape{1, 8, 1024, 63}, shape{3, 16, 512, 0}}) {
     SCOPED_TRACE("n_queries=" + std::to_string(s.n_queries) + " n_heads=" + std::to_string(s.n_heads) +
                  " head_dim=" + std::to_string(s.head_dim) + " n_idx=" + std::to_string(s.n_idx));
     const problem pr = random_problem(rng, s.n_queries, s.n_heads, s.head_dim, s.n_idx, true, 1.5f);
@@ -342,7 +347,8 @@ TEST(sparse_attention_cuda, bf16_matches_cpu) {
       first = got;
       for (size_t i = 0; i < got.size(); ++i) n_differ += std::memcmp(&got[i], &want[i], 4) != 0;
       n_total += int64_t(got.size());
-      EXPECT_TRUE(all_close(got.data(), got.size(), std::vector<double>(want.begin(), want.end()), tol, 1.0, 0.0));
+      EXPECT_TRUE(
+          all_close(got.data(), got.size(), std::vector<double>(want.begin(), want.end()), tol, 1.0, 0.0));
     }
   }
   RecordProperty("differ", std::to_string(double(n_differ) / double(n_total)));

@@ -165,9 +165,10 @@ TEST(sparse_attention, official_bf16_online_softmax) {
       for (float& v : row) v = std::fabs(v);
     }
     for (size_t j = 0; j < pr.kv.size(); ++j) {
-      const size_t r = size_t(std::find_if(pr.rows.begin(), pr.rows.end(),
-                                           [&](const std::vector<float>& x) { return x.data() == pr.kv[j]; }) -
-                              pr.rows.begin());
+      const size_t r =
+          size_t(std::find_if(pr.rows.begin(), pr.rows.end(),
+                              [&](const std::vector<float>& x) { return x.data() == pr.kv[j]; }) -
+                 pr.rows.begin());
       abs_pr.kv[j] = abs_pr.rows[r].data();
     }
     reference(abs_pr, mass, unused);
@@ -262,7 +263,8 @@ TEST(sparse_attention, very_negative_sink_is_plain_softmax) {
       }
       if (n_kv == 1) {  // one key, no sink mass: the output is that key
         for (int64_t h = 0; h < 2; ++h) {
-          for (int64_t d = 0; d < 19; ++d) EXPECT_NEAR(got[h * 19 + d], pr.kv[0][d], 1e-6 * std::fabs(pr.kv[0][d]));
+          for (int64_t d = 0; d < 19; ++d)
+            EXPECT_NEAR(got[h * 19 + d], pr.kv[0][d], 1e-6 * std::fabs(pr.kv[0][d]));
         }
       }
     }
@@ -278,7 +280,8 @@ TEST(sparse_attention, very_large_sink_gives_near_zero) {
     auto pr = random_problem(rng, 2, 64, n_kv, 1.0f);
     pr.sink = {100.0f, 1e4f};  // logits are O(1): e^{l−100} < 1e-40
     const auto got = run(pr);
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(std::fabs(got[i]), 1e-30f) << "n_kv=" << n_kv << " i=" << i;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_LE(std::fabs(got[i]), 1e-30f) << "n_kv=" << n_kv << " i=" << i;
   }
 }
 
@@ -296,7 +299,8 @@ TEST(sparse_attention, sink_is_not_scaled) {
   const auto got = run(pr);
   for (int64_t h = 0; h < 2; ++h) {
     const double f = 1.0 / (1.0 + std::exp(double(pr.sink[h])));
-    for (int64_t d = 0; d < 3; ++d) EXPECT_NEAR(got[h * 3 + d], pr.rows[0][d] * f, 1e-6) << "h=" << h << " d=" << d;
+    for (int64_t d = 0; d < 3; ++d)
+      EXPECT_NEAR(got[h * 3 + d], pr.rows[0][d] * f, 1e-6) << "h=" << h << " d=" << d;
   }
 }
 

@@ -1,10 +1,10 @@
 #include "kernels/sparse_decode_attention/kv_entry.h"
 
-#include <cmath>
-#include <cstring>
-
 #include "kernels/quant/quant.h"
 #include "runtime/core/codecs.h"
+
+#include <cmath>
+#include <cstring>
 
 namespace hart {
 
@@ -32,7 +32,8 @@ status kv_entry_encode(const float* v, uint8_t* entry) {
 
 status kv_entry_encode_rows_cpu(const kv_entry_rows_params& p) {
   if (p.n_rows < 0) return invalid_argument("kv_entry_encode_rows: negative row count");
-  if (p.n_rows > 0 && (!p.src || !p.dst || !p.dst_off)) return invalid_argument("kv_entry_encode_rows: null pointer");
+  if (p.n_rows > 0 && (!p.src || !p.dst || !p.dst_off))
+    return invalid_argument("kv_entry_encode_rows: null pointer");
   for (int64_t i = 0; i < p.n_rows; ++i) {
     if (p.dst_off[i] < 0) continue;
     const float* row = p.src + (p.src_off ? p.src_off[i] : i * kv_entry_dim);

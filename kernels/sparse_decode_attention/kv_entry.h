@@ -10,9 +10,9 @@
 // decode(encode(v)) equals act_quant_fp8_qdq on the NoPE part, bitwise.
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 namespace hart {
 
@@ -20,9 +20,9 @@ inline constexpr int64_t kv_entry_dim = 512;
 inline constexpr int64_t kv_entry_nope = 448;
 inline constexpr int64_t kv_entry_rope = 64;
 inline constexpr int64_t kv_entry_scale_block = 64;
-inline constexpr int64_t kv_entry_n_scales = kv_entry_nope / kv_entry_scale_block;  // 7
-inline constexpr int64_t kv_entry_rope_offset = kv_entry_nope;                      // 448
-inline constexpr int64_t kv_entry_scale_offset = kv_entry_nope + 2 * kv_entry_rope; // 576
+inline constexpr int64_t kv_entry_n_scales = kv_entry_nope / kv_entry_scale_block;        // 7
+inline constexpr int64_t kv_entry_rope_offset = kv_entry_nope;                            // 448
+inline constexpr int64_t kv_entry_scale_offset = kv_entry_nope + 2 * kv_entry_rope;       // 576
 inline constexpr int64_t kv_entry_bytes = kv_entry_scale_offset + kv_entry_n_scales + 1;  // 584
 
 /// A paged pool of entries: slot s lives at
@@ -59,7 +59,8 @@ status kv_entry_encode_rows_cpu(const kv_entry_rows_params& p);
 
 /// Address of slot `s` in `pool` (no bounds check: the caller owns the slot).
 inline const uint8_t* kv_entry_at(const kv_entry_pool& pool, int64_t s) {
-  return pool.base + (s / pool.entries_per_page) * pool.page_bytes + (s % pool.entries_per_page) * kv_entry_bytes;
+  return pool.base + (s / pool.entries_per_page) * pool.page_bytes +
+         (s % pool.entries_per_page) * kv_entry_bytes;
 }
 
 }  // namespace hart

@@ -1,17 +1,17 @@
 // kv_entry_encode_rows_cuda: one block of 128 threads per row, four dims per
 // thread (a 64-dim scale block is 16 lanes of one warp), the codes written by
 // kv_entry_dev::store4, bit-exact with kv_entry_encode.
-#include <cuda_runtime.h>
-
 #include "kernels/sparse_decode_attention/kv_entry.h"
 #include "kernels/sparse_decode_attention/kv_entry_device.cuh"
+
+#include <cuda_runtime.h>
 
 namespace hart {
 namespace {
 
-__global__ void __launch_bounds__(128) kv_entry_rows_kernel(const float* __restrict__ src,
-                                                             const int64_t* __restrict__ src_off, float* dst,
-                                                             const int64_t* __restrict__ dst_off) {
+__global__ void __launch_bounds__(128)
+    kv_entry_rows_kernel(const float* __restrict__ src, const int64_t* __restrict__ src_off, float* dst,
+                         const int64_t* __restrict__ dst_off) {
   const int64_t i = blockIdx.x;
   const int64_t d = dst_off[i];
   if (d < 0) return;  // the whole block: no lane is left in the shuffles below
@@ -32,7 +32,8 @@ status kv_entry_encode_rows_cuda(const kv_entry_rows_params& p, CUstream_st* str
   if (!p.src || !p.dst || !p.dst_off) return invalid_argument("kv_entry_encode_rows_cuda: null pointer");
   if (reinterpret_cast<uintptr_t>(p.src) % 16 || reinterpret_cast<uintptr_t>(p.dst) % 8)
     return invalid_argument("kv_entry_encode_rows_cuda: src must be 16-byte aligned, dst 8-byte");
-  if (p.n_rows > INT32_MAX) return invalid_argument("kv_entry_encode_rows_cuda: %lld rows", (long long)p.n_rows);
+  if (p.n_rows > INT32_MAX)
+    return invalid_argument("kv_entry_encode_rows_cuda: %lld rows", (long long)p.n_rows);
   kv_entry_rows_kernel<<<unsigned(p.n_rows), 128, 0, stream>>>(p.src, p.src_off, p.dst, p.dst_off);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return internal_error("kv_entry_encode_rows_cuda: %s", cudaGetErrorString(err));

@@ -23,7 +23,9 @@
 // its running max per chunk taken from those maxima (the same logits bit for
 // bit: same code, same block shape) and P as one bf16 part. The merge then adds
 // e^{sink − m} to the sum outside the max, divides, and rounds to bf16.
+#include "kernels/cuda_device.h"
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
+#include "kernels/sparse_decode_attention/sparse_decode_attention_split.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -33,15 +35,12 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kernels/cuda_device.h"
-#include "kernels/sparse_decode_attention/sparse_decode_attention_split.h"
-
 namespace hart {
 namespace {
 
 constexpr int k_dim = int(kv_entry_dim);
-constexpr int k_chunk = int(sda_chunk);  // 32 entries: 4 MMA n-tiles
-constexpr int k_max_chunks = 16;         // chunks per block, bounds the slot stage
+constexpr int k_chunk = int(sda_chunk);                   // 32 entries: 4 MMA n-tiles
+constexpr int k_max_chunks = 16;                          // chunks per block, bounds the slot stage
 constexpr int k_words = int(kv_entry_bytes / 8);          // 73 8-byte words per entry
 constexpr int k_nope_words = int(kv_entry_nope / 8);      // 56
 constexpr int k_rope_words = int(2 * kv_entry_rope / 8);  // 16
@@ -63,9 +62,9 @@ struct shape {
   static constexpr int warps = HB == 16 ? 8 : 16;
   static constexpr int threads = 32 * warps;
   static constexpr int m_tiles = HB / 16;
-  static constexpr int k_split = warps / (4 * m_tiles);           // S: K split per (m, n) tile
-  static constexpr int rows_per_warp = HB / warps;                // softmax
-  static constexpr int pv_dims = k_dim / (warps / m_tiles);      // P·kv: output dims per warp
+  static constexpr int k_split = warps / (4 * m_tiles);      // S: K split per (m, n) tile
+  static constexpr int rows_per_warp = HB / warps;           // softmax
+  static constexpr int pv_dims = k_dim / (warps / m_tiles);  // P·kv: output dims per warp
 };
 
 // What kernel 1 computes: fp32 (the fp32 reference), the bf16 mode's chunk maxima
@@ -116,8 +115,12 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async8(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(dst)), "l"(src));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-__device__ __forceinline__ void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n"); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n");
+}
+__device__ __forceinline__ void cp_async_wait_all_but_one() {
+  asm volatile("cp.async.wait_group 1;\n");
+}
 
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -171,13 +174,14 @@ __device__ __forceinline__ void decode_chunk(smem_layout<HB>& s, int buf, int c)
         const float f = e8m0_to_float((blk < 4 ? sc.x >> (8 * blk) : sc.y >> (8 * (blk - 4))) & 0xffu);
         const float2 a = e4m3x2_to_float2(v.x & 0xffffu), b = e4m3x2_to_float2(v.x >> 16);
         const float2 c2 = e4m3x2_to_float2(v.y & 0xffffu), d = e4m3x2_to_float2(v.y >> 16);
-        out = make_uint4(pack_bf16(a.x * f, a.y * f), pack_bf16(b.x * f, b.y * f), pack_bf16(c2.x * f, c2.y * f),
-                         pack_bf16(d.x * f, d.y * f));
+        out = make_uint4(pack_bf16(a.x * f, a.y * f), pack_bf16(b.x * f, b.y * f),
+                         pack_bf16(c2.x * f, c2.y * f), pack_bf16(d.x * f, d.y * f));
       }
       *reinterpret_cast<uint4*>(&s.kv[e][8 * w]) = out;
     } else {
       const int r = w - k_nope_words;  // 4 RoPE dims per word, already bf16
-      *reinterpret_cast<uint2*>(&s.kv[e][kv_entry_nope + 4 * r]) = valid ? s.raw[buf][e][w] : make_uint2(0, 0);
+      *reinterpret_cast<uint2*>(&s.kv[e][kv_entry_nope + 4 * r]) =
+          valid ? s.raw[buf][e][w] : make_uint2(0, 0);
     }
   }
 }
@@ -187,8 +191,8 @@ __device__ __forceinline__ void decode_chunk(smem_layout<HB>& s, int buf, int c)
 // the last block may belong to the next split). cmax: this query's chunk maxima
 // [n_all][n_heads], offset to the block's first head. Ends synchronised.
 template <int HB>
-__device__ __forceinline__ void fill_running_max(smem_layout_bf16<HB>& s, const float* cmax, int n_heads, int c0,
-                                                 int n_chunks, int n_all) {
+__device__ __forceinline__ void fill_running_max(smem_layout_bf16<HB>& s, const float* cmax, int n_heads,
+                                                 int c0, int n_chunks, int n_all) {
   constexpr int threads = shape<HB>::threads, per_head = threads / HB;
   const int h = threadIdx.x % HB;
   float m = -INFINITY;
@@ -210,10 +214,10 @@ __device__ __forceinline__ void fill_running_max(smem_layout_bf16<HB>& s, const 
 
 template <int HB, pass P>
 __global__ void __launch_bounds__(shape<HB>::threads)
-    sda_partial_kernel(const uint16_t* __restrict__ q, const float* __restrict__ q_f32, pool_view pool0, const int32_t* __restrict__ idx0, int n_idx0,
-                       pool_view pool1, const int32_t* __restrict__ idx1, int n_idx1, int stride0, int stride1,
-                       int n_heads, float scale,
-                       int chunks_per_block, float* __restrict__ ws_o, float* __restrict__ ws_ml,
+    sda_partial_kernel(const uint16_t* __restrict__ q, const float* __restrict__ q_f32, pool_view pool0,
+                       const int32_t* __restrict__ idx0, int n_idx0, pool_view pool1,
+                       const int32_t* __restrict__ idx1, int n_idx1, int stride0, int stride1, int n_heads,
+                       float scale, int chunks_per_block, float* __restrict__ ws_o, float* __restrict__ ws_ml,
                        float* ws_cmax) {
   using sh = shape<HB>;
   using layout = std::conditional_t<P == pass::bf16, smem_layout_bf16<HB>, smem_layout<HB>>;
@@ -236,8 +240,9 @@ __global__ void __launch_bounds__(shape<HB>::threads)
 
   for (int i = tid; i < n_chunks * k_chunk; i += sh::threads) {
     const int j = j0 + i;
-    const int slot =
-        j < n_idx0 ? idx0[size_t(t) * stride0 + j] : j < n_total ? idx1[size_t(t) * stride1 + (j - n_idx0)] : -1;
+    const int slot = j < n_idx0    ? idx0[size_t(t) * stride0 + j]
+                     : j < n_total ? idx1[size_t(t) * stride1 + (j - n_idx0)]
+                                   : -1;
     s.entry[i] = slot < 0 ? nullptr : entry_words(j < n_idx0 ? pool0 : pool1, slot);
   }
   if (q) {
@@ -394,9 +399,10 @@ __global__ void __launch_bounds__(shape<HB>::threads)
 // loads cost ~0.5 µs per split. Official (bf16): the sink stays out of the max
 // and joins the sum last; the output is divided, then rounded to bf16.
 template <bool Official>
-__global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict__ ws_o, const float* __restrict__ ws_ml,
-                                                        const float* __restrict__ sink, int n_splits, int n_heads,
-                                                        uint16_t* __restrict__ out, float* __restrict__ out_f32) {
+__global__ void __launch_bounds__(128)
+    sda_merge_kernel(const float* __restrict__ ws_o, const float* __restrict__ ws_ml,
+                     const float* __restrict__ sink, int n_splits, int n_heads, uint16_t* __restrict__ out,
+                     float* __restrict__ out_f32) {
   extern __shared__ float w_s[];  // [n_splits] weights e^{m_s - M}, then [n_splits] sums
 #if __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
@@ -420,7 +426,8 @@ __global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict_
   }
   if (Official) denom += expf(sk - mx);
   __syncthreads();  // every thread has read the maxima
-  for (int s = threadIdx.x; s < n_splits; s += blockDim.x) w_s[s] = w_s[s] == -INFINITY ? 0.f : expf(w_s[s] - mx);
+  for (int s = threadIdx.x; s < n_splits; s += blockDim.x)
+    w_s[s] = w_s[s] == -INFINITY ? 0.f : expf(w_s[s] - mx);
   __syncthreads();
   float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 4
@@ -440,8 +447,8 @@ __global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict_
       reinterpret_cast<uint2*>(out + row)[threadIdx.x] = b;
     } else {
       reinterpret_cast<float4*>(out_f32 + row)[threadIdx.x] =
-          make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u), __uint_as_float(b.y << 16),
-                      __uint_as_float(b.y & 0xffff0000u));
+          make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u),
+                      __uint_as_float(b.y << 16), __uint_as_float(b.y & 0xffff0000u));
     }
     return;
   }
@@ -450,7 +457,8 @@ __global__ void __launch_bounds__(128) sda_merge_kernel(const float* __restrict_
     reinterpret_cast<uint2*>(out + row)[threadIdx.x] =
         make_uint2(pack_bf16(o.x * inv, o.y * inv), pack_bf16(o.z * inv, o.w * inv));
   } else {
-    reinterpret_cast<float4*>(out_f32 + row)[threadIdx.x] = make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
+    reinterpret_cast<float4*>(out_f32 + row)[threadIdx.x] =
+        make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
   }
 }
 
@@ -464,12 +472,12 @@ cudaLaunchAttribute overlap_with_previous() {
 }
 
 template <int HB, pass P>
-status launch_partial(const sparse_decode_attention_params& p, int n_splits, int chunks_per_block, float* ws_o,
-                      float* ws_ml, float* ws_cmax, cudaStream_t stream) {
+status launch_partial(const sparse_decode_attention_params& p, int n_splits, int chunks_per_block,
+                      float* ws_o, float* ws_ml, float* ws_cmax, cudaStream_t stream) {
   using layout = std::conditional_t<P == pass::bf16, smem_layout_bf16<HB>, smem_layout<HB>>;
   // Per launch, not cached: the attribute belongs to the current device.
-  cudaError_t err = cudaFuncSetAttribute(sda_partial_kernel<HB, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(sizeof(layout)));
+  cudaError_t err = cudaFuncSetAttribute(sda_partial_kernel<HB, P>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(layout)));
   if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
   const pool_view p0{p.pool0.base, p.pool0.entries_per_page, p.pool0.page_bytes};
   const pool_view p1{p.pool1.base, p.pool1.entries_per_page, p.pool1.page_bytes};
@@ -482,20 +490,22 @@ status launch_partial(const sparse_decode_attention_params& p, int n_splits, int
   cudaLaunchAttribute attr[1] = {overlap_with_previous()};
   cfg.attrs = attr;
   cfg.numAttrs = P == pass::bf16 ? 1 : 0;
-  err = cudaLaunchKernelEx(&cfg, sda_partial_kernel<HB, P>, p.q, p.q_f32, p0, p.idx0, int(p.n_idx0), p1, p.idx1,
-                           int(p.n_idx1), int(p.idx_stride ? p.idx_stride : p.n_idx0),
-                           int(p.idx_stride ? p.idx_stride : p.n_idx1), int(p.n_heads), p.scale, chunks_per_block, ws_o,
-                           ws_ml, ws_cmax);
+  err = cudaLaunchKernelEx(&cfg, sda_partial_kernel<HB, P>, p.q, p.q_f32, p0, p.idx0, int(p.n_idx0), p1,
+                           p.idx1, int(p.n_idx1), int(p.idx_stride ? p.idx_stride : p.n_idx0),
+                           int(p.idx_stride ? p.idx_stride : p.n_idx1), int(p.n_heads), p.scale,
+                           chunks_per_block, ws_o, ws_ml, ws_cmax);
   if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
   return {};
 }
 
 // Kernel 1 for p's mode: once (fp32), or the chunk maxima then the bf16 pass.
 template <int HB>
-status launch_partials(const sparse_decode_attention_params& p, int n_splits, int chunks_per_block, float* ws_o,
-                       float* ws_ml, float* ws_cmax, cudaStream_t stream) {
-  if (!p.bf16) return launch_partial<HB, pass::fp32>(p, n_splits, chunks_per_block, ws_o, ws_ml, ws_cmax, stream);
-  const status st = launch_partial<HB, pass::chunk_max>(p, n_splits, chunks_per_block, ws_o, ws_ml, ws_cmax, stream);
+status launch_partials(const sparse_decode_attention_params& p, int n_splits, int chunks_per_block,
+                       float* ws_o, float* ws_ml, float* ws_cmax, cudaStream_t stream) {
+  if (!p.bf16)
+    return launch_partial<HB, pass::fp32>(p, n_splits, chunks_per_block, ws_o, ws_ml, ws_cmax, stream);
+  const status st =
+      launch_partial<HB, pass::chunk_max>(p, n_splits, chunks_per_block, ws_o, ws_ml, ws_cmax, stream);
   if (!st.ok()) return st;
   return launch_partial<HB, pass::bf16>(p, n_splits, chunks_per_block, ws_o, ws_ml, ws_cmax, stream);
 }
@@ -529,7 +539,8 @@ size_t sparse_decode_attention_cuda_workspace_bytes(int64_t n_queries, int64_t n
   // queries may take more splits each, so the most over every count.
   const int64_t sms = cuda_sm_count();
   int64_t most = 0;
-  for (int64_t q = 1; q <= n_queries; ++q) most = std::max(most, q * plan_splits(q, n_heads, n_idx0 + n_idx1, sms).n_splits);
+  for (int64_t q = 1; q <= n_queries; ++q)
+    most = std::max(most, q * plan_splits(q, n_heads, n_idx0 + n_idx1, sms).n_splits);
   return size_t(most * n_heads) * (kv_entry_dim + 2) * sizeof(float) +
          sda_chunk_max_bytes(n_queries, n_heads, n_idx0 + n_idx1);
 }
@@ -537,15 +548,18 @@ size_t sparse_decode_attention_cuda_workspace_bytes(int64_t n_queries, int64_t n
 status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUstream_st* stream) {
   HART_RETURN_IF_ERROR(sparse_decode_attention_validate(p));
   if (p.n_queries == 0) return {};
-  const size_t need = sparse_decode_attention_cuda_workspace_bytes(p.n_queries, p.n_heads, p.n_idx0, p.n_idx1);
+  const size_t need =
+      sparse_decode_attention_cuda_workspace_bytes(p.n_queries, p.n_heads, p.n_idx0, p.n_idx1);
   if (!p.workspace || p.workspace_bytes < need)
-    return invalid_argument("sparse_decode_attention_cuda: workspace of %zu bytes, need %zu", p.workspace_bytes, need);
+    return invalid_argument("sparse_decode_attention_cuda: workspace of %zu bytes, need %zu",
+                            p.workspace_bytes, need);
   auto misaligned = [](const void* ptr, uintptr_t a) { return (reinterpret_cast<uintptr_t>(ptr) % a) != 0; };
   if (misaligned(p.q, 16) || misaligned(p.q_f32, 16) || misaligned(p.out, 8) || misaligned(p.out_f32, 16) ||
       misaligned(p.workspace, 16) || (p.n_idx0 && (misaligned(p.pool0.base, 8) || p.pool0.page_bytes % 8)) ||
       (p.n_idx1 && (misaligned(p.pool1.base, 8) || p.pool1.page_bytes % 8)))
     return invalid_argument(
-        "sparse_decode_attention_cuda: q, q_f32, out_f32 and workspace must be 16-byte aligned, out and pools 8-byte");
+        "sparse_decode_attention_cuda: q, q_f32, out_f32 and workspace must be 16-byte aligned, out and "
+        "pools 8-byte");
   const split_plan sp = plan_splits(p.n_queries, p.n_heads, p.n_idx0 + p.n_idx1, cuda_sm_count());
   const int n_splits = int(sp.n_splits);
   float* ws_o = static_cast<float*>(p.workspace);
@@ -566,8 +580,8 @@ status sparse_decode_attention_cuda(const sparse_decode_attention_params& p, CUs
   cfg.numAttrs = 1;
   const float* ws_o_c = ws_o;
   const float* ws_ml_c = ws_ml;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, p.bf16 ? sda_merge_kernel<true> : sda_merge_kernel<false>, ws_o_c,
-                                       ws_ml_c, p.sink, n_splits, int(p.n_heads), p.out, p.out_f32);
+  cudaError_t err = cudaLaunchKernelEx(&cfg, p.bf16 ? sda_merge_kernel<true> : sda_merge_kernel<false>,
+                                       ws_o_c, ws_ml_c, p.sink, n_splits, int(p.n_heads), p.out, p.out_f32);
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return internal_error("sparse_decode_attention_cuda: %s", cudaGetErrorString(err));
   return {};

@@ -14,11 +14,11 @@
 // (sparse_attention_params::bf16), which the engine's fp8 precision needs.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-
 #include "kernels/sparse_decode_attention/kv_entry.h"
 #include "runtime/core/status.h"
+
+#include <cstddef>
+#include <cstdint>
 
 namespace hart {
 
@@ -31,19 +31,19 @@ struct sparse_decode_attention_params {
   kv_entry_pool pool1;            // extra entries (CSA top-k / HCA), may be empty
   const int32_t* idx1 = nullptr;  // [n_queries][n_idx1] slots in pool1, -1 = none
   int64_t n_idx1 = 0;
-  int64_t idx_stride = 0;         // elements from one query's lists to the next (both); 0 = n_idx0 / n_idx1
-  const float* sink = nullptr;    // [n_heads] sink logits (not scaled)
-  uint16_t* out = nullptr;        // [n_queries][n_heads][512] bf16
-  float* out_f32 = nullptr;       // or fp32 (exactly one of out, out_f32)
+  int64_t idx_stride = 0;       // elements from one query's lists to the next (both); 0 = n_idx0 / n_idx1
+  const float* sink = nullptr;  // [n_heads] sink logits (not scaled)
+  uint16_t* out = nullptr;      // [n_queries][n_heads][512] bf16
+  float* out_f32 = nullptr;     // or fp32 (exactly one of out, out_f32)
   int64_t n_queries = 0;
-  int64_t n_heads = 0;            // a multiple of 16 (one MMA tile of heads)
-  float scale = 0.04419417382f;   // 512^-0.5
+  int64_t n_heads = 0;           // a multiple of 16 (one MMA tile of heads)
+  float scale = 0.04419417382f;  // 512^-0.5
   /// The official sparse_attn numerics (sparse_attention_params::bf16) over the
   /// slot list idx0's n_idx0 slots then idx1's n_idx1: blocks of 64 slots from
   /// that list's slot 0, a -1 slot masked but keeping its place; probabilities
   /// rounded to bf16 before P·V; the output rounded to bf16 (out_f32 too).
   bool bf16 = false;
-  void* workspace = nullptr;      // CUDA path: sparse_decode_attention_cuda_workspace_bytes()
+  void* workspace = nullptr;  // CUDA path: sparse_decode_attention_cuda_workspace_bytes()
   size_t workspace_bytes = 0;
 };
 

@@ -11,6 +11,11 @@
 // CUDA graph of one call (mean of 1000 replays), after >= 300 ms of warm-up. The table comes last: floor =
 // bytes moved / 4.15 TB/s, TFLOP/s = 4·B·H·n·512 / time, peer = a PyTorch eager
 // implementation (bf16 gather + einsum + softmax with the sink) timed by the script.
+#include "kernels/sparse_decode_attention/sparse_decode_attention.h"
+#include "kernels/testing/cuda_bench_util.h"
+#include "kernels/testing/hot_bench_summary.h"
+#include "runtime/core/codecs.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,11 +28,6 @@
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include "kernels/sparse_decode_attention/sparse_decode_attention.h"
-#include "kernels/testing/cuda_bench_util.h"
-#include "runtime/core/codecs.h"
-#include "kernels/testing/hot_bench_summary.h"
 
 using namespace hart;
 
@@ -56,7 +56,8 @@ std::vector<uint8_t> encode_pool(std::mt19937& rng, int64_t slots) {
   std::vector<float> v(kv_entry_dim);
   for (int64_t s = 0; s < slots; ++s) {
     for (float& x : v) x = nd(rng);
-    (void)kv_entry_encode(v.data(), pool.data() + (s / k_per_page) * k_page_bytes + (s % k_per_page) * kv_entry_bytes);
+    (void)kv_entry_encode(v.data(),
+                          pool.data() + (s / k_per_page) * k_page_bytes + (s % k_per_page) * kv_entry_bytes);
   }
   return pool;
 }
@@ -220,9 +221,10 @@ int sparse_decode_attention_bench_main(int argc, char** argv) {
     }
   }
   const bench_case cases[] = {
-      {"Flash CSA", 1, 64, 128, 512},   {"Flash CSA", 8, 64, 128, 512},   {"Flash CSA", 32, 64, 128, 512},
-      {"Flash CSA", 128, 64, 128, 512}, {"Pro CSA", 1, 128, 128, 1024},   {"Pro CSA", 128, 128, 128, 1024},
-      {"Flash HCA 4K", 1, 64, 128, 32}, {"Flash HCA 256K", 1, 64, 128, 2048},
+      {"Flash CSA", 1, 64, 128, 512},     {"Flash CSA", 8, 64, 128, 512},
+      {"Flash CSA", 32, 64, 128, 512},    {"Flash CSA", 128, 64, 128, 512},
+      {"Pro CSA", 1, 128, 128, 1024},     {"Pro CSA", 128, 128, 128, 1024},
+      {"Flash HCA 4K", 1, 64, 128, 32},   {"Flash HCA 256K", 1, 64, 128, 2048},
       {"Flash HCA 1M", 1, 64, 128, 8192}, {"Flash SWA only", 1, 64, 128, 0},
   };
   std::mt19937 rng(12345);
@@ -235,7 +237,9 @@ int sparse_decode_attention_bench_main(int argc, char** argv) {
     results.push_back(run_case(c, rng, stream));
     std::fprintf(stderr, "done %s B=%lld\n", c.name, (long long)c.batch);
   }
-  std::printf("\n| case | batch | heads | entries | check (max err / row max) | eager us | graph us | floor us | TFLOP/s | torch eager us |\n");
+  std::printf(
+      "\n| case | batch | heads | entries | check (max err / row max) | eager us | graph us | floor us | "
+      "TFLOP/s | torch eager us |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const result& r : results) {
     const bench_case& c = r.c;
@@ -248,11 +252,12 @@ int sparse_decode_attention_bench_main(int argc, char** argv) {
     if (it != peer.end()) std::snprintf(peer_s, sizeof peer_s, "%.1f", it->second);
     hart::bench::summary().push_back({"A1 sparse decode attention",
                                       std::string(c.name) + ", batch " + std::to_string(c.batch) + ", " +
-                                          std::to_string(c.heads) + " heads, " + std::to_string(n) + " entries",
+                                          std::to_string(c.heads) + " heads, " + std::to_string(n) +
+                                          " entries",
                                       r.us, floor_us, "PyTorch eager", peer_s, r.ok});
     if (!r.ok) {
-      std::printf("| %s | %lld | %lld | %lld | FAILED (%.2e) | - | - | %.2f | - | %s |\n", c.name, (long long)c.batch,
-                  (long long)c.heads, (long long)n, r.max_err, floor_us, peer_s);
+      std::printf("| %s | %lld | %lld | %lld | FAILED (%.2e) | - | - | %.2f | - | %s |\n", c.name,
+                  (long long)c.batch, (long long)c.heads, (long long)n, r.max_err, floor_us, peer_s);
       continue;
     }
     std::printf("| %s | %lld | %lld | %lld | ok (%.1e) | %.2f | %.2f | %.2f | %.1f | %s |\n", c.name,
@@ -263,5 +268,7 @@ int sparse_decode_attention_bench_main(int argc, char** argv) {
 }
 
 #ifndef HART_HOT_KERNELS_BENCH
-int main(int argc, char** argv) { return sparse_decode_attention_bench_main(argc, argv); }
+int main(int argc, char** argv) {
+  return sparse_decode_attention_bench_main(argc, argv);
+}
 #endif

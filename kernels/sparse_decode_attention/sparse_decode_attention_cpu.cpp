@@ -1,12 +1,11 @@
+#include "kernels/sparse_attention/sparse_attention.h"
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
+#include "kernels/sparse_decode_attention/sparse_decode_attention_split.h"
+#include "runtime/core/codecs.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
-
-#include "kernels/sparse_attention/sparse_attention.h"
-#include "kernels/sparse_decode_attention/sparse_decode_attention_split.h"
-#include "runtime/core/codecs.h"
 
 namespace hart {
 
@@ -20,7 +19,8 @@ size_t sparse_decode_attention_workspace_bytes(int64_t n_queries, int64_t n_head
 
 status sparse_decode_attention_validate(const sparse_decode_attention_params& p) {
   if (!p.q == !p.q_f32 || !p.out == !p.out_f32)
-    return invalid_argument("sparse_decode_attention: need exactly one of q / q_f32 and one of out / out_f32");
+    return invalid_argument(
+        "sparse_decode_attention: need exactly one of q / q_f32 and one of out / out_f32");
   if (!p.sink) return invalid_argument("sparse_decode_attention: null sink");
   if (p.n_queries < 0 || p.n_idx0 < 0 || p.n_idx1 < 0)
     return invalid_argument("sparse_decode_attention: negative size");
@@ -29,9 +29,12 @@ status sparse_decode_attention_validate(const sparse_decode_attention_params& p)
                             (long long)p.n_heads);
   if (p.n_idx0 + p.n_idx1 == 0) return invalid_argument("sparse_decode_attention: no entry lists");
   if (p.idx_stride && (p.idx_stride < p.n_idx0 || p.idx_stride < p.n_idx1))
-    return invalid_argument("sparse_decode_attention: idx_stride %lld below a list's length", (long long)p.idx_stride);
-  if (p.n_idx0 && (!p.idx0 || !p.pool0.base)) return invalid_argument("sparse_decode_attention: null idx0 / pool0");
-  if (p.n_idx1 && (!p.idx1 || !p.pool1.base)) return invalid_argument("sparse_decode_attention: null idx1 / pool1");
+    return invalid_argument("sparse_decode_attention: idx_stride %lld below a list's length",
+                            (long long)p.idx_stride);
+  if (p.n_idx0 && (!p.idx0 || !p.pool0.base))
+    return invalid_argument("sparse_decode_attention: null idx0 / pool0");
+  if (p.n_idx1 && (!p.idx1 || !p.pool1.base))
+    return invalid_argument("sparse_decode_attention: null idx1 / pool1");
   for (const kv_entry_pool* pool : {&p.pool0, &p.pool1}) {
     if (pool->entries_per_page <= 0 || pool->entries_per_page > INT32_MAX ||
         pool->page_bytes < pool->entries_per_page * kv_entry_bytes)

@@ -2,10 +2,10 @@
 // the CUDA path cuts the work, shared by the host code that sizes the workspace.
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstddef>
 #include <cstdint>
-
-#include "runtime/core/status.h"
 
 namespace hart {
 
@@ -13,7 +13,9 @@ struct sparse_decode_attention_params;
 
 /// Entries per block: one per lane of a warp in the softmax step.
 inline constexpr int64_t sda_chunk = 32;
-inline int64_t sda_n_splits(int64_t n_entries) { return (n_entries + sda_chunk - 1) / sda_chunk; }
+inline int64_t sda_n_splits(int64_t n_entries) {
+  return (n_entries + sda_chunk - 1) / sda_chunk;
+}
 
 /// The bf16 mode's first pass: each chunk's max logit per (query, head), after
 /// the splits' partials in the workspace.

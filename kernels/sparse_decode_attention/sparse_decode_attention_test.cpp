@@ -7,6 +7,11 @@
 // over the slot list, bitwise, and the CUDA path against the CPU path.
 #include "kernels/sparse_decode_attention/sparse_decode_attention.h"
 
+#include "kernels/quant/quant.h"
+#include "kernels/sparse_attention/sparse_attention.h"
+#include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,16 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/quant/quant.h"
-#include "kernels/testing/op_test_util.h"
-#include "runtime/core/codecs.h"
-
-#include "kernels/sparse_attention/sparse_attention.h"
-
 #ifdef HART_CUDA
-#include <cuda_runtime.h>
-
 #include "kernels/testing/cuda_test_util.h"
+
+#include <cuda_runtime.h>
 #endif
 
 namespace hart {
@@ -62,7 +61,8 @@ TEST(KvEntry, DecodeOfEncodeIsTheReferenceQdq) {
     std::vector<float> want = v;
     ASSERT_TRUE(act_quant_fp8_qdq(want.data(), kv_entry_nope, kv_entry_scale_block).ok());
     for (int64_t i = kv_entry_nope; i < D; ++i) want[i] = round_to_bf16(v[i]);
-    for (int64_t i = 0; i < D; ++i) ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0) << "dim " << i << " it " << it;
+    for (int64_t i = 0; i < D; ++i)
+      ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0) << "dim " << i << " it " << it;
     EXPECT_EQ(entry[kv_entry_bytes - 1], 0);
   }
 }
@@ -74,8 +74,10 @@ TEST(KvEntry, InfinityPoisonsOnlyItsBlock) {
   ASSERT_TRUE(kv_entry_encode(v.data(), entry.data()).ok());
   kv_entry_decode(entry.data(), got.data());
   for (int64_t i = 0; i < D; ++i) {
-    if (i >= 64 && i < 128) EXPECT_TRUE(std::isnan(got[i])) << i;
-    else EXPECT_EQ(got[i], 1.5f) << i;
+    if (i >= 64 && i < 128)
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+    else
+      EXPECT_EQ(got[i], 1.5f) << i;
   }
 }
 
@@ -89,8 +91,9 @@ struct sda_case {
   std::vector<uint16_t> q;
   std::vector<float> sink;
 
-  sparse_decode_attention_params params(const uint16_t* qp, const uint8_t* p0, const int32_t* i0, const uint8_t* p1,
-                                        const int32_t* i1, const float* sk, uint16_t* out) const {
+  sparse_decode_attention_params params(const uint16_t* qp, const uint8_t* p0, const int32_t* i0,
+                                        const uint8_t* p1, const int32_t* i1, const float* sk,
+                                        uint16_t* out) const {
     sparse_decode_attention_params p;
     p.q = qp;
     p.pool0 = {p0, per_page, page_bytes};
@@ -175,7 +178,8 @@ reference_output reference(const sda_case& c) {
       for (int64_t j = 0; j < n; ++j) {
         const int32_t s = idx[t * n + j];
         if (s < 0) continue;
-        kv_entry_decode(pool.data() + (s / c.per_page) * c.page_bytes + (s % c.per_page) * kv_entry_bytes, row.data());
+        kv_entry_decode(pool.data() + (s / c.per_page) * c.page_bytes + (s % c.per_page) * kv_entry_bytes,
+                        row.data());
         kv.emplace_back(row.begin(), row.end());
       }
     };
@@ -234,17 +238,23 @@ TEST(SparseDecodeAttentionCpu, MatchesDoubleDefinition) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
-  struct shape { int64_t nq, nh, n0, n1; double p_empty; bool empty_query; };
+  struct shape {
+    int64_t nq, nh, n0, n1;
+    double p_empty;
+    bool empty_query;
+  };
   for (const shape& s : {shape{1, 16, 128, 0, 0.0, false}, shape{3, 16, 128, 64, 0.2, true},
                          shape{2, 64, 0, 100, 0.1, false}, shape{1, 32, 7, 33, 0.5, false}}) {
     const sda_case c = make_case(rng, s.nq, s.nh, s.n0, s.n1, s.p_empty, s.empty_query);
     std::vector<uint16_t> out(size_t(c.n_queries * c.n_heads * D), 0x7fc1);
-    ASSERT_TRUE(sparse_decode_attention_cpu(c.params(c.q.data(), c.pool0.data(), c.idx0.data(), c.pool1.data(),
-                                                     c.idx1.data(), c.sink.data(), out.data()))
-                    .ok());
+    ASSERT_TRUE(
+        sparse_decode_attention_cpu(c.params(c.q.data(), c.pool0.data(), c.idx0.data(), c.pool1.data(),
+                                             c.idx1.data(), c.sink.data(), out.data()))
+            .ok());
     const reference_output want = reference(c);
     // bf16 output: half an ulp (2^-8 relative) plus fp32 arithmetic.
-    EXPECT_TRUE(testing::all_close(to_f32(out).data(), out.size(), want.o, bf16_tolerance(want, 0x1p-8), 1.0, 0.0));
+    EXPECT_TRUE(
+        testing::all_close(to_f32(out).data(), out.size(), want.o, bf16_tolerance(want, 0x1p-8), 1.0, 0.0));
   }
 }
 
@@ -297,7 +307,8 @@ void rising_logits(std::mt19937& rng, sda_case& c) {
     x = round_to_bf16(nd(rng));
     uu += double(x) * x;
   }
-  for (int64_t i = 0; i < c.n_queries * c.n_heads * D; ++i) c.q[size_t(i)] = bf16_from_f32(u[i % D] + 0.1f * nd(rng));
+  for (int64_t i = 0; i < c.n_queries * c.n_heads * D; ++i)
+    c.q[size_t(i)] = bf16_from_f32(u[i % D] + 0.1f * nd(rng));
   // make_case's pools hold n_idx0 <= 256 and 2·n_idx1 slots: slot j can be list position j.
   auto fill = [&](std::vector<uint8_t>& pool, int64_t slots, int64_t first) {
     for (int64_t s = 0; s < slots; ++s) {
@@ -367,11 +378,17 @@ TEST(SparseDecodeAttentionCpu, Bf16IsTheOfficialSoftmaxOverTheSlotList) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
-  struct shape { int64_t nq, nh, n0, n1; double p_empty; bool empty_query, full_window, rising; };
-  for (const shape& s : {shape{2, 16, 128, 0, 0.0, false, false, false}, shape{3, 16, 128, 64, 0.2, true, false, false},
-                         shape{2, 32, 128, 100, 0.1, false, true, false}, shape{1, 16, 0, 130, 0.3, false, true, false},
-                         shape{2, 16, 128, 200, 0.0, false, true, true}}) {
-    SCOPED_TRACE("nq=" + std::to_string(s.nq) + " n0=" + std::to_string(s.n0) + " n1=" + std::to_string(s.n1));
+  struct shape {
+    int64_t nq, nh, n0, n1;
+    double p_empty;
+    bool empty_query, full_window, rising;
+  };
+  for (const shape& s :
+       {shape{2, 16, 128, 0, 0.0, false, false, false}, shape{3, 16, 128, 64, 0.2, true, false, false},
+        shape{2, 32, 128, 100, 0.1, false, true, false}, shape{1, 16, 0, 130, 0.3, false, true, false},
+        shape{2, 16, 128, 200, 0.0, false, true, true}}) {
+    SCOPED_TRACE("nq=" + std::to_string(s.nq) + " n0=" + std::to_string(s.n0) +
+                 " n1=" + std::to_string(s.n1));
     sda_case c = make_case(rng, s.nq, s.nh, s.n0, s.n1, s.p_empty, s.empty_query);
     window_lists(rng, c, s.full_window);
     if (s.rising) rising_logits(rng, c);
@@ -420,21 +437,26 @@ TEST(SparseDecodeAttentionCuda, MatchesCpu) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
-  struct shape { int64_t nq, nh, n0, n1; double p_empty; bool empty_query; };
-  const shape shapes[] = {{1, 64, 128, 512, 0.0, false},  {1, 128, 128, 512, 0.05, false},
-                          {4, 64, 128, 1024, 0.1, true},  {1, 16, 3, 0, 0.0, false},
-                          {2, 16, 0, 1, 0.0, false},      {5, 64, 128, 2100, 0.3, false},
+  struct shape {
+    int64_t nq, nh, n0, n1;
+    double p_empty;
+    bool empty_query;
+  };
+  const shape shapes[] = {{1, 64, 128, 512, 0.0, false},   {1, 128, 128, 512, 0.05, false},
+                          {4, 64, 128, 1024, 0.1, true},   {1, 16, 3, 0, 0.0, false},
+                          {2, 16, 0, 1, 0.0, false},       {5, 64, 128, 2100, 0.3, false},
                           {33, 64, 128, 512, 0.02, false}, {1, 48, 31, 33, 0.5, true}};
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
   for (const shape& s : shapes) {
-    SCOPED_TRACE("nq=" + std::to_string(s.nq) + " nh=" + std::to_string(s.nh) + " n0=" + std::to_string(s.n0) +
-                 " n1=" + std::to_string(s.n1));
+    SCOPED_TRACE("nq=" + std::to_string(s.nq) + " nh=" + std::to_string(s.nh) +
+                 " n0=" + std::to_string(s.n0) + " n1=" + std::to_string(s.n1));
     const sda_case c = make_case(rng, s.nq, s.nh, s.n0, s.n1, s.p_empty, s.empty_query);
     std::vector<uint16_t> want(size_t(c.n_queries * c.n_heads * D));
-    ASSERT_TRUE(sparse_decode_attention_cpu(c.params(c.q.data(), c.pool0.data(), c.idx0.data(), c.pool1.data(),
-                                                     c.idx1.data(), c.sink.data(), want.data()))
-                    .ok());
+    ASSERT_TRUE(
+        sparse_decode_attention_cpu(c.params(c.q.data(), c.pool0.data(), c.idx0.data(), c.pool1.data(),
+                                             c.idx1.data(), c.sink.data(), want.data()))
+            .ok());
     uint16_t* d_q = to_device(c.q);
     uint8_t* d_p0 = to_device(c.pool0);
     uint8_t* d_p1 = to_device(c.pool1);
@@ -442,7 +464,8 @@ TEST(SparseDecodeAttentionCuda, MatchesCpu) {
     int32_t* d_i1 = to_device(c.idx1);
     float* d_sink = to_device(c.sink);
     uint16_t* d_out = to_device(std::vector<uint16_t>(want.size(), 0x7fc1));  // NaN poison
-    const size_t ws_bytes = sparse_decode_attention_cuda_workspace_bytes(c.n_queries, c.n_heads, c.n_idx0, c.n_idx1);
+    const size_t ws_bytes =
+        sparse_decode_attention_cuda_workspace_bytes(c.n_queries, c.n_heads, c.n_idx0, c.n_idx1);
     EXPECT_LE(ws_bytes, sparse_decode_attention_workspace_bytes(c.n_queries, c.n_heads, c.n_idx0, c.n_idx1));
     void* d_ws = nullptr;
     CUDA_OK(cudaMalloc(&d_ws, ws_bytes));
@@ -489,7 +512,8 @@ TEST(SparseDecodeAttentionCuda, MatchesCpu) {
       // kernel's 2^-17 truncation of P only.
       SCOPED_TRACE("fp32 q and out");
       std::vector<float> qf = to_f32(c.q);
-      for (size_t i = 0; i < qf.size(); i += 3) qf[i] += std::ldexp(qf[i], -12);  // not bf16 values: rounded on load
+      for (size_t i = 0; i < qf.size(); i += 3)
+        qf[i] += std::ldexp(qf[i], -12);  // not bf16 values: rounded on load
       std::vector<float> want32(want.size());
       sparse_decode_attention_params hp = c.params(nullptr, c.pool0.data(), c.idx0.data(), c.pool1.data(),
                                                    c.idx1.data(), c.sink.data(), nullptr);
@@ -509,13 +533,15 @@ TEST(SparseDecodeAttentionCuda, MatchesCpu) {
       CUDA_OK(cudaMemcpy(got32.data(), d_of, got32.size() * 4, cudaMemcpyDeviceToHost));
       reference_output w32 = reference(c);
       w32.o.assign(want32.begin(), want32.end());
-      EXPECT_TRUE(testing::all_close(got32.data(), got32.size(), w32.o, bf16_tolerance(w32, 0x1p-15), 1.0, 0.0));
+      EXPECT_TRUE(
+          testing::all_close(got32.data(), got32.size(), w32.o, bf16_tolerance(w32, 0x1p-15), 1.0, 0.0));
       cudaFree(d_qf);
       cudaFree(d_of);
     }
     p.workspace_bytes = ws_bytes - 1;
     EXPECT_FALSE(sparse_decode_attention_cuda(p, stream).ok());
-    for (void* ptr : {(void*)d_q, (void*)d_p0, (void*)d_p1, (void*)d_i0, (void*)d_i1, (void*)d_sink, (void*)d_out, d_ws})
+    for (void* ptr :
+         {(void*)d_q, (void*)d_p0, (void*)d_p1, (void*)d_i0, (void*)d_i1, (void*)d_sink, (void*)d_out, d_ws})
       cudaFree(ptr);
   }
   cudaStreamDestroy(stream);
@@ -530,7 +556,8 @@ std::vector<float> run_cuda(const sda_case& c, bool bf16, bool f32, cudaStream_t
   device_vec<float> d_qf(to_f32(c.q)), d_of(std::vector<float>(n_out, testing::k_nan)), d_sink(c.sink);
   device_vec<uint8_t> d_p0(c.pool0), d_p1(c.pool1);
   device_vec<int32_t> d_i0(c.idx0), d_i1(c.idx1);
-  const size_t ws_bytes = sparse_decode_attention_cuda_workspace_bytes(c.n_queries, c.n_heads, c.n_idx0, c.n_idx1);
+  const size_t ws_bytes =
+      sparse_decode_attention_cuda_workspace_bytes(c.n_queries, c.n_heads, c.n_idx0, c.n_idx1);
   device_vec<uint8_t> d_ws(std::vector<uint8_t>(ws_bytes, 0xff));
   sparse_decode_attention_params p =
       c.params(d_q.get(), d_p0.get(), d_i0.get(), d_p1.get(), d_i1.get(), d_sink.get(), d_out.get());
@@ -581,20 +608,28 @@ TEST(SparseDecodeAttentionCuda, Bf16MatchesCpu) {
     bool full_window, rising;
     sink_kind sink;
   };
-  const shape shapes[] = {
-      {1, 64, 128, 0, 0.0, false, false, sink_kind::normal},    {1, 16, 128, 64, 0.1, true, false, sink_kind::small},
-      {2, 64, 128, 512, 0.1, true, false, sink_kind::normal},   {2, 16, 128, 512, 0.05, false, false, sink_kind::large},
-      {64, 16, 128, 64, 0.1, false, false, sink_kind::normal},  {64, 64, 128, 512, 0.02, true, false, sink_kind::normal},
-      {140, 64, 128, 64, 0.1, false, false, sink_kind::small},  {1, 64, 128, 2100, 0.3, true, false, sink_kind::normal},
-      {1, 64, 128, 512, 0.1, true, false, sink_kind::huge},     {1, 64, 128, 512, 0.0, true, true, sink_kind::normal},
-      {2, 16, 128, 512, 0.0, true, true, sink_kind::large},     {64, 64, 128, 64, 0.0, true, true, sink_kind::normal},
-      {3, 16, 0, 100, 0.2, true, false, sink_kind::normal},     {2, 16, 31, 33, 0.5, false, false, sink_kind::normal}};
+  const shape shapes[] = {{1, 64, 128, 0, 0.0, false, false, sink_kind::normal},
+                          {1, 16, 128, 64, 0.1, true, false, sink_kind::small},
+                          {2, 64, 128, 512, 0.1, true, false, sink_kind::normal},
+                          {2, 16, 128, 512, 0.05, false, false, sink_kind::large},
+                          {64, 16, 128, 64, 0.1, false, false, sink_kind::normal},
+                          {64, 64, 128, 512, 0.02, true, false, sink_kind::normal},
+                          {140, 64, 128, 64, 0.1, false, false, sink_kind::small},
+                          {1, 64, 128, 2100, 0.3, true, false, sink_kind::normal},
+                          {1, 64, 128, 512, 0.1, true, false, sink_kind::huge},
+                          {1, 64, 128, 512, 0.0, true, true, sink_kind::normal},
+                          {2, 16, 128, 512, 0.0, true, true, sink_kind::large},
+                          {64, 64, 128, 64, 0.0, true, true, sink_kind::normal},
+                          {3, 16, 0, 100, 0.2, true, false, sink_kind::normal},
+                          {2, 16, 31, 33, 0.5, false, false, sink_kind::normal}};
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
-  int64_t n_differ = 0, n_out = 0, n_differ_rising = 0, n_out_rising = 0;  // outputs not bitwise equal, of all
+  int64_t n_differ = 0, n_out = 0, n_differ_rising = 0,
+          n_out_rising = 0;  // outputs not bitwise equal, of all
   for (const shape& s : shapes) {
-    SCOPED_TRACE("nq=" + std::to_string(s.nq) + " nh=" + std::to_string(s.nh) + " n0=" + std::to_string(s.n0) +
-                 " n1=" + std::to_string(s.n1) + (s.rising ? " rising" : "") + " sink " + std::to_string(int(s.sink)));
+    SCOPED_TRACE("nq=" + std::to_string(s.nq) + " nh=" + std::to_string(s.nh) +
+                 " n0=" + std::to_string(s.n0) + " n1=" + std::to_string(s.n1) + (s.rising ? " rising" : "") +
+                 " sink " + std::to_string(int(s.sink)));
     sda_case c = make_case(rng, s.nq, s.nh, s.n0, s.n1, s.p_empty, false);
     window_lists(rng, c, s.full_window);
     if (s.rising) rising_logits(rng, c);
@@ -621,7 +656,8 @@ TEST(SparseDecodeAttentionCuda, Bf16MatchesCpu) {
     std::vector<double> tol(got.size());
     for (size_t i = 0; i < tol.size(); ++i)
       tol[i] = 0x1p-7 * (std::fabs(wf[i]) + ref.spread[i]) + 0x1p-18 * ref.cond[i];
-    EXPECT_TRUE(testing::all_close(got.data(), got.size(), std::vector<double>(wf.begin(), wf.end()), tol, 1.0, 0.0));
+    EXPECT_TRUE(
+        testing::all_close(got.data(), got.size(), std::vector<double>(wf.begin(), wf.end()), tol, 1.0, 0.0));
     if (s.sink == sink_kind::huge) {  // ±0: the sign is the fp32 sum's
       EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float x) { return x == 0.f; }));
       EXPECT_TRUE(std::all_of(wf.begin(), wf.end(), [](float x) { return x == 0.f; }));

@@ -2,9 +2,9 @@
 // h = silu(min(g, limit)) · clamp(u, -limit, limit) [· row_weight]; limit 0 = no clamp.
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 namespace hart {
 
@@ -15,7 +15,7 @@ struct swiglu_params {
   float* out = nullptr;               // [dim, n_rows], contiguous
   int64_t n_rows = 0;
   int64_t dim = 0;
-  int64_t in_stride = 0;              // elements; 0 = dim
+  int64_t in_stride = 0;  // elements; 0 = dim
   float limit = 0.0f;
   /// The official experts' bf16 tensors: gate and up read rounded to bf16 (their
   /// linears' bf16 outputs), the weighted product rounded to bf16 (w2's input).

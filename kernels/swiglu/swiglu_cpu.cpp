@@ -1,5 +1,4 @@
 #include "kernels/swiglu/swiglu.h"
-
 #include "runtime/core/codecs.h"
 
 #include <algorithm>

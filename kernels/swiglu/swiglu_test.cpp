@@ -5,9 +5,9 @@
 // limit 0 means no clamp; row_weight null means 1.
 #include "kernels/swiglu/swiglu.h"
 
-#include "runtime/core/codecs.h"
 #include "kernels/testing/cuda_test_util.h"
 #include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
 
 #include <gtest/gtest.h>
 
@@ -49,8 +49,8 @@ struct layout {
 // out has k_guard sentinels on both sides of its n_rows·dim body
 constexpr int64_t k_guard = 8;
 
-std::vector<float> run(const std::vector<float>& gate, const std::vector<float>& up, const std::vector<float>* rw,
-                       const layout& l, float limit) {
+std::vector<float> run(const std::vector<float>& gate, const std::vector<float>& up,
+                       const std::vector<float>* rw, const layout& l, float limit) {
   std::vector<float> out = guarded_buffer(l.n_rows * l.dim, k_guard, k_nan);
   swiglu_params p;
   p.gate = gate.data();
@@ -72,8 +72,8 @@ constexpr double k_rtol = 1e-5;
 constexpr double k_atol = 1e-30;  // values underflowing fp32 (silu of a very negative gate)
 
 ::testing::AssertionResult matches(const std::vector<float>& got, const std::vector<float>& gate,
-                                   const std::vector<float>& up, const std::vector<float>* rw, const layout& l,
-                                   double limit) {
+                                   const std::vector<float>& up, const std::vector<float>* rw,
+                                   const layout& l, double limit) {
   int64_t n_bad = 0;
   std::ostringstream os;
   os << std::setprecision(9);
@@ -102,8 +102,8 @@ std::vector<float> random_rows(std::mt19937& rng, const layout& l, float sigma) 
   return v;
 }
 
-const layout k_layouts[] = {{1, 1, 0}, {3, 3, 0}, {19, 19, 0}, {3, 111, 0}, {2, 2048, 0},
-                            {3, 19, 23}, {5, 111, 128}, {1, 1, 7}};
+const layout k_layouts[] = {{1, 1, 0},    {3, 3, 0},   {19, 19, 0},   {3, 111, 0},
+                            {2, 2048, 0}, {3, 19, 23}, {5, 111, 128}, {1, 1, 7}};
 
 // -- tests -----------------------------------------------------------------------
 
@@ -140,10 +140,11 @@ TEST(swiglu, clamp_semantics) {
   const layout l{1, 8, 0};
   const auto got = run(gate, up, nullptr, l, 10.0f);
   auto silu = [](double x) { return x / (1.0 + std::exp(-x)); };
-  const double want[8] = {silu(-20.0), silu(10.0),        silu(1.0) * 10, silu(1.0) * -10,
+  const double want[8] = {silu(-20.0),     silu(10.0),    silu(1.0) * 10, silu(1.0) * -10,
                           silu(1.0) * -10, silu(1.0) * 9, silu(10.0),     silu(-10.5)};
   for (int i = 0; i < 8; ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-6 * std::fabs(want[i])) << "i=" << i << " gate " << gate[i] << " up " << up[i];
+    EXPECT_NEAR(got[i], want[i], 1e-6 * std::fabs(want[i]))
+        << "i=" << i << " gate " << gate[i] << " up " << up[i];
   }
 }
 
@@ -289,8 +290,8 @@ TEST(swiglu, cuda_matches_cpu) {
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
   // not multiples of the 256-thread block, one row, many rows, V4's 2048/3072 and a long row
-  const layout cuda_layouts[] = {{1, 1, 0},     {3, 3, 0},       {19, 19, 23},   {1, 257, 0},  {300, 111, 128},
-                                 {7, 2048, 0},  {5, 3072, 3100}, {2, 20001, 0},  {1025, 5, 0}, {1, 1, 7}};
+  const layout cuda_layouts[] = {{1, 1, 0},    {3, 3, 0},       {19, 19, 23},  {1, 257, 0},  {300, 111, 128},
+                                 {7, 2048, 0}, {5, 3072, 3100}, {2, 20001, 0}, {1025, 5, 0}, {1, 1, 7}};
   for (const layout& l : cuda_layouts) {
     for (float limit : {0.0f, 10.0f, 7.0f}) {
       for (bool weighted : {false, true}) run_cuda_case(rng, l, limit, weighted, false);
@@ -333,7 +334,8 @@ TEST(swiglu, cuda_bf16_matches_cpu) {
     for (size_t i = 0; i < got.size(); ++i) {
       if (got[i] == want[i]) continue;
       ++n_diff;
-      const float ulp = std::fabs(round_to_bf16(want[i]) - f32_from_bf16(uint16_t(bf16_from_f32(want[i]) + 1)));
+      const float ulp =
+          std::fabs(round_to_bf16(want[i]) - f32_from_bf16(uint16_t(bf16_from_f32(want[i]) + 1)));
       EXPECT_LE(std::fabs(got[i] - want[i]), ulp) << "i=" << i << " got " << got[i] << " want " << want[i];
       EXPECT_EQ(got[i], round_to_bf16(got[i])) << "i=" << i;
     }

@@ -32,10 +32,10 @@ inline bool cuda_device_available() {
 }
 
 /// GTEST_SKIP only works in the test body itself, hence a macro.
-#define HART_SKIP_WITHOUT_CUDA()                                                     \
-  do {                                                                               \
-    if (!::hart::testing::cuda_device_available())                                   \
-      GTEST_SKIP() << "no CUDA device: CUDA parity not checked on this machine";     \
+#define HART_SKIP_WITHOUT_CUDA()                                                 \
+  do {                                                                           \
+    if (!::hart::testing::cuda_device_available())                               \
+      GTEST_SKIP() << "no CUDA device: CUDA parity not checked on this machine"; \
   } while (0)
 
 /// Synchronises `stream` and reports the first asynchronous error of the ops on it.

@@ -26,15 +26,17 @@ inline std::vector<summary_row>& summary() {
 }
 
 inline void print_summary() {
-  std::printf("\n| kernel | size | time us | floor us | %% of floor | peer | peer us |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "\n| kernel | size | time us | floor us | %% of floor | peer | peer us "
+      "|\n|---|---|---|---|---|---|---|\n");
   for (const summary_row& r : summary()) {
     if (!r.ok) {
-      std::printf("| %s | %s | FAILED CHECK | %.2f | - | %s | %s |\n", r.kernel.c_str(), r.size.c_str(), r.floor_us,
-                  r.peer.c_str(), r.peer_us.c_str());
+      std::printf("| %s | %s | FAILED CHECK | %.2f | - | %s | %s |\n", r.kernel.c_str(), r.size.c_str(),
+                  r.floor_us, r.peer.c_str(), r.peer_us.c_str());
       continue;
     }
-    std::printf("| %s | %s | %.2f | %.2f | %.0f%% | %s | %s |\n", r.kernel.c_str(), r.size.c_str(), r.us, r.floor_us,
-                100.0 * r.floor_us / r.us, r.peer.c_str(), r.peer_us.c_str());
+    std::printf("| %s | %s | %.2f | %.2f | %.0f%% | %s | %s |\n", r.kernel.c_str(), r.size.c_str(), r.us,
+                r.floor_us, 100.0 * r.floor_us / r.us, r.peer.c_str(), r.peer_us.c_str());
   }
 }
 

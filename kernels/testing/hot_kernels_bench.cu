@@ -5,12 +5,12 @@
 // % of floor, peer) comes last. Built and run by scripts/gpu/bench_hot_kernels.sh,
 // which times the PyTorch peers in the same call:
 //   hot_kernels_bench [--topk-peer F] [--compressor-peer F] [--attention-peer F]
+#include "kernels/testing/hot_bench_summary.h"
+
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include "kernels/testing/hot_bench_summary.h"
 
 namespace {
 
@@ -41,11 +41,12 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--attention-peer") == 0 && has_value) {
       attention_peer = argv[++i];
     } else {
-      std::fprintf(stderr,
-                   "usage: %s [--topk-peer FILE] [--compressor-peer FILE] [--attention-peer FILE]\n"
-                   "Checks and times Lightning top-k, the Flash compressor and sparse decode attention on the GPU;\n"
-                   "the peer files are what scripts/gpu/peers/*.py print.\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--topk-peer FILE] [--compressor-peer FILE] [--attention-peer FILE]\n"
+          "Checks and times Lightning top-k, the Flash compressor and sparse decode attention on the GPU;\n"
+          "the peer files are what scripts/gpu/peers/*.py print.\n",
+          argv[0]);
       return 2;
     }
   }
@@ -53,8 +54,9 @@ int main(int argc, char** argv) {
   failed += run_bench(lightning_topk_bench_main, "lightning_topk", topk_peer) != 0;
   failed += run_bench(flash_compressor_bench_main, "flash_compressor", compressor_peer) != 0;
   failed += run_bench(sparse_decode_attention_bench_main, "sparse_decode_attention", attention_peer) != 0;
-  std::printf("\nHot kernels (issue 6): time = per-call CUDA events, launch included; floor = bytes / 4.15 TB/s "
-              "(+ a launch for top-k)\n");
+  std::printf(
+      "\nHot kernels (issue 6): time = per-call CUDA events, launch included; floor = bytes / 4.15 TB/s "
+      "(+ a launch for top-k)\n");
   hart::bench::print_summary();
   if (failed) std::printf("\n%d of 3 benches reported a failure\n", failed);
   return failed ? 1 : 0;

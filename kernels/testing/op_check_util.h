@@ -5,15 +5,15 @@
 
 #ifdef HART_CUDA
 
+#include "kernels/testing/op_checks.h"
+#include "runtime/core/status.h"
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
-
-#include "kernels/testing/op_checks.h"
-#include "runtime/core/status.h"
 
 namespace hart::op_check_detail {
 
@@ -35,8 +35,8 @@ class dev {
   status ok() const { return cuda_status("device buffer", err_); }
   status to_host(std::vector<T>& host) const {
     host.resize(n_);
-    return cuda_status("copy back", n_ ? cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost)
-                                       : cudaSuccess);
+    return cuda_status(
+        "copy back", n_ ? cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost) : cudaSuccess);
   }
 
  private:
@@ -48,8 +48,8 @@ class dev {
 /// got vs want: element i passes when |got - want| <= atol + rtol·scale[i] (NaN
 /// and Inf must match exactly); max_rel is max |got - want| / scale[i].
 op_check_line compare(std::string op, std::string shape, const std::vector<float>& got,
-                      const std::vector<double>& want, const std::vector<double>& scale, double rtol, double atol,
-                      std::string tol_text);
+                      const std::vector<double>& want, const std::vector<double>& scale, double rtol,
+                      double atol, std::string tol_text);
 
 /// got vs want bit for bit (any two NaNs match, whatever their payload): the
 /// rule of the integer-ported codecs. max_abs is max |got - want|, max_rel that

@@ -20,8 +20,8 @@ status cuda_status(const char* what, cudaError_t e) {
 }
 
 op_check_line compare(std::string op, std::string shape, const std::vector<float>& got,
-                      const std::vector<double>& want, const std::vector<double>& scale, double rtol, double atol,
-                      std::string tol_text) {
+                      const std::vector<double>& want, const std::vector<double>& scale, double rtol,
+                      double atol, std::string tol_text) {
   op_check_line l{std::move(op), std::move(shape), 0, 0, std::move(tol_text), got.size() == want.size()};
   for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
     const double g = got[i], w = want[i], s = i < scale.size() ? scale[i] : 0.0;
@@ -87,9 +87,9 @@ status op_checks_device_status() {
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {
     (void)cudaGetLastError();  // clear the sticky error
-    return status(status_code::unavailable,
-                  std::string("no CUDA device available (") +
-                      (e != cudaSuccess ? cudaGetErrorString(e) : "zero devices") + ")");
+    return status(status_code::unavailable, std::string("no CUDA device available (") +
+                                                (e != cudaSuccess ? cudaGetErrorString(e) : "zero devices") +
+                                                ")");
   }
   return {};
 }
@@ -112,19 +112,24 @@ const std::vector<op_check>& op_checks() {
   static const std::vector<op_check> checks = {
       {"rms_norm", HART_OP_CHECK(check_rms_norm), {"rms_norm_cuda"}},
       {"lightning_topk", HART_OP_CHECK(check_lightning_topk), {"lightning_topk_cuda"}},
-      {"linear", HART_OP_CHECK(check_linear),
+      {"linear",
+       HART_OP_CHECK(check_linear),
        {"linear_cuda", "linear_bf16w_cuda", "linear_fp8_cuda", "linear_fp8_tc_cuda", "linear_fp8_lt_cuda",
         "linear_fp8_raw_tc_cuda", "linear_grouped_cuda", "linear_grouped_tc_cuda", "fp8_act_quant_cuda"}},
       {"sparse_attention", HART_OP_CHECK(check_sparse_attention), {"sparse_attention_cuda"}},
       {"swiglu", HART_OP_CHECK(check_swiglu), {"swiglu_cuda"}},
       {"rope", HART_OP_CHECK(check_rope), {"rope_cuda"}},
-      {"quant", HART_OP_CHECK(check_quant), {"fp8_act_quant_cuda", "fp4_act_qdq_cuda", "hadamard_transform_cuda"}},
+      {"quant",
+       HART_OP_CHECK(check_quant),
+       {"fp8_act_quant_cuda", "fp4_act_qdq_cuda", "hadamard_transform_cuda"}},
       {"mhc", HART_OP_CHECK(check_mhc), {"hc_pre_cuda", "hc_post_cuda", "hc_head_cuda"}},
       {"moe_route", HART_OP_CHECK(check_moe_route), {"moe_route_cuda"}},
-      {"flash_compressor", HART_OP_CHECK(check_flash_compressor),
+      {"flash_compressor",
+       HART_OP_CHECK(check_flash_compressor),
        {"flash_compressor_prefill_cuda", "flash_compressor_decode_cuda"}},
       {"indexer", HART_OP_CHECK(check_indexer), {"indexer_score_paged_cuda"}},
-      {"sparse_decode_attention", HART_OP_CHECK(check_sparse_decode_attention),
+      {"sparse_decode_attention",
+       HART_OP_CHECK(check_sparse_decode_attention),
        {"sparse_decode_attention_cuda", "kv_entry_encode_rows_cuda"}},
   };
   return checks;

@@ -15,21 +15,22 @@
 //   }
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "runtime/core/status.h"
 
 namespace hart {
 
 /// One CPU-vs-CUDA comparison.
 struct op_check_line {
-  std::string op;     // "linear_fp8"
-  std::string shape;  // "n_rows=4 in=4096 out=1024"
-  double max_abs = 0; // max |cuda - cpu| (index checks: mismatching indices)
-  double max_rel = 0; // max |cuda - cpu| / scale, scale the per-element magnitude the tolerance is relative to
-  std::string tol;    // the bound, as text ("2e-05 * sum|x*w|", "exact")
+  std::string op;      // "linear_fp8"
+  std::string shape;   // "n_rows=4 in=4096 out=1024"
+  double max_abs = 0;  // max |cuda - cpu| (index checks: mismatching indices)
+  double max_rel =
+      0;            // max |cuda - cpu| / scale, scale the per-element magnitude the tolerance is relative to
+  std::string tol;  // the bound, as text ("2e-05 * sum|x*w|", "exact")
   bool pass = false;  // every element within its bound, NaN/Inf matching
 };
 
@@ -39,7 +40,7 @@ using op_check_fn = status (*)(uint32_t seed, std::vector<op_check_line>& lines)
 
 struct op_check {
   const char* op;
-  op_check_fn run;  // null without HART_CUDA
+  op_check_fn run;                  // null without HART_CUDA
   std::vector<const char*> covers;  // the kernels/ entry points its cases call
 };
 

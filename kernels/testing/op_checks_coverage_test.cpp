@@ -4,6 +4,8 @@
 // source calls must be in some check's `covers`, and every covered name must
 // be such a call. A kernels/ entry point the engine does not call must say
 // why it is kept (a `NOTE(kept):` comment just above its declaration).
+#include "kernels/testing/op_checks.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,8 +15,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-
-#include "kernels/testing/op_checks.h"
 
 namespace hart {
 namespace {
@@ -76,7 +76,8 @@ TEST(op_checks_coverage, check_ops_covers_exactly_the_kernels_the_engine_calls) 
   std::set<std::string> covered;
   for (const op_check& c : op_checks()) {
     for (const char* name : c.covers) {
-      EXPECT_TRUE(declared.count(name)) << c.op << " covers " << name << ", which no kernels/ header declares";
+      EXPECT_TRUE(declared.count(name))
+          << c.op << " covers " << name << ", which no kernels/ header declares";
       covered.insert(name);
     }
   }

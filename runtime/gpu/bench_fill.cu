@@ -1,5 +1,4 @@
 #include "runtime/gpu/bench_fill.h"
-
 #include "runtime/gpu/device_memory.h"
 
 #include <cuda_runtime.h>
@@ -23,38 +22,46 @@ __device__ uint64_t mix(uint64_t seed, uint64_t i) {
 
 // e4m3 byte: sign | exponent field (6 or 7) | mantissa: |v| in [0.5, 2).
 __global__ void e4m3_kernel(uint8_t* q, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const uint64_t r = mix(seed, uint64_t(i));
     q[i] = uint8_t((r & 0x80) | ((6 + ((r >> 8) & 1)) << 3) | ((r >> 16) & 7));
   }
 }
 
 __global__ void random_byte_kernel(uint8_t* q, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     q[i] = uint8_t(mix(seed, uint64_t(i)) >> 56);
   }
 }
 
 __global__ void byte_kernel(uint8_t* q, int64_t n, uint8_t v) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) q[i] = v;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    q[i] = v;
 }
 
 __global__ void f32_kernel(float* x, int64_t n, uint64_t seed, float lo, float span) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     x[i] = lo + span * float(mix(seed, uint64_t(i)) >> 40) * 0x1p-24f;
   }
 }
 
 // The f32_kernel value's top 16 bits (a bf16 within one bf16 step of it).
 __global__ void bf16_kernel(uint16_t* x, int64_t n, uint64_t seed, float lo, float span) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     x[i] = uint16_t(__float_as_uint(lo + span * float(mix(seed, uint64_t(i)) >> 40) * 0x1p-24f) >> 16);
   }
 }
 
 __global__ void empty_kernel() {}
 
-int blocks_for(int64_t n) { return int(std::clamp<int64_t>((n + k_threads - 1) / k_threads, 1, k_max_blocks)); }
+int blocks_for(int64_t n) {
+  return int(std::clamp<int64_t>((n + k_threads - 1) / k_threads, 1, k_max_blocks));
+}
 
 status launched(const char* op) {
   const cudaError_t e = cudaGetLastError();

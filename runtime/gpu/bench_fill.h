@@ -6,9 +6,9 @@
 //   HART_RETURN_IF_ERROR(bench_fill_e4m3(codes, n, seed, stream));
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
+
+#include <cstdint>
 
 struct CUstream_st;
 

@@ -1,12 +1,12 @@
 #include "runtime/gpu/bench_model.h"
 
+#include "runtime/gpu/bench_fill.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
-
-#include "runtime/gpu/bench_fill.h"
 
 namespace hart::gpu {
 namespace {
@@ -45,8 +45,8 @@ class maker {
     d_->max_linear_in = std::max(d_->max_linear_in, in);
     if (fp8 && prec_ == precision::fp8) {
       const int64_t n_scales = ((out + k_block - 1) / k_block) * ((in + k_block - 1) / k_block);
-      HART_ASSIGN_OR_RETURN(uint8_t* q, alloc<uint8_t>(out * in));
-      HART_ASSIGN_OR_RETURN(uint8_t* s, alloc<uint8_t>(n_scales));
+      HART_ASSIGN_OR_RETURN(uint8_t * q, alloc<uint8_t>(out * in));
+      HART_ASSIGN_OR_RETURN(uint8_t * s, alloc<uint8_t>(n_scales));
       HART_RETURN_IF_ERROR(bench_fill_e4m3(q, out * in, next_seed(), nullptr));
       // codes are ~1 in magnitude: scale 2^-round(log2 sqrt(in)) gives ~in^-1/2.
       const int shift = int(std::lround(0.5 * std::log2(double(in))));
@@ -60,7 +60,7 @@ class maker {
       HART_ASSIGN_OR_RETURN(w->f32, f32(out * in, -a, a));
       return {};
     }
-    HART_ASSIGN_OR_RETURN(uint16_t* b, alloc<uint16_t>(out * in));
+    HART_ASSIGN_OR_RETURN(uint16_t * b, alloc<uint16_t>(out * in));
     HART_RETURN_IF_ERROR(bench_fill_bf16(b, out * in, next_seed(), -a, a, nullptr));
     w->bf16 = b;
     return {};
@@ -81,7 +81,9 @@ class maker {
   status expert(const model_config& c, int64_t inter, device_expert* e, bool routed = false) {
     auto make = routed && mxfp4_experts_ && prec_ == precision::fp8
                     ? &maker::mxfp4
-                    : +[](maker& m, int64_t out, int64_t in, device_linear* w) { return m.linear(out, in, true, w, true); };
+                    : +[](maker& m, int64_t out, int64_t in, device_linear* w) {
+                        return m.linear(out, in, true, w, true);
+                      };
     HART_RETURN_IF_ERROR(make(*this, inter, c.hidden_size, &e->w1));
     HART_RETURN_IF_ERROR(make(*this, inter, c.hidden_size, &e->w3));
     return make(*this, c.hidden_size, inter, &e->w2);
@@ -93,8 +95,8 @@ class maker {
     w->out = out;
     w->in = in;
     m.d_->max_linear_in = std::max(m.d_->max_linear_in, in);
-    HART_ASSIGN_OR_RETURN(uint8_t* q, m.alloc<uint8_t>(out * in / 2));
-    HART_ASSIGN_OR_RETURN(uint8_t* s, m.alloc<uint8_t>(out * in / 32));
+    HART_ASSIGN_OR_RETURN(uint8_t * q, m.alloc<uint8_t>(out * in / 2));
+    HART_ASSIGN_OR_RETURN(uint8_t * s, m.alloc<uint8_t>(out * in / 32));
     HART_RETURN_IF_ERROR(bench_fill_bytes(q, out * in / 2, m.next_seed(), nullptr));
     const int shift = int(std::lround(std::log2(2.9 * std::sqrt(double(in)))));
     HART_RETURN_IF_ERROR(bench_fill_e8m0(s, out * in / 32, uint8_t(127 - shift), nullptr));
@@ -150,7 +152,8 @@ class maker {
     }
     L->experts.resize(E);
     for (device_expert& e : L->experts) HART_RETURN_IF_ERROR(expert(c, c.moe_inter_dim, &e, /*routed=*/true));
-    if (c.n_shared_experts > 0) HART_RETURN_IF_ERROR(expert(c, c.moe_inter_dim * c.n_shared_experts, &L->shared));
+    if (c.n_shared_experts > 0)
+      HART_RETURN_IF_ERROR(expert(c, c.moe_inter_dim * c.n_shared_experts, &L->shared));
     return device_layer_finish(L, tid2eid, d_);
   }
 
@@ -170,11 +173,13 @@ status_or<device_weights> bench_weights_make(const model_config& cfg, precision 
                                              bool mxfp4_experts) {
   HART_RETURN_IF_ERROR(cfg.validate());
   if (mxfp4_experts && (prec != precision::fp8 || cfg.hidden_size % 128 || cfg.moe_inter_dim % 128)) {
-    return invalid_argument("bench model: MXFP4 experts need fp8 precision and hidden/moe_inter dims multiples of 128");
+    return invalid_argument(
+        "bench model: MXFP4 experts need fp8 precision and hidden/moe_inter dims multiples of 128");
   }
   if (cfg.n_routed_experts > 0 && cfg.n_routed_experts % 37 == 0) {
-    return invalid_argument("bench model: %lld routed experts: the hash-routing stride 37 must be coprime to it",
-                            (long long)cfg.n_routed_experts);
+    return invalid_argument(
+        "bench model: %lld routed experts: the hash-routing stride 37 must be coprime to it",
+        (long long)cfg.n_routed_experts);
   }
   device_weights d;
   maker mk(&d, prec, seed, mxfp4_experts);
@@ -193,10 +198,12 @@ status_or<device_weights> bench_weights_make(const model_config& cfg, precision 
   const std::vector<float> comp = rope_inv_freq(cfg.rope_compress, cfg.head_dim);
   HART_ASSIGN_OR_RETURN(float* fm, mk.alloc<float>(int64_t(main.size())));
   HART_ASSIGN_OR_RETURN(float* fc, mk.alloc<float>(int64_t(comp.size())));
-  HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(fm, main.data(), main.size() * sizeof(float), cudaMemcpyHostToDevice),
-                                   "bench model: rope table"));
-  HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(fc, comp.data(), comp.size() * sizeof(float), cudaMemcpyHostToDevice),
-                                   "bench model: rope table"));
+  HART_RETURN_IF_ERROR(
+      cuda_status(cudaMemcpy(fm, main.data(), main.size() * sizeof(float), cudaMemcpyHostToDevice),
+                  "bench model: rope table"));
+  HART_RETURN_IF_ERROR(
+      cuda_status(cudaMemcpy(fc, comp.data(), comp.size() * sizeof(float), cudaMemcpyHostToDevice),
+                  "bench model: rope table"));
   d.inv_freq_main = fm;
   d.inv_freq_compress = fc;
   HART_RETURN_IF_ERROR(cuda_status(cudaDeviceSynchronize(), "bench model: fill"));

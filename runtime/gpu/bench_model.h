@@ -17,12 +17,12 @@
 //   HART_ASSIGN_OR_RETURN(auto eng, gpu_engine::load(params, cfg, std::move(w)));
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
 #include "runtime/gpu/gpu_weights.h"
 #include "runtime/model/config.h"
 #include "runtime/model/weights.h"
+
+#include <cstdint>
 
 namespace hart::gpu {
 

@@ -1,9 +1,9 @@
 // The side stream of small passes (gpu_engine_impl.h, branch_run): a fork is
 // an event the side waits for, a join one the main stream waits for; under a
 // graph capture the same calls record the branch's edges.
-#include <utility>
-
 #include "runtime/gpu/gpu_engine_impl.h"
+
+#include <utility>
 
 namespace hart::gpu {
 namespace {

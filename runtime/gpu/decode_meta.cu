@@ -39,9 +39,11 @@ status decode_meta_cuda(const decode_meta_params& p, CUstream_st* stream) {
   if (!p.pos || !p.swa_pages || !p.full_pages || !p.win_dst || !p.win_src || !p.idx) {
     return invalid_argument("decode_meta_cuda: null pointer");
   }
-  if (p.n_tokens < 0 || p.n_tokens > 2147483647 || p.stride <= 0 || p.n_idx < p.window || (p.hca && p.layer.rate <= 0)) {
+  if (p.n_tokens < 0 || p.n_tokens > 2147483647 || p.stride <= 0 || p.n_idx < p.window ||
+      (p.hca && p.layer.rate <= 0)) {
     return invalid_argument("decode_meta_cuda: bad sizes (tokens %lld, stride %lld, n_idx %lld, window %lld)",
-                            (long long)p.n_tokens, (long long)p.stride, (long long)p.n_idx, (long long)p.window);
+                            (long long)p.n_tokens, (long long)p.stride, (long long)p.n_idx,
+                            (long long)p.window);
   }
   if (p.n_tokens == 0) return {};
   decode_meta_kernel<<<unsigned(p.n_tokens), 128, 0, stream>>>(p);

@@ -10,10 +10,10 @@
 // Engine-internal (no CPU twin): gpu_engine_test compares it with the host builder.
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/core/status.h"
 #include "runtime/gpu/kv_layer_addr.h"
+
+#include <cstdint>
 
 struct CUstream_st;
 
@@ -27,13 +27,13 @@ struct decode_meta_params {
   int64_t stride = 0;
   int64_t n_tokens = 0;
   int64_t window = 0;
-  int64_t n_idx = 0;                    // index list length: window + top-k (CSA) or + HCA entries
-  bool hca = false;                     // index lists end with every visible entry
+  int64_t n_idx = 0;  // index list length: window + top-k (CSA) or + HCA entries
+  bool hca = false;   // index lists end with every visible entry
   // Outputs.
   int64_t *win_dst = nullptr, *win_src = nullptr;  // [T] window KV rows
-  int32_t* idx = nullptr;                          // [n_idx, T]: window rows (oldest first), then HCA entries; −1 = none
-  int32_t* page_base = nullptr;                    // [T] r·stride (CSA; null otherwise)
-  int32_t* lengths = nullptr;                      // [T] visible indexer keys (CSA; null otherwise)
+  int32_t* idx = nullptr;        // [n_idx, T]: window rows (oldest first), then HCA entries; −1 = none
+  int32_t* page_base = nullptr;  // [T] r·stride (CSA; null otherwise)
+  int32_t* lengths = nullptr;    // [T] visible indexer keys (CSA; null otherwise)
 };
 
 /// One launch (a block per token).

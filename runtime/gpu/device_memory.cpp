@@ -17,7 +17,9 @@ namespace {
 std::atomic<size_t> g_live_bytes{0};
 }  // namespace
 
-size_t device_buffer::live_bytes() { return g_live_bytes.load(); }
+size_t device_buffer::live_bytes() {
+  return g_live_bytes.load();
+}
 
 void device_buffer::release() {
   if (!ptr_) return;
@@ -40,7 +42,9 @@ status_or<device_buffer> device_buffer::create(size_t bytes) {
   return b;
 }
 
-device_buffer::~device_buffer() { release(); }
+device_buffer::~device_buffer() {
+  release();
+}
 
 device_buffer& device_buffer::operator=(device_buffer&& o) noexcept {
   if (this != &o) {
@@ -57,7 +61,8 @@ status_or<pinned_staging> pinned_staging::create(size_t bytes) {
   const cudaError_t e = cudaHostAlloc(&base, bytes, cudaHostAllocDefault);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return resource_exhausted("gpu engine: cudaHostAlloc of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
+    return resource_exhausted("gpu engine: cudaHostAlloc of %zu bytes failed: %s", bytes,
+                              cudaGetErrorString(e));
   }
   p.base_ = static_cast<char*>(base);
   p.bytes_ = bytes;
@@ -114,7 +119,9 @@ void pinned_readback::release() {
   base_ = nullptr;
 }
 
-pinned_readback::~pinned_readback() { release(); }
+pinned_readback::~pinned_readback() {
+  release();
+}
 
 pinned_readback& pinned_readback::operator=(pinned_readback&& o) noexcept {
   if (this != &o) {
@@ -137,8 +144,9 @@ status pinned_readback::copy(void* dst, const void* src, size_t bytes, CUstream_
   for (size_t i = 0; i <= n_chunks; ++i) {
     if (i < n_chunks) {
       char* buf = base_ + (i % 2) * chunk_;
-      HART_RETURN_IF_ERROR(cuda_status(
-          cudaMemcpyAsync(buf, in + i * chunk_, chunk_len(i), cudaMemcpyDeviceToHost, stream), "gpu engine: readback"));
+      HART_RETURN_IF_ERROR(
+          cuda_status(cudaMemcpyAsync(buf, in + i * chunk_, chunk_len(i), cudaMemcpyDeviceToHost, stream),
+                      "gpu engine: readback"));
       HART_RETURN_IF_ERROR(cuda_status(cudaEventRecord(done_[i % 2], stream), "gpu engine: readback"));
     }
     if (i > 0) {
@@ -147,7 +155,8 @@ status pinned_readback::copy(void* dst, const void* src, size_t bytes, CUstream_
       char* to = out + j * chunk_;
       const char* from = base_ + (j % 2) * chunk_;
       // Pieces of >= 1 MiB: below that a thread hand-off (~10 us) is not small against the copy.
-      const size_t k = std::clamp<size_t>(len >> 20, 1, size_t(copiers_->threads())), piece = (len + k - 1) / k;
+      const size_t k = std::clamp<size_t>(len >> 20, 1, size_t(copiers_->threads())),
+                   piece = (len + k - 1) / k;
       copiers_->run(k, [&](size_t p) {
         const size_t at = std::min(len, p * piece);
         std::memcpy(to + at, from + at, std::min(piece, len - at));

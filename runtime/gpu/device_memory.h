@@ -8,13 +8,13 @@
 //   float* x = a.take<float>(n);   // null when the arena is exhausted
 #pragma once
 
+#include "runtime/core/piece_pool.h"
+#include "runtime/core/status.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <utility>
-
-#include "runtime/core/piece_pool.h"
-#include "runtime/core/status.h"
 
 struct CUstream_st;
 struct CUevent_st;
@@ -27,7 +27,8 @@ class device_buffer {
   /// resource_exhausted (with the size and the CUDA error) when it does not fit.
   static status_or<device_buffer> create(size_t bytes);
   ~device_buffer();
-  device_buffer(device_buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  device_buffer(device_buffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
   device_buffer& operator=(device_buffer&& o) noexcept;
   device_buffer(const device_buffer&) = delete;
   device_buffer& operator=(const device_buffer&) = delete;
@@ -83,7 +84,9 @@ class pinned_staging {
   static status_or<pinned_staging> create(size_t bytes);
   ~pinned_staging();
   pinned_staging(pinned_staging&& o) noexcept
-      : base_(std::exchange(o.base_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), used_(std::exchange(o.used_, 0)) {}
+      : base_(std::exchange(o.base_, nullptr)),
+        bytes_(std::exchange(o.bytes_, 0)),
+        used_(std::exchange(o.used_, 0)) {}
   pinned_staging& operator=(pinned_staging&& o) noexcept;
   pinned_staging(const pinned_staging&) = delete;
   pinned_staging& operator=(const pinned_staging&) = delete;

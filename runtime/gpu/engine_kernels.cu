@@ -1,13 +1,12 @@
+#include "kernels/quant/quant.h"
+#include "kernels/quant/quant_codecs.cuh"
 #include "runtime/gpu/engine_kernels.h"
 
+#include <climits>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <climits>
-
-#include "kernels/quant/quant.h"
-#include "kernels/quant/quant_codecs.cuh"
 
 namespace hart::gpu {
 namespace {
@@ -22,10 +21,13 @@ status launched(const char* op) {
   return {};
 }
 
-__device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ float round_bf16(float x) {
+  return __bfloat162float(__float2bfloat16_rn(x));
+}
 
 // grid (blocks over the channels, tokens)
-__global__ void embed_kernel(const float* table, const int32_t* ids, int64_t n_hc, int64_t dim, bool bf16, float* x) {
+__global__ void embed_kernel(const float* table, const int32_t* ids, int64_t n_hc, int64_t dim, bool bf16,
+                             float* x) {
   const int64_t t = blockIdx.y, d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (d >= dim) return;
   const float e = table[int64_t(ids[t]) * dim + d];
@@ -91,7 +93,8 @@ __global__ void rows_fp8_qdq_kernel(float* x, int64_t n_rows, int64_t dim, int64
 }
 
 __global__ void scale_kernel(float* x, int64_t n, float s, bool bf16) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const float v = x[i] * s;
     x[i] = bf16 ? round_bf16(v) : v;
   }
@@ -100,7 +103,8 @@ __global__ void scale_kernel(float* x, int64_t n, float s, bool bf16) {
 // grid (column blocks, rows)
 __global__ void round_bf16_rows_kernel(float* x, int64_t n_rows, int64_t width, int64_t stride) {
   for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
-    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < width; c += int64_t(gridDim.x) * blockDim.x) {
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < width;
+         c += int64_t(gridDim.x) * blockDim.x) {
       x[r * stride + c] = round_bf16(x[r * stride + c]);
     }
   }
@@ -120,33 +124,37 @@ __global__ void picks_to_rows_kernel(picks_to_rows_params p) {
   }
 }
 
-unsigned grid_rows(int64_t n) { return unsigned(std::min<int64_t>(n, k_max_grid)); }
+unsigned grid_rows(int64_t n) {
+  return unsigned(std::min<int64_t>(n, k_max_grid));
+}
 
 }  // namespace
 
-status embed_rows_cuda(const float* table, const int32_t* ids, int64_t n_tokens, int64_t n_hc, int64_t dim, bool bf16,
-                       float* x, CUstream_st* stream) {
+status embed_rows_cuda(const float* table, const int32_t* ids, int64_t n_tokens, int64_t n_hc, int64_t dim,
+                       bool bf16, float* x, CUstream_st* stream) {
   if (n_tokens <= 0) return {};
-  if (n_tokens > 65535) return invalid_argument("embed_rows_cuda: n_tokens=%lld over the grid", (long long)n_tokens);
-  embed_kernel<<<dim3{unsigned((dim + k_threads - 1) / k_threads), unsigned(n_tokens)}, k_threads, 0, stream>>>(
-      table, ids, n_hc, dim, bf16, x);
+  if (n_tokens > 65535)
+    return invalid_argument("embed_rows_cuda: n_tokens=%lld over the grid", (long long)n_tokens);
+  embed_kernel<<<dim3{unsigned((dim + k_threads - 1) / k_threads), unsigned(n_tokens)}, k_threads, 0,
+                 stream>>>(table, ids, n_hc, dim, bf16, x);
   return launched("embed_rows_cuda");
 }
 
-status copy_rows_cuda(float* dst, const int64_t* dst_off, const float* src, const int64_t* src_off, int64_t width,
-                      int64_t n, bool add, CUstream_st* stream) {
+status copy_rows_cuda(float* dst, const int64_t* dst_off, const float* src, const int64_t* src_off,
+                      int64_t width, int64_t n, bool add, CUstream_st* stream) {
   if (n <= 0 || width <= 0) return {};
   const int64_t slices = (width + k_threads * k_copy_unroll - 1) / (k_threads * k_copy_unroll);
   if (slices > 65535) return invalid_argument("copy_rows_cuda: width=%lld over the grid", (long long)width);
-  copy_rows_kernel<<<dim3{grid_rows(n), unsigned(slices)}, k_threads, 0, stream>>>(dst, dst_off, src, src_off, width,
-                                                                                    n, add);
+  copy_rows_kernel<<<dim3{grid_rows(n), unsigned(slices)}, k_threads, 0, stream>>>(dst, dst_off, src, src_off,
+                                                                                   width, n, add);
   return launched("copy_rows_cuda");
 }
 
-status rows_fp8_qdq_cuda(float* x, int64_t n_rows, int64_t dim, int64_t block, int64_t stride, CUstream_st* stream) {
+status rows_fp8_qdq_cuda(float* x, int64_t n_rows, int64_t dim, int64_t block, int64_t stride,
+                         CUstream_st* stream) {
   if (block <= 0 || dim < 0 || stride < dim) {
-    return invalid_argument("rows_fp8_qdq_cuda: dim=%lld block=%lld stride=%lld", (long long)dim, (long long)block,
-                            (long long)stride);
+    return invalid_argument("rows_fp8_qdq_cuda: dim=%lld block=%lld stride=%lld", (long long)dim,
+                            (long long)block, (long long)stride);
   }
   if (n_rows <= 0 || dim == 0) return {};
   const dim3 grid(unsigned((dim + block - 1) / block), grid_rows(n_rows));
@@ -156,15 +164,16 @@ status rows_fp8_qdq_cuda(float* x, int64_t n_rows, int64_t dim, int64_t block, i
 
 status scale_cuda(float* x, int64_t n, float s, bool bf16, CUstream_st* stream) {
   if (n <= 0) return {};
-  scale_kernel<<<unsigned(std::min<int64_t>((n + k_threads - 1) / k_threads, 4096)), k_threads, 0, stream>>>(x, n, s,
-                                                                                                            bf16);
+  scale_kernel<<<unsigned(std::min<int64_t>((n + k_threads - 1) / k_threads, 4096)), k_threads, 0, stream>>>(
+      x, n, s, bf16);
   return launched("scale_cuda");
 }
 
 status round_bf16_rows_cuda(float* x, int64_t n_rows, int64_t width, int64_t stride, CUstream_st* stream) {
   if (n_rows <= 0 || width <= 0) return {};
   if (stride < width) {
-    return invalid_argument("round_bf16_rows_cuda: stride %lld < width %lld", (long long)stride, (long long)width);
+    return invalid_argument("round_bf16_rows_cuda: stride %lld < width %lld", (long long)stride,
+                            (long long)width);
   }
   const dim3 grid(unsigned(std::min<int64_t>((width + k_threads - 1) / k_threads, 64)), grid_rows(n_rows));
   round_bf16_rows_kernel<<<grid, k_threads, 0, stream>>>(x, n_rows, width, stride);
@@ -173,7 +182,8 @@ status round_bf16_rows_cuda(float* x, int64_t n_rows, int64_t width, int64_t str
 
 status picks_to_rows_cuda(const picks_to_rows_params& p, CUstream_st* stream) {
   if (p.n_tokens <= 0 || p.k <= 0) return {};
-  if (p.n_tokens > INT_MAX) return invalid_argument("picks_to_rows_cuda: n_tokens=%lld", (long long)p.n_tokens);
+  if (p.n_tokens > INT_MAX)
+    return invalid_argument("picks_to_rows_cuda: n_tokens=%lld", (long long)p.n_tokens);
   picks_to_rows_kernel<<<unsigned(p.n_tokens), k_threads, 0, stream>>>(p);
   return launched("picks_to_rows_cuda");
 }

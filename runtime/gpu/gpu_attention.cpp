@@ -5,9 +5,6 @@
 // inverse RoPE and the grouped output projection.
 // Offsets and index lists are built per layer on the host (one copy, meta_batch)
 // or, for a decode pass, on the device (decode_meta.h).
-#include <algorithm>
-#include <cmath>
-
 #include "kernels/flash_compressor/flash_compressor.h"
 #include "kernels/indexer/indexer.h"
 #include "kernels/lightning_topk/lightning_topk.h"
@@ -19,6 +16,9 @@
 #include "runtime/gpu/decode_meta.h"
 #include "runtime/gpu/engine_kernels.h"
 #include "runtime/gpu/gpu_engine_impl.h"
+
+#include <algorithm>
+#include <cmath>
 
 namespace hart::gpu {
 namespace {
@@ -44,16 +44,17 @@ status hadamard_fp4(float* x, int64_t n_rows, int64_t dim, bool bf16, cudaStream
 
 // The pass's spans as the flash compressor reads them (flash_compressor_params).
 struct compressor_spans {
-  const int64_t* start = nullptr;                        // [n_seq] first position
-  const int32_t* cu_tokens = nullptr;                    // [n_seq + 1]; null: one token per sequence
+  const int64_t* start = nullptr;                             // [n_seq] first position
+  const int32_t* cu_tokens = nullptr;                         // [n_seq + 1]; null: one token per sequence
   const int32_t *full_pages = nullptr, *swa_pages = nullptr;  // [stride, n_seq]
   int64_t n_seq = 0, stride = 0;
 };
 
 // One compressor as the flash compressor sees it: its projections in the arena,
 // its rings and entries (or indexer keys) in the pool's sections of layer il.
-flash_compressor_desc compressor_desc(const engine_state& s, int64_t il, const device_compressor& c, bool indexer,
-                                      const float* kv, const float* gate, const float* inv_freq) {
+flash_compressor_desc compressor_desc(const engine_state& s, int64_t il, const device_compressor& c,
+                                      bool indexer, const float* kv, const float* gate,
+                                      const float* inv_freq) {
   const kv_pool& pool = s.pool;
   const bool fp8 = s.params.base.prec == precision::fp8;
   float* const base = pool.base();
@@ -117,7 +118,8 @@ flash_compressor_params compressor_params(const engine_state& s, int64_t il, con
 // for a decode pass, two for any other.
 status compress(engine_state& s, const pass& p, int64_t il, const compressor_spans& sp) {
   const flash_compressor_params fp = compressor_params(s, il, sp, p.n_tokens());
-  return sp.cu_tokens ? flash_compressor_prefill_cuda(fp, s.stream) : flash_compressor_decode_cuda(fp, s.stream);
+  return sp.cu_tokens ? flash_compressor_prefill_cuda(fp, s.stream)
+                      : flash_compressor_decode_cuda(fp, s.stream);
 }
 
 // Every CSA token's visible indexer keys: (t + 1) / m, and the longest.
@@ -133,12 +135,12 @@ std::vector<int32_t> indexer_lengths(const pass& p, int64_t m, int64_t* max_keys
 
 // A layer's metadata at its device addresses, from either builder below.
 struct layer_meta {
-  const int64_t *win_dst = nullptr, *win_src = nullptr;  // window KV rows
-  int32_t* idx = nullptr;                                // [n_idx, T] attention rows
+  const int64_t *win_dst = nullptr, *win_src = nullptr;                           // window KV rows
+  int32_t* idx = nullptr;                                                         // [n_idx, T] attention rows
   const int32_t *page_base = nullptr, *full_pages = nullptr, *lengths = nullptr;  // CSA indexer
   int64_t n_idx = 0, max_keys = 0;
-  std::vector<int32_t> host_lengths;                     // host builder only (reference-tie re-picks)
-  compressor_spans spans;                                // compressed layers
+  std::vector<int32_t> host_lengths;  // host builder only (reference-tie re-picks)
+  compressor_spans spans;             // compressed layers
 };
 
 // Built on the host from positions and page tables only, then one copy (any pass).
@@ -179,7 +181,8 @@ status host_layer_meta(engine_state& s, const pass& p, int64_t il, layer_meta* l
       const int64_t first = std::max<int64_t>(0, t - W + 1);
       for (int64_t q = first; q <= t; ++q) row[q - first] = addr.window_index(pt.swa[q / P], q % P);
       if (w.kind == attention_kind::hca) {
-        for (int64_t i = 0; i < (t + 1) / m; ++i) row[W + i] = addr.entry_index(pt.full[i * m / P], i * m % P);
+        for (int64_t i = 0; i < (t + 1) / m; ++i)
+          row[W + i] = addr.entry_index(pt.full[i * m / P], i * m % P);
       }
       if (csa) page_base[r] = fbase;
     }
@@ -349,8 +352,8 @@ status attend(engine_state& s, int64_t il, const layer_meta& lm, const float* si
     }
     return {};
   }
-  sparse_attention_gather_params ap{A.q, s.pool.base(), lm.idx, sink, A.o, T, H, hd, lm.n_idx,
-                                    s.pool.n_rows(), hd, scale};
+  sparse_attention_gather_params ap{A.q, s.pool.base(), lm.idx,          sink, A.o,  T, H,
+                                    hd,  lm.n_idx,      s.pool.n_rows(), hd,   scale};
   ap.bf16 = s.bf16;
   // Sliced index lists (few tokens) make a token's output depend on the batch: not under --deterministic.
   if (!s.params.base.deterministic) {
@@ -366,12 +369,14 @@ status compressors_supported(const engine_state& s) {
   for (int64_t il = 0; il < s.cfg.n_layers; ++il) {
     if (s.w.layers[il].kind == attention_kind::sliding) continue;
     const status st = flash_compressor_cuda_supports(compressor_params(s, il, compressor_spans{}, 0));
-    if (!st.ok()) return status(st.code(), "gpu engine: layer " + std::to_string(il) + "'s compressors: " + st.message());
+    if (!st.ok())
+      return status(st.code(), "gpu engine: layer " + std::to_string(il) + "'s compressors: " + st.message());
   }
   return {};
 }
 
-status attention_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* topk) {
+status attention_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y,
+                     std::vector<int32_t>* topk) {
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
   const device_layer& w = s.w.layers[il];
@@ -388,9 +393,11 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
   HART_RETURN_IF_ERROR(branch_run(s, T, [&]() -> status {
     HART_RETURN_IF_ERROR(linear_run_activation(s, w.wkv, x, T, A.kv));
     HART_RETURN_IF_ERROR(rms_norm_cuda(
-        official_norm(s, norm_rope({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, A.pos, inv_freq, rd, 1)), s.stream));
+        official_norm(s, norm_rope({A.kv, w.kv_norm, A.kv, T, hd, 0, 0, eps}, A.pos, inv_freq, rd, 1)),
+        s.stream));
     // (FP8 entries quantize as they are written.)
-    if (fp8 && !s.kv_entries) HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.kv, T, hd - rd, k_kv_qdq_block, hd, s.stream));
+    if (fp8 && !s.kv_entries)
+      HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(A.kv, T, hd - rd, k_kv_qdq_block, hd, s.stream));
     if (compressed) {
       HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wkv, x, T, A.comp_a));
       HART_RETURN_IF_ERROR(linear_run(s, w.compressor.wgate, x, T, A.comp_z));
@@ -408,7 +415,8 @@ status attention_run(engine_state& s, const pass& p, int64_t il, const float* x,
     return {};
   }));
   HART_RETURN_IF_ERROR(linear_run_activation(s, w.wq_a, x, T, A.qr));
-  HART_RETURN_IF_ERROR(rms_norm_cuda(official_norm(s, {A.qr, w.q_norm, A.qr, T, c.q_lora_rank, 0, 0, eps}), st));
+  HART_RETURN_IF_ERROR(
+      rms_norm_cuda(official_norm(s, {A.qr, w.q_norm, A.qr, T, c.q_lora_rank, 0, 0, eps}), st));
   HART_RETURN_IF_ERROR(linear_run_activation(s, w.wq_b, A.qr, T, A.q));
   // The per-head q RMS (no weight; bf16: computed on bf16 tensors as the official inference does).
   rms_norm_params q_rms = norm_rope({A.q, nullptr, A.q, T * H, hd, 0, 0, eps}, A.pos, inv_freq, rd, H);

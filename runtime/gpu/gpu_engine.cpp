@@ -1,9 +1,5 @@
 #include "runtime/gpu/gpu_engine.h"
 
-#include <algorithm>
-#include <atomic>
-#include <set>
-
 #include "kernels/mhc/mhc.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/sparse_attention/sparse_attention.h"
@@ -11,10 +7,14 @@
 #include "runtime/cache/memory_plan.h"
 #include "runtime/core/log.h"
 #include "runtime/gpu/engine_kernels.h"
-#include "runtime/gpu/moe_dispatch.h"
 #include "runtime/gpu/gpu_engine_impl.h"
+#include "runtime/gpu/moe_dispatch.h"
 #include "runtime/model/kv_page_layout.h"
 #include "runtime/model/tensor_source.h"
+
+#include <algorithm>
+#include <atomic>
+#include <set>
 
 namespace hart {
 
@@ -27,15 +27,17 @@ status gpu_engine_params::validate() const {
   if (base.model_dir.empty()) return invalid_argument("gpu engine: model_dir is empty");
   if (max_batch_tokens <= 0 || max_batch_tokens > 65535 || max_context <= 0) {
     // Per-token kernels put tokens on the grid's y axis (at most 65535).
-    return invalid_argument("gpu engine: max_batch_tokens %lld must be in [1, 65535] and max_context %lld > 0",
-                            (long long)max_batch_tokens, (long long)max_context);
+    return invalid_argument(
+        "gpu engine: max_batch_tokens %lld must be in [1, 65535] and max_context %lld > 0",
+        (long long)max_batch_tokens, (long long)max_context);
   }
   if (full_pages < 0 || swa_pages < 0) return invalid_argument("gpu engine: page counts must be >= 0");
   if (!(memory_fraction >= 0 && memory_fraction <= 1) || max_running < 1) {
-    return invalid_argument("gpu engine: memory_fraction %g must be in [0, 1] and max_running %lld >= 1", memory_fraction,
-                            (long long)max_running);
+    return invalid_argument("gpu engine: memory_fraction %g must be in [0, 1] and max_running %lld >= 1",
+                            memory_fraction, (long long)max_running);
   }
-  if (fp8_cublaslt_rows < 0) return invalid_argument("gpu engine: fp8_cublaslt_rows %lld must be >= 0", (long long)fp8_cublaslt_rows);
+  if (fp8_cublaslt_rows < 0)
+    return invalid_argument("gpu engine: fp8_cublaslt_rows %lld must be >= 0", (long long)fp8_cublaslt_rows);
   return {};
 }
 
@@ -69,13 +71,13 @@ bool fp8_on_tensor_cores(const engine_state& s, int64_t n) {
 
 }  // namespace
 
-status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride,
-                  int64_t y_stride) {
+status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y,
+                  int64_t x_stride, int64_t y_stride) {
   return linear_run_rows(s, w, 0, w.out, x, n, y, x_stride, y_stride);
 }
 
-status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, int64_t rows, const float* x, int64_t n,
-                       float* y, int64_t x_stride, int64_t y_stride) {
+status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, int64_t rows, const float* x,
+                       int64_t n, float* y, int64_t x_stride, int64_t y_stride) {
   if (n == 0) return {};
   if (row0 < 0 || rows < 0 || row0 + rows > w.out) {
     return invalid_argument("linear_run_rows: rows [%lld, %lld) outside the weight's %lld", (long long)row0,
@@ -84,8 +86,9 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
   if (w.fp4) return unimplemented("linear_run_rows: MXFP4 weights run only in the MoE's grouped linears");
   const int64_t in = w.in;
   if (w.codes) {
-    linear_fp8_params p{x, w.codes + row0 * in, w.scales + (row0 / 128) * ((in + 127) / 128), y, n, in, rows,
-                        x_stride, y_stride};
+    linear_fp8_params p{
+        x,       w.codes + row0 * in, w.scales + (row0 / 128) * ((in + 127) / 128), y, n, in, rows, x_stride,
+        y_stride};
     p.quantize_input = !w.raw_input;
     p.w_scale_row_offset = row0 % 128;
     if (fp8_on_tensor_cores(s, n)) {
@@ -104,15 +107,17 @@ status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, in
   }
   if (w.qdq_input) {
     const int64_t xs = x_stride ? x_stride : in;
-    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy2DAsync(s.a.qdq, in * sizeof(float), x, xs * sizeof(float),
-                                                       in * sizeof(float), n, cudaMemcpyDeviceToDevice, s.stream),
-                                     "gpu engine: linear input"));
+    HART_RETURN_IF_ERROR(
+        cuda_status(cudaMemcpy2DAsync(s.a.qdq, in * sizeof(float), x, xs * sizeof(float), in * sizeof(float),
+                                      n, cudaMemcpyDeviceToDevice, s.stream),
+                    "gpu engine: linear input"));
     HART_RETURN_IF_ERROR(rows_fp8_qdq_cuda(s.a.qdq, n, in, 128, in, s.stream));
     x = s.a.qdq;
     x_stride = 0;
   }
-  return linear_cuda({x, w.f32 + row0 * in, y, n, in, rows, x_stride, y_stride, false, s.params.base.deterministic},
-                     *s.lin, s.stream);
+  return linear_cuda(
+      {x, w.f32 + row0 * in, y, n, in, rows, x_stride, y_stride, false, s.params.base.deterministic}, *s.lin,
+      s.stream);
 }
 
 status linear_run_activation(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y) {
@@ -128,11 +133,13 @@ status linear_run_groups(engine_state& s, const device_linear& w, int64_t groups
     p.quantize_input = false;
     p.x_group_rows = rows;
     p.x_group_stride = gin;
-    if (fp8_on_tensor_cores(s, n) && linear_fp8_raw_tc_supported(p)) return linear_fp8_raw_tc_cuda(p, *s.lin, s.stream);
+    if (fp8_on_tensor_cores(s, n) && linear_fp8_raw_tc_supported(p))
+      return linear_fp8_raw_tc_cuda(p, *s.lin, s.stream);
     return linear_fp8_cuda(p, *s.lin, s.stream);
   }
   for (int64_t g = 0; g < groups; ++g) {
-    HART_RETURN_IF_ERROR(linear_run_rows(s, w, g * rows, rows, x + g * gin, n, y + g * rows, x_stride, w.out));
+    HART_RETURN_IF_ERROR(
+        linear_run_rows(s, w, g * rows, rows, x + g * gin, n, y + g * rows, x_stride, w.out));
   }
   return {};
 }
@@ -163,8 +170,8 @@ void trace_append(forward_trace* t, forward_trace&& part) {
 void* meta_batch::add_bytes(const void* src, size_t n) {
   const size_t padded = (n + 15) / 16 * 16;
   if (dev_used_ + padded > s_.a.meta_bytes) {
-    st_ = internal_error("gpu engine: a layer's metadata (%zu bytes) is over the arena's %zu", dev_used_ + padded,
-                         s_.a.meta_bytes);
+    st_ = internal_error("gpu engine: a layer's metadata (%zu bytes) is over the arena's %zu",
+                         dev_used_ + padded, s_.a.meta_bytes);
     return nullptr;
   }
   char* dev = s_.a.meta + dev_used_;
@@ -181,7 +188,9 @@ void* meta_batch::add_bytes(const void* src, size_t n) {
   if (!st_.ok()) return nullptr;
   if (!h) {  // larger than the staging: its own copy from pageable memory
     st_ = flush();
-    if (st_.ok()) st_ = cuda_status(cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s_.stream), "gpu engine: metadata");
+    if (st_.ok())
+      st_ = cuda_status(cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s_.stream),
+                        "gpu engine: metadata");
     dev_used_ += padded;
     return st_.ok() ? dev : nullptr;
   }
@@ -200,8 +209,8 @@ void* meta_batch::reserve_bytes(size_t n) {
   const size_t padded = (n + 15) / 16 * 16;
   st_ = flush();  // a pending segment's device range must stay contiguous
   if (st_.ok() && dev_used_ + padded > s_.a.meta_bytes) {
-    st_ = internal_error("gpu engine: a layer's metadata (%zu bytes) is over the arena's %zu", dev_used_ + padded,
-                         s_.a.meta_bytes);
+    st_ = internal_error("gpu engine: a layer's metadata (%zu bytes) is over the arena's %zu",
+                         dev_used_ + padded, s_.a.meta_bytes);
   }
   if (!st_.ok()) return nullptr;
   char* dev = s_.a.meta + dev_used_;
@@ -212,8 +221,9 @@ void* meta_batch::reserve_bytes(size_t n) {
 status meta_batch::flush() {
   if (!st_.ok()) return st_;
   if (host_used_ > 0) {
-    st_ = cuda_status(cudaMemcpyAsync(s_.a.meta + dev_start_, host_, host_used_, cudaMemcpyHostToDevice, s_.stream),
-                      "gpu engine: metadata");
+    st_ = cuda_status(
+        cudaMemcpyAsync(s_.a.meta + dev_start_, host_, host_used_, cudaMemcpyHostToDevice, s_.stream),
+        "gpu engine: metadata");
   }
   host_ = nullptr;
   host_used_ = 0;
@@ -221,13 +231,15 @@ status meta_batch::flush() {
 }
 
 size_t meta_layout_bytes(const engine_state& s, int64_t T) {
-  auto padded = [](int64_t n, size_t elem) { return (size_t(std::max<int64_t>(n, 0)) * elem + 15) / 16 * 16; };
-  return 2 * padded(T, 8)                          // window writes
-         + padded(T * s.n_idx_max, 4)              // index lists
-         + padded(T, 4) + padded(T * s.pages_per_seq, 4)  // page lists
+  auto padded = [](int64_t n, size_t elem) {
+    return (size_t(std::max<int64_t>(n, 0)) * elem + 15) / 16 * 16;
+  };
+  return 2 * padded(T, 8)                                                        // window writes
+         + padded(T * s.n_idx_max, 4)                                            // index lists
+         + padded(T, 4) + padded(T * s.pages_per_seq, 4)                         // page lists
          + padded(T, 8) + padded(T + 1, 4) + 2 * padded(T * s.pages_per_seq, 4)  // the compressors' spans
-         + padded(T, 4)                            // indexer lengths
-         + padded(T, 8);                           // logits rows (the head)
+         + padded(T, 4)                                                          // indexer lengths
+         + padded(T, 8);                                                         // logits rows (the head)
 }
 
 namespace {
@@ -235,13 +247,24 @@ namespace {
 // The arena's buffers for T tokens per pass; `a` with a null base only counts bytes.
 size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   const model_config& c = s.cfg;
-  const int64_t T = s.params.max_batch_tokens, D = c.hidden_size, n = c.hc_mult, H = c.n_heads, hd = c.head_dim;
-  const int64_t dI = c.index_head_dim, nI = c.index_n_heads, K = c.n_activated_experts, E = c.n_routed_experts;
+  const int64_t T = s.params.max_batch_tokens, D = c.hidden_size, n = c.hc_mult, H = c.n_heads,
+                hd = c.head_dim;
+  const int64_t dI = c.index_head_dim, nI = c.index_n_heads, K = c.n_activated_experts,
+                E = c.n_routed_experts;
   const int64_t I = c.moe_inter_dim;
   size_t bytes = 0;
-  auto f = [&](float** p, int64_t cnt) { bytes += device_arena::bytes_for<float>(cnt); *p = ar.take<float>(cnt); };
-  auto i32 = [&](int32_t** p, int64_t cnt) { bytes += device_arena::bytes_for<int32_t>(cnt); *p = ar.take<int32_t>(cnt); };
-  auto i64 = [&](int64_t** p, int64_t cnt) { bytes += device_arena::bytes_for<int64_t>(cnt); *p = ar.take<int64_t>(cnt); };
+  auto f = [&](float** p, int64_t cnt) {
+    bytes += device_arena::bytes_for<float>(cnt);
+    *p = ar.take<float>(cnt);
+  };
+  auto i32 = [&](int32_t** p, int64_t cnt) {
+    bytes += device_arena::bytes_for<int32_t>(cnt);
+    *p = ar.take<int32_t>(cnt);
+  };
+  auto i64 = [&](int64_t** p, int64_t cnt) {
+    bytes += device_arena::bytes_for<int64_t>(cnt);
+    *p = ar.take<int64_t>(cnt);
+  };
   i32(&b->ids, T);
   i64(&b->pos, T);
   f(&b->x, T * n * D);
@@ -288,7 +311,8 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
   i32(&b->hash, T * K);
   const int64_t R = moe_rows(s);  // routed rows per MoE chunk (gpu_moe.cpp)
   f(&b->xe, R * D);
-  const int64_t hidden_rows = std::max(R * I, T * I * std::max<int64_t>(c.n_shared_experts, 1));  // + the shared expert
+  const int64_t hidden_rows =
+      std::max(R * I, T * I * std::max<int64_t>(c.n_shared_experts, 1));  // + the shared expert
   f(&b->g, hidden_rows);
   f(&b->up, hidden_rows);
   f(&b->h, hidden_rows);
@@ -318,19 +342,21 @@ size_t arena_layout(const engine_state& s, device_arena& ar, arena_buffers* b) {
 
 // One mHC site around a sublayer: X ← hc_post(sublayer(norm(hc_pre(X))), X).
 template <class Sublayer>
-status run_site(engine_state& s, int64_t T, const float* fn, const float* base, const float* scale, const float* norm,
-                Sublayer&& sublayer) {
+status run_site(engine_state& s, int64_t T, const float* fn, const float* base, const float* scale,
+                const float* norm, Sublayer&& sublayer) {
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
   const int64_t n = c.hc_mult, D = c.hidden_size;
   const float eps = float(c.norm_eps), hc_eps = float(c.hc_eps);
-  hc_pre_params pre{A.x, fn, base, scale, A.collapsed, A.post, A.comb, T, n, D, c.hc_sinkhorn_iters, eps, hc_eps};
+  hc_pre_params pre{A.x, fn,    base, scale, A.collapsed, A.post, A.comb, T, n, D, c.hc_sinkhorn_iters,
+                    eps, hc_eps};
   pre.bf16 = s.bf16;
   // The split mix serves passes of <= 8 tokens: its fp64 order differs from the cluster's,
   // so --deterministic (logits independent of the batch) keeps every pass on the cluster path.
   pre.workspace = s.params.base.deterministic ? nullptr : A.hc_workspace;
   HART_RETURN_IF_ERROR(hc_pre_cuda(pre, s.stream));
-  HART_RETURN_IF_ERROR(rms_norm_cuda(official_norm(s, {A.collapsed, norm, A.normed, T, D, 0, 0, eps}), s.stream));
+  HART_RETURN_IF_ERROR(
+      rms_norm_cuda(official_norm(s, {A.collapsed, norm, A.normed, T, D, 0, 0, eps}), s.stream));
   HART_RETURN_IF_ERROR(sublayer(A.normed, A.out));
   hc_post_params post{A.x, A.out, A.post, A.comb, A.xn, T, n, D};
   post.bf16 = s.bf16;
@@ -341,7 +367,8 @@ status run_site(engine_state& s, int64_t T, const float* fn, const float* base, 
 
 // The pass's kernels from the embedding to the head: logits of `logit_rows`
 // (R rows) in A.logits. Stream work only unless a trace downloads.
-status enqueue_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logit_rows, forward_trace* trace) {
+status enqueue_pass(engine_state& s, const pass& p, const std::vector<int64_t>& logit_rows,
+                    forward_trace* trace) {
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
   const int64_t T = p.n_tokens(), D = c.hidden_size, n = c.hc_mult;
@@ -354,11 +381,13 @@ status enqueue_pass(engine_state& s, const pass& p, const std::vector<int64_t>& 
   for (int64_t il = 0; il < c.n_layers; ++il) {
     const gpu::device_layer& L = s.w.layers[il];
     std::vector<int32_t>* topk = trace && L.kind == attention_kind::csa ? &trace->topk[il] : nullptr;
-    HART_RETURN_IF_ERROR(run_site(s, T, L.hc_attn_fn, L.hc_attn_base, L.hc_attn_scale, L.attn_norm,
-                                  [&](const float* x, float* y) { return gpu::attention_run(s, p, il, x, y, topk); }));
+    HART_RETURN_IF_ERROR(
+        run_site(s, T, L.hc_attn_fn, L.hc_attn_base, L.hc_attn_scale, L.attn_norm,
+                 [&](const float* x, float* y) { return gpu::attention_run(s, p, il, x, y, topk); }));
     std::vector<int32_t>* experts = trace ? &trace->experts[il] : nullptr;
-    HART_RETURN_IF_ERROR(run_site(s, T, L.hc_ffn_fn, L.hc_ffn_base, L.hc_ffn_scale, L.ffn_norm,
-                                  [&](const float* x, float* y) { return gpu::moe_run(s, p, il, x, y, experts); }));
+    HART_RETURN_IF_ERROR(
+        run_site(s, T, L.hc_ffn_fn, L.hc_ffn_base, L.hc_ffn_scale, L.ffn_norm,
+                 [&](const float* x, float* y) { return gpu::moe_run(s, p, il, x, y, experts); }));
     if (hidden) {
       trace->hidden.emplace_back();
       HART_RETURN_IF_ERROR(s.download(&trace->hidden.back(), A.x, T * n * D));
@@ -366,10 +395,12 @@ status enqueue_pass(engine_state& s, const pass& p, const std::vector<int64_t>& 
   }
   HART_RETURN_IF_ERROR(gpu::branch_join(s));  // every branch joined (a capture must end so)
   const float eps = float(c.norm_eps), hc_eps = float(c.hc_eps);
-  hc_head_params head{A.x, s.w.hc_head_fn, s.w.hc_head_base, s.w.hc_head_scale, A.collapsed, T, n, D, eps, hc_eps};
+  hc_head_params head{A.x, s.w.hc_head_fn, s.w.hc_head_base, s.w.hc_head_scale, A.collapsed, T, n, D,
+                      eps, hc_eps};
   head.bf16 = s.bf16;
   HART_RETURN_IF_ERROR(hc_head_cuda(head, s.stream));
-  HART_RETURN_IF_ERROR(rms_norm_cuda(gpu::official_norm(s, {A.collapsed, s.w.norm, A.normed, T, D, 0, 0, eps}), s.stream));
+  HART_RETURN_IF_ERROR(
+      rms_norm_cuda(gpu::official_norm(s, {A.collapsed, s.w.norm, A.normed, T, D, 0, 0, eps}), s.stream));
   if (hidden) HART_RETURN_IF_ERROR(s.download(&trace->final_hidden, A.normed, T * D));
   const int64_t R = int64_t(logit_rows.size());
   if (R == 0) return {};
@@ -473,14 +504,30 @@ gpu::engine_state::~engine_state() {
   }
 }
 
-const model_config& gpu_engine::config() const { return s_->cfg; }
-const gpu_engine_params& gpu_engine::params() const { return s_->params; }
-size_t gpu_engine::device_bytes() const { return s_->w.bytes + s_->pool.bytes() + s_->arena_mem.bytes(); }
-const cache::memory_plan* gpu_engine::memory_plan() const { return s_->plan.get(); }
-int64_t gpu_engine::full_pages() const { return s_->pool.n_full(); }
-int64_t gpu_engine::swa_pages() const { return s_->pool.n_swa(); }
-size_t gpu_engine::decode_graphs() const { return s_->graphs.size(); }
-uint64_t gpu_engine::decode_graph_replays() const { return s_->graphs.replays(); }
+const model_config& gpu_engine::config() const {
+  return s_->cfg;
+}
+const gpu_engine_params& gpu_engine::params() const {
+  return s_->params;
+}
+size_t gpu_engine::device_bytes() const {
+  return s_->w.bytes + s_->pool.bytes() + s_->arena_mem.bytes();
+}
+const cache::memory_plan* gpu_engine::memory_plan() const {
+  return s_->plan.get();
+}
+int64_t gpu_engine::full_pages() const {
+  return s_->pool.n_full();
+}
+int64_t gpu_engine::swa_pages() const {
+  return s_->pool.n_swa();
+}
+size_t gpu_engine::decode_graphs() const {
+  return s_->graphs.size();
+}
+uint64_t gpu_engine::decode_graph_replays() const {
+  return s_->graphs.replays();
+}
 
 namespace {
 
@@ -512,18 +559,21 @@ status checkpoint_fits(const tensor_source& src, double fraction, const device_f
   const int64_t in_use = int64_t(now.total) - int64_t(now.free);
   if (bytes <= budget - in_use) return {};
   const double gib = double(int64_t(1) << 30);
-  return resource_exhausted("gpu engine: %s holds %.2f GiB of weights; --gpu-memory-fraction %.4g of the device's "
-                            "%.2f GiB is %.2f GiB, of which %.2f GiB are already in use (CUDA context, other processes)",
-                            src.describe().c_str(), bytes / gib, fraction, now.total / gib, budget / gib, in_use / gib);
+  return resource_exhausted(
+      "gpu engine: %s holds %.2f GiB of weights; --gpu-memory-fraction %.4g of the device's "
+      "%.2f GiB is %.2f GiB, of which %.2f GiB are already in use (CUDA context, other processes)",
+      src.describe().c_str(), bytes / gib, fraction, now.total / gib, budget / gib, in_use / gib);
 }
 
 // load's body: the config and weights come from params.base.model_dir unless given.
-status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params& params, const model_config* cfg,
+status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params& params,
+                                                         const model_config* cfg,
                                                          gpu::device_weights* weights) {
   HART_RETURN_IF_ERROR(params.validate());
   HART_RETURN_IF_ERROR(params.base.validate());
   if (!gpu_device_available()) {
-    return failed_precondition("gpu engine: no CUDA device is visible (use --device cpu, or run on the GPU machine)");
+    return failed_precondition(
+        "gpu engine: no CUDA device is visible (use --device cpu, or run on the GPU machine)");
   }
   auto s = std::make_unique<gpu_engine::state>();
   s->params = params;
@@ -539,15 +589,18 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
   const model_config& c = s->cfg;
   const int64_t P = params.base.page_size;
   if (P % c.csa_rate || P % c.hca_rate || P < c.window) {
-    return invalid_argument("gpu engine: page_size %lld must be a multiple of the compress rates (%lld, %lld) and >= the window %lld",
-                            (long long)P, (long long)c.csa_rate, (long long)c.hca_rate, (long long)c.window);
+    return invalid_argument(
+        "gpu engine: page_size %lld must be a multiple of the compress rates (%lld, %lld) and >= the window "
+        "%lld",
+        (long long)P, (long long)c.csa_rate, (long long)c.hca_rate, (long long)c.window);
   }
   HART_ASSIGN_OR_RETURN(const device_free_bytes before_weights, device_free_now());
   if (weights) {
     s->w = std::move(*weights);
   } else {
     HART_ASSIGN_OR_RETURN(std::unique_ptr<tensor_source> src, checkpoint_source_open(params.base.model_dir));
-    if (params.memory_fraction > 0) HART_RETURN_IF_ERROR(checkpoint_fits(*src, params.memory_fraction, before_weights));
+    if (params.memory_fraction > 0)
+      HART_RETURN_IF_ERROR(checkpoint_fits(*src, params.memory_fraction, before_weights));
     HART_ASSIGN_OR_RETURN(s->w, gpu::device_weights_load(*src, c, params.base.prec, params.fp8_tensor_cores,
                                                          gpu::weights_load_reporter()));
   }
@@ -564,7 +617,8 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
   }
   s->kv_entries = gpu_kv_entries(params, c);
   s->bf16 = params.base.bf16_activations();
-  HART_ASSIGN_OR_RETURN(s->lin, linear_cuda_context::create(params.max_batch_tokens, std::max<int64_t>(s->w.max_linear_in, 1)));
+  HART_ASSIGN_OR_RETURN(
+      s->lin, linear_cuda_context::create(params.max_batch_tokens, std::max<int64_t>(s->w.max_linear_in, 1)));
   {
     device_arena counter;
     arena_buffers unused;
@@ -573,14 +627,20 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
     device_arena ar(s->arena_mem.get(), s->arena_mem.bytes());
     gpu::arena_layout(*s, ar, &s->a);
   }
-  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "gpu engine: stream"));
-  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), "gpu engine: stream"));
-  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaEventCreateWithFlags(&s->fork_event, cudaEventDisableTiming), "gpu engine: event"));
-  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaEventCreateWithFlags(&s->join_event, cudaEventDisableTiming), "gpu engine: event"));
-  HART_ASSIGN_OR_RETURN(s->side_lin, linear_cuda_context::create(std::min(params.max_batch_tokens, gpu::k_branch_tokens),
-                                                                 std::max<int64_t>(s->w.max_linear_in, 1)));
+  HART_RETURN_IF_ERROR(
+      gpu::cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "gpu engine: stream"));
+  HART_RETURN_IF_ERROR(
+      gpu::cuda_status(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), "gpu engine: stream"));
+  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaEventCreateWithFlags(&s->fork_event, cudaEventDisableTiming),
+                                        "gpu engine: event"));
+  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaEventCreateWithFlags(&s->join_event, cudaEventDisableTiming),
+                                        "gpu engine: event"));
+  HART_ASSIGN_OR_RETURN(s->side_lin,
+                        linear_cuda_context::create(std::min(params.max_batch_tokens, gpu::k_branch_tokens),
+                                                    std::max<int64_t>(s->w.max_linear_in, 1)));
   HART_ASSIGN_OR_RETURN(s->staging, gpu::pinned_staging::create(k_staging_bytes));
-  HART_ASSIGN_OR_RETURN(s->readback, gpu::pinned_readback::create(k_readback_chunk_bytes, piece_pool_default_threads()));
+  HART_ASSIGN_OR_RETURN(s->readback,
+                        gpu::pinned_readback::create(k_readback_chunk_bytes, piece_pool_default_threads()));
   // The KV pool last: the memory plan sizes it from what everything above left.
   int64_t n_full = params.full_pages ? params.full_pages : 8 * s->pages_per_seq;
   int64_t n_swa = params.swa_pages ? params.swa_pages : 8 * s->pages_per_seq;
@@ -625,11 +685,13 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
   ids_cfg.n_layers = 0;
   ids_cfg.layer_kinds.clear();
   s->page_ids = std::make_unique<kv_store>(ids_cfg, P);
-  HART_LOG_INFO("gpu engine: %s on device %d, %.1f MiB weights, %.1f MiB KV (%lld full + %lld swa pages; %s), %.1f MiB arena",
-                c.summary().c_str(), params.device, s->w.bytes / 1048576.0, s->pool.bytes() / 1048576.0,
-                (long long)n_full, (long long)n_swa,
-                s->kv_entries ? "window and compressed KV as 584-B FP8 entries" : "fp32 rows",
-                s->arena_mem.bytes() / 1048576.0);
+  HART_LOG_INFO(
+      "gpu engine: %s on device %d, %.1f MiB weights, %.1f MiB KV (%lld full + %lld swa pages; %s), %.1f MiB "
+      "arena",
+      c.summary().c_str(), params.device, s->w.bytes / 1048576.0, s->pool.bytes() / 1048576.0,
+      (long long)n_full, (long long)n_swa,
+      s->kv_entries ? "window and compressed KV as 584-B FP8 entries" : "fp32 rows",
+      s->arena_mem.bytes() / 1048576.0);
   return s;
 }
 
@@ -640,7 +702,8 @@ status_or<std::unique_ptr<gpu_engine>> gpu_engine::load(const gpu_engine_params&
   return std::unique_ptr<gpu_engine>(new gpu_engine(std::move(s)));
 }
 
-status_or<std::unique_ptr<gpu_engine>> gpu_engine::load(const gpu_engine_params& params, const model_config& cfg,
+status_or<std::unique_ptr<gpu_engine>> gpu_engine::load(const gpu_engine_params& params,
+                                                        const model_config& cfg,
                                                         gpu::device_weights weights) {
   HART_ASSIGN_OR_RETURN(std::unique_ptr<state> s, state_load(params, &cfg, &weights));
   return std::unique_ptr<gpu_engine>(new gpu_engine(std::move(s)));
@@ -674,20 +737,22 @@ status check_bound_pages(const engine_state& s, size_t i, const sequence_state& 
   const page_table& pt = *seq.pages;
   const int64_t P = s.pool.page_size(), n_pages = (end + P - 1) / P;
   if (int64_t(pt.full.size()) < n_pages || int64_t(pt.swa.size()) < n_pages) {
-    return failed_precondition("forward: item %zu: positions up to %lld need %lld pages but the cache reserved %zu",
-                               i, (long long)end, (long long)n_pages, std::min(pt.full.size(), pt.swa.size()));
+    return failed_precondition(
+        "forward: item %zu: positions up to %lld need %lld pages but the cache reserved %zu", i,
+        (long long)end, (long long)n_pages, std::min(pt.full.size(), pt.swa.size()));
   }
   const int64_t first_live = std::max<int64_t>(0, seq.n_tokens - s.swa_keep) / P;
   for (int64_t pg = 0; pg < n_pages; ++pg) {
     const int32_t f = pt.full[pg], w = pt.swa[pg];
     if (f < 0 || (pg >= first_live && w < 0)) {
-      return failed_precondition("forward: item %zu: page %lld (positions from %lld) is not live", i, (long long)pg,
-                                 (long long)(pg * P));
+      return failed_precondition("forward: item %zu: page %lld (positions from %lld) is not live", i,
+                                 (long long)pg, (long long)(pg * P));
     }
     if (f >= s.pool.n_full() || w >= s.pool.n_swa()) {
-      return invalid_argument("forward: item %zu: page %lld has ids (full %d, swa %d) outside the GPU KV pool "
-                              "(%lld full, %lld swa pages)", i, (long long)pg, f, w, (long long)s.pool.n_full(),
-                              (long long)s.pool.n_swa());
+      return invalid_argument(
+          "forward: item %zu: page %lld has ids (full %d, swa %d) outside the GPU KV pool "
+          "(%lld full, %lld swa pages)",
+          i, (long long)pg, f, w, (long long)s.pool.n_full(), (long long)s.pool.n_swa());
     }
   }
   return {};
@@ -714,10 +779,11 @@ status validate_batch(const engine_state& s, const std::vector<batch_item>& batc
       return invalid_argument("forward: item %zu's sequence was not made by this GPU engine", i);
     }
     if (page_owner_of(*it.seq) != pool_owner) {
-      return failed_precondition("forward: item %zu's sequence is %s, but this GPU engine's pool serves %s "
-                                 "(their page ids would collide; use one or the other per engine)", i,
-                                 it.seq->pages->owned ? "the engine's own" : "cache-bound",
-                                 it.seq->pages->owned ? "cache-bound pages" : "its own sequences");
+      return failed_precondition(
+          "forward: item %zu's sequence is %s, but this GPU engine's pool serves %s "
+          "(their page ids would collide; use one or the other per engine)",
+          i, it.seq->pages->owned ? "the engine's own" : "cache-bound",
+          it.seq->pages->owned ? "cache-bound pages" : "its own sequences");
     }
     if (it.tokens.empty()) return invalid_argument("forward: item %zu has no tokens (empty prompt)", i);
     for (size_t j = 0; j < it.tokens.size(); ++j) {
@@ -732,8 +798,8 @@ status validate_batch(const engine_state& s, const std::vector<batch_item>& batc
                           (long long)end, (long long)c.max_position);
     }
     if (end > s.params.max_context) {
-      return out_of_range("forward: item %zu would reach %lld tokens, past the GPU engine's max_context %lld", i,
-                          (long long)end, (long long)s.params.max_context);
+      return out_of_range("forward: item %zu would reach %lld tokens, past the GPU engine's max_context %lld",
+                          i, (long long)end, (long long)s.params.max_context);
     }
     if (!it.seq->pages->owned) HART_RETURN_IF_ERROR(check_bound_pages(s, i, *it.seq, end));
   }
@@ -799,7 +865,8 @@ status gpu_engine::forward(const std::vector<batch_item>& batch, std::vector<flo
     // fill, no page faults), then every pass writes its rows in place.
     int64_t n_rows = 0;
     for (const batch_item& it : batch) {
-      n_rows += it.logits == logits_request::all ? int64_t(it.tokens.size()) : it.logits == logits_request::last;
+      n_rows +=
+          it.logits == logits_request::all ? int64_t(it.tokens.size()) : it.logits == logits_request::last;
     }
     logits->resize(size_t(n_rows * s.cfg.vocab_size));
   }
@@ -832,7 +899,8 @@ status gpu_engine::forward(const std::vector<batch_item>& batch, std::vector<flo
         p.ids.push_back(it.tokens[off + j]);
         p.pos.push_back(sp.p0 + j);
         const bool last = off + j == n - 1;
-        if (it.logits == logits_request::all || (it.logits == logits_request::last && last)) rows.push_back(sp.row0 + j);
+        if (it.logits == logits_request::all || (it.logits == logits_request::last && last))
+          rows.push_back(sp.row0 + j);
       }
       p.spans.push_back(sp);
       off += take;

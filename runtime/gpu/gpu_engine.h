@@ -21,12 +21,12 @@
 //   HART_RETURN_IF_ERROR(eng->forward({{&s, prompt, logits_request::last}}, &logits));
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/model/forward_engine.h"
+
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include "runtime/core/status.h"
-#include "runtime/model/forward_engine.h"
 
 namespace hart {
 
@@ -41,11 +41,12 @@ struct memory_plan;
 }  // namespace cache
 
 struct gpu_engine_params {
-  engine_params base;             // model_dir, prec, page_size, deterministic (row-invariant linears)
+  engine_params base;  // model_dir, prec, page_size, deterministic (row-invariant linears)
   int device = 0;
-  int64_t max_batch_tokens = 1024;// tokens per device pass (the arena's size)
-  int64_t max_context = 8192;     // positions per sequence
-  int64_t full_pages = 0;         // KV pool pages; 0 = from memory_fraction, or enough for 8 sequences of max_context
+  int64_t max_batch_tokens = 1024;  // tokens per device pass (the arena's size)
+  int64_t max_context = 8192;       // positions per sequence
+  int64_t full_pages =
+      0;  // KV pool pages; 0 = from memory_fraction, or enough for 8 sequences of max_context
   int64_t swa_pages = 0;
   /// > 0: the memory planner (runtime/cache/memory_plan.h) sizes the KV pool
   /// at load, after the weights and every workspace are allocated: SWA pages
@@ -106,7 +107,7 @@ class gpu_engine final : public forward_engine {
   /// read from params.base.model_dir (which then only names the model): `hart
   /// bench` builds a random model on the device (bench_model.h).
   static status_or<std::unique_ptr<gpu_engine>> load(const gpu_engine_params& params, const model_config& cfg,
-                                                      gpu::device_weights weights);
+                                                     gpu::device_weights weights);
   ~gpu_engine() override;
 
   const model_config& config() const override;

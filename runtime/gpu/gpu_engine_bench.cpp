@@ -1,13 +1,13 @@
 // gpu_engine's entry points for `hart bench` (cli/cmd_bench.cpp).
-#include <cuda_runtime.h>
-
-#include <vector>
-
 #include "kernels/sparse_decode_attention/kv_entry.h"
 #include "runtime/gpu/bench_fill.h"
 #include "runtime/gpu/device_memory.h"
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/gpu/gpu_engine_impl.h"
+
+#include <cuda_runtime.h>
+
+#include <vector>
 
 namespace hart {
 namespace {
@@ -38,9 +38,12 @@ status fill_entries(const gpu::engine_state& s, uint64_t seed) {
   int64_t* d_dst = static_cast<int64_t*>(offs.get());
   int64_t* d_src = d_dst + dst.size();
   HART_RETURN_IF_ERROR(gpu::bench_fill_f32(d_rows, n_src * hd, seed ^ 0x9e3779b9u, -1.0f, 1.0f, s.stream));
-  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaMemcpy(d_dst, dst.data(), off_bytes, cudaMemcpyHostToDevice), "kv fill"));
-  HART_RETURN_IF_ERROR(gpu::cuda_status(cudaMemcpy(d_src, src.data(), off_bytes, cudaMemcpyHostToDevice), "kv fill"));
-  HART_RETURN_IF_ERROR(kv_entry_encode_rows_cuda({d_rows, d_src, pool.base(), d_dst, int64_t(dst.size())}, s.stream));
+  HART_RETURN_IF_ERROR(
+      gpu::cuda_status(cudaMemcpy(d_dst, dst.data(), off_bytes, cudaMemcpyHostToDevice), "kv fill"));
+  HART_RETURN_IF_ERROR(
+      gpu::cuda_status(cudaMemcpy(d_src, src.data(), off_bytes, cudaMemcpyHostToDevice), "kv fill"));
+  HART_RETURN_IF_ERROR(
+      kv_entry_encode_rows_cuda({d_rows, d_src, pool.base(), d_dst, int64_t(dst.size())}, s.stream));
   // The buffers go when this returns: finish with them first.
   return gpu::cuda_status(cudaStreamSynchronize(s.stream), "gpu engine: kv_fill_random");
 }

@@ -19,8 +19,13 @@
 // the first layer (tight), and per pass the best row's logits (a broken path
 // makes every row of its pass O(1) wrong, while a flip moves single rows:
 // one decode row measured 0.5); pooled over every row, the mean and top-1.
-#include <gtest/gtest.h>
+#include "runtime/gpu/gpu_engine.h"
+#include "runtime/model/engine.h"
+#include "runtime/model/random_checkpoint.h"
+#include "tests/golden/golden_fixture.h"
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,13 +34,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-
-#include <nlohmann/json.hpp>
-
-#include "runtime/gpu/gpu_engine.h"
-#include "runtime/model/engine.h"
-#include "tests/golden/golden_fixture.h"
-#include "runtime/model/random_checkpoint.h"
 
 namespace hart::testing {
 namespace {
@@ -180,16 +178,18 @@ TEST(gpu_engine_flash_fp8, every_linear_path_matches_the_cpu_fp8_mode) {
     ASSERT_EQ(on_gpu.logits[i].size(), want.logits[i].size()) << names[i];
     const logit_diff d = compare_logits(on_gpu.logits[i], want.logits[i], V);
     const logit_diff f = compare_logits(floor.logits[i], want.logits[i], V);
-    std::printf("  %-9s logits gpu vs cpu: mean %.3g min %.3g max %.3g top1 %lld/%lld | cpu floor: mean %.3g max "
-                "%.3g top1 %lld/%lld\n",
-                names[i], d.mean_rel, d.min_rel, d.max_rel, (long long)d.top1, (long long)d.rows, f.mean_rel,
-                f.max_rel, (long long)f.top1, (long long)f.rows);
+    std::printf(
+        "  %-9s logits gpu vs cpu: mean %.3g min %.3g max %.3g top1 %lld/%lld | cpu floor: mean %.3g max "
+        "%.3g top1 %lld/%lld\n",
+        names[i], d.mean_rel, d.min_rel, d.max_rel, (long long)d.top1, (long long)d.rows, f.mean_rel,
+        f.max_rel, (long long)f.top1, (long long)f.rows);
     EXPECT_LT(d.min_rel, k_best_row_tol) << names[i] << ": every row of the pass is off";
     pooled_sum += d.mean_rel * double(d.rows);
     pooled_rows += d.rows;
     pooled_top1 += d.top1;
   }
-  const double pooled_mean = pooled_sum / double(pooled_rows), top1 = double(pooled_top1) / double(pooled_rows);
+  const double pooled_mean = pooled_sum / double(pooled_rows),
+               top1 = double(pooled_top1) / double(pooled_rows);
   std::printf("  all %lld rows: mean %.3g top1 %.3f\n", (long long)pooled_rows, pooled_mean, top1);
   EXPECT_LT(pooled_mean, k_pooled_mean_tol);
   EXPECT_GE(top1, k_pooled_min_top1);

@@ -3,14 +3,6 @@
 // layer functions (gpu_attention.cpp, gpu_moe.cpp) the forward composes.
 #pragma once
 
-#include <cuda_runtime.h>
-
-#include <cstdint>
-#include <cstring>
-#include <functional>
-#include <memory>
-#include <vector>
-
 #include "kernels/linear/linear.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "runtime/cache/memory_plan.h"
@@ -21,25 +13,33 @@
 #include "runtime/gpu/kv_pool.h"
 #include "runtime/model/kv_store.h"
 
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
 namespace hart::gpu {
 
 /// Activation and metadata buffers, [.., T] with T = max_batch_tokens unless noted.
 struct arena_buffers {
-  int32_t* ids = nullptr;                 // [T]
-  int64_t* pos = nullptr;                 // [T]
-  float *x = nullptr, *xn = nullptr;      // [D, n_hc, T] residual streams
+  int32_t* ids = nullptr;                                         // [T]
+  int64_t* pos = nullptr;                                         // [T]
+  float *x = nullptr, *xn = nullptr;                              // [D, n_hc, T] residual streams
   float *collapsed = nullptr, *normed = nullptr, *out = nullptr;  // [D, T]
-  float *post = nullptr, *comb = nullptr; // [n_hc, T], [n_hc, n_hc, T]
+  float *post = nullptr, *comb = nullptr;                         // [n_hc, T], [n_hc, n_hc, T]
   // attention
   float *qr = nullptr, *q = nullptr, *kv = nullptr, *o = nullptr, *u = nullptr;
   float *comp_a = nullptr, *comp_z = nullptr, *index_a = nullptr, *index_z = nullptr;
   float *index_q = nullptr, *index_w = nullptr;
-  double* hc_workspace = nullptr;         // hc_pre's split mix (few tokens)
-  char* attn_workspace = nullptr;         // sparse attention's slices (few tokens)
-  char* entry_workspace = nullptr;        // A1's splits (kv_entries), k_entry_attention_queries at a time
+  double* hc_workspace = nullptr;   // hc_pre's split mix (few tokens)
+  char* attn_workspace = nullptr;   // sparse attention's slices (few tokens)
+  char* entry_workspace = nullptr;  // A1's splits (kv_entries), k_entry_attention_queries at a time
   size_t entry_workspace_bytes = 0;
-  float* scores = nullptr;                // [C/m_csa, T]
-  int32_t* picks = nullptr;               // [k_top, T]
+  float* scores = nullptr;   // [C/m_csa, T]
+  int32_t* picks = nullptr;  // [k_top, T]
   // A layer's host-built metadata (window and ring writes, index and page lists,
   // compressor plans, indexer lengths), packed by meta_batch: meta_layout_bytes.
   char* meta = nullptr;
@@ -48,21 +48,21 @@ struct arena_buffers {
   int32_t *dec_swa = nullptr, *dec_full = nullptr;
   // MoE
   float *route_logits = nullptr, *route_w = nullptr;  // [E, T], [K, T]
-  int32_t *experts = nullptr, *hash = nullptr;         // [K, T]
+  int32_t *experts = nullptr, *hash = nullptr;        // [K, T]
   // [R] routed rows of one MoE chunk (moe_rows), sorted by expert (moe_dispatch.h)
   float *xe = nullptr, *g = nullptr, *up = nullptr, *h = nullptr, *ye = nullptr;  // [D or I, R]
-  uint8_t* moe_codes = nullptr;                         // [max(D, I), R] e4m3 inputs of the tensor-core experts
-  float* moe_scales = nullptr;                          // [max(D, I) / 128, R] their scales
-  int64_t *moe_src = nullptr, *iota_d = nullptr;       // [R]: token row offsets, i·D
-  float* moe_w = nullptr;                               // [R]
-  int32_t* moe_slot = nullptr;                          // [R] (t, k) → sorted row
+  uint8_t* moe_codes = nullptr;                   // [max(D, I), R] e4m3 inputs of the tensor-core experts
+  float* moe_scales = nullptr;                    // [max(D, I) / 128, R] their scales
+  int64_t *moe_src = nullptr, *iota_d = nullptr;  // [R]: token row offsets, i·D
+  float* moe_w = nullptr;                         // [R]
+  int32_t* moe_slot = nullptr;                    // [R] (t, k) → sorted row
   int32_t *tile_group = nullptr, *tile_row0 = nullptr, *tile_rows = nullptr, *n_tiles = nullptr;
   // head
-  float* rows = nullptr;                  // [D, T]
-  float* logits = nullptr;                // [V, T]
-  float* qdq = nullptr;                   // [max_linear_in, T] inputs of QDQ-input linears
+  float* rows = nullptr;    // [D, T]
+  float* logits = nullptr;  // [V, T]
+  float* qdq = nullptr;     // [max_linear_in, T] inputs of QDQ-input linears
   // The side stream's own scratch (branch_run): QDQ inputs and the shared expert's hidden rows.
-  float* side_qdq = nullptr;              // [max_linear_in, k_branch_tokens]
+  float* side_qdq = nullptr;                                             // [max_linear_in, k_branch_tokens]
   float *shared_g = nullptr, *shared_up = nullptr, *shared_h = nullptr;  // [I · n_shared, k_branch_tokens]
 };
 
@@ -81,7 +81,7 @@ constexpr int64_t k_entry_attention_queries = 256;
 struct pass {
   struct span {
     sequence_state* seq = nullptr;
-    int64_t row0 = 0, n = 0, p0 = 0;      // rows [row0, row0+n) at positions p0..
+    int64_t row0 = 0, n = 0, p0 = 0;  // rows [row0, row0+n) at positions p0..
   };
   std::vector<int32_t> ids;
   std::vector<int64_t> pos;
@@ -107,11 +107,11 @@ struct engine_state {
   std::unique_ptr<cache::memory_plan> plan;  // what sized the pool (params.memory_fraction > 0)
   device_buffer arena_mem;
   arena_buffers a;
-  std::unique_ptr<kv_store> page_ids;     // page-id allocator only (no KV storage; see gpu_engine.cpp)
+  std::unique_ptr<kv_store> page_ids;  // page-id allocator only (no KV storage; see gpu_engine.cpp)
   /// Whose page ids the pool has served: set by the first forward, then fixed.
   enum class page_owner { none, engine, cache } pages_from = page_owner::none;
   int64_t swa_keep = 0;
-  int64_t max_entries = 0;                // C / csa_rate: indexer keys per sequence
+  int64_t max_entries = 0;  // C / csa_rate: indexer keys per sequence
   int64_t n_idx_max = 0;
   int64_t pages_per_seq = 0;
   /// gpu_engine_params::fp8_kv_entries in effect: window KV and main compressed
@@ -121,14 +121,14 @@ struct engine_state {
   /// activations (docs/precision.md): its rounding points and summation orders.
   bool bf16 = false;
 
-  pinned_staging staging;                 // host side of upload(); reset when a pass starts
-  pinned_readback readback;               // logits back to the host
-  graph_cache graphs;                     // decode passes (gpu_engine_params::decode_launch::graphs)
+  pinned_staging staging;    // host side of upload(); reset when a pass starts
+  pinned_readback readback;  // logits back to the host
+  graph_cache graphs;        // decode passes (gpu_engine_params::decode_launch::graphs)
   // The side stream (branch_run): its own linear context, and the events that order it with `stream`.
   cudaStream_t side = nullptr;
   std::unique_ptr<linear_cuda_context> side_lin;
   cudaEvent_t fork_event = nullptr, join_event = nullptr;
-  bool side_pending = false;              // branch work the main stream has not joined yet
+  bool side_pending = false;  // branch work the main stream has not joined yet
 
   /// Copies `v` to dst in stream order through the pinned staging (the host
   /// does not wait); when the staging is full, waits for the stream and starts over.
@@ -142,7 +142,9 @@ struct engine_state {
       staging.reset();
       h = staging.take(bytes);
     }
-    if (!h) return cuda_status(cudaMemcpyAsync(dst, v.data(), bytes, cudaMemcpyHostToDevice, stream), "gpu engine: upload");
+    if (!h)
+      return cuda_status(cudaMemcpyAsync(dst, v.data(), bytes, cudaMemcpyHostToDevice, stream),
+                         "gpu engine: upload");
     std::memcpy(h, v.data(), bytes);
     return cuda_status(cudaMemcpyAsync(dst, h, bytes, cudaMemcpyHostToDevice, stream), "gpu engine: upload");
   }
@@ -151,8 +153,9 @@ struct engine_state {
   status download(std::vector<T>* dst, const T* src, int64_t n) {
     dst->resize(size_t(n));
     if (n == 0) return {};
-    HART_RETURN_IF_ERROR(cuda_status(
-        cudaMemcpyAsync(dst->data(), src, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost, stream), "gpu engine: download"));
+    HART_RETURN_IF_ERROR(
+        cuda_status(cudaMemcpyAsync(dst->data(), src, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost, stream),
+                    "gpu engine: download"));
     return cuda_status(cudaStreamSynchronize(stream), "gpu engine: step");
   }
 };
@@ -214,8 +217,8 @@ void trace_reset(forward_trace* t);
 void trace_append(forward_trace* t, forward_trace&& part);
 
 /// y [out, n] = x [in, n] · W^T by the weight's kind (fp32, bf16, FP8 codes, QDQ'd input).
-status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y, int64_t x_stride = 0,
-                  int64_t y_stride = 0);
+status linear_run(engine_state& s, const device_linear& w, const float* x, int64_t n, float* y,
+                  int64_t x_stride = 0, int64_t y_stride = 0);
 /// linear_run for the linears whose outputs the official inference keeps in
 /// bf16 (all but the compressors', the router's and the head's): under s.bf16
 /// the output is rounded to bf16.
@@ -233,17 +236,19 @@ inline rms_norm_params official_norm(const engine_state& s, rms_norm_params p) {
 status linear_run_groups(engine_state& s, const device_linear& w, int64_t groups, const float* x, int64_t n,
                          int64_t x_stride, float* y);
 /// The same for W's output rows [row0, row0 + rows) only (y [rows, n]): wo_a's groups.
-status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, int64_t rows, const float* x, int64_t n,
-                       float* y, int64_t x_stride = 0, int64_t y_stride = 0);
+status linear_run_rows(engine_state& s, const device_linear& w, int64_t row0, int64_t rows, const float* x,
+                       int64_t n, float* y, int64_t x_stride = 0, int64_t y_stride = 0);
 /// attention_forward on the device: y [D, T] from normed x [D, T]; fills the
 /// layer's window KV, compressor rings and entries of the pass's sequences.
-status attention_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* topk);
+status attention_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y,
+                     std::vector<int32_t>* topk);
 
 /// ok when the flash compressor's CUDA kernels take every compressor of the
 /// model (gpu_attention.cpp); otherwise why not (checked at load).
 status compressors_supported(const engine_state& s);
 /// moe_forward on the device: y [D, T] from x [D, T].
-status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* experts);
+status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y,
+               std::vector<int32_t>* experts);
 
 }  // namespace hart::gpu
 

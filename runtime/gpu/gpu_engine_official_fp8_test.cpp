@@ -12,22 +12,22 @@
 // The checkpoints' MXFP4 experts stay MXFP4 on the device: checked against
 // the same engine with FP8 experts below. The engine streams its weights from
 // the checkpoint (device_weights_load): checked against the host load's upload.
-#include <gtest/gtest.h>
-
-#include <algorithm>
-#include <cstring>
-#include <cmath>
-#include <cstdio>
-#include <ostream>
-#include <vector>
-
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/gpu/gpu_weights.h"
 #include "runtime/model/config.h"
 #include "runtime/model/tensor_source.h"
 #include "runtime/model/weights.h"
-#include "tests/model/without_tensor.h"
 #include "tests/golden/official_fp8_fixture.h"
+#include "tests/model/without_tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ostream>
+#include <vector>
 
 namespace hart::testing {
 namespace {
@@ -86,7 +86,8 @@ std::vector<float> prefill_then_decode(const gpu_engine& e, const official_golde
   for (int64_t step = 0; step < 8; ++step) {
     items.clear();
     for (int64_t b = 0; b < g.batch; ++b) {
-      items.push_back({&seqs[size_t(b)], {g.input_ids[size_t(b)][size_t(g.decode_start + step)]}, logits_request::last});
+      items.push_back(
+          {&seqs[size_t(b)], {g.input_ids[size_t(b)][size_t(g.decode_start + step)]}, logits_request::last});
     }
     EXPECT_TRUE(e.forward(items, &part).ok());
     all.insert(all.end(), part.begin(), part.end());
@@ -151,12 +152,12 @@ TEST(official_fp8_gpu_mxfp4, experts_stay_mxfp4_and_match_fp8_experts) {
       }
       worst = std::max(worst, std::sqrt(d2 / std::max(n2, 1e-30)));
     }
-    std::printf("official_fp8 %s: MXFP4 experts vs FP8 experts, worst per-position rel %.3g over %zu positions\n",
-                model, worst, a.size() / size_t(V));
+    std::printf(
+        "official_fp8 %s: MXFP4 experts vs FP8 experts, worst per-position rel %.3g over %zu positions\n",
+        model, worst, a.size() / size_t(V));
     EXPECT_LT(worst, 1e-4);
   }
 }
-
 
 TEST(official_fp8_gpu_stream, streamed_load_is_the_host_load_uploaded) {
   if (!gpu_device_available()) GTEST_SKIP() << "no CUDA device: GPU engine not checked on this machine";
@@ -176,7 +177,8 @@ TEST(official_fp8_gpu_stream, streamed_load_is_the_host_load_uploaded) {
     ASSERT_TRUE(uploaded.ok());
     EXPECT_EQ(streamed->bytes, uploaded->bytes);
     EXPECT_EQ(streamed->max_linear_in, uploaded->max_linear_in);
-    for (size_t il = 0; il < streamed->layers.size(); ++il) EXPECT_TRUE(streamed->layers[il].experts_fp4) << il;
+    for (size_t il = 0; il < streamed->layers.size(); ++il)
+      EXPECT_TRUE(streamed->layers[il].experts_fp4) << il;
     ASSERT_EQ(seen.size(), size_t(cfg->n_layers + 1));  // the globals, then each layer
     EXPECT_EQ(seen.back().layers_done, cfg->n_layers);
     EXPECT_EQ(seen.back().bytes_done, seen.back().bytes_total);
@@ -214,10 +216,12 @@ TEST(official_fp8_gpu_stream, a_failed_load_names_the_tensor_and_frees_the_devic
   EXPECT_EQ(w.get_status().code(), status_code::not_found) << w.get_status().to_string();
   EXPECT_NE(w.get_status().message().find("layer 3"), std::string::npos) << w.get_status().message();
   EXPECT_NE(w.get_status().message().find("layers.3.ffn.experts.5.w2.weight"), std::string::npos);
-  EXPECT_EQ(gpu::device_buffer::live_bytes(), live_before);  // layers 0-2 and the globals went up, and were freed
+  EXPECT_EQ(gpu::device_buffer::live_bytes(),
+            live_before);  // layers 0-2 and the globals went up, and were freed
   auto whole = gpu::device_weights_load(**src, *cfg, precision::fp8, true);
   ASSERT_TRUE(whole.ok());
-  EXPECT_EQ(gpu::device_buffer::live_bytes(), live_before + whole->bytes);  // the check sees what a load holds
+  EXPECT_EQ(gpu::device_buffer::live_bytes(),
+            live_before + whole->bytes);  // the check sees what a load holds
 }
 
 }  // namespace

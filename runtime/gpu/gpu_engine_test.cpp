@@ -11,6 +11,12 @@
 // QDQ step, and the random tiny models amplify that layer by layer: the bound
 // is a factor of the CPU fp8 mode's own difference under other summation
 // orders, measured in the same test (see k_fp8_noise_factor).
+#include "runtime/gpu/gpu_engine.h"
+
+#include "runtime/gpu/bench_model.h"
+#include "runtime/gpu/gpu_engine_impl.h"
+#include "tests/golden/golden_fixture.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,11 +26,6 @@
 #include <random>
 #include <set>
 #include <string>
-
-#include "runtime/gpu/bench_model.h"
-#include "runtime/gpu/gpu_engine.h"
-#include "runtime/gpu/gpu_engine_impl.h"
-#include "tests/golden/golden_fixture.h"
 
 namespace hart::testing {
 namespace {
@@ -92,7 +93,8 @@ std::vector<float> cpu_run(const golden_set& g, const std::vector<int32_t>& ids,
 }
 
 // The GPU engine over `ids` in chunks, ties resolved as the reference's full forward (like the CPU fixture).
-std::vector<float> gpu_run(const gpu_engine& e, const std::vector<int32_t>& ids, int64_t chunk, int64_t ref_len) {
+std::vector<float> gpu_run(const gpu_engine& e, const std::vector<int32_t>& ids, int64_t chunk,
+                           int64_t ref_len) {
   sequence_state s = e.new_sequence();
   s.tie_reference_length = ref_len;
   std::vector<float> all, part;
@@ -124,8 +126,8 @@ divergence first_divergence(const golden_set& g, const gpu_engine& e, int64_t b)
   EXPECT_TRUE(g.eng->prefill(cs, ids, logits_request::none, nullptr, &ct).ok());
   const status st = e.forward({{&gs, ids, logits_request::none}}, nullptr, &gt);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  auto scan = [&](const std::map<int64_t, std::vector<int32_t>>& want, std::map<int64_t, std::vector<int32_t>>& got,
-                  int64_t k, const char* what, int order) {
+  auto scan = [&](const std::map<int64_t, std::vector<int32_t>>& want,
+                  std::map<int64_t, std::vector<int32_t>>& got, int64_t k, const char* what, int order) {
     EXPECT_EQ(want.size(), got.size()) << what;
     for (const auto& [il, w] : want) {
       const std::vector<int32_t>& v = got[il];
@@ -160,9 +162,12 @@ divergence expect_trace_equal_cpu(const golden_set& g, const gpu_engine& e, int6
   SCOPED_TRACE(std::string(what) + ", row " + std::to_string(b));
   const divergence d = first_divergence(g, e, b);
   if (d.pos < 0) return d;
-  std::printf("row %lld: first trace difference at position %lld, layer %lld (%s); %lld (layer, token) pairs differ\n",
-              (long long)b, (long long)d.pos, (long long)d.layer, d.what.c_str(), (long long)d.n_tokens);
-  EXPECT_GT(g.near_tie_allowance, 0) << "picks or routing differ from the CPU's in a golden without near-ties";
+  std::printf(
+      "row %lld: first trace difference at position %lld, layer %lld (%s); %lld (layer, token) pairs "
+      "differ\n",
+      (long long)b, (long long)d.pos, (long long)d.layer, d.what.c_str(), (long long)d.n_tokens);
+  EXPECT_GT(g.near_tie_allowance, 0)
+      << "picks or routing differ from the CPU's in a golden without near-ties";
   EXPECT_EQ(d.what, "indexer picks") << "the first difference is not a pick flip, at position " << d.pos;
   return d;
 }
@@ -193,10 +198,11 @@ TEST_P(gpu_exact, whole_prompt_vs_cpu_and_goldens) {
     const diff c = compare(head(got), head(cpu), V, g_->near_tie_allowance);
     const diff h = compare(head(got), head(ref), V, g_->near_tie_allowance);
     const diff all = compare(got, ref, V, g_->near_tie_allowance);
-    std::printf("%s row %lld exact, first %lld positions: vs cpu max %.3g mean %.3g | vs golden max %.3g mean %.3g; "
-                "all positions: vs golden max %.3g top1 %.4f\n",
-                GetParam(), (long long)b, (long long)n, c.max_rel, c.mean_rel, h.max_rel, h.mean_rel, all.max_rel,
-                all.top1);
+    std::printf(
+        "%s row %lld exact, first %lld positions: vs cpu max %.3g mean %.3g | vs golden max %.3g mean %.3g; "
+        "all positions: vs golden max %.3g top1 %.4f\n",
+        GetParam(), (long long)b, (long long)n, c.max_rel, c.mean_rel, h.max_rel, h.mean_rel, all.max_rel,
+        all.top1);
     EXPECT_LE(c.max_rel, k_vs_cpu_exact) << "position " << c.worst;
     EXPECT_LE(h.max_rel, k_vs_golden_exact) << "position " << h.worst;
     EXPECT_GE(all.top1, k_min_top1);
@@ -209,7 +215,8 @@ TEST_P(gpu_exact, whole_prompt_vs_cpu_and_goldens) {
 TEST_P(gpu_exact, chunked_prefill_equals_cpu) {
   const std::vector<float> cpu = cpu_run(*g_, g_->input_ids[0], g_->seq);
   for (int64_t chunk : {1, 3, 128, 129}) {
-    const diff d = compare(gpu_run(*gpu_, g_->input_ids[0], chunk, g_->seq), cpu, g_->vocab, g_->near_tie_allowance);
+    const diff d =
+        compare(gpu_run(*gpu_, g_->input_ids[0], chunk, g_->seq), cpu, g_->vocab, g_->near_tie_allowance);
     std::printf("%s chunk %lld: vs cpu max %.3g\n", GetParam(), (long long)chunk, d.max_rel);
     EXPECT_LE(d.max_rel, k_vs_cpu_exact) << "chunk " << chunk << " position " << d.worst;
   }
@@ -220,7 +227,8 @@ TEST_P(gpu_exact, many_passes_equal_one) {
   std::unique_ptr<gpu_engine> small = load_gpu(GetParam(), precision::exact, 61);
   ASSERT_TRUE(small);
   const std::vector<float> cpu = cpu_run(*g_, g_->input_ids[0], g_->seq);
-  const diff d = compare(gpu_run(*small, g_->input_ids[0], g_->seq, g_->seq), cpu, g_->vocab, g_->near_tie_allowance);
+  const diff d =
+      compare(gpu_run(*small, g_->input_ids[0], g_->seq, g_->seq), cpu, g_->vocab, g_->near_tie_allowance);
   EXPECT_LE(d.max_rel, k_vs_cpu_exact) << "position " << d.worst;
 }
 
@@ -292,7 +300,9 @@ struct fp8_case {
   double golden_max, golden_mean, golden_top1;
 };
 constexpr fp8_case k_fp8[] = {{"tiny-a", 1.4, 0.65, 0.25}, {"tiny-b", 1.1, 0.40, 0.50}};
-void PrintTo(const fp8_case& c, std::ostream* os) { *os << c.model; }
+void PrintTo(const fp8_case& c, std::ostream* os) {
+  *os << c.model;
+}
 
 // Every golden row through `run`, concatenated ([V, seq · batch]).
 template <class Run>
@@ -315,11 +325,12 @@ diff envelope(const diff& a, const diff& b) {
 }
 
 void expect_within_noise(const diff& d, const diff& noise, const char* model, const char* what) {
-  std::printf("%s fp8 %s: max %.3g mean %.3g top1 %.4f | ratio to the cpu noise floor: max %.2f mean %.2f "
-              "(bounds %.3g / %.3g / top1 %.4f)\n",
-              model, what, d.max_rel, d.mean_rel, d.top1, d.max_rel / noise.max_rel, d.mean_rel / noise.mean_rel,
-              k_fp8_noise_factor * noise.max_rel, k_fp8_noise_factor * noise.mean_rel,
-              1.0 - std::max(k_fp8_noise_factor * (1.0 - noise.top1), k_fp8_min_top1_slack));
+  std::printf(
+      "%s fp8 %s: max %.3g mean %.3g top1 %.4f | ratio to the cpu noise floor: max %.2f mean %.2f "
+      "(bounds %.3g / %.3g / top1 %.4f)\n",
+      model, what, d.max_rel, d.mean_rel, d.top1, d.max_rel / noise.max_rel, d.mean_rel / noise.mean_rel,
+      k_fp8_noise_factor * noise.max_rel, k_fp8_noise_factor * noise.mean_rel,
+      1.0 - std::max(k_fp8_noise_factor * (1.0 - noise.top1), k_fp8_min_top1_slack));
   EXPECT_LE(d.max_rel, k_fp8_noise_factor * noise.max_rel) << what << ", position " << d.worst;
   EXPECT_LE(d.mean_rel, k_fp8_noise_factor * noise.mean_rel) << what;
   EXPECT_GE(d.top1, 1.0 - std::max(k_fp8_noise_factor * (1.0 - noise.top1), k_fp8_min_top1_slack)) << what;
@@ -337,19 +348,23 @@ TEST_P(gpu_fp8, vs_cpu_fp8_and_goldens) {
   std::unique_ptr<gpu_engine> e = load_gpu(c.model, precision::fp8, 1024, 0, /*fp32_activations=*/true);
   ASSERT_TRUE(e);
   const std::vector<float> cpu = all_rows(*g, [&](const auto& ids) { return cpu_run(*g, ids, g->seq); });
-  const std::vector<float> det = all_rows(*g_det, [&](const auto& ids) { return cpu_run(*g_det, ids, g->seq); });
+  const std::vector<float> det =
+      all_rows(*g_det, [&](const auto& ids) { return cpu_run(*g_det, ids, g->seq); });
   const std::vector<float> one = all_rows(*g, [&](const auto& ids) { return cpu_run(*g, ids, 1); });
   const diff by_det = compare(det, cpu, g->vocab), by_one = compare(one, cpu, g->vocab);
   const diff noise = envelope(by_det, by_one);
-  std::printf("%s fp8 cpu noise floor: deterministic vs default max %.3g mean %.3g top1 %.4f | chunks of 1 vs whole "
-              "max %.3g mean %.3g top1 %.4f\n",
-              c.model, by_det.max_rel, by_det.mean_rel, by_det.top1, by_one.max_rel, by_one.mean_rel, by_one.top1);
+  std::printf(
+      "%s fp8 cpu noise floor: deterministic vs default max %.3g mean %.3g top1 %.4f | chunks of 1 vs whole "
+      "max %.3g mean %.3g top1 %.4f\n",
+      c.model, by_det.max_rel, by_det.mean_rel, by_det.top1, by_one.max_rel, by_one.mean_rel, by_one.top1);
   // A floor near 0 would mean no flips on this machine's CPU: the rule would then say nothing.
   ASSERT_GT(noise.mean_rel, 1e-4) << "the CPU fp8 mode shows no summation-order flips on " << c.model;
-  const std::vector<float> got = all_rows(*g, [&](const auto& ids) { return gpu_run(*e, ids, g->seq, g->seq); });
+  const std::vector<float> got =
+      all_rows(*g, [&](const auto& ids) { return gpu_run(*e, ids, g->seq, g->seq); });
   expect_within_noise(compare(got, cpu, g->vocab), noise, c.model, "gpu vs cpu");
   // Chunked vs whole on the GPU: per-token quantization, but the sums depend on the GEMM shapes.
-  const std::vector<float> chunked = all_rows(*g, [&](const auto& ids) { return gpu_run(*e, ids, 3, g->seq); });
+  const std::vector<float> chunked =
+      all_rows(*g, [&](const auto& ids) { return gpu_run(*e, ids, 3, g->seq); });
   expect_within_noise(compare(chunked, got, g->vocab), noise, c.model, "gpu chunks of 3 vs whole");
   // The CPU fp8 mode's own golden bounds, per row.
   const std::vector<float> want = g->floats("logits");
@@ -387,7 +402,8 @@ INSTANTIATE_TEST_SUITE_P(tiny, gpu_fp8, ::testing::ValuesIn(k_fp8), [](const aut
 // a wrong tile, stride or scale is O(1) from the first layer on.
 TEST(gpu_engine, fast_paths_agree_with_cuda_cores_at_flash_width) {
   SKIP_WITHOUT_GPU();
-  const auto cfg = model_config_load_layers(std::string(HART_TEST_DATA) + "/../../configs/deepseek-v4-flash", 3, 1);
+  const auto cfg =
+      model_config_load_layers(std::string(HART_TEST_DATA) + "/../../configs/deepseek-v4-flash", 3, 1);
   ASSERT_TRUE(cfg.ok()) << cfg.get_status().to_string();
   struct result {
     std::vector<float> logits;
@@ -448,7 +464,8 @@ TEST(gpu_engine, fast_paths_agree_with_cuda_cores_at_flash_width) {
     }
     const diff d = compare(tensor_cores.logits, cuda_cores.logits, cfg->vocab_size);
     std::printf("; logits max rel %.3g mean rel %.3g top1 %.2f\n", d.max_rel, d.mean_rel, d.top1);
-    EXPECT_LT(rel_error(tensor_cores.hidden[1].data(), cuda_cores.hidden[1].data(), int64_t(cuda_cores.hidden[1].size())),
+    EXPECT_LT(rel_error(tensor_cores.hidden[1].data(), cuda_cores.hidden[1].data(),
+                        int64_t(cuda_cores.hidden[1].size())),
               first_layer_tol);
     EXPECT_LT(d.mean_rel, 0.25);
     // Random-weight logits are near ties, so fp8's chaos flips some argmaxes (top-1
@@ -506,7 +523,8 @@ TEST(gpu_engine, deterministic_logits_do_not_depend_on_chunks_or_batch) {
       ASSERT_TRUE(e.ok()) << e.get_status().to_string();
       std::unique_ptr<golden_set> g = golden_load(model);
       const std::vector<int32_t>& ids = g->input_ids[0];
-      std::vector<int32_t> other(ids.rbegin(), ids.rend());  // a second, longer row: the prompt reversed twice
+      std::vector<int32_t> other(ids.rbegin(),
+                                 ids.rend());  // a second, longer row: the prompt reversed twice
       other.insert(other.end(), ids.begin(), ids.end());
       const int64_t V = g->vocab;
       const std::vector<float> whole = gpu_run(**e, ids, int64_t(ids.size()), 0);
@@ -524,7 +542,8 @@ TEST(gpu_engine, deterministic_logits_do_not_depend_on_chunks_or_batch) {
       items.push_back({&mixed, head, logits_request::all});
       ASSERT_TRUE((*e)->forward(items, &m).ok());
       ASSERT_EQ(m.size(), (other.size() + half) * size_t(V));
-      EXPECT_TRUE(std::equal(a.begin(), a.end(), m.begin() + other.size() * V)) << "prefill batched with another row";
+      EXPECT_TRUE(std::equal(a.begin(), a.end(), m.begin() + other.size() * V))
+          << "prefill batched with another row";
       for (size_t i = half; i < half + 8 && i < ids.size(); ++i) {
         const std::vector<int32_t> t = {ids[i]};
         ASSERT_TRUE((*e)->forward({{&alone, t, logits_request::last}}, &a).ok());
@@ -532,7 +551,8 @@ TEST(gpu_engine, deterministic_logits_do_not_depend_on_chunks_or_batch) {
         step.push_back({&mixed, t, logits_request::last});
         step.push_back({&peer, {int32_t(7 + i)}, logits_request::last});
         ASSERT_TRUE((*e)->forward(step, &m).ok());
-        EXPECT_TRUE(std::equal(a.begin(), a.end(), m.begin())) << "decode step " << i << " batched with another row";
+        EXPECT_TRUE(std::equal(a.begin(), a.end(), m.begin()))
+            << "decode step " << i << " batched with another row";
       }
     }
   }
@@ -582,7 +602,8 @@ TEST(gpu_engine, decode_graphs_replay_equal_eager_and_host_metadata) {
       const int64_t rows = i % 3 == 2 ? 2 : 3;
       for (size_t k = 0; k < engines.size(); ++k) {
         std::vector<batch_item> items;
-        for (int64_t r = 0; r < rows; ++r) items.push_back({&seqs[k][r], {int32_t((i * 13 + r) % V)}, logits_request::last});
+        for (int64_t r = 0; r < rows; ++r)
+          items.push_back({&seqs[k][r], {int32_t((i * 13 + r) % V)}, logits_request::last});
         const status st = engines[k]->forward(items, &out[k]);
         ASSERT_TRUE(st.ok()) << st.to_string();
       }
@@ -590,8 +611,9 @@ TEST(gpu_engine, decode_graphs_replay_equal_eager_and_host_metadata) {
       ASSERT_TRUE(out[0] == out[1]) << "graph replay differs from eager at step " << i;
       worst_host = std::max(worst_host, compare(out[0], out[2], V).max_rel);
     }
-    std::printf("decode graphs: %zu captured, %llu replays; vs host metadata max rel %.3g\n", engines[0]->decode_graphs(),
-                (unsigned long long)engines[0]->decode_graph_replays(), worst_host);
+    std::printf("decode graphs: %zu captured, %llu replays; vs host metadata max rel %.3g\n",
+                engines[0]->decode_graphs(), (unsigned long long)engines[0]->decode_graph_replays(),
+                worst_host);
     EXPECT_GE(engines[0]->decode_graphs(), 3u) << "(3 rows, 256), (2 rows, 256), (3 rows, 320) at least";
     EXPECT_GT(engines[0]->decode_graph_replays(), uint64_t(n_steps / 2));
     EXPECT_EQ(engines[1]->decode_graphs(), 0u);
@@ -630,7 +652,8 @@ TEST(gpu_engine, load_without_device_is_a_clear_error) {
   p.base.model_dir = std::string(HART_TEST_DATA) + "/tiny-a";
   auto e = gpu_engine::load(p);
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.get_status().to_string().find("no CUDA device"), std::string::npos) << e.get_status().to_string();
+  EXPECT_NE(e.get_status().to_string().find("no CUDA device"), std::string::npos)
+      << e.get_status().to_string();
 }
 
 TEST(gpu_engine, bad_input_is_an_error_that_changes_nothing) {
@@ -646,7 +669,8 @@ TEST(gpu_engine, bad_input_is_an_error_that_changes_nothing) {
   EXPECT_EQ(e->forward({{&foreign, {1}, logits_request::last}}, &out).code(), status_code::invalid_argument);
   // 2 full pages of 256 positions: a third page is resource_exhausted, and the sequence is untouched.
   std::vector<int32_t> long_prompt(600, 7);
-  EXPECT_EQ(e->forward({{&s, long_prompt, logits_request::last}}, &out).code(), status_code::resource_exhausted);
+  EXPECT_EQ(e->forward({{&s, long_prompt, logits_request::last}}, &out).code(),
+            status_code::resource_exhausted);
   EXPECT_EQ(s.n_tokens, 0);
   EXPECT_TRUE(s.pages->full.empty());
   ASSERT_TRUE(e->forward({{&s, {1, 2, 3}, logits_request::all}}, &out).ok());

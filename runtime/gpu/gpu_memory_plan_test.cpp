@@ -3,17 +3,16 @@
 // than one full page short), the pool's pages are the plan's, and what cannot
 // fit is refused with the numbers, everything freed. RUN_SERIAL in ctest: the
 // plan counts every process's use of the device. Skips without a device.
-#include <gtest/gtest.h>
-
-#include <cuda_runtime.h>
-
-#include <cmath>
-#include <string>
-
 #include "runtime/cache/memory_plan.h"
 #include "runtime/gpu/device_memory.h"
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/model/tensor_source.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
 
 namespace hart::testing {
 namespace {
@@ -21,7 +20,9 @@ namespace {
 #define SKIP_WITHOUT_GPU() \
   if (!gpu_device_available()) GTEST_SKIP() << "no CUDA device: the memory plan not checked on this machine"
 
-std::string tiny_a() { return std::string(HART_TEST_DATA) + "/tiny-a"; }
+std::string tiny_a() {
+  return std::string(HART_TEST_DATA) + "/tiny-a";
+}
 
 gpu_engine_params planned(double fraction, int64_t max_running) {
   gpu_engine_params p;
@@ -89,13 +90,15 @@ TEST(gpu_memory_plan, what_cannot_fit_is_refused_with_the_numbers_and_nothing_is
   auto e = gpu_engine::load(planned(0.9, 100000000));  // 300M SWA pages
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.get_status().code(), status_code::resource_exhausted);
-  EXPECT_NE(e.get_status().message().find("--max-running 100000000"), std::string::npos) << e.get_status().message();
+  EXPECT_NE(e.get_status().message().find("--max-running 100000000"), std::string::npos)
+      << e.get_status().message();
   EXPECT_EQ(gpu::device_buffer::live_bytes(), live0);
 
   // A budget the checkpoint fits (so the load goes ahead) but its workspaces do not: the linear
   // contexts alone hold over 64 MiB.
   const device_memory m = now();
-  const double tight = (double(m.total - m.free) + double(checkpoint_bytes()) + double(16 << 20)) / double(m.total);
+  const double tight =
+      (double(m.total - m.free) + double(checkpoint_bytes()) + double(16 << 20)) / double(m.total);
   e = gpu_engine::load(planned(tight, 4));
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.get_status().code(), status_code::resource_exhausted);

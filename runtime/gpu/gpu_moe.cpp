@@ -5,14 +5,14 @@
 // (three launches for all experts) and added into y in ascending expert order
 // after the shared expert: the CPU's summation order (bf16: the official one,
 // the routed experts first, the shared one last).
-#include <algorithm>
-
 #include "kernels/linear/linear.h"
 #include "kernels/moe_route/moe_route.h"
 #include "kernels/swiglu/swiglu.h"
 #include "runtime/gpu/engine_kernels.h"
 #include "runtime/gpu/gpu_engine_impl.h"
 #include "runtime/gpu/moe_dispatch.h"
+
+#include <algorithm>
 
 namespace hart::gpu {
 namespace {
@@ -31,12 +31,22 @@ status expert_run(engine_state& s, const device_expert& e, const float* x, int64
 // y [out, rows] = x [in, rows] through each sorted row's expert (the chunk's
 // plan, tiles of up to tile_rows); on tensor cores x is read as the codes the
 // caller left in A.moe_codes, through FP8 or (`mxfp4`) MXFP4 experts.
-status grouped_run(engine_state& s, const linear_group_weight* table, const float* x, bool tensor_cores, bool mxfp4,
-                   int64_t tile_rows, int64_t rows, int64_t in, int64_t out, float* y) {
+status grouped_run(engine_state& s, const linear_group_weight* table, const float* x, bool tensor_cores,
+                   bool mxfp4, int64_t tile_rows, int64_t rows, int64_t in, int64_t out, float* y) {
   const arena_buffers& A = s.a;
   const int64_t E = s.cfg.n_routed_experts;
-  linear_grouped_params p{x, y, table, E, A.tile_group, A.tile_row0, A.tile_rows, A.n_tiles,
-                          moe_plan_max_tiles(rows, E, tile_rows), rows, in, out};
+  linear_grouped_params p{x,
+                          y,
+                          table,
+                          E,
+                          A.tile_group,
+                          A.tile_row0,
+                          A.tile_rows,
+                          A.n_tiles,
+                          moe_plan_max_tiles(rows, E, tile_rows),
+                          rows,
+                          in,
+                          out};
   p.max_tile_rows = tile_rows;
   if (!tensor_cores) return linear_grouped_cuda(p, s.stream);
   p.x_codes = A.moe_codes;
@@ -55,7 +65,8 @@ int64_t moe_rows(const engine_state& s) {
   return std::min(s.params.max_batch_tokens * K, std::max(moe_plan_max_rows / K * K, K));
 }
 
-status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y, std::vector<int32_t>* experts_out) {
+status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float* y,
+               std::vector<int32_t>* experts_out) {
   arena_buffers& A = s.a;
   const model_config& c = s.cfg;
   const device_layer& w = s.w.layers[il];
@@ -64,7 +75,8 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
   HART_RETURN_IF_ERROR(linear_run(s, w.gate, x, T, A.route_logits));
   if (w.hash_moe) HART_RETURN_IF_ERROR(moe_hash_cuda(A.ids, w.tid2eid, T, K, A.hash, s.stream));
   HART_RETURN_IF_ERROR(moe_route_cuda({A.route_logits, w.gate_bias, w.hash_moe ? A.hash : nullptr, A.experts,
-                                       A.route_w, T, E, K, float(c.route_scale)}, s.stream));
+                                       A.route_w, T, E, K, float(c.route_scale)},
+                                      s.stream));
   if (experts_out) HART_RETURN_IF_ERROR(s.download(experts_out, A.experts, T * K));  // traces only: waits
   if (c.n_shared_experts > 0) {
     // Beside the routed experts on small passes (own hidden rows); they add into y after it.
@@ -74,7 +86,8 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
                         side ? A.shared_h : A.h, y);
     }));
   } else {
-    HART_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(y, 0, size_t(T * D) * sizeof(float), s.stream), "gpu engine: moe"));
+    HART_RETURN_IF_ERROR(
+        cuda_status(cudaMemsetAsync(y, 0, size_t(T * D) * sizeof(float), s.stream), "gpu engine: moe"));
   }
   // The fp8 mode's experts take FP8-QDQ'd inputs (codes, or fp32 values with
   // qdq_input): quantized once per chunk here, as linear_run would per expert.
@@ -83,7 +96,8 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
   // MXFP4 experts (kept so only with tensor cores on: device_weights_upload) run there only.
   const bool fp4 = w.experts_fp4;
   const bool tc = qdq && (w.experts_fp8 || fp4) && s.params.fp8_tensor_cores && D % 128 == 0 && I % 128 == 0;
-  if (fp4 && !tc) return failed_precondition("gpu engine: layer %lld's MXFP4 experts need fp8_tensor_cores", (long long)il);
+  if (fp4 && !tc)
+    return failed_precondition("gpu engine: layer %lld's MXFP4 experts need fp8_tensor_cores", (long long)il);
   // Wide tiles read an expert's weights once per 64 of its rows, narrow ones
   // once per 8 but with 4x the loads in flight per CTA (decode's few rows per
   // expert). Wide from 4 rows per expert on average (prefill chunks of >= ~171
@@ -131,8 +145,8 @@ status moe_run(engine_state& s, const pass& p, int64_t il, const float* x, float
     }
     HART_RETURN_IF_ERROR(grouped_run(s, w.expert_w2, A.h, tc, fp4, tile_rows, rows, I, D, A.ye));
     if (t0 == 0) HART_RETURN_IF_ERROR(branch_join(s));  // y holds the shared expert
-    HART_RETURN_IF_ERROR(moe_combine_cuda(y + t0 * D, A.ye, A.experts + t0 * K, A.moe_slot, nt, K, D, s.bf16,
-                                          s.stream));
+    HART_RETURN_IF_ERROR(
+        moe_combine_cuda(y + t0 * D, A.ye, A.experts + t0 * K, A.moe_slot, nt, K, D, s.bf16, s.stream));
   }
   return {};
 }

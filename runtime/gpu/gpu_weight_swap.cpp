@@ -2,11 +2,11 @@
 // declared in gpu_engine.h under "weight updates".
 #include "runtime/gpu/gpu_weight_swap.h"
 
-#include <cuda_runtime.h>
-
 #include "runtime/gpu/gpu_engine_impl.h"
 #include "runtime/model/engine.h"
 #include "runtime/model/weights.h"
+
+#include <cuda_runtime.h>
 
 namespace hart {
 
@@ -53,6 +53,8 @@ status gpu_engine::relabel_weights(uint64_t version) {
   return {};
 }
 
-uint64_t gpu_engine::weight_version() const { return s_->w.version; }
+uint64_t gpu_engine::weight_version() const {
+  return s_->w.version;
+}
 
 }  // namespace hart

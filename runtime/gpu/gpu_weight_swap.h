@@ -11,10 +11,10 @@
 //   HART_RETURN_IF_ERROR(eng->swap_weights(std::move(w), 7));    // between forward() calls
 #pragma once
 
-#include <cstdint>
-
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/gpu/gpu_weights.h"
+
+#include <cstdint>
 
 namespace hart {
 

@@ -3,17 +3,18 @@
 // loaded from the same tensors, in exact precision and in fp8 (the device
 // re-quantization is bit-exact with the host's); a broken update or a stale
 // version leaves the serving weights and version untouched. Skips without a device.
-#include <gtest/gtest.h>
-
-#include <cstring>
-#include <filesystem>
-#include <unistd.h>
+#include "runtime/gpu/gpu_weight_swap.h"
 
 #include "runtime/core/codecs.h"
 #include "runtime/gpu/gpu_engine.h"
-#include "runtime/gpu/gpu_weight_swap.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/model/tensor_source.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
 
 namespace hart::testing {
 namespace {
@@ -125,10 +126,12 @@ TEST_P(gpu_weight_swap, a_swapped_engine_computes_bitwise_what_a_fresh_load_of_t
   EXPECT_GT(served->decode_graphs(), 0u) << "decode ran as CUDA graphs, which the swap must drop";
   ASSERT_TRUE(served->swap_weights(std::move(*built), 1).ok());
   EXPECT_EQ(served->weight_version(), 1u);
-  EXPECT_EQ(served->device_bytes(), fresh->device_bytes()) << "same buffers: codes where the load keeps codes";
+  EXPECT_EQ(served->device_bytes(), fresh->device_bytes())
+      << "same buffers: codes where the load keeps codes";
 
   const std::vector<float> want = logits_of(*fresh), got = logits_of(*served);
-  ASSERT_FALSE(bitwise_equal(want, before)) << "the update must change the logits for this test to mean anything";
+  ASSERT_FALSE(bitwise_equal(want, before))
+      << "the update must change the logits for this test to mean anything";
   EXPECT_TRUE(bitwise_equal(got, want)) << "swapped engine differs from a fresh load of the update";
 }
 
@@ -150,14 +153,17 @@ TEST_P(gpu_weight_swap, a_broken_update_or_a_stale_version_leaves_the_serving_we
   auto other = load_gpu(k_tiny_a, prec);
   auto foreign = other->build_weights(*source_of(perturbed_tiny_a(0.5f)));
   ASSERT_TRUE(foreign.ok());
-  EXPECT_EQ(served->swap_weights(std::move(*foreign), 3).code(), status_code::invalid_argument) << "another engine's";
+  EXPECT_EQ(served->swap_weights(std::move(*foreign), 3).code(), status_code::invalid_argument)
+      << "another engine's";
 
   EXPECT_EQ(served->weight_version(), 0u);
   EXPECT_TRUE(bitwise_equal(logits_of(*served), before));
 }
 
 INSTANTIATE_TEST_SUITE_P(precisions, gpu_weight_swap, ::testing::Values(precision::exact, precision::fp8),
-                         [](const ::testing::TestParamInfo<precision>& i) { return std::string(precision_name(i.param)); });
+                         [](const ::testing::TestParamInfo<precision>& i) {
+                           return std::string(precision_name(i.param));
+                         });
 
 }  // namespace
 }  // namespace hart::testing

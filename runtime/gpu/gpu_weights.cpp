@@ -1,11 +1,5 @@
 #include "runtime/gpu/gpu_weights.h"
 
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cstring>
-
 #include "kernels/linear/linear.h"
 #include "kernels/quant/quant.h"
 #include "runtime/core/codecs.h"
@@ -14,12 +8,19 @@
 #include "runtime/model/safetensors.h"
 #include "runtime/model/tensor_source.h"
 
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
 namespace hart::gpu {
 namespace {
 
 constexpr int64_t k_fp8_block = 128;
 
-// A linear's values as MXFP4 (the grouped linear's layout: pairs in mxfp4_mma_order), when they are exactly that.
+// A linear's values as MXFP4 (the grouped linear's layout: pairs in mxfp4_mma_order), when they are exactly
+// that.
 struct mxfp4_codes {
   std::vector<uint8_t> packed, scales;
 
@@ -27,7 +28,8 @@ struct mxfp4_codes {
     packed.resize(w.w.size() / 2);
     scales.resize(w.w.size() / 32);
     if (!mxfp4_quantize(w.w.data(), w.out, w.in, packed.data(), scales.data()).ok()) return false;
-    if (*std::min_element(scales.begin(), scales.end()) == 0) return false;  // linear_grouped_tc_cuda reads 2^-127 as 0
+    if (*std::min_element(scales.begin(), scales.end()) == 0)
+      return false;  // linear_grouped_tc_cuda reads 2^-127 as 0
     std::vector<float> back(w.w.size());
     if (!mxfp4_dequantize(packed.data(), scales.data(), w.out, w.in, back.data()).ok()) return false;
     if (std::memcmp(back.data(), w.w.data(), back.size() * sizeof(float)) != 0) return false;
@@ -44,14 +46,15 @@ struct mxfp4_codes {
 // re-quantized on the device.
 class uploader {
  public:
-  uploader(device_weights* d, const device_weights* like, cudaStream_t stream, const model_weights_reader* src = nullptr)
+  uploader(device_weights* d, const device_weights* like, cudaStream_t stream,
+           const model_weights_reader* src = nullptr)
       : d_(d), like_(like), stream_(stream), src_(src) {}
 
   bool updating() const { return like_ != nullptr; }
 
   template <class T>
   status_or<const T*> put(const std::vector<T>& v) {
-    HART_ASSIGN_OR_RETURN(T* p, put_mutable(v));
+    HART_ASSIGN_OR_RETURN(T * p, put_mutable(v));
     return static_cast<const T*>(p);
   }
 
@@ -92,8 +95,9 @@ class uploader {
     for (int64_t r = 0; r < w.out; r += rows) {
       const int64_t n = std::min(rows, w.out - r);
       HART_RETURN_IF_ERROR(src_->read_rows(w, r, n, chunk.data()));
-      HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(dst + r * w.in, chunk.data(), size_t(n * w.in) * sizeof(float),
-                                                  cudaMemcpyHostToDevice), "gpu engine: weight upload"));
+      HART_RETURN_IF_ERROR(cuda_status(
+          cudaMemcpy(dst + r * w.in, chunk.data(), size_t(n * w.in) * sizeof(float), cudaMemcpyHostToDevice),
+          "gpu engine: weight upload"));
     }
     return static_cast<const float*>(track(std::move(b)));
   }
@@ -125,7 +129,8 @@ class uploader {
     return {};
   }
 
-  status compressor(const compressor_weights& c, precision prec, device_compressor* out, const device_compressor* like) {
+  status compressor(const compressor_weights& c, precision prec, device_compressor* out,
+                    const device_compressor* like) {
     HART_RETURN_IF_ERROR(linear(c.wkv, prec, &out->wkv, like ? &like->wkv : nullptr));
     HART_RETURN_IF_ERROR(linear(c.wgate, prec, &out->wgate, like ? &like->wgate : nullptr));
     HART_ASSIGN_OR_RETURN(out->ape, put(c.ape));
@@ -220,16 +225,19 @@ class uploader {
   template <class T>
   status_or<const T*> put_stored(const tensor_entry& e, int64_t first, int64_t n) {
     HART_ASSIGN_OR_RETURN(device_buffer b, device_buffer::create(size_t(n) * sizeof(T)));
-    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(b.get(), e.data + first * int64_t(sizeof(T)), size_t(n) * sizeof(T),
-                                                cudaMemcpyHostToDevice), "gpu engine: weight upload"));
+    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(b.get(), e.data + first * int64_t(sizeof(T)),
+                                                size_t(n) * sizeof(T), cudaMemcpyHostToDevice),
+                                     "gpu engine: weight upload"));
     return static_cast<const T*>(track(std::move(b)));
   }
 
   // Scale codes that are NaN (0xff) fail the load, as reading the values would.
   static status check_scales(const tensor_entry& s, uint8_t lowest) {
     const auto [lo, hi] = std::minmax_element(s.data, s.data + s.n_bytes);
-    if (s.n_bytes && *hi == 0xff) return data_loss("tensor '%s' holds a NaN scale code (0xff)", s.name.c_str());
-    if (s.n_bytes && *lo < lowest) return failed_precondition("tensor '%s' holds scale code %d", s.name.c_str(), int(*lo));
+    if (s.n_bytes && *hi == 0xff)
+      return data_loss("tensor '%s' holds a NaN scale code (0xff)", s.name.c_str());
+    if (s.n_bytes && *lo < lowest)
+      return failed_precondition("tensor '%s' holds scale code %d", s.name.c_str(), int(*lo));
     return {};
   }
 
@@ -284,9 +292,9 @@ class uploader {
     HART_ASSIGN_OR_RETURN(device_buffer b, device_buffer::create(v.size() * sizeof(T)));
     // An update runs beside forward passes: its copies go on its own stream. Pageable host
     // memory: cudaMemcpyAsync returns once the bytes are staged, so `v` may go afterwards.
-    const cudaError_t e = updating()
-        ? cudaMemcpyAsync(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream_)
-        : cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+    const cudaError_t e =
+        updating() ? cudaMemcpyAsync(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream_)
+                   : cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
     HART_RETURN_IF_ERROR(cuda_status(e, "gpu engine: weight upload"));
     T* p = static_cast<T*>(b.get());
     d_->bytes += b.bytes();
@@ -309,7 +317,8 @@ class uploader {
   // dense() of a lazy linear too: a bf16 one goes up as stored when `narrow`, others are read first.
   status dense_or_stored(const linear_weight& w, device_linear* out, bool narrow) {
     if (lazy(w) && narrow && w.stored.bf16()) {
-      HART_ASSIGN_OR_RETURN(out->bf16, put_stored<uint16_t>(*w.stored.values, w.stored.row0 * w.in, w.out * w.in));
+      HART_ASSIGN_OR_RETURN(out->bf16,
+                            put_stored<uint16_t>(*w.stored.values, w.stored.row0 * w.in, w.out * w.in));
       return {};
     }
     linear_weight read;
@@ -363,10 +372,13 @@ class uploader {
       st.raw = device_buffer{};  // freed before the larger one is taken
       HART_ASSIGN_OR_RETURN(st.raw, device_buffer::create(size_t(n) * sizeof(float)));
     }
-    if (!st.done) HART_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming), "gpu weight update: event"));
+    if (!st.done)
+      HART_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming),
+                                       "gpu weight update: event"));
     auto* v = static_cast<float*>(st.raw.get());
-    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(v, w.w.data(), size_t(n) * sizeof(float), cudaMemcpyHostToDevice, stream_),
-                                     "gpu engine: weight upload"));
+    HART_RETURN_IF_ERROR(cuda_status(
+        cudaMemcpyAsync(v, w.w.data(), size_t(n) * sizeof(float), cudaMemcpyHostToDevice, stream_),
+        "gpu engine: weight upload"));
     HART_ASSIGN_OR_RETURN(device_buffer q, device_buffer::create(size_t(n)));
     HART_ASSIGN_OR_RETURN(device_buffer s, device_buffer::create(size_t(n_scales(w.out, w.in))));
     out->codes = static_cast<const uint8_t*>(q.get());
@@ -439,9 +451,11 @@ status upload_layer(uploader& up, const layer_weights& L, size_t il, const model
     HART_RETURN_IF_ERROR(up.compressor(L.compressor, prec, &o.compressor, lk ? &lk->compressor : nullptr));
   }
   if (L.kind == attention_kind::csa) {
-    HART_RETURN_IF_ERROR(up.compressor(L.indexer.compressor, prec, &o.index_compressor, lk ? &lk->index_compressor : nullptr));
+    HART_RETURN_IF_ERROR(
+        up.compressor(L.indexer.compressor, prec, &o.index_compressor, lk ? &lk->index_compressor : nullptr));
     HART_RETURN_IF_ERROR(up.linear(L.indexer.wq_b, prec, &o.index_wq_b, lk ? &lk->index_wq_b : nullptr));
-    HART_RETURN_IF_ERROR(up.linear(L.indexer.weights_proj, prec, &o.index_weights_proj, lk ? &lk->index_weights_proj : nullptr));
+    HART_RETURN_IF_ERROR(up.linear(L.indexer.weights_proj, prec, &o.index_weights_proj,
+                                   lk ? &lk->index_weights_proj : nullptr));
   }
   HART_RETURN_IF_ERROR(up.linear(L.gate, prec, &o.gate, lk ? &lk->gate : nullptr));
   HART_ASSIGN_OR_RETURN(o.gate_bias, up.put(L.gate_bias));
@@ -450,7 +464,8 @@ status upload_layer(uploader& up, const layer_weights& L, size_t il, const model
                             L.experts.size(), lk->experts.size());
   }
   HART_RETURN_IF_ERROR(up.routed_experts(L.experts, prec, mxfp4_experts, &o.experts, lk));
-  if (cfg.n_shared_experts > 0) HART_RETURN_IF_ERROR(up.expert(L.shared, prec, &o.shared, lk ? &lk->shared : nullptr));
+  if (cfg.n_shared_experts > 0)
+    HART_RETURN_IF_ERROR(up.expert(L.shared, prec, &o.shared, lk ? &lk->shared : nullptr));
   return device_layer_finish(&o, L.tid2eid, d);
 }
 
@@ -465,8 +480,8 @@ status_or<device_weights> upload_all(const model_weights& w, const model_config&
   HART_RETURN_IF_ERROR(upload_globals(up, w, prec, like, &d));
   d.layers.resize(w.layers.size());
   for (size_t il = 0; il < w.layers.size(); ++il) {
-    HART_RETURN_IF_ERROR(upload_layer(up, w.layers[il], il, cfg, prec, like ? &like->layers[il] : nullptr,
-                                      mxfp4_experts, &d));
+    HART_RETURN_IF_ERROR(
+        upload_layer(up, w.layers[il], il, cfg, prec, like ? &like->layers[il] : nullptr, mxfp4_experts, &d));
   }
   HART_RETURN_IF_ERROR(up.finish());
   return d;
@@ -489,14 +504,17 @@ status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2
       layer->experts_fp4 = layer->experts_fp4 && l->fp4;
     }
   }
-  const size_t table_bytes = table.size() * sizeof(linear_group_weight), map_bytes = tid2eid.size() * sizeof(int32_t);
+  const size_t table_bytes = table.size() * sizeof(linear_group_weight),
+               map_bytes = tid2eid.size() * sizeof(int32_t);
   if (table_bytes + map_bytes == 0) return {};
   HART_ASSIGN_OR_RETURN(device_buffer b, device_buffer::create(table_bytes + map_bytes));
   auto* base = static_cast<char*>(b.get());
-  HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(base, table.data(), table_bytes, cudaMemcpyHostToDevice), "gpu engine: expert table"));
+  HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(base, table.data(), table_bytes, cudaMemcpyHostToDevice),
+                                   "gpu engine: expert table"));
   if (map_bytes) {
-    HART_RETURN_IF_ERROR(cuda_status(cudaMemcpy(base + table_bytes, tid2eid.data(), map_bytes, cudaMemcpyHostToDevice),
-                                     "gpu engine: hash routing table"));
+    HART_RETURN_IF_ERROR(
+        cuda_status(cudaMemcpy(base + table_bytes, tid2eid.data(), map_bytes, cudaMemcpyHostToDevice),
+                    "gpu engine: hash routing table"));
     layer->tid2eid = reinterpret_cast<const int32_t*>(base + table_bytes);
   }
   const auto* t = reinterpret_cast<const linear_group_weight*>(base);
@@ -508,14 +526,14 @@ status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2
   return {};
 }
 
-status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec,
-                                                bool mxfp4_experts) {
+status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg,
+                                                precision prec, bool mxfp4_experts) {
   return upload_all(w, cfg, prec, nullptr, nullptr, mxfp4_experts);
 }
 
-status_or<device_weights> device_weights_load(const tensor_source& src, const model_config& cfg, precision prec,
-                                              bool mxfp4_experts,
-                                              const std::function<void(const weights_load_progress&)>& on_progress) {
+status_or<device_weights> device_weights_load(
+    const tensor_source& src, const model_config& cfg, precision prec, bool mxfp4_experts,
+    const std::function<void(const weights_load_progress&)>& on_progress) {
   HART_ASSIGN_OR_RETURN(std::unique_ptr<model_weights_reader> reader,
                         model_weights_reader::open(src, cfg, prec, {false, false, /*lazy=*/true}));
   const auto start = std::chrono::steady_clock::now();
@@ -539,7 +557,8 @@ status_or<device_weights> device_weights_load(const tensor_source& src, const mo
   for (int64_t il = 0; il < cfg.n_layers; ++il) {
     HART_ASSIGN_OR_RETURN(layer_weights L, reader->layer(il));
     status s = upload_layer(up, L, size_t(il), cfg, prec, nullptr, mxfp4_experts, &d);
-    if (!s.ok()) return status(s.code(), src.describe() + ": layer " + std::to_string(il) + ": " + s.message());
+    if (!s.ok())
+      return status(s.code(), src.describe() + ": layer " + std::to_string(il) + ": " + s.message());
     done += reader->layer_bytes(il);
     prog.layers_done = il + 1;
     report(done);
@@ -560,8 +579,9 @@ std::function<void(const weights_load_progress&)> weights_load_reporter() {
       return;
     }
     const double eta = rate > 0 ? double(p.bytes_total - p.bytes_done) / rate : 0;
-    HART_LOG_INFO("loading weights: layer %lld/%lld, %.1f/%.1f GB, %.2f GB/s, ETA %.0f s", (long long)p.layers_done,
-                  (long long)p.layers_total, double(p.bytes_done) * gb, double(p.bytes_total) * gb, rate * gb, eta);
+    HART_LOG_INFO("loading weights: layer %lld/%lld, %.1f/%.1f GB, %.2f GB/s, ETA %.0f s",
+                  (long long)p.layers_done, (long long)p.layers_total, double(p.bytes_done) * gb,
+                  double(p.bytes_total) * gb, rate * gb, eta);
   };
 }
 

@@ -13,36 +13,36 @@
 // result bit for bit.
 #pragma once
 
-#include <cstdint>
-#include <functional>
-#include <vector>
-
-#include <cuda_runtime.h>
-
 #include "kernels/linear/linear.h"
 #include "runtime/core/status.h"
 #include "runtime/gpu/device_memory.h"
 #include "runtime/model/config.h"
 #include "runtime/model/weights.h"
 
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
 namespace hart::gpu {
 
 struct device_linear {
-  const float* f32 = nullptr;      // [in, out] row-major [out][in], when neither codes nor bf16
-  const uint16_t* bf16 = nullptr;  // [in, out] bf16 bits: fp32 values that are all bf16 (not experts)
-  const uint8_t* codes = nullptr;  // [in, out] e4m3 (fp8 mode)
-  const uint8_t* scales = nullptr; // [ceil(in/128), ceil(out/128)] e8m0
+  const float* f32 = nullptr;       // [in, out] row-major [out][in], when neither codes nor bf16
+  const uint16_t* bf16 = nullptr;   // [in, out] bf16 bits: fp32 values that are all bf16 (not experts)
+  const uint8_t* codes = nullptr;   // [in, out] e4m3 (fp8 mode)
+  const uint8_t* scales = nullptr;  // [ceil(in/128), ceil(out/128)] e8m0
   int64_t in = 0, out = 0;
-  const uint8_t* fp4 = nullptr;    // [in/2, out] e2m1 pairs (routed experts kept MXFP4: grouped linears only)
+  const uint8_t* fp4 = nullptr;  // [in/2, out] e2m1 pairs (routed experts kept MXFP4: grouped linears only)
   const uint8_t* fp4_scales = nullptr;  // [in/32, out] e8m0
-  bool qdq_input = false;          // fp32 weights, inputs e4m3-QDQ'd per 128 first
-  bool raw_input = false;          // codes applied to unquantized inputs (wo_a: FP8 values, inputs as they are)
+  bool qdq_input = false;               // fp32 weights, inputs e4m3-QDQ'd per 128 first
+  bool raw_input = false;  // codes applied to unquantized inputs (wo_a: FP8 values, inputs as they are)
 };
 
 struct device_compressor {
-  device_linear wkv, wgate;        // [D, coff*c]
-  const float* ape = nullptr;      // [coff*c, m]
-  const float* norm = nullptr;     // [c]
+  device_linear wkv, wgate;     // [D, coff*c]
+  const float* ape = nullptr;   // [coff*c, m]
+  const float* norm = nullptr;  // [c]
   int64_t rate = 0, dim = 0;
   bool overlap = false;
 };
@@ -58,12 +58,12 @@ struct device_layer {
   const float *hc_ffn_fn = nullptr, *hc_ffn_base = nullptr, *hc_ffn_scale = nullptr;
   const float *attn_norm = nullptr, *ffn_norm = nullptr;
   device_linear wq_a, wq_b, wkv, wo_b;
-  device_linear wo_a;              // [H/G·hd, G·o_lora] (fp8 mode: FP8 values, unquantized inputs: raw_input codes)
+  device_linear wo_a;  // [H/G·hd, G·o_lora] (fp8 mode: FP8 values, unquantized inputs: raw_input codes)
   const float *q_norm = nullptr, *kv_norm = nullptr, *attn_sink = nullptr;
-  device_compressor compressor;    // CSA / HCA
+  device_compressor compressor;        // CSA / HCA
   device_compressor index_compressor;  // CSA
   device_linear index_wq_b, index_weights_proj;
-  device_linear gate;              // router, fp32
+  device_linear gate;  // router, fp32
   const float* gate_bias = nullptr;
   std::vector<device_expert> experts;
   device_expert shared;
@@ -77,15 +77,15 @@ struct device_layer {
 };
 
 struct device_weights {
-  const float* embed = nullptr;    // [D, vocab]
+  const float* embed = nullptr;  // [D, vocab]
   device_linear head;
   const float* norm = nullptr;
   const float *hc_head_fn = nullptr, *hc_head_base = nullptr, *hc_head_scale = nullptr;
   const float *inv_freq_main = nullptr, *inv_freq_compress = nullptr;
   std::vector<device_layer> layers;
-  int64_t max_linear_in = 0;       // widest linear input (sizes the FP8/QDQ input buffers)
-  uint64_t version = 0;            // weight version: 0 = loaded from the checkpoint (gpu_weight_swap.h)
-  size_t bytes = 0;                // device bytes held
+  int64_t max_linear_in = 0;  // widest linear input (sizes the FP8/QDQ input buffers)
+  uint64_t version = 0;       // weight version: 0 = loaded from the checkpoint (gpu_weight_swap.h)
+  size_t bytes = 0;           // device bytes held
   std::vector<device_buffer> buffers;
 };
 
@@ -98,8 +98,8 @@ status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2
 /// only; for an engine whose MoE runs on tensor cores): a layer whose routed
 /// experts all hold MXFP4 values (the release checkpoints') keeps them as
 /// e2m1 pairs + per-32 scales, an eighth of fp32's bytes and half of FP8's.
-status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg, precision prec,
-                                                bool mxfp4_experts = false);
+status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg,
+                                                precision prec, bool mxfp4_experts = false);
 
 struct weights_load_progress {
   int64_t layers_done = 0, layers_total = 0;
@@ -116,9 +116,9 @@ struct weights_load_progress {
 /// experts stored MXFP4 (pairs reordered for the kernel). Same checks and
 /// errors as the host load (a layer's errors name it); on error every device
 /// buffer taken so far is freed. `on_progress` follows the globals and each layer.
-status_or<device_weights> device_weights_load(const tensor_source& src, const model_config& cfg, precision prec,
-                                              bool mxfp4_experts,
-                                              const std::function<void(const weights_load_progress&)>& on_progress = {});
+status_or<device_weights> device_weights_load(
+    const tensor_source& src, const model_config& cfg, precision prec, bool mxfp4_experts,
+    const std::function<void(const weights_load_progress&)>& on_progress = {});
 
 /// A progress callback that logs one line at most every 2 s and the last:
 /// "loading weights: layer 12/43, 40.1/149.0 GB, 2.1 GB/s, ETA 52 s".

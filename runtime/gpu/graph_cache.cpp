@@ -1,8 +1,8 @@
 #include "runtime/gpu/graph_cache.h"
 
-#include <chrono>
-
 #include "runtime/core/log.h"
+
+#include <chrono>
 
 namespace hart::gpu {
 

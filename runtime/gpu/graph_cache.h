@@ -10,13 +10,13 @@
 //   HART_RETURN_IF_ERROR(graphs.run(stream, key, [&] { return enqueue_step(); }));
 #pragma once
 
+#include "runtime/core/status.h"
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <functional>
 #include <unordered_map>
-
-#include "runtime/core/status.h"
 
 namespace hart::gpu {
 

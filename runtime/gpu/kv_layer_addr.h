@@ -42,7 +42,8 @@ struct kv_layer_addr {
     return entries ? int32_t(swa_page * page_size + off) : int32_t(window(swa_page, off) / hd);
   }
   HART_HOST_DEVICE int32_t entry_index(int32_t full_page, int64_t off) const {
-    return entries ? int32_t(full_page * (page_size / rate) + off / rate) : int32_t(entry(full_page, off) / hd);
+    return entries ? int32_t(full_page * (page_size / rate) + off / rate)
+                   : int32_t(entry(full_page, off) / hd);
   }
   HART_HOST_DEVICE int64_t index_key(int32_t full_page, int64_t off) const {
     return full_page * full_floats + index_off + off / csa_rate * dI;

@@ -1,14 +1,16 @@
 #include "runtime/gpu/kv_pool.h"
 
-#include <climits>
-
 #include "runtime/model/kv_page_layout.h"
+
+#include <climits>
 
 namespace hart::gpu {
 
-status_or<kv_pool> kv_pool::create(const model_config& cfg, int64_t P, int64_t n_full, int64_t n_swa, bool entries) {
+status_or<kv_pool> kv_pool::create(const model_config& cfg, int64_t P, int64_t n_full, int64_t n_swa,
+                                   bool entries) {
   if (n_full <= 0 || n_swa <= 0) {
-    return invalid_argument("gpu engine: KV pool needs pages (full %lld, swa %lld)", (long long)n_full, (long long)n_swa);
+    return invalid_argument("gpu engine: KV pool needs pages (full %lld, swa %lld)", (long long)n_full,
+                            (long long)n_swa);
   }
   HART_ASSIGN_OR_RETURN(const kv_page_layout l, kv_page_layout_make(cfg, P, entries));
   kv_pool k;
@@ -44,8 +46,9 @@ status_or<kv_pool> kv_pool::create(const model_config& cfg, int64_t P, int64_t n
   const int64_t hd = k.hd_;
   k.n_rows_ = total / hd;
   if (k.n_rows_ > INT_MAX) {
-    return invalid_argument("gpu engine: KV pool of %lld rows does not fit int32 row indices; use fewer pages",
-                            (long long)k.n_rows_);
+    return invalid_argument(
+        "gpu engine: KV pool of %lld rows does not fit int32 row indices; use fewer pages",
+        (long long)k.n_rows_);
   }
   HART_ASSIGN_OR_RETURN(k.buf_, device_buffer::create(size_t(total) * sizeof(float)));
   return k;

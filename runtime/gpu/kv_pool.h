@@ -12,14 +12,14 @@
 // per layer (window slots, entry slots: window_pool / entry_pool).
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include "kernels/sparse_decode_attention/kv_entry.h"
 #include "runtime/core/status.h"
 #include "runtime/gpu/device_memory.h"
 #include "runtime/gpu/kv_layer_addr.h"
 #include "runtime/model/config.h"
+
+#include <cstdint>
+#include <vector>
 
 namespace hart::gpu {
 
@@ -36,18 +36,28 @@ class kv_pool {
   int64_t page_size() const { return page_size_; }
   int64_t n_full() const { return n_full_; }
   int64_t n_swa() const { return n_swa_; }
-  int64_t n_rows() const { return n_rows_; }          // rows of head_dim in the whole pool
+  int64_t n_rows() const { return n_rows_; }  // rows of head_dim in the whole pool
   int64_t full_page_rows() const { return full_floats_ / hd_; }
   size_t bytes() const { return buf_.bytes(); }
 
   /// Layer il's addresses (float offsets from base()); the device kernels take it by value.
   const kv_layer_addr& layer(int64_t il) const { return layers_[il]; }
   // Float offsets from base(); `off` is p % P, `pos` the absolute position.
-  int64_t window(int64_t il, int32_t swa_page, int64_t off) const { return layers_[il].window(swa_page, off); }
-  int64_t entry(int64_t il, int32_t full_page, int64_t off) const { return layers_[il].entry(full_page, off); }
-  int64_t index_key(int64_t il, int32_t full_page, int64_t off) const { return layers_[il].index_key(full_page, off); }
-  int64_t ring(int64_t il, int32_t swa_page, int64_t pos) const { return layers_[il].ring_row(swa_page, pos); }
-  int64_t index_ring(int64_t il, int32_t swa_page, int64_t pos) const { return layers_[il].index_ring(swa_page, pos); }
+  int64_t window(int64_t il, int32_t swa_page, int64_t off) const {
+    return layers_[il].window(swa_page, off);
+  }
+  int64_t entry(int64_t il, int32_t full_page, int64_t off) const {
+    return layers_[il].entry(full_page, off);
+  }
+  int64_t index_key(int64_t il, int32_t full_page, int64_t off) const {
+    return layers_[il].index_key(full_page, off);
+  }
+  int64_t ring(int64_t il, int32_t swa_page, int64_t pos) const {
+    return layers_[il].ring_row(swa_page, pos);
+  }
+  int64_t index_ring(int64_t il, int32_t swa_page, int64_t pos) const {
+    return layers_[il].index_ring(swa_page, pos);
+  }
   /// The layer's first entry row inside a full page (entry(il, p, 0) / head_dim − p · full_page_rows).
   int64_t entry_row0(int64_t il) const { return layers_[il].entry_off / hd_; }
   /// FP8 entries: layer il's window slots (swa_page · P + off) and entry

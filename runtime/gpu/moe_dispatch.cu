@@ -1,9 +1,8 @@
+#include "kernels/linear/linear.h"
 #include "runtime/gpu/moe_dispatch.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-
-#include "kernels/linear/linear.h"
 
 namespace hart::gpu {
 namespace {
@@ -17,7 +16,8 @@ status launched(const char* op) {
   return {};
 }
 
-__global__ void hash_kernel(const int32_t* ids, const int32_t* tid2eid, int64_t n, int64_t k, int32_t* experts) {
+__global__ void hash_kernel(const int32_t* ids, const int32_t* tid2eid, int64_t n, int64_t k,
+                            int32_t* experts) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n * k) experts[i] = tid2eid[int64_t(ids[i / k]) * k + i % k];
 }
@@ -28,7 +28,8 @@ __global__ void hash_kernel(const int32_t* ids, const int32_t* tid2eid, int64_t 
 __device__ void exclusive_scan(const int32_t* count, int32_t* offset, int32_t* tile0, int E, int k_tile,
                                int32_t* n_tiles) {
   __shared__ int32_t warp_rows[k_plan_threads / 32], warp_tiles[k_plan_threads / 32];
-  const int per = (E + blockDim.x - 1) / blockDim.x, e0 = min(E, int(threadIdx.x) * per), e1 = min(E, e0 + per);
+  const int per = (E + blockDim.x - 1) / blockDim.x, e0 = min(E, int(threadIdx.x) * per),
+            e1 = min(E, e0 + per);
   int32_t rows = 0, tiles = 0;
   for (int e = e0; e < e1; ++e) rows += count[e], tiles += (count[e] + k_tile - 1) / k_tile;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
@@ -62,10 +63,10 @@ __device__ void exclusive_scan(const int32_t* count, int32_t* offset, int32_t* t
 __global__ void __launch_bounds__(k_plan_threads) plan_kernel(moe_plan_params p) {
   extern __shared__ int32_t sh[];
   const int E = int(p.n_experts), n = int(p.n_tokens * p.k);
-  int32_t* count = sh;              // [E]
-  int32_t* offset = sh + E;         // [E]
-  int32_t* tile0 = sh + 2 * E;      // [E]
-  int32_t* ex = sh + 3 * E;         // [n] the experts, staged
+  int32_t* count = sh;          // [E]
+  int32_t* offset = sh + E;     // [E]
+  int32_t* tile0 = sh + 2 * E;  // [E]
+  int32_t* ex = sh + 3 * E;     // [n] the experts, staged
   for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
   __syncthreads();
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -100,10 +101,12 @@ __global__ void __launch_bounds__(k_plan_threads) plan_kernel(moe_plan_params p)
 }
 
 // grid (blocks over the channels, tokens): each thread adds one channel's rows.
-__device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ float round_bf16(float x) {
+  return __bfloat162float(__float2bfloat16_rn(x));
+}
 
-__global__ void combine_kernel(float* y, const float* ye, const int32_t* experts, const int32_t* slot, int64_t k,
-                               int64_t width, bool bf16) {
+__global__ void combine_kernel(float* y, const float* ye, const int32_t* experts, const int32_t* slot,
+                               int64_t k, int64_t width, bool bf16) {
   const int64_t t = blockIdx.y, c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= width) return;
   int32_t ex[k_max_k], sl[k_max_k];
@@ -131,8 +134,8 @@ __global__ void combine_kernel(float* y, const float* ye, const int32_t* experts
 
 }  // namespace
 
-status moe_hash_cuda(const int32_t* ids, const int32_t* tid2eid, int64_t n_tokens, int64_t k, int32_t* experts,
-                     CUstream_st* stream) {
+status moe_hash_cuda(const int32_t* ids, const int32_t* tid2eid, int64_t n_tokens, int64_t k,
+                     int32_t* experts, CUstream_st* stream) {
   if (n_tokens <= 0) return {};
   const int64_t n = n_tokens * k;
   hash_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(ids, tid2eid, n_tokens, k, experts);
@@ -148,28 +151,30 @@ status moe_plan_cuda(const moe_plan_params& p, CUstream_st* stream) {
   const int64_t n = p.n_tokens * p.k;
   if (n > moe_plan_max_rows || p.n_experts <= 0 || p.k > k_max_k || p.max_tile_rows < 1 ||
       p.max_tile_rows > linear_grouped_wide_tile_rows) {
-    return invalid_argument("moe_plan_cuda: %lld rows (max %lld), %lld experts, top-%lld (max %d), tiles of %d rows",
-                            (long long)n, (long long)moe_plan_max_rows, (long long)p.n_experts, (long long)p.k, k_max_k,
-                            p.max_tile_rows);
+    return invalid_argument(
+        "moe_plan_cuda: %lld rows (max %lld), %lld experts, top-%lld (max %d), tiles of %d rows",
+        (long long)n, (long long)moe_plan_max_rows, (long long)p.n_experts, (long long)p.k, k_max_k,
+        p.max_tile_rows);
   }
   if (n == 0) return {};
   // Every slot gets a row: the combine reads slot for every (t, k). Ids outside
   // [0, E) (none from the router) would leave theirs unset: mark them first.
-  if (cudaMemsetAsync(p.slot, 0xff, size_t(n) * sizeof(int32_t), stream) != cudaSuccess) return launched("moe_plan_cuda");
+  if (cudaMemsetAsync(p.slot, 0xff, size_t(n) * sizeof(int32_t), stream) != cudaSuccess)
+    return launched("moe_plan_cuda");
   const size_t smem = size_t(3 * p.n_experts + n) * sizeof(int32_t);
   plan_kernel<<<1, k_plan_threads, smem, stream>>>(p);
   return launched("moe_plan_cuda");
 }
 
-status moe_combine_cuda(float* y, const float* ye, const int32_t* experts, const int32_t* slot, int64_t n_tokens,
-                        int64_t k, int64_t width, bool bf16, CUstream_st* stream) {
+status moe_combine_cuda(float* y, const float* ye, const int32_t* experts, const int32_t* slot,
+                        int64_t n_tokens, int64_t k, int64_t width, bool bf16, CUstream_st* stream) {
   if (n_tokens <= 0) return {};
   if (k > k_max_k || n_tokens > 65535) {
-    return invalid_argument("moe_combine_cuda: top-%lld (max %d), %lld tokens (max 65535)", (long long)k, k_max_k,
-                            (long long)n_tokens);
+    return invalid_argument("moe_combine_cuda: top-%lld (max %d), %lld tokens (max 65535)", (long long)k,
+                            k_max_k, (long long)n_tokens);
   }
-  combine_kernel<<<dim3{unsigned((width + 255) / 256), unsigned(n_tokens)}, 256, 0, stream>>>(y, ye, experts, slot, k,
-                                                                                                 width, bf16);
+  combine_kernel<<<dim3{unsigned((width + 255) / 256), unsigned(n_tokens)}, 256, 0, stream>>>(
+      y, ye, experts, slot, k, width, bf16);
   return launched("moe_combine_cuda");
 }
 

@@ -5,6 +5,10 @@
 // that do and do not fill a CTA, ids outside [0, E) routed nowhere.
 #include "runtime/gpu/moe_dispatch.h"
 
+#include "kernels/testing/cuda_test_util.h"
+#include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,10 +17,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "kernels/testing/cuda_test_util.h"
-#include "kernels/testing/op_test_util.h"
-#include "runtime/core/codecs.h"
 
 namespace hart::gpu {
 namespace {
@@ -64,7 +64,8 @@ void run_case(std::mt19937& rng, int64_t T, int64_t k, int64_t E, bool stray_ids
   for (int64_t t = 0; t < T; ++t) {  // k distinct experts per token, skewed towards the low ids
     std::shuffle(all.begin(), all.begin() + std::min<int64_t>(E, 4 * k), rng);
     if (t % 3 == 0) std::shuffle(all.begin(), all.end(), rng);
-    for (int64_t j = 0; j < k; ++j) experts[size_t(t * k + j)] = all[size_t(j)], weights[size_t(t * k + j)] = u(rng);
+    for (int64_t j = 0; j < k; ++j)
+      experts[size_t(t * k + j)] = all[size_t(j)], weights[size_t(t * k + j)] = u(rng);
   }
   if (stray_ids) experts[0] = -1, experts[size_t(n - 1)] = int32_t(E);
   const plan want = host_plan(experts, weights, k, E, row_width, tile);
@@ -74,8 +75,8 @@ void run_case(std::mt19937& rng, int64_t T, int64_t k, int64_t E, bool stray_ids
   device_vec<int32_t> d_e(experts), d_slot(std::vector<int32_t>(size_t(n), 7)), d_n(std::vector<int32_t>{-1});
   device_vec<float> d_w(weights), d_rw(std::vector<float>(size_t(n), -1.f));
   device_vec<int64_t> d_src(std::vector<int64_t>(size_t(n), -1));
-  device_vec<int32_t> d_tg(std::vector<int32_t>(size_t(max_tiles), -1)), d_tr(std::vector<int32_t>(size_t(max_tiles), -1)),
-      d_tn(std::vector<int32_t>(size_t(max_tiles), -1));
+  device_vec<int32_t> d_tg(std::vector<int32_t>(size_t(max_tiles), -1)),
+      d_tr(std::vector<int32_t>(size_t(max_tiles), -1)), d_tn(std::vector<int32_t>(size_t(max_tiles), -1));
   moe_plan_params p;
   p.experts = d_e.get();
   p.weights = d_w.get();
@@ -116,8 +117,8 @@ TEST(moe_dispatch, plan_equals_the_host_plan) {
   run_case(rng, 1, 6, 256, false);
   run_case(rng, 32, 6, 256, false);
   run_case(rng, 300, 8, 64, true);
-  run_case(rng, 5, 2, 3000, true);   // more experts than the CTA's threads
-  run_case(rng, 1024, 8, 256, false);  // the plan's row limit
+  run_case(rng, 5, 2, 3000, true);      // more experts than the CTA's threads
+  run_case(rng, 1024, 8, 256, false);   // the plan's row limit
   run_case(rng, 300, 8, 64, true, 64);  // wide tiles (prefill on tensor cores)
   run_case(rng, 512, 6, 256, false, 64);
 }
@@ -152,7 +153,8 @@ TEST(moe_dispatch, combine_sums_in_expert_order) {
     for (int64_t t = 0; t < T; ++t) {
       std::vector<std::pair<int32_t, int32_t>> rows;
       for (int64_t j = 0; j < k; ++j) {
-        if (slot[size_t(t * k + j)] >= 0) rows.push_back({experts[size_t(t * k + j)], slot[size_t(t * k + j)]});
+        if (slot[size_t(t * k + j)] >= 0)
+          rows.push_back({experts[size_t(t * k + j)], slot[size_t(t * k + j)]});
       }
       std::sort(rows.begin(), rows.end());
       for (int64_t c = 0; c < width; ++c) {
@@ -166,7 +168,9 @@ TEST(moe_dispatch, combine_sums_in_expert_order) {
     }
     device_vec<float> d_y(y0), d_ye(ye);
     device_vec<int32_t> d_experts(experts), d_slot(slot);
-    ASSERT_TRUE(moe_combine_cuda(d_y.get(), d_ye.get(), d_experts.get(), d_slot.get(), T, k, width, bf16, nullptr).ok());
+    ASSERT_TRUE(
+        moe_combine_cuda(d_y.get(), d_ye.get(), d_experts.get(), d_slot.get(), T, k, width, bf16, nullptr)
+            .ok());
     ASSERT_TRUE(cuda_synced(nullptr));
     const std::vector<float> got = d_y.to_host();
     int64_t n_diff = 0;

@@ -15,14 +15,17 @@ status weight_requant_scratch::check(cudaStream_t stream) const {
                                    "weight_requant: download"));
   HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "weight_requant"));
   if (n[1]) return invalid_argument("weight update: %u weight values are not finite (NaN or infinity)", n[1]);
-  if (n[0]) return internal_error("weight update: %u re-quantized values are not reproduced by their FP8 codes", n[0]);
+  if (n[0])
+    return internal_error("weight update: %u re-quantized values are not reproduced by their FP8 codes",
+                          n[0]);
   return {};
 }
 
 status_or<bool> weight_requant_fp8(float* w, int64_t out, int64_t in, uint8_t* codes, uint8_t* scales,
                                    const weight_requant_scratch& sc, cudaStream_t stream) {
   if (!sc.count()) return failed_precondition("weight_requant_fp8: the scratch is not reserved");
-  HART_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(sc.count(), 0, sizeof(uint32_t), stream), "weight_requant_fp8: memset"));
+  HART_RETURN_IF_ERROR(
+      cuda_status(cudaMemsetAsync(sc.count(), 0, sizeof(uint32_t), stream), "weight_requant_fp8: memset"));
   // NOTE(weight_sync): quant(v) can differ from quant(raw) (a tile whose amax
   // rounds down past a power of two gets half the scale), so the codes are
   // taken from v, as the fresh load does, not from the first pass.
@@ -32,8 +35,9 @@ status_or<bool> weight_requant_fp8(float* w, int64_t out, int64_t in, uint8_t* c
                                    "weight_requant_fp8: download"));
   HART_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "weight_requant_fp8"));
   if (n[1]) {
-    return invalid_argument("weight_requant_fp8: the [%lld, %lld] weight holds non-finite values (NaN or infinity)",
-                            (long long)out, (long long)in);
+    return invalid_argument(
+        "weight_requant_fp8: the [%lld, %lld] weight holds non-finite values (NaN or infinity)",
+        (long long)out, (long long)in);
   }
   if (n[0] == 0) return true;
   // The codes do not reproduce v: the engine keeps v itself (w is still raw).

@@ -7,16 +7,15 @@
 // as x · 2^-k, the same single rounding of the same value, without the cost of
 // a division), so the results are bit-exact with fp8_block_quantize /
 // fp8_block_dequantize on the host (the build has no flush-to-zero flags).
+#include "kernels/quant/quant.h"
+#include "kernels/quant/quant_codecs.cuh"
 #include "runtime/gpu/weight_requant.h"
 
+#include <climits>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <cfloat>
-#include <climits>
-
-#include "kernels/quant/quant.h"
-#include "kernels/quant/quant_codecs.cuh"
 
 namespace hart::gpu {
 namespace {
@@ -24,7 +23,7 @@ namespace {
 namespace qd = quant_dev;
 
 constexpr int k_tile = 128;
-constexpr int k_threads = 512;               // 16 warps; 8 rows x 4 columns per thread (32 registers of values)
+constexpr int k_threads = 512;  // 16 warps; 8 rows x 4 columns per thread (32 registers of values)
 constexpr int k_warps = k_threads / 32;
 constexpr int k_rows_per_thread = k_tile / k_warps;  // a warp's 32 lanes x 4 columns span the tile
 
@@ -70,11 +69,13 @@ __device__ __forceinline__ float2 dequantize2(const uint8_t* q) {
 // counts (when set): [0] += values the codes do not reproduce (Full), [1] +=
 // raw values that are not finite (the host quantizer refuses those).
 template <bool Vec, bool Full>
-__global__ void __launch_bounds__(k_threads) requant_tile_kernel(float* w, int64_t rows, int64_t cols, uint8_t* codes,
-                                                           uint8_t* scales, uint32_t* counts) {
+__global__ void __launch_bounds__(k_threads)
+    requant_tile_kernel(float* w, int64_t rows, int64_t cols, uint8_t* codes, uint8_t* scales,
+                        uint32_t* counts) {
   __shared__ float smem[k_warps];
   const int64_t r0 = int64_t(blockIdx.y) * k_tile, c0 = int64_t(blockIdx.x) * k_tile;
-  const int h = rows - r0 < k_tile ? int(rows - r0) : k_tile, wd = cols - c0 < k_tile ? int(cols - c0) : k_tile;
+  const int h = rows - r0 < k_tile ? int(rows - r0) : k_tile,
+            wd = cols - c0 < k_tile ? int(cols - c0) : k_tile;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int col = 4 * lane;
 
@@ -134,7 +135,8 @@ __global__ void __launch_bounds__(k_threads) requant_tile_kernel(float* w, int64
         quantize2(x[k][j], x[k][j + 1], inv_s2, q + j);
         const float2 d = dequantize2(q + j);
         differ += (r < h && col + j < wd) && __float_as_uint(__fmul_rn(d.x, s)) != __float_as_uint(x[k][j]);
-        differ += (r < h && col + j + 1 < wd) && __float_as_uint(__fmul_rn(d.y, s)) != __float_as_uint(x[k][j + 1]);
+        differ +=
+            (r < h && col + j + 1 < wd) && __float_as_uint(__fmul_rn(d.y, s)) != __float_as_uint(x[k][j + 1]);
       }
     }
     if (Vec) {
@@ -169,7 +171,8 @@ __global__ void __launch_bounds__(k_threads) requant_tile_kernel(float* w, int64
 template <bool Full>
 status launch_requant(float* w, int64_t out, int64_t in, uint8_t* codes, uint8_t* scales, uint32_t* counts,
                       cudaStream_t stream, const char* op) {
-  if (out < 0 || in < 0) return invalid_argument("%s: negative shape %lldx%lld", op, (long long)out, (long long)in);
+  if (out < 0 || in < 0)
+    return invalid_argument("%s: negative shape %lldx%lld", op, (long long)out, (long long)in);
   if (out == 0 || in == 0) return {};
   if (!w || (Full && (!codes || !scales || !counts))) return invalid_argument("%s: null pointer", op);
   const int64_t n_rt = (out + k_tile - 1) / k_tile, n_ct = (in + k_tile - 1) / k_tile;

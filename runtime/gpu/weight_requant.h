@@ -13,12 +13,12 @@
 //   HART_ASSIGN_OR_RETURN(bool exact, weight_requant_fp8(raw_dev, out, in, codes, scales, sc, stream));
 #pragma once
 
+#include "runtime/core/status.h"
+#include "runtime/gpu/device_memory.h"
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
-
-#include "runtime/core/status.h"
-#include "runtime/gpu/device_memory.h"
 
 namespace hart::gpu {
 

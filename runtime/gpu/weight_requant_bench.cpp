@@ -5,6 +5,9 @@
 // equal the CPU fp8_block_quantize of the CPU QDQ (no number is printed
 // otherwise). GB/s = fp32 bytes re-quantized per second (1e9). Usage:
 //   weight_requant_bench [REPEATS=20]
+#include "kernels/quant/quant.h"
+#include "runtime/gpu/weight_requant.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,9 +16,6 @@
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include "kernels/quant/quant.h"
-#include "runtime/gpu/weight_requant.h"
 
 using namespace hart;
 
@@ -39,7 +39,8 @@ int fail(const status& s) {
 
 int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 20;
-  if (!gpu::cuda_status(cudaSetDevice(0), "cudaSetDevice").ok()) return std::fprintf(stderr, "no CUDA device\n"), 1;
+  if (!gpu::cuda_status(cudaSetDevice(0), "cudaSetDevice").ok())
+    return std::fprintf(stderr, "no CUDA device\n"), 1;
   cudaStream_t stream;
   cudaStreamCreate(&stream);
   int64_t max_n = 0, total = 0;
@@ -49,10 +50,13 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> nd(0.0f, 0.02f);
   for (float& x : host) x = nd(rng);
 
-  auto raw = gpu::device_buffer::create(size_t(max_n) * 4), work = gpu::device_buffer::create(size_t(max_n) * 4);
-  auto codes = gpu::device_buffer::create(size_t(max_n)), scales = gpu::device_buffer::create(size_t(max_n / 128 + 1024));
+  auto raw = gpu::device_buffer::create(size_t(max_n) * 4),
+       work = gpu::device_buffer::create(size_t(max_n) * 4);
+  auto codes = gpu::device_buffer::create(size_t(max_n)),
+       scales = gpu::device_buffer::create(size_t(max_n / 128 + 1024));
   gpu::weight_requant_scratch sc;
-  if (!raw.ok() || !work.ok() || !codes.ok() || !scales.ok()) return fail(status(status_code::resource_exhausted, "device memory"));
+  if (!raw.ok() || !work.ok() || !codes.ok() || !scales.ok())
+    return fail(status(status_code::resource_exhausted, "device memory"));
   if (status s = sc.reserve(); !s.ok()) return fail(s);
   float* w = static_cast<float*>(work->get());
   auto* q = static_cast<uint8_t*>(codes->get());
@@ -64,17 +68,23 @@ int main(int argc, char** argv) {
     const shape& s = k_shapes[0];
     const int64_t n = s.out * s.in, ns = ((s.out + 127) / 128) * ((s.in + 127) / 128);
     std::vector<float> v(host.begin(), host.begin() + n);
-    std::vector<uint8_t> cq(static_cast<size_t>(n)), cs(static_cast<size_t>(ns)), gq(static_cast<size_t>(n)), gs(static_cast<size_t>(ns));
-    if (status st = fp8_block_quantize(v.data(), s.out, s.in, 128, cq.data(), cs.data()); !st.ok()) return fail(st);
-    if (status st = fp8_block_dequantize(cq.data(), cs.data(), s.out, s.in, 128, v.data()); !st.ok()) return fail(st);
-    if (status st = fp8_block_quantize(v.data(), s.out, s.in, 128, cq.data(), cs.data()); !st.ok()) return fail(st);
+    std::vector<uint8_t> cq(static_cast<size_t>(n)), cs(static_cast<size_t>(ns)), gq(static_cast<size_t>(n)),
+        gs(static_cast<size_t>(ns));
+    if (status st = fp8_block_quantize(v.data(), s.out, s.in, 128, cq.data(), cs.data()); !st.ok())
+      return fail(st);
+    if (status st = fp8_block_dequantize(cq.data(), cs.data(), s.out, s.in, 128, v.data()); !st.ok())
+      return fail(st);
+    if (status st = fp8_block_quantize(v.data(), s.out, s.in, 128, cq.data(), cs.data()); !st.ok())
+      return fail(st);
     cudaMemcpy(w, raw->get(), size_t(n) * 4, cudaMemcpyDeviceToDevice);
     auto exact = gpu::weight_requant_fp8(w, s.out, s.in, q, sq, sc, stream);
     if (!exact.ok()) return fail(exact.get_status());
     cudaMemcpy(gq.data(), q, size_t(n), cudaMemcpyDeviceToHost);
     cudaMemcpy(gs.data(), sq, size_t(ns), cudaMemcpyDeviceToHost);
     if (!*exact || gq != cq || gs != cs) {
-      std::fprintf(stderr, "weight_requant_bench: device codes differ from the CPU reference (exact=%d); no numbers\n", int(*exact));
+      std::fprintf(
+          stderr, "weight_requant_bench: device codes differ from the CPU reference (exact=%d); no numbers\n",
+          int(*exact));
       return 1;
     }
   }
@@ -101,10 +111,12 @@ int main(int argc, char** argv) {
     std::sort(us.begin(), us.end());
     const double med = us[us.size() / 2];
     all_us += med;
-    std::printf("%-6s %8lld %8lld %10.1f %10.1f\n", s.name, (long long)s.out, (long long)s.in, med, n * 4.0 / med * 1e-3);
+    std::printf("%-6s %8lld %8lld %10.1f %10.1f\n", s.name, (long long)s.out, (long long)s.in, med,
+                n * 4.0 / med * 1e-3);
   }
-  std::printf("weight_requant_bench total_fp32_bytes=%lld us=%.1f gb_per_s=%.1f (per linear, each with its sync)\n",
-              (long long)total * 4, all_us, total * 4.0 / all_us * 1e-3);
+  std::printf(
+      "weight_requant_bench total_fp32_bytes=%lld us=%.1f gb_per_s=%.1f (per linear, each with its sync)\n",
+      (long long)total * 4, all_us, total * 4.0 / all_us * 1e-3);
 
   // As an update runs them (gpu_weights.cpp): the six kernels back to back from
   // two staging copies of the raw values, one sync and one counter check at the end.
@@ -122,7 +134,8 @@ int main(int argc, char** argv) {
     cudaEventRecord(t0, stream);
     i = 0;
     for (const shape& s : k_shapes) {
-      if (status st = gpu::weight_requant_fp8_async(stage[i++ % 2], s.out, s.in, q, sq, sc.count(), stream); !st.ok()) {
+      if (status st = gpu::weight_requant_fp8_async(stage[i++ % 2], s.out, s.in, q, sq, sc.count(), stream);
+          !st.ok()) {
         return fail(st);
       }
     }
@@ -134,8 +147,10 @@ int main(int argc, char** argv) {
   }
   std::sort(pipe_us.begin(), pipe_us.end());
   const double pipe_med = pipe_us[pipe_us.size() / 2];
-  std::printf("weight_requant_bench total_fp32_bytes=%lld us=%.1f gb_per_s=%.1f (one update: back to back, one sync; target >= 1000)\n",
-              (long long)total * 4, pipe_med, total * 4.0 / pipe_med * 1e-3);
+  std::printf(
+      "weight_requant_bench total_fp32_bytes=%lld us=%.1f gb_per_s=%.1f (one update: back to back, one sync; "
+      "target >= 1000)\n",
+      (long long)total * 4, pipe_med, total * 4.0 / pipe_med * 1e-3);
   std::printf("reproduce: %s %d\n", argv[0], repeats);
   return 0;
 }

@@ -5,17 +5,17 @@
 // tiles; NaN and infinity refused as the host refuses them. Skips without a device.
 #include "runtime/gpu/weight_requant.h"
 
+#include "kernels/quant/quant.h"
+#include "kernels/testing/op_test_util.h"
+#include "runtime/core/codecs.h"
+#include "runtime/gpu/gpu_engine.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include "kernels/quant/quant.h"
-#include "runtime/core/codecs.h"
-#include "kernels/testing/op_test_util.h"
-#include "runtime/gpu/gpu_engine.h"
 
 namespace hart::gpu {
 namespace {
@@ -28,7 +28,9 @@ constexpr int64_t k_block = 128;
 #define SKIP_WITHOUT_GPU() \
   if (!gpu_device_available()) GTEST_SKIP() << "no CUDA device: the device re-quantization not checked here"
 
-int64_t n_scales(int64_t out, int64_t in) { return ((out + k_block - 1) / k_block) * ((in + k_block - 1) / k_block); }
+int64_t n_scales(int64_t out, int64_t in) {
+  return ((out + k_block - 1) / k_block) * ((in + k_block - 1) / k_block);
+}
 
 // Weights whose 128x128 tiles span 2^-20..2^10 in magnitude; every fifth tile
 // from the fourth on is zero (only the amax floor sets its scale).
@@ -77,8 +79,8 @@ void expect_same_bits(const std::vector<float>& got, const std::vector<float>& w
     if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 && differ++ == 0) first = int64_t(i);
   }
   EXPECT_EQ(differ, 0) << what << ": " << differ << " values differ, first at " << first << " (got "
-                       << (first >= 0 ? got[size_t(first)] : 0.f) << " want " << (first >= 0 ? want[size_t(first)] : 0.f)
-                       << ")";
+                       << (first >= 0 ? got[size_t(first)] : 0.f) << " want "
+                       << (first >= 0 ? want[size_t(first)] : 0.f) << ")";
 }
 
 struct device_case {
@@ -87,7 +89,8 @@ struct device_case {
 };
 
 // Runs weight_requant_fp8 (or weight_qdq_fp8 when !full) on `raw` at `offset` floats into its buffer.
-void run_case(const std::vector<float>& raw, int64_t out, int64_t in, int64_t offset, bool full, const char* label) {
+void run_case(const std::vector<float>& raw, int64_t out, int64_t in, int64_t offset, bool full,
+              const char* label) {
   SCOPED_TRACE(std::string(label) + " " + std::to_string(out) + "x" + std::to_string(in) + " offset " +
                std::to_string(offset));
   const host_result want = host_requant(raw, out, in);
@@ -129,7 +132,9 @@ TEST(weight_requant, equals_the_host_load_bitwise) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937 rng(seed);
-  struct shape { int64_t out, in; };
+  struct shape {
+    int64_t out, in;
+  };
   for (const shape s : {shape{128, 128}, shape{300, 200}, shape{130, 131}, shape{1, 5}, shape{256, 384},
                         shape{7, 1024}, shape{1024, 4096}}) {
     const std::vector<float> raw = random_weight(rng, s.out, s.in);
@@ -155,7 +160,8 @@ TEST(weight_requant, rounding_edges_equal_the_host_bitwise) {
       edges.push_back(-v);
     }
   }
-  for (const float v : {0x1p-10f, 0x1p-11f, 0x1.8p-10f, 0x1p-30f, 0x1p-126f, 0x1p-149f}) {  // round to 0 or 2^-9
+  for (const float v :
+       {0x1p-10f, 0x1p-11f, 0x1.8p-10f, 0x1p-30f, 0x1p-126f, 0x1p-149f}) {  // round to 0 or 2^-9
     edges.push_back(v);
     edges.push_back(-v);
   }
@@ -176,7 +182,8 @@ TEST(weight_requant, non_finite_weights_are_refused_as_on_the_host) {
     raw[128 * 256 + 3] = bad;
     std::vector<float> v = raw;
     std::vector<uint8_t> q(raw.size()), sc(4);
-    EXPECT_FALSE(fp8_block_quantize(v.data(), 256, 256, k_block, q.data(), sc.data()).ok()) << "the host refuses " << bad;
+    EXPECT_FALSE(fp8_block_quantize(v.data(), 256, 256, k_block, q.data(), sc.data()).ok())
+        << "the host refuses " << bad;
     auto w = device_buffer::create(raw.size() * sizeof(float));
     auto codes = device_buffer::create(raw.size());
     auto scales = device_buffer::create(4);
@@ -185,11 +192,12 @@ TEST(weight_requant, non_finite_weights_are_refused_as_on_the_host) {
     ASSERT_EQ(cudaMemcpy(wp, raw.data(), raw.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
     weight_requant_scratch s;
     ASSERT_TRUE(s.reserve().ok());
-    auto r = weight_requant_fp8(wp, 256, 256, static_cast<uint8_t*>(codes->get()), static_cast<uint8_t*>(scales->get()),
-                                s, nullptr);
+    auto r = weight_requant_fp8(wp, 256, 256, static_cast<uint8_t*>(codes->get()),
+                                static_cast<uint8_t*>(scales->get()), s, nullptr);
     EXPECT_FALSE(r.ok()) << "requant of a weight holding " << bad;
     if (!r.ok()) {
-      EXPECT_NE(r.get_status().to_string().find("non-finite"), std::string::npos) << r.get_status().to_string();
+      EXPECT_NE(r.get_status().to_string().find("non-finite"), std::string::npos)
+          << r.get_status().to_string();
     }
     weight_requant_scratch s2;
     ASSERT_TRUE(s2.reserve().ok());

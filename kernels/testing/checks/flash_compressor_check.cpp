@@ -46,7 +46,8 @@ status run_call(const problem& pr, bool decode, const std::string& shape, std::v
   HART_RETURN_IF_ERROR(ready(dn));
   for (const device_problem<dev>* d : {&dq, &dn}) {
     const flash_compressor_params p = d->params(d == &dq ? pr : gpu_n_in, decode);
-    HART_RETURN_IF_ERROR(decode ? flash_compressor_decode_cuda(p, nullptr) : flash_compressor_prefill_cuda(p, nullptr));
+    HART_RETURN_IF_ERROR(decode ? flash_compressor_decode_cuda(p, nullptr)
+                                : flash_compressor_prefill_cuda(p, nullptr));
   }
   HART_RETURN_IF_ERROR(cuda_status("flash_compressor", cudaDeviceSynchronize()));
   for (size_t c = 0; c < pr.shapes.size(); ++c) {
@@ -64,7 +65,10 @@ status run_call(const problem& pr, bool decode, const std::string& shape, std::v
     op_check_line l;
     l.op = decode ? "flash_compressor_decode" : "flash_compressor_prefill";
     const bool rows = s.format == flash_entry_format::f32 && s.quant == flash_entry_quant::fp8_nope;
-    l.shape = shape + (s.quant == flash_entry_quant::hadamard_fp4 ? " indexer keys" : s.overlap ? " CSA" : " HCA") +
+    l.shape = shape +
+              (s.quant == flash_entry_quant::hadamard_fp4 ? " indexer keys"
+               : s.overlap                                ? " CSA"
+                                                          : " HCA") +
               (rows ? " f32 rows" : "");
     if (s.bf16) {
       l.shape += " bf16 differ=" + std::to_string(r.n_bf16_differ) + "/" + std::to_string(r.n_bf16_rows);
@@ -87,8 +91,9 @@ status run_call(const problem& pr, bool decode, const std::string& shape, std::v
 }
 
 // History [0, start) by the CPU, then one prefill call over [start, start + len).
-status prefill(std::mt19937& rng, const std::vector<comp_shape>& shapes, int64_t P, const std::vector<int64_t>& start,
-               const std::vector<int64_t>& len, const std::string& shape, std::vector<op_check_line>& lines) {
+status prefill(std::mt19937& rng, const std::vector<comp_shape>& shapes, int64_t P,
+               const std::vector<int64_t>& start, const std::vector<int64_t>& len, const std::string& shape,
+               std::vector<op_check_line>& lines) {
   int64_t max_pos = 1;
   for (size_t s = 0; s < start.size(); ++s) max_pos = std::max(max_pos, start[s] + len[s] + 1);
   problem pr = make_problem(shapes, P, int64_t(start.size()), max_pos, rng);
@@ -101,8 +106,8 @@ status prefill(std::mt19937& rng, const std::vector<comp_shape>& shapes, int64_t
 }
 
 // History by the CPU, then one decode step of every sequence.
-status decode(std::mt19937& rng, const std::vector<comp_shape>& shapes, int64_t P, const std::vector<int64_t>& pos,
-              const std::string& shape, std::vector<op_check_line>& lines) {
+status decode(std::mt19937& rng, const std::vector<comp_shape>& shapes, int64_t P,
+              const std::vector<int64_t>& pos, const std::string& shape, std::vector<op_check_line>& lines) {
   int64_t max_pos = 1;
   for (int64_t p : pos) max_pos = std::max(max_pos, p + 2);
   problem pr = make_problem(shapes, P, int64_t(pos.size()), max_pos, rng);
@@ -134,8 +139,8 @@ status check_flash_compressor(uint32_t seed, std::vector<op_check_line>& lines) 
   const std::vector<comp_shape> hca16_rows = with_bf16({flash_hca(flash_entry_format::f32)});
   HART_RETURN_IF_ERROR(prefill(rng, csa16, 256, {0}, {513}, "P=256 spans 0+513", lines));
   HART_RETURN_IF_ERROR(prefill(rng, csa16, 256, {7, 254, 3}, {5, 129, 3}, "P=256 ragged spans", lines));
-  HART_RETURN_IF_ERROR(prefill(rng, csa16_rows, 128, {5, 130}, {300, 260}, "P=128 spans 5+300 130+260",
-                               lines));
+  HART_RETURN_IF_ERROR(
+      prefill(rng, csa16_rows, 128, {5, 130}, {300, 260}, "P=128 spans 5+300 130+260", lines));
   HART_RETURN_IF_ERROR(prefill(rng, hca16, 256, {0, 100}, {513, 400}, "P=256 spans 0+513 100+400", lines));
   HART_RETURN_IF_ERROR(prefill(rng, hca16_rows, 128, {127, 0}, {1, 129}, "P=128 spans 127+1 0+129", lines));
   HART_RETURN_IF_ERROR(decode(rng, csa16, 256, {0, 3, 255, 1002}, "P=256 positions 0 3 255 1002", lines));

@@ -76,14 +76,14 @@ status run_case(std::mt19937& rng, int64_t n_heads, int64_t head_dim, int64_t pa
     std::vector<float> keys;
     for (int64_t i = 0; i < lengths[size_t(t)]; ++i) {
       const int64_t pos = i * rate;
-      const float* k = store.data() + pages[size_t(page_base[size_t(t)] + pos / page_size)] * page_floats + key_off +
-                       pos % page_size / rate * head_dim;
+      const float* k = store.data() + pages[size_t(page_base[size_t(t)] + pos / page_size)] * page_floats +
+                       key_off + pos % page_size / rate * head_dim;
       keys.insert(keys.end(), k, k + head_dim);
     }
     if (lengths[size_t(t)] == 0) continue;
-    HART_RETURN_IF_ERROR(indexer_score_cpu({q.data() + t * n_heads * head_dim, w.data() + t * n_heads, keys.data(),
-                                            want.data() + t * stride, n_heads, head_dim, lengths[size_t(t)],
-                                            scale, bf16}));
+    HART_RETURN_IF_ERROR(
+        indexer_score_cpu({q.data() + t * n_heads * head_dim, w.data() + t * n_heads, keys.data(),
+                           want.data() + t * stride, n_heads, head_dim, lengths[size_t(t)], scale, bf16}));
   }
   dev<float> d_q(q), d_w(w), d_store(store), d_score(std::vector<float>(want.size(), k_untouched));
   dev<int32_t> d_len(lengths), d_base(page_base), d_pages(pages);

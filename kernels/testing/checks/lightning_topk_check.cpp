@@ -15,7 +15,8 @@ status check_lightning_topk(uint32_t seed, std::vector<op_check_line>& lines) {
     for (int64_t i = 0; i < batch * n / 64; ++i) scores[pick(rng)] = scores[pick(rng)];  // ties
     std::vector<int32_t> lengths(batch);
     std::uniform_int_distribution<int32_t> len(0, int32_t(n));
-    for (int64_t b = 0; b < batch; ++b) lengths[b] = b == 0 ? int32_t(n) : (b == 1 ? int32_t(k / 2) : len(rng));
+    for (int64_t b = 0; b < batch; ++b)
+      lengths[b] = b == 0 ? int32_t(n) : (b == 1 ? int32_t(k / 2) : len(rng));
     std::vector<int32_t> cpu(batch * k), gpu;
     lightning_topk_params p;
     p.scores = scores.data();
@@ -35,8 +36,11 @@ status check_lightning_topk(uint32_t seed, std::vector<op_check_line>& lines) {
     HART_RETURN_IF_ERROR(cuda_status("lightning_topk", cudaDeviceSynchronize()));
     HART_RETURN_IF_ERROR(d_out.to_host(gpu));
     op_check_line l{"lightning_topk",
-                    "batch=" + std::to_string(batch) + " n=" + std::to_string(n) + " k=" + std::to_string(k), 0, 0,
-                    "exact (indices)", true};
+                    "batch=" + std::to_string(batch) + " n=" + std::to_string(n) + " k=" + std::to_string(k),
+                    0,
+                    0,
+                    "exact (indices)",
+                    true};
     for (size_t i = 0; i < cpu.size(); ++i) l.max_abs += cpu[i] != gpu[i];
     l.max_rel = l.max_abs / double(cpu.size());
     l.pass = l.max_abs == 0;

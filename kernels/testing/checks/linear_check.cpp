@@ -13,13 +13,13 @@
 //     wide tiles; FP8 and MXFP4 groups)
 // (the bounds and their reasons: kernels/linear/linear_cuda_test.cpp and
 // linear_grouped_test.cpp; a wrong tile, stride or scale is O(1)).
-#include <algorithm>
-#include <memory>
-
 #include "kernels/linear/linear.h"
 #include "kernels/quant/quant.h"
 #include "kernels/testing/op_check_util.h"
 #include "runtime/core/codecs.h"
+
+#include <algorithm>
+#include <memory>
 
 namespace hart::op_check_detail {
 namespace {
@@ -45,7 +45,8 @@ std::vector<double> magnitude(const std::vector<float>& x, const std::vector<flo
 }
 
 // fp32 weights, or bf16 weights (the CPU sees the bf16 values widened) on fp32 x.
-status dense(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, bool bf16w, std::vector<op_check_line>& lines) {
+status dense(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, bool bf16w,
+             std::vector<op_check_line>& lines) {
   const auto x = normal(rng, s.n_rows * s.in, 1.0f);
   auto w = normal(rng, s.out * s.in, 1.0f);
   std::vector<uint16_t> wb(w.size());
@@ -57,7 +58,8 @@ status dense(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, bool b
   HART_RETURN_IF_ERROR(d_y.ok());
   if (bf16w) {
     dev<uint16_t> d_w(wb);
-    HART_RETURN_IF_ERROR(linear_bf16w_cuda({d_x.get(), d_w.get(), d_y.get(), s.n_rows, s.in, s.out}, ctx, nullptr));
+    HART_RETURN_IF_ERROR(
+        linear_bf16w_cuda({d_x.get(), d_w.get(), d_y.get(), s.n_rows, s.in, s.out}, ctx, nullptr));
     HART_RETURN_IF_ERROR(cuda_status("linear_bf16w", cudaDeviceSynchronize()));
   } else {
     dev<float> d_w(w);
@@ -124,25 +126,27 @@ status fp8(std::mt19937& rng, linear_cuda_context& ctx, const shape& s, fp8_path
   dev<uint8_t> d_w(w.q), d_s(w.scale);
   HART_RETURN_IF_ERROR(d_y.ok());
   const linear_fp8_params p{d_x.get(), d_w.get(), d_s.get(), d_y.get(), s.n_rows, s.in, s.out};
-  const char* op = path == fp8_path::cuda_cores ? "linear_fp8" : path == fp8_path::tensor_cores ? "linear_fp8_tc"
-                                                                                                 : "linear_fp8_lt";
+  const char* op = path == fp8_path::cuda_cores     ? "linear_fp8"
+                   : path == fp8_path::tensor_cores ? "linear_fp8_tc"
+                                                    : "linear_fp8_lt";
   if (path == fp8_path::cuda_cores) HART_RETURN_IF_ERROR(linear_fp8_cuda(p, ctx, nullptr));
   if (path == fp8_path::tensor_cores) HART_RETURN_IF_ERROR(linear_fp8_tc_cuda(p, ctx, nullptr));
   if (path == fp8_path::cublaslt) HART_RETURN_IF_ERROR(linear_fp8_lt_cuda(p, ctx, nullptr));
   HART_RETURN_IF_ERROR(cuda_status(op, cudaDeviceSynchronize()));
   HART_RETURN_IF_ERROR(d_y.to_host(gpu));
   const double tol = path == fp8_path::cuda_cores ? 2e-5 : path == fp8_path::tensor_cores ? 0x1p-12 : 0x1p-10;
-  lines.push_back(compare(op, s.text(), gpu, std::vector<double>(cpu.begin(), cpu.end()), magnitude(xq, w.deq, s),
-                          tol, 0.0, path == fp8_path::cuda_cores ? "2e-05 * sum|x'*w'| (QDQ x)"
-                                    : path == fp8_path::tensor_cores ? "2^-12 * sum|x'*w'| (QDQ x)"
-                                                                     : "2^-10 * sum|x'*w'| (QDQ x)"));
+  lines.push_back(compare(op, s.text(), gpu, std::vector<double>(cpu.begin(), cpu.end()),
+                          magnitude(xq, w.deq, s), tol, 0.0,
+                          path == fp8_path::cuda_cores     ? "2e-05 * sum|x'*w'| (QDQ x)"
+                          : path == fp8_path::tensor_cores ? "2^-12 * sum|x'*w'| (QDQ x)"
+                                                           : "2^-10 * sum|x'*w'| (QDQ x)"));
   return {};
 }
 
 // wo_a: FP8 weight values on unquantized inputs, `groups` output groups each
 // reading its own slice of the row, on tensor cores.
-status fp8_raw(std::mt19937& rng, linear_cuda_context& ctx, int64_t groups, int64_t rows, int64_t in, int64_t n_rows,
-               std::vector<op_check_line>& lines) {
+status fp8_raw(std::mt19937& rng, linear_cuda_context& ctx, int64_t groups, int64_t rows, int64_t in,
+               int64_t n_rows, std::vector<op_check_line>& lines) {
   const int64_t out = groups * rows, xs = groups * in;
   fp8_weight w;
   HART_RETURN_IF_ERROR(random_fp8_weight(rng, out, in, &w));
@@ -176,9 +180,10 @@ status fp8_raw(std::mt19937& rng, linear_cuda_context& ctx, int64_t groups, int6
   HART_RETURN_IF_ERROR(cuda_status("linear_fp8_raw_tc", cudaDeviceSynchronize()));
   HART_RETURN_IF_ERROR(d_y.to_host(gpu));
   lines.push_back(compare("linear_fp8_raw_tc",
-                          "groups=" + std::to_string(groups) + " n_rows=" + std::to_string(n_rows) + " in=" +
-                              std::to_string(in) + " out=" + std::to_string(out),
-                          gpu, std::vector<double>(cpu.begin(), cpu.end()), mag, 0x1p-16, 0.0, "2^-16 * sum|x*w'|"));
+                          "groups=" + std::to_string(groups) + " n_rows=" + std::to_string(n_rows) +
+                              " in=" + std::to_string(in) + " out=" + std::to_string(out),
+                          gpu, std::vector<double>(cpu.begin(), cpu.end()), mag, 0x1p-16, 0.0,
+                          "2^-16 * sum|x*w'|"));
   return {};
 }
 
@@ -208,7 +213,8 @@ status grouped(std::mt19937& rng, std::vector<op_check_line>& lines) {
   }
   std::vector<float> x = normal(rng, rows * in, 1.0f);
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < in; b += 128) HART_RETURN_IF_ERROR(act_quant_fp8_qdq(x.data() + r * in + b, 128, 128));
+    for (int64_t b = 0; b < in; b += 128)
+      HART_RETURN_IF_ERROR(act_quant_fp8_qdq(x.data() + r * in + b, 128, 128));
   }
   std::vector<linear_group_weight> hg(n_groups), dg(n_groups);
   std::vector<std::unique_ptr<dev<uint8_t>>> dq, ds;
@@ -227,8 +233,9 @@ status grouped(std::mt19937& rng, std::vector<op_check_line>& lines) {
   }
   const int32_t n_tiles = int32_t(n_groups);
   std::vector<float> cpu(size_t(rows * out)), gpu;
-  HART_RETURN_IF_ERROR(linear_grouped_cpu({x.data(), cpu.data(), hg.data(), n_groups, tile_group.data(), tile_row0.data(),
-                                           tile_rows.data(), &n_tiles, n_tiles, rows, in, out}));
+  HART_RETURN_IF_ERROR(
+      linear_grouped_cpu({x.data(), cpu.data(), hg.data(), n_groups, tile_group.data(), tile_row0.data(),
+                          tile_rows.data(), &n_tiles, n_tiles, rows, in, out}));
   dev<float> d_x(x), d_y(std::vector<float>(cpu.size(), NAN));
   dev<linear_group_weight> d_g(dg);
   dev<int32_t> d_tg(tile_group), d_tr(tile_row0), d_tn(tile_rows), d_n(std::vector<int32_t>{n_tiles});
@@ -283,8 +290,18 @@ status grouped_tc(std::mt19937& rng, const std::vector<int32_t>& rows_per_tile, 
   }
   const int32_t n_tiles = int32_t(n_groups);
   std::vector<float> cpu(size_t(rows * out)), gpu;
-  linear_grouped_params hp{xq.data(), cpu.data(), hg.data(), n_groups, tile_group.data(), tile_row0.data(),
-                           rows_per_tile.data(), &n_tiles, n_tiles, rows, in, out};
+  linear_grouped_params hp{xq.data(),
+                           cpu.data(),
+                           hg.data(),
+                           n_groups,
+                           tile_group.data(),
+                           tile_row0.data(),
+                           rows_per_tile.data(),
+                           &n_tiles,
+                           n_tiles,
+                           rows,
+                           in,
+                           out};
   hp.max_tile_rows = tile_rows;
   hp.w_mxfp4 = mxfp4;
   HART_RETURN_IF_ERROR(linear_grouped_cpu(hp));
@@ -295,8 +312,8 @@ status grouped_tc(std::mt19937& rng, const std::vector<int32_t>& rows_per_tile, 
   dev<int32_t> d_tg(tile_group), d_tr(tile_row0), d_tn(rows_per_tile), d_n(std::vector<int32_t>{n_tiles});
   HART_RETURN_IF_ERROR(d_y.ok());
   HART_RETURN_IF_ERROR(fp8_act_quant_cuda(d_x.get(), in, d_codes.get(), d_scales.get(), rows, in, nullptr));
-  linear_grouped_params p{nullptr, d_y.get(), d_g.get(), n_groups, d_tg.get(), d_tr.get(), d_tn.get(), d_n.get(),
-                          n_tiles, rows, in, out};
+  linear_grouped_params p{nullptr,    d_y.get(), d_g.get(), n_groups, d_tg.get(), d_tr.get(),
+                          d_tn.get(), d_n.get(), n_tiles,   rows,     in,         out};
   p.max_tile_rows = tile_rows;
   p.x_codes = d_codes.get();
   p.x_scales = d_scales.get();
@@ -309,17 +326,17 @@ status grouped_tc(std::mt19937& rng, const std::vector<int32_t>& rows_per_tile, 
     for (int32_t r = tile_row0[size_t(g)]; r < tile_row0[size_t(g)] + rows_per_tile[size_t(g)]; ++r) {
       for (int64_t o = 0; o < out; ++o) {
         double a = 0;
-        for (int64_t i = 0; i < in; ++i) a += std::fabs(double(xq[size_t(r * in + i)]) * w[size_t(g)].deq[size_t(o * in + i)]);
+        for (int64_t i = 0; i < in; ++i)
+          a += std::fabs(double(xq[size_t(r * in + i)]) * w[size_t(g)].deq[size_t(o * in + i)]);
         mag[size_t(r * out + o)] = a;
       }
     }
   }
-  lines.push_back(compare("linear_grouped_tc",
-                          std::string(mxfp4 ? "MXFP4 " : "") + "groups=" + std::to_string(n_groups) +
-                              " rows=" + std::to_string(rows) +
-                              " tiles<=" + std::to_string(tile_rows) + " in=1024 out=512",
-                          gpu, std::vector<double>(cpu.begin(), cpu.end()), mag, 0x1p-12, 0.0,
-                          "2^-12 * sum|x'*w'| (QDQ x)"));
+  lines.push_back(compare(
+      "linear_grouped_tc",
+      std::string(mxfp4 ? "MXFP4 " : "") + "groups=" + std::to_string(n_groups) +
+          " rows=" + std::to_string(rows) + " tiles<=" + std::to_string(tile_rows) + " in=1024 out=512",
+      gpu, std::vector<double>(cpu.begin(), cpu.end()), mag, 0x1p-12, 0.0, "2^-12 * sum|x'*w'| (QDQ x)"));
   return {};
 }
 

@@ -56,9 +56,10 @@ status sync(const char* what) {
 
 // Rows of `in` (row stride in + 8) as codes + one scale per row per 128
 // channels (the last block shorter), scales [n_rows][in/128] or block-major.
-status act_fp8_rows(std::mt19937& rng, int64_t n_rows, int64_t in, bool block_major, std::vector<op_check_line>& lines) {
+status act_fp8_rows(std::mt19937& rng, int64_t n_rows, int64_t in, bool block_major,
+                    std::vector<op_check_line>& lines) {
   const int64_t xs = in + 8, n_blocks = (in + 127) / 128;
-  auto x = binade_blocks(rng, n_rows * xs, xs);  // a row per binade; zero rows, subnormals, -0
+  auto x = binade_blocks(rng, n_rows * xs, xs);        // a row per binade; zero rows, subnormals, -0
   for (float& v : x) v = std::isfinite(v) ? v : 1.0f;  // the engine's activations are finite
   std::vector<uint8_t> q_cpu(size_t(n_rows * in)), q_gpu;
   std::vector<float> sc_cpu(size_t(n_rows * n_blocks)), sc_gpu;
@@ -66,14 +67,16 @@ status act_fp8_rows(std::mt19937& rng, int64_t n_rows, int64_t in, bool block_ma
     for (int64_t b = 0; b < n_blocks; ++b) {
       const int64_t len = std::min<int64_t>(128, in - b * 128);
       float* scale = sc_cpu.data() + (block_major ? b * n_rows + r : r * n_blocks + b);
-      HART_RETURN_IF_ERROR(act_quant_fp8(x.data() + r * xs + b * 128, len, len, q_cpu.data() + r * in + b * 128, scale));
+      HART_RETURN_IF_ERROR(
+          act_quant_fp8(x.data() + r * xs + b * 128, len, len, q_cpu.data() + r * in + b * 128, scale));
     }
   }
   dev<float> d_x(x), d_sc(std::vector<float>(sc_cpu.size(), NAN));
   dev<uint8_t> d_q(std::vector<uint8_t>(q_cpu.size(), 0xa5));
   HART_RETURN_IF_ERROR(d_q.ok());
   HART_RETURN_IF_ERROR(d_sc.ok());
-  HART_RETURN_IF_ERROR(fp8_act_quant_cuda(d_x.get(), xs, d_q.get(), d_sc.get(), n_rows, in, nullptr, block_major));
+  HART_RETURN_IF_ERROR(
+      fp8_act_quant_cuda(d_x.get(), xs, d_q.get(), d_sc.get(), n_rows, in, nullptr, block_major));
   HART_RETURN_IF_ERROR(sync("fp8_act_quant"));
   HART_RETURN_IF_ERROR(d_q.to_host(q_gpu));
   HART_RETURN_IF_ERROR(d_sc.to_host(sc_gpu));

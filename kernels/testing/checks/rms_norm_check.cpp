@@ -105,8 +105,8 @@ status check_rms_norm(uint32_t seed, std::vector<op_check_line>& lines) {
     HART_RETURN_IF_ERROR(d_y.to_host(y_gpu));
     std::vector<double> want(y_cpu.begin(), y_cpu.end()), scale(want.size());
     for (size_t i = 0; i < want.size(); ++i) scale[i] = std::fabs(want[i]);
-    lines.push_back(compare("rms_norm", "n_rows=" + std::to_string(n_rows) + " dim=" + std::to_string(dim), y_gpu,
-                            want, scale, 1e-5, 1e-30, "1e-05 * |y|"));
+    lines.push_back(compare("rms_norm", "n_rows=" + std::to_string(n_rows) + " dim=" + std::to_string(dim),
+                            y_gpu, want, scale, 1e-5, 1e-30, "1e-05 * |y|"));
   }
   // The engine's bf16 calls: the hidden norms (Pro and Flash widths), q_lora's in place,
   // kv's with RoPE (a row a token), the per-head q RMS with RoPE (64 heads share a

@@ -8,13 +8,13 @@
 // bf16 ulp (2^-7 |o|) plus 2^-7 Σ_j p_j|kv_j[d]| (every P a bf16 ulp off) plus
 // the fp32 bound, and at most 1% of outputs not bitwise equal (fp32 orders and
 // expf's last bit flip a rounding only near a boundary; 0.12-0.33% measured).
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-
 #include "kernels/sparse_attention/sparse_attention.h"
 #include "kernels/testing/op_check_util.h"
 #include "runtime/core/codecs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 
 namespace hart::op_check_detail {
 
@@ -40,8 +40,8 @@ status check_sparse_attention(uint32_t seed, std::vector<op_check_line>& lines) 
     }
     const float scale = 1.0f / std::sqrt(float(D));
     std::vector<float> cpu(nq * H * D), gpu;
-    sparse_attention_gather_params hp{q.data(), kv.data(), idx.data(), sink.data(), cpu.data(), nq, H, D,
-                                      n_idx, n_entries, 0, scale};
+    sparse_attention_gather_params hp{q.data(), kv.data(), idx.data(), sink.data(), cpu.data(), nq,
+                                      H,        D,         n_idx,      n_entries,   0,          scale};
     hp.bf16 = bf16;
     HART_RETURN_IF_ERROR(sparse_attention_gather_cpu(hp));
     const size_t ws_bytes = bf16 ? sparse_attention_cuda_workspace_bytes(H, D) : 0;
@@ -50,8 +50,8 @@ status check_sparse_attention(uint32_t seed, std::vector<op_check_line>& lines) 
     dev<int32_t> d_idx(idx);
     HART_RETURN_IF_ERROR(d_out.ok());
     HART_RETURN_IF_ERROR(d_ws.ok());
-    sparse_attention_gather_params p{d_q.get(), d_kv.get(), d_idx.get(), d_sink.get(), d_out.get(), nq, H, D,
-                                     n_idx, n_entries, 0, scale};
+    sparse_attention_gather_params p{d_q.get(), d_kv.get(), d_idx.get(), d_sink.get(), d_out.get(), nq,
+                                     H,         D,          n_idx,       n_entries,    0,           scale};
     p.bf16 = bf16;
     if (bf16) {  // as the engine passes it outside --deterministic
       p.workspace = d_ws.get();
@@ -91,8 +91,8 @@ status check_sparse_attention(uint32_t seed, std::vector<op_check_line>& lines) 
       }
     }
     const double rtol = 2 * (1e-5 + 2 * l_err);
-    std::string shape = "queries=" + std::to_string(nq) + " heads=" + std::to_string(H) + " dim=" +
-                        std::to_string(D) + " n_idx=" + std::to_string(n_idx);
+    std::string shape = "queries=" + std::to_string(nq) + " heads=" + std::to_string(H) +
+                        " dim=" + std::to_string(D) + " n_idx=" + std::to_string(n_idx);
     const std::vector<double> want(cpu.begin(), cpu.end());
     char tol[80];
     if (!bf16) {

@@ -34,9 +34,9 @@ constexpr int64_t k_page_bytes =
 
 struct shape {
   int64_t n_queries, n_heads, n_idx0, n_idx1;
-  double p_empty;     // chance of a -1 slot
-  bool empty_query;   // the last query's lists all -1
-  bool bf16 = false;  // the official numerics, called as the engine calls them
+  double p_empty;             // chance of a -1 slot
+  bool empty_query;           // the last query's lists all -1
+  bool bf16 = false;          // the official numerics, called as the engine calls them
   bool short_window = false;  // each window list a random number of valid slots, then -1 (p_empty ignored)
   std::string text() const {
     return "queries=" + std::to_string(n_queries) + " heads=" + std::to_string(n_heads) +
@@ -173,7 +173,8 @@ status run_case(std::mt19937& rng, const shape& s, std::vector<op_check_line>& l
       for (int64_t j = 0; j < n; ++j) {
         const int32_t e = idx[t * n + j];
         if (e < 0) continue;
-        kv_entry_decode(pool.data() + (e / k_per_page) * k_page_bytes + (e % k_per_page) * kv_entry_bytes, row.data());
+        kv_entry_decode(pool.data() + (e / k_per_page) * k_page_bytes + (e % k_per_page) * kv_entry_bytes,
+                        row.data());
         kv.emplace_back(row.begin(), row.end());
       }
     };
@@ -233,7 +234,8 @@ status encode_rows(std::mt19937& rng, int64_t n_rows, std::vector<op_check_line>
     const float sc = std::ldexp(1.f, ex(rng));
     for (int64_t i = 0; i < 64; ++i) src[size_t(b * 64 + i)] = nd(rng) * sc;
   }
-  std::vector<int64_t> src_off(static_cast<size_t>(n_rows)), dst_off(static_cast<size_t>(n_rows)), slots(size_t(2 * n_rows));
+  std::vector<int64_t> src_off(static_cast<size_t>(n_rows)), dst_off(static_cast<size_t>(n_rows)),
+      slots(size_t(2 * n_rows));
   for (int64_t i = 0; i < 2 * n_rows; ++i) slots[size_t(i)] = i;
   std::shuffle(slots.begin(), slots.end(), rng);
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -243,17 +245,20 @@ status encode_rows(std::mt19937& rng, int64_t n_rows, std::vector<op_check_line>
   std::vector<float> pool(size_t(2 * n_rows * slot_floats));
   std::memset(pool.data(), 0xa5, pool.size() * sizeof(float));
   std::vector<float> want = pool, got;
-  HART_RETURN_IF_ERROR(kv_entry_encode_rows_cpu({src.data(), src_off.data(), want.data(), dst_off.data(), n_rows}));
+  HART_RETURN_IF_ERROR(
+      kv_entry_encode_rows_cpu({src.data(), src_off.data(), want.data(), dst_off.data(), n_rows}));
   dev<float> d_src(src), d_pool(pool);
   dev<int64_t> d_so(src_off), d_do(dst_off);
   HART_RETURN_IF_ERROR(d_pool.ok());
-  HART_RETURN_IF_ERROR(kv_entry_encode_rows_cuda({d_src.get(), d_so.get(), d_pool.get(), d_do.get(), n_rows}, nullptr));
+  HART_RETURN_IF_ERROR(
+      kv_entry_encode_rows_cuda({d_src.get(), d_so.get(), d_pool.get(), d_do.get(), n_rows}, nullptr));
   HART_RETURN_IF_ERROR(cuda_status("kv_entry_encode_rows", cudaDeviceSynchronize()));
   HART_RETURN_IF_ERROR(d_pool.to_host(got));
   std::vector<uint8_t> gb(got.size() * sizeof(float)), wb(want.size() * sizeof(float));
   std::memcpy(gb.data(), got.data(), gb.size());
   std::memcpy(wb.data(), want.data(), wb.size());
-  lines.push_back(compare_codes("kv_entry_encode_rows", "rows=" + std::to_string(n_rows) + " (every 3rd skipped)", gb, wb));
+  lines.push_back(compare_codes("kv_entry_encode_rows",
+                                "rows=" + std::to_string(n_rows) + " (every 3rd skipped)", gb, wb));
   return {};
 }
 
