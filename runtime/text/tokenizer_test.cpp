@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -40,10 +41,12 @@ tokenizer load_or_die(const std::string& dir) {
 }
 
 // Writes `tj` as tokenizer.json (and `cfg`, unless empty, as tokenizer_config.json) into a
-// fresh directory and loads it.
+// fresh directory and loads it. The directory is named by process too: ctest -j runs this
+// file's tests as separate processes at once.
 status_or<tokenizer> load_json(const std::string& tj, const std::string& cfg = "") {
   static int n_dirs = 0;
-  std::string dir = ::testing::TempDir() + "hart_text_" + std::to_string(n_dirs++);
+  std::string dir =
+      ::testing::TempDir() + "hart_text_" + std::to_string(::getpid()) + "_" + std::to_string(n_dirs++);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json") << tj;
@@ -282,7 +285,7 @@ TEST(tokenizer_errors, missing_file) {
 }
 
 TEST(tokenizer_errors, malformed_json) {
-  std::string path = ::testing::TempDir() + "hart_text_malformed_tokenizer.json";
+  std::string path = ::testing::TempDir() + "hart_text_malformed_" + std::to_string(::getpid()) + ".json";
   std::ofstream(path) << "{\"model\": {\"type\": \"BPE\", ";
   status_or<tokenizer> t = tokenizer::load(path);
   std::remove(path.c_str());
