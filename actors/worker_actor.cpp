@@ -1,6 +1,6 @@
 #include "actors/worker_actor.h"
 
-#include "runtime/worker/local_executor.h"
+#include "runtime/worker/engine_executor.h"
 #include "runtime/worker/step_runner.h"
 
 #include <chrono>
@@ -88,7 +88,7 @@ status_or<worker_actor> spawn_worker_actor(caf::actor_system& sys, const worker_
     executor = std::move(ex);
   } else {
     if (!params.eng) return invalid_argument("worker actor: neither an engine nor an executor factory");
-    HART_ASSIGN_OR_RETURN(auto ex, sched::local_executor::create(*params.eng, params.cache));
+    HART_ASSIGN_OR_RETURN(auto ex, sched::engine_executor::on_cpu(*params.eng, params.cache));
     executor = std::move(ex);
   }
   auto st = std::make_shared<worker_state>();

@@ -7,7 +7,7 @@
 // set when spawning).
 #include "cli/cli_common.h"
 #include "cli/device_executor.h"
-#include "runtime/worker/local_executor.h"
+#include "runtime/worker/engine_executor.h"
 #include "runtime/worker_link/worker_process.h"
 
 #include <CLI/CLI.hpp>
@@ -85,7 +85,7 @@ int run_worker(const worker_options& o) {
       sizes.memory_fraction = 0;
       return make_gpu_executor(o.common, &given, sizes);
     }
-    HART_ASSIGN_OR_RETURN(auto ex, sched::local_executor::create(*eng, pages));
+    HART_ASSIGN_OR_RETURN(auto ex, sched::engine_executor::on_cpu(*eng, pages));
     return std::unique_ptr<sched::step_executor>(std::move(ex));
   };
   // An error ends the process; the server sees it exit and replaces it.

@@ -45,9 +45,9 @@ status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_
   HART_ASSIGN_OR_RETURN(std::unique_ptr<gpu_engine> eng, load_gpu_engine(o, p));
   cache->n_full_pages = eng->full_pages();
   cache->n_swa_pages = eng->swa_pages();
-  std::unique_ptr<sched::gpu_executor> ex = sched::gpu_executor::over(std::move(eng));
-  if (weights) *weights = ex->weights();
-  return std::unique_ptr<sched::step_executor>(std::move(ex));
+  std::shared_ptr<gpu_engine> shared = std::move(eng);
+  if (weights) *weights = sched::gpu_weight_target(shared);
+  return std::unique_ptr<sched::step_executor>(sched::gpu_executor(std::move(shared)));
 #else
   (void)o;
   (void)cache;

@@ -2,7 +2,8 @@
 // What a worker needs from an engine, whatever runs it: the model's config,
 // fresh sequences, and forward(batch, logits, trace) with the contract of
 // engine::forward (runtime/model/engine.h). The CPU engine is wrapped by
-// forward_engine_cpu; the GPU engine (runtime/gpu/gpu_engine.h) implements it.
+// forward_engine_cpu (owning) or forward_engine_cpu_view (borrowed); the GPU
+// engine (runtime/gpu/gpu_engine.h) implements it.
 //
 //   std::unique_ptr<forward_engine> e = forward_engine_cpu(std::move(cpu_engine));
 //   sequence_state s = e->new_sequence();
@@ -31,7 +32,7 @@ class forward_engine {
 /// The CPU engine behind the interface.
 class forward_engine_cpu_impl final : public forward_engine {
  public:
-  explicit forward_engine_cpu_impl(std::unique_ptr<engine> e) : e_(std::move(e)) {}
+  explicit forward_engine_cpu_impl(std::shared_ptr<const engine> e) : e_(std::move(e)) {}
   const model_config& config() const override { return e_->config(); }
   sequence_state new_sequence() const override { return e_->new_sequence(); }
   status forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
@@ -41,11 +42,16 @@ class forward_engine_cpu_impl final : public forward_engine {
   const engine& cpu() const { return *e_; }
 
  private:
-  std::unique_ptr<engine> e_;
+  std::shared_ptr<const engine> e_;
 };
 
 inline std::unique_ptr<forward_engine> forward_engine_cpu(std::unique_ptr<engine> e) {
   return std::make_unique<forward_engine_cpu_impl>(std::move(e));
+}
+
+/// The CPU engine behind the interface, borrowed: `e` must outlive the result.
+inline std::unique_ptr<forward_engine> forward_engine_cpu_view(const engine& e) {
+  return std::make_unique<forward_engine_cpu_impl>(std::shared_ptr<const engine>(&e, [](const engine*) {}));
 }
 
 }  // namespace hart

@@ -1,8 +1,6 @@
 #include "runtime/worker/gpu_executor.h"
 
 #include "runtime/gpu/gpu_weight_swap.h"
-#include "runtime/worker/step_routing.h"
-#include "runtime/worker/step_sampling.h"
 
 namespace hart::sched {
 namespace {
@@ -12,9 +10,9 @@ struct gpu_built final : built_weights {
   const gpu_engine* owner = nullptr;
 };
 
-class gpu_weight_target final : public weight_target {
+class gpu_weights final : public weight_target {
  public:
-  explicit gpu_weight_target(std::shared_ptr<gpu_engine> eng) : eng_(std::move(eng)) {}
+  explicit gpu_weights(std::shared_ptr<gpu_engine> eng) : eng_(std::move(eng)) {}
   status_or<std::shared_ptr<built_weights>> build(const tensor_source& src) const override {
     HART_ASSIGN_OR_RETURN(auto w, eng_->build_weights(src));
     auto b = std::make_shared<gpu_built>();
@@ -38,45 +36,23 @@ class gpu_weight_target final : public weight_target {
 
 }  // namespace
 
-status_or<std::unique_ptr<gpu_executor>> gpu_executor::create(gpu_engine_params params,
-                                                              const cache::cache_config& cache) {
+status_or<std::unique_ptr<gpu_engine>> gpu_engine_for_cache(gpu_engine_params params,
+                                                            const cache::cache_config& cache) {
   params.base.page_size = cache.page_size;
   params.full_pages = cache.n_full_pages;
   params.swa_pages = cache.n_swa_pages;
-  HART_ASSIGN_OR_RETURN(std::unique_ptr<gpu_engine> eng, gpu_engine::load(params));
-  return over(std::move(eng));
+  return gpu_engine::load(params);
 }
 
-std::unique_ptr<gpu_executor> gpu_executor::over(std::shared_ptr<gpu_engine> eng) {
-  std::unique_ptr<gpu_executor> ex(new gpu_executor());
-  ex->eng_ = std::move(eng);
-  return ex;
+std::unique_ptr<engine_executor> gpu_executor(std::shared_ptr<gpu_engine> eng) {
+  const gpu_engine* e = eng.get();
+  return engine_executor::over(std::move(eng), [e](const step_item& it) {
+    return e->bind_pages(it.full_pages, it.swa_pages, it.n_computed);
+  });
 }
 
-std::shared_ptr<weight_target> gpu_executor::weights() const {
-  return std::make_shared<gpu_weight_target>(eng_);
-}
-
-status_or<step_result> gpu_executor::execute(const step_plan& plan) {
-  step_result res;
-  res.step = plan.step;
-  if (plan.empty()) return res;
-  std::vector<sequence_state> seqs(plan.items.size());
-  std::vector<batch_item> batch(plan.items.size());
-  for (size_t i = 0; i < plan.items.size(); ++i) {
-    const step_item& it = plan.items[i];
-    seqs[i] = eng_->bind_pages(it.full_pages, it.swa_pages, it.n_computed);
-    batch[i].seq = &seqs[i];
-    batch[i].tokens = it.tokens;
-    batch[i].logits = step_item_logits(it);
-  }
-  forward_trace trace;
-  const bool capture = plan_captures_routing(plan);
-  res.error = eng_->forward(batch, &logits_, capture ? &trace : nullptr);
-  if (!res.error.ok()) return res;
-  if (capture) collect_step_routing(plan, trace, &res);
-  sample_step_items(plan, logits_.data(), eng_->config().vocab_size, &res);
-  return res;
+std::shared_ptr<weight_target> gpu_weight_target(std::shared_ptr<gpu_engine> eng) {
+  return std::make_shared<gpu_weights>(std::move(eng));
 }
 
 }  // namespace hart::sched

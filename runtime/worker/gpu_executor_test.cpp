@@ -48,9 +48,11 @@ double rel_err(const float* a, const float* b, int64_t vocab) {
 
 TEST(gpu_executor, prefix_hit_on_cache_pages_gives_the_whole_prompt_logits) {
   HART_SKIP_WITHOUT_CUDA();
-  auto ex = gpu_executor::create(params(), pages());
-  ASSERT_TRUE(ex.ok()) << ex.get_status().to_string();
-  const gpu_engine& eng = (*ex)->engine();
+  auto loaded = gpu_engine_for_cache(params(), pages());
+  ASSERT_TRUE(loaded.ok()) << loaded.get_status().to_string();
+  std::shared_ptr<gpu_engine> shared = std::move(*loaded);
+  const gpu_engine& eng = *shared;
+  const std::unique_ptr<engine_executor> ex = gpu_executor(shared);
   const int64_t V = eng.config().vocab_size, n = 200;
   const std::vector<int32_t> toks = prompt(n);
 
@@ -84,7 +86,7 @@ TEST(gpu_executor, prefix_hit_on_cache_pages_gives_the_whole_prompt_logits) {
   it.sample_last = true;
   it.logprobs = true;
   plan.items.push_back(it);
-  auto res = (*ex)->execute(plan);
+  auto res = ex->execute(plan);
   ASSERT_TRUE(res.ok()) << res.get_status().to_string();
   ASSERT_TRUE(res->error.ok()) << res->error.to_string();
   ASSERT_EQ(res->sampled.size(), 1u);
@@ -95,9 +97,9 @@ TEST(gpu_executor, prefix_hit_on_cache_pages_gives_the_whole_prompt_logits) {
 
 TEST(gpu_executor, bad_page_tables_are_refused) {
   HART_SKIP_WITHOUT_CUDA();
-  auto ex = gpu_executor::create(params(), pages());
-  ASSERT_TRUE(ex.ok()) << ex.get_status().to_string();
-  const gpu_engine& eng = (*ex)->engine();
+  auto loaded = gpu_engine_for_cache(params(), pages());
+  ASSERT_TRUE(loaded.ok()) << loaded.get_status().to_string();
+  const gpu_engine& eng = **loaded;
   const std::vector<int32_t> toks = prompt(72);
   std::vector<float> logits;
 

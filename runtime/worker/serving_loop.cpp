@@ -1,6 +1,6 @@
 #include "runtime/worker/serving_loop.h"
 
-#include "runtime/worker/local_executor.h"
+#include "runtime/worker/engine_executor.h"
 
 #include <utility>
 
@@ -26,7 +26,7 @@ status_or<std::unique_ptr<serving_loop>> serving_loop::create(const engine& eng,
   if (executor) {
     l->executor_ = std::move(executor);
   } else {
-    HART_ASSIGN_OR_RETURN(l->executor_, local_executor::create(eng, params.cache));
+    HART_ASSIGN_OR_RETURN(l->executor_, engine_executor::on_cpu(eng, params.cache));
   }
   l->runner_ = std::make_unique<step_runner>(l->executor_.get());
   return l;

@@ -35,7 +35,7 @@ inline serving_params serving_params_for(const engine& eng, serving_params param
 class serving_loop : private pipeline_port {
  public:
   /// `eng` and `tok` (may be null) must outlive the loop. Without `executor`
-  /// the loop allocates the KV pages and runs a cpu_worker in this thread;
+  /// the loop allocates the KV pages and runs an engine_executor in this thread;
   /// with one (a remote_worker) it only plans and leaves the pages to it.
   static status_or<std::unique_ptr<serving_loop>> create(const engine& eng, serving_params params,
                                                          const tokenizer* tok,

@@ -10,7 +10,7 @@
 //
 //   worker_process_params p;
 //   p.connect = "tcp://127.0.0.1:5560";  p.hello = {pid, summary, token};
-//   p.make_executor = [&](const cache::cache_config& pages) { return local_executor::create(eng, pages); };
+//   p.make_executor = [&](const cache::cache_config& pages) { return engine_executor::on_cpu(eng, pages); };
 //   HART_RETURN_IF_ERROR(worker_process_run(p));   // ok once the server says bye
 #pragma once
 
