@@ -99,7 +99,7 @@ struct scheduler_state : sched::pipeline_port {
   int64_t catch_until_us = 0;  // the open catch window's end (0: none)
   int64_t catch_late_us = 0;  // the step in flight counts as late from here: the window stays open until then
 
-  sched::serving_core& core() { return pipeline->core(); }
+  sched::scheduler& sched() { return pipeline->sched(); }
 
   // -- pipeline_port -------------------------------------------------------------------
   void send_step(std::shared_ptr<const sched::step_plan> plan, int64_t sent_us) override {
@@ -156,7 +156,7 @@ struct scheduler_state : sched::pipeline_port {
   // latency costs nothing; from then the thread is awake when the outcome lands.
   void arm_catch(int64_t sent_us, size_t batch) {
     const double lead_us = double(params.catch_step.count()) / 2;
-    if (lead_us <= 0 || pipeline->in_flight() != 1 || !core().last_step_decode_only()) return;
+    if (lead_us <= 0 || pipeline->in_flight() != 1 || !pipeline->last_step_decode_only()) return;
     const double expected_us = pipeline->expected_exec_us(batch);
     const double delay_us = expected_us - lead_us;
     catch_late_us = sent_us + int64_t(2 * expected_us);
@@ -173,8 +173,8 @@ struct scheduler_state : sched::pipeline_port {
   void on_catch(uint64_t gen) {
     if (gen != catch_gen || pipeline->in_flight() == 0) return;
     if (catch_until_us == 0)
-      catch_until_us = std::max(core().now_us() + params.catch_step.count(), catch_late_us);
-    while (self->mailbox().empty() && core().now_us() < catch_until_us) {
+      catch_until_us = std::max(sched().now_us() + params.catch_step.count(), catch_late_us);
+    while (self->mailbox().empty() && sched().now_us() < catch_until_us) {
     }
   }
 
@@ -182,7 +182,7 @@ struct scheduler_state : sched::pipeline_port {
   /// shard's pages ahead): spin on for the rest of the window. Measured: the
   /// gap's tail was in its wake phase (perf-notes S1 v13).
   void resume_catch() {
-    if (catch_until_us > 0 && pipeline->in_flight() == 1 && core().now_us() < catch_until_us) {
+    if (catch_until_us > 0 && pipeline->in_flight() == 1 && sched().now_us() < catch_until_us) {
       self->send(self, catch_atom::value, catch_gen);
     }
   }
@@ -190,7 +190,7 @@ struct scheduler_state : sched::pipeline_port {
   // -- messages ------------------------------------------------------------------------
   void on_step_done(const step_outcome& o) {
     if (pipeline->in_flight() == 0) return;
-    const int64_t arrived_us = core().now_us();
+    const int64_t arrived_us = sched().now_us();
     ++catch_gen;  // the pending catch timer, if any, is for this step
     caught += catch_until_us > 0 && arrived_us <= catch_until_us;
     catch_until_us = 0;
@@ -204,7 +204,7 @@ struct scheduler_state : sched::pipeline_port {
       // The ack first, then the aborted samples' finals (protocol §4.2).
       case control_verb::abort: {
         sched::event_batch ev;
-        for (uint64_t id : c.ids) ev.append(core().abort(id));
+        for (uint64_t id : c.ids) ev.append(sched().abort(id));
         if (c.ack) reply(c.client, protocol::ack_reply{ctl.tag, ctl.verb, uint32_t(c.ids.size())});
         publish(std::move(ev));
         break;
@@ -213,8 +213,8 @@ struct scheduler_state : sched::pipeline_port {
         const sched::pause_mode m = ctl.mode == protocol::pause_mode::abort     ? sched::pause_mode::abort
                                     : ctl.mode == protocol::pause_mode::retract ? sched::pause_mode::retract
                                                                                 : sched::pause_mode::in_place;
-        const int64_t running = core().sched().n_running();
-        sched::event_batch ev = core().pause(m);
+        const int64_t running = sched().n_running();
+        sched::event_batch ev = sched().pause(m);
         // affected: the generations aborted (abort), or the sequences retracted / frozen.
         std::set<uint64_t> aborted;
         for (const sched::finish_event& f : ev.finishes) aborted.insert(f.request_id);
@@ -224,11 +224,11 @@ struct scheduler_state : sched::pipeline_port {
         break;
       }
       case control_verb::resume:
-        core().resume();
+        sched().resume();
         reply(c.client, protocol::ack_reply{ctl.tag, ctl.verb, 0});
         break;
       case control_verb::flush_cache:
-        core().flush_cache();
+        sched().flush_cache();
         reply(c.client, protocol::ack_reply{ctl.tag, ctl.verb, 0});
         break;
       case control_verb::health: {
@@ -245,7 +245,7 @@ struct scheduler_state : sched::pipeline_port {
         auto* st = this;
         self->request(shard(0), caf::infinite, shard_metrics_atom::value)
             .then([st, client, tag](std::shared_ptr<const cache::cache_metrics> m) {
-              st->reply(client, make_stats(st->core().stats(*m), st->weight_version, st->caught, tag));
+              st->reply(client, make_stats(st->pipeline->stats(*m), st->weight_version, st->caught, tag));
             });
         break;
       }
@@ -314,8 +314,8 @@ status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys,
     return unimplemented("scheduler: %zu cache shards; a step is planned for one attention-DP rank",
                          given.shards.size());
   }
-  HART_ASSIGN_OR_RETURN(std::unique_ptr<sched::serving_core> core,
-                        sched::serving_core::create(given.serving, given.tok));
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<sched::scheduler> sched,
+                        sched::scheduler::create(given.serving, given.tok));
   scheduler_actor_params params = given;
   if (params.shards.empty()) {
     HART_ASSIGN_OR_RETURN(cache_shard_actor shard, spawn_cache_shard_actor(sys, params.serving.cache, 0));
@@ -325,7 +325,7 @@ status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys,
   // condition variable the moment a step outcome arrives, whatever the pool is
   // busy with (gateway, weight sync); the step path is the S1 budget.
   auto pipeline =
-      std::make_shared<sched::step_pipeline>(std::move(core), sched::step_pipeline_params{params.overlap});
+      std::make_shared<sched::step_pipeline>(std::move(sched), sched::step_pipeline_params{params.overlap});
   return sys.spawn<caf::detached>(scheduler_impl, std::move(pipeline), params);
 }
 

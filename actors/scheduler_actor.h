@@ -1,6 +1,6 @@
 // File: actors/scheduler_actor.h
 // The scheduler actor: owns the request state machines and the batching
-// policy (sched::serving_core without a shard) through the step pipeline
+// policy (sched::scheduler) through the step pipeline
 // (runtime/sched/step_pipeline.h, plain C++: what is sent when; this actor is
 // its port and its mailbox, and the catch window's spin), asks the cache shard actor of
 // each attention-DP rank (actors/cache_shard_actor) for a step's pages when
@@ -30,7 +30,7 @@
 #pragma once
 
 #include "actors/caf_compat.h"
-#include "runtime/sched/serving_core.h"
+#include "runtime/sched/scheduler.h"
 #include "runtime/text/tokenizer.h"
 
 #include <chrono>
@@ -57,7 +57,7 @@ struct scheduler_actor_params {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
-/// Fails when the serving core cannot be created (bad cache or batching
+/// Fails when the scheduler cannot be created (bad cache or batching
 /// sizes), or for more than one shard (a step is not split across ranks yet).
 status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys,
                                                  const scheduler_actor_params& params);

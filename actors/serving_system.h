@@ -20,7 +20,7 @@
 #include "actors/worker_actor.h"
 #include "runtime/http/http_server.h"
 #include "runtime/model/config.h"
-#include "runtime/sched/serving_core.h"
+#include "runtime/sched/scheduler.h"
 #include "runtime/transport/server.h"
 #include "runtime/weight_sync/sync_server.h"
 

@@ -2,8 +2,8 @@
 // One cache shard: the ShadowRadix index of one attention data-parallel rank
 // (radix tree, page allocators, locks, LRU, metrics) answering the batched
 // per-step protocol of shard_protocol.h. Metadata only; the KV bytes live with
-// the worker. No CAF: actors/cache_shard_actor wraps it, serving_core calls it
-// in-process. Not thread-safe.
+// the worker. No CAF: actors/cache_shard_actor wraps it; sched::in_process_shard
+// answers a step pipeline with it in process (serving_loop, tests). Not thread-safe.
 //
 //   cache_shard shard(cfg);                 // cfg validated
 //   shard.apply(ops);

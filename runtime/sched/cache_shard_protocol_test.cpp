@@ -17,7 +17,7 @@
 //   agree with them (EOS, max_new_tokens, max_context);
 // - the cache is consistent after every step, and nothing is held at the end.
 #include "runtime/sched/in_process_shard.h"
-#include "runtime/sched/serving_core.h"
+#include "runtime/sched/scheduler.h"
 #include "runtime/sched/step_pipeline.h"
 
 #include <gtest/gtest.h>
@@ -256,13 +256,13 @@ void run_core_mix(uint32_t seed, mix_totals& t) {
 
   const serving_params p = random_params(rng);
   int64_t now = 1000;
-  auto core = serving_core::create(p, nullptr, [&now] { return now; });
-  ASSERT_TRUE(core.ok()) << core.get_status().to_string();
+  auto sched = scheduler::create(p, nullptr, [&now] { return now; });
+  ASSERT_TRUE(sched.ok()) << sched.get_status().to_string();
   request_log log(p);
   mix_port port(p, log);
-  step_pipeline pipe(std::move(*core), {});
+  step_pipeline pipe(std::move(*sched), {});
   pipe.attach(&port);
-  serving_core& c = pipe.core();
+  scheduler& c = pipe.sched();
   // The worker: runs the oldest plan out (or fails it), and the pipeline takes the outcome.
   auto run_oldest = [&](bool may_fail) {
     const std::shared_ptr<const step_plan> plan = port.steps.front();
@@ -325,7 +325,7 @@ void run_core_mix(uint32_t seed, mix_totals& t) {
   EXPECT_EQ(m.full_pages_used, 0);
   EXPECT_EQ(m.swa_pages_used, 0);
   log.expect_whole({ids.begin(), ids.end()});
-  t.preemptions += c.sched().counters().preemptions;
+  t.preemptions += c.counters().preemptions;
   t.cached_tokens += m.cached_tokens;
   t.stopped += log.ended(finish_reason::stop);
   t.at_length += log.ended(finish_reason::length);

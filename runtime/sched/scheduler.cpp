@@ -372,4 +372,36 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
   return ev;
 }
 
+status_or<std::unique_ptr<scheduler>> scheduler::create(const serving_params& params, const tokenizer* tok,
+                                                        std::function<int64_t()> clock) {
+  HART_RETURN_IF_ERROR(params.cache.validate());
+  HART_RETURN_IF_ERROR(params.sched.validate());
+  return std::make_unique<scheduler>(params.sched, params.cache, tok, std::move(clock));
+}
+
+event_batch scheduler::fail_step(const step_plan& plan, const status& why, bool pages_lost) {
+  step_result failed;
+  failed.step = plan.step;
+  failed.error = status(why.code(), "worker failed: " + why.message());
+  event_batch ev = complete(plan, failed);
+  if (pages_lost) ev.append(retract_all_and_flush());
+  return ev;
+}
+
+event_batch scheduler::lose_pages(const step_plan& plan) {
+  event_batch ev = discard(plan);
+  ev.append(retract_all_and_flush());
+  return ev;
+}
+
+event_batch scheduler::retract_all_and_flush() {
+  // The KV behind every page died with the worker: whatever still runs must
+  // recompute, and no cached prefix may be matched again.
+  const bool was_paused = paused_;
+  event_batch ev = pause(pause_mode::retract);
+  flush_cache();
+  if (!was_paused) resume();
+  return ev;
+}
+
 }  // namespace hart::sched

@@ -30,11 +30,13 @@
 // called meanwhile: they take effect on their sequences in complete(). Not
 // thread-safe.
 //
-//   scheduler s(params, cache_cfg, &tok);
-//   HART_RETURN_IF_ERROR(s.submit(req));
-//   step_plan p = s.schedule(shard);   // in-process: begin, shard, end
-//   event_batch ev = s.complete(p, worker.execute(p));
-//   shard.apply(s.take_cache_ops());
+//   HART_ASSIGN_OR_RETURN(auto s, scheduler::create(params, &tok));
+//   HART_RETURN_IF_ERROR(s->submit(req));
+//   step_plan p = s->schedule(shard);   // in-process: begin, shard, end
+//   event_batch ev = s->complete(p, worker.execute(p));
+//   shard.apply(s->take_cache_ops());
+// sched::step_pipeline drives it when the shard and the worker are reached by
+// message (both runtimes: the scheduler actor and serving_loop).
 #pragma once
 
 #include "runtime/cache/cache_shard.h"
@@ -69,6 +71,14 @@ struct scheduler_params {
   status validate() const;
 };
 
+/// A scheduler's whole configuration: its cache shard's and its own.
+struct serving_params {
+  /// page_size, pool sizes, prefix cache on/off; `window` must equal the model's.
+  cache::cache_config cache{128, 256, 64, 128, true};
+  /// vocab_size must be set; eos_token_id < 0 = none.
+  scheduler_params sched;
+};
+
 enum class pause_mode {
   abort,     // abort everything (finish reason abort)
   retract,   // preempt every running sequence back to the queue (into the cache)
@@ -98,6 +108,9 @@ class scheduler {
   /// it. `clock` returns µs on a monotonic clock (default: steady_clock).
   scheduler(const scheduler_params& params, const cache::cache_config& cache, const tokenizer* tok,
             std::function<int64_t()> clock = {});
+  /// The same after validating both configs (invalid_argument names the field).
+  static status_or<std::unique_ptr<scheduler>> create(const serving_params& params, const tokenizer* tok,
+                                                      std::function<int64_t()> clock = {});
   ~scheduler();
   scheduler(const scheduler&) = delete;
   scheduler& operator=(const scheduler&) = delete;
@@ -165,6 +178,16 @@ class scheduler {
   /// fails; its sequences stop being in flight (ended ones are dropped, a
   /// pending retract is done). The caller retracts or replans.
   event_batch discard(const step_plan& plan);
+  /// The executor running `plan` (the one in flight) failed (a dead worker
+  /// process): every sequence of the plan ends with `error` ("worker failed:
+  /// why"). When `pages_lost` too, the running sequences are retracted and
+  /// the prefix cache flushed, so they recompute on the next worker.
+  event_batch fail_step(const step_plan& plan, const status& why, bool pages_lost);
+  /// The executor did not run `plan` (the one in flight) because its KV pages
+  /// were lost while it was idle (a worker process died between steps).
+  /// Nothing fails: it is taken back, every running sequence is retracted and
+  /// the prefix cache flushed, so they recompute on the next worker.
+  event_batch lose_pages(const step_plan& plan);
   event_batch take_events();
   /// Changes to cache requests since the last call, in order, for the shard.
   cache::cache_op_batch take_cache_ops();
@@ -212,6 +235,9 @@ class scheduler {
   /// appends its finish event to `ev`.
   void finish(seq& s, finish_reason reason, std::string message, event_batch& ev, std::string text = {});
   bool sibling_blocked(const seq& s) const;
+  /// Retracts every running sequence (paused or not) and flushes the cache:
+  /// the KV behind every page is gone.
+  event_batch retract_all_and_flush();
   step_item make_item(seq& s, int64_t chunk);
 
   scheduler_params params_;

@@ -2,9 +2,10 @@
 // Whatever runs a step_plan: an engine in this process (engine_executor, over
 // the CPU or the GPU engine) or a worker process behind remote_worker
 // (runtime/worker_link). An error status means the executor itself failed (the
-// worker process died, timed out, could not be started): serving_core then
-// ends every sequence of the plan with reason `error`. A model-level failure (a bad token id) is
-// an ok step_result with result.error set, as engine_executor reports it.
+// worker process died, timed out, could not be started): the scheduler then
+// ends every sequence of the plan with reason `error` (scheduler::fail_step).
+// A model-level failure (a bad token id) is an ok step_result with
+// result.error set, as engine_executor reports it.
 #pragma once
 
 #include "runtime/core/status.h"

@@ -14,7 +14,7 @@ double step_pipeline::expected_exec_us(size_t batch) const {
 void step_pipeline::submit(gen_request r) {
   const int64_t prompt_tokens = int64_t(r.prompt.size());
   const uint64_t id = r.id;
-  if (status s = core_->submit(std::move(r)); !s.ok()) {
+  if (status s = sched_->submit(std::move(r)); !s.ok()) {
     event_batch ev;
     finish_event f;
     f.request_id = id;
@@ -30,7 +30,7 @@ void step_pipeline::submit(gen_request r) {
 }
 
 void step_pipeline::sync_shard() {
-  cache::cache_op_batch ops = core_->take_cache_ops();
+  cache::cache_op_batch ops = sched_->take_cache_ops();
   if (!ops.empty()) port_->send_cache_ops(std::move(ops));
 }
 
@@ -46,7 +46,7 @@ void step_pipeline::advance_from(int64_t chained_from_us, int64_t outcome_us) {
 // between steps, so the step that crosses is planned within grants.
 void step_pipeline::after_plan() {
   sync_shard();
-  cache::reserve_request ahead = core_->reserve_ahead();
+  cache::reserve_request ahead = sched_->reserve_ahead();
   if (!ahead.empty()) port_->ask_reserve(std::move(ahead));
 }
 
@@ -58,14 +58,14 @@ void step_pipeline::start_next(int64_t chained_from_us, int64_t outcome_us) {
     port_->send_swap();
     return;
   }
-  if (core_->idle() || core_->paused()) return;
+  if (sched_->idle() || sched_->paused()) return;
   step_timing t;
-  t.planned_us = core_->now_us();
+  t.planned_us = sched_->now_us();
   t.chained_from_us = chained_from_us;
   t.outcome_us = outcome_us;
-  std::optional<cache::slot_request> req = core_->plan_begin();
+  std::optional<cache::slot_request> req = sched_->schedule_begin();
   if (!req) {  // within the grants the sequences hold: no shard round trip
-    start_step(t, core_->plan_end(nullptr));
+    start_step(t, sched_->schedule_end(nullptr));
     return;
   }
   sync_shard();  // the shard must see them before the request
@@ -75,9 +75,10 @@ void step_pipeline::start_next(int64_t chained_from_us, int64_t outcome_us) {
 
 void step_pipeline::on_slots(const cache::slot_grants& grants) {
   if (!asking_) return;
-  const step_timing t = *asking_;
+  step_timing t = *asking_;
   asking_.reset();
-  start_step(t, core_->plan_end(&grants));
+  t.with_shard = true;
+  start_step(t, sched_->schedule_end(&grants));
   after_plan();
 }
 
@@ -91,16 +92,16 @@ void step_pipeline::start_step(const step_timing& t, step_plan planned) {
   }
   port_->publish(std::move(step_events_));
   step_events_ = {};
-  port_->publish(core_->take_events());
+  port_->publish(sched_->take_events());
   // Everything waits on memory held by nothing that will free it soon: look again shortly.
-  if (plan->empty() && !core_->idle() && !core_->paused() && !retry_pending_) {
+  if (plan->empty() && !sched_->idle() && !sched_->paused() && !retry_pending_) {
     retry_pending_ = true;
     port_->retry_after(5ms);
   }
 }
 
 void step_pipeline::send_step(step_timing t, std::shared_ptr<const step_plan> plan) {
-  t.sent_us = core_->now_us();
+  t.sent_us = sched_->now_us();
   in_flight_.emplace_back(plan, t);
   port_->send_step(std::move(plan), t.sent_us);
 }
@@ -110,8 +111,8 @@ void step_pipeline::send_step(step_timing t, std::shared_ptr<const step_plan> pl
 void step_pipeline::plan_ahead() {
   if (!params_.overlap || in_flight_.size() != 1 || swap_) return;
   step_timing t;
-  t.planned_us = core_->now_us();
-  step_plan next = core_->plan_ahead();
+  t.planned_us = sched_->now_us();
+  step_plan next = sched_->schedule_ahead();
   if (!next.empty()) send_step(t, std::make_shared<const step_plan>(std::move(next)));
 }
 
@@ -121,21 +122,7 @@ void step_pipeline::on_step_done(const step_outcome& o, int64_t arrived_us) {
   in_flight_.pop_front();
   timing.exec_start_us = o.exec_start_us;
   timing.exec_end_us = o.exec_end_us;
-  if (o.not_run && !o.pages_lost) {  // planned ahead of a step that failed: its sequences ended with it
-    step_events_ = core_->discard_unrun(*plan);
-  } else if (o.not_run) {
-    HART_LOG_WARN("worker lost its pages (%s): running sequences recompute",
-                  o.result.get_status().message().c_str());
-    step_events_ = core_->lose_pages_unrun(*plan);
-  } else {
-    step_events_ = core_->finish_step(*plan, o.result, o.pages_lost, timing);
-    if (core_->last_step_decode_only()) {
-      const double us = double(o.exec_end_us - o.exec_start_us);
-      auto smooth = [us](double& v) { v = v > 0 ? 0.75 * v + 0.25 * us : us; };
-      smooth(decode_exec_us_);
-      smooth(decode_exec_us_by_batch_[plan->items.size()]);
-    }
-  }
+  step_events_ = apply_outcome(*plan, o, timing);
   // The next step goes to the worker before these events go out (start_step
   // publishes them; here if the plan waits for the shard or none is due). With
   // a step still in flight (planned ahead), the one after it is planned ahead now.
@@ -147,6 +134,34 @@ void step_pipeline::on_step_done(const step_outcome& o, int64_t arrived_us) {
   }
   port_->publish(std::move(step_events_));
   step_events_ = {};
+}
+
+event_batch step_pipeline::apply_outcome(const step_plan& plan, const step_outcome& o,
+                                         const step_timing& timing) {
+  if (o.not_run && !o.pages_lost) return sched_->discard(plan);  // planned ahead of a step that failed
+  if (o.not_run) {
+    HART_LOG_WARN("worker lost its pages (%s): running sequences recompute",
+                  o.result.get_status().message().c_str());
+    stats_.count_worker_failure();
+    stats_.break_chain();
+    return sched_->lose_pages(plan);
+  }
+  event_batch ev;
+  if (o.result.ok()) {
+    ev = sched_->complete(plan, o.result.value());
+    for (token_event& t : ev.tokens) t.produced_us = timing.exec_end_us;
+  } else {
+    stats_.count_worker_failure();
+    ev = sched_->fail_step(plan, o.result.get_status(), o.pages_lost);
+  }
+  stats_.record(plan, o.result.ok(), timing, sched_->now_us());
+  if (stats_.last_decode_only()) {
+    const double us = double(o.exec_end_us - o.exec_start_us);
+    auto smooth = [us](double& v) { v = v > 0 ? 0.75 * v + 0.25 * us : us; };
+    smooth(decode_exec_us_);
+    smooth(decode_exec_us_by_batch_[plan.items.size()]);
+  }
+  return ev;
 }
 
 void step_pipeline::on_retry() {
@@ -164,7 +179,7 @@ status step_pipeline::request_swap(bool relabel) {
 void step_pipeline::on_swapped(bool ok) {
   if (!swap_ || !swap_->running) return;
   // Cached prefixes hold KV of the old weights (a relabel keeps them); live sequences keep theirs.
-  if (ok && !swap_->relabel) core_->flush_cache();
+  if (ok && !swap_->relabel) sched_->flush_cache();
   swap_.reset();
   advance();
 }

@@ -4,11 +4,13 @@
 // in flight (one, or two with overlap scheduling), when the next one is
 // planned, a weight swap held to the next step boundary, a retry when every
 // request waits on memory, and the order in which plans, cache changes and
-// events leave. Plain C++ over serving_core (no threads, no CAF): every
-// message it sends goes through a pipeline_port, and every answer comes back
-// through one call, so a test drives it with a port that records.
+// events leave, what a failed worker means for its sequences, and the step
+// statistics. Plain C++ over the scheduler (no threads, no CAF): every message
+// it sends goes through a pipeline_port, and every answer comes back through
+// one call, so a test drives it with a port that records. Requests and
+// control calls go to sched() (then advance()).
 //
-//   step_pipeline p(std::move(core), {/*overlap=*/true});
+//   step_pipeline p(std::move(sched), {/*overlap=*/true});   // scheduler::create
 //   p.attach(&port);
 //   p.submit(req);                          // plans and sends a step through the port
 //   p.on_step_done(outcome);                // applies it, sends the next, publishes the events
@@ -17,8 +19,9 @@
 
 #include "runtime/cache/shard_protocol.h"
 #include "runtime/core/status.h"
-#include "runtime/sched/serving_core.h"
+#include "runtime/sched/scheduler.h"
 #include "runtime/sched/step.h"
+#include "runtime/sched/step_stats.h"
 
 #include <chrono>
 #include <cstdint>
@@ -68,15 +71,15 @@ class pipeline_port {
 };
 
 struct step_pipeline_params {
-  /// Plan each decode step's successor before it runs (serving_core::plan_ahead).
+  /// Plan each decode step's successor before it runs (scheduler::schedule_ahead).
   bool overlap = false;
 };
 
 class step_pipeline {
  public:
-  /// `core` (serving_core::create) reaches its shard through the port.
-  step_pipeline(std::unique_ptr<serving_core> core, step_pipeline_params params)
-      : core_(std::move(core)), params_(params) {}
+  /// `sched` (scheduler::create) reaches its shard through the port.
+  step_pipeline(std::unique_ptr<scheduler> sched, step_pipeline_params params)
+      : sched_(std::move(sched)), params_(params) {}
   /// Overlap on or off, between steps.
   void set_overlap(bool on) { params_.overlap = on; }
   /// Where it sends, before any other call (the actor's state, once it exists); outlives the pipeline.
@@ -90,7 +93,7 @@ class step_pipeline {
   /// The shard's answer to ask_slots: the step is planned and sent.
   void on_slots(const cache::slot_grants& grants);
   /// The shard's answer to ask_reserve.
-  void on_reserved(const cache::reserve_grants& grants) { core_->apply_reserved(grants); }
+  void on_reserved(const cache::reserve_grants& grants) { sched_->apply_reserved(grants); }
   /// The worker's answer to the oldest plan in flight; `arrived_us` when it reached the caller.
   void on_step_done(const step_outcome& o, int64_t arrived_us);
   void on_retry();
@@ -107,8 +110,12 @@ class step_pipeline {
   /// that must see them: its metrics).
   void sync_shard();
 
-  serving_core& core() { return *core_; }
-  const serving_core& core() const { return *core_; }
+  scheduler& sched() { return *sched_; }
+  const scheduler& sched() const { return *sched_; }
+  /// The step statistics with the shard's metrics.
+  serving_stats stats(const cache::cache_metrics& cache) const { return stats_.stats(*sched_, cache); }
+  /// The last applied step fed one token per sequence (a decode step).
+  bool last_step_decode_only() const { return stats_.last_decode_only(); }
   size_t in_flight() const { return in_flight_.size(); }
   bool swap_pending() const { return swap_.has_value(); }
   /// Smoothed execution time of a decode step of `batch` sequences (µs; 0: none seen).
@@ -122,7 +129,11 @@ class step_pipeline {
   void plan_ahead();
   void after_plan();
 
-  std::unique_ptr<serving_core> core_;
+  /// The outcome of `plan` (the oldest in flight) applied to the scheduler and the statistics.
+  event_batch apply_outcome(const step_plan& plan, const step_outcome& o, const step_timing& timing);
+
+  std::unique_ptr<scheduler> sched_;
+  step_stats stats_;
   step_pipeline_params params_;
   pipeline_port* port_ = nullptr;
   /// Plans sent and not answered, oldest first, with their timing.

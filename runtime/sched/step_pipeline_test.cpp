@@ -131,9 +131,9 @@ class fake_runtime : public pipeline_port {
 };
 
 std::unique_ptr<step_pipeline> make_pipeline(const serving_params& p, bool overlap, fake_runtime* rt) {
-  auto core = serving_core::create(p, nullptr);
-  EXPECT_TRUE(core.ok()) << core.get_status().to_string();
-  auto pipe = std::make_unique<step_pipeline>(std::move(*core), step_pipeline_params{overlap});
+  auto sched = scheduler::create(p, nullptr);
+  EXPECT_TRUE(sched.ok()) << sched.get_status().to_string();
+  auto pipe = std::make_unique<step_pipeline>(std::move(*sched), step_pipeline_params{overlap});
   pipe->attach(rt);
   return pipe;
 }
@@ -160,7 +160,7 @@ TEST(step_pipeline, requests_run_whole_and_the_next_plan_leaves_before_the_last_
     for (const gen_request& r : mix()) pipe->submit(r);
     rt.run_until_quiet(*pipe);
     expect_whole(rt, mix());
-    EXPECT_TRUE(pipe->core().idle());
+    EXPECT_TRUE(pipe->sched().idle());
     EXPECT_EQ(pipe->in_flight(), 0u);
     EXPECT_EQ(rt.max_in_flight, overlap ? 2u : 1u) << "plans in flight at once";
     // Handling an outcome, the next plan (when one is due without asking the shard) leaves before
@@ -178,7 +178,7 @@ TEST(step_pipeline, requests_run_whole_and_the_next_plan_leaves_before_the_last_
       }
     }
     EXPECT_GE(nexts, 5) << "plans sent while handling an outcome (the rest waited for the shard)";
-    pipe->core().flush_cache();
+    pipe->sched().flush_cache();
     pipe->sync_shard();
     EXPECT_EQ(rt.metrics().full_pages_used, 0) << "pages held once the prefix cache is flushed";
     EXPECT_EQ(rt.metrics().swa_pages_used, 0);
@@ -243,7 +243,7 @@ TEST(step_pipeline, retries_while_every_request_waits_on_memory) {
   pipe->submit(make(2, 200, 5));
   for (int i = 0; i < 100000; ++i) {
     if (!rt.pump(*pipe)) {
-      if (rt.retries == 0 || pipe->core().idle()) break;
+      if (rt.retries == 0 || pipe->sched().idle()) break;
       rt.retries = 0;
       pipe->on_retry();
     }
@@ -262,7 +262,7 @@ TEST(step_pipeline, pages_lost_while_idle_retract_and_recompute) {
   EXPECT_EQ(rt.metrics().tree_full_tokens, 0) << "the prefix cache is flushed";
   rt.run_until_quiet(*pipe);
   expect_whole(rt, mix());
-  EXPECT_EQ(pipe->core().stats(rt.metrics()).worker_failures, 1);
+  EXPECT_EQ(pipe->stats(rt.metrics()).worker_failures, 1);
 }
 
 }  // namespace

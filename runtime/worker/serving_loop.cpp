@@ -19,9 +19,9 @@ status_or<std::unique_ptr<serving_loop>> serving_loop::create(const engine& eng,
                                                               std::unique_ptr<step_executor> executor) {
   params = serving_params_for(eng, std::move(params), tok);
   std::unique_ptr<serving_loop> l(new serving_loop());
-  HART_ASSIGN_OR_RETURN(std::unique_ptr<serving_core> core, serving_core::create(params, tok));
+  HART_ASSIGN_OR_RETURN(std::unique_ptr<scheduler> sched, scheduler::create(params, tok));
   l->shard_ = std::make_unique<in_process_shard>(params.cache);
-  l->pipe_ = std::make_unique<step_pipeline>(std::move(core), step_pipeline_params{});
+  l->pipe_ = std::make_unique<step_pipeline>(std::move(sched), step_pipeline_params{});
   l->pipe_->attach(l.get());
   if (executor) {
     l->executor_ = std::move(executor);
@@ -38,7 +38,7 @@ void serving_loop::run_oldest() {
   const std::shared_ptr<const step_plan> plan = std::move(steps_.front());
   steps_.pop_front();
   const std::shared_ptr<const step_outcome> o = runner_->run(*plan);
-  pipe_->on_step_done(*o, core().now_us());
+  pipe_->on_step_done(*o, sched().now_us());
   shard_->answer(*pipe_);
 }
 
@@ -62,10 +62,10 @@ event_batch serving_loop::synced(event_batch ev) {
 
 event_batch serving_loop::run_until_idle(int64_t max_steps) {
   event_batch all;
-  for (int64_t i = 0; i < max_steps && !core().idle(); ++i) {
-    const int64_t steps_before = core().sched().counters().steps;
+  for (int64_t i = 0; i < max_steps && !sched().idle(); ++i) {
+    const int64_t steps_before = sched().counters().steps;
     event_batch ev = step();
-    const bool progress = core().sched().counters().steps != steps_before || !ev.empty();
+    const bool progress = sched().counters().steps != steps_before || !ev.empty();
     all.append(std::move(ev));
     if (!progress) break;
   }

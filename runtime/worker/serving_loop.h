@@ -1,6 +1,6 @@
 // File: runtime/worker/serving_loop.h
 // The serving path in one thread: the step pipeline the scheduler actor runs
-// (sched::step_pipeline over serving_core), with the cache shard in process
+// (sched::step_pipeline over the scheduler), with the cache shard in process
 // and a step_runner over the executor (the CPU worker, or a remote worker
 // process) as its port; every message is answered in turn, in the order the
 // actors' mailboxes deliver them. For tests, `hart generate`-like callers and
@@ -13,7 +13,7 @@
 
 #include "runtime/model/engine.h"
 #include "runtime/sched/in_process_shard.h"
-#include "runtime/sched/serving_core.h"
+#include "runtime/sched/scheduler.h"
 #include "runtime/sched/step_executor.h"
 #include "runtime/sched/step_pipeline.h"
 #include "runtime/worker/step_runner.h"
@@ -43,17 +43,17 @@ class serving_loop : private pipeline_port {
   ~serving_loop() override;
 
   /// Refused requests are an error here (nothing starts); the next step() plans.
-  status submit(gen_request r) { return core().submit(std::move(r)); }
-  event_batch abort(uint64_t id) { return synced(core().abort(id)); }
-  event_batch abort_all() { return synced(core().abort_all()); }
-  event_batch pause(pause_mode m) { return synced(core().pause(m)); }
-  void resume() { core().resume(); }
+  status submit(gen_request r) { return sched().submit(std::move(r)); }
+  event_batch abort(uint64_t id) { return synced(sched().abort(id)); }
+  event_batch abort_all() { return synced(sched().abort_all()); }
+  event_batch pause(pause_mode m) { return synced(sched().pause(m)); }
+  void resume() { sched().resume(); }
   void flush_cache() {
-    core().flush_cache();
+    sched().flush_cache();
     pipe_->sync_shard();
   }
 
-  /// Overlap scheduling (serving_core::plan_ahead): each decode step plans the
+  /// Overlap scheduling (scheduler::schedule_ahead): each decode step plans the
   /// next one before it runs, as the actor runtime does to keep its worker
   /// busy; here it changes nothing but the order, so outputs must equal the
   /// plain loop's (the tests check that). Between steps.
@@ -61,21 +61,20 @@ class serving_loop : private pipeline_port {
 
   /// One step executed on the engine (planned first if none is out); returns
   /// the events published meanwhile. A failed executor is handled as
-  /// serving_core::finish_step describes.
+  /// scheduler::fail_step describes.
   event_batch step();
   /// Steps until nothing is live, or until a step makes no progress (paused,
   /// or nothing fits); at most max_steps steps.
   event_batch run_until_idle(int64_t max_steps = 1 << 30);
 
-  bool idle() const { return core().idle(); }
-  serving_stats stats() const { return core().stats(shard_->metrics()); }
-  scheduler& sched() { return core().sched(); }
+  bool idle() const { return sched().idle(); }
+  serving_stats stats() const { return pipe_->stats(shard_->metrics()); }
+  scheduler& sched() { return pipe_->sched(); }
+  const scheduler& sched() const { return pipe_->sched(); }
   cache::shadow_radix& cache() { return shard_->index(); }
 
  private:
   serving_loop() = default;
-  serving_core& core() { return pipe_->core(); }
-  const serving_core& core() const { return pipe_->core(); }
   /// After a control call: the plans already out run, as a worker that had
   /// them would (their outcomes clean up what the call ended), and the cache
   /// ops go to the shard; returns `ev` and the events published meanwhile.

@@ -1,13 +1,11 @@
-#include "runtime/sched/serving_core.h"
-
-#include "runtime/core/check.h"
+#include "runtime/sched/step_stats.h"
 
 #include <algorithm>
 #include <numeric>
 
 namespace hart::sched {
 
-void serving_core::latency_ring::add(int64_t us) {
+void step_stats::latency_ring::add(int64_t us) {
   if (v.size() < k_latency_window)
     v.push_back(us);
   else
@@ -15,49 +13,14 @@ void serving_core::latency_ring::add(int64_t us) {
   next = (next + 1) % k_latency_window;
 }
 
-status_or<std::unique_ptr<serving_core>> serving_core::create(const serving_params& params,
-                                                              const tokenizer* tok,
-                                                              std::function<int64_t()> clock) {
-  HART_RETURN_IF_ERROR(params.cache.validate());
-  HART_RETURN_IF_ERROR(params.sched.validate());
-  std::unique_ptr<serving_core> c(new serving_core());
-  c->sched_ = std::make_unique<scheduler>(params.sched, params.cache, tok, std::move(clock));
-  return c;
-}
-
-step_plan serving_core::plan_end(const cache::slot_grants* grants) {
-  step_plan plan = sched_->schedule_end(grants);
-  if (grants && !plan.empty()) shard_steps_.push_back(plan.step);
-  return plan;
-}
-
-bool serving_core::took_shard(const step_plan& plan) {
-  if (shard_steps_.empty() || shard_steps_.front() != plan.step) return false;
-  shard_steps_.pop_front();
-  return true;
-}
-
-event_batch serving_core::finish_step(const step_plan& plan, const status_or<step_result>& res,
-                                      bool pages_lost, const step_timing& timing) {
-  event_batch ev;
-  if (res.ok()) {
-    ev = sched_->complete(plan, res.value());
-    for (token_event& t : ev.tokens) t.produced_us = timing.exec_end_us;
-  } else {
-    ++worker_failures_;
-    step_result failed;
-    failed.step = plan.step;
-    failed.error = status(res.get_status().code(), "worker failed: " + res.get_status().message());
-    ev = sched_->complete(plan, failed);
-    if (pages_lost) ev.append(retract_all_and_flush());
-  }
-  const int64_t dt = now_us() - timing.planned_us;
+void step_stats::record(const step_plan& plan, bool ok, const step_timing& timing, int64_t now_us) {
+  const int64_t dt = now_us - timing.planned_us;
   step_us_.add(dt);
   step_hist_.add(double(dt) * 1e-6);
   busy_us_ += dt;
   const bool decode_only = std::all_of(plan.items.begin(), plan.items.end(),
                                        [](const step_item& it) { return it.tokens.size() == 1; });
-  const bool with_shard = took_shard(plan);
+  const bool with_shard = timing.with_shard;
   if (decode_only) {
     decode_step_us_.add(dt);
     decode_exec_us_.add(timing.exec_end_us - timing.exec_start_us);
@@ -74,39 +37,14 @@ event_batch serving_core::finish_step(const step_plan& plan, const status_or<ste
       }
     }
   }
-  last_decode_only_ = decode_only && res.ok();
-  return ev;
+  last_decode_only_ = decode_only && ok;
 }
 
-event_batch serving_core::retract_all_and_flush() {
-  // The KV behind every page died with the worker: whatever still runs must
-  // recompute, and no cached prefix may be matched again.
-  const bool was_paused = sched_->paused();
-  event_batch ev = sched_->pause(pause_mode::retract);
-  sched_->flush_cache();
-  if (!was_paused) sched_->resume();
-  return ev;
-}
-
-event_batch serving_core::lose_pages_unrun(const step_plan& plan) {
-  took_shard(plan);
-  ++worker_failures_;
-  event_batch ev = sched_->discard(plan);
-  ev.append(retract_all_and_flush());
-  last_decode_only_ = false;
-  return ev;
-}
-
-event_batch serving_core::discard_unrun(const step_plan& plan) {
-  took_shard(plan);
-  return sched_->discard(plan);
-}
-
-serving_stats serving_core::stats(const cache::cache_metrics& cache) const {
+serving_stats step_stats::stats(const scheduler& sched, const cache::cache_metrics& cache) const {
   serving_stats s;
-  const scheduler_counters& c = sched_->counters();
-  s.waiting = sched_->n_waiting();
-  s.running = sched_->n_running();
+  const scheduler_counters& c = sched.counters();
+  s.waiting = sched.n_waiting();
+  s.running = sched.n_running();
   s.steps = c.steps;
   s.steps_ahead = c.steps_ahead;
   s.preemptions = c.preemptions;
