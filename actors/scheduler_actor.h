@@ -39,7 +39,7 @@
 namespace hart::actors {
 
 struct scheduler_actor_params {
-  /// Resolved against the model (sched::serving_params_for).
+  /// Resolved against the model (worker::serving_params_for).
   sched::serving_params serving;
   const tokenizer* tok = nullptr;  ///< may be null; outlives the actor
   worker_actor worker;             ///< the worker actor

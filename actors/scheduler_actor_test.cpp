@@ -49,7 +49,7 @@ class scheduler_actor_test : public ::testing::Test {
     p.cache.n_swa_pages = 16;
     p.sched.max_batch_tokens = 256;
     p.sched.prefill_chunk = 96;
-    return sched::serving_params_for(*eng_, p, nullptr);
+    return worker::serving_params_for(*eng_, p, nullptr);
   }
 
   static sched::gen_request request(uint64_t id, int64_t max_new) {
@@ -175,7 +175,7 @@ TEST_F(scheduler_actor_test, outputs_equal_the_serving_loop_token_for_token_and_
   std::map<key, output> got;
   collect(got, 9);  // 3 greedy + 3 x 2 samples
 
-  auto loop = sched::serving_loop::create(*eng_, params(), nullptr);
+  auto loop = worker::serving_loop::create(*eng_, params(), nullptr);
   ASSERT_TRUE(loop.ok()) << loop.get_status().to_string();
   for (const auto& r : reqs) ASSERT_TRUE((*loop)->submit(r).ok());
   std::map<key, output> want;
@@ -268,7 +268,7 @@ TEST_F(scheduler_actor_test, a_long_decode_crosses_pages_on_pages_reserved_ahead
   std::map<key, output> got;
   collect(got, 1);
 
-  auto loop = sched::serving_loop::create(*eng_, params(), nullptr);
+  auto loop = worker::serving_loop::create(*eng_, params(), nullptr);
   ASSERT_TRUE(loop.ok()) << loop.get_status().to_string();
   ASSERT_TRUE((*loop)->submit(r).ok());
   output want;

@@ -17,7 +17,7 @@ struct worker_state {
   /// Why swaps are refused when there is no weight target.
   std::string no_swap_reason;
   /// Runs the plans on `executor` (fills plans made ahead, hands back those it cannot run).
-  std::unique_ptr<sched::step_runner> runner;
+  std::unique_ptr<worker::step_runner> runner;
 
   uint64_t weight_version() const { return weights ? weights->version() : 0; }
 
@@ -88,14 +88,14 @@ status_or<worker_actor> spawn_worker_actor(caf::actor_system& sys, const worker_
     executor = std::move(ex);
   } else {
     if (!params.eng) return invalid_argument("worker actor: neither an engine nor an executor factory");
-    HART_ASSIGN_OR_RETURN(auto ex, sched::engine_executor::on_cpu(*params.eng, params.cache));
+    HART_ASSIGN_OR_RETURN(auto ex, worker::engine_executor::on_cpu(*params.eng, params.cache));
     executor = std::move(ex);
   }
   auto st = std::make_shared<worker_state>();
   st->weights = params.weights;
   if (!st->weights && !params.make_executor) st->weights = engine_weight_target(*params.eng);
   st->executor = std::move(executor);
-  st->runner = std::make_unique<sched::step_runner>(st->executor.get());
+  st->runner = std::make_unique<worker::step_runner>(st->executor.get());
   st->no_swap_reason = params.no_swap_reason;
   return typed_handle<worker_actor>(sys.spawn<caf::detached>(worker_loop, std::move(st)));
 }

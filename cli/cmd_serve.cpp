@@ -288,7 +288,7 @@ int run_serve(const serve_options& o) {
   sp.sched.max_running = o.max_running;
   sp.sched.prefill_chunk = o.prefill_chunk;
   sp.sched.max_context = gpu ? gpu_max_context(cfg, o.max_context) : o.max_context;
-  sp = sched::serving_params_for(cfg, sp, tok.get());
+  sp = worker::serving_params_for(cfg, sp, tok.get());
 
   caf::actor_system_config sys_cfg;
   // NOTE(hart): CAF 0.17's default work-stealing pool polls with 50 us sleeps

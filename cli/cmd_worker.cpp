@@ -85,7 +85,7 @@ int run_worker(const worker_options& o) {
       sizes.memory_fraction = 0;
       return make_gpu_executor(o.common, &given, sizes);
     }
-    HART_ASSIGN_OR_RETURN(auto ex, sched::engine_executor::on_cpu(*eng, pages));
+    HART_ASSIGN_OR_RETURN(auto ex, worker::engine_executor::on_cpu(*eng, pages));
     return std::unique_ptr<sched::step_executor>(std::move(ex));
   };
   // An error ends the process; the server sees it exit and replaces it.

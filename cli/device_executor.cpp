@@ -46,8 +46,8 @@ status_or<std::unique_ptr<sched::step_executor>> make_gpu_executor(const common_
   cache->n_full_pages = eng->full_pages();
   cache->n_swa_pages = eng->swa_pages();
   std::shared_ptr<gpu_engine> shared = std::move(eng);
-  if (weights) *weights = sched::gpu_weight_target(shared);
-  return std::unique_ptr<sched::step_executor>(sched::gpu_executor(std::move(shared)));
+  if (weights) *weights = worker::gpu_weight_target(shared);
+  return std::unique_ptr<sched::step_executor>(worker::gpu_executor(std::move(shared)));
 #else
   (void)o;
   (void)cache;

@@ -4,7 +4,7 @@
 // may overlap forward calls), swap them in between two forward calls, and
 // the version serving. The weight-sync actor builds through it and the worker
 // actor swaps through it, so neither knows the CPU engine from the GPU one
-// (the GPU's target is runtime/worker/gpu_executor's weight_target()).
+// (the GPU's: worker::gpu_weight_target, runtime/worker/gpu_executor.h).
 //
 //   std::shared_ptr<weight_target> t = engine_weight_target(eng);
 //   HART_ASSIGN_OR_RETURN(auto w, t->build(src));       // any thread

@@ -3,7 +3,7 @@
 #include "runtime/worker/step_routing.h"
 #include "runtime/worker/step_sampling.h"
 
-namespace hart::sched {
+namespace hart::worker {
 
 status_or<std::unique_ptr<engine_executor>> engine_executor::on_cpu(const engine& eng,
                                                                     const cache::cache_config& cache) {
@@ -13,7 +13,7 @@ status_or<std::unique_ptr<engine_executor>> engine_executor::on_cpu(const engine
   ex->store_->ensure_swa_pages(cache.n_swa_pages);
   ex->eng_ = forward_engine_cpu_view(eng);
   kv_store* store = ex->store_.get();
-  ex->bind_ = [&eng, store](const step_item& it) {
+  ex->bind_ = [&eng, store](const sched::step_item& it) {
     sequence_state seq = eng.new_sequence();
     engine::bind_pages(seq, store, it.full_pages, it.swa_pages, it.n_computed);
     return seq;
@@ -29,14 +29,14 @@ std::unique_ptr<engine_executor> engine_executor::over(std::shared_ptr<const for
   return ex;
 }
 
-status_or<step_result> engine_executor::execute(const step_plan& plan) {
-  step_result res;
+status_or<sched::step_result> engine_executor::execute(const sched::step_plan& plan) {
+  sched::step_result res;
   res.step = plan.step;
   if (plan.empty()) return res;
   std::vector<sequence_state> seqs(plan.items.size());
   std::vector<batch_item> batch(plan.items.size());
   for (size_t i = 0; i < plan.items.size(); ++i) {
-    const step_item& it = plan.items[i];
+    const sched::step_item& it = plan.items[i];
     seqs[i] = bind_(it);
     batch[i].seq = &seqs[i];
     batch[i].tokens = it.tokens;
@@ -51,4 +51,4 @@ status_or<step_result> engine_executor::execute(const step_plan& plan) {
   return res;
 }
 
-}  // namespace hart::sched
+}  // namespace hart::worker

@@ -19,13 +19,13 @@
 #include <memory>
 #include <vector>
 
-namespace hart::sched {
+namespace hart::worker {
 
-class engine_executor final : public step_executor {
+class engine_executor final : public sched::step_executor {
  public:
   /// A sequence of the engine on a plan item's cache pages, with the item's
   /// n_computed positions already in them.
-  using page_binder = std::function<sequence_state(const step_item&)>;
+  using page_binder = std::function<sequence_state(const sched::step_item&)>;
 
   /// The CPU engine over KV pages the executor allocates for `cache`'s pools
   /// (the pages the scheduler's cache shard hands out). `eng` must outlive it.
@@ -36,7 +36,7 @@ class engine_executor final : public step_executor {
 
   /// A failed forward (bad token id, pages not reserved) comes back as
   /// result.error; nothing is sampled then.
-  status_or<step_result> execute(const step_plan& plan) override;
+  status_or<sched::step_result> execute(const sched::step_plan& plan) override;
 
  private:
   engine_executor() = default;
@@ -46,4 +46,4 @@ class engine_executor final : public step_executor {
   std::vector<float> logits_;  // [vocab, rows] reused across steps
 };
 
-}  // namespace hart::sched
+}  // namespace hart::worker

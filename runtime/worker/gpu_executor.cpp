@@ -2,7 +2,7 @@
 
 #include "runtime/gpu/gpu_weight_swap.h"
 
-namespace hart::sched {
+namespace hart::worker {
 namespace {
 
 struct gpu_built final : built_weights {
@@ -46,7 +46,7 @@ status_or<std::unique_ptr<gpu_engine>> gpu_engine_for_cache(gpu_engine_params pa
 
 std::unique_ptr<engine_executor> gpu_executor(std::shared_ptr<gpu_engine> eng) {
   const gpu_engine* e = eng.get();
-  return engine_executor::over(std::move(eng), [e](const step_item& it) {
+  return engine_executor::over(std::move(eng), [e](const sched::step_item& it) {
     return e->bind_pages(it.full_pages, it.swa_pages, it.n_computed);
   });
 }
@@ -55,4 +55,4 @@ std::shared_ptr<weight_target> gpu_weight_target(std::shared_ptr<gpu_engine> eng
   return std::make_shared<gpu_weights>(std::move(eng));
 }
 
-}  // namespace hart::sched
+}  // namespace hart::worker

@@ -20,7 +20,7 @@
 
 #include <memory>
 
-namespace hart::sched {
+namespace hart::worker {
 
 /// Loads a gpu_engine whose pool has `cache`'s page size and pools (they
 /// replace those of `params`). The gpu_engine::load errors (no device:
@@ -37,4 +37,4 @@ std::unique_ptr<engine_executor> gpu_executor(std::shared_ptr<gpu_engine> eng);
 /// thread does both).
 std::shared_ptr<weight_target> gpu_weight_target(std::shared_ptr<gpu_engine> eng);
 
-}  // namespace hart::sched
+}  // namespace hart::worker

@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace hart::sched {
+namespace hart::worker {
 namespace {
 
 std::vector<int32_t> prompt(int64_t n) {
@@ -75,9 +75,9 @@ TEST(gpu_executor, prefix_hit_on_cache_pages_gives_the_whole_prompt_logits) {
   }
 
   // The same hit as a step plan: the greedy token of the last position's logits.
-  step_plan plan;
+  sched::step_plan plan;
   plan.step = 7;
-  step_item it;
+  sched::step_item it;
   it.seq_id = 1;
   it.tokens = rest;
   it.full_pages = {0, 3};
@@ -124,4 +124,4 @@ TEST(gpu_executor, bad_page_tables_are_refused) {
 }
 
 }  // namespace
-}  // namespace hart::sched
+}  // namespace hart::worker

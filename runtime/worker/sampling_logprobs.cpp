@@ -4,10 +4,10 @@
 #include <cmath>
 #include <limits>
 
-namespace hart::sched {
+namespace hart::worker {
 
 void sampling_logprobs(const float* logits, int64_t vocab, const sampling_params& p, int32_t token,
-                       int32_t top_k, float* logprob_out, std::vector<token_logprob>* top) {
+                       int32_t top_k, float* logprob_out, std::vector<sched::token_logprob>* top) {
   const sampling_distribution d = sampling_distribution_of(logits, vocab, p);
   auto lp = [&](size_t i) { return float(std::log(d.probs[i])); };
   if (logprob_out) {
@@ -26,4 +26,4 @@ void sampling_logprobs(const float* logits, int64_t vocab, const sampling_params
   }
 }
 
-}  // namespace hart::sched
+}  // namespace hart::worker

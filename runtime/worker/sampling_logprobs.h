@@ -10,11 +10,11 @@
 #include <cstdint>
 #include <vector>
 
-namespace hart::sched {
+namespace hart::worker {
 
 /// logprob of `token` and the `top_k` most likely tokens (best first; ties:
 /// lower id first) under the sampling distribution of `p` for logits [vocab].
 void sampling_logprobs(const float* logits, int64_t vocab, const sampling_params& p, int32_t token,
-                       int32_t top_k, float* logprob_out, std::vector<token_logprob>* top);
+                       int32_t top_k, float* logprob_out, std::vector<sched::token_logprob>* top);
 
-}  // namespace hart::sched
+}  // namespace hart::worker

@@ -14,16 +14,16 @@
 #include <map>
 #include <random>
 
-namespace hart::sched {
+namespace hart::worker {
 namespace {
 
 struct output {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
   std::string text;
-  finish_reason reason = finish_reason::error;
+  sched::finish_reason reason = sched::finish_reason::error;
   bool finished = false;
-  finish_event fin;
+  sched::finish_event fin;
 };
 using key = std::pair<uint64_t, int32_t>;  // request id, sample
 
@@ -43,8 +43,8 @@ class serving_test : public ::testing::Test {
     for (int i = 0; i < 400; ++i) base_.push_back(std::uniform_int_distribution<int32_t>(2, 511)(rng));
   }
 
-  static serving_params params(int64_t full_pages, int64_t swa_pages) {
-    serving_params p;
+  static sched::serving_params params(int64_t full_pages, int64_t swa_pages) {
+    sched::serving_params p;
     p.cache.page_size = 128;
     p.cache.n_full_pages = full_pages;
     p.cache.n_swa_pages = swa_pages;
@@ -56,10 +56,10 @@ class serving_test : public ::testing::Test {
 
   /// Request `id`: a shared prefix of base_ plus its own suffix (the same id is
   /// the same request in every test).
-  static gen_request make_request(uint64_t id, int64_t max_new_cap = 16) {
+  static sched::gen_request make_request(uint64_t id, int64_t max_new_cap = 16) {
     std::mt19937 rng(uint32_t(id * 7919 + 17));
     const int64_t shared[] = {0, 64, 128, 200, 256, 300};
-    gen_request r;
+    sched::gen_request r;
     r.id = id;
     const int64_t L = shared[std::uniform_int_distribution<int>(0, 5)(rng)];
     r.prompt.assign(base_.begin(), base_.begin() + L);
@@ -73,23 +73,23 @@ class serving_test : public ::testing::Test {
   }
 
   /// r's sample `i` run alone on the engine, no cache, the same stop rules.
-  static output run_alone(const gen_request& r, int32_t i) {
+  static output run_alone(const sched::gen_request& r, int32_t i) {
     output o;
     sequence_state s = eng_->new_sequence();
     std::vector<float> logits;
     EXPECT_TRUE(eng_->prefill(s, r.prompt, logits_request::last, &logits).ok());
-    stop_rules stop(r, tok_, *tok_->config().eos_id);
+    sched::stop_rules stop(r, tok_, *tok_->config().eos_id);
     const int64_t V = eng_->config().vocab_size;
     for (;;) {
       sampling_params sp = r.sampling(i);
-      sp.seed = step_seed(sp.seed, int64_t(o.tokens.size()));
+      sp.seed = sched::step_seed(sp.seed, int64_t(o.tokens.size()));
       sampler smp(sp);
       const int32_t t = smp.sample(logits.data(), V);
       float lp = 0;
       sampling_logprobs(logits.data(), V, sp, t, 0, &lp, nullptr);
       o.tokens.push_back(t);
       o.logprobs.push_back(lp);
-      stop_outcome so = stop.push(t);
+      sched::stop_outcome so = stop.push(t);
       o.text += so.text;
       if (so.done) {
         o.reason = so.reason;
@@ -99,22 +99,22 @@ class serving_test : public ::testing::Test {
       EXPECT_TRUE(eng_->decode({&s}, {t}, &logits).ok());
     }
   }
-  static const output& expected(const gen_request& r, int32_t i = 0) {
+  static const output& expected(const sched::gen_request& r, int32_t i = 0) {
     static std::map<key, output> memo;
     auto it = memo.find({r.id, i});
     if (it == memo.end()) it = memo.emplace(key{r.id, i}, run_alone(r, i)).first;
     return it->second;
   }
 
-  static void collect(event_batch&& ev, std::map<key, output>& out) {
-    for (token_event& t : ev.tokens) {
+  static void collect(sched::event_batch&& ev, std::map<key, output>& out) {
+    for (sched::token_event& t : ev.tokens) {
       output& o = out[{t.request_id, t.sample}];
       EXPECT_FALSE(o.finished) << "token after finish";
       o.tokens.push_back(t.token);
       o.logprobs.push_back(t.logprob);
       o.text += t.text;
     }
-    for (finish_event& f : ev.finishes) {
+    for (sched::finish_event& f : ev.finishes) {
       output& o = out[{f.request_id, f.sample}];
       EXPECT_FALSE(o.finished) << "finished twice";
       o.finished = true;
@@ -167,14 +167,14 @@ TEST_F(serving_test, concurrent_greedy_requests_equal_runs_alone) {
     auto l = serving_loop::create(*eng_, params(64, 48), tok_);
     ASSERT_TRUE(l.ok()) << l.get_status().to_string();
     (*l)->set_overlap(overlap);
-    std::vector<gen_request> reqs;
+    std::vector<sched::gen_request> reqs;
     for (uint64_t id = 1; id <= 32; ++id) reqs.push_back(make_request(id));
-    for (const gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
+    for (const sched::gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
     std::map<key, output> out;
     drain(**l, out);
-    for (const gen_request& r : reqs)
+    for (const sched::gen_request& r : reqs)
       expect_same(out[{r.id, 0}], expected(r), "request " + std::to_string(r.id));
-    const serving_stats s = (*l)->stats();
+    const sched::serving_stats s = (*l)->stats();
     EXPECT_GT(s.cache_hit_rate, 0.0) << "shared prefixes hit the cache";
     EXPECT_GT(s.tokens_per_s, 0.0);
     std::printf(
@@ -193,12 +193,12 @@ TEST_F(serving_test, tiny_cache_preempts_and_still_gives_the_same_outputs) {
     auto l = serving_loop::create(*eng_, params(6, 6), tok_);
     ASSERT_TRUE(l.ok()) << l.get_status().to_string();
     (*l)->set_overlap(overlap);
-    std::vector<gen_request> reqs;
+    std::vector<sched::gen_request> reqs;
     for (uint64_t id = 1; id <= 12; ++id) reqs.push_back(make_request(id));
-    for (const gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
+    for (const sched::gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
     std::map<key, output> out;
     drain(**l, out);
-    for (const gen_request& r : reqs)
+    for (const sched::gen_request& r : reqs)
       expect_same(out[{r.id, 0}], expected(r), "request " + std::to_string(r.id));
     EXPECT_GT((*l)->stats().preemptions, 0) << "the test should exercise preemption";
     EXPECT_EQ((*l)->sched().counters().steps_ahead > 0, overlap) << "steps planned ahead";
@@ -207,7 +207,7 @@ TEST_F(serving_test, tiny_cache_preempts_and_still_gives_the_same_outputs) {
 }
 
 TEST_F(serving_test, seeded_samples_are_reproducible_and_use_seed_plus_i) {
-  gen_request r = make_request(101);
+  sched::gen_request r = make_request(101);
   r.prompt.assign(base_.begin(), base_.begin() + 250);  // one full page to share
   r.n = 4;
   r.temperature = 0.9f;
@@ -241,7 +241,7 @@ TEST_F(serving_test, abort_mid_generation_returns_partial_output) {
     auto l = serving_loop::create(*eng_, params(32, 24), tok_);
     ASSERT_TRUE(l.ok());
     (*l)->set_overlap(overlap);
-    gen_request a = make_request(201), b = make_request(202);
+    sched::gen_request a = make_request(201), b = make_request(202);
     a.max_new_tokens = b.max_new_tokens = 30;
     a.ignore_eos = b.ignore_eos = true;
     ASSERT_TRUE((*l)->submit(a).ok());
@@ -251,7 +251,7 @@ TEST_F(serving_test, abort_mid_generation_returns_partial_output) {
     collect((*l)->abort(a.id), out);
     const output& got = out[{a.id, 0}];
     ASSERT_TRUE(got.finished);
-    EXPECT_EQ(got.reason, finish_reason::abort);
+    EXPECT_EQ(got.reason, sched::finish_reason::abort);
     const output& want = expected(a);
     ASSERT_LT(got.tokens.size(), want.tokens.size());
     EXPECT_TRUE(std::equal(got.tokens.begin(), got.tokens.end(), want.tokens.begin()))
@@ -267,13 +267,13 @@ TEST_F(serving_test, abort_mid_generation_returns_partial_output) {
 TEST_F(serving_test, pause_modes_then_resume) {
   auto l = serving_loop::create(*eng_, params(64, 48), tok_);
   ASSERT_TRUE(l.ok());
-  std::vector<gen_request> reqs;
+  std::vector<sched::gen_request> reqs;
   for (uint64_t id = 1; id <= 8; ++id) reqs.push_back(make_request(id));
-  for (const gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
+  for (const sched::gen_request& r : reqs) ASSERT_TRUE((*l)->submit(r).ok());
   std::map<key, output> out;
   for (int i = 0; i < 3; ++i) collect((*l)->step(), out);
   // retract: everything back to the queue; nothing runs while paused.
-  collect((*l)->pause(pause_mode::retract), out);
+  collect((*l)->pause(sched::pause_mode::retract), out);
   EXPECT_EQ((*l)->sched().n_running(), 0);
   EXPECT_TRUE((*l)->step().empty());
   ASSERT_TRUE((*l)->cache().check().ok());
@@ -281,26 +281,26 @@ TEST_F(serving_test, pause_modes_then_resume) {
   for (int i = 0; i < 2; ++i) collect((*l)->step(), out);
   // in place: state kept, no steps.
   const int64_t running = (*l)->sched().n_running();
-  collect((*l)->pause(pause_mode::in_place), out);
+  collect((*l)->pause(sched::pause_mode::in_place), out);
   EXPECT_TRUE((*l)->step().empty());
   EXPECT_EQ((*l)->sched().n_running(), running);
   (*l)->resume();
   drain(**l, out);
-  for (const gen_request& r : reqs)
+  for (const sched::gen_request& r : reqs)
     expect_same(out[{r.id, 0}], expected(r), "request " + std::to_string(r.id));
   // abort: everything live ends with reason abort.
-  gen_request x = make_request(301);
+  sched::gen_request x = make_request(301);
   x.max_new_tokens = 40;
   x.ignore_eos = true;
   ASSERT_TRUE((*l)->submit(x).ok());
   collect((*l)->step(), out);
-  collect((*l)->pause(pause_mode::abort), out);
+  collect((*l)->pause(sched::pause_mode::abort), out);
   const key kx{x.id, 0};
-  EXPECT_EQ(out[kx].reason, finish_reason::abort);
+  EXPECT_EQ(out[kx].reason, sched::finish_reason::abort);
   EXPECT_TRUE((*l)->idle());
   (*l)->resume();
   expect_pages_back(**l);
 }
 
 }  // namespace
-}  // namespace hart::sched
+}  // namespace hart::worker

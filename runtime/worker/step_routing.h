@@ -11,12 +11,12 @@
 #include "runtime/model/engine.h"
 #include "runtime/sched/step.h"
 
-namespace hart::sched {
+namespace hart::worker {
 
-bool plan_captures_routing(const step_plan& plan);
+bool plan_captures_routing(const sched::step_plan& plan);
 
 /// Appends to res->routing one entry per capturing item, in item order; the
 /// trace's token rows are the plan's items' tokens in item order.
-void collect_step_routing(const step_plan& plan, const forward_trace& trace, step_result* res);
+void collect_step_routing(const sched::step_plan& plan, const forward_trace& trace, sched::step_result* res);
 
-}  // namespace hart::sched
+}  // namespace hart::worker

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-namespace hart::sched {
+namespace hart::worker {
 namespace {
 
 int64_t steady_us() {
@@ -20,13 +20,14 @@ void step_runner::check_idle() {
     lost_idle_ = why.empty() ? "worker lost while idle" : why;
 }
 
-std::shared_ptr<const step_outcome> step_runner::run(const step_plan& plan, uint64_t weight_version) {
-  last_ = std::make_shared<const step_outcome>(execute(plan, weight_version));
+std::shared_ptr<const sched::step_outcome> step_runner::run(const sched::step_plan& plan,
+                                                            uint64_t weight_version) {
+  last_ = std::make_shared<const sched::step_outcome>(execute(plan, weight_version));
   return last_;
 }
 
-step_outcome step_runner::execute(const step_plan& plan, uint64_t weight_version) {
-  step_outcome o;
+sched::step_outcome step_runner::execute(const sched::step_plan& plan, uint64_t weight_version) {
+  sched::step_outcome o;
   o.weight_version = weight_version;
   o.exec_start_us = steady_us();
   if (!lost_idle_.empty()) {
@@ -40,11 +41,11 @@ step_outcome step_runner::execute(const step_plan& plan, uint64_t weight_version
   }
   // A step planned ahead feeds the tokens this worker just sampled.
   const bool ahead = std::any_of(plan.items.begin(), plan.items.end(),
-                                 [](const step_item& it) { return it.feed_last_sampled; });
+                                 [](const sched::step_item& it) { return it.feed_last_sampled; });
   if (ahead) {
-    step_plan filled = plan;
+    sched::step_plan filled = plan;
     const status st = last_ && last_->result.ok()
-                          ? fill_planned_ahead(filled, last_->result.value())
+                          ? sched::fill_planned_ahead(filled, last_->result.value())
                           : status(status_code::unavailable, "the step before failed");
     if (!st.ok()) {  // the step before failed or did not run: this one is handed back unrun
       o.exec_end_us = o.exec_start_us;
@@ -62,4 +63,4 @@ step_outcome step_runner::execute(const step_plan& plan, uint64_t weight_version
   return o;
 }
 
-}  // namespace hart::sched
+}  // namespace hart::worker

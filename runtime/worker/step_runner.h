@@ -18,26 +18,26 @@
 #include <memory>
 #include <string>
 
-namespace hart::sched {
+namespace hart::worker {
 
 class step_runner {
  public:
   /// `executor` outlives the runner.
-  explicit step_runner(step_executor* executor) : executor_(executor) {}
+  explicit step_runner(sched::step_executor* executor) : executor_(executor) {}
 
   /// Runs `plan` (or hands it back unrun, above); `weight_version` is stamped on the outcome.
-  std::shared_ptr<const step_outcome> run(const step_plan& plan, uint64_t weight_version = 0);
+  std::shared_ptr<const sched::step_outcome> run(const sched::step_plan& plan, uint64_t weight_version = 0);
   /// Between steps (at the executor's idle_check_ms): notes pages lost while idle.
   void check_idle();
 
  private:
-  step_outcome execute(const step_plan& plan, uint64_t weight_version);
+  sched::step_outcome execute(const sched::step_plan& plan, uint64_t weight_version);
 
-  step_executor* executor_;
+  sched::step_executor* executor_;
   /// Non-empty: the executor lost its KV pages while idle (why).
   std::string lost_idle_;
   /// The last outcome: its sampled tokens feed a step planned ahead. Null before the first.
-  std::shared_ptr<const step_outcome> last_;
+  std::shared_ptr<const sched::step_outcome> last_;
 };
 
-}  // namespace hart::sched
+}  // namespace hart::worker

@@ -5,22 +5,23 @@
 
 #include <limits>
 
-namespace hart::sched {
+namespace hart::worker {
 
-logits_request step_item_logits(const step_item& item) {
+logits_request step_item_logits(const sched::step_item& item) {
   if (item.prompt_logprobs) return logits_request::all;
   return item.sample_last ? logits_request::last : logits_request::none;
 }
 
-void sample_step_items(const step_plan& plan, const float* logits, int64_t vocab, step_result* res) {
+void sample_step_items(const sched::step_plan& plan, const float* logits, int64_t vocab,
+                       sched::step_result* res) {
   int64_t row = 0;
-  for (const step_item& it : plan.items) {
+  for (const sched::step_item& it : plan.items) {
     const logits_request want = step_item_logits(it);
     const int64_t rows = want == logits_request::all    ? int64_t(it.tokens.size())
                          : want == logits_request::last ? 1
                                                         : 0;
     if (it.prompt_logprobs) {
-      item_logprobs lp;
+      sched::item_logprobs lp;
       lp.seq_id = it.seq_id;
       for (int64_t r = 0; r < rows; ++r) {
         const int32_t next = r + 1 < rows ? it.tokens[size_t(r + 1)] : it.next_token;
@@ -32,7 +33,7 @@ void sample_step_items(const step_plan& plan, const float* logits, int64_t vocab
     row += rows;
     if (!it.sample_last) continue;
     const float* l = logits + (row - 1) * vocab;
-    sampled_token t;
+    sched::sampled_token t;
     t.seq_id = it.seq_id;
     sampler smp(it.sampling);
     t.token = smp.sample(l, vocab);
@@ -44,4 +45,4 @@ void sample_step_items(const step_plan& plan, const float* logits, int64_t vocab
   }
 }
 
-}  // namespace hart::sched
+}  // namespace hart::worker

@@ -16,13 +16,14 @@
 
 #include <cstdint>
 
-namespace hart::sched {
+namespace hart::worker {
 
 /// Every row for prompt log-probs, else the last when the item samples, else none.
-logits_request step_item_logits(const step_item& item);
+logits_request step_item_logits(const sched::step_item& item);
 
 /// `logits` [vocab, rows] holds the rows step_item_logits asked for, in item
 /// order (forward's layout); appends to res->sampled and res->prompt_logprobs.
-void sample_step_items(const step_plan& plan, const float* logits, int64_t vocab, step_result* res);
+void sample_step_items(const sched::step_plan& plan, const float* logits, int64_t vocab,
+                       sched::step_result* res);
 
-}  // namespace hart::sched
+}  // namespace hart::worker
