@@ -1,8 +1,8 @@
 #include "cli/cli_common.h"
 
-#include "cli/dummy_model.h"
 #include "runtime/transport/client.h"
 #include "runtime/transport/curve_auth.h"
+#include "runtime/worker/dummy_model.h"
 
 #include <CLI/CLI.hpp>
 
@@ -61,9 +61,9 @@ void add_curve(CLI::App* cmd, curve_client_options* o) {
 }
 
 int with_model(common_options& o, bool in_process_gpu, const std::function<int()>& run) {
-  std::unique_ptr<dummy_model> dummy;
+  std::unique_ptr<worker::dummy_model> dummy;
   if (o.load_format == "dummy" && !in_process_gpu) {
-    auto d = dummy_model::create(o.model_dir, o.num_layers, 1);
+    auto d = worker::dummy_model::create(o.model_dir, o.num_layers, 1);
     if (!d.ok()) return fail(d.get_status());
     dummy = std::move(*d);
     o.model_dir = dummy->dir();
@@ -71,18 +71,6 @@ int with_model(common_options& o, bool in_process_gpu, const std::function<int()
     return fail(invalid_argument("--num-layers needs --load-format dummy"));
   }
   return run();
-}
-
-status_or<std::unique_ptr<engine>> load_engine(const common_options& o) {
-  engine_params p;
-  p.model_dir = o.model_dir;
-  p.n_threads = o.threads;
-  p.deterministic = o.deterministic;
-  p.verbose_load = true;
-  if (!precision_parse(o.precision_name, &p.prec)) {
-    return invalid_argument("unknown precision '%s' (exact or fp8)", o.precision_name.c_str());
-  }
-  return engine::load(p);
 }
 
 status curve_client_keys(const curve_client_options& o, std::string* server_key, std::string* secret_key) {

@@ -11,6 +11,7 @@
 #include "runtime/protocol/messages.h"
 #include "runtime/sample/sampler.h"
 #include "runtime/text/tokenizer.h"
+#include "runtime/worker/engine_factory.h"
 
 #include <chrono>
 #include <cstdint>
@@ -29,17 +30,9 @@ class client;
 
 namespace hart::cli {
 
-struct common_options {
-  std::string model_dir;
-  std::string precision_name = "exact";
-  int threads = 0;
-  bool deterministic = false;
-  bool enforce_eager = false;  // --device cuda: decode without CUDA graphs (gpu_engine_params::decode_launch)
-  std::string device =
-      "cpu";  // generate / score / serve / worker: cpu or cuda (device_engine.h, device_executor.h)
-  std::string load_format = "auto";  // generate / serve: auto (the checkpoint) or dummy (dummy_model.h)
-  int64_t num_layers = 0;            // with dummy: the config's first N layers (0 = all)
-};
+/// --model, --precision, --threads, --deterministic, --enforce-eager, --device,
+/// --load-format, --num-layers: which engine, on which checkpoint.
+using common_options = worker::engine_source;
 
 struct generate_options {
   common_options common;
@@ -166,7 +159,7 @@ struct worker_options {
   std::string connect;   // the server's worker endpoint
   std::string pid_file;  // written once the engine is loaded
   int64_t max_context =
-      0;  // --device cuda: the GPU engine's positions per sequence (0 = gpu_max_context's default)
+      0;  // --device cuda: the GPU engine's positions per sequence (0 = worker::gpu_max_context's default)
 };
 
 struct client_options {
@@ -215,7 +208,6 @@ struct bench_serve_options {
 /// "80GiB", "512M", "1M" (binary multiples; a trailing B is allowed when `bytes`).
 status_or<int64_t> parse_size(const std::string& text, bool bytes);
 
-status_or<std::unique_ptr<engine>> load_engine(const common_options& o);
 status_or<tokenizer> load_tokenizer(const std::string& model_dir);
 
 /// --model, --precision, --threads, --deterministic and --enforce-eager on `cmd`, into `o`.

@@ -4,12 +4,12 @@
 // the memory plan `hart serve --device cuda` makes for one device (the GPU
 // pool's exact pages; weights and workspaces predicted, where serve measures them).
 #include "cli/cli_common.h"
-#include "cli/dummy_model.h"
 #include "runtime/cache/cache_plan.h"
 #include "runtime/cache/memory_plan.h"
 #include "runtime/model/config.h"
 #include "runtime/model/kv_page_layout.h"
 #include "runtime/model/tensor_source.h"
+#include "runtime/worker/dummy_model.h"
 
 #include <CLI/CLI.hpp>
 
@@ -134,8 +134,8 @@ CLI::App* add_cache_plan_command(CLI::App& app, cache_plan_options* o) {
 }
 
 int run_cache_plan(const cache_plan_options& o) {
-  auto cfg =
-      o.num_layers > 0 ? dummy_model_config(o.model_dir, o.num_layers) : model_config_load(o.model_dir);
+  auto cfg = o.num_layers > 0 ? worker::dummy_model_config(o.model_dir, o.num_layers)
+                              : model_config_load(o.model_dir);
   if (!cfg.ok()) return fail(cfg.get_status());
   auto memory = parse_size(o.memory, true);
   if (!memory.ok()) return fail(memory.get_status());

@@ -1,8 +1,8 @@
 // `hart generate`: prompt or chat messages → streamed text on stdout, with
 // timing on stderr.
 #include "cli/cli_common.h"
-#include "cli/device_engine.h"
 #include "runtime/text/chat_template.h"
+#include "runtime/worker/engine_factory.h"
 
 #include <CLI/CLI.hpp>
 
@@ -82,7 +82,7 @@ CLI::App* add_generate_command(CLI::App& app, generate_options* o) {
 
 int run_generate(const generate_options& o) {
   if (status s = o.sampling.validate(); !s.ok()) return fail(s);
-  auto eng = load_forward_engine(o.common);
+  auto eng = worker::load_forward_engine(o.common);
   if (!eng.ok()) return fail(eng.get_status());
   auto tok = load_tokenizer(o.common.model_dir);
   if (!tok.ok()) return fail(tok.get_status());

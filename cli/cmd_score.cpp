@@ -2,8 +2,8 @@
 // for input_ids [B,S], computed whole, in prefill chunks, or by decoding one
 // token per step from a position on (all rows batched in every call).
 #include "cli/cli_common.h"
-#include "cli/device_engine.h"
 #include "runtime/model/safetensors.h"
+#include "runtime/worker/engine_factory.h"
 
 #include <CLI/CLI.hpp>
 
@@ -69,7 +69,7 @@ CLI::App* add_score_command(CLI::App& app, score_options* o) {
 }
 
 int run_score(const score_options& o) {
-  auto eng = load_forward_engine(o.common);
+  auto eng = worker::load_forward_engine(o.common);
   if (!eng.ok()) return fail(eng.get_status());
   const forward_engine& e = **eng;
   const int64_t V = e.config().vocab_size;

@@ -7,12 +7,12 @@
 // executor, signals); actors/serving_system wires the actors and sockets.
 #include "actors/serving_system.h"
 #include "cli/cli_common.h"
-#include "cli/device_executor.h"
-#include "cli/dummy_model.h"
 #include "runtime/core/log.h"
 #include "runtime/core/malloc_tuning.h"
 #include "runtime/http/http_server.h"
 #include "runtime/transport/curve_auth.h"
+#include "runtime/worker/dummy_model.h"
+#include "runtime/worker/engine_factory.h"
 #include "runtime/worker/serving_loop.h"
 #include "runtime/worker_link/remote_worker.h"
 
@@ -190,7 +190,7 @@ int run_serve(const serve_options& o) {
     return fail(unimplemented(
         "--weight-sync-endpoint with --worker-process: the worker process cannot swap weights yet"));
   }
-  if (status st = device_usable(o.common.device); !st.ok()) return fail(st);
+  if (status st = worker::device_usable(o.common.device); !st.ok()) return fail(st);
   // Keys are read before anything loads: a bad key file fails in milliseconds, not after the model.
   std::string curve_secret_key;
   std::vector<std::string> curve_allowed_clients;
@@ -258,12 +258,13 @@ int run_serve(const serve_options& o) {
   std::unique_ptr<engine> eng;
   model_config cfg;
   if (gpu) {
-    auto c = o.common.load_format == "dummy" ? dummy_model_config(o.common.model_dir, o.common.num_layers)
-                                             : model_config_load(o.common.model_dir);
+    auto c = o.common.load_format == "dummy"
+                 ? worker::dummy_model_config(o.common.model_dir, o.common.num_layers)
+                 : model_config_load(o.common.model_dir);
     if (!c.ok()) return fail(c.get_status());
     cfg = std::move(c).value();
   } else {
-    auto e = load_engine(o.common);
+    auto e = worker::load_cpu_engine(o.common);
     if (!e.ok()) return fail(e.get_status());
     eng = std::move(e).value();
     cfg = eng->config();
@@ -279,7 +280,7 @@ int run_serve(const serve_options& o) {
   sched::serving_params sp;
   sp.cache.page_size = o.page_size;
   // Page counts left 0: the in-process GPU engine's memory plan picks them
-  // (make_gpu_executor); everywhere else the fixed defaults.
+  // (worker::make_gpu_executor); everywhere else the fixed defaults.
   const bool planned = gpu && !o.worker_process;
   sp.cache.n_full_pages = o.full_pages > 0 || planned ? o.full_pages : 256;
   sp.cache.n_swa_pages = o.swa_pages > 0 || planned ? o.swa_pages : 64;
@@ -287,7 +288,7 @@ int run_serve(const serve_options& o) {
   sp.sched.max_batch_tokens = o.max_batch_tokens;
   sp.sched.max_running = o.max_running;
   sp.sched.prefill_chunk = o.prefill_chunk;
-  sp.sched.max_context = gpu ? gpu_max_context(cfg, o.max_context) : o.max_context;
+  sp.sched.max_context = gpu ? worker::gpu_max_context(cfg, o.max_context) : o.max_context;
   sp = worker::serving_params_for(cfg, sp, tok.get());
 
   caf::actor_system_config sys_cfg;
@@ -333,11 +334,11 @@ int run_serve(const serve_options& o) {
   } else if (gpu) {
     // Loaded here, before the server answers: a load error ends the startup.
     std::shared_ptr<weight_target> gpu_weights;
-    gpu_serving_sizes sizes;
+    worker::gpu_serving_sizes sizes;
     sizes.max_context = sp.sched.max_context;
     sizes.max_running = sp.sched.max_running;
     sizes.memory_fraction = o.gpu_memory_fraction;
-    auto ex = make_gpu_executor(o.common, &sp.cache, sizes, &gpu_weights);
+    auto ex = worker::make_gpu_executor(o.common, &sp.cache, sizes, &gpu_weights);
     if (!ex.ok()) return fail(ex.get_status());
     wap.cache = sp.cache;                  // the pages the plan chose
     wap.weights = std::move(gpu_weights);  // shares the engine with the executor

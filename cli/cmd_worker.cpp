@@ -6,8 +6,8 @@
 // `hart serve --worker-process` also kills it when it dies (PR_SET_PDEATHSIG,
 // set when spawning).
 #include "cli/cli_common.h"
-#include "cli/device_executor.h"
 #include "runtime/worker/engine_executor.h"
+#include "runtime/worker/engine_factory.h"
 #include "runtime/worker_link/worker_process.h"
 
 #include <CLI/CLI.hpp>
@@ -47,7 +47,7 @@ CLI::App* add_worker_command(CLI::App& app, worker_options* o) {
 }
 
 int run_worker(const worker_options& o) {
-  if (status st = device_usable(o.common.device); !st.ok()) return fail(st);
+  if (status st = worker::device_usable(o.common.device); !st.ok()) return fail(st);
   const bool gpu = o.common.device == "cuda";
   // The CPU engine loads now; the GPU engine at configure, when its pool size is known.
   std::unique_ptr<engine> eng;
@@ -57,7 +57,7 @@ int run_worker(const worker_options& o) {
     if (!c.ok()) return fail(c.get_status());
     cfg = std::move(c).value();
   } else {
-    auto e = load_engine(o.common);
+    auto e = worker::load_cpu_engine(o.common);
     if (!e.ok()) return fail(e.get_status());
     eng = std::move(e).value();
     cfg = eng->config();
@@ -80,10 +80,10 @@ int run_worker(const worker_options& o) {
       [&](const cache::cache_config& pages) -> status_or<std::unique_ptr<sched::step_executor>> {
     if (gpu) {
       cache::cache_config given = pages;
-      gpu_serving_sizes sizes;  // the server's pages, as they are
-      sizes.max_context = gpu_max_context(cfg, o.max_context);
+      worker::gpu_serving_sizes sizes;  // the server's pages, as they are
+      sizes.max_context = worker::gpu_max_context(cfg, o.max_context);
       sizes.memory_fraction = 0;
-      return make_gpu_executor(o.common, &given, sizes);
+      return worker::make_gpu_executor(o.common, &given, sizes);
     }
     HART_ASSIGN_OR_RETURN(auto ex, worker::engine_executor::on_cpu(*eng, pages));
     return std::unique_ptr<sched::step_executor>(std::move(ex));

@@ -1,4 +1,4 @@
-#include "cli/dummy_model.h"
+#include "runtime/worker/dummy_model.h"
 
 #include "runtime/model/random_checkpoint.h"
 
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace hart::cli {
+namespace hart::worker {
 
 namespace fs = std::filesystem;
 
@@ -71,4 +71,4 @@ dummy_model::~dummy_model() {
   fs::remove_all(dir_, ec);
 }
 
-}  // namespace hart::cli
+}  // namespace hart::worker

@@ -1,4 +1,4 @@
-// File: cli/dummy_model.h
+// File: runtime/worker/dummy_model.h
 // `--load-format dummy` (vLLM's name): a model directory's config.json, optionally cut to its
 // first layers, with random weights (runtime/model/random_checkpoint: the release format's FP8 +
 // MXFP4 where the shapes allow it, else BF16) written to a temporary directory beside copies of
@@ -18,7 +18,7 @@
 #include <memory>
 #include <string>
 
-namespace hart::cli {
+namespace hart::worker {
 
 /// `model_dir`'s config.json cut to its first `num_layers` layers (0 = all), as the dummy
 /// model has it. Errors: as dummy_model::create's for the config.
@@ -41,4 +41,4 @@ class dummy_model {
   std::string dir_;
 };
 
-}  // namespace hart::cli
+}  // namespace hart::worker
