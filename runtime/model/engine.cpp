@@ -61,7 +61,7 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
   HART_LOG_INFO("loaded %lld parameters from %s (precision %s)", (long long)e->weights_->n_params,
                 params.model_dir.c_str(), precision_name(params.prec));
   HART_ASSIGN_OR_RETURN(e->store_, e->make_store(params.page_size));
-  e->swa_keep_ = std::max<int64_t>(e->cfg_.window, 2 * e->cfg_.csa_rate);
+  e->swa_keep_ = swa_live_tokens(e->cfg_);
   return e;
 }
 

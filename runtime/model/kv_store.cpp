@@ -3,6 +3,8 @@
 #include "runtime/core/check.h"
 #include "runtime/model/sequence_state.h"
 
+#include <algorithm>
+
 namespace hart {
 
 kv_store::kv_store(const model_config& cfg, int64_t page_size)
@@ -36,6 +38,22 @@ kv_store::kv_store(const model_config& cfg, int64_t page_size)
     }
   }
   if (full_floats_ == 0) full_floats_ = 1;  // all-SWA models still get addressable pages
+  // FNV-1a over every number that places a float in a page.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](int64_t v) {
+    for (int b = 0; b < 8; ++b) h = (h ^ uint64_t((v >> (8 * b)) & 0xff)) * 1099511628211ull;
+  };
+  for (int64_t v : {page_size_, head_dim_, index_dim_, csa_rate_, full_floats_, swa_floats_}) mix(v);
+  for (const layer_layout& l : layers_) {
+    for (int64_t v :
+         {l.rate, l.ring, l.ring_width, l.window_off, l.ring_off, l.index_ring_off, l.entry_off, l.index_off})
+      mix(v);
+  }
+  layout_id_ = h;
+}
+
+int64_t swa_live_tokens(const model_config& cfg) {
+  return std::max<int64_t>(cfg.window, 2 * cfg.csa_rate);
 }
 
 void kv_store::ensure_full_pages(int64_t n) {

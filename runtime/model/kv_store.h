@@ -21,6 +21,10 @@
 
 namespace hart {
 
+/// How many positions behind the newest a decode step still reads from SWA
+/// pages (the window and the compressor rings): older SWA pages may be freed.
+int64_t swa_live_tokens(const model_config& cfg);
+
 class kv_store {
  public:
   kv_store(const model_config& cfg, int64_t page_size);
@@ -49,6 +53,12 @@ class kv_store {
   int64_t ring_rows(int64_t il) const { return layers_[il].ring; }
   int64_t full_page_floats() const { return full_floats_; }
   int64_t swa_page_floats() const { return swa_floats_; }
+  /// A page's floats, whole (kv_transfer.h moves pages this way).
+  float* full_page(int32_t page) const { return full_[page].get(); }
+  float* swa_page(int32_t page) const { return swa_[page].get(); }
+  /// Equal for two stores exactly when their pages are laid out alike (page
+  /// size, every layer's kind, rate, rings and offsets, head and index dims).
+  uint64_t layout_id() const { return layout_id_; }
 
  private:
   struct layer_layout {
@@ -63,6 +73,7 @@ class kv_store {
   int64_t head_dim_, index_dim_, csa_rate_;
   int64_t full_floats_ = 0, swa_floats_ = 0;
   std::vector<layer_layout> layers_;
+  uint64_t layout_id_ = 0;
   std::vector<std::unique_ptr<float[]>> full_, swa_;
   std::vector<int32_t> free_full_, free_swa_;
 };
