@@ -43,8 +43,11 @@ class kv_transfer : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override { g_ = golden_load(GetParam(), precision::exact, /*deterministic=*/true); }
 
+  // The fixture's prompt, repeated past its end (tiny-a's has 200 tokens).
   std::vector<int32_t> tokens(int64_t from, int64_t to) const {
-    return {g_->input_ids[0].begin() + from, g_->input_ids[0].begin() + to};
+    std::vector<int32_t> t;
+    for (int64_t p = from; p < to; ++p) t.push_back(g_->input_ids[0][size_t(p % g_->seq)]);
+    return t;
   }
 
   std::unique_ptr<golden_set> g_;
@@ -53,7 +56,6 @@ class kv_transfer : public ::testing::TestWithParam<const char*> {
 TEST_P(kv_transfer, decode_on_the_receiving_pages_equals_the_sender_going_on) {
   const engine& eng = *g_->eng;
   for (int64_t n : {1, 3, 4, 33, 127, 128, 130, 300, 520}) {
-    if (n + k_decode > g_->seq || n + k_decode > k_pages * k_page) continue;
     SCOPED_TRACE("prompt of " + std::to_string(n) + " tokens");
     const int64_t total = n + k_decode;
     std::unique_ptr<kv_store> sender = pool(eng), receiver = pool(eng);
@@ -85,9 +87,44 @@ TEST_P(kv_transfer, decode_on_the_receiving_pages_equals_the_sender_going_on) {
   }
 }
 
+// A prefix-cache hit on the receiving side: it holds the first full pages
+// (computed them itself), and only the rest moves.
+TEST_P(kv_transfer, a_receiver_holding_the_prefix_takes_only_the_rest) {
+  const engine& eng = *g_->eng;
+  for (int64_t n : {300, 520}) {
+    SCOPED_TRACE("prompt of " + std::to_string(n) + " tokens");
+    const int64_t total = n + k_decode, skip = (n - 1) / k_page;
+    std::unique_ptr<kv_store> sender = pool(eng), receiver = pool(eng);
+    sequence_state a = eng.new_sequence();
+    engine::bind_pages(a, sender.get(), ids(total, false), ids(total, false), 0);
+    std::vector<float> unused;
+    ASSERT_TRUE(eng.prefill(a, tokens(0, n), logits_request::none, &unused).ok());
+
+    const std::vector<int32_t> full = ids(total, true), swa = ids(total, true);
+    sequence_state prefix = eng.new_sequence();
+    engine::bind_pages(prefix, receiver.get(), full, swa, 0);
+    ASSERT_TRUE(eng.prefill(prefix, tokens(0, skip * k_page), logits_request::none, &unused).ok());
+
+    auto kv = kv_pages_export(*sender, eng.config(), *a.pages, n, skip);
+    ASSERT_TRUE(kv.ok()) << kv.get_status().to_string();
+    EXPECT_EQ(int64_t(kv->full.size()), (kv->n_pages() - skip) * sender->full_page_floats());
+    ASSERT_TRUE(kv_pages_import(*kv, *receiver, full, swa).ok());
+    sequence_state b = eng.new_sequence();
+    engine::bind_pages(b, receiver.get(), full, swa, n);
+    for (int64_t p = n; p < total; ++p) {
+      std::vector<float> want, got;
+      ASSERT_TRUE(eng.prefill(a, tokens(p, p + 1), logits_request::last, &want).ok());
+      ASSERT_TRUE(eng.prefill(b, tokens(p, p + 1), logits_request::last, &got).ok());
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << "position " << p;
+    }
+    EXPECT_STATUS(kv_pages_export(*sender, eng.config(), *a.pages, n, kv->n_pages()),
+                  status_code::invalid_argument, "leaves none");
+  }
+}
+
 TEST_P(kv_transfer, refused_transfers_write_nothing) {
   const engine& eng = *g_->eng;
-  const int64_t n = std::min<int64_t>(200, g_->seq);
+  const int64_t n = 200;
   std::unique_ptr<kv_store> sender = pool(eng), receiver = pool(eng);
   sequence_state a = eng.new_sequence();
   engine::bind_pages(a, sender.get(), ids(n, false), ids(n, false), 0);
