@@ -46,20 +46,6 @@ sampling_params gen_request::sampling(int32_t i) const {
   return p;
 }
 
-const char* finish_reason_name(finish_reason r) {
-  switch (r) {
-    case finish_reason::stop:
-      return "stop";
-    case finish_reason::length:
-      return "length";
-    case finish_reason::abort:
-      return "abort";
-    case finish_reason::error:
-      return "error";
-  }
-  return "?";
-}
-
 void event_batch::append(event_batch&& o) {
   for (token_event& e : o.tokens) tokens.push_back(std::move(e));
   for (finish_event& e : o.finishes) finishes.push_back(std::move(e));

@@ -68,7 +68,6 @@ struct gen_request {
 };
 
 enum class finish_reason { stop, length, abort, error };
-const char* finish_reason_name(finish_reason r);
 
 struct token_logprob {
   int32_t token = 0;

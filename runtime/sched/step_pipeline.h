@@ -117,7 +117,6 @@ class step_pipeline {
   /// The last applied step fed one token per sequence (a decode step).
   bool last_step_decode_only() const { return stats_.last_decode_only(); }
   size_t in_flight() const { return in_flight_.size(); }
-  bool swap_pending() const { return swap_.has_value(); }
   /// Smoothed execution time of a decode step of `batch` sequences (µs; 0: none seen).
   double expected_exec_us(size_t batch) const;
 
