@@ -18,7 +18,7 @@ sched::serving_params serving_params_for(const model_config& cfg, sched::serving
 status_or<std::unique_ptr<serving_loop>> serving_loop::create(
     const engine& eng, sched::serving_params params, const tokenizer* tok,
     std::unique_ptr<sched::step_executor> executor) {
-  params = serving_params_for(eng, std::move(params), tok);
+  params = serving_params_for(eng, params, tok);
   std::unique_ptr<serving_loop> l(new serving_loop());
   HART_ASSIGN_OR_RETURN(std::unique_ptr<sched::scheduler> sched, sched::scheduler::create(params, tok));
   l->shard_ = std::make_unique<sched::in_process_shard>(params.cache);

@@ -80,7 +80,7 @@ TEST_F(http_serve, sglang_generate_control_and_metrics_from_python) {
 // The two front doors share one gateway: the same chat request over ZeroMQ and over HTTP,
 // at the same time, gets the same tokens (one tokenizer, one template, one validation).
 TEST_F(http_serve, zeromq_and_http_side_by_side_answer_alike) {
-  const std::string ep = srv_->http_endpoint();
+  const std::string& ep = srv_->http_endpoint();
   ASSERT_FALSE(ep.empty());
   transport::client_params cp;
   cp.endpoint = srv_->endpoint();
@@ -153,7 +153,7 @@ std::vector<int32_t> little_endian_int32s(const std::string& bytes) {
 // side joins as the ZeroMQ client does.
 TEST(http_serve_routing, routed_experts_are_the_binary_protocols_routing) {
   server_process srv(k_model, {"--http-bind", "127.0.0.1:0", "--routing-ids-per-message", "40"});
-  const std::string ep = srv.http_endpoint();
+  const std::string& ep = srv.http_endpoint();
   ASSERT_FALSE(ep.empty()) << "the server did not print its HTTP endpoint";
   std::ifstream config_file(k_model + "/config.json");
   const nlohmann::json config = nlohmann::json::parse(config_file);
@@ -263,7 +263,7 @@ TEST(http_serve_python_client, every_method_and_the_examples) {
 
 TEST(http_serve_auth, api_key_is_required_except_for_health) {
   server_process srv(k_model, {"--http-bind", "127.0.0.1:0", "--api-key", "sekrit"});
-  const std::string ep = srv.http_endpoint();
+  const std::string& ep = srv.http_endpoint();
   ASSERT_FALSE(ep.empty());
   httplib::Client c(ep.substr(0, ep.rfind(':')), std::stoi(ep.substr(ep.rfind(':') + 1)));
   auto r = c.Get("/v1/models");
