@@ -29,20 +29,6 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono;
 
-const char* reason_name(protocol::finish_reason r) {
-  switch (r) {
-    case protocol::finish_reason::stop:
-      return "stop";
-    case protocol::finish_reason::length:
-      return "length";
-    case protocol::finish_reason::abort:
-      return "abort";
-    case protocol::finish_reason::error:
-      return "error";
-  }
-  return "?";
-}
-
 json routing_to_json(const protocol::routing_info& r) {
   auto layers = [](const std::vector<protocol::layer_routing>& ls) {
     json a = json::array();
@@ -75,7 +61,7 @@ json reply_to_json(const protocol::reply& r) {
           json j = {
               {"id", x.request_id},
               {"sample", x.sample_index},
-              {"finish_reason", reason_name(x.reason)},
+              {"finish_reason", protocol::finish_reason_name(x.reason)},
               {"usage",
                {{"prompt_tokens", x.usage.prompt_tokens},
                 {"completion_tokens", x.usage.completion_tokens},
@@ -401,7 +387,7 @@ int run_chat(const client_options& o) {
     const double secs = duration<double>(steady_clock::now() - t0).count();
     std::fprintf(stderr, "[%u prompt tokens (%u cached), %u generated in %.2f s, %.1f tok/s, %s]\n",
                  f.usage.prompt_tokens, f.usage.cached_tokens, f.usage.completion_tokens, secs,
-                 f.usage.completion_tokens / std::max(secs, 1e-9), reason_name(f.reason));
+                 f.usage.completion_tokens / std::max(secs, 1e-9), protocol::finish_reason_name(f.reason));
     history.push_back({"assistant", res->samples[0].text});
   }
   return 0;

@@ -256,19 +256,9 @@ int run_serve(const serve_options& o) {
   // The CPU engine lives in this process unless the model runs on the GPU
   // (then the worker loads it; the server needs only the config).
   std::unique_ptr<engine> eng;
-  model_config cfg;
-  if (gpu) {
-    auto c = o.common.load_format == "dummy"
-                 ? worker::dummy_model_config(o.common.model_dir, o.common.num_layers)
-                 : model_config_load(o.common.model_dir);
-    if (!c.ok()) return fail(c.get_status());
-    cfg = std::move(c).value();
-  } else {
-    auto e = worker::load_cpu_engine(o.common);
-    if (!e.ok()) return fail(e.get_status());
-    eng = std::move(e).value();
-    cfg = eng->config();
-  }
+  auto served = worker::load_served_model(o.common, &eng);
+  if (!served.ok()) return fail(served.get_status());
+  const model_config cfg = std::move(served).value();
   std::unique_ptr<tokenizer> tok;
   if (auto t = load_tokenizer(o.common.model_dir); t.ok()) {
     tok = std::make_unique<tokenizer>(std::move(t).value());

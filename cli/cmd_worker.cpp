@@ -51,17 +51,9 @@ int run_worker(const worker_options& o) {
   const bool gpu = o.common.device == "cuda";
   // The CPU engine loads now; the GPU engine at configure, when its pool size is known.
   std::unique_ptr<engine> eng;
-  model_config cfg;
-  if (gpu) {
-    auto c = model_config_load(o.common.model_dir);
-    if (!c.ok()) return fail(c.get_status());
-    cfg = std::move(c).value();
-  } else {
-    auto e = worker::load_cpu_engine(o.common);
-    if (!e.ok()) return fail(e.get_status());
-    eng = std::move(e).value();
-    cfg = eng->config();
-  }
+  auto served = worker::load_served_model(o.common, &eng);
+  if (!served.ok()) return fail(served.get_status());
+  const model_config cfg = std::move(served).value();
   if (!o.pid_file.empty()) {
     if (FILE* f = std::fopen(o.pid_file.c_str(), "w")) {
       std::fprintf(f, "%d\n", int(getpid()));

@@ -273,20 +273,6 @@ status_or<openai_request> parse_openai_request(const json& body, bool chat, cons
   return r;
 }
 
-const char* openai_finish_reason(protocol::finish_reason r) {
-  switch (r) {
-    case protocol::finish_reason::stop:
-      return "stop";
-    case protocol::finish_reason::length:
-      return "length";
-    case protocol::finish_reason::abort:
-      return "abort";
-    case protocol::finish_reason::error:
-      return "error";
-  }
-  return "error";
-}
-
 std::string system_fingerprint(const generation& gen) {
   return "hart-w" + std::to_string(gen.weight_version());
 }
@@ -306,7 +292,7 @@ json openai_response(const openai_request& r, const generation& gen, const opena
   for (size_t i = 0; i < gen.size(); ++i) {
     const sample_output& s = gen.sample(i);
     const size_t n = gen.n_tokens(i, /*trim=*/true);
-    json c = {{"index", i}, {"finish_reason", openai_finish_reason(s.final.reason)}};
+    json c = {{"index", i}, {"finish_reason", protocol::finish_reason_name(s.final.reason)}};
     if (r.chat) {
       c["message"] = {{"role", "assistant"}, {"content", s.text}};
       if (r.g.thinking) c["message"]["reasoning_content"] = s.reasoning;
@@ -380,8 +366,9 @@ std::string openai_stream::on_reply(const generation& gen, int sample, const pro
                           {"param", nullptr},
                           {"code", "internal"}}}});
     }
-    json choice = {
-        {"index", sample}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(s.final.reason)}};
+    json choice = {{"index", sample},
+                   {"logprobs", nullptr},
+                   {"finish_reason", protocol::finish_reason_name(s.final.reason)}};
     if (r_.chat)
       choice["delta"] = json::object();
     else

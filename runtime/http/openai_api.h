@@ -40,9 +40,6 @@ struct openai_context {
   const tokenizer* tok = nullptr;  ///< token texts of log-probs; may be null
 };
 
-/// "stop" | "length" | "abort" | "error".
-const char* openai_finish_reason(protocol::finish_reason r);
-
 /// The whole response (chat.completion / text_completion) for a finished generation.
 json openai_response(const openai_request& r, const generation& gen, const openai_context& ctx);
 

@@ -160,6 +160,21 @@ struct chunk_event {
 
 enum class finish_reason : uint8_t { stop, length, abort, error };
 
+/// "stop" | "length" | "abort" | "error": the name clients see (JSON lines, OpenAI's finish_reason).
+inline const char* finish_reason_name(finish_reason r) {
+  switch (r) {
+    case finish_reason::stop:
+      return "stop";
+    case finish_reason::length:
+      return "length";
+    case finish_reason::abort:
+      return "abort";
+    case finish_reason::error:
+      return "error";
+  }
+  return "error";
+}
+
 struct usage_info {
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;

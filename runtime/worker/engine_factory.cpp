@@ -23,6 +23,15 @@ status_or<std::unique_ptr<engine>> load_cpu_engine(const engine_source& o) {
   return engine::load(p);
 }
 
+status_or<model_config> load_served_model(const engine_source& o, std::unique_ptr<engine>* cpu) {
+  if (o.device == "cuda") {
+    return o.load_format == "dummy" ? dummy_model_config(o.model_dir, o.num_layers)
+                                    : model_config_load(o.model_dir);
+  }
+  HART_ASSIGN_OR_RETURN(*cpu, load_cpu_engine(o));
+  return (*cpu)->config();
+}
+
 status no_cuda_build() {
   return failed_precondition(
       "--device cuda: this hart was built without CUDA (configure with -DHART_CUDA=ON where nvcc exists)");

@@ -40,6 +40,12 @@ struct engine_source {
 /// The CPU engine on the checkpoint in o.model_dir (engine::load, progress logged).
 status_or<std::unique_ptr<engine>> load_cpu_engine(const engine_source& o);
 
+/// The config of the model a server or worker process runs. On the CPU device
+/// the engine is loaded now, into `*cpu`; with --device cuda only the config
+/// is read (the dummy model's cut to o.num_layers): the GPU engine is loaded
+/// once its pool size is known (make_gpu_executor).
+status_or<model_config> load_served_model(const engine_source& o, std::unique_ptr<engine>* cpu);
+
 /// failed_precondition: --device cuda in a build without CUDA.
 status no_cuda_build();
 

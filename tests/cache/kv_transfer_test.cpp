@@ -50,6 +50,18 @@ class kv_transfer : public ::testing::TestWithParam<const char*> {
     return t;
   }
 
+  // Positions [from, to) fed one at a time to the sender `a` and the receiver
+  // `b`: every step's logits equal, bit for bit.
+  void expect_same_decode(sequence_state& a, sequence_state& b, int64_t from, int64_t to) const {
+    for (int64_t p = from; p < to; ++p) {
+      std::vector<float> want, got;
+      ASSERT_TRUE(g_->eng->prefill(a, tokens(p, p + 1), logits_request::last, &want).ok());
+      ASSERT_TRUE(g_->eng->prefill(b, tokens(p, p + 1), logits_request::last, &got).ok());
+      ASSERT_EQ(want.size(), got.size());
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << "position " << p;
+    }
+  }
+
   std::unique_ptr<golden_set> g_;
 };
 
@@ -76,14 +88,7 @@ TEST_P(kv_transfer, decode_on_the_receiving_pages_equals_the_sender_going_on) {
     ASSERT_TRUE(kv_pages_import(*kv, *receiver, full, swa).ok());
     sequence_state b = eng.new_sequence();
     engine::bind_pages(b, receiver.get(), full, swa, n);
-
-    for (int64_t p = n; p < total; ++p) {
-      std::vector<float> want, got;
-      ASSERT_TRUE(eng.prefill(a, tokens(p, p + 1), logits_request::last, &want).ok());
-      ASSERT_TRUE(eng.prefill(b, tokens(p, p + 1), logits_request::last, &got).ok());
-      ASSERT_EQ(want.size(), got.size());
-      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << "position " << p;
-    }
+    expect_same_decode(a, b, n, total);
   }
 }
 
@@ -111,12 +116,7 @@ TEST_P(kv_transfer, a_receiver_holding_the_prefix_takes_only_the_rest) {
     ASSERT_TRUE(kv_pages_import(*kv, *receiver, full, swa).ok());
     sequence_state b = eng.new_sequence();
     engine::bind_pages(b, receiver.get(), full, swa, n);
-    for (int64_t p = n; p < total; ++p) {
-      std::vector<float> want, got;
-      ASSERT_TRUE(eng.prefill(a, tokens(p, p + 1), logits_request::last, &want).ok());
-      ASSERT_TRUE(eng.prefill(b, tokens(p, p + 1), logits_request::last, &got).ok());
-      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << "position " << p;
-    }
+    expect_same_decode(a, b, n, total);
     EXPECT_STATUS(kv_pages_export(*sender, eng.config(), *a.pages, n, kv->n_pages()),
                   status_code::invalid_argument, "leaves none");
   }
