@@ -68,6 +68,7 @@ struct random_checkpoint_cli_options {
   uint64_t seed = 1;
   int64_t num_layers = 0;  // > 0: keep only the first N layers
   std::string shard_size = "4GiB";
+  bool bf16_values = false;
 };
 
 struct cache_plan_options {

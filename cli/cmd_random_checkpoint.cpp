@@ -34,6 +34,10 @@ CLI::App* add_random_checkpoint_command(CLI::App& app, random_checkpoint_cli_opt
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--shard-size", o->shard_size, "release: start a new shard after this many bytes")
       ->capture_default_str();
+  cmd->add_flag("--bf16-values", o->bf16_values,
+                "Round every weight to bf16 as drawn, so the bf16 and release checkpoints of one seed hold "
+                "the same weights, as a trainer's checkpoint and its release conversion do (for weight-push "
+                "tests: pushing the bf16 one into a server must give what loading the release one gives)");
   return cmd;
 }
 
@@ -48,6 +52,7 @@ int run_random_checkpoint(const random_checkpoint_cli_options& o) {
   }
   random_checkpoint_options opt;
   opt.seed = o.seed;
+  opt.bf16_values = o.bf16_values;
   if (!checkpoint_format_parse(o.format, &opt.format)) {
     return fail(invalid_argument("--format '%s': expected bf16 or release", o.format.c_str()));
   }

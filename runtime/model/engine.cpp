@@ -56,7 +56,11 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
   HART_LOG_INFO("%s", e->cfg_.summary().c_str());
   HART_ASSIGN_OR_RETURN(model_weights w, model_weights_load(params.model_dir, e->cfg_, params.prec,
                                                             params.verbose_load ? report_progress : nullptr,
-                                                            params.deterministic, params.bf16_activations()));
+                                                            e->load_options()));
+  // Routed experts loaded MXFP4 (a release checkpoint's) are re-quantized to MXFP4 by updates, not FP8.
+  e->mxfp4_experts_ =
+      !w.layers.empty() &&
+      std::all_of(w.layers.begin(), w.layers.end(), [](const layer_weights& L) { return L.mxfp4_experts; });
   e->weights_ = std::make_shared<const model_weights>(std::move(w));
   HART_LOG_INFO("loaded %lld parameters from %s (precision %s)", (long long)e->weights_->n_params,
                 params.model_dir.c_str(), precision_name(params.prec));
@@ -65,10 +69,17 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
   return e;
 }
 
+model_weights_reader::options engine::load_options() const {
+  model_weights_reader::options o;
+  o.row_invariant = params_.deterministic;
+  o.bf16_activations = params_.bf16_activations();
+  return o;
+}
+
 status_or<std::shared_ptr<const model_weights>> engine::build_weights(const tensor_source& src) const {
-  HART_ASSIGN_OR_RETURN(model_weights w,
-                        model_weights_load(src, cfg_, params_.prec, nullptr, params_.deterministic,
-                                           params_.bf16_activations()));
+  model_weights_reader::options o = load_options();
+  o.mxfp4_experts = mxfp4_experts_;
+  HART_ASSIGN_OR_RETURN(model_weights w, model_weights_load(src, cfg_, params_.prec, nullptr, o));
   return std::make_shared<const model_weights>(std::move(w));
 }
 

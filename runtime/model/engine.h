@@ -87,7 +87,9 @@ class engine {
   // -- weight updates ---
 
   /// Builds weights for this engine (its config, precision and arithmetic
-  /// flags) from `src`, validated exactly like a load. Touches no engine
+  /// flags) from `src`, validated exactly like a load. In fp8 precision the
+  /// routed experts are quantized as the loaded checkpoint held them: MXFP4
+  /// (per-32 scales) for a release checkpoint, else FP8. Touches no engine
   /// state, so it may run on another thread while forward() runs.
   status_or<std::shared_ptr<const model_weights>> build_weights(const tensor_source& src) const;
   /// Replaces the weights with `w` (from build_weights) and sets the version.
@@ -132,6 +134,8 @@ class engine {
 
  private:
   engine() = default;
+  /// How a load or an update reads its tensors (the arithmetic flags of params_).
+  model_weights_reader::options load_options() const;
   status validate_batch(const std::vector<batch_item>& batch) const;
   /// Gives engine-owned sequences pages for [n_tokens, end) (never fails), or
   /// checks that cache-bound ones have them.
@@ -144,6 +148,7 @@ class engine {
   model_config cfg_;
   std::shared_ptr<const model_weights> weights_;
   uint64_t weight_version_ = 0;
+  bool mxfp4_experts_ = false;       // the loaded checkpoint's routed experts were MXFP4 values
   std::unique_ptr<kv_store> store_;  // pages of new_sequence() sequences
   int64_t swa_keep_ = 0;             // positions behind the newest that windows and rings still read
 };

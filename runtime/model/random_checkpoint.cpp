@@ -138,6 +138,10 @@ class writer {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
       v[size_t(i)] = lo + (hi - lo) * unit(mix(base + uint64_t(i + 1) * k_gamma));
+    if (opt_.bf16_values) {
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) v[size_t(i)] = round_to_bf16(v[size_t(i)]);
+    }
     state_ = base + uint64_t(n) * k_gamma;
     return v;
   }

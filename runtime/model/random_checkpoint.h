@@ -39,6 +39,10 @@ struct random_checkpoint_options {
   checkpoint_format format = checkpoint_format::bf16;
   /// release: a new shard starts once a shard holds this many bytes (0 = one file).
   int64_t shard_bytes = 0;
+  /// Every value rounded to bf16 as drawn: the bf16 and release checkpoints of
+  /// one seed then hold the same weights before the release format's
+  /// quantization, as a trainer's checkpoint and its release conversion do.
+  bool bf16_values = false;
 };
 
 /// `config` cut to its first `n` layers (num_hidden_layers and every per-layer list:

@@ -177,11 +177,15 @@ class tensor_reader {
       HART_RETURN_IF_ERROR(
           mxfp4_dequantize(e.data + row0 * cols / 2, s.scales->data + row0 * cols / 32, n, cols, out));
     }
-    if (s.qdq) {
+    if (s.qdq == weight_qdq::fp8) {
       // Round-trip through the checkpoint's FP8 format so fp32 weights carry FP8 values (tiles of 128 rows).
       std::vector<uint8_t> q(n * cols), sc(((n + 127) / 128) * ((cols + 127) / 128));
       HART_RETURN_IF_ERROR(fp8_block_quantize(out, n, cols, k_fp8_block, q.data(), sc.data()));
       HART_RETURN_IF_ERROR(fp8_block_dequantize(q.data(), sc.data(), n, cols, k_fp8_block, out));
+    } else if (s.qdq == weight_qdq::mxfp4) {
+      std::vector<uint8_t> q(n * cols / 2), sc(n * cols / 32);
+      HART_RETURN_IF_ERROR(mxfp4_quantize(out, n, cols, q.data(), sc.data()));
+      HART_RETURN_IF_ERROR(mxfp4_dequantize(q.data(), sc.data(), n, cols, out));
     }
     return {};
   }
@@ -271,6 +275,13 @@ struct loader {
   // MXFP4 values (routed experts) keep their values and sum per 32.
   status linear(const std::string& name, int64_t out, int64_t in, bool fp8, linear_weight* w,
                 bool fp8_weight_only = false, bool fp32_output = false) {
+    HART_RETURN_IF_ERROR(describe_linear(name, out, in, fp8, w, fp8_weight_only, fp32_output));
+    return finish_linear(w);
+  }
+
+  // linear()'s form of `w` without reading its values.
+  status describe_linear(const std::string& name, int64_t out, int64_t in, bool fp8, linear_weight* w,
+                         bool fp8_weight_only = false, bool fp32_output = false) {
     w->out = out;
     w->in = in;
     w->bf16_output = opts.bf16_activations && !fp32_output;
@@ -279,7 +290,7 @@ struct loader {
     const bool quantize = prec == precision::fp8 && (fp8 || fp8_weight_only);
     const bool fp4 = packed_fp4(w->stored.values->type);
     if (quantize) {
-      w->stored.qdq = w->stored.values->type != dtype::e4m3 && !fp4;
+      w->stored.qdq = w->stored.values->type != dtype::e4m3 && !fp4 ? weight_qdq::fp8 : weight_qdq::none;
       w->fp8_input = fp8;
     }
     // bf16 activations: the official kernels' sums (fp8_gemm per 128, fp4_gemm per 32); its fp32
@@ -290,7 +301,23 @@ struct loader {
       const int64_t block = quantize && fp8 ? (fp4 ? 32 : 128) : fp32_output ? 1 : in;
       w->k_block = in % block == 0 ? block : in;
     }
+    return {};
+  }
+
+  // A routed expert's linear; `*mxfp4` stays true while it holds MXFP4 values. With
+  // opts.mxfp4_experts (fp8 precision) values not stored MXFP4 are QDQ'd to MXFP4 and
+  // summed per 32, as stored MXFP4 ones are.
+  status expert_linear(const std::string& name, int64_t out, int64_t in, linear_weight* w, bool* mxfp4) {
+    HART_RETURN_IF_ERROR(describe_linear(name, out, in, true, w));
+    to_mxfp4_if_served(w);
+    *mxfp4 = *mxfp4 && (w->stored.mxfp4() || w->stored.qdq == weight_qdq::mxfp4);
     return finish_linear(w);
+  }
+
+  void to_mxfp4_if_served(linear_weight* w) const {
+    if (!opts.mxfp4_experts || prec != precision::fp8 || w->in % 32 || w->stored.mxfp4()) return;
+    w->stored.qdq = weight_qdq::mxfp4;
+    if (opts.bf16_activations) w->k_block = 32;
   }
 
   status compressor(const std::string& p, int64_t rate, int64_t dim, bool overlap, compressor_weights* c) {
@@ -320,6 +347,7 @@ struct loader {
     };
     HART_RETURN_IF_ERROR(check(gu, {E, 2 * I, D}));
     HART_RETURN_IF_ERROR(check(dn, {E, D, I}));
+    bool mxfp4 = E > 0;
     for (int64_t e = 0; e < E; ++e) {
       expert_weights& x = L->experts[e];
       const std::pair<linear_weight*, stored_linear> parts[3] = {{&x.w1, {gu, nullptr, e * 2 * I}},
@@ -332,13 +360,16 @@ struct loader {
         w->bf16_output = opts.bf16_activations;
         w->row_invariant = opts.row_invariant;
         if (prec == precision::fp8) {
-          w->stored.qdq = true;
+          w->stored.qdq = weight_qdq::fp8;
           w->fp8_input = true;
           if (opts.bf16_activations) w->k_block = 128;
+          to_mxfp4_if_served(w);
         }
+        mxfp4 = mxfp4 && w->stored.qdq == weight_qdq::mxfp4;
         HART_RETURN_IF_ERROR(finish_linear(w));
       }
     }
+    L->mxfp4_experts = mxfp4;
     return {};
   }
 
@@ -347,12 +378,14 @@ struct loader {
     L->experts.resize(E);
     if (!r.find(p + ".experts.0.w1.weight") && r.find(p + ".experts.gate_up_proj"))
       return stacked_experts(p, L);
+    bool mxfp4 = E > 0;
     for (int64_t e = 0; e < E; ++e) {
       const std::string q = p + ".experts." + std::to_string(e);
-      HART_RETURN_IF_ERROR(linear(q + ".w1.weight", I, D, true, &L->experts[e].w1));
-      HART_RETURN_IF_ERROR(linear(q + ".w3.weight", I, D, true, &L->experts[e].w3));
-      HART_RETURN_IF_ERROR(linear(q + ".w2.weight", D, I, true, &L->experts[e].w2));
+      HART_RETURN_IF_ERROR(expert_linear(q + ".w1.weight", I, D, &L->experts[e].w1, &mxfp4));
+      HART_RETURN_IF_ERROR(expert_linear(q + ".w3.weight", I, D, &L->experts[e].w3, &mxfp4));
+      HART_RETURN_IF_ERROR(expert_linear(q + ".w2.weight", D, I, &L->experts[e].w2, &mxfp4));
     }
+    L->mxfp4_experts = mxfp4;
     return {};
   }
 
@@ -424,13 +457,14 @@ struct loader {
 }  // namespace
 
 bool stored_linear::fp8_e8m0() const {
-  return values && values->type == dtype::e4m3 && scales->type == dtype::e8m0 && !qdq && row0 == 0;
+  return values && values->type == dtype::e4m3 && scales->type == dtype::e8m0 && qdq == weight_qdq::none &&
+         row0 == 0;
 }
 bool stored_linear::mxfp4() const {
-  return values && packed_fp4(values->type) && !qdq && row0 == 0;
+  return values && packed_fp4(values->type) && qdq == weight_qdq::none && row0 == 0;
 }
 bool stored_linear::bf16() const {
-  return values && values->type == dtype::bf16 && !qdq;
+  return values && values->type == dtype::bf16 && qdq == weight_qdq::none;
 }
 
 struct model_weights_reader::impl {
@@ -554,17 +588,18 @@ std::vector<float> rope_inv_freq(const rope_config& r, int64_t head_dim) {
 }
 
 status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg, precision prec,
-                                            void (*on_progress)(const load_progress&), bool row_invariant,
-                                            bool bf16_activations) {
+                                            void (*on_progress)(const load_progress&),
+                                            model_weights_reader::options opts) {
   HART_ASSIGN_OR_RETURN(std::unique_ptr<tensor_source> src, checkpoint_source_open(dir));
-  return model_weights_load(*src, cfg, prec, on_progress, row_invariant, bf16_activations);
+  return model_weights_load(*src, cfg, prec, on_progress, opts);
 }
 
 status_or<model_weights> model_weights_load(const tensor_source& src, const model_config& cfg, precision prec,
-                                            void (*on_progress)(const load_progress&), bool row_invariant,
-                                            bool bf16_activations) {
+                                            void (*on_progress)(const load_progress&),
+                                            model_weights_reader::options opts) {
+  opts.lazy = false;
   HART_ASSIGN_OR_RETURN(std::unique_ptr<model_weights_reader> reader,
-                        model_weights_reader::open(src, cfg, prec, {row_invariant, bf16_activations, false}));
+                        model_weights_reader::open(src, cfg, prec, opts));
   HART_ASSIGN_OR_RETURN(model_weights w, reader->globals());
   w.layers.reserve(cfg.n_layers);
   load_progress prog{0, cfg.n_layers};

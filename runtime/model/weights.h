@@ -29,11 +29,19 @@ struct tensor_entry;
 /// Where a linear's values are in its source: rows [row0, row0 + out) of the
 /// 2-D view of `values` (row0 > 0: one expert of a stacked [E, rows, in]
 /// tensor), with `scales` for FP8 (per 128×128) and MXFP4 (per 32) codes.
+/// A quantization round trip applied to a linear's values as they are read
+/// (fp8 precision, values not already in the format the engine runs them in).
+enum class weight_qdq : uint8_t {
+  none,
+  fp8,    // e4m3 with power-of-two scales per 128x128 tile
+  mxfp4,  // e2m1 with power-of-two scales per 32 (routed experts of a model served MXFP4)
+};
+
 struct stored_linear {
   const tensor_entry* values = nullptr;
   const tensor_entry* scales = nullptr;
   int64_t row0 = 0;
-  bool qdq = false;  // read through FP8 quantization (fp8 precision, values not FP8 or MXFP4 already)
+  weight_qdq qdq = weight_qdq::none;
 
   /// As stored, the values are: e4m3 codes with e8m0 scales per 128×128 (whole tensor);
   /// e2m1 pairs [out, in/2] with e8m0 scales [out, in/32] (whole tensor); bf16 rows.
@@ -91,6 +99,7 @@ struct layer_weights {
   std::vector<float> gate_bias;  // [E] or empty (hash layers)
   std::vector<int32_t> tid2eid;  // [top_k, vocab] (hash layers)
   std::vector<expert_weights> experts;
+  bool mxfp4_experts = false;  // every routed expert holds MXFP4 values (stored so, or QDQ'd to them)
   expert_weights shared;
 };
 
@@ -124,6 +133,11 @@ class model_weights_reader {
     bool row_invariant = false;     // linear_weight::row_invariant on every linear
     bool bf16_activations = false;  // linear_weight::bf16_output / k_block as the official inference sums
     bool lazy = false;
+    /// The model is served with MXFP4 routed experts (a weight update for it):
+    /// in fp8 precision, routed experts not stored MXFP4 are read through MXFP4
+    /// QDQ (the release checkpoints' per-32 scale rule) instead of FP8's, so
+    /// that they hold what a release checkpoint of the same values holds.
+    bool mxfp4_experts = false;
   };
   static status_or<std::unique_ptr<model_weights_reader>> open(const tensor_source& src,
                                                                const model_config& cfg, precision prec,
@@ -135,9 +149,8 @@ class model_weights_reader {
   /// Layer `il`, routed experts included. Errors name the layer.
   status_or<layer_weights> layer(int64_t il);
   /// Rows [row0, row0 + rows) of `w` ([out, in], from this reader) as the
-  /// eager load holds them (FP8 and MXFP4 codes decoded, QDQ when
-  /// stored.qdq) into `out` [rows, in]. row0 a multiple of 128 (a row block
-  /// of the FP8 tiles); data_loss for a NaN scale code.
+  /// eager load holds them (FP8 and MXFP4 codes decoded, stored.qdq applied) into `out` [rows, in]. row0 a
+  /// multiple of 128 (a row block of the FP8 tiles); data_loss for a NaN scale code.
   status read_rows(const linear_weight& w, int64_t row0, int64_t rows, float* out) const;
   /// The whole of a lazy `w` into w->w (stored kept).
   status read(linear_weight* w) const;
@@ -158,15 +171,16 @@ class model_weights_reader {
 /// it. The same rules hold for a checkpoint and for a staged weight update.
 /// `on_progress` (optional) is called after each layer. Reads `src` only, so
 /// it may run beside a forward pass of an engine with other weights.
-/// `bf16_activations` marks the linears whose outputs the official inference
-/// rounds to bf16 (linear_weight::bf16_output; docs/precision.md).
+/// `opts` as the reader's (`bf16_activations` marks the linears whose outputs
+/// the official inference rounds to bf16: linear_weight::bf16_output,
+/// docs/precision.md); `lazy` is ignored: every value is read.
 status_or<model_weights> model_weights_load(const tensor_source& src, const model_config& cfg, precision prec,
                                             void (*on_progress)(const load_progress&) = nullptr,
-                                            bool row_invariant = false, bool bf16_activations = false);
+                                            model_weights_reader::options opts = {});
 /// The checkpoint directory `dir` as the source.
 status_or<model_weights> model_weights_load(const std::string& dir, const model_config& cfg, precision prec,
                                             void (*on_progress)(const load_progress&) = nullptr,
-                                            bool row_invariant = false, bool bf16_activations = false);
+                                            model_weights_reader::options opts = {});
 
 /// RoPE inverse frequencies [rope_dim/2] for one rope config (default or YaRN,
 /// exactly as the Hugging Face reference computes them, in fp32).

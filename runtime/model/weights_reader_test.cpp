@@ -110,7 +110,7 @@ TEST_P(weights_reader, lazy_pieces_read_to_the_eager_load) {
   ASSERT_TRUE(cfg.ok()) << cfg.get_status().to_string();
   auto src = checkpoint_source_open(dir);
   ASSERT_TRUE(src.ok()) << src.get_status().to_string();
-  auto eager = model_weights_load(**src, *cfg, c.prec, nullptr, /*row_invariant=*/true, c.bf16_activations);
+  auto eager = model_weights_load(**src, *cfg, c.prec, nullptr, {true, c.bf16_activations});
   ASSERT_TRUE(eager.ok()) << eager.get_status().to_string();
   auto r = model_weights_reader::open(**src, *cfg, c.prec, {true, c.bf16_activations, /*lazy=*/true});
   ASSERT_TRUE(r.ok()) << r.get_status().to_string();
@@ -179,7 +179,7 @@ TEST(weights_reader_stored, says_how_each_linear_is_stored) {
   ASSERT_TRUE(cr.ok());
   auto cL = (*cr)->layer(0);
   ASSERT_TRUE(cL.ok());
-  EXPECT_TRUE(cL->wq_b.stored.qdq);
+  EXPECT_EQ(cL->wq_b.stored.qdq, weight_qdq::fp8);
   EXPECT_FALSE(cL->wq_b.stored.bf16());
   EXPECT_TRUE(cL->gate.stored.bf16());
 }
