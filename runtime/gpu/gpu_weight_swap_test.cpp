@@ -7,6 +7,7 @@
 
 #include "runtime/core/codecs.h"
 #include "runtime/gpu/gpu_engine.h"
+#include "runtime/model/random_checkpoint.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/model/tensor_source.h"
 
@@ -15,6 +16,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 namespace hart::testing {
 namespace {
@@ -133,6 +135,47 @@ TEST_P(gpu_weight_swap, a_swapped_engine_computes_bitwise_what_a_fresh_load_of_t
   ASSERT_FALSE(bitwise_equal(want, before))
       << "the update must change the logits for this test to mean anything";
   EXPECT_TRUE(bitwise_equal(got, want)) << "swapped engine differs from a fresh load of the update";
+}
+
+// A random checkpoint of the official-fp8 one-CSA-layer shapes whose weights are bf16 values.
+std::string random_checkpoint_dir(checkpoint_format format, uint64_t seed) {
+  const std::string dir =
+      (fs::temp_directory_path() /
+       ("hart_gpu_swap_" + std::string(format == checkpoint_format::release ? "release" : "bf16") + "_" +
+        std::to_string(seed) + "_" + std::to_string(getpid())))
+          .string();
+  std::ifstream in(std::string(HART_TEST_DATA) + "/official-fp8/csa/config.json");
+  random_checkpoint_options o;
+  o.seed = seed;
+  o.format = format;
+  o.bf16_values = true;
+  EXPECT_TRUE(random_checkpoint_write(dir, nlohmann::json::parse(in), o).ok());
+  return dir;
+}
+
+// A trainer's bf16 weights pushed into a server of a release checkpoint: the
+// routed experts it keeps MXFP4 are re-quantized to MXFP4 on the device (not
+// FP8), so the server holds what loading the release conversion of the pushed
+// weights holds: the same bytes and the same logits, bit for bit.
+TEST(gpu_weight_swap_release, a_pushed_update_keeps_the_mxfp4_experts) {
+  SKIP_WITHOUT_GPU();
+  const std::string served_dir = random_checkpoint_dir(checkpoint_format::release, 1);
+  const std::string trainer_dir = random_checkpoint_dir(checkpoint_format::bf16, 2);
+  const std::string release_dir = random_checkpoint_dir(checkpoint_format::release, 2);
+  auto served = load_gpu(served_dir, precision::fp8);
+  auto fresh = load_gpu(release_dir, precision::fp8);
+  ASSERT_TRUE(served && fresh);
+  auto pushed = checkpoint_source_open(trainer_dir);
+  ASSERT_TRUE(pushed.ok()) << pushed.get_status().to_string();
+  auto built = served->build_weights(**pushed);
+  ASSERT_TRUE(built.ok()) << built.get_status().to_string();
+  ASSERT_TRUE(served->swap_weights(std::move(*built), 1).ok());
+  EXPECT_EQ(served->device_bytes(), fresh->device_bytes()) << "MXFP4 experts: half of FP8's bytes";
+  const std::vector<float> want = logits_of(*fresh);
+  EXPECT_TRUE(bitwise_equal(logits_of(*served), want)) << "swapped engine differs from the release load";
+  EXPECT_FALSE(bitwise_equal(logits_of(*load_gpu(trainer_dir, precision::fp8)), want))
+      << "a server of the bf16 checkpoint keeps FP8 experts: other values";
+  for (const std::string& d : {served_dir, trainer_dir, release_dir}) fs::remove_all(d);
 }
 
 TEST_P(gpu_weight_swap, a_broken_update_or_a_stale_version_leaves_the_serving_weights) {

@@ -66,8 +66,9 @@ class uploader {
     out->out = w.out;
     d_->max_linear_in = std::max(d_->max_linear_in, w.in);
     if (updating()) {
-      // Experts the serving set keeps MXFP4 are re-quantized to FP8, as the CPU engine's update does.
-      if (prec == precision::fp8 && (like->codes || like->qdq_input || like->fp4)) return requant(w, out);
+      // Experts the serving set keeps MXFP4 stay MXFP4, as the CPU engine's update quantizes them.
+      if (prec == precision::fp8 && like->fp4) return requant(w, out, k_as_mxfp4);
+      if (prec == precision::fp8 && (like->codes || like->qdq_input)) return requant(w, out, k_as_fp8);
       return dense(w, out, narrow);
     }
     if (prec == precision::fp8 && w.fp8_input) {
@@ -112,7 +113,7 @@ class uploader {
     if (prec != precision::fp8 || (w.w.empty() && !lazy(w))) return dense_or_stored(w, out, true);
     if (updating()) {
       out->raw_input = true;
-      return requant(w, out);  // codes of QDQ(raw), always (finish() refuses the update otherwise)
+      return requant(w, out, k_as_fp8);  // codes of QDQ(raw), always (finish() refuses the update otherwise)
     }
     if (lazy(w) && w.stored.fp8_e8m0()) {
       out->raw_input = true;
@@ -359,8 +360,11 @@ class uploader {
   // the QDQ'd values (MXFP4); for QDQ'd values it always does (a tile's amax
   // re-quantizes to the same or half the scale, and every code doubles
   // exactly), so an update counts such values and finish() refuses the update
-  // if any appear, rather than carrying a path no input reaches.
-  status requant(const linear_weight& w, device_linear* out) {
+  // if any appear, rather than carrying a path no input reaches. `mxfp4`: e2m1
+  // pairs and per-32 scales of the raw values instead, as a release checkpoint
+  // of them stores (an expert the serving set keeps MXFP4).
+  static constexpr bool k_as_fp8 = false, k_as_mxfp4 = true;
+  status requant(const linear_weight& w, device_linear* out, bool mxfp4) {
     const int64_t n = w.out * w.in;
     HART_RETURN_IF_ERROR(scratch_.reserve());
     staging& st = staging_[n_requant_++ % 2];
@@ -379,12 +383,20 @@ class uploader {
     HART_RETURN_IF_ERROR(cuda_status(
         cudaMemcpyAsync(v, w.w.data(), size_t(n) * sizeof(float), cudaMemcpyHostToDevice, stream_),
         "gpu engine: weight upload"));
-    HART_ASSIGN_OR_RETURN(device_buffer q, device_buffer::create(size_t(n)));
-    HART_ASSIGN_OR_RETURN(device_buffer s, device_buffer::create(size_t(n_scales(w.out, w.in))));
-    out->codes = static_cast<const uint8_t*>(q.get());
-    out->scales = static_cast<const uint8_t*>(s.get());
-    HART_RETURN_IF_ERROR(weight_requant_fp8_async(v, w.out, w.in, static_cast<uint8_t*>(q.get()),
-                                                  static_cast<uint8_t*>(s.get()), scratch_.count(), stream_));
+    HART_ASSIGN_OR_RETURN(device_buffer q, device_buffer::create(size_t(mxfp4 ? n / 2 : n)));
+    HART_ASSIGN_OR_RETURN(device_buffer s,
+                          device_buffer::create(size_t(mxfp4 ? n / 32 : n_scales(w.out, w.in))));
+    auto* qp = static_cast<uint8_t*>(q.get());
+    auto* sp = static_cast<uint8_t*>(s.get());
+    if (mxfp4) {
+      out->fp4 = qp;
+      out->fp4_scales = sp;
+      HART_RETURN_IF_ERROR(weight_requant_mxfp4_async(v, w.out, w.in, qp, sp, scratch_.count(), stream_));
+    } else {
+      out->codes = qp;
+      out->scales = sp;
+      HART_RETURN_IF_ERROR(weight_requant_fp8_async(v, w.out, w.in, qp, sp, scratch_.count(), stream_));
+    }
     HART_RETURN_IF_ERROR(cuda_status(cudaEventRecord(st.done, stream_), "gpu weight update: event"));
     st.pending = true;
     d_->bytes += q.bytes() + s.bytes();

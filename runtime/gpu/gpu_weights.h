@@ -129,8 +129,9 @@ std::function<void(const weights_load_progress&)> weights_load_reporter();
 /// QDQ). In fp8 precision every linear that `like` holds as FP8 (codes, or
 /// fp32 with QDQ'd inputs) and every wo_a is re-quantized on the device, on
 /// `stream`; the result equals device_weights_upload of an fp8 load of the
-/// same tensors bit for bit (MXFP4 experts of `like` become FP8 codes, as the
-/// CPU engine's update quantizes them). `like` is only read (it may be serving meanwhile).
+/// same tensors bit for bit; routed experts `like` keeps MXFP4 are quantized to
+/// MXFP4 (the codes a release checkpoint of the raw values holds), as the CPU
+/// engine's update of such a model quantizes them. `like` is only read (it may be serving meanwhile).
 status_or<device_weights> device_weights_build(const model_weights& raw, const device_weights& like,
                                                const model_config& cfg, precision prec, cudaStream_t stream);
 

@@ -190,7 +190,77 @@ status launch_requant(float* w, int64_t out, int64_t in, uint8_t* codes, uint8_t
   return cuda_status(cudaGetLastError(), op);
 }
 
+// MXFP4 of raw weights: a thread takes 8 channels (one 4-byte piece of
+// mxfp4_mma_order), 4 neighbouring lanes a 32-channel block, whose amax they
+// share by two shuffles. The arithmetic is mxfp4_quantize's (quant_codecs.cuh:
+// the NaN-skipping max from the floor, the power-of-two scale, x / 2^k as
+// x · 2^-k, the same RNE e2m1 codec), so the codes and scales are bit-exact
+// with the host's; the pieces land where mxfp4_mma_order puts them.
+constexpr int k_mxfp4_threads = 256;
+
+__global__ void __launch_bounds__(k_mxfp4_threads)
+    requant_mxfp4_kernel(const float* w, int64_t rows, int64_t cols, uint8_t* pairs, uint8_t* scales,
+                         uint32_t* counts) {
+  const int64_t piece = int64_t(blockIdx.x) * k_mxfp4_threads + threadIdx.x, per_row = cols / 8;
+  const bool live = piece < rows * per_row;
+  const int64_t row = live ? piece / per_row : 0, c = live ? piece % per_row * 8 : 0;
+  float x[8] = {};
+  if (live) {
+    const float4 a = *reinterpret_cast<const float4*>(w + row * cols + c);
+    const float4 b = *reinterpret_cast<const float4*>(w + row * cols + c + 4);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+  }
+  float amax = fp4_amax_floor;
+  uint32_t non_finite = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float a = fabsf(x[i]);
+    if (a > amax) amax = a;
+    non_finite += !(a <= FLT_MAX);
+  }
+  // The 4 lanes of a 32-block are lanes 4k..4k+3 of one warp (cols % 128 == 0 keeps blocks within rows).
+#pragma unroll
+  for (int o = 1; o < 4; o <<= 1) {
+    const float v = __shfl_xor_sync(0xffffffffu, amax, o);
+    amax = v > amax ? v : amax;
+  }
+  const uint8_t code = qd::e8m0_from_exponent(qd::pow2_scale_exponent(amax, e2m1_max));
+  const float inv_s = 1.0f / qd::f32_from_e8m0(code);
+  uint32_t word = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    word |= uint32_t(qd::e2m1_from_f32(qd::clamp_q(__fmul_rn(x[i], inv_s), e2m1_max))) << (4 * i);
+  }
+  if (live) {
+    const int64_t kb = c / 128;
+    const int j = int(c % 128) / 32, t = int(c % 32) / 8;
+    *reinterpret_cast<uint32_t*>(pairs + row * (cols / 2) + kb * 64 + t * 16 + j * 4) = word;
+    if (t == 0) scales[row * (cols / 32) + c / 32] = code;
+  }
+  if (counts) {
+    for (int o = 16; o > 0; o >>= 1) non_finite += __shfl_xor_sync(0xffffffffu, non_finite, o);
+    if (threadIdx.x % 32 == 0 && non_finite) atomicAdd(counts + 1, non_finite);
+  }
+}
+
 }  // namespace
+
+status weight_requant_mxfp4_async(const float* w, int64_t out, int64_t in, uint8_t* pairs, uint8_t* scales,
+                                  uint32_t* counts, cudaStream_t stream) {
+  const char* op = "weight_requant_mxfp4";
+  if (out < 0 || in < 0 || in % 128)
+    return invalid_argument("%s: shape %lldx%lld (columns a multiple of 128)", op, (long long)out,
+                            (long long)in);
+  if (out == 0 || in == 0) return {};
+  if (!w || !pairs || !scales) return invalid_argument("%s: null pointer", op);
+  if (reinterpret_cast<uintptr_t>(w) % 16 || reinterpret_cast<uintptr_t>(pairs) % 4)
+    return invalid_argument("%s: w must be 16-byte and the pairs 4-byte aligned", op);
+  const int64_t blocks = (out * (in / 8) + k_mxfp4_threads - 1) / k_mxfp4_threads;
+  if (blocks > INT_MAX)
+    return invalid_argument("%s: %lldx%lld exceeds the grid", op, (long long)out, (long long)in);
+  requant_mxfp4_kernel<<<unsigned(blocks), k_mxfp4_threads, 0, stream>>>(w, out, in, pairs, scales, counts);
+  return cuda_status(cudaGetLastError(), op);
+}
 
 status weight_qdq_fp8(float* w, int64_t out, int64_t in, uint32_t* counts, cudaStream_t stream) {
   return launch_requant<false>(w, out, in, nullptr, nullptr, counts, stream, "weight_qdq_fp8");

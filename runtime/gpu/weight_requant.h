@@ -1,5 +1,6 @@
-// File: runtime/gpu/weight_requant.h — internal to runtime/gpu: the fp8
-// weight re-quantization of a weight update, on the device, bit-exact with
+// File: runtime/gpu/weight_requant.h — internal to runtime/gpu: the fp8 (and
+// MXFP4, for routed experts served so) weight re-quantization of a weight
+// update, on the device, bit-exact with
 // the CPU loader's quant ops (kernels/quant). For one linear [out, in]
 // (row-major [out][in]) of raw fp32 values it computes what a fresh fp8 load
 // computes on the host (weights.cpp, then gpu_weights.cpp):
@@ -55,6 +56,15 @@ status_or<bool> weight_requant_fp8(float* w, int64_t out, int64_t in, uint8_t* c
 /// non-finite ones.
 status weight_requant_fp8_async(float* w, int64_t out, int64_t in, uint8_t* codes, uint8_t* scales,
                                 uint32_t* counts, cudaStream_t stream);
+
+/// MXFP4 of raw fp32 weights w [out, in] on the device (routed experts of a
+/// model served MXFP4): pairs [out, in/2] in mxfp4_mma_order (the grouped
+/// linear's layout) and e8m0 scales [out, in/32], bit-exact with the host's
+/// mxfp4_quantize then mxfp4_mma_order (what a release checkpoint of the same
+/// values loads as). in a multiple of 128, w 16-byte aligned. No wait: counts[1]
+/// (device, when set) += the non-finite values (the host refuses them).
+status weight_requant_mxfp4_async(const float* w, int64_t out, int64_t in, uint8_t* pairs, uint8_t* scales,
+                                  uint32_t* counts, cudaStream_t stream);
 
 /// In place: w = QDQ(w) (weights that are FP8 values with unquantized inputs,
 /// wo_a). counts[1] (device, when set) += its non-finite values.

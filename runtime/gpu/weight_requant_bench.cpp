@@ -1,10 +1,10 @@
-// On-device fp8 re-quantization throughput of a weight update (W1: >= 1 TB/s):
-// weight_requant_fp8 (QDQ, encode, bitwise check: weight_requant.h) over the
-// linears of one DeepSeek-V4 Flash layer's shapes, with the raw fp32 values
-// already on the device. Checks first: the codes and scales of one linear must
-// equal the CPU fp8_block_quantize of the CPU QDQ (no number is printed
+// On-device fp8 (and MXFP4, for routed experts) re-quantization throughput of a weight update (W1: >= 1
+// TB/s): weight_requant_fp8 (QDQ, encode, bitwise check: weight_requant.h) over the linears of one
+// DeepSeek-V4 Flash layer's shapes, with the raw fp32 values already on the device. Checks first: the codes
+// and scales of one linear must equal the CPU fp8_block_quantize of the CPU QDQ (no number is printed
 // otherwise). GB/s = fp32 bytes re-quantized per second (1e9). Usage:
 //   weight_requant_bench [REPEATS=20]
+#include "kernels/linear/linear.h"
 #include "kernels/quant/quant.h"
 #include "runtime/gpu/weight_requant.h"
 
@@ -151,6 +151,52 @@ int main(int argc, char** argv) {
       "weight_requant_bench total_fp32_bytes=%lld us=%.1f gb_per_s=%.1f (one update: back to back, one sync; "
       "target >= 1000)\n",
       (long long)total * 4, pipe_med, total * 4.0 / pipe_med * 1e-3);
+
+  // A routed expert of a model served MXFP4: the raw values straight to e2m1
+  // pairs + per-32 scales (no QDQ pass, no write-back). w1's bytes checked
+  // against the host's mxfp4_quantize + mxfp4_mma_order first.
+  for (const int k : {4, 5}) {
+    const shape& s = k_shapes[k];
+    const int64_t n = s.out * s.in;
+    if (k == 4) {
+      std::vector<uint8_t> hp(size_t(n / 2)), hs(size_t(n / 32)), gp(hp.size()), gs(hs.size());
+      if (status st = mxfp4_quantize(host.data(), s.out, s.in, hp.data(), hs.data()); !st.ok())
+        return fail(st);
+      if (status st = mxfp4_mma_order(hp.data(), s.out, s.in, hp.data()); !st.ok()) return fail(st);
+      if (status st = gpu::weight_requant_mxfp4_async(static_cast<const float*>(raw->get()), s.out, s.in, q,
+                                                      sq, sc.count(), stream);
+          !st.ok()) {
+        return fail(st);
+      }
+      cudaMemcpy(gp.data(), q, gp.size(), cudaMemcpyDeviceToHost);
+      cudaMemcpy(gs.data(), sq, gs.size(), cudaMemcpyDeviceToHost);
+      if (gp != hp || gs != hs) {
+        std::fprintf(stderr,
+                     "weight_requant_bench: device MXFP4 differs from the CPU reference; no numbers\n");
+        return 1;
+      }
+    }
+    std::vector<float> us;
+    for (int r = 0; r < repeats + 2; ++r) {
+      cudaEventRecord(t0, stream);
+      if (status st = gpu::weight_requant_mxfp4_async(static_cast<const float*>(raw->get()), s.out, s.in, q,
+                                                      sq, sc.count(), stream);
+          !st.ok()) {
+        return fail(st);
+      }
+      cudaEventRecord(t1, stream);
+      cudaEventSynchronize(t1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, t0, t1);
+      if (r >= 2) us.push_back(ms * 1e3f);
+    }
+    std::sort(us.begin(), us.end());
+    const double med = us[us.size() / 2];
+    std::printf("mxfp4 %-6s %8lld %8lld %10.1f %10.1f (GB/s of fp32 read; + %.1f of codes written)\n", s.name,
+                (long long)s.out, (long long)s.in, med, n * 4.0 / med * 1e-3,
+                n * (0.5 + 1.0 / 32) / med * 1e-3);
+  }
+  if (status st = sc.check(stream); !st.ok()) return fail(st);
   std::printf("reproduce: %s %d\n", argv[0], repeats);
   return 0;
 }

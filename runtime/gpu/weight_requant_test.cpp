@@ -5,6 +5,7 @@
 // tiles; NaN and infinity refused as the host refuses them. Skips without a device.
 #include "runtime/gpu/weight_requant.h"
 
+#include "kernels/linear/linear.h"
 #include "kernels/quant/quant.h"
 #include "kernels/testing/op_test_util.h"
 #include "runtime/core/codecs.h"
@@ -205,6 +206,91 @@ TEST(weight_requant, non_finite_weights_are_refused_as_on_the_host) {
     ASSERT_TRUE(weight_qdq_fp8(wp, 256, 256, s2.count(), nullptr).ok());
     EXPECT_FALSE(s2.check(nullptr).ok()) << "qdq of a weight holding " << bad;
   }
+}
+
+// weight_requant_mxfp4_async on `raw` [out, in] against the host's
+// mxfp4_quantize + mxfp4_mma_order, bitwise; the non-finite count it adds.
+uint32_t expect_mxfp4_as_host(const std::vector<float>& raw, int64_t out, int64_t in, const char* label) {
+  SCOPED_TRACE(std::string(label) + " " + std::to_string(out) + "x" + std::to_string(in));
+  std::vector<uint8_t> want_pairs(raw.size() / 2), want_scales(raw.size() / 32);
+  const bool finite = mxfp4_quantize(raw.data(), out, in, want_pairs.data(), want_scales.data()).ok();
+  if (finite) {
+    EXPECT_TRUE(mxfp4_mma_order(want_pairs.data(), out, in, want_pairs.data()).ok());
+  }
+  auto w = device_buffer::create(raw.size() * sizeof(float));
+  auto pairs = device_buffer::create(raw.size() / 2);
+  auto scales = device_buffer::create(raw.size() / 32);
+  weight_requant_scratch sc;
+  EXPECT_TRUE(w.ok() && pairs.ok() && scales.ok() && sc.reserve().ok());
+  if (!w.ok() || !pairs.ok() || !scales.ok() || !sc.count()) return 0;
+  EXPECT_EQ(cudaMemcpy(w->get(), raw.data(), raw.size() * sizeof(float), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  EXPECT_TRUE(weight_requant_mxfp4_async(static_cast<const float*>(w->get()), out, in,
+                                         static_cast<uint8_t*>(pairs->get()),
+                                         static_cast<uint8_t*>(scales->get()), sc.count(), nullptr)
+                  .ok());
+  uint32_t counts[2] = {0, 0};
+  EXPECT_EQ(cudaMemcpy(counts, sc.count(), sizeof counts, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(counts[0], 0u);
+  if (!finite) return counts[1];
+  std::vector<uint8_t> got_pairs(want_pairs.size()), got_scales(want_scales.size());
+  EXPECT_EQ(cudaMemcpy(got_pairs.data(), pairs->get(), got_pairs.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(got_scales.data(), scales->get(), got_scales.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  size_t bad = 0;
+  while (bad < got_pairs.size() && got_pairs[bad] == want_pairs[bad]) ++bad;
+  EXPECT_EQ(bad, got_pairs.size()) << "pairs differ first at byte " << bad;
+  EXPECT_TRUE(got_scales == want_scales) << "scales differ";
+  return counts[1];
+}
+
+// Routed experts of a model served MXFP4 (a weight update): random weights
+// whose 32-blocks span 2^-140..2^10 (subnormal blocks only the amax floor
+// scales; every seventh block zero), and blocks holding every e2m1 value, the
+// midpoints between neighbours (ties to even) and the floats either side of
+// them at scales 2^0, 2^-5 and 2^7.
+TEST(weight_requant, mxfp4_equals_the_host_quantizer_in_the_kernels_order) {
+  SKIP_WITHOUT_GPU();
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> ex(-140, 10);
+  struct shape {
+    int64_t out, in;
+  };
+  for (const shape s : {shape{1, 128}, shape{128, 128}, shape{300, 384}, shape{7, 1024}, shape{512, 4096}}) {
+    std::vector<float> raw(size_t(s.out * s.in));
+    for (size_t b = 0; b < raw.size() / 32; ++b) {
+      const int e = ex(rng);
+      for (size_t i = 0; i < 32; ++i) raw[b * 32 + i] = b % 7 == 3 ? 0.f : std::ldexp(nd(rng), e);
+    }
+    EXPECT_EQ(expect_mxfp4_as_host(raw, s.out, s.in, "random"), 0u);
+  }
+  std::vector<float> edges;
+  const float codes[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+  for (int c = 0; c < 7; ++c) {
+    const float mid = 0.5f * (codes[c] + codes[c + 1]);
+    for (const float v : {codes[c], mid, std::nextafter(mid, 0.f), std::nextafter(mid, 9.f)}) {
+      edges.push_back(v);
+      edges.push_back(-v);
+    }
+  }
+  std::vector<float> raw(size_t(64 * 128), 0.f);
+  for (size_t b = 0; b < raw.size() / 32; ++b) {
+    const int k = b % 3 == 0 ? 0 : b % 3 == 1 ? -5 : 7;
+    for (size_t i = 0; i < 31; ++i) raw[b * 32 + i] = std::ldexp(edges[(b * 31 + i) % edges.size()], k);
+    raw[b * 32 + 31] = std::ldexp(6.f, k);  // the block's amax: scale 2^k
+  }
+  EXPECT_EQ(expect_mxfp4_as_host(raw, 64, 128, "edges"), 0u);
+  for (const float bad : {std::nanf(""), INFINITY}) {
+    std::vector<float> r = raw;
+    r[700] = bad;
+    EXPECT_EQ(expect_mxfp4_as_host(r, 64, 128, "non-finite"), 1u) << "counted, as the host refuses " << bad;
+  }
+  EXPECT_FALSE(weight_requant_mxfp4_async(nullptr, 4, 100, nullptr, nullptr, nullptr, nullptr).ok())
+      << "columns not a multiple of 128";
 }
 
 TEST(weight_requant, bad_arguments) {
