@@ -12,14 +12,12 @@ namespace hart {
 
 status_or<std::unique_ptr<gpu_built_weights>> gpu_engine::build_weights(const tensor_source& src) const {
   const gpu::engine_state& s = *s_;
-  // Host stage: names, shapes and dtypes checked as at load; exact precision, so
-  // the fp8 rounding happens once, on the device.
-  HART_ASSIGN_OR_RETURN(model_weights raw, model_weights_load(src, s.cfg, precision::exact));
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaSetDevice(s.params.device), "gpu weight update: cudaSetDevice"));
   cudaStream_t stream = nullptr;
   HART_RETURN_IF_ERROR(gpu::cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                                         "gpu weight update: stream"));
-  auto built = gpu::device_weights_build(raw, s.w, s.cfg, s.params.base.prec, stream);
+  // Streamed: names, shapes and dtypes checked as at load, one linear on the host at a time.
+  auto built = gpu::device_weights_build(src, s.w, s.cfg, s.params.base.prec, stream);
   const cudaError_t e = cudaStreamDestroy(stream);
   if (!built.ok()) return built.get_status();
   HART_RETURN_IF_ERROR(gpu::cuda_status(e, "gpu weight update: stream"));

@@ -1,8 +1,9 @@
 // File: runtime/gpu/gpu_weight_swap.h
 // Weight updates of the GPU engine, as the CPU engine's (engine.h
-// build_weights / swap_weights): gpu_engine::build_weights stages the new
-// tensors on the host, uploads them into a second set of device buffers and,
-// in fp8 precision, re-quantizes them on the device (weight_requant.h); the
+// build_weights / swap_weights): gpu_engine::build_weights reads the new
+// tensors one linear at a time, uploads them into a second set of device
+// buffers and, in fp8 precision, re-quantizes them on the device
+// (weight_requant.h; device_weights_build); the
 // result is what a fresh load of the same tensors holds, bit for bit.
 // gpu_engine::swap_weights then replaces the serving set between forward calls
 // and frees the old one. A failed build changes nothing.

@@ -42,8 +42,8 @@ struct mxfp4_codes {
 // lazy linears: what the device keeps in the checkpoint's own format (FP8
 // codes with e8m0 scales, MXFP4 experts, bf16) goes up as stored, the rest is
 // read one linear at a time and dropped after its upload. Update (`like_`
-// set): raw fp32 values, fp8 linears chosen by the serving set and
-// re-quantized on the device.
+// set, streamed too): raw values read one linear at a time, fp8 linears chosen
+// by the serving set and re-quantized on the device.
 class uploader {
  public:
   uploader(device_weights* d, const device_weights* like, cudaStream_t stream,
@@ -69,7 +69,7 @@ class uploader {
       // Experts the serving set keeps MXFP4 stay MXFP4, as the CPU engine's update quantizes them.
       if (prec == precision::fp8 && like->fp4) return requant(w, out, k_as_mxfp4);
       if (prec == precision::fp8 && (like->codes || like->qdq_input)) return requant(w, out, k_as_fp8);
-      return dense(w, out, narrow);
+      return dense_or_stored(w, out, narrow);
     }
     if (prec == precision::fp8 && w.fp8_input) {
       if (lazy(w) && w.stored.fp8_e8m0()) return put_stored_fp8(w, out);
@@ -364,7 +364,10 @@ class uploader {
   // pairs and per-32 scales of the raw values instead, as a release checkpoint
   // of them stores (an expert the serving set keeps MXFP4).
   static constexpr bool k_as_fp8 = false, k_as_mxfp4 = true;
-  status requant(const linear_weight& w, device_linear* out, bool mxfp4) {
+  status requant(const linear_weight& lw, device_linear* out, bool mxfp4) {
+    linear_weight read;  // a streamed update's values, read for this linear alone
+    HART_ASSIGN_OR_RETURN(const linear_weight* vw, values(lw, &read));
+    const linear_weight& w = *vw;
     const int64_t n = w.out * w.in;
     HART_RETURN_IF_ERROR(scratch_.reserve());
     staging& st = staging_[n_requant_++ % 2];
@@ -482,20 +485,14 @@ status upload_layer(uploader& up, const layer_weights& L, size_t il, const model
 }
 
 status_or<device_weights> upload_all(const model_weights& w, const model_config& cfg, precision prec,
-                                     const device_weights* like, cudaStream_t stream, bool mxfp4_experts) {
-  if (like && (like->layers.size() != w.layers.size())) {
-    return invalid_argument("gpu weight update: %zu layers, the serving weights have %zu", w.layers.size(),
-                            like->layers.size());
-  }
+                                     bool mxfp4_experts) {
   device_weights d;
-  uploader up(&d, like, stream);
-  HART_RETURN_IF_ERROR(upload_globals(up, w, prec, like, &d));
+  uploader up(&d, nullptr, nullptr);
+  HART_RETURN_IF_ERROR(upload_globals(up, w, prec, nullptr, &d));
   d.layers.resize(w.layers.size());
   for (size_t il = 0; il < w.layers.size(); ++il) {
-    HART_RETURN_IF_ERROR(
-        upload_layer(up, w.layers[il], il, cfg, prec, like ? &like->layers[il] : nullptr, mxfp4_experts, &d));
+    HART_RETURN_IF_ERROR(upload_layer(up, w.layers[il], il, cfg, prec, nullptr, mxfp4_experts, &d));
   }
-  HART_RETURN_IF_ERROR(up.finish());
   return d;
 }
 
@@ -540,7 +537,7 @@ status device_layer_finish(device_layer* layer, const std::vector<int32_t>& tid2
 
 status_or<device_weights> device_weights_upload(const model_weights& w, const model_config& cfg,
                                                 precision prec, bool mxfp4_experts) {
-  return upload_all(w, cfg, prec, nullptr, nullptr, mxfp4_experts);
+  return upload_all(w, cfg, prec, mxfp4_experts);
 }
 
 status_or<device_weights> device_weights_load(
@@ -597,9 +594,31 @@ std::function<void(const weights_load_progress&)> weights_load_reporter() {
   };
 }
 
-status_or<device_weights> device_weights_build(const model_weights& raw, const device_weights& like,
+status_or<device_weights> device_weights_build(const tensor_source& src, const device_weights& like,
                                                const model_config& cfg, precision prec, cudaStream_t stream) {
-  return upload_all(raw, cfg, prec, &like, stream, false);
+  if (int64_t(like.layers.size()) != cfg.n_layers) {
+    return invalid_argument("gpu weight update: %lld layers, the serving weights have %zu",
+                            (long long)cfg.n_layers, like.layers.size());
+  }
+  // Exact precision: the raw values, rounded once, on the device.
+  HART_ASSIGN_OR_RETURN(
+      std::unique_ptr<model_weights_reader> reader,
+      model_weights_reader::open(src, cfg, precision::exact, {false, false, /*lazy=*/true}));
+  device_weights d;
+  uploader up(&d, &like, stream, reader.get());
+  {
+    HART_ASSIGN_OR_RETURN(model_weights g, reader->globals());
+    HART_RETURN_IF_ERROR(upload_globals(up, g, prec, &like, &d));
+  }
+  d.layers.resize(like.layers.size());
+  for (int64_t il = 0; il < cfg.n_layers; ++il) {
+    HART_ASSIGN_OR_RETURN(layer_weights L, reader->layer(il));
+    status s = upload_layer(up, L, size_t(il), cfg, prec, &like.layers[size_t(il)], false, &d);
+    if (!s.ok())
+      return status(s.code(), src.describe() + ": layer " + std::to_string(il) + ": " + s.message());
+  }
+  HART_RETURN_IF_ERROR(up.finish());
+  return d;
 }
 
 }  // namespace hart::gpu

@@ -125,14 +125,17 @@ status_or<device_weights> device_weights_load(
 std::function<void(const weights_load_progress&)> weights_load_reporter();
 
 /// A second set of weights laid out like `like` (the serving set, same config
-/// and precision) from `raw`: weights loaded in `exact` precision (no host
-/// QDQ). In fp8 precision every linear that `like` holds as FP8 (codes, or
-/// fp32 with QDQ'd inputs) and every wo_a is re-quantized on the device, on
-/// `stream`; the result equals device_weights_upload of an fp8 load of the
-/// same tensors bit for bit; routed experts `like` keeps MXFP4 are quantized to
-/// MXFP4 (the codes a release checkpoint of the raw values holds), as the CPU
-/// engine's update of such a model quantizes them. `like` is only read (it may be serving meanwhile).
-status_or<device_weights> device_weights_build(const model_weights& raw, const device_weights& like,
+/// and precision) from `src`, streamed as device_weights_load streams: each
+/// linear's raw values are read (exact precision, no host QDQ), uploaded and
+/// dropped, so host memory holds one linear beyond `src`. In fp8 precision
+/// every linear that `like` holds as FP8 (codes, or fp32 with QDQ'd inputs) and
+/// every wo_a is re-quantized on the device, on `stream`; the result equals
+/// device_weights_upload of an fp8 load of the same tensors bit for bit; routed
+/// experts `like` keeps MXFP4 are quantized to MXFP4 (the codes a release
+/// checkpoint of the raw values holds), as the CPU engine's update of such a
+/// model quantizes them. `like` is only read (it may be serving meanwhile).
+/// Errors as the host load's (a layer's name it); nothing stays allocated.
+status_or<device_weights> device_weights_build(const tensor_source& src, const device_weights& like,
                                                const model_config& cfg, precision prec, cudaStream_t stream);
 
 }  // namespace hart::gpu
