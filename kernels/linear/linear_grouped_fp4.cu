@@ -11,9 +11,9 @@
 // 16 + t*4..; the activations' codes are permuted the same way with byte
 // permutes), so each MMA's partial from zero is exactly one block's sum and
 // is scaled by s_x · 2^(scale - 127 + 6) into the fp32 accumulator, as the
-// reference's fp4_gemm sums per 32. The CTA shapes are linear_grouped_tc.cu's:
-// narrow tiles (decode, <= 8 rows) 16 warps = 4 groups of 32 outputs × 4
-// K phases, the phases' sums added in phase order; wide tiles (prefill, up to
+// reference's fp4_gemm sums per 32. Narrow tiles (decode, <= 8 rows): 4 warps
+// = 32 outputs × 4 K phases, the phases' sums added in phase order
+// (linear_grouped_tc.cu's FP8 sums, in CTAs a quarter as wide); wide tiles (prefill, up to
 // 64 rows) 4 warps of 32 outputs, the rows in m-groups of 16 sharing the
 // widened weights.
 #include "kernels/linear/linear.h"
@@ -26,7 +26,12 @@ namespace {
 constexpr int64_t k_block = k_linear_fp8_block;  // the activations' scale block
 constexpr int k_sub = 4;                         // MXFP4 blocks (32 channels) per 128
 constexpr int k_phases = 4;
-constexpr int k_warps = 4 * k_phases;
+// Narrow tiles: one group of 32 outputs per CTA (4 warps at 127 registers: 4 CTAs per SM).
+// 4 groups (one 512-thread CTA per SM) left a batch-1 w1 (6 experts) 96 CTAs for 132 SMs;
+// measured, 1.3x slower at every batch (perf-notes M1 v3).
+constexpr int k_groups = 1;
+constexpr int k_warps = k_groups * k_phases;
+constexpr int k_narrow_outs = 32 * k_groups;
 constexpr int k_wide_warps = 4;
 constexpr int k_wide_groups = int(linear_grouped_wide_tile_rows / 16);
 // The wide kernel's shared-memory stages: one 128-channel block each, of the
@@ -108,16 +113,17 @@ __device__ __forceinline__ void words(uint32_t (&w)[k_sub], const uint8_t* p) {
 // columns. A warp takes 32 output rows (two m16 tiles); per 128-channel block
 // each 32-block's partial times 2^(scale - 127) is added into a block sum,
 // which is then scaled by s_x · 2^6 into the accumulator.
-__global__ void __launch_bounds__(k_warps * 32) grouped_fp4_kernel(linear_grouped_params p) {
-  __shared__ float4 spill[k_phases - 1][4][2][32];  // later phases' sums, added by phase 0 in phase order
+__global__ void __launch_bounds__(k_warps * 32, 4) grouped_fp4_kernel(linear_grouped_params p) {
+  __shared__ float4
+      spill[k_phases - 1][k_groups][2][32];  // later phases' sums, added by phase 0 in phase order
   const int tile = blockIdx.y;
   if (tile >= *p.n_tiles) return;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ng = warp % 4, phase = warp / 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ng = warp % k_groups, phase = warp / k_groups;
   const int g = lane >> 2, t = lane & 3;
   const linear_group_weight gw = p.groups[p.tile_group[tile]];
   const int64_t r0 = p.tile_row0[tile];
   const int mt = p.tile_rows[tile];
-  const int64_t n0 = int64_t(blockIdx.x) * 128 + ng * 32;  // this warp's 32 outputs
+  const int64_t n0 = int64_t(blockIdx.x) * k_narrow_outs + ng * 32;  // this warp's 32 outputs
   const int64_t in = p.in, nkb = in / k_block, scale_row = in / 32;
   // B column g: token g of the tile (lanes past it repeat its last, dropped); C columns 2t, 2t + 1.
   const uint8_t* xrow = p.x_codes + (r0 + min(g, mt - 1)) * in + t * 8;
@@ -338,7 +344,8 @@ cudaError_t launch_grouped_fp4(const linear_grouped_params& p, dim3 grid, cudaSt
     if (e != cudaSuccess) return e;
     grouped_fp4_wide_kernel<<<grid, k_wide_warps * 32, k_wide_smem, stream>>>(p);
   } else {
-    grouped_fp4_kernel<<<grid, k_warps * 32, 0, stream>>>(p);
+    const dim3 narrow{grid.x * unsigned(128 / k_narrow_outs), grid.y};  // grid.x counts 128 outputs
+    grouped_fp4_kernel<<<narrow, k_warps * 32, 0, stream>>>(p);
   }
   return cudaGetLastError();
 }
