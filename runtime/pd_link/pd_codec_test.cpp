@@ -164,6 +164,32 @@ TEST(pd_codec, a_misaligned_frame_is_read_from_a_copy) {
   EXPECT_EQ(std::get<kv_chunk>(m->body).kv.full, sample_chunk().full);
 }
 
+// The largest chunk kv_pages_plan may cut (max_chunk_kv_bytes) fits one frame
+// with its header, and reads back under the traversal limit; 128 KiB more of
+// KV does not fit, and the frame is refused before it is parsed.
+TEST(pd_codec, the_largest_chunk_fits_one_frame_and_a_larger_one_does_not) {
+  const size_t floats = max_chunk_kv_bytes / sizeof(float);
+  kv_pages kv;  // 2 positions in pages of 1: two full pages, the last one's SWA page
+  kv.n_tokens = 2;
+  kv.layout = 1;
+  kv.page_size = 1;
+  kv.first_swa = 1;
+  kv.end_page = 2;
+  kv.full.assign(floats / 2, 0.5f);
+  kv.swa.assign(floats - floats / 2, -0.5f);
+  ASSERT_EQ((kv.full.size() + kv.swa.size()) * sizeof(float), max_chunk_kv_bytes);
+  std::vector<uint8_t> f = frame_of({7, 9, kv_chunk{kv}});
+  EXPECT_LE(f.size(), max_frame_bytes);
+  auto m = decode_frame(f);
+  ASSERT_TRUE(m.ok()) << m.get_status().to_string();
+  EXPECT_EQ(std::get<kv_chunk>(m->body).kv.swa.back(), -0.5f);
+
+  kv.full.resize(kv.full.size() + 2 * 16384, 0.5f);  // 64 KiB more per full page
+  f = frame_of({7, 9, kv_chunk{kv}});
+  EXPECT_GT(f.size(), max_frame_bytes);
+  EXPECT_STATUS(decode_frame(f), status_code::invalid_argument, "limit");
+}
+
 // -- frames ---------------------------------------------------------------------------------
 
 TEST(pd_codec, malformed_truncated_trailing_and_oversized_frames_are_refused) {
