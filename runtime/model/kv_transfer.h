@@ -29,6 +29,7 @@
 #include "runtime/model/kv_store.h"
 #include "runtime/model/sequence_state.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -38,10 +39,6 @@ namespace hart {
 struct kv_page_range {
   int64_t first_page = 0;
   int64_t end_page = 0;  // exclusive
-
-  bool operator==(const kv_page_range& o) const {
-    return first_page == o.first_page && end_page == o.end_page;
-  }
 };
 
 /// The KV of one page range of a transfer (all of it when the range is every
