@@ -2,6 +2,7 @@
 
 #include "runtime/model/config.h"
 #include "runtime/model/safetensors.h"
+#include "runtime/pd_link/pd_codec.h"
 #include "runtime/protocol/codec.h"
 #include "runtime/text/tokenizer.h"
 #include "runtime/weight_sync/sync_codec.h"
@@ -103,6 +104,38 @@ std::vector<std::string> worker_seeds() {
   for (const worker_link::worker_message& m : {worker_link::worker_message{h}, worker_link::worker_message{c},
                                                worker_link::worker_message{worker_link::worker_bye{}}}) {
     auto e = worker_link::encode(m);
+    if (e.ok()) out.push_back(as_string(*e));
+  }
+  return out;
+}
+
+// -- PD-link frames (runtime/pd_link, docs/pd.md) -------------------------------------------
+
+bool pd_frames(const uint8_t* d, size_t n) {
+  return pd_link::decode(d, n).ok();
+}
+
+std::vector<std::string> pd_seeds() {
+  pd_link::prefill_request p;
+  p.tokens = {1, 2, 3, 4, 5};
+  p.sampling.stop = {"\n"};
+  p.skip_full = 1;
+  kv_pages kv;  // pages [1, 3) of 10 positions in pages of 4: two full pages of 2 floats, one SWA page of 1
+  kv.n_tokens = 10;
+  kv.layout = 0xabcdef;
+  kv.page_size = 4;
+  kv.first_full = 1;
+  kv.first_swa = 2;
+  kv.first_page = 1;
+  kv.end_page = 3;
+  kv.full = {1, 2, 3, 4};
+  kv.swa = {5};
+  std::vector<std::string> out;
+  for (const pd_link::pd_body& b :
+       {pd_link::pd_body{p}, pd_link::pd_body{pd_link::kv_chunk{kv}},
+        pd_link::pd_body{pd_link::kv_done{7, -0.5f, 2, 3}}, pd_link::pd_body{pd_link::kv_ack{}},
+        pd_link::pd_body{pd_link::kv_refuse{pd_link::refuse_reason::bad_chunk, "sizes"}}}) {
+    auto e = pd_link::encode({1, 2, b});
     if (e.ok()) out.push_back(as_string(*e));
   }
   return out;
@@ -216,6 +249,7 @@ const std::vector<target>& targets() {
       {"client_frames", client_frames, client_seeds},
       {"worker_frames", worker_frames, worker_seeds},
       {"sync_frames", sync_frames, sync_seeds},
+      {"pd_frames", pd_frames, pd_seeds},
       {"safetensors_header", safetensors_header, safetensors_seeds},
       {"config_json", config_json, config_seeds},
       {"tokenizer_json", tokenizer_json, tokenizer_seeds},

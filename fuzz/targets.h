@@ -1,7 +1,7 @@
 // File: fuzz/targets.h
 // One entry point per decoder that reads bytes from outside the process (issue 27): client
-// frames, worker step frames, weight-sync frames, safetensors headers, config.json and
-// tokenizer.json. Each takes any bytes and must only ever return: an error status is fine, a
+// frames, worker step frames, weight-sync frames, PD-link frames, safetensors headers,
+// config.json and tokenizer.json. Each takes any bytes and must only ever return: an error status is fine, a
 // crash, hang, leak or sanitizer report is the bug. The same functions run under libFuzzer
 // (scripts/fuzz.sh, clang with ASan + UBSan) and in CI over the committed corpus and
 // deterministic mutations of it (fuzz_replay_test).

@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 command -v clang++ >/dev/null || { echo "fuzz: needs clang (apt-get install clang)"; exit 2; }
 runs=${FUZZ_RUNS:-1000000}
-all="client_frames worker_frames sync_frames safetensors_header config_json tokenizer_json"
+all="client_frames worker_frames sync_frames pd_frames safetensors_header config_json tokenizer_json"
 targets=${*:-$all}
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 mkdir -p build-fuzz
@@ -28,7 +28,8 @@ printf "| target | runs | corpus | result | seconds |\n|---|---|---|---|---|\n" 
 for t in $targets; do
   work=build-fuzz/corpus/$t
   mkdir -p "$work" "build-fuzz/crashes/$t"
-  tar -xzf fuzz/corpus/"$t".tar.gz -C "$work"
+  # A target without a committed corpus yet starts from its seeds (libfuzzer_main.cpp).
+  [ -f fuzz/corpus/"$t".tar.gz ] && tar -xzf fuzz/corpus/"$t".tar.gz -C "$work"
   t0=$(date +%s)
   ASAN_OPTIONS=detect_leaks=1 ./build-fuzz/fuzz/fuzz_"$t" "$work" -runs="$runs" -max_len=65536 -timeout=10 \
     -rss_limit_mb=4096 -artifact_prefix="build-fuzz/crashes/$t/" -print_final_stats=1 > "build-fuzz/$t.log" 2>&1
@@ -39,7 +40,7 @@ for t in $targets; do
   if [ "${FUZZ_MERGE:-0}" = 1 ] && [ $rc = 0 ]; then
     merged=build-fuzz/merged/$t
     rm -rf "$merged" && mkdir -p "$merged"
-    tar -xzf fuzz/corpus/"$t".tar.gz -C "$merged"
+    [ -f fuzz/corpus/"$t".tar.gz ] && tar -xzf fuzz/corpus/"$t".tar.gz -C "$merged"
     ./build-fuzz/fuzz/fuzz_"$t" -merge=1 "$merged" "$work" >> "build-fuzz/$t.log" 2>&1
     (cd "$merged" && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=ustar -cf - .) \
       | gzip -9 -n > fuzz/corpus/"$t".tar.gz

@@ -1,41 +1,26 @@
 #include "runtime/protocol/codec.h"
 
-#include "runtime/core/wire_limits.h"
+#include "runtime/protocol/capnp_frame.h"
 #include "runtime/protocol/validate.h"
 #include "runtime/protocol/wire_convert.h"
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <kj/array.h>
-#include <kj/exception.h>
-#include <kj/io.h>
-
-#include <cstring>
-#include <exception>
-#include <new>
+#include <utility>
 
 namespace hart::protocol {
 namespace {
 
-// Capn Proto throws kj::Exception on malformed input or when a builder cannot represent a
-// value; this file is the boundary where those become statuses (style R28).
+// The frames of one wire; capnp_frame turns kj::Exception into a status (style R28).
+constexpr capnp_frame_limits frame_limits{"payload", max_frame_bytes, traversal_limit_words, nesting_limit};
+
 template <typename Root, typename Fill>
 status_or<encoded_frames> encode(frame_kind kind, Fill&& fill) {
-  try {
-    capnp::MallocMessageBuilder mb(1024);
-    fill(mb.initRoot<Root>());
-    size_t words = capnp::computeSerializedSizeInWords(mb);
-    encoded_frames out;
-    out.header = frame_header(kind);
-    out.payload.resize(words * sizeof(capnp::word));
-    kj::ArrayOutputStream os(kj::arrayPtr(out.payload.data(), out.payload.size()));
-    capnp::writeMessage(os, mb);
-    return out;
-  } catch (const kj::Exception& e) {
-    return invalid_argument("encode: %s", e.getDescription().cStr());
-  } catch (const std::bad_alloc&) {
-    return resource_exhausted("encode: out of memory");
-  }
+  encoded_frames out;
+  out.header = frame_header(kind);
+  HART_ASSIGN_OR_RETURN(out.payload, capnp_frame_write("encode", 1024, [&](capnp::MessageBuilder& mb) {
+                          fill(mb.initRoot<Root>());
+                          return status{};
+                        }));
+  return out;
 }
 
 status check_header(byte_view header, frame_kind expected) {
@@ -49,45 +34,10 @@ status check_header(byte_view header, frame_kind expected) {
   return {};
 }
 
-status check_payload(byte_view payload) {
-  if (payload.size == 0 || payload.data == nullptr) return invalid_argument("payload: empty frame");
-  if (payload.size > max_frame_bytes)
-    return invalid_argument("payload: %zu bytes, limit %zu", payload.size, max_frame_bytes);
-  if (payload.size % sizeof(capnp::word) != 0)
-    return invalid_argument("payload: %zu bytes is not a multiple of 8", payload.size);
-  return {};
-}
-
 template <typename T, typename Root, typename Read>
 status_or<T> decode(byte_view header, byte_view payload, frame_kind kind, Read&& read) {
   HART_RETURN_IF_ERROR(check_header(header, kind));
-  HART_RETURN_IF_ERROR(check_payload(payload));
-  try {
-    // NOTE(protocol): libzmq hands TCP frames at any address (ecosystem.md §4.3) and capnp
-    // 0.9.2 rejects unaligned segments, so misaligned input is copied into aligned words.
-    kj::Array<capnp::word> owned;
-    kj::ArrayPtr<const capnp::word> words;
-    size_t n_words = payload.size / sizeof(capnp::word);
-    if (reinterpret_cast<uintptr_t>(payload.data) % alignof(capnp::word) == 0) {
-      words = kj::arrayPtr(static_cast<const capnp::word*>(payload.data), n_words);
-    } else {
-      owned = kj::heapArray<capnp::word>(n_words);
-      std::memcpy(owned.begin(), payload.data, payload.size);
-      words = owned.asPtr();
-    }
-    capnp::ReaderOptions opts;
-    opts.traversalLimitInWords = traversal_budget_words(n_words, traversal_limit_words);
-    opts.nestingLimit = nesting_limit;
-    capnp::FlatArrayMessageReader reader(words, opts);
-    if (reader.getEnd() != words.end())
-      return invalid_argument("payload: %zu trailing bytes after the message",
-                              static_cast<size_t>(words.end() - reader.getEnd()) * sizeof(capnp::word));
-    return read(reader.getRoot<Root>());
-  } catch (const kj::Exception& e) {
-    return invalid_argument("payload: malformed Cap'n Proto message: %s", e.getDescription().cStr());
-  } catch (const std::bad_alloc&) {
-    return resource_exhausted("payload: out of memory while decoding");
-  }
+  return capnp_frame_decode<Root>(payload.data, payload.size, frame_limits, std::forward<Read>(read));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "runtime/protocol/wire_convert.h"
 
 #include "runtime/core/utf8.h"
+#include "runtime/protocol/sampling_wire.h"
 
 #include <type_traits>
 
@@ -58,27 +59,6 @@ wire::Verb to_wire_verb(control_verb v) {
 
 // -- requests: write -------------------------------------------------------------------------
 
-void write_sampling(const sampling_options& s, wire::SamplingParams::Builder o) {
-  o.setTemperature(s.temperature);
-  o.setTopP(s.top_p);
-  o.setTopK(s.top_k);
-  o.setMinP(s.min_p);
-  o.setSeed(s.seed);
-  o.setHasSeed(s.has_seed);
-  o.setMaxNewTokens(s.max_new_tokens);
-  o.setMinNewTokens(s.min_new_tokens);
-  if (!s.stop.empty()) {
-    auto l = o.initStop(static_cast<unsigned>(s.stop.size()));
-    for (size_t i = 0; i < s.stop.size(); ++i) l.set(static_cast<unsigned>(i), text_ptr(s.stop[i]));
-  }
-  if (!s.stop_token_ids.empty())
-    fill_u32(o.initStopTokenIds(static_cast<unsigned>(s.stop_token_ids.size())), s.stop_token_ids);
-  o.setIgnoreEos(s.ignore_eos);
-  o.setN(s.n);
-  o.setLogprobs(s.logprobs);
-  o.setTopLogprobs(s.top_logprobs);
-}
-
 void write_generate(const generate_request& g, wire::GenerateRequest::Builder o) {
   o.setRequestId(g.request_id);
   auto p = o.initPrompt();
@@ -100,7 +80,7 @@ void write_generate(const generate_request& g, wire::GenerateRequest::Builder o)
       p.setText(text_ptr(g.text));
       break;
   }
-  write_sampling(g.sampling, o.initSampling());
+  sampling_write(g.sampling, o.initSampling());
   if (!g.session_id.empty()) o.setSessionId(text_ptr(g.session_id));
   o.setPriority(g.priority);
   o.setReturnRouting(g.return_routing);
@@ -144,32 +124,6 @@ void write_control(const control_request& c, wire::Request::Builder o) {
 
 // -- requests: read --------------------------------------------------------------------------
 
-status_or<sampling_options> read_sampling(wire::SamplingParams::Reader in) {
-  sampling_options s;
-  s.temperature = in.getTemperature();
-  s.top_p = in.getTopP();
-  s.top_k = in.getTopK();
-  s.min_p = in.getMinP();
-  s.seed = in.getSeed();
-  s.has_seed = in.getHasSeed();
-  s.max_new_tokens = in.getMaxNewTokens();
-  s.min_new_tokens = in.getMinNewTokens();
-  // NOTE(protocol): counts are checked before copying, so a huge list costs no allocation.
-  auto stop = in.getStop();
-  if (stop.size() > max_stop_strings)
-    return invalid_argument("sampling.stop: %u strings, limit %zu", stop.size(), max_stop_strings);
-  for (auto t : stop) s.stop.push_back(to_string(t));
-  auto ids = in.getStopTokenIds();
-  if (ids.size() > max_stop_token_ids)
-    return invalid_argument("sampling.stopTokenIds: %u ids, limit %zu", ids.size(), max_stop_token_ids);
-  s.stop_token_ids = read_u32(ids);
-  s.ignore_eos = in.getIgnoreEos();
-  s.n = in.getN();
-  s.logprobs = in.getLogprobs();
-  s.top_logprobs = in.getTopLogprobs();
-  return s;
-}
-
 status_or<generate_request> read_generate(wire::GenerateRequest::Reader in) {
   generate_request g;
   g.request_id = in.getRequestId();
@@ -212,7 +166,7 @@ status_or<generate_request> read_generate(wire::GenerateRequest::Reader in) {
     default:
       return invalid_argument("prompt: unknown union member %u", raw(p.which()));
   }
-  HART_ASSIGN_OR_RETURN(g.sampling, read_sampling(in.getSampling()));
+  HART_ASSIGN_OR_RETURN(g.sampling, sampling_read(in.getSampling()));
   auto sid = in.getSessionId();
   if (sid.size() > max_session_id_bytes)
     return invalid_argument("sessionId: %zu bytes, limit %zu", sid.size(), max_session_id_bytes);

@@ -1,6 +1,7 @@
 // File: runtime/protocol/wire_convert.h  (internal to runtime/protocol; not for other components)
 // Field-by-field copies between the generated Cap'n Proto classes and messages.h. Readers may
-// throw kj::Exception on malformed input; codec.cpp is the only caller and catches it.
+// throw kj::Exception on malformed input; codec.cpp is the only caller, and capnp_frame.h,
+// which it reads through, catches it.
 // Unknown enum values and unknown union members become invalid_argument statuses.
 #pragma once
 

@@ -1,16 +1,9 @@
 #include "runtime/weight_sync/sync_codec.h"
 
-#include "runtime/core/wire_limits.h"
+#include "runtime/protocol/capnp_frame.h"
 #include "runtime/weight_sync/weight_sync.capnp.h"
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <kj/array.h>
-#include <kj/exception.h>
-#include <kj/io.h>
-
-#include <cstring>
-#include <new>
+#include <utility>
 
 namespace hart::weight_sync {
 namespace {
@@ -60,22 +53,14 @@ bool from_wire(w::DType t, dtype* out) {
   return false;
 }
 
-// kj::Exception is Cap'n Proto's error channel; this file turns it into a status (style R28).
+// The frames of this wire; capnp_frame turns kj::Exception into a status (style R28).
+constexpr protocol::capnp_frame_limits frame_limits{"payload", k_max_message_bytes,
+                                                    4 * (k_max_message_bytes / sizeof(capnp::word)), 16};
+
 template <typename Root, typename Fill>
 status_or<std::vector<uint8_t>> encode(Fill&& fill) {
-  try {
-    capnp::MallocMessageBuilder mb(1024);
-    HART_RETURN_IF_ERROR(fill(mb.initRoot<Root>()));
-    const size_t words = capnp::computeSerializedSizeInWords(mb);
-    std::vector<uint8_t> out(words * sizeof(capnp::word));
-    kj::ArrayOutputStream os(kj::arrayPtr(out.data(), out.size()));
-    capnp::writeMessage(os, mb);
-    return out;
-  } catch (const kj::Exception& e) {
-    return invalid_argument("weight sync encode: %s", e.getDescription().cStr());
-  } catch (const std::bad_alloc&) {
-    return resource_exhausted("weight sync encode: out of memory");
-  }
+  return protocol::capnp_frame_write("weight sync encode", 1024,
+                                     [&](capnp::MessageBuilder& mb) { return fill(mb.initRoot<Root>()); });
 }
 
 status check_header(frame_view h, uint8_t kind) {
@@ -94,28 +79,8 @@ template <typename Root, typename Read>
 auto decode(frame_view header, frame_view payload, uint8_t kind, Read&& read)
     -> decltype(read(std::declval<typename Root::Reader>())) {
   HART_RETURN_IF_ERROR(check_header(header, kind));
-  if (!payload.data || payload.size == 0) return invalid_argument("payload: empty frame");
-  if (payload.size > k_max_message_bytes)
-    return invalid_argument("payload: %zu bytes, limit %zu", payload.size, k_max_message_bytes);
-  if (payload.size % sizeof(capnp::word))
-    return invalid_argument("payload: %zu bytes is not a multiple of 8", payload.size);
-  try {
-    // libzmq does not align TCP frames; capnp 0.9.2 needs aligned words (ecosystem.md §4.3).
-    kj::Array<capnp::word> owned = kj::heapArray<capnp::word>(payload.size / sizeof(capnp::word));
-    std::memcpy(owned.begin(), payload.data, payload.size);
-    capnp::ReaderOptions opts;
-    opts.traversalLimitInWords =
-        traversal_budget_words(owned.size(), 4 * (k_max_message_bytes / sizeof(capnp::word)));
-    opts.nestingLimit = 16;
-    kj::ArrayPtr<const capnp::word> words = owned.asPtr();
-    capnp::FlatArrayMessageReader rd(words, opts);
-    if (rd.getEnd() != words.end()) return invalid_argument("payload: trailing bytes after the message");
-    return read(rd.getRoot<Root>());
-  } catch (const kj::Exception& e) {
-    return invalid_argument("payload: %s", e.getDescription().cStr());
-  } catch (const std::bad_alloc&) {
-    return resource_exhausted("payload: out of memory");
-  }
+  return protocol::capnp_frame_decode<Root>(payload.data, payload.size, frame_limits,
+                                            std::forward<Read>(read));
 }
 
 status_or<chunk_desc> read_chunk(w::Chunk::Reader c, size_t i) {

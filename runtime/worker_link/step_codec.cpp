@@ -1,21 +1,15 @@
 #include "runtime/worker_link/step_codec.h"
 
-#include "runtime/core/wire_limits.h"
+#include "runtime/protocol/capnp_frame.h"
 #include "runtime/worker_link/worker.capnp.h"
-
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <kj/array.h>
-#include <kj/exception.h>
-#include <kj/io.h>
-
-#include <cstring>
-#include <new>
 
 namespace hart::worker_link {
 namespace {
 
 namespace w = ::hart::wire::worker;
+
+constexpr protocol::capnp_frame_limits frame_limits{"worker frame", max_frame_bytes, traversal_limit_words,
+                                                    nesting_limit};
 
 void fill_ints(capnp::List<int32_t>::Builder b, const std::vector<int32_t>& v) {
   for (size_t i = 0; i < v.size(); ++i) b.set(unsigned(i), v[i]);
@@ -210,8 +204,7 @@ std::string model_summary::to_string() const {
 }
 
 status_or<std::vector<uint8_t>> encode(const worker_message& m) {
-  try {
-    capnp::MallocMessageBuilder mb(1024);
+  return protocol::capnp_frame_write("worker encode", 1024, [&](capnp::MessageBuilder& mb) {
     auto root = mb.initRoot<w::WorkerMessage>();
     if (auto* h = std::get_if<worker_hello>(&m)) {
       auto b = root.initHello();
@@ -235,89 +228,56 @@ status_or<std::vector<uint8_t>> encode(const worker_message& m) {
     } else {
       root.setBye();
     }
-    const size_t words = capnp::computeSerializedSizeInWords(mb);
-    std::vector<uint8_t> out(words * sizeof(capnp::word));
-    kj::ArrayOutputStream os(kj::arrayPtr(out.data(), out.size()));
-    capnp::writeMessage(os, mb);
-    return out;
-  } catch (const kj::Exception& e) {
-    return invalid_argument("worker encode: %s", e.getDescription().cStr());
-  } catch (const std::bad_alloc&) {
-    return resource_exhausted("worker encode: out of memory");
-  }
+    return status{};
+  });
 }
 
 status_or<worker_message> decode(const void* data, size_t size) {
-  if (size == 0 || data == nullptr) return invalid_argument("worker frame: empty");
-  if (size > max_frame_bytes)
-    return invalid_argument("worker frame: %zu bytes, limit %zu", size, max_frame_bytes);
-  if (size % sizeof(capnp::word) != 0)
-    return invalid_argument("worker frame: %zu bytes is not a multiple of 8", size);
-  try {
-    // NOTE(worker_link): as in protocol/codec.cpp, capnp 0.9.2 rejects unaligned segments.
-    kj::Array<capnp::word> owned;
-    kj::ArrayPtr<const capnp::word> words;
-    const size_t n_words = size / sizeof(capnp::word);
-    if (reinterpret_cast<uintptr_t>(data) % alignof(capnp::word) == 0) {
-      words = kj::arrayPtr(static_cast<const capnp::word*>(data), n_words);
-    } else {
-      owned = kj::heapArray<capnp::word>(n_words);
-      std::memcpy(owned.begin(), data, size);
-      words = owned.asPtr();
-    }
-    capnp::ReaderOptions opts;
-    opts.traversalLimitInWords = traversal_budget_words(n_words, traversal_limit_words);
-    opts.nestingLimit = nesting_limit;
-    capnp::FlatArrayMessageReader reader(words, opts);
-    if (reader.getEnd() != words.end())
-      return invalid_argument("worker frame: trailing bytes after the message");
-    auto root = reader.getRoot<w::WorkerMessage>();
-    switch (root.which()) {
-      case w::WorkerMessage::HELLO: {
-        auto h = root.getHello();
-        worker_hello out;
-        out.version = h.getVersion();
-        out.pid = h.getPid();
-        auto m = h.getModel();
-        out.model.vocab_size = m.getVocabSize();
-        out.model.hidden_size = m.getHiddenSize();
-        out.model.n_layers = m.getNLayers();
-        out.model.window = m.getWindow();
-        out.model.precision = m.getPrecision().cStr();
-        out.model.deterministic = m.getDeterministic();
-        out.page_size = h.getPageSize();
-        out.token = h.getToken().cStr();
-        return worker_message{std::move(out)};
-      }
-      case w::WorkerMessage::CONFIGURE: {
-        auto c = root.getConfigure();
-        worker_configure out{c.getPageSize(), c.getNFullPages(), c.getNSwaPages(), c.getHeartbeatMs()};
-        if (out.page_size <= 0 || out.n_full_pages < 0 || out.n_swa_pages < 0 || out.heartbeat_ms < 0)
-          return invalid_argument("configure: bad sizes (page %lld, full %lld, swa %lld, heartbeat %lld ms)",
-                                  (long long)out.page_size, (long long)out.n_full_pages,
-                                  (long long)out.n_swa_pages, (long long)out.heartbeat_ms);
-        return worker_message{out};
-      }
-      case w::WorkerMessage::PLAN: {
-        sched::step_plan p = read_plan(root.getPlan());
-        HART_RETURN_IF_ERROR(check_plan(p));
-        return worker_message{std::move(p)};
-      }
-      case w::WorkerMessage::RESULT: {
-        HART_ASSIGN_OR_RETURN(sched::step_result r, read_result(root.getResult()));
-        return worker_message{std::move(r)};
-      }
-      case w::WorkerMessage::BYE:
-        return worker_message{worker_bye{}};
-      case w::WorkerMessage::HEARTBEAT:
-        return worker_message{worker_heartbeat{root.getHeartbeat().getStep()}};
-    }
-    return invalid_argument("worker frame: unknown message kind %u", unsigned(root.which()));
-  } catch (const kj::Exception& e) {
-    return invalid_argument("worker frame: malformed Cap'n Proto message: %s", e.getDescription().cStr());
-  } catch (const std::bad_alloc&) {
-    return resource_exhausted("worker frame: out of memory while decoding");
-  }
+  return protocol::capnp_frame_decode<w::WorkerMessage>(
+      data, size, frame_limits, [](w::WorkerMessage::Reader root) -> status_or<worker_message> {
+        switch (root.which()) {
+          case w::WorkerMessage::HELLO: {
+            auto h = root.getHello();
+            worker_hello out;
+            out.version = h.getVersion();
+            out.pid = h.getPid();
+            auto m = h.getModel();
+            out.model.vocab_size = m.getVocabSize();
+            out.model.hidden_size = m.getHiddenSize();
+            out.model.n_layers = m.getNLayers();
+            out.model.window = m.getWindow();
+            out.model.precision = m.getPrecision().cStr();
+            out.model.deterministic = m.getDeterministic();
+            out.page_size = h.getPageSize();
+            out.token = h.getToken().cStr();
+            return worker_message{std::move(out)};
+          }
+          case w::WorkerMessage::CONFIGURE: {
+            auto c = root.getConfigure();
+            worker_configure out{c.getPageSize(), c.getNFullPages(), c.getNSwaPages(), c.getHeartbeatMs()};
+            if (out.page_size <= 0 || out.n_full_pages < 0 || out.n_swa_pages < 0 || out.heartbeat_ms < 0)
+              return invalid_argument(
+                  "configure: bad sizes (page %lld, full %lld, swa %lld, heartbeat %lld ms)",
+                  (long long)out.page_size, (long long)out.n_full_pages, (long long)out.n_swa_pages,
+                  (long long)out.heartbeat_ms);
+            return worker_message{out};
+          }
+          case w::WorkerMessage::PLAN: {
+            sched::step_plan p = read_plan(root.getPlan());
+            HART_RETURN_IF_ERROR(check_plan(p));
+            return worker_message{std::move(p)};
+          }
+          case w::WorkerMessage::RESULT: {
+            HART_ASSIGN_OR_RETURN(sched::step_result r, read_result(root.getResult()));
+            return worker_message{std::move(r)};
+          }
+          case w::WorkerMessage::BYE:
+            return worker_message{worker_bye{}};
+          case w::WorkerMessage::HEARTBEAT:
+            return worker_message{worker_heartbeat{root.getHeartbeat().getStep()}};
+        }
+        return invalid_argument("worker frame: unknown message kind %u", unsigned(root.which()));
+      });
 }
 
 }  // namespace hart::worker_link

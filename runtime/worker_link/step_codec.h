@@ -4,10 +4,11 @@
 // server's configure reply. One frame per message; no header frame (the union
 // tag says what it is, Hello.version guards mismatched builds).
 //
-// Decoding follows codec.cpp's rules: a frame over max_frame_bytes or not a
-// multiple of 8 is refused, a misaligned frame is copied into aligned words,
-// ReaderOptions bound traversal and nesting, kj::Exception becomes a status,
-// trailing bytes are an error. Failures are invalid_argument.
+// Decoding reads the frame through protocol/capnp_frame.h, as every wire does:
+// a frame over max_frame_bytes or not a multiple of 8 is refused, a misaligned
+// frame is copied into aligned words, ReaderOptions bound traversal and
+// nesting, kj::Exception becomes a status, trailing bytes are an error.
+// Failures are invalid_argument ("worker frame: ...").
 //
 //   HART_ASSIGN_OR_RETURN(std::vector<uint8_t> f, worker_link::encode(worker_message{plan}));
 //   status_or<worker_message> m = worker_link::decode(data, size);

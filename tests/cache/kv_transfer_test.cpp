@@ -4,7 +4,8 @@
 // bit for bit (deterministic mode), for prompts that end before, at and after
 // compression and page boundaries and past the window; refused transfers
 // (another model's layout, a truncated transfer, missing or foreign pages)
-// write nothing.
+// write nothing. In page-range chunks under a byte limit, the transfer writes
+// what it writes whole, and a refused chunk writes nothing.
 #include "runtime/model/kv_transfer.h"
 
 #include "runtime/core/status_testing.h"
@@ -177,6 +178,133 @@ TEST_P(kv_transfer, refused_transfers_write_nothing) {
 
   ASSERT_TRUE(kv_pages_import(*kv, *receiver, full, swa).ok());
   EXPECT_FALSE(untouched());
+}
+
+// A transfer in page-range chunks under a byte limit (a frame holds 64 MiB):
+// the chunks cover the carried pages in order, each within the limit, and
+// write into the receiver exactly what the whole transfer writes.
+TEST_P(kv_transfer, chunks_import_what_the_whole_transfer_imports) {
+  const engine& eng = *g_->eng;
+  for (int64_t n : {300, 520}) {
+    for (int64_t skip : {int64_t{0}, (n - 1) / k_page}) {
+      SCOPED_TRACE("prompt of " + std::to_string(n) + " tokens, " + std::to_string(skip) +
+                   " full pages held");
+      std::unique_ptr<kv_store> sender = pool(eng), whole = pool(eng), chunked = pool(eng);
+      sequence_state a = eng.new_sequence();
+      engine::bind_pages(a, sender.get(), ids(n, false), ids(n, false), 0);
+      std::vector<float> unused;
+      ASSERT_TRUE(eng.prefill(a, tokens(0, n), logits_request::none, &unused).ok());
+
+      auto all = kv_pages_export(*sender, eng.config(), *a.pages, n, skip);
+      ASSERT_TRUE(all.ok()) << all.get_status().to_string();
+      const std::vector<int32_t> full = ids(n, true), swa = ids(n, true);
+      ASSERT_TRUE(kv_pages_import(*all, *whole, full, swa).ok());
+
+      // Room for one page of both kinds: several chunks when the receiver holds no prefix.
+      const size_t page_bytes =
+          size_t(sender->full_page_floats() + sender->swa_page_floats()) * sizeof(float);
+      auto plan = kv_pages_plan(*sender, eng.config(), n, skip, page_bytes);
+      ASSERT_TRUE(plan.ok()) << plan.get_status().to_string();
+      if (skip == 0) {
+        ASSERT_GE(plan->size(), 2u);
+      }
+      EXPECT_EQ(plan->front().first_page, std::min(all->first_full, all->first_swa));
+      EXPECT_EQ(plan->back().end_page, all->n_pages());
+      std::vector<float> full_floats, swa_floats;
+      for (size_t i = 0; i < plan->size(); ++i) {
+        const kv_page_range r = (*plan)[i];
+        const int64_t expected_first = i == 0 ? plan->front().first_page : (*plan)[i - 1].end_page;
+        EXPECT_EQ(r.first_page, expected_first) << "chunk " << i;
+        auto kv = kv_pages_export(*sender, eng.config(), *a.pages, n, skip, r);
+        ASSERT_TRUE(kv.ok()) << kv.get_status().to_string();
+        EXPECT_LE((kv->full.size() + kv->swa.size()) * sizeof(float), page_bytes) << "chunk " << i;
+        full_floats.insert(full_floats.end(), kv->full.begin(), kv->full.end());
+        swa_floats.insert(swa_floats.end(), kv->swa.begin(), kv->swa.end());
+        ASSERT_TRUE(kv_pages_import(*kv, *chunked, full, swa).ok()) << "chunk " << i;
+      }
+      // Bytes, not floats: the unwritten rows of a last page may hold any bits, NaN too.
+      ASSERT_EQ(full_floats.size(), all->full.size());
+      ASSERT_EQ(swa_floats.size(), all->swa.size());
+      EXPECT_EQ(0, std::memcmp(full_floats.data(), all->full.data(), full_floats.size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(swa_floats.data(), all->swa.data(), swa_floats.size() * sizeof(float)));
+      for (int64_t pg = all->first_full; pg < all->n_pages(); ++pg) {
+        EXPECT_EQ(0, std::memcmp(whole->full_page(full[pg]), chunked->full_page(full[pg]),
+                                 size_t(whole->full_page_floats()) * sizeof(float)))
+            << "full page " << pg;
+      }
+      for (int64_t pg = all->first_swa; pg < all->n_pages(); ++pg) {
+        EXPECT_EQ(0, std::memcmp(whole->swa_page(swa[pg]), chunked->swa_page(swa[pg]),
+                                 size_t(whole->swa_page_floats()) * sizeof(float)))
+            << "SWA page " << pg;
+      }
+    }
+  }
+}
+
+// One chunk refused mid-transfer (another layout, a page count its floats do
+// not fill, a range past the sequence) writes nothing; the chunks before it stay.
+TEST_P(kv_transfer, a_refused_chunk_writes_nothing) {
+  const engine& eng = *g_->eng;
+  const int64_t n = 520;
+  std::unique_ptr<kv_store> sender = pool(eng), receiver = pool(eng);
+  sequence_state a = eng.new_sequence();
+  engine::bind_pages(a, sender.get(), ids(n, false), ids(n, false), 0);
+  std::vector<float> unused;
+  ASSERT_TRUE(eng.prefill(a, tokens(0, n), logits_request::none, &unused).ok());
+  const size_t page_bytes = size_t(sender->full_page_floats() + sender->swa_page_floats()) * sizeof(float);
+  auto plan = kv_pages_plan(*sender, eng.config(), n, 0, 2 * page_bytes);
+  ASSERT_TRUE(plan.ok()) << plan.get_status().to_string();
+  ASSERT_GE(plan->size(), 2u);
+  const std::vector<int32_t> full = ids(n, true), swa = ids(n, true);
+  for (int32_t pg = 0; pg < k_pages; ++pg) {
+    std::fill_n(receiver->full_page(pg), receiver->full_page_floats(), -7.0f);
+    std::fill_n(receiver->swa_page(pg), receiver->swa_page_floats(), -7.0f);
+  }
+  auto first = kv_pages_export(*sender, eng.config(), *a.pages, n, 0, plan->front());
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(kv_pages_import(*first, *receiver, full, swa).ok());
+  auto sentinel = [](const float* p, int64_t floats) {
+    return std::all_of(p, p + floats, [](float v) { return v == -7.0f; });
+  };
+  // Whether the receiver's pages from `from_page` on hold the sentinel still.
+  auto untouched_from = [&](int64_t from_page) {
+    for (int64_t pg = from_page; pg < (n + k_page - 1) / k_page; ++pg) {
+      if (!sentinel(receiver->full_page(full[pg]), receiver->full_page_floats())) return false;
+      if (!sentinel(receiver->swa_page(swa[pg]), receiver->swa_page_floats())) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(untouched_from(plan->front().end_page));
+
+  auto second = kv_pages_export(*sender, eng.config(), *a.pages, n, 0, (*plan)[1]);
+  ASSERT_TRUE(second.ok());
+  kv_pages other_layout = *second;
+  other_layout.layout ^= 1;
+  EXPECT_STATUS(kv_pages_import(other_layout, *receiver, full, swa), status_code::invalid_argument,
+                "another model");
+  kv_pages one_page_more = *second;
+  ++one_page_more.end_page;
+  EXPECT_STATUS(kv_pages_import(one_page_more, *receiver, full, swa), status_code::invalid_argument,
+                "layout");
+  kv_pages past_the_end = *second;
+  past_the_end.first_page = past_the_end.n_pages();
+  past_the_end.end_page = past_the_end.n_pages() + 1;
+  EXPECT_STATUS(kv_pages_import(past_the_end, *receiver, full, swa), status_code::invalid_argument, "layout");
+  std::vector<int32_t> missing = full;
+  missing[size_t((*plan)[1].end_page - 1)] = -1;
+  EXPECT_STATUS(kv_pages_import(*second, *receiver, missing, swa), status_code::invalid_argument, "no page");
+  EXPECT_TRUE(untouched_from(plan->front().end_page));
+
+  ASSERT_TRUE(kv_pages_import(*second, *receiver, full, swa).ok());
+  EXPECT_FALSE(untouched_from(plan->front().end_page));
+
+  // A limit under one page cannot be planned; neither can nothing to send.
+  EXPECT_STATUS(kv_pages_plan(*sender, eng.config(), n, 0, page_bytes - 1), status_code::invalid_argument,
+                "chunk limit");
+  EXPECT_STATUS(kv_pages_plan(*sender, eng.config(), n, (n + k_page - 1) / k_page, page_bytes),
+                status_code::invalid_argument, "leaves none");
+  EXPECT_STATUS(kv_pages_export(*sender, eng.config(), *a.pages, n, 0, {2, 2}), status_code::invalid_argument,
+                "pages [2, 2)");
 }
 
 INSTANTIATE_TEST_SUITE_P(tiny, kv_transfer, ::testing::Values("tiny-a", "tiny-b", "tiny-c"),
