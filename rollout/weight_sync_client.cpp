@@ -6,6 +6,7 @@
 #include "runtime/weight_sync/nccl_group.h"
 #include "runtime/weight_sync/sync_codec.h"
 
+#include <climits>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
@@ -23,6 +24,10 @@ constexpr int k_lane_handshake_ms = 500;  // per lane, then it connects without 
 
 status weight_sync_client_params::validate() const {
   if (endpoint.empty()) return invalid_argument("weight_sync_client: endpoint is empty");
+  if (reply_timeout.count() < 1 || reply_timeout.count() > INT_MAX) {
+    return invalid_argument("weight_sync_client: reply_timeout %lld ms, expected 1..%d",
+                            (long long)reply_timeout.count(), INT_MAX);
+  }
   if (bucket_bytes == 0 || bucket_bytes > k_max_chunk_bytes) {
     return invalid_argument("weight_sync_client: bucket_bytes %llu, expected 1..%llu",
                             (unsigned long long)bucket_bytes, (unsigned long long)k_max_chunk_bytes);
@@ -56,6 +61,9 @@ struct weight_sync_client::impl {
         auto sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
         sock->set(zmq::sockopt::linger, 0);
         sock->set(zmq::sockopt::sndhwm, 0);  // buckets reference caller memory; no copy to bound
+        // A DEALER with no connection to send to blocks: a server that refuses the
+        // CURVE key (or none at all) must end the push as a missing reply does.
+        sock->set(zmq::sockopt::sndtimeo, int(params.reply_timeout.count()));
         HART_RETURN_IF_ERROR(
             transport::curve_client_setup(*sock, params.curve_server_key, params.curve_secret_key));
         if (n_lanes() > 1) {
@@ -112,9 +120,15 @@ struct weight_sync_client::impl {
     HART_ASSIGN_OR_RETURN(std::vector<uint8_t> payload, encode_request(r));
     const auto h = request_header();
     zmq::socket_t* sock = socks[lane].get();
+    auto refused = [&] {
+      return status(status_code::unavailable, "weight sync: no connection to " + params.endpoint +
+                                                  " within " + std::to_string(params.reply_timeout.count()) +
+                                                  " ms (no server there, or it refused this client's key)");
+    };
     try {
-      (void)sock->send(zmq::buffer(h), zmq::send_flags::sndmore);
-      (void)sock->send(zmq::buffer(payload), data.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+      if (!sock->send(zmq::buffer(h), zmq::send_flags::sndmore)) return refused();
+      if (!sock->send(zmq::buffer(payload), data.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore))
+        return refused();
       for (size_t i = 0; i < data.size(); ++i) {
         frames_held->fetch_add(1);
         auto* counter = new std::shared_ptr<std::atomic<int64_t>>(frames_held);
@@ -126,7 +140,8 @@ struct weight_sync_client::impl {
               delete c;
             },
             counter);
-        (void)sock->send(m, i + 1 < data.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+        if (!sock->send(m, i + 1 < data.size() ? zmq::send_flags::sndmore : zmq::send_flags::none))
+          return refused();
       }
     } catch (const zmq::error_t& e) {
       return status(status_code::unavailable, std::string("weight sync send: ") + e.what());

@@ -51,7 +51,9 @@ struct weight_sync_client_params {
   /// the server's allocator can recycle (below glibc's 32 MiB mmap ceiling)
   /// arrive without page faults; docs/perf-notes.md W1 v2.
   uint64_t frame_bytes = uint64_t(4) << 20;
-  /// Longest wait for one reply (the end reply includes building and swapping the weights).
+  /// Longest wait for one reply (the end reply includes building and swapping the weights),
+  /// and for a connection to send on: a server that is not there or refuses this client's
+  /// CURVE key fails the push with unavailable after it (1 ms .. INT_MAX ms).
   std::chrono::milliseconds reply_timeout{600000};
   /// Threads checksumming each frame before it is sent (the caller's
   /// included); 0 = a quarter of the cores, 1 to 4.

@@ -76,7 +76,8 @@ TEST(serve_auth, only_allowlisted_clients_reach_the_api_and_weight_sync) {
       hart() + "push-weights -m " + tiny_a() + " --endpoint " + srv.weight_sync_endpoint();
   const command_result pa = command_run(push + " --version 2" + curve + (d / "a.key"));
   EXPECT_EQ(pa.exit_code, 0) << pa.out;
-  const command_result pb = command_run(push + " --version 3 --timeout-ms 2000" + curve + (d / "b.key"));
+  const command_result pb =
+      command_run(push + " --version 3 --lanes 4 --timeout-ms 2000" + curve + (d / "b.key"));
   EXPECT_EQ(pb.exit_code, 1) << pb.out;
   const command_result after =
       command_run(hart() + "stats --connect " + srv.endpoint() + curve + (d / "a.key"));

@@ -16,6 +16,7 @@
 #include "tests/serve/perturbed_checkpoint.h"
 #include "tests/serve/server_process.h"
 
+#include <climits>
 #include <gtest/gtest.h>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -450,6 +451,17 @@ TEST_P(weight_sync_faults, in_flight_requests_continue_across_an_in_place_update
 
 INSTANTIATE_TEST_SUITE_P(exact, weight_sync_faults, ::testing::Values(precision::exact),
                          [](const auto& i) { return std::string(precision_name(i.param)); });
+
+TEST(weight_sync_client_params, a_reply_timeout_outside_1_ms_to_int_max_is_refused) {
+  weight_sync_client_params p;
+  p.endpoint = "tcp://127.0.0.1:1";
+  for (const int64_t ms : {int64_t{0}, int64_t{-5}, int64_t{INT_MAX} + 1}) {
+    p.reply_timeout = std::chrono::milliseconds(ms);
+    EXPECT_EQ(p.validate().code(), status_code::invalid_argument) << ms;
+  }
+  p.reply_timeout = std::chrono::milliseconds(1);
+  EXPECT_TRUE(p.validate().ok());
+}
 
 }  // namespace
 }  // namespace hart::testing
