@@ -22,7 +22,10 @@ CLI::App* add_push_weights_command(CLI::App& app, push_weights_options* o) {
   add_curve(cmd, &o->curve);
   cmd->add_option("--version", o->version, "Weight version; above the serving one")->required();
   cmd->add_option("--bucket", o->bucket, "Tensor bytes per bucket (at most 1GiB)")->capture_default_str();
-  cmd->add_option("--timeout-ms", o->timeout_ms, "Longest wait for one reply")->capture_default_str();
+  cmd->add_option("--timeout-ms", o->timeout_ms,
+                  "Longest wait for one reply, or for a connection to send on (a server that refuses "
+                  "this client's key fails the push after it)")
+      ->capture_default_str();
   cmd->add_option(
          "--lanes", o->lanes,
          "Connections the buckets go over, received in parallel (0 = a quarter of the cores, 1 to 4)")
