@@ -120,6 +120,8 @@ std::vector<std::string> pd_seeds() {
   p.tokens = {1, 2, 3, 4, 5};
   p.sampling.stop = {"\n"};
   p.skip_full = 1;
+  p.layout = 0xabcdef;
+  p.page_size = 4;
   kv_pages kv;  // pages [1, 3) of 10 positions in pages of 4: two full pages of 2 floats, one SWA page of 1
   kv.n_tokens = 10;
   kv.layout = 0xabcdef;

@@ -9,6 +9,9 @@
 #                      (the first sampled token)
 #   decode -> prefill: kvAck (the prefill server may free its pages) or kvRefuse (why not;
 #                      the transfer is over, the prefill server frees its pages too)
+#   prefill -> decode: kvRefuse instead of the chunks when it will not prefill (the decode
+#                      side's layout is not its own, or the request failed): the decode
+#                      side releases the pages it reserved
 #
 # Every message names its request and its transfer.
 
@@ -23,6 +26,8 @@ struct Prefill {
   tokens @0 :List(Int32);           # the whole prompt
   sampling @1 :Hart.SamplingParams; # the generate's, for the first token the prefill server samples
   skipFull @2 :UInt32;              # full pages the decode side holds already (a prefix hit there)
+  layout @3 :UInt64;                # kv_store::layout_id of the decode side's store: a prefill server
+  pageSize @4 :UInt32;              # of another layout or page size refuses before computing anything
 }
 
 # One page range of the sequence's KV (runtime/model/kv_transfer.h kv_pages).
@@ -46,7 +51,7 @@ struct KvDone {
 }
 
 enum RefuseReason {
-  layoutMismatch @0;   # the sender's pages are laid out for another model or page size
+  layoutMismatch @0;   # the other side's pages are laid out for another model or page size
   badChunk @1;         # a chunk's header or sizes do not hold together, or pages are missing
   unknownTransfer @2;  # no transfer of that id is expected
   aborted @3;          # the request ended on the decode side

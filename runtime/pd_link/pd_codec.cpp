@@ -39,6 +39,10 @@ status fill_prefill(const prefill_request& p, w::Prefill::Builder b) {
   uint32_t skip = 0;
   HART_RETURN_IF_ERROR(to_u32(p.skip_full, "prefill.skipFull", &skip));
   b.setSkipFull(skip);
+  uint32_t page_size = 0;
+  HART_RETURN_IF_ERROR(to_u32(p.page_size, "prefill.pageSize", &page_size));
+  b.setLayout(p.layout);
+  b.setPageSize(page_size);
   return {};
 }
 
@@ -99,6 +103,9 @@ status_or<prefill_request> read_prefill(w::Prefill::Reader r) {
   HART_ASSIGN_OR_RETURN(p.sampling, protocol::sampling_read(r.getSampling()));
   HART_RETURN_IF_ERROR(protocol::validate_sampling(p.sampling));
   p.skip_full = r.getSkipFull();
+  p.layout = r.getLayout();
+  p.page_size = r.getPageSize();
+  if (p.page_size == 0) return invalid_argument("prefill: pageSize 0");
   // A page holds at least one position, and one page must be left to send.
   if (size_t(p.skip_full) >= p.tokens.size()) {
     return invalid_argument("prefill: skipFull %lld pages of a %zu-token prompt leaves none to send",

@@ -53,6 +53,8 @@ prefill_request sample_prefill() {
   p.sampling.logprobs = true;
   p.sampling.top_logprobs = 3;
   p.skip_full = 2;
+  p.layout = 0x5eedc0de12345678ull;
+  p.page_size = 256;
   return p;
 }
 
@@ -97,6 +99,8 @@ TEST(pd_codec, every_message_round_trips) {
   const auto& p = std::get<prefill_request>(pre.body);
   EXPECT_EQ(p.tokens, sample_prefill().tokens);
   EXPECT_EQ(p.skip_full, 2);
+  EXPECT_EQ(p.layout, 0x5eedc0de12345678ull);
+  EXPECT_EQ(p.page_size, 256);
   EXPECT_EQ(p.sampling.temperature, 0.6f);
   EXPECT_EQ(p.sampling.top_k, 20);
   EXPECT_EQ(p.sampling.top_p, 0.95f);
@@ -231,7 +235,9 @@ TEST(pd_codec, another_version_zero_ids_and_unknown_kinds_are_refused) {
                   r.setVersion(link_version + 1);
                   r.setKvAck();
                 })),
-                status_code::invalid_argument, "link version 2, this peer speaks 1");
+                status_code::invalid_argument,
+                "link version " + std::to_string(link_version + 1) + ", this peer speaks " +
+                    std::to_string(link_version));
   EXPECT_STATUS(decode_frame(raw([](w::PdMessage::Builder r) {
                   r.setTransferId(0);
                   r.setKvAck();
@@ -278,6 +284,8 @@ TEST(pd_codec, prefill_fields_out_of_their_limits_are_refused) {
                 "prefill: token -4 at position 2");
   EXPECT_STATUS(with([](prefill_request& p) { p.skip_full = 4; }), status_code::invalid_argument,
                 "leaves none to send");
+  EXPECT_STATUS(with([](prefill_request& p) { p.page_size = 0; }), status_code::invalid_argument,
+                "prefill: pageSize 0");
   EXPECT_STATUS(with([](prefill_request& p) { p.sampling.temperature = -1.0f; }),
                 status_code::invalid_argument, "temperature");
   EXPECT_STATUS(with([](prefill_request& p) { p.sampling.stop.assign(protocol::max_stop_strings + 1, "x"); }),
@@ -290,6 +298,9 @@ TEST(pd_codec, prefill_fields_out_of_their_limits_are_refused) {
   prefill_request negative = sample_prefill();
   negative.skip_full = -1;
   EXPECT_STATUS(encode({7, 9, negative}), status_code::invalid_argument, "prefill.skipFull: -1");
+  prefill_request huge_pages = sample_prefill();
+  huge_pages.page_size = int64_t{1} << 33;
+  EXPECT_STATUS(encode({7, 9, huge_pages}), status_code::invalid_argument, "prefill.pageSize");
 }
 
 TEST(pd_codec, chunks_whose_sizes_do_not_hold_together_are_refused) {

@@ -18,7 +18,7 @@
 namespace hart::pd_link {
 
 /// Bumped on any incompatible change of pd.capnp or of what a message means.
-constexpr uint32_t link_version = 1;
+constexpr uint32_t link_version = 2;
 /// Largest frame either side accepts (docs/pd.md: a chunk is whole pages within it).
 constexpr size_t max_frame_bytes = size_t{64} << 20;
 /// KV bytes one kv_chunk may carry (kv_pages_plan's limit): the frame less room for the header.
@@ -34,6 +34,8 @@ struct prefill_request {
   std::vector<int32_t> tokens;          // the whole prompt, 1..protocol::max_prompt_tokens
   protocol::sampling_options sampling;  // the generate's; the prefill server samples the first token
   int64_t skip_full = 0;                // full pages the decode side holds (a prefix hit there)
+  uint64_t layout = 0;                  // the decode side's kv_store::layout_id and page size: a
+  int64_t page_size = 0;                // prefill server of another refuses before computing
 };
 
 /// prefill -> decode: one page range of the KV.

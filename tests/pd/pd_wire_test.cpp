@@ -7,7 +7,8 @@
 // (deterministic mode), also when the receiver holds the prefix's full pages
 // (skip_full > 0). A chunk spoilt mid-transfer (another layout, a page count
 // its floats do not fill) is refused with its typed reason, and nothing is
-// written into the receiver's pages from that chunk on.
+// written into the receiver's pages from that chunk on; a prefill for pages
+// laid out otherwise is refused before anything is computed.
 #include "runtime/core/status_testing.h"
 #include "runtime/pd_link/pd_codec.h"
 #include "runtime/sample/sampler.h"
@@ -64,9 +65,10 @@ status_or<zmq::message_t> recv_frame(zmq::socket_t& s, zmq::message_t* routing_i
 // How the prefill side spoils its second chunk, for the receiver to refuse.
 enum class spoil { none, layout, page_count };
 
-// The prefill server's part: admits the prefill, computes the prompt on its
-// own pages, samples the first token, sends the KV in chunks and kv_done, and
-// takes the decode side's answer.
+// The prefill server's part: admits the prefill (or refuses it before
+// computing anything when the decode side's pages are laid out otherwise),
+// computes the prompt on its own pages, samples the first token, sends the KV
+// in chunks and kv_done, and takes the decode side's answer.
 struct prefill_side {
   prefill_side(const engine& e, kv_store& s, sequence_state& q, size_t limit, spoil h = spoil::none)
       : eng(e), store(s), seq(q), max_chunk_bytes(limit), how(h) {}
@@ -80,7 +82,7 @@ struct prefill_side {
   std::vector<kv_page_range> plan;  // the chunks sent
   std::vector<size_t> chunk_bytes;  // their KV bytes
   kv_done done;                     // as sent
-  pd_message answer;                // kv_ack or kv_refuse
+  pd_message answer;                // kv_ack or kv_refuse received, or the kv_refuse sent instead of chunks
 
   status run(zmq::socket_t& router) {
     zmq::message_t peer;
@@ -88,6 +90,11 @@ struct prefill_side {
     HART_ASSIGN_OR_RETURN(pd_message m, pd_link::decode(first.data(), first.size()));
     const auto* p = std::get_if<prefill_request>(&m.body);
     if (!p) return failed_precondition("prefill side: the first message is not a prefill");
+    if (p->layout != store.layout_id() || p->page_size != store.page_size()) {
+      answer = {m.request_id, m.transfer_id,
+                kv_refuse{refuse_reason::layout_mismatch, "the decode side's pages are laid out otherwise"}};
+      return send_message(router, &peer, answer);
+    }
     const int64_t n = int64_t(p->tokens.size());
     std::vector<float> logits;
     for (int64_t at = 0; at < n; at += 100) {  // chunked prefill, as a prefill server runs it
@@ -122,7 +129,8 @@ struct prefill_side {
 
 // The decode server's part: asks for the prefill, imports every chunk into the
 // pages it reserved, and answers kv_done with kv_ack, or refuses the transfer
-// at the first chunk that does not fit (and ignores the rest of it).
+// at the first chunk that does not fit (and ignores the rest of it). A
+// prefill server's refusal ends the transfer.
 struct decode_side {
   decode_side(kv_store& s, std::vector<int32_t> f, std::vector<int32_t> w)
       : store(s), full(std::move(f)), swa(std::move(w)) {}
@@ -131,7 +139,8 @@ struct decode_side {
   const std::vector<int32_t> full, swa;  // the reserved pages, by position
 
   int64_t n_imported = 0;
-  std::optional<kv_refuse> refused;
+  std::optional<kv_refuse> refused;             // by this side
+  std::optional<kv_refuse> refused_by_prefill;  // by the prefill server, before any chunk
   std::optional<kv_done> done;
 
   status refuse(zmq::socket_t& dealer, refuse_reason why, std::string message) {
@@ -139,9 +148,11 @@ struct decode_side {
     return send_message(dealer, nullptr, {k_request, k_transfer, *refused});
   }
 
-  status run(zmq::socket_t& dealer, const prefill_request& p) {
+  status run(zmq::socket_t& dealer, prefill_request p) {
+    p.layout = store.layout_id();
+    p.page_size = store.page_size();
     HART_RETURN_IF_ERROR(send_message(dealer, nullptr, {k_request, k_transfer, p}));
-    while (!done) {
+    while (!done && !refused_by_prefill) {
       HART_ASSIGN_OR_RETURN(zmq::message_t frame, recv_frame(dealer, nullptr));
       status_or<pd_message> m = pd_link::decode(frame.data(), frame.size());
       if (!m.ok()) {
@@ -167,6 +178,8 @@ struct decode_side {
         } else {
           ++n_imported;
         }
+      } else if (const auto* r = std::get_if<kv_refuse>(&m->body)) {
+        refused_by_prefill = *r;
       } else if (const auto* d = std::get_if<kv_done>(&m->body)) {
         done = *d;
         if (int64_t(d->n_chunks) != n_imported) {
@@ -300,6 +313,39 @@ TEST_P(pd_wire, a_chunk_refused_mid_transfer_writes_nothing) {
     EXPECT_FALSE(
         sentinel(receiver_store->full_page(full[first.end_page - 1]), receiver_store->full_page_floats()))
         << "the first chunk's last page is in";
+  }
+}
+
+// A prefill for pages laid out otherwise (another model or page size on the
+// decode side) is refused before the prefill server computes anything, and the
+// decode side's reserved pages are left as they were.
+TEST_P(pd_wire, a_prefill_for_another_layout_is_refused_before_computing) {
+  const engine& eng = *g_->eng;
+  std::unique_ptr<kv_store> sender_store = hand_off_pool(eng);
+  auto other_pages = eng.make_store(2 * k_page);
+  ASSERT_TRUE(other_pages.ok()) << other_pages.get_status().to_string();
+  kv_store& receiver_store = **other_pages;
+  receiver_store.ensure_full_pages(k_hand_off_pages);
+  receiver_store.ensure_swa_pages(k_hand_off_pages);
+  for (int32_t pg = 0; pg < k_hand_off_pages; ++pg)
+    std::fill_n(receiver_store.full_page(pg), receiver_store.full_page_floats(), k_sentinel);
+  sequence_state a = eng.new_sequence();
+  engine::bind_pages(a, sender_store.get(), hand_off_ids(k_prompt, false), hand_off_ids(k_prompt, false), 0);
+
+  prefill_side sender(eng, *sender_store, a, chunk_limit(*sender_store));
+  decode_side receiver(receiver_store, {0, 1, 2}, {0, 1, 2});
+  hand_off(sender, receiver, 0);
+  ASSERT_TRUE(receiver.refused_by_prefill.has_value());
+  EXPECT_EQ(receiver.refused_by_prefill->reason, refuse_reason::layout_mismatch)
+      << receiver.refused_by_prefill->message;
+  EXPECT_EQ(a.n_tokens, 0) << "nothing computed";
+  EXPECT_TRUE(sender.plan.empty()) << "no chunk sent";
+  EXPECT_EQ(receiver.n_imported, 0);
+  for (int32_t pg = 0; pg < k_hand_off_pages; ++pg) {
+    const float* p = receiver_store.full_page(pg);
+    EXPECT_TRUE(
+        std::all_of(p, p + receiver_store.full_page_floats(), [](float v) { return v == k_sentinel; }))
+        << "page " << pg;
   }
 }
 
