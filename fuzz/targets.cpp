@@ -135,7 +135,8 @@ std::vector<std::string> pd_seeds() {
   std::vector<std::string> out;
   for (const pd_link::pd_body& b :
        {pd_link::pd_body{p}, pd_link::pd_body{pd_link::kv_chunk{kv}},
-        pd_link::pd_body{pd_link::kv_done{7, -0.5f, 2, 3}}, pd_link::pd_body{pd_link::kv_ack{}},
+        pd_link::pd_body{pd_link::kv_done{7, -0.5f, 2, 3, {{7, -0.5f}, {1, -2.0f}}}},
+        pd_link::pd_body{pd_link::kv_ack{}},
         pd_link::pd_body{pd_link::kv_refuse{pd_link::refuse_reason::bad_chunk, "sizes"}}}) {
     auto e = pd_link::encode({1, 2, b});
     if (e.ok()) out.push_back(as_string(*e));

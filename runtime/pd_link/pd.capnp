@@ -48,6 +48,8 @@ struct KvDone {
   firstLogprob @1 :Float32; # its log-probability under the sampled distribution
   weightVersion @2 :UInt64; # the weights that computed the KV and the token
   nChunks @3 :UInt32;       # kvChunk messages of this transfer sent before this one
+  firstTopLogprobs @4 :List(Hart.TokenLogprob);  # the prefill's sampling.topLogprobs most likely
+                                                 # first tokens, most likely first (RL rollouts)
 }
 
 enum RefuseReason {

@@ -78,6 +78,14 @@ status fill_message(const pd_message& m, w::PdMessage::Builder root) {
     b.setFirstLogprob(d->first_logprob);
     b.setWeightVersion(d->weight_version);
     b.setNChunks(d->n_chunks);
+    if (d->first_top_logprobs.size() > protocol::max_top_logprobs)
+      return invalid_argument("kv_done.firstTopLogprobs: %zu entries, limit %u", d->first_top_logprobs.size(),
+                              unsigned(protocol::max_top_logprobs));
+    auto top = b.initFirstTopLogprobs(unsigned(d->first_top_logprobs.size()));
+    for (size_t i = 0; i < d->first_top_logprobs.size(); ++i) {
+      top[unsigned(i)].setTokenId(d->first_top_logprobs[i].token_id);
+      top[unsigned(i)].setLogprob(d->first_top_logprobs[i].logprob);
+    }
   } else if (const auto* r = std::get_if<kv_refuse>(&m.body)) {
     auto b = root.initKvRefuse();
     b.setReason(static_cast<w::RefuseReason>(r->reason));
@@ -150,11 +158,21 @@ status_or<kv_chunk> read_chunk(w::KvChunk::Reader r) {
 }
 
 status_or<kv_done> read_done(w::KvDone::Reader r) {
-  kv_done d{r.getFirstToken(), r.getFirstLogprob(), r.getWeightVersion(), r.getNChunks()};
+  kv_done d{r.getFirstToken(), r.getFirstLogprob(), r.getWeightVersion(), r.getNChunks(), {}};
   if (d.first_token < 0) return invalid_argument("kv_done: first token %d", d.first_token);
   if (!(d.first_logprob <= 0.0f))  // NaN too
     return invalid_argument("kv_done: firstLogprob %g is not a log-probability", double(d.first_logprob));
   if (d.n_chunks == 0) return invalid_argument("kv_done: after no chunks");
+  const auto top = r.getFirstTopLogprobs();
+  if (top.size() > protocol::max_top_logprobs)
+    return invalid_argument("kv_done: %u firstTopLogprobs, limit %u", top.size(),
+                            unsigned(protocol::max_top_logprobs));
+  for (const auto t : top) {
+    if (!(t.getLogprob() <= 0.0f))
+      return invalid_argument("kv_done: top log-prob %g of token %u is not a log-probability",
+                              double(t.getLogprob()), t.getTokenId());
+    d.first_top_logprobs.push_back({t.getTokenId(), t.getLogprob()});
+  }
   return d;
 }
 

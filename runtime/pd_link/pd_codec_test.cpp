@@ -128,12 +128,16 @@ TEST(pd_codec, every_message_round_trips) {
   EXPECT_EQ(0, std::memcmp(kv.swa.data(), want.swa.data(), want.swa.size() * sizeof(float)))
       << "NaN bits too";
 
-  const pd_message done = round_trip({7, 9, kv_done{31, -0.25f, 12, 5}});
+  const pd_message done =
+      round_trip({7, 9, kv_done{31, -0.25f, 12, 5, {{31, -0.25f}, {4, -1.5f}, {9, -3.0f}}}});
   const auto& d = std::get<kv_done>(done.body);
   EXPECT_EQ(d.first_token, 31);
   EXPECT_EQ(d.first_logprob, -0.25f);
   EXPECT_EQ(d.weight_version, 12u);
   EXPECT_EQ(d.n_chunks, 5u);
+  ASSERT_EQ(d.first_top_logprobs.size(), 3u);
+  EXPECT_EQ(d.first_top_logprobs[1].token_id, 4u);
+  EXPECT_EQ(d.first_top_logprobs[1].logprob, -1.5f);
 
   round_trip({7, 9, kv_ack{}});
 
@@ -339,14 +343,26 @@ TEST(pd_codec, chunks_whose_sizes_do_not_hold_together_are_refused) {
 }
 
 TEST(pd_codec, done_and_refuse_fields_out_of_their_limits_are_refused) {
-  EXPECT_STATUS(decode_frame(frame_of({7, 9, kv_done{-1, -0.5f, 1, 1}})), status_code::invalid_argument,
+  EXPECT_STATUS(decode_frame(frame_of({7, 9, kv_done{-1, -0.5f, 1, 1, {}}})), status_code::invalid_argument,
                 "kv_done: first token -1");
-  EXPECT_STATUS(decode_frame(frame_of({7, 9, kv_done{3, std::nanf(""), 1, 1}})),
+  EXPECT_STATUS(decode_frame(frame_of({7, 9, kv_done{3, std::nanf(""), 1, 1, {}}})),
                 status_code::invalid_argument, "kv_done: firstLogprob");
-  EXPECT_STATUS(decode_frame(frame_of({7, 9, kv_done{3, 0.5f, 1, 1}})), status_code::invalid_argument,
+  EXPECT_STATUS(decode_frame(frame_of({7, 9, kv_done{3, 0.5f, 1, 1, {}}})), status_code::invalid_argument,
                 "kv_done: firstLogprob");
-  EXPECT_STATUS(decode_frame(frame_of({7, 9, kv_done{3, -0.5f, 1, 0}})), status_code::invalid_argument,
+  EXPECT_STATUS(decode_frame(frame_of({7, 9, kv_done{3, -0.5f, 1, 0, {}}})), status_code::invalid_argument,
                 "kv_done: after no chunks");
+  EXPECT_STATUS(decode_frame(frame_of({7, 9, kv_done{3, -0.5f, 1, 1, {{3, -0.5f}, {8, 0.25f}}}})),
+                status_code::invalid_argument, "top log-prob 0.25 of token 8");
+  EXPECT_STATUS(encode({7, 9, kv_done{3, -0.5f, 1, 1, std::vector<protocol::token_logprob>(21, {3, -1.0f})}}),
+                status_code::invalid_argument, "kv_done.firstTopLogprobs: 21 entries");
+  EXPECT_STATUS(decode_frame(raw([](w::PdMessage::Builder r) {
+                  auto d = r.initKvDone();
+                  d.setFirstToken(3);
+                  d.setFirstLogprob(-0.5f);
+                  d.setNChunks(1);
+                  d.initFirstTopLogprobs(21);
+                })),
+                status_code::invalid_argument, "kv_done: 21 firstTopLogprobs");
   EXPECT_STATUS(
       decode_frame(frame_of(
           {7, 9, kv_refuse{refuse_reason::aborted, std::string(max_refuse_message_bytes + 1, 'x')}})),

@@ -49,6 +49,9 @@ struct kv_done {
   float first_logprob = 0.0f;   // under the distribution it was sampled from
   uint64_t weight_version = 0;  // the weights that computed the KV and the token
   uint32_t n_chunks = 0;        // kv_chunk messages sent before this one
+  /// The prefill's sampling.top_logprobs most likely first tokens, most likely first
+  /// (at most protocol::max_top_logprobs; each a log-probability).
+  std::vector<protocol::token_logprob> first_top_logprobs;
 };
 
 /// decode -> prefill: the KV is in; the prefill server may free its pages.

@@ -18,6 +18,7 @@
 #include <zmq.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -60,6 +61,22 @@ status_or<zmq::message_t> recv_frame(zmq::socket_t& s, zmq::message_t* routing_i
   zmq::message_t frame;
   if (!s.recv(frame)) return unavailable("recv: no message within %d ms", k_recv_timeout_ms);
   return frame;
+}
+
+// The `k` most likely tokens of `logits` [vocab] with their log-softmax, most likely first.
+std::vector<protocol::token_logprob> top_logprobs_of(const std::vector<float>& logits, int k) {
+  double mx = -INFINITY, sum = 0;
+  for (float v : logits) mx = std::max(mx, double(v));
+  for (float v : logits) sum += std::exp(double(v) - mx);
+  std::vector<uint32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = uint32_t(i);
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](uint32_t a, uint32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  std::vector<protocol::token_logprob> top;
+  for (int i = 0; i < k; ++i)
+    top.push_back({ids[size_t(i)], float(double(logits[ids[size_t(i)]]) - mx - std::log(sum))});
+  return top;
 }
 
 // How the prefill side spoils its second chunk, for the receiver to refuse.
@@ -108,6 +125,8 @@ struct prefill_side {
     sp.seed = p->sampling.seed;
     done.first_token = sampler(sp).sample(logits.data(), eng.config().vocab_size, &done.first_logprob);
     done.weight_version = k_weight_version;
+    if (p->sampling.top_logprobs > 0)
+      done.first_top_logprobs = top_logprobs_of(logits, p->sampling.top_logprobs);
 
     HART_ASSIGN_OR_RETURN(plan, kv_pages_plan(store, eng.config(), n, p->skip_full, max_chunk_bytes));
     for (size_t i = 0; i < plan.size(); ++i) {
@@ -219,6 +238,8 @@ class pd_wire : public kv_hand_off_test {
     prefill_request p;
     p.tokens = tokens(0, k_prompt);
     p.sampling.temperature = 0.0f;
+    p.sampling.logprobs = true;
+    p.sampling.top_logprobs = 3;
     p.skip_full = skip_full;
     const status received = receiver.run(dealer, p);
     prefill_thread.join();
@@ -270,6 +291,11 @@ TEST_P(pd_wire, a_chunked_hand_off_over_zeromq_decodes_as_the_sender_does) {
     EXPECT_EQ(receiver.done->first_token, sender.done.first_token);
     EXPECT_EQ(receiver.done->first_logprob, sender.done.first_logprob);
     EXPECT_EQ(receiver.done->weight_version, k_weight_version);
+    ASSERT_EQ(receiver.done->first_top_logprobs.size(), 3u) << "the prefill's top_logprobs";
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(receiver.done->first_top_logprobs[i].token_id, sender.done.first_top_logprobs[i].token_id);
+      EXPECT_EQ(receiver.done->first_top_logprobs[i].logprob, sender.done.first_top_logprobs[i].logprob);
+    }
 
     sequence_state b = eng.new_sequence();
     engine::bind_pages(b, receiver_store.get(), full, swa, k_prompt);
