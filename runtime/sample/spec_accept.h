@@ -22,6 +22,7 @@
 #include "runtime/sample/sampler.h"
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 namespace hart {
@@ -36,5 +37,19 @@ struct spec_outcome {
 /// one sequence, in position order). Draws with `s` one row at a time and stops
 /// at the first draw that differs from its draft.
 spec_outcome spec_accept(sampler& s, const float* rows, int64_t vocab, const std::vector<int32_t>& drafts);
+
+/// Drafts sampled from the drafter's distributions `q` (one per draft, over
+/// its ids; a block drafter's): Leviathan/Chen rejection sampling. Row j keeps
+/// d_j with probability min(1, p_j(d_j) / q_j(d_j)), p_j the target's
+/// distribution under `params` (sampling_distribution_of; one-hot at the
+/// argmax when greedy); a rejection emits a draw from max(0, p_j - q_j)
+/// renormalised (from p_j when d_j lies outside q_j); after every draft the
+/// bonus token is drawn from p_k. The tokens follow the target distribution;
+/// the uniforms come from `rng`, so they are not non-speculative decoding's
+/// draws (spec_accept's exactness needs one-token drafts). Log-probs are each
+/// token's under p_j (0 when greedy), as non-speculative sampling reports.
+spec_outcome spec_accept_sampled(std::mt19937_64& rng, const sampling_params& params, const float* rows,
+                                 int64_t vocab, const std::vector<int32_t>& drafts,
+                                 const std::vector<sampling_distribution>& q);
 
 }  // namespace hart
