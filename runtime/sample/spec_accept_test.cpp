@@ -29,6 +29,28 @@ std::vector<float> random_rows(std::mt19937& rng, int64_t k) {
   return rows;
 }
 
+// Whether `count` (n draws) fits the distribution `prob`: chi-square over the
+// categories expected at least 5 times (at least `min_dof` degrees of freedom
+// of them), at a stated false-alarm rate of 1e-3 (Wilson-Hilferty quantile;
+// the seeds are fixed, so a run is reproducible).
+::testing::AssertionResult follows(const std::vector<int>& count, const std::vector<double>& prob, int n,
+                                   int min_dof = 5) {
+  double chi2 = 0;
+  int dof = -1;
+  for (size_t t = 0; t < prob.size(); ++t) {
+    const double e = n * prob[t];
+    if (e < 5) continue;
+    chi2 += (count[t] - e) * (count[t] - e) / e;
+    ++dof;
+  }
+  if (dof < 5)
+    return ::testing::AssertionFailure() << "too few categories (" << dof << " degrees of freedom)";
+  const double z = 3.09, limit = dof * std::pow(1 - 2.0 / (9 * dof) + z * std::sqrt(2.0 / (9 * dof)), 3);
+  if (chi2 < limit) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "chi-square " << chi2 << " over " << dof << " degrees of freedom, limit " << limit;
+}
+
 TEST(spec_accept, emits_what_non_speculative_decoding_emits_and_leaves_the_sampler_as_it_would) {
   std::mt19937 rng(11);
   const sampling_params modes[] = {
@@ -72,8 +94,7 @@ TEST(spec_accept, emits_what_non_speculative_decoding_emits_and_leaves_the_sampl
 
 // One position, a one-hot draft off the mode: over 20000 seeds the draft is
 // kept with the target's probability of it, and the first emitted token
-// follows the target distribution (chi-square over the 40 tokens at a stated
-// false-alarm rate of 1e-3; the seeds are fixed, so a run is reproducible).
+// follows the target distribution (chi-square over the 40 tokens).
 TEST(spec_accept, keeps_a_draft_as_often_as_the_target_gives_it_and_follows_the_target) {
   std::vector<float> rows(2 * k_vocab);
   for (int64_t i = 0; i < k_vocab; ++i)
@@ -96,38 +117,7 @@ TEST(spec_accept, keeps_a_draft_as_often_as_the_target_gives_it_and_follows_the_
   }
   const double pd = prob[draft], sd = std::sqrt(n * pd * (1 - pd));
   EXPECT_NEAR(kept, n * pd, 5 * sd) << "kept " << kept << " of " << n << ", p(draft) " << pd;
-  double chi2 = 0;
-  int dof = -1;
-  for (int64_t t = 0; t < k_vocab; ++t) {
-    const double e = n * prob[size_t(t)];
-    if (e < 5) continue;  // too rare to count on its own
-    chi2 += (first[size_t(t)] - e) * (first[size_t(t)] - e) / e;
-    ++dof;
-  }
-  ASSERT_GT(dof, 10);
-  // Wilson-Hilferty: the chi-square quantile at 1 - 1e-3 (z = 3.09).
-  const double z = 3.09, limit = dof * std::pow(1 - 2.0 / (9 * dof) + z * std::sqrt(2.0 / (9 * dof)), 3);
-  EXPECT_LT(chi2, limit) << dof << " degrees of freedom";
-}
-
-// Whether `count` (n draws) fits the distribution `prob`: chi-square over the
-// categories expected at least 5 times, at a stated false-alarm rate of 1e-3
-// (Wilson-Hilferty quantile; the seeds are fixed, so a run is reproducible).
-::testing::AssertionResult follows(const std::vector<int>& count, const std::vector<double>& prob, int n) {
-  double chi2 = 0;
-  int dof = -1;
-  for (size_t t = 0; t < prob.size(); ++t) {
-    const double e = n * prob[t];
-    if (e < 5) continue;
-    chi2 += (count[t] - e) * (count[t] - e) / e;
-    ++dof;
-  }
-  if (dof < 5)
-    return ::testing::AssertionFailure() << "too few categories (" << dof << " degrees of freedom)";
-  const double z = 3.09, limit = dof * std::pow(1 - 2.0 / (9 * dof) + z * std::sqrt(2.0 / (9 * dof)), 3);
-  if (chi2 < limit) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "chi-square " << chi2 << " over " << dof << " degrees of freedom, limit " << limit;
+  EXPECT_TRUE(follows(first, prob, n, /*min_dof=*/11));
 }
 
 TEST(spec_accept_sampled, the_tokens_follow_the_target_whatever_the_drafter_proposes) {

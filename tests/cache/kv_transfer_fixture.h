@@ -9,8 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace hart::testing {
@@ -59,5 +61,12 @@ class kv_hand_off_test : public ::testing::TestWithParam<const char*> {
 
   std::unique_ptr<golden_set> g_;
 };
+
+// Test names for the tiny models ("tiny-a" -> "tiny_a"), for INSTANTIATE_TEST_SUITE_P.
+inline std::string tiny_model_name(const ::testing::TestParamInfo<const char*>& i) {
+  std::string s = i.param;
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
 
 }  // namespace hart::testing

@@ -274,12 +274,7 @@ TEST_P(kv_transfer, a_refused_chunk_writes_nothing) {
                 "pages [2, 2)");
 }
 
-INSTANTIATE_TEST_SUITE_P(tiny, kv_transfer, ::testing::Values("tiny-a", "tiny-b", "tiny-c"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           std::string s = i.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(tiny, kv_transfer, ::testing::Values("tiny-a", "tiny-b", "tiny-c"), tiny_model_name);
 
 }  // namespace
 }  // namespace hart::testing

@@ -375,12 +375,7 @@ TEST_P(pd_wire, a_prefill_for_another_layout_is_refused_before_computing) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(tiny, pd_wire, ::testing::Values("tiny-a", "tiny-b", "tiny-c"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           std::string s = i.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(tiny, pd_wire, ::testing::Values("tiny-a", "tiny-b", "tiny-c"), tiny_model_name);
 
 }  // namespace
 }  // namespace hart::testing
