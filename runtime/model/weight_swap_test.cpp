@@ -4,7 +4,7 @@
 #include "runtime/core/codecs.h"
 #include "runtime/core/status_testing.h"
 #include "runtime/model/engine.h"
-#include "runtime/model/random_checkpoint.h"
+#include "runtime/model/random_checkpoint_testing.h"
 #include "runtime/model/tensor_source.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 namespace hart {
 namespace {
@@ -114,22 +113,6 @@ TEST_P(weight_swap, swapped_weights_compute_what_a_fresh_load_of_the_same_tensor
 INSTANTIATE_TEST_SUITE_P(precisions, weight_swap, ::testing::Values(precision::exact, precision::fp8),
                          [](const auto& i) { return std::string(precision_name(i.param)); });
 
-// A random checkpoint of the official-fp8 one-CSA-layer shapes whose weights are bf16 values.
-std::string random_checkpoint_dir(checkpoint_format format, uint64_t seed) {
-  const std::string dir =
-      (fs::temp_directory_path() /
-       ("hart_weight_swap_" + std::string(format == checkpoint_format::release ? "release" : "bf16") + "_" +
-        std::to_string(seed) + "_" + std::to_string(getpid())))
-          .string();
-  std::ifstream in(std::string(HART_TEST_DATA) + "/official-fp8/csa/config.json");
-  random_checkpoint_options o;
-  o.seed = seed;
-  o.format = format;
-  o.bf16_values = true;
-  EXPECT_TRUE(random_checkpoint_write(dir, nlohmann::json::parse(in), o).ok());
-  return dir;
-}
-
 std::vector<float> small_vocab_logits(const engine& e) {
   sequence_state s = e.new_sequence();
   std::vector<float> logits;
@@ -144,21 +127,21 @@ std::vector<float> small_vocab_logits(const engine& e) {
 // holds them, not to FP8, so the server computes what loading the release
 // conversion of the pushed weights computes.
 TEST(weight_swap_release, a_pushed_update_keeps_the_release_checkpoints_mxfp4_experts) {
-  const std::string served_dir = random_checkpoint_dir(checkpoint_format::release, 1);
-  const std::string trainer_dir = random_checkpoint_dir(checkpoint_format::bf16, 2);
-  const std::string release_dir = random_checkpoint_dir(checkpoint_format::release, 2);
-  auto served = load(served_dir, precision::fp8);
-  auto pushed = checkpoint_source_open(trainer_dir);
+  const std::string config = std::string(HART_TEST_DATA) + "/official-fp8/csa/config.json";
+  const temp_random_checkpoint served_ckpt(config, checkpoint_format::release, 1);
+  const temp_random_checkpoint trainer(config, checkpoint_format::bf16, 2);
+  const temp_random_checkpoint release(config, checkpoint_format::release, 2);
+  auto served = load(served_ckpt.dir, precision::fp8);
+  auto pushed = checkpoint_source_open(trainer.dir);
   ASSERT_TRUE(pushed.ok()) << pushed.get_status().to_string();
   auto w = served->build_weights(**pushed);
   ASSERT_TRUE(w.ok()) << w.get_status().to_string();
   ASSERT_TRUE(served->swap_weights(*w, 1).ok());
   const std::vector<float> got = small_vocab_logits(*served);
-  EXPECT_EQ(got, small_vocab_logits(*load(release_dir, precision::fp8)))
+  EXPECT_EQ(got, small_vocab_logits(*load(release.dir, precision::fp8)))
       << "bitwise what the release conversion of the pushed weights computes";
-  EXPECT_NE(got, small_vocab_logits(*load(trainer_dir, precision::fp8)))
+  EXPECT_NE(got, small_vocab_logits(*load(trainer.dir, precision::fp8)))
       << "a server of the bf16 checkpoint quantizes the experts to FP8: other values";
-  for (const std::string& d : {served_dir, trainer_dir, release_dir}) fs::remove_all(d);
 }
 
 TEST(weight_swap_errors, a_staged_update_is_validated_like_a_load_and_names_the_tensor) {

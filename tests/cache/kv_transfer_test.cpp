@@ -9,7 +9,7 @@
 #include "runtime/model/kv_transfer.h"
 
 #include "runtime/core/status_testing.h"
-#include "tests/golden/golden_fixture.h"
+#include "tests/cache/kv_transfer_fixture.h"
 
 #include <gtest/gtest.h>
 
@@ -19,51 +19,17 @@
 namespace hart::testing {
 namespace {
 
-constexpr int64_t k_page = 128;
+constexpr int64_t k_page = k_hand_off_page;
+constexpr int32_t k_pages = k_hand_off_pages;
 constexpr int64_t k_decode = 6;  // positions decoded after the hand-over
-constexpr int32_t k_pages = 8;   // per pool, per store
 
-std::unique_ptr<kv_store> pool(const engine& eng) {
-  auto s = eng.make_store(k_page);
-  EXPECT_TRUE(s.ok()) << s.get_status().to_string();
-  std::unique_ptr<kv_store> store = std::move(s).value();
-  store->ensure_full_pages(k_pages);
-  store->ensure_swa_pages(k_pages);
-  return store;
-}
-
-// Page ids for `n` positions: the sender counts up, the receiver down.
-std::vector<int32_t> ids(int64_t n, bool reversed) {
-  std::vector<int32_t> v;
-  for (int64_t pg = 0; pg < (n + k_page - 1) / k_page; ++pg)
-    v.push_back(reversed ? k_pages - 1 - pg : int32_t(pg));
-  return v;
-}
-
-class kv_transfer : public ::testing::TestWithParam<const char*> {
+class kv_transfer : public kv_hand_off_test {
  protected:
-  void SetUp() override { g_ = golden_load(GetParam(), precision::exact, /*deterministic=*/true); }
-
-  // The fixture's prompt, repeated past its end (tiny-a's has 200 tokens).
-  std::vector<int32_t> tokens(int64_t from, int64_t to) const {
-    std::vector<int32_t> t;
-    for (int64_t p = from; p < to; ++p) t.push_back(g_->input_ids[0][size_t(p % g_->seq)]);
-    return t;
-  }
-
   // Positions [from, to) fed one at a time to the sender `a` and the receiver
   // `b`: every step's logits equal, bit for bit.
   void expect_same_decode(sequence_state& a, sequence_state& b, int64_t from, int64_t to) const {
-    for (int64_t p = from; p < to; ++p) {
-      std::vector<float> want, got;
-      ASSERT_TRUE(g_->eng->prefill(a, tokens(p, p + 1), logits_request::last, &want).ok());
-      ASSERT_TRUE(g_->eng->prefill(b, tokens(p, p + 1), logits_request::last, &got).ok());
-      ASSERT_EQ(want.size(), got.size());
-      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << "position " << p;
-    }
+    for (int64_t p = from; p < to; ++p) expect_same_step(a, b, tokens(p, p + 1), p);
   }
-
-  std::unique_ptr<golden_set> g_;
 };
 
 TEST_P(kv_transfer, decode_on_the_receiving_pages_equals_the_sender_going_on) {
@@ -71,9 +37,9 @@ TEST_P(kv_transfer, decode_on_the_receiving_pages_equals_the_sender_going_on) {
   for (int64_t n : {1, 3, 4, 33, 127, 128, 130, 300, 520}) {
     SCOPED_TRACE("prompt of " + std::to_string(n) + " tokens");
     const int64_t total = n + k_decode;
-    std::unique_ptr<kv_store> sender = pool(eng), receiver = pool(eng);
+    std::unique_ptr<kv_store> sender = hand_off_pool(eng), receiver = hand_off_pool(eng);
     sequence_state a = eng.new_sequence();
-    engine::bind_pages(a, sender.get(), ids(total, false), ids(total, false), 0);
+    engine::bind_pages(a, sender.get(), hand_off_ids(total, false), hand_off_ids(total, false), 0);
     for (int64_t at = 0; at < n; at += 100) {  // chunked prefill, as a prefill server runs it
       std::vector<float> unused;
       const status st = eng.prefill(a, tokens(at, std::min(at + 100, n)), logits_request::none, &unused);
@@ -84,7 +50,7 @@ TEST_P(kv_transfer, decode_on_the_receiving_pages_equals_the_sender_going_on) {
     EXPECT_EQ(kv->n_pages(), (n + k_page - 1) / k_page);
 
     // The receiver's page ids differ; the SWA pages before the carried ones stay unbound.
-    std::vector<int32_t> full = ids(total, true), swa = ids(total, true);
+    std::vector<int32_t> full = hand_off_ids(total, true), swa = hand_off_ids(total, true);
     for (int64_t pg = 0; pg < kv->first_swa; ++pg) swa[size_t(pg)] = -1;
     ASSERT_TRUE(kv_pages_import(*kv, *receiver, full, swa).ok());
     sequence_state b = eng.new_sequence();
@@ -100,13 +66,13 @@ TEST_P(kv_transfer, a_receiver_holding_the_prefix_takes_only_the_rest) {
   for (int64_t n : {300, 520}) {
     SCOPED_TRACE("prompt of " + std::to_string(n) + " tokens");
     const int64_t total = n + k_decode, skip = (n - 1) / k_page;
-    std::unique_ptr<kv_store> sender = pool(eng), receiver = pool(eng);
+    std::unique_ptr<kv_store> sender = hand_off_pool(eng), receiver = hand_off_pool(eng);
     sequence_state a = eng.new_sequence();
-    engine::bind_pages(a, sender.get(), ids(total, false), ids(total, false), 0);
+    engine::bind_pages(a, sender.get(), hand_off_ids(total, false), hand_off_ids(total, false), 0);
     std::vector<float> unused;
     ASSERT_TRUE(eng.prefill(a, tokens(0, n), logits_request::none, &unused).ok());
 
-    const std::vector<int32_t> full = ids(total, true), swa = ids(total, true);
+    const std::vector<int32_t> full = hand_off_ids(total, true), swa = hand_off_ids(total, true);
     sequence_state prefix = eng.new_sequence();
     engine::bind_pages(prefix, receiver.get(), full, swa, 0);
     ASSERT_TRUE(eng.prefill(prefix, tokens(0, skip * k_page), logits_request::none, &unused).ok());
@@ -126,9 +92,9 @@ TEST_P(kv_transfer, a_receiver_holding_the_prefix_takes_only_the_rest) {
 TEST_P(kv_transfer, refused_transfers_write_nothing) {
   const engine& eng = *g_->eng;
   const int64_t n = 200;
-  std::unique_ptr<kv_store> sender = pool(eng), receiver = pool(eng);
+  std::unique_ptr<kv_store> sender = hand_off_pool(eng), receiver = hand_off_pool(eng);
   sequence_state a = eng.new_sequence();
-  engine::bind_pages(a, sender.get(), ids(n, false), ids(n, false), 0);
+  engine::bind_pages(a, sender.get(), hand_off_ids(n, false), hand_off_ids(n, false), 0);
   std::vector<float> unused;
   ASSERT_TRUE(eng.prefill(a, tokens(0, n), logits_request::none, &unused).ok());
 
@@ -153,7 +119,7 @@ TEST_P(kv_transfer, refused_transfers_write_nothing) {
     }
     return true;
   };
-  const std::vector<int32_t> full = ids(n, true), swa = ids(n, true);
+  const std::vector<int32_t> full = hand_off_ids(n, true), swa = hand_off_ids(n, true);
 
   kv_pages truncated = *kv;
   truncated.full.pop_back();
@@ -171,7 +137,7 @@ TEST_P(kv_transfer, refused_transfers_write_nothing) {
 
   // Another model's store: tiny-b's layout differs from tiny-a's (and the reverse).
   auto other = golden_load(std::string(GetParam()) == "tiny-b" ? "tiny-a" : "tiny-b");
-  std::unique_ptr<kv_store> foreign_store = pool(*other->eng);
+  std::unique_ptr<kv_store> foreign_store = hand_off_pool(*other->eng);
   EXPECT_NE(foreign_store->layout_id(), receiver->layout_id());
   EXPECT_STATUS(kv_pages_import(*kv, *foreign_store, full, swa), status_code::invalid_argument,
                 "another model");
@@ -189,15 +155,16 @@ TEST_P(kv_transfer, chunks_import_what_the_whole_transfer_imports) {
     for (int64_t skip : {int64_t{0}, (n - 1) / k_page}) {
       SCOPED_TRACE("prompt of " + std::to_string(n) + " tokens, " + std::to_string(skip) +
                    " full pages held");
-      std::unique_ptr<kv_store> sender = pool(eng), whole = pool(eng), chunked = pool(eng);
+      std::unique_ptr<kv_store> sender = hand_off_pool(eng), whole = hand_off_pool(eng),
+                                chunked = hand_off_pool(eng);
       sequence_state a = eng.new_sequence();
-      engine::bind_pages(a, sender.get(), ids(n, false), ids(n, false), 0);
+      engine::bind_pages(a, sender.get(), hand_off_ids(n, false), hand_off_ids(n, false), 0);
       std::vector<float> unused;
       ASSERT_TRUE(eng.prefill(a, tokens(0, n), logits_request::none, &unused).ok());
 
       auto all = kv_pages_export(*sender, eng.config(), *a.pages, n, skip);
       ASSERT_TRUE(all.ok()) << all.get_status().to_string();
-      const std::vector<int32_t> full = ids(n, true), swa = ids(n, true);
+      const std::vector<int32_t> full = hand_off_ids(n, true), swa = hand_off_ids(n, true);
       ASSERT_TRUE(kv_pages_import(*all, *whole, full, swa).ok());
 
       // Room for one page of both kinds: several chunks when the receiver holds no prefix.
@@ -246,16 +213,16 @@ TEST_P(kv_transfer, chunks_import_what_the_whole_transfer_imports) {
 TEST_P(kv_transfer, a_refused_chunk_writes_nothing) {
   const engine& eng = *g_->eng;
   const int64_t n = 520;
-  std::unique_ptr<kv_store> sender = pool(eng), receiver = pool(eng);
+  std::unique_ptr<kv_store> sender = hand_off_pool(eng), receiver = hand_off_pool(eng);
   sequence_state a = eng.new_sequence();
-  engine::bind_pages(a, sender.get(), ids(n, false), ids(n, false), 0);
+  engine::bind_pages(a, sender.get(), hand_off_ids(n, false), hand_off_ids(n, false), 0);
   std::vector<float> unused;
   ASSERT_TRUE(eng.prefill(a, tokens(0, n), logits_request::none, &unused).ok());
   const size_t page_bytes = size_t(sender->full_page_floats() + sender->swa_page_floats()) * sizeof(float);
   auto plan = kv_pages_plan(*sender, eng.config(), n, 0, 2 * page_bytes);
   ASSERT_TRUE(plan.ok()) << plan.get_status().to_string();
   ASSERT_GE(plan->size(), 2u);
-  const std::vector<int32_t> full = ids(n, true), swa = ids(n, true);
+  const std::vector<int32_t> full = hand_off_ids(n, true), swa = hand_off_ids(n, true);
   for (int32_t pg = 0; pg < k_pages; ++pg) {
     std::fill_n(receiver->full_page(pg), receiver->full_page_floats(), -7.0f);
     std::fill_n(receiver->swa_page(pg), receiver->swa_page_floats(), -7.0f);

@@ -11,7 +11,7 @@
 #include "runtime/core/status_testing.h"
 #include "runtime/pd_link/pd_codec.h"
 #include "runtime/sample/sampler.h"
-#include "tests/golden/golden_fixture.h"
+#include "tests/cache/kv_transfer_fixture.h"
 
 #include <gtest/gtest.h>
 #include <zmq.hpp>
@@ -28,30 +28,12 @@ namespace {
 
 using namespace hart::pd_link;
 
-constexpr int64_t k_page = 128;
-constexpr int32_t k_pages = 8;     // per pool, per store
+constexpr int64_t k_page = k_hand_off_page;
 constexpr int64_t k_prompt = 520;  // 5 pages: before and past every window of the tiny models
 constexpr int64_t k_decode = 4;    // positions decoded after the hand-off
 constexpr uint64_t k_request = 41, k_transfer = 77, k_weight_version = 3;
 constexpr int k_recv_timeout_ms = 60000;  // a hung peer fails the test instead of hanging it
 constexpr float k_sentinel = -7.0f;
-
-std::unique_ptr<kv_store> pool(const engine& eng) {
-  auto s = eng.make_store(k_page);
-  EXPECT_TRUE(s.ok()) << s.get_status().to_string();
-  std::unique_ptr<kv_store> store = std::move(s).value();
-  store->ensure_full_pages(k_pages);
-  store->ensure_swa_pages(k_pages);
-  return store;
-}
-
-// Page ids for `n` positions: the sender counts up, the receiver down.
-std::vector<int32_t> ids(int64_t n, bool reversed) {
-  std::vector<int32_t> v;
-  for (int64_t pg = 0; pg < (n + k_page - 1) / k_page; ++pg)
-    v.push_back(reversed ? k_pages - 1 - pg : int32_t(pg));
-  return v;
-}
 
 zmq::socket_t pd_socket(zmq::context_t& ctx, zmq::socket_type type) {
   zmq::socket_t s(ctx, type);
@@ -202,17 +184,8 @@ struct decode_side {
   }
 };
 
-class pd_wire : public ::testing::TestWithParam<const char*> {
+class pd_wire : public kv_hand_off_test {
  protected:
-  void SetUp() override { g_ = golden_load(GetParam(), precision::exact, /*deterministic=*/true); }
-
-  // The fixture's prompt, repeated past its end (tiny-a's has 200 tokens).
-  std::vector<int32_t> tokens(int64_t from, int64_t to) const {
-    std::vector<int32_t> t;
-    for (int64_t p = from; p < to; ++p) t.push_back(g_->input_ids[0][size_t(p % g_->seq)]);
-    return t;
-  }
-
   // Room for a page of both kinds and one more full page: on the tiny models
   // (SWA pages ~10x full ones, full-only pages first), chunks of several
   // full-only pages, then one page of both each, the last under the limit.
@@ -245,16 +218,10 @@ class pd_wire : public ::testing::TestWithParam<const char*> {
   void expect_same_decode(sequence_state& a, sequence_state& b, int32_t first_token) const {
     std::vector<int32_t> next = {first_token};
     for (int64_t p = k_prompt; p < k_prompt + k_decode; ++p) {
-      std::vector<float> want, got;
-      ASSERT_TRUE(g_->eng->prefill(a, next, logits_request::last, &want).ok());
-      ASSERT_TRUE(g_->eng->prefill(b, next, logits_request::last, &got).ok());
-      ASSERT_EQ(want.size(), got.size());
-      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << "position " << p;
+      expect_same_step(a, b, next, p);
       next = tokens(p + 1, p + 2);
     }
   }
-
-  std::unique_ptr<golden_set> g_;
 };
 
 TEST_P(pd_wire, a_chunked_hand_off_over_zeromq_decodes_as_the_sender_does) {
@@ -262,10 +229,10 @@ TEST_P(pd_wire, a_chunked_hand_off_over_zeromq_decodes_as_the_sender_does) {
   const int64_t total = k_prompt + k_decode;
   for (int64_t skip : {int64_t{0}, (k_prompt - 1) / k_page - 1}) {
     SCOPED_TRACE(std::to_string(skip) + " full pages held by the receiver");
-    std::unique_ptr<kv_store> sender_store = pool(eng), receiver_store = pool(eng);
+    std::unique_ptr<kv_store> sender_store = hand_off_pool(eng), receiver_store = hand_off_pool(eng);
     sequence_state a = eng.new_sequence();
-    engine::bind_pages(a, sender_store.get(), ids(total, false), ids(total, false), 0);
-    const std::vector<int32_t> full = ids(total, true), swa = ids(total, true);
+    engine::bind_pages(a, sender_store.get(), hand_off_ids(total, false), hand_off_ids(total, false), 0);
+    const std::vector<int32_t> full = hand_off_ids(total, true), swa = hand_off_ids(total, true);
     if (skip > 0) {  // a prefix hit on the decode side: it computed those pages itself
       sequence_state prefix = eng.new_sequence();
       engine::bind_pages(prefix, receiver_store.get(), full, swa, 0);
@@ -301,14 +268,15 @@ TEST_P(pd_wire, a_chunk_refused_mid_transfer_writes_nothing) {
   const engine& eng = *g_->eng;
   for (spoil how : {spoil::layout, spoil::page_count}) {
     SCOPED_TRACE(how == spoil::layout ? "another layout" : "a page more than its floats fill");
-    std::unique_ptr<kv_store> sender_store = pool(eng), receiver_store = pool(eng);
+    std::unique_ptr<kv_store> sender_store = hand_off_pool(eng), receiver_store = hand_off_pool(eng);
     sequence_state a = eng.new_sequence();
-    engine::bind_pages(a, sender_store.get(), ids(k_prompt, false), ids(k_prompt, false), 0);
-    for (int32_t pg = 0; pg < k_pages; ++pg) {
+    engine::bind_pages(a, sender_store.get(), hand_off_ids(k_prompt, false), hand_off_ids(k_prompt, false),
+                       0);
+    for (int32_t pg = 0; pg < k_hand_off_pages; ++pg) {
       std::fill_n(receiver_store->full_page(pg), receiver_store->full_page_floats(), k_sentinel);
       std::fill_n(receiver_store->swa_page(pg), receiver_store->swa_page_floats(), k_sentinel);
     }
-    const std::vector<int32_t> full = ids(k_prompt, true), swa = ids(k_prompt, true);
+    const std::vector<int32_t> full = hand_off_ids(k_prompt, true), swa = hand_off_ids(k_prompt, true);
 
     prefill_side sender(eng, *sender_store, a, chunk_limit(*sender_store), how);
     decode_side receiver(*receiver_store, full, swa);
