@@ -178,8 +178,12 @@ void engine::release_old_pages(sequence_state& seq) const {
   }
 }
 
-status engine::validate_batch(const std::vector<batch_item>& batch) const {
+status engine::validate_batch(const std::vector<batch_item>& batch,
+                              const std::vector<ring_snapshot*>& keep_rings) const {
   if (batch.empty()) return invalid_argument("forward: empty batch");
+  if (!keep_rings.empty() && keep_rings.size() != batch.size()) {
+    return invalid_argument("verify: %zu snapshots for %zu items", keep_rings.size(), batch.size());
+  }
   std::set<const sequence_state*> seen;
   for (size_t i = 0; i < batch.size(); ++i) {
     const batch_item& it = batch[i];
@@ -200,13 +204,25 @@ status engine::validate_batch(const std::vector<batch_item>& batch) const {
       return out_of_range("forward: item %zu would reach %lld tokens, past max_position_embeddings %lld", i,
                           (long long)end, (long long)cfg_.max_position);
     }
+    // Two positions of one pass in one ring row: the snapshot could not restore the first.
+    const int64_t max_pass = it.seq->pages->store->min_ring_rows();
+    if (!keep_rings.empty() && keep_rings[i] && max_pass > 0 && int64_t(it.tokens.size()) > max_pass) {
+      return invalid_argument("verify: item %zu passes %zu tokens; the compressor rings keep at most %lld", i,
+                              it.tokens.size(), (long long)max_pass);
+    }
   }
   return {};
 }
 
 status engine::forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
                        forward_trace* trace) const {
-  HART_RETURN_IF_ERROR(validate_batch(batch));
+  return verify(batch, {}, logits, trace);
+}
+
+status engine::verify(const std::vector<batch_item>& batch, const std::vector<ring_snapshot*>& keep_rings,
+                      std::vector<float>* logits, forward_trace* trace) const {
+  HART_RETURN_IF_ERROR(validate_batch(batch, keep_rings));
+  auto kept = [&keep_rings](size_t i) { return keep_rings.empty() ? nullptr : keep_rings[i]; };
   const int64_t D = cfg_.hidden_size, n = cfg_.hc_mult, V = cfg_.vocab_size;
   const float eps = float(cfg_.norm_eps), hc_eps = float(cfg_.hc_eps);
   // fp8: the official inference's bf16 activations (residual streams, mHC and norm outputs).
@@ -227,6 +243,11 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
   }
   const int64_t T = tb.n_tokens();
   for (const batch_item& it : batch) HART_RETURN_IF_ERROR(prepare_pages(it));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (ring_snapshot* snap = kept(i)) {
+      ring_snapshot_take(*batch[i].seq->pages, batch[i].seq->n_tokens, int64_t(batch[i].tokens.size()), snap);
+    }
+  }
 
   // Residual streams [D, n, T]: the embedding repeated n times.
   std::vector<float> X(T * n * D), Xn(T * n * D);
@@ -285,9 +306,10 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
         }));
     if (trace && trace->capture_hidden) trace->hidden.push_back(X);
   }
-  for (const token_batch::span& sp : tb.spans) {
-    sp.seq->n_tokens += sp.n;
-    release_old_pages(*sp.seq);
+  for (size_t i = 0; i < tb.spans.size(); ++i) {
+    tb.spans[i].seq->n_tokens += tb.spans[i].n;
+    // A verify pass may be taken back to its start, which still reads these pages.
+    if (!kept(i)) release_old_pages(*tb.spans[i].seq);
   }
 
   // Head: collapse the streams, final norm, logits for the rows asked for.
@@ -313,6 +335,36 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
     logits->assign(R * V, 0.0f);
     if (R) HART_RETURN_IF_ERROR(linear_apply(weights_->head, rows.data(), R, logits->data()));
   }
+  return {};
+}
+
+status engine::rollback(sequence_state& seq, int64_t n_keep, const ring_snapshot& snap) const {
+  if (seq.engine_id != id_ || !seq.pages || !seq.pages->store) {
+    return invalid_argument("rollback: the sequence was not made by this engine");
+  }
+  if (snap.pages != seq.pages.get() || seq.n_tokens != snap.first + snap.n) {
+    return failed_precondition(
+        "rollback: the snapshot is of positions [%lld, %lld) of another sequence or state (this one has "
+        "%lld)",
+        (long long)snap.first, (long long)(snap.first + snap.n), (long long)seq.n_tokens);
+  }
+  if (n_keep < snap.first || n_keep > seq.n_tokens) {
+    return out_of_range("rollback: n_keep %lld outside the pass [%lld, %lld]", (long long)n_keep,
+                        (long long)snap.first, (long long)seq.n_tokens);
+  }
+  page_table& pt = *seq.pages;
+  ring_snapshot_restore(snap, pt, n_keep);
+  seq.n_tokens = n_keep;
+  if (pt.owned) {
+    const int64_t P = pt.store->page_size(), n_pages = (n_keep + P - 1) / P;
+    while (int64_t(pt.full.size()) > n_pages) {
+      pt.store->free_full(pt.full.back());
+      pt.full.pop_back();
+      if (pt.swa.back() >= 0) pt.store->free_swa(pt.swa.back());
+      pt.swa.pop_back();
+    }
+  }
+  release_old_pages(seq);
   return {};
 }
 

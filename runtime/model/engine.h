@@ -17,6 +17,7 @@
 #include "runtime/core/status.h"
 #include "runtime/model/config.h"
 #include "runtime/model/kv_store.h"
+#include "runtime/model/ring_snapshot.h"
 #include "runtime/model/sequence_state.h"
 #include "runtime/model/tensor_source.h"
 #include "runtime/model/weights.h"
@@ -125,6 +126,25 @@ class engine {
   status forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
                  forward_trace* trace = nullptr) const;
 
+  // -- speculative verification (docs/spec-decode.md) ---
+
+  /// forward() where item i with keep_rings[i] set is a verify pass (the last
+  /// accepted token and the drafts) that may be taken back: before it runs, the
+  /// ring rows its positions overwrite are saved into *keep_rings[i], and its
+  /// sequence's old SWA pages stay until rollback(), which must follow before
+  /// the sequence's next forward. Such an item has at most
+  /// kv_store::min_ring_rows() tokens. keep_rings is empty or one per item.
+  status verify(const std::vector<batch_item>& batch, const std::vector<ring_snapshot*>& keep_rings,
+                std::vector<float>* logits, forward_trace* trace = nullptr) const;
+  /// Keeps positions [0, n_keep) of the verify pass `snap` recorded on `seq`
+  /// and forgets the rest as if never fed: their ring rows are restored,
+  /// n_tokens becomes n_keep, an engine-owned sequence returns the pages past
+  /// n_keep and the SWA pages out of every window. Cache-bound pages stay
+  /// (the cache reserved them; it must be told only the accepted tokens).
+  /// n_keep in [snap.first, snap.first + snap.n]; failed_precondition unless
+  /// `seq` is where the pass left it, and nothing changes then.
+  status rollback(sequence_state& seq, int64_t n_keep, const ring_snapshot& snap) const;
+
   /// One sequence, one chunk.
   status prefill(sequence_state& seq, const std::vector<int32_t>& tokens, logits_request want,
                  std::vector<float>* logits, forward_trace* trace = nullptr) const;
@@ -136,7 +156,8 @@ class engine {
   engine() = default;
   /// How a load or an update reads its tensors (the arithmetic flags of params_).
   model_weights_reader::options load_options() const;
-  status validate_batch(const std::vector<batch_item>& batch) const;
+  status validate_batch(const std::vector<batch_item>& batch,
+                        const std::vector<ring_snapshot*>& keep_rings) const;
   /// Gives engine-owned sequences pages for [n_tokens, end) (never fails), or
   /// checks that cache-bound ones have them.
   status prepare_pages(const batch_item& it) const;
