@@ -7,7 +7,7 @@
 
 namespace hart {
 
-kv_store::kv_store(const model_config& cfg, int64_t page_size)
+kv_store::kv_store(const model_config& cfg, int64_t page_size, int64_t n_mtp_layers)
     : page_size_(page_size),
       head_dim_(cfg.head_dim),
       index_dim_(cfg.index_head_dim),
@@ -15,10 +15,10 @@ kv_store::kv_store(const model_config& cfg, int64_t page_size)
   HART_CHECK(page_size > 0 && page_size % cfg.csa_rate == 0 && page_size % cfg.hca_rate == 0 &&
              page_size >= cfg.window)
       << "page size " << page_size << " must be a multiple of every compress rate and >= the window";
-  layers_.resize(cfg.n_layers);
-  for (int64_t il = 0; il < cfg.n_layers; ++il) {
+  layers_.resize(cfg.n_layers + n_mtp_layers);
+  for (int64_t il = 0; il < int64_t(layers_.size()); ++il) {
     layer_layout& l = layers_[il];
-    const attention_kind k = cfg.layer_kinds[il];
+    const attention_kind k = il < cfg.n_layers ? cfg.layer_kinds[il] : attention_kind::sliding;
     l.window_off = swa_floats_;
     swa_floats_ += page_size * head_dim_;
     if (k == attention_kind::sliding) continue;

@@ -30,7 +30,9 @@ int64_t swa_live_tokens(const model_config& cfg);
 
 class kv_store {
  public:
-  kv_store(const model_config& cfg, int64_t page_size);
+  /// `n_mtp_layers`: MTP blocks whose window KV the SWA pages also hold, as
+  /// layers cfg.n_layers + i (window only: the MTP block is SWA-only).
+  kv_store(const model_config& cfg, int64_t page_size, int64_t n_mtp_layers = 0);
 
   int64_t page_size() const { return page_size_; }
 
