@@ -10,6 +10,7 @@
 #include "runtime/gpu/gpu_engine_impl.h"
 #include "runtime/gpu/moe_dispatch.h"
 #include "runtime/model/kv_page_layout.h"
+#include "runtime/model/kv_store.h"
 #include "runtime/model/tensor_source.h"
 
 #include <algorithm>
@@ -605,7 +606,7 @@ status_or<std::unique_ptr<gpu_engine::state>> state_load(const gpu_engine_params
                                                          gpu::weights_load_reporter()));
   }
   HART_ASSIGN_OR_RETURN(const device_free_bytes after_weights, device_free_now());
-  s->swa_keep = std::max<int64_t>(c.window, 2 * c.csa_rate);
+  s->swa_keep = swa_live_tokens(c);  // the CPU engine's bound, so both free the same SWA pages
   s->pages_per_seq = (params.max_context + P - 1) / P;
   s->max_entries = std::max<int64_t>(params.max_context / c.csa_rate, 1);
   bool any_hca = false;

@@ -7,7 +7,7 @@
 
 #include "runtime/core/codecs.h"
 #include "runtime/gpu/gpu_engine.h"
-#include "runtime/model/random_checkpoint.h"
+#include "runtime/model/random_checkpoint_testing.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/model/tensor_source.h"
 
@@ -16,7 +16,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 namespace hart::testing {
 namespace {
@@ -137,35 +136,20 @@ TEST_P(gpu_weight_swap, a_swapped_engine_computes_bitwise_what_a_fresh_load_of_t
   EXPECT_TRUE(bitwise_equal(got, want)) << "swapped engine differs from a fresh load of the update";
 }
 
-// A random checkpoint of the official-fp8 one-CSA-layer shapes whose weights are bf16 values.
-std::string random_checkpoint_dir(checkpoint_format format, uint64_t seed) {
-  const std::string dir =
-      (fs::temp_directory_path() /
-       ("hart_gpu_swap_" + std::string(format == checkpoint_format::release ? "release" : "bf16") + "_" +
-        std::to_string(seed) + "_" + std::to_string(getpid())))
-          .string();
-  std::ifstream in(std::string(HART_TEST_DATA) + "/official-fp8/csa/config.json");
-  random_checkpoint_options o;
-  o.seed = seed;
-  o.format = format;
-  o.bf16_values = true;
-  EXPECT_TRUE(random_checkpoint_write(dir, nlohmann::json::parse(in), o).ok());
-  return dir;
-}
-
 // A trainer's bf16 weights pushed into a server of a release checkpoint: the
 // routed experts it keeps MXFP4 are re-quantized to MXFP4 on the device (not
 // FP8), so the server holds what loading the release conversion of the pushed
 // weights holds: the same bytes and the same logits, bit for bit.
 TEST(gpu_weight_swap_release, a_pushed_update_keeps_the_mxfp4_experts) {
   SKIP_WITHOUT_GPU();
-  const std::string served_dir = random_checkpoint_dir(checkpoint_format::release, 1);
-  const std::string trainer_dir = random_checkpoint_dir(checkpoint_format::bf16, 2);
-  const std::string release_dir = random_checkpoint_dir(checkpoint_format::release, 2);
-  auto served = load_gpu(served_dir, precision::fp8);
-  auto fresh = load_gpu(release_dir, precision::fp8);
+  const std::string config = std::string(HART_TEST_DATA) + "/official-fp8/csa/config.json";
+  const temp_random_checkpoint served_ckpt(config, checkpoint_format::release, 1);
+  const temp_random_checkpoint trainer(config, checkpoint_format::bf16, 2);
+  const temp_random_checkpoint release(config, checkpoint_format::release, 2);
+  auto served = load_gpu(served_ckpt.dir, precision::fp8);
+  auto fresh = load_gpu(release.dir, precision::fp8);
   ASSERT_TRUE(served && fresh);
-  auto pushed = checkpoint_source_open(trainer_dir);
+  auto pushed = checkpoint_source_open(trainer.dir);
   ASSERT_TRUE(pushed.ok()) << pushed.get_status().to_string();
   auto built = served->build_weights(**pushed);
   ASSERT_TRUE(built.ok()) << built.get_status().to_string();
@@ -173,9 +157,8 @@ TEST(gpu_weight_swap_release, a_pushed_update_keeps_the_mxfp4_experts) {
   EXPECT_EQ(served->device_bytes(), fresh->device_bytes()) << "MXFP4 experts: half of FP8's bytes";
   const std::vector<float> want = logits_of(*fresh);
   EXPECT_TRUE(bitwise_equal(logits_of(*served), want)) << "swapped engine differs from the release load";
-  EXPECT_FALSE(bitwise_equal(logits_of(*load_gpu(trainer_dir, precision::fp8)), want))
+  EXPECT_FALSE(bitwise_equal(logits_of(*load_gpu(trainer.dir, precision::fp8)), want))
       << "a server of the bf16 checkpoint keeps FP8 experts: other values";
-  for (const std::string& d : {served_dir, trainer_dir, release_dir}) fs::remove_all(d);
 }
 
 TEST_P(gpu_weight_swap, a_broken_update_or_a_stale_version_leaves_the_serving_weights) {

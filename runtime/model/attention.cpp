@@ -116,7 +116,7 @@ status attention_forward(const attention_params& p, const token_batch& b, const 
   for (const token_batch::span& sp : b.spans) {
     const page_table& pt = *sp.seq->pages;
     const kv_store& store = *pt.store;
-    const int64_t p0 = sp.seq->n_tokens, P = store.page_size();
+    const int64_t p0 = b.pos[sp.row0], P = store.page_size();
     auto window_row = [&](int64_t pos) {
       const int32_t page = pt.swa[pos / P];
       HART_CHECK(page >= 0) << "window position " << pos << " has no SWA page";

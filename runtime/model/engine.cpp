@@ -1,11 +1,8 @@
 #include "runtime/model/engine.h"
 
-#include "kernels/mhc/mhc.h"
-#include "kernels/rms_norm/rms_norm.h"
 #include "runtime/core/log.h"
-#include "runtime/model/attention.h"
+#include "runtime/model/block.h"
 #include "runtime/model/linear_ops.h"
-#include "runtime/model/moe.h"
 #include "runtime/model/token_batch.h"
 
 #include <cblas.h>
@@ -32,14 +29,6 @@ void report_progress(const load_progress& p) {
   HART_LOG_INFO("loaded layer %lld/%lld", (long long)p.layers_done, (long long)p.layers_total);
 }
 
-// One mHC site around a sublayer: X ← hc_post(sublayer(norm(hc_pre(X))), X).
-struct hc_site {
-  const std::vector<float>& fn;
-  const std::vector<float>& base;
-  const std::vector<float>& scale;
-  const std::vector<float>& norm;
-};
-
 }  // namespace
 
 status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
@@ -61,6 +50,7 @@ status_or<std::unique_ptr<engine>> engine::load(const engine_params& params) {
   e->mxfp4_experts_ =
       !w.layers.empty() &&
       std::all_of(w.layers.begin(), w.layers.end(), [](const layer_weights& L) { return L.mxfp4_experts; });
+  e->n_mtp_blocks_ = int64_t(w.mtp.size());
   e->weights_ = std::make_shared<const model_weights>(std::move(w));
   HART_LOG_INFO("loaded %lld parameters from %s (precision %s)", (long long)e->weights_->n_params,
                 params.model_dir.c_str(), precision_name(params.prec));
@@ -126,7 +116,7 @@ status_or<std::unique_ptr<kv_store>> engine::make_store(int64_t page_size) const
         "window %lld",
         (long long)page_size, (long long)cfg_.csa_rate, (long long)cfg_.hca_rate, (long long)cfg_.window);
   }
-  return std::make_unique<kv_store>(cfg_, page_size);
+  return std::make_unique<kv_store>(cfg_, page_size, n_mtp_blocks_);
 }
 
 void engine::bind_pages(sequence_state& seq, kv_store* store, const std::vector<int32_t>& full,
@@ -139,9 +129,9 @@ void engine::bind_pages(sequence_state& seq, kv_store* store, const std::vector<
   seq.n_tokens = n_computed;
 }
 
-status engine::prepare_pages(const batch_item& it) const {
-  page_table& pt = *it.seq->pages;
-  const int64_t P = pt.store->page_size(), end = it.seq->n_tokens + int64_t(it.tokens.size());
+status engine::prepare_pages(sequence_state& seq, int64_t first, int64_t end) const {
+  page_table& pt = *seq.pages;
+  const int64_t P = pt.store->page_size();
   const int64_t n_pages = (end + P - 1) / P;
   if (pt.owned) {
     while (int64_t(pt.full.size()) < n_pages) {
@@ -154,8 +144,7 @@ status engine::prepare_pages(const batch_item& it) const {
     return failed_precondition("forward: positions up to %lld need %lld pages but the cache reserved %zu",
                                (long long)end, (long long)n_pages, pt.full.size());
   }
-  const int64_t first = std::max<int64_t>(0, it.seq->n_tokens - swa_keep_);
-  for (int64_t pg = first / P; pg < n_pages; ++pg) {
+  for (int64_t pg = std::max<int64_t>(0, first - swa_keep_) / P; pg < n_pages; ++pg) {
     if (pt.swa[pg] < 0 || pt.full[pg] < 0) {
       return failed_precondition("forward: page %lld (positions from %lld) is not live", (long long)pg,
                                  (long long)(pg * P));
@@ -178,8 +167,12 @@ void engine::release_old_pages(sequence_state& seq) const {
   }
 }
 
-status engine::validate_batch(const std::vector<batch_item>& batch) const {
+status engine::validate_batch(const std::vector<batch_item>& batch,
+                              const std::vector<ring_snapshot*>& keep_rings) const {
   if (batch.empty()) return invalid_argument("forward: empty batch");
+  if (!keep_rings.empty() && keep_rings.size() != batch.size()) {
+    return invalid_argument("verify: %zu snapshots for %zu items", keep_rings.size(), batch.size());
+  }
   std::set<const sequence_state*> seen;
   for (size_t i = 0; i < batch.size(); ++i) {
     const batch_item& it = batch[i];
@@ -200,15 +193,26 @@ status engine::validate_batch(const std::vector<batch_item>& batch) const {
       return out_of_range("forward: item %zu would reach %lld tokens, past max_position_embeddings %lld", i,
                           (long long)end, (long long)cfg_.max_position);
     }
+    // Two positions of one pass in one ring row: the snapshot could not restore the first.
+    const int64_t max_pass = it.seq->pages->store->min_ring_rows();
+    if (!keep_rings.empty() && keep_rings[i] && max_pass > 0 && int64_t(it.tokens.size()) > max_pass) {
+      return invalid_argument("verify: item %zu passes %zu tokens; the compressor rings keep at most %lld", i,
+                              it.tokens.size(), (long long)max_pass);
+    }
   }
   return {};
 }
 
 status engine::forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
                        forward_trace* trace) const {
-  HART_RETURN_IF_ERROR(validate_batch(batch));
+  return verify(batch, {}, logits, trace);
+}
+
+status engine::verify(const std::vector<batch_item>& batch, const std::vector<ring_snapshot*>& keep_rings,
+                      std::vector<float>* logits, forward_trace* trace) const {
+  HART_RETURN_IF_ERROR(validate_batch(batch, keep_rings));
+  auto kept = [&keep_rings](size_t i) { return keep_rings.empty() ? nullptr : keep_rings[i]; };
   const int64_t D = cfg_.hidden_size, n = cfg_.hc_mult, V = cfg_.vocab_size;
-  const float eps = float(cfg_.norm_eps), hc_eps = float(cfg_.hc_eps);
   // fp8: the official inference's bf16 activations (residual streams, mHC and norm outputs).
   const bool bf16 = params_.bf16_activations();
 
@@ -226,44 +230,24 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
     tb.spans.push_back(sp);
   }
   const int64_t T = tb.n_tokens();
-  for (const batch_item& it : batch) HART_RETURN_IF_ERROR(prepare_pages(it));
+  for (const batch_item& it : batch) {
+    HART_RETURN_IF_ERROR(
+        prepare_pages(*it.seq, it.seq->n_tokens, it.seq->n_tokens + int64_t(it.tokens.size())));
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (ring_snapshot* snap = kept(i)) {
+      ring_snapshot_take(*batch[i].seq->pages, batch[i].seq->n_tokens, int64_t(batch[i].tokens.size()), snap);
+    }
+  }
 
   // Residual streams [D, n, T]: the embedding repeated n times.
-  std::vector<float> X(T * n * D), Xn(T * n * D);
+  std::vector<float> X(T * n * D);
   for (int64_t t = 0; t < T; ++t) {
     const float* e = weights_->embed.w.data() + int64_t(tb.ids[t]) * D;
     for (int64_t i = 0; i < n; ++i) std::copy_n(e, D, X.data() + (t * n + i) * D);
   }
   if (bf16) round_to_bf16(X.data(), int64_t(X.size()));
   if (trace && trace->capture_hidden) trace->hidden.assign(1, X);
-
-  std::vector<float> collapsed(T * D), normed(T * D), out(T * D), post(T * n), comb(T * n * n);
-  // bf16: each op below rounds its own outputs as the official inference does.
-  auto run_site = [&](const hc_site& s, auto&& sublayer) -> status {
-    hc_pre_params pre{X.data(),
-                      s.fn.data(),
-                      s.base.data(),
-                      s.scale.data(),
-                      collapsed.data(),
-                      post.data(),
-                      comb.data(),
-                      T,
-                      n,
-                      D,
-                      cfg_.hc_sinkhorn_iters,
-                      eps,
-                      hc_eps};
-    pre.bf16 = bf16;
-    HART_RETURN_IF_ERROR(hc_pre_cpu(pre));
-    HART_RETURN_IF_ERROR(
-        rms_norm_cpu({collapsed.data(), s.norm.data(), normed.data(), T, D, 0, 0, eps, bf16, bf16}));
-    HART_RETURN_IF_ERROR(sublayer(normed.data(), out.data()));
-    hc_post_params mix{X.data(), out.data(), post.data(), comb.data(), Xn.data(), T, n, D};
-    mix.bf16 = bf16;
-    HART_RETURN_IF_ERROR(hc_post_cpu(mix));
-    X.swap(Xn);
-    return {};
-  };
 
   for (int64_t il = 0; il < cfg_.n_layers; ++il) {
     const layer_weights& L = weights_->layers[il];
@@ -275,36 +259,20 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
         il,
         bf16};
     std::vector<int32_t>* topk = trace && L.kind == attention_kind::csa ? &trace->topk[il] : nullptr;
-    HART_RETURN_IF_ERROR(
-        run_site({L.hc_attn_fn, L.hc_attn_base, L.hc_attn_scale, L.attn_norm},
-                 [&](const float* x, float* y) { return attention_forward(ap, tb, x, y, topk); }));
     std::vector<int32_t>* experts = trace ? &trace->experts[il] : nullptr;
-    HART_RETURN_IF_ERROR(
-        run_site({L.hc_ffn_fn, L.hc_ffn_base, L.hc_ffn_scale, L.ffn_norm}, [&](const float* x, float* y) {
-          return moe_forward(cfg_, L, x, tb.ids.data(), T, y, experts, bf16);
-        }));
+    HART_RETURN_IF_ERROR(block_forward(ap, tb, X, topk, experts));
     if (trace && trace->capture_hidden) trace->hidden.push_back(X);
   }
-  for (const token_batch::span& sp : tb.spans) {
-    sp.seq->n_tokens += sp.n;
-    release_old_pages(*sp.seq);
+  for (size_t i = 0; i < tb.spans.size(); ++i) {
+    tb.spans[i].seq->n_tokens += tb.spans[i].n;
+    // A verify pass may be taken back to its start, which still reads these pages.
+    if (!kept(i)) release_old_pages(*tb.spans[i].seq);
   }
 
   // Head: collapse the streams, final norm, logits for the rows asked for.
-  hc_head_params head{X.data(),
-                      weights_->hc_head_fn.data(),
-                      weights_->hc_head_base.data(),
-                      weights_->hc_head_scale.data(),
-                      collapsed.data(),
-                      T,
-                      n,
-                      D,
-                      eps,
-                      hc_eps};
-  head.bf16 = bf16;
-  HART_RETURN_IF_ERROR(hc_head_cpu(head));
-  HART_RETURN_IF_ERROR(
-      rms_norm_cpu({collapsed.data(), weights_->norm.data(), normed.data(), T, D, 0, 0, eps, bf16, bf16}));
+  std::vector<float> normed;
+  HART_RETURN_IF_ERROR(block_head(cfg_, X, T, weights_->hc_head_fn.data(), weights_->hc_head_base.data(),
+                                  weights_->hc_head_scale.data(), weights_->norm.data(), bf16, &normed));
   if (trace && trace->capture_hidden) trace->final_hidden = normed;
   if (logits) {
     const int64_t R = int64_t(logit_rows.size());
@@ -313,6 +281,36 @@ status engine::forward(const std::vector<batch_item>& batch, std::vector<float>*
     logits->assign(R * V, 0.0f);
     if (R) HART_RETURN_IF_ERROR(linear_apply(weights_->head, rows.data(), R, logits->data()));
   }
+  return {};
+}
+
+status engine::rollback(sequence_state& seq, int64_t n_keep, const ring_snapshot& snap) const {
+  if (seq.engine_id != id_ || !seq.pages || !seq.pages->store) {
+    return invalid_argument("rollback: the sequence was not made by this engine");
+  }
+  if (snap.pages != seq.pages.get() || seq.n_tokens != snap.first + snap.n) {
+    return failed_precondition(
+        "rollback: the snapshot is of positions [%lld, %lld) of another sequence or state (this one has "
+        "%lld)",
+        (long long)snap.first, (long long)(snap.first + snap.n), (long long)seq.n_tokens);
+  }
+  if (n_keep < snap.first || n_keep > seq.n_tokens) {
+    return out_of_range("rollback: n_keep %lld outside the pass [%lld, %lld]", (long long)n_keep,
+                        (long long)snap.first, (long long)seq.n_tokens);
+  }
+  page_table& pt = *seq.pages;
+  ring_snapshot_restore(snap, pt, n_keep);
+  seq.n_tokens = n_keep;
+  if (pt.owned) {
+    const int64_t P = pt.store->page_size(), n_pages = (n_keep + P - 1) / P;
+    while (int64_t(pt.full.size()) > n_pages) {
+      pt.store->free_full(pt.full.back());
+      pt.full.pop_back();
+      if (pt.swa.back() >= 0) pt.store->free_swa(pt.swa.back());
+      pt.swa.pop_back();
+    }
+  }
+  release_old_pages(seq);
   return {};
 }
 

@@ -17,6 +17,7 @@
 #include "runtime/core/status.h"
 #include "runtime/model/config.h"
 #include "runtime/model/kv_store.h"
+#include "runtime/model/ring_snapshot.h"
 #include "runtime/model/sequence_state.h"
 #include "runtime/model/tensor_source.h"
 #include "runtime/model/weights.h"
@@ -125,6 +126,44 @@ class engine {
   status forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
                  forward_trace* trace = nullptr) const;
 
+  // -- speculative verification (docs/spec-decode.md) ---
+
+  /// forward() where item i with keep_rings[i] set is a verify pass (the last
+  /// accepted token and the drafts) that may be taken back: before it runs, the
+  /// ring rows its positions overwrite are saved into *keep_rings[i], and its
+  /// sequence's old SWA pages stay until rollback(), which must follow before
+  /// the sequence's next forward. Such an item has at most
+  /// kv_store::min_ring_rows() tokens. keep_rings is empty or one per item.
+  status verify(const std::vector<batch_item>& batch, const std::vector<ring_snapshot*>& keep_rings,
+                std::vector<float>* logits, forward_trace* trace = nullptr) const;
+  /// Keeps positions [0, n_keep) of the verify pass `snap` recorded on `seq`
+  /// and forgets the rest as if never fed: their ring rows are restored,
+  /// n_tokens becomes n_keep, an engine-owned sequence returns the pages past
+  /// n_keep and the SWA pages out of every window. Cache-bound pages stay
+  /// (the cache reserved them; it must be told only the accepted tokens).
+  /// n_keep in [snap.first, snap.first + snap.n]; failed_precondition unless
+  /// `seq` is where the pass left it, and nothing changes then.
+  status rollback(sequence_state& seq, int64_t n_keep, const ring_snapshot& snap) const;
+
+  // -- MTP drafting (docs/spec-decode.md §6) ---
+
+  /// MTP blocks loaded: config n_mtp_layers when the checkpoint holds `mtp.0.*`, else 0.
+  int64_t n_mtp_blocks() const { return n_mtp_blocks_; }
+  /// The first MTP block (v4-model.md §7.3) at positions [p0, p0 + T) of `seq`,
+  /// T = next.size(): x = e_proj(enorm(embed(next[j]))) + h_proj(hnorm(streams)),
+  /// the block at position p0 + j (SWA only), draft logits [V, T] =
+  /// head(norm(hc_head_mtp(x))), predicting the token at p0 + j + 2. `streams`
+  /// [D, n_hc, T]: the model's last residual streams at those positions
+  /// (forward_trace::hidden.back()) or, for a chained draft, this call's
+  /// `out_streams` [D, n_hc, T] at the position before; next[j]: the token at
+  /// p0 + j + 1. Writes the MTP window KV of those positions into seq's pages
+  /// (an engine-owned sequence gets pages past n_tokens as needed); reads that
+  /// of the window before p0, which earlier calls must have written. Leaves
+  /// n_tokens alone. failed_precondition without MTP weights.
+  status mtp_forward(sequence_state& seq, int64_t p0, const std::vector<int32_t>& next,
+                     const std::vector<float>& streams, std::vector<float>* logits,
+                     std::vector<float>* out_streams) const;
+
   /// One sequence, one chunk.
   status prefill(sequence_state& seq, const std::vector<int32_t>& tokens, logits_request want,
                  std::vector<float>* logits, forward_trace* trace = nullptr) const;
@@ -136,10 +175,12 @@ class engine {
   engine() = default;
   /// How a load or an update reads its tensors (the arithmetic flags of params_).
   model_weights_reader::options load_options() const;
-  status validate_batch(const std::vector<batch_item>& batch) const;
-  /// Gives engine-owned sequences pages for [n_tokens, end) (never fails), or
-  /// checks that cache-bound ones have them.
-  status prepare_pages(const batch_item& it) const;
+  status validate_batch(const std::vector<batch_item>& batch,
+                        const std::vector<ring_snapshot*>& keep_rings) const;
+  /// Gives an engine-owned sequence pages for positions [first, end) (never
+  /// fails), or checks that a cache-bound one has them and that the SWA pages
+  /// from first − swa_keep_ are live.
+  status prepare_pages(sequence_state& seq, int64_t first, int64_t end) const;
   /// Returns engine-owned sequences' SWA pages that no window or ring can reach.
   void release_old_pages(sequence_state& seq) const;
 
@@ -149,6 +190,7 @@ class engine {
   std::shared_ptr<const model_weights> weights_;
   uint64_t weight_version_ = 0;
   bool mxfp4_experts_ = false;       // the loaded checkpoint's routed experts were MXFP4 values
+  int64_t n_mtp_blocks_ = 0;         // MTP blocks loaded; their window KV is in every store's SWA pages
   std::unique_ptr<kv_store> store_;  // pages of new_sequence() sequences
   int64_t swa_keep_ = 0;             // positions behind the newest that windows and rings still read
 };

@@ -7,7 +7,7 @@
 
 namespace hart {
 
-kv_store::kv_store(const model_config& cfg, int64_t page_size)
+kv_store::kv_store(const model_config& cfg, int64_t page_size, int64_t n_mtp_layers)
     : page_size_(page_size),
       head_dim_(cfg.head_dim),
       index_dim_(cfg.index_head_dim),
@@ -15,10 +15,10 @@ kv_store::kv_store(const model_config& cfg, int64_t page_size)
   HART_CHECK(page_size > 0 && page_size % cfg.csa_rate == 0 && page_size % cfg.hca_rate == 0 &&
              page_size >= cfg.window)
       << "page size " << page_size << " must be a multiple of every compress rate and >= the window";
-  layers_.resize(cfg.n_layers);
-  for (int64_t il = 0; il < cfg.n_layers; ++il) {
+  layers_.resize(cfg.n_layers + n_mtp_layers);
+  for (int64_t il = 0; il < int64_t(layers_.size()); ++il) {
     layer_layout& l = layers_[il];
-    const attention_kind k = cfg.layer_kinds[il];
+    const attention_kind k = il < cfg.n_layers ? cfg.layer_kinds[il] : attention_kind::sliding;
     l.window_off = swa_floats_;
     swa_floats_ += page_size * head_dim_;
     if (k == attention_kind::sliding) continue;
@@ -31,11 +31,15 @@ kv_store::kv_store(const model_config& cfg, int64_t page_size)
     l.entry_off = full_floats_;
     full_floats_ += page_size / l.rate * head_dim_;
     if (csa) {
+      l.indexer = true;
       l.index_ring_off = swa_floats_;
-      swa_floats_ += 2 * csa_rate_ * 2 * 2 * index_dim_;
+      swa_floats_ += 2 * csa_rate_ * index_ring_width();
       l.index_off = full_floats_;
       full_floats_ += page_size / csa_rate_ * index_dim_;
+      position_ring_floats_ += index_ring_width();
     }
+    min_ring_ = min_ring_ == 0 ? l.ring : std::min(min_ring_, l.ring);
+    position_ring_floats_ += l.ring_width;
   }
   if (full_floats_ == 0) full_floats_ = 1;  // all-SWA models still get addressable pages
   // FNV-1a over every number that places a float in a page.
@@ -112,7 +116,29 @@ float* kv_store::ring_row(int64_t il, int32_t swa_page, int64_t pos) const {
 }
 
 float* kv_store::index_ring_row(int64_t il, int32_t swa_page, int64_t pos) const {
-  return swa_[swa_page].get() + layers_[il].index_ring_off + (pos % (2 * csa_rate_)) * (2 * 2 * index_dim_);
+  return swa_[swa_page].get() + layers_[il].index_ring_off + (pos % (2 * csa_rate_)) * index_ring_width();
+}
+
+void kv_store::ring_rows_save(int32_t swa_page, int64_t pos, float* dst) const {
+  for (int64_t il = 0; il < int64_t(layers_.size()); ++il) {
+    const layer_layout& l = layers_[il];
+    if (l.ring == 0) continue;
+    dst = std::copy_n(ring_row(il, swa_page, pos), l.ring_width, dst);
+    if (l.indexer) dst = std::copy_n(index_ring_row(il, swa_page, pos), index_ring_width(), dst);
+  }
+}
+
+void kv_store::ring_rows_restore(int32_t swa_page, int64_t pos, const float* src) const {
+  for (int64_t il = 0; il < int64_t(layers_.size()); ++il) {
+    const layer_layout& l = layers_[il];
+    if (l.ring == 0) continue;
+    std::copy_n(src, l.ring_width, ring_row(il, swa_page, pos));
+    src += l.ring_width;
+    if (l.indexer) {
+      std::copy_n(src, index_ring_width(), index_ring_row(il, swa_page, pos));
+      src += index_ring_width();
+    }
+  }
 }
 
 }  // namespace hart

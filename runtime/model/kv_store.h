@@ -11,6 +11,9 @@
 //   so a page's last 4 positions stay in its ring after the page is full:
 //   a request continuing at the page edge finds the previous block's half there.
 // Page ids are dense and stable; storage grows on demand.
+// A position's "ring rows" are its row in every ring of every layer: what a
+// speculative verify pass overwrites and a rollback puts back
+// (ring_snapshot.h).
 #pragma once
 
 #include "runtime/model/config.h"
@@ -27,7 +30,9 @@ int64_t swa_live_tokens(const model_config& cfg);
 
 class kv_store {
  public:
-  kv_store(const model_config& cfg, int64_t page_size);
+  /// `n_mtp_layers`: MTP blocks whose window KV the SWA pages also hold, as
+  /// layers cfg.n_layers + i (window only: the MTP block is SWA-only).
+  kv_store(const model_config& cfg, int64_t page_size, int64_t n_mtp_layers = 0);
 
   int64_t page_size() const { return page_size_; }
 
@@ -51,6 +56,15 @@ class kv_store {
   float* index_ring_row(int64_t il, int32_t swa_page, int64_t pos) const;
 
   int64_t ring_rows(int64_t il) const { return layers_[il].ring; }
+  /// The fewest rows of any ring (0 for an all-SWA model): that many
+  /// consecutive positions never share a ring row.
+  int64_t min_ring_rows() const { return min_ring_; }
+  /// Floats of one position's ring rows, all rings of all layers together.
+  int64_t position_ring_floats() const { return position_ring_floats_; }
+  /// Copies the ring rows of `pos` (in `swa_page`, the page of pos) out to
+  /// `dst` [position_ring_floats], or back in from `src`.
+  void ring_rows_save(int32_t swa_page, int64_t pos, float* dst) const;
+  void ring_rows_restore(int32_t swa_page, int64_t pos, const float* src) const;
   int64_t full_page_floats() const { return full_floats_; }
   int64_t swa_page_floats() const { return swa_floats_; }
   /// A page's floats, whole (kv_transfer.h moves pages this way).
@@ -65,13 +79,18 @@ class kv_store {
     int64_t rate = 0;        // m (0 for SWA layers)
     int64_t ring = 0;        // ring rows: 2m for CSA (overlap), m for HCA
     int64_t ring_width = 0;  // floats per ring row: 2 · coff · c
+    bool indexer = false;    // CSA: the indexer's ring too
     int64_t window_off = 0;  // offsets (floats) inside an SWA page
     int64_t ring_off = 0, index_ring_off = 0;
     int64_t entry_off = 0, index_off = 0;  // offsets inside a full page
   };
+  // An indexer ring row: [kv | gate] of both overlap halves.
+  int64_t index_ring_width() const { return 2 * 2 * index_dim_; }
+
   int64_t page_size_;
   int64_t head_dim_, index_dim_, csa_rate_;
   int64_t full_floats_ = 0, swa_floats_ = 0;
+  int64_t min_ring_ = 0, position_ring_floats_ = 0;
   std::vector<layer_layout> layers_;
   uint64_t layout_id_ = 0;
   std::vector<std::unique_ptr<float[]>> full_, swa_;

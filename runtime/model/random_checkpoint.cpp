@@ -235,8 +235,8 @@ void expert(writer& w, const std::string& p, int64_t D, int64_t inter, storage h
   w.linear(p + ".w2.weight", D, inter, how);
 }
 
-void layer(writer& w, const model_config& c, int64_t il) {
-  const std::string p = "layers." + std::to_string(il);
+// One block under `p` ("layers.3", "mtp.0").
+void block(writer& w, const model_config& c, const std::string& p, attention_kind kind, bool hash_moe) {
   const int64_t D = c.hidden_size, n = c.hc_mult, H = c.n_heads, hd = c.head_dim, n_mix = (2 + n) * n;
   const float fn = 1.0f / std::sqrt(float(n * D));
   for (const char* site : {"attn", "ffn"}) {
@@ -255,7 +255,6 @@ void layer(writer& w, const model_config& c, int64_t il) {
   w.linear(a + ".wo_a.weight", c.o_groups * c.o_lora_rank, H * hd / c.o_groups, storage::fp8);
   w.linear(a + ".wo_b.weight", D, c.o_groups * c.o_lora_rank, storage::fp8);
   w.f32(a + ".attn_sink", {H}, -1.0f, 1.0f);
-  const attention_kind kind = c.layer_kinds[size_t(il)];
   if (kind != attention_kind::sliding) {
     const bool csa = kind == attention_kind::csa;
     compressor(w, a + ".compressor", D, c.compress_rate(kind), hd, csa);
@@ -268,7 +267,7 @@ void layer(writer& w, const model_config& c, int64_t il) {
   }
   const std::string f = p + ".ffn";
   w.linear(f + ".gate.weight", c.n_routed_experts, D, storage::bf16);
-  if (c.layer_hash_moe[size_t(il)]) {
+  if (hash_moe) {
     w.tid2eid(f + ".gate.tid2eid", c.vocab_size, c.n_activated_experts, c.n_routed_experts);
   } else {
     w.f32(f + ".gate.bias", {c.n_routed_experts}, -0.01f, 0.01f);
@@ -278,6 +277,28 @@ void layer(writer& w, const model_config& c, int64_t il) {
   }
   if (c.n_shared_experts > 0)
     expert(w, f + ".shared_experts", D, c.moe_inter_dim * c.n_shared_experts, storage::fp8);
+}
+
+void hc_head(writer& w, const model_config& c, const std::string& prefix) {
+  const int64_t D = c.hidden_size, n = c.hc_mult;
+  const float fn = 1.0f / std::sqrt(float(n * D));
+  w.f32(prefix + "hc_head_fn", {n, n * D}, -fn, fn);
+  w.f32(prefix + "hc_head_base", {n}, -0.1f, 0.1f);
+  w.f32(prefix + "hc_head_scale", {1}, 0.05f, 0.15f);
+}
+
+// MTP block `i` (v4-model.md §7): a score-routed sliding-window block, its input projections
+// (FP8 in the release), norms and mHC head; it shares the model's embedding and head.
+void mtp(writer& w, const model_config& c, int64_t i) {
+  const std::string p = "mtp." + std::to_string(i);
+  const int64_t D = c.hidden_size;
+  block(w, c, p, attention_kind::sliding, false);
+  w.linear(p + ".e_proj.weight", D, D, storage::fp8);
+  w.linear(p + ".h_proj.weight", D, D, storage::fp8);
+  for (const char* norm : {".enorm.weight", ".hnorm.weight", ".norm.weight"}) {
+    w.f32_or_bf16(p + norm, {D}, 0.9f, 1.1f);
+  }
+  hc_head(w, c, p + ".");
 }
 
 }  // namespace
@@ -332,15 +353,16 @@ status random_checkpoint_write(const std::string& dir, const nlohmann::json& con
     if (!out) return internal_error("random checkpoint: cannot write %s/config.json", dir.c_str());
   }
   writer w(dir, options);
-  const int64_t D = c.hidden_size, V = c.vocab_size, n = c.hc_mult;
+  const int64_t D = c.hidden_size, V = c.vocab_size;
   w.f32_or_bf16("embed.weight", {V, D}, -1.0f, 1.0f);
   w.linear("head.weight", V, D, storage::bf16);
   w.f32_or_bf16("norm.weight", {D}, 0.9f, 1.1f);
-  const float fn = 1.0f / std::sqrt(float(n * D));
-  w.f32("hc_head_fn", {n, n * D}, -fn, fn);
-  w.f32("hc_head_base", {n}, -0.1f, 0.1f);
-  w.f32("hc_head_scale", {1}, 0.05f, 0.15f);
-  for (int64_t il = 0; il < c.n_layers; ++il) layer(w, c, il);
+  hc_head(w, c, "");
+  for (int64_t il = 0; il < c.n_layers; ++il) {
+    block(w, c, "layers." + std::to_string(il), c.layer_kinds[size_t(il)], c.layer_hash_moe[size_t(il)]);
+  }
+  // After the layers, so that the layers' values do not depend on whether MTP blocks follow.
+  for (int64_t i = 0; i < c.n_mtp_layers; ++i) mtp(w, c, i);
   return w.finish();
 }
 

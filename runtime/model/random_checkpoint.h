@@ -9,6 +9,8 @@
 //    e2m1 pairs + F8_E8M0 per 32), embedding, head, norms, compressor and gate
 //    weights BF16, mHC/sink/ape/bias F32; sharded with an index, and the
 //    config gains `quantization_config` and `expert_dtype` as released.
+// A config with MTP layers (num_nextn_predict_layers) gets its `mtp.<i>.*`
+// blocks after the main layers, as the releases carry them.
 // Values follow `hart bench`'s random model (runtime/gpu/bench_model.cpp):
 // linears uniform with standard deviation in^-1/2, norms near 1, small mHC
 // mixes, so activations keep their scale through the layers. The bytes depend

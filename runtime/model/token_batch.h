@@ -1,7 +1,8 @@
 // File: runtime/model/token_batch.h
 // The tokens of one forward call, flattened across sequences (style R24:
 // per-step state passed explicitly). Rows [row0, row0 + n) belong to `seq`
-// and sit at positions seq->n_tokens + 0..n-1.
+// and sit at consecutive positions from pos[row0]: seq->n_tokens + 0..n-1 in
+// the model's pass, the positions the MTP block is run at in its own.
 #pragma once
 
 #include "runtime/model/sequence_state.h"

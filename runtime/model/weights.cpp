@@ -79,8 +79,8 @@ class tensor_reader {
     r.what_ = src.describe();
     for (const tensor_entry* e : src.tensors()) {
       const std::string& name = e->name;
-      if (name.rfind("mtp.", 0) == 0 || name.rfind("model.mtp.", 0) == 0) continue;  // MTP: not used yet
       std::string canon = canonical_weight_name(name);
+      if (mtp_copy_of_shared(canon)) continue;
       auto [it, inserted] = r.by_canonical_.emplace(canon, e);
       if (!inserted) {
         return invalid_argument("%s has two spellings of tensor '%s': '%s' and '%s'", src.describe().c_str(),
@@ -88,6 +88,14 @@ class tensor_reader {
       }
     }
     return r;
+  }
+
+  // An MTP block's copy of the embedding or the head: the model's own are used
+  // (the official convert.py skips them too).
+  static bool mtp_copy_of_shared(const std::string& canon) {
+    if (canon.rfind("mtp.", 0) != 0) return false;
+    const bool head = canon.size() >= 11 && canon.compare(canon.size() - 11, 11, "head.weight") == 0;
+    return head || canon.find("emb") != std::string::npos;
   }
 
   const tensor_entry* find(const std::string& canon) const {
@@ -390,11 +398,30 @@ struct loader {
   }
 
   status layer(int64_t il, layer_weights* L) {
-    const std::string p = "layers." + std::to_string(il);
+    return block("layers." + std::to_string(il), cfg.layer_kinds[il], cfg.layer_hash_moe[il], L);
+  }
+
+  // MTP block `i`: a score-routed sliding-window block plus its input and head parts.
+  status mtp(int64_t i, mtp_weights* M) {
+    const std::string p = "mtp." + std::to_string(i);
+    const int64_t D = cfg.hidden_size, n = cfg.hc_mult;
+    HART_RETURN_IF_ERROR(block(p, attention_kind::sliding, false, &M->block));
+    HART_RETURN_IF_ERROR(linear(p + ".e_proj.weight", D, D, true, &M->e_proj));
+    HART_RETURN_IF_ERROR(linear(p + ".h_proj.weight", D, D, true, &M->h_proj));
+    HART_RETURN_IF_ERROR(vec(p + ".enorm.weight", D, &M->enorm));
+    HART_RETURN_IF_ERROR(vec(p + ".hnorm.weight", D, &M->hnorm));
+    HART_RETURN_IF_ERROR(vec(p + ".norm.weight", D, &M->norm));
+    HART_RETURN_IF_ERROR(mat(p + ".hc_head_fn", n, n * D, &M->hc_head_fn));
+    HART_RETURN_IF_ERROR(vec(p + ".hc_head_base", n, &M->hc_head_base));
+    return vec(p + ".hc_head_scale", 1, &M->hc_head_scale);
+  }
+
+  // One block under `p` ("layers.3", "mtp.0").
+  status block(const std::string& p, attention_kind kind, bool hash_moe, layer_weights* L) {
     const int64_t D = cfg.hidden_size, n = cfg.hc_mult, H = cfg.n_heads, hd = cfg.head_dim;
     const int64_t n_mix = (2 + n) * n;
-    L->kind = cfg.layer_kinds[il];
-    L->hash_moe = cfg.layer_hash_moe[il];
+    L->kind = kind;
+    L->hash_moe = hash_moe;
     HART_RETURN_IF_ERROR(mat(p + ".hc_attn_fn", n_mix, n * D, &L->hc_attn_fn));
     HART_RETURN_IF_ERROR(vec(p + ".hc_attn_base", n_mix, &L->hc_attn_base));
     HART_RETURN_IF_ERROR(vec(p + ".hc_attn_scale", 3, &L->hc_attn_scale));
@@ -531,6 +558,24 @@ status_or<layer_weights> model_weights_reader::layer(int64_t il) {
   return L;
 }
 
+bool model_weights_reader::has_mtp(int64_t i) const {
+  const std::string prefix = "mtp." + std::to_string(i) + ".";
+  auto it = p_->reader.all().lower_bound(prefix);
+  return it != p_->reader.all().end() && it->first.rfind(prefix, 0) == 0;
+}
+
+status_or<mtp_weights> model_weights_reader::mtp(int64_t i) {
+  if (i < 0 || i >= p_->cfg.n_mtp_layers) {
+    return invalid_argument("model_weights_reader: MTP block %lld of %lld", (long long)i,
+                            (long long)p_->cfg.n_mtp_layers);
+  }
+  mtp_weights M;
+  status s = p_->ld.mtp(i, &M);
+  if (!s.ok())
+    return status(s.code(), p_->src.describe() + ": MTP block " + std::to_string(i) + ": " + s.message());
+  return M;
+}
+
 status model_weights_reader::read_rows(const linear_weight& w, int64_t row0, int64_t rows, float* out) const {
   if (!w.stored.values)
     return invalid_argument("read_rows: the linear has no stored values (not read lazily)");
@@ -608,6 +653,10 @@ status_or<model_weights> model_weights_load(const tensor_source& src, const mode
     w.layers.push_back(std::move(L));
     prog.layers_done = il + 1;
     if (on_progress) on_progress(prog);
+  }
+  for (int64_t i = 0; i < cfg.n_mtp_layers && reader->has_mtp(0); ++i) {
+    HART_ASSIGN_OR_RETURN(mtp_weights M, reader->mtp(i));
+    w.mtp.push_back(std::move(M));
   }
   w.n_params = reader->n_params();
   return w;

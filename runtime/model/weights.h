@@ -103,12 +103,26 @@ struct layer_weights {
   expert_weights shared;
 };
 
+/// One MTP block (v4-model.md §7): a sliding-window layer fed
+/// e_proj(enorm(embedding)) + h_proj(hnorm(main streams)), with its own final
+/// norm and mHC head; the embedding and the LM head are the model's.
+struct mtp_weights {
+  layer_weights block;              // attention kind sliding, score routing
+  linear_weight e_proj, h_proj;     // [D, D]
+  std::vector<float> enorm, hnorm;  // [D]
+  std::vector<float> norm;          // [D] before the shared head
+  std::vector<float> hc_head_fn, hc_head_base, hc_head_scale;
+};
+
 struct model_weights {
   linear_weight embed;  // [D, vocab] (rows gathered, never multiplied)
   linear_weight head;   // [D, vocab]
   std::vector<float> norm;
   std::vector<float> hc_head_fn, hc_head_base, hc_head_scale;
   std::vector<layer_weights> layers;
+  /// config n_mtp_layers blocks when the source holds `mtp.0.*` tensors, else none
+  /// (Hugging Face checkpoints drop them): drafting needs them, serving does not.
+  std::vector<mtp_weights> mtp;
   std::vector<float> inv_freq_main;      // [rope_dim/2]
   std::vector<float> inv_freq_compress;  // [rope_dim/2]
   int64_t n_params = 0;
@@ -148,6 +162,10 @@ class model_weights_reader {
   status_or<model_weights> globals();
   /// Layer `il`, routed experts included. Errors name the layer.
   status_or<layer_weights> layer(int64_t il);
+  /// Whether the source holds tensors of MTP block `i` (`mtp.<i>.*`).
+  bool has_mtp(int64_t i) const;
+  /// MTP block `i` (< config n_mtp_layers); errors name the block and the tensor.
+  status_or<mtp_weights> mtp(int64_t i);
   /// Rows [row0, row0 + rows) of `w` ([out, in], from this reader) as the
   /// eager load holds them (FP8 and MXFP4 codes decoded, stored.qdq applied) into `out` [rows, in]. row0 a
   /// multiple of 128 (a row block of the FP8 tiles); data_loss for a NaN scale code.
