@@ -1,14 +1,16 @@
-// The grouped FP8 linear on tensor cores (MoE experts): each CTA takes 128
-// output rows of one tile's expert (one weight scale block), the tile's <= 8
-// input rows as the low half of an m16n8k32 e4m3 MMA (the high half is zero: a
-// tile never has more than 8 rows). Per 128-channel block the MMA accumulates
-// from zero and the block's partial is scaled by s_x · s_w into fp32, as in
-// linear_fp8_tc_cuda. Its 16 warps are 4 groups of 32 outputs times 4 phases
-// taking every fourth block (four times the weight loads in flight of one
-// phase: at batch 1 a layer's experts are only ~100 CTAs, one per SM), each
-// with its next block's weights loading while it multiplies; phase 0 adds the
-// other phases' sums in phase order. A row's sums involve only its own codes,
-// so the result does not depend on which rows share a tile (batch-invariant).
+// The grouped FP8 linear on tensor cores (MoE experts): each CTA takes 32
+// output rows of one tile's expert (a quarter of one weight scale block), the
+// tile's <= 8 input rows as the low half of an m16n8k32 e4m3 MMA (the high half
+// is zero: a tile never has more than 8 rows). Per 128-channel block the MMA
+// accumulates from zero and the block's partial is scaled by s_x · s_w into
+// fp32, as in linear_fp8_tc_cuda. Its 4 warps are 4 phases taking every fourth
+// block (four times the weight loads in flight of one phase), each with its
+// next block's weights loading while it multiplies; phase 0 adds the other
+// phases' sums in phase order. Small CTAs, 3 per SM (4 spill registers and ran
+// 10% slower): at batch 1 a layer's w1 (6 experts) is 384 CTAs for 132 SMs,
+// where 128 outputs per CTA gave 96 CTAs, one per SM (perf-notes M1 v4). A
+// row's sums involve only its own codes, so the result does not depend on
+// which rows share a tile (batch-invariant).
 // Wide tiles (prefill, up to 64 rows of one expert) run grouped_tc_wide_kernel:
 // every 16 of the tile's rows fill one whole MMA per block of weights, so an
 // expert's weights are read once per 64 rows instead of once per 8.
@@ -23,21 +25,22 @@
 namespace hart {
 namespace {
 
-constexpr int k_phases = 4;            // warps splitting K: block kb goes to phase kb % k_phases
-constexpr int k_warps = 4 * k_phases;  // 4 warps of 32 outputs per phase
+constexpr int k_phases = 4;        // warps splitting K: block kb goes to phase kb % k_phases
+constexpr int k_warps = k_phases;  // one warp of 32 outputs per phase
+constexpr int k_narrow_outs = 32;
 constexpr int64_t k_block = k_linear_fp8_block;
 static_assert(linear_grouped_tile_rows <= 8, "a tile fills the low half of the MMA's 16 rows");
 
-__global__ void __launch_bounds__(k_warps * 32) grouped_tc_kernel(linear_grouped_params p) {
-  __shared__ float2 spill[k_phases - 1][4][4][32];  // later phases' sums, added by phase 0 in phase order
+__global__ void __launch_bounds__(k_warps * 32, 3) grouped_tc_kernel(linear_grouped_params p) {
+  __shared__ float2 spill[k_phases - 1][4][32];  // later phases' sums, added by phase 0 in phase order
   const int tile = blockIdx.y;
   if (tile >= *p.n_tiles) return;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ng = warp % 4, phase = warp / 4;
+  const int lane = threadIdx.x % 32, phase = threadIdx.x / 32;
   const int g = lane >> 2, t = lane & 3;
   const linear_group_weight gw = p.groups[p.tile_group[tile]];
   const int64_t r0 = p.tile_row0[tile];
   const int mt = p.tile_rows[tile];
-  const int64_t n0 = int64_t(blockIdx.x) * 128 + ng * 32;  // this warp's 32 outputs
+  const int64_t n0 = int64_t(blockIdx.x) * k_narrow_outs;  // the CTA's 32 outputs
   const int64_t in = p.in, nkb = in / k_block;
   const int64_t row = r0 + min(g, mt - 1);  // lanes past the tile's rows repeat its last, dropped
   const uint8_t* xrow = p.x_codes + row * in + t * 32;
@@ -72,7 +75,7 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_tc_kernel(linear_grouped
   }
   if (phase > 0) {
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) spill[phase - 1][ng][nt][lane] = make_float2(acc[nt][0], acc[nt][1]);
+    for (int nt = 0; nt < 4; ++nt) spill[phase - 1][nt][lane] = make_float2(acc[nt][0], acc[nt][1]);
   }
   __syncthreads();
   if (phase > 0 || g >= mt) return;
@@ -80,7 +83,7 @@ __global__ void __launch_bounds__(k_warps * 32) grouped_tc_kernel(linear_grouped
   for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
     for (int ph = 1; ph < k_phases; ++ph) {
-      const float2 v = spill[ph - 1][ng][nt][lane];
+      const float2 v = spill[ph - 1][nt][lane];
       acc[nt][0] += v.x;
       acc[nt][1] += v.y;
     }
@@ -196,7 +199,8 @@ status linear_grouped_tc_cuda(const linear_grouped_params& p, CUstream_st* strea
   } else if (p.max_tile_rows > linear_grouped_tile_rows) {
     grouped_tc_wide_kernel<<<grid, k_wide_warps * 32, 0, stream>>>(p);
   } else {
-    grouped_tc_kernel<<<grid, k_warps * 32, 0, stream>>>(p);
+    const dim3 narrow{grid.x * unsigned(128 / k_narrow_outs), grid.y};  // grid.x counts 128 outputs
+    grouped_tc_kernel<<<narrow, k_warps * 32, 0, stream>>>(p);
   }
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error("linear_grouped_tc_cuda: %s", cudaGetErrorString(e));
