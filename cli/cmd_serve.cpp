@@ -117,6 +117,14 @@ CLI::App* add_serve_command(CLI::App& app, serve_options* o) {
       "Plan each decode step's successor before it runs, so the worker starts it without waiting for the "
       "scheduler (one wasted token per sequence that ends; outputs unchanged)");
   cmd->add_option(
+         "--speculative-tokens", o->speculative_tokens,
+         "Speculative decoding: each decode step feeds up to this many drafted tokens after the next one "
+         "and keeps those the model would have sampled itself, seed for seed, so outputs are unchanged "
+         "(bitwise with --deterministic). Drafts come from prompt lookup (the sequence's last tokens found "
+         "earlier in it: repeated text, quoted prompts). CPU engine; 0 = off (docs/spec-decode.md)")
+      ->check(CLI::Range(int64_t(0), sched::scheduler_params::k_max_speculative_tokens))
+      ->capture_default_str();
+  cmd->add_option(
          "--catch-step-us", o->catch_step_us,
          "The scheduler spins this long around each decode step's expected end to take its result without "
          "a thread wake-up (S1: the gap between steps); a window of twice the step or more spins from the "
@@ -225,6 +233,14 @@ int run_serve(const serve_options& o) {
     if (status st = hp.validate(); !st.ok()) return fail(st);
   }
   const bool gpu = o.common.device == "cuda";
+  if (gpu && o.speculative_tokens > 0)
+    return fail(
+        unimplemented("--speculative-tokens: the GPU engine has no verify pass yet (issue 22; "
+                      "docs/spec-decode.md §4.6); serve with --device cpu or without drafts"));
+  if (o.speculative_tokens > 0 && o.overlap_schedule)
+    HART_LOG_WARN(
+        "--overlap-schedule plans nothing ahead while speculating (the drafts depend on the "
+        "step before)");
   if (!o.weight_sync_endpoint.empty()) {
     // Before any thread starts: the received frames' pages stay mapped between updates.
     if (status st = malloc_keep_freed_memory(k_weight_sync_keep_bytes); !st.ok()) {
@@ -278,6 +294,7 @@ int run_serve(const serve_options& o) {
   sp.sched.max_batch_tokens = o.max_batch_tokens;
   sp.sched.max_running = o.max_running;
   sp.sched.prefill_chunk = o.prefill_chunk;
+  sp.sched.speculative_tokens = o.speculative_tokens;
   sp.sched.max_context = gpu ? worker::gpu_max_context(cfg, o.max_context) : o.max_context;
   sp = worker::serving_params_for(cfg, sp, tok.get());
 

@@ -1,7 +1,8 @@
 // File: runtime/model/forward_engine.h
 // What a worker needs from an engine, whatever runs it: the model's config,
-// fresh sequences, and forward(batch, logits, trace) with the contract of
-// engine::forward (runtime/model/engine.h). The CPU engine is wrapped by
+// fresh sequences, forward(batch, logits, trace) with the contract of
+// engine::forward (runtime/model/engine.h), and where the engine has them the
+// speculative verify pass and its rollback (engine::verify / rollback). The CPU engine is wrapped by
 // forward_engine_cpu (owning) or forward_engine_cpu_view (borrowed); the GPU
 // engine (runtime/gpu/gpu_engine.h) implements it.
 //
@@ -27,6 +28,21 @@ class forward_engine {
   /// input is an error that changes no state. One call at a time.
   virtual status forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
                          forward_trace* trace = nullptr) const = 0;
+
+  /// Speculative verification (docs/spec-decode.md §4): engine::verify and
+  /// engine::rollback's contract. An engine that cannot take a pass back
+  /// (the GPU engine, until its ring snapshot is built) says so here and
+  /// refuses both, so a snapshot request is never silently ignored.
+  virtual bool can_verify() const { return false; }
+  virtual status verify(const std::vector<batch_item>& batch, const std::vector<ring_snapshot*>& keep_rings,
+                        std::vector<float>* logits, forward_trace* trace = nullptr) const {
+    (void)batch, (void)keep_rings, (void)logits, (void)trace;
+    return unimplemented("this engine has no speculative verify pass");
+  }
+  virtual status rollback(sequence_state& seq, int64_t n_keep, const ring_snapshot& snap) const {
+    (void)seq, (void)n_keep, (void)snap;
+    return unimplemented("this engine has no speculative verify pass");
+  }
 };
 
 /// The CPU engine behind the interface.
@@ -38,6 +54,14 @@ class forward_engine_cpu_impl final : public forward_engine {
   status forward(const std::vector<batch_item>& batch, std::vector<float>* logits,
                  forward_trace* trace = nullptr) const override {
     return e_->forward(batch, logits, trace);
+  }
+  bool can_verify() const override { return true; }
+  status verify(const std::vector<batch_item>& batch, const std::vector<ring_snapshot*>& keep_rings,
+                std::vector<float>* logits, forward_trace* trace = nullptr) const override {
+    return e_->verify(batch, keep_rings, logits, trace);
+  }
+  status rollback(sequence_state& seq, int64_t n_keep, const ring_snapshot& snap) const override {
+    return e_->rollback(seq, n_keep, snap);
   }
   const engine& cpu() const { return *e_; }
 

@@ -39,9 +39,14 @@ int32_t draw(const std::vector<double>& w, std::mt19937_64& rng) {
 
 }  // namespace
 
-spec_outcome spec_accept(sampler& s, const float* rows, int64_t vocab, const std::vector<int32_t>& drafts) {
+spec_outcome spec_accept(const sampling_params& params, const std::vector<uint64_t>& row_seeds,
+                         const float* rows, int64_t vocab, const std::vector<int32_t>& drafts) {
+  HART_CHECK(row_seeds.size() == drafts.size() + 1);
   spec_outcome o;
   for (size_t j = 0; j <= drafts.size(); ++j) {
+    sampling_params row_params = params;
+    row_params.seed = row_seeds[j];
+    sampler s(row_params);
     float logprob = 0.0f;
     const int32_t drawn = s.sample(rows + int64_t(j) * vocab, vocab, &logprob);
     o.tokens.push_back(drawn);

@@ -1,21 +1,20 @@
 // File: runtime/sample/spec_accept.h
 // Acceptance of a speculative step for drafts that are one token each
-// (deterministic drafters: the MTP block's argmax, docs/spec-decode.md §3).
-// The verify pass gives k+1 rows of target logits for one sequence: row j is
-// the target's distribution of the token after draft j (row 0: after the last
-// accepted token). The sequence's own sampler draws the target's token at row
-// 0, 1, ... in order, exactly the draw non-speculative decoding makes at that
-// position, and a draft is kept while it equals the draw; the first draw that
-// differs (or the draw at row k, after every draft matched) is emitted too.
-// For a one-hot draft this is rejection sampling (accept d with probability
-// p(d); on rejection, p restricted to other tokens), so the tokens follow the
-// target distribution; and since each position makes the non-speculative
-// draw from the same sampler state, they are the tokens non-speculative
-// decoding emits for the same seed (given the same logits), and the sampler
-// is left as it would be. Greedy (temperature 0) is the same rule with argmax.
+// (deterministic drafters: n-gram lookup, the MTP block's argmax;
+// docs/spec-decode.md §3). The verify pass gives k+1 rows of target logits for
+// one sequence: row j is the target's distribution of the token after draft j
+// (row 0: after the last accepted token). Row j draws with a sampler seeded
+// `row_seeds[j]`, the seed non-speculative decoding gives that position
+// (sched::step_seed), and a draft is kept while it equals the draw; the first
+// draw that differs (or the draw at row k, after every draft matched) is
+// emitted too. For a one-hot draft this is rejection sampling (accept d with
+// probability p(d); on rejection, p restricted to other tokens), so the
+// tokens follow the target distribution; and since each position makes the
+// non-speculative draw with the same seed, they are the tokens
+// non-speculative decoding emits for the same request seed (given the same
+// logits). Greedy (temperature 0) is the same rule with argmax.
 //
-//   sampler& s = seq_sampler;                     // the sequence's, as decoding uses it
-//   spec_outcome o = spec_accept(s, rows, vocab, {d1, d2, d3});  // rows: [4][vocab]
+//   spec_outcome o = spec_accept(params, {s0, s1, s2, s3}, rows, vocab, {d1, d2, d3});  // rows: [4][vocab]
 //   // emit o.tokens (o.tokens.size() - 1 drafts kept); roll the pass back to n + o.tokens.size()
 #pragma once
 
@@ -34,9 +33,10 @@ struct spec_outcome {
 };
 
 /// `rows` is [drafts.size() + 1][vocab] row-major (the verify pass's logits of
-/// one sequence, in position order). Draws with `s` one row at a time and stops
-/// at the first draw that differs from its draft.
-spec_outcome spec_accept(sampler& s, const float* rows, int64_t vocab, const std::vector<int32_t>& drafts);
+/// one sequence, in position order), `row_seeds` one seed per row. Draws one
+/// row at a time and stops at the first draw that differs from its draft.
+spec_outcome spec_accept(const sampling_params& params, const std::vector<uint64_t>& row_seeds,
+                         const float* rows, int64_t vocab, const std::vector<int32_t>& drafts);
 
 /// Drafts sampled from the drafter's distributions `q` (one per draft, over
 /// its ids; a block drafter's): Leviathan/Chen rejection sampling. Row j keeps

@@ -17,6 +17,10 @@ status scheduler_params::validate() const {
     return invalid_argument("scheduler: prefill_chunk %lld < 1", (long long)prefill_chunk);
   if (vocab_size < 1) return invalid_argument("scheduler: vocab_size %d < 1", vocab_size);
   if (max_context < 0) return invalid_argument("scheduler: max_context %lld < 0", (long long)max_context);
+  if (speculative_tokens < 0 || speculative_tokens > k_max_speculative_tokens)
+    return invalid_argument("scheduler: speculative_tokens %lld outside 0..%lld",
+                            (long long)speculative_tokens, (long long)k_max_speculative_tokens);
+  if (speculative_tokens > 0) HART_RETURN_IF_ERROR(ngram.validate());
   return {};
 }
 
@@ -182,6 +186,7 @@ void scheduler::requeue(seq& s) {
   s.full_pages.clear();
   s.swa_pages.clear();
   s.pages_asked = 0;
+  s.drafts.clear();
   s.waiting_tokens = std::make_shared<const std::vector<int32_t>>(s.tokens);
   remove_running(s);
   // A fresh start tag past everything admitted: first among its client's unstarted
@@ -296,12 +301,13 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
         s.routing.write(experts, item.n_computed);
       }
     }
-    const sampled_token* tok = nullptr;
+    int64_t n_sampled = 0;  // 1, or a verify item's kept drafts + 1
     if (item.sample_last && result.error.ok()) {
-      HART_CHECK(k < result.sampled.size() && result.sampled[k].seq_id == item.seq_id)
-          << "step_result does not match the plan at item " << k;
-      tok = &result.sampled[k++];
+      n_sampled = item_sampled_count(item, result, k);
+      HART_CHECK(n_sampled > 0) << "step_result does not match the plan at item " << k;
     }
+    const size_t first_sampled = k;
+    k += size_t(n_sampled);
     if (s.ended) {  // ended while in flight (aborted, or finished by a step before this one)
       if (s.in_flight == 0) {
         cache_op(cache::cache_op::kind::abort, s);
@@ -313,8 +319,18 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
       finish(s, finish_reason::error, result.error.to_string(), ev);
       continue;
     }
-    s.n_computed += int64_t(item.tokens.size());
     counters_.fed_tokens += int64_t(item.tokens.size());
+    const bool prompt_only = n_sampled > 0 && s.req->req.max_new_tokens == 0;  // scored, nothing generated
+    emitted out;
+    if (n_sampled > 0 && !prompt_only) out = emit_tokens(s, result, first_sampled, n_sampled, ev);
+    // A verify pass keeps the positions of the tokens it emitted; the rest were taken back.
+    const int64_t kept = item.n_drafts() > 0 ? out.kept : int64_t(item.tokens.size());
+    if (item.n_drafts() > 0) {
+      ++counters_.verify_passes;
+      counters_.drafted_tokens += item.n_drafts();
+      counters_.accepted_drafts += n_sampled - 1;
+    }
+    s.n_computed += kept;
     cache::cache_op adv{cache::cache_op::kind::advance, s.cache_id, s.n_computed, {}};
     if (s.n_computed > s.n_known) {
       adv.appended.assign(s.tokens.begin() + s.n_known, s.tokens.begin() + s.n_computed);
@@ -326,42 +342,17 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
         size_t(std::min<int64_t>(cache_cfg_.first_live_swa_page(s.n_computed), int64_t(s.swa_pages.size())));
     std::fill(s.swa_pages.begin(), s.swa_pages.begin() + first_swa, cache::no_page);
     if (s.n_computed >= s.n_prompt) s.prompt_done = true;
-    if (tok && s.req->req.max_new_tokens == 0) {  // the prompt only: scored, nothing generated
+    if (prompt_only) {
       finish(s, finish_reason::length, "", ev);
       continue;
     }
-    if (tok) {
-      if (tok->token < 0 || tok->token >= params_.vocab_size) {
-        finish(s, finish_reason::error,
-               "worker sampled token " + std::to_string(tok->token) + " outside the vocabulary", ev);
-        continue;
-      }
-      s.tokens.push_back(tok->token);
-      ++counters_.generated_tokens;
-      if (s.first_token_us < 0) {
-        s.first_token_us = clock_();
-        counters_.ttft_us_sum += s.first_token_us - s.req->arrival_us;
-        ++counters_.ttft_count;
-        counters_.ttft.add(double(s.first_token_us - s.req->arrival_us) * 1e-6);
-      }
-      stop_outcome o = s.stop.push(tok->token);
-      token_event te;
-      te.request_id = s.req->req.id;
-      te.sample = s.sample;
-      te.token = tok->token;
-      if (s.req->req.logprobs) te.logprob = tok->logprob;
-      if (s.req->req.top_logprobs > 0) te.top_logprobs = tok->top_logprobs;
-      te.text = std::move(o.text);
-      ev.tokens.push_back(std::move(te));
-      if (!o.done && params_.max_context > 0 && int64_t(s.tokens.size()) >= params_.max_context) {
-        o.done = true;
-        o.reason = finish_reason::length;
-        ev.tokens.back().text += s.stop.release();
-      }
-      if (o.done) {
-        finish(s, o.reason, "", ev);
-        continue;
-      }
+    if (!out.error.empty()) {
+      finish(s, finish_reason::error, out.error, ev);
+      continue;
+    }
+    if (out.stop.done) {
+      finish(s, out.stop.reason, "", ev);
+      continue;
     }
     if (s.retract_pending && s.in_flight == 0) {
       s.retract_pending = false;
@@ -370,6 +361,42 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
   }
   HART_CHECK(k == result.sampled.size() || !result.error.ok()) << "step_result has extra tokens";
   return ev;
+}
+
+scheduler::emitted scheduler::emit_tokens(seq& s, const step_result& result, size_t k, int64_t n,
+                                          event_batch& ev) {
+  emitted out;
+  for (int64_t j = 0; j < n && !out.stop.done; ++j) {
+    const sampled_token& tok = result.sampled[k + size_t(j)];
+    if (tok.token < 0 || tok.token >= params_.vocab_size) {
+      out.error = "worker sampled token " + std::to_string(tok.token) + " outside the vocabulary";
+      break;
+    }
+    s.tokens.push_back(tok.token);
+    ++out.kept;
+    ++counters_.generated_tokens;
+    if (s.first_token_us < 0) {
+      s.first_token_us = clock_();
+      counters_.ttft_us_sum += s.first_token_us - s.req->arrival_us;
+      ++counters_.ttft_count;
+      counters_.ttft.add(double(s.first_token_us - s.req->arrival_us) * 1e-6);
+    }
+    out.stop = s.stop.push(tok.token);
+    token_event te;
+    te.request_id = s.req->req.id;
+    te.sample = s.sample;
+    te.token = tok.token;
+    if (s.req->req.logprobs) te.logprob = tok.logprob;
+    if (s.req->req.top_logprobs > 0) te.top_logprobs = tok.top_logprobs;
+    te.text = std::move(out.stop.text);
+    ev.tokens.push_back(std::move(te));
+    if (!out.stop.done && params_.max_context > 0 && int64_t(s.tokens.size()) >= params_.max_context) {
+      out.stop.done = true;
+      out.stop.reason = finish_reason::length;
+      ev.tokens.back().text += s.stop.release();
+    }
+  }
+  return out;
 }
 
 status_or<std::unique_ptr<scheduler>> scheduler::create(const serving_params& params, const tokenizer* tok,

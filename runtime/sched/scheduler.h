@@ -42,6 +42,7 @@
 #include "runtime/cache/cache_shard.h"
 #include "runtime/cache/shard_protocol.h"
 #include "runtime/core/histogram.h"
+#include "runtime/sample/ngram_draft.h"
 #include "runtime/sched/request.h"
 #include "runtime/sched/step.h"
 #include "runtime/sched/stop_rules.h"
@@ -67,6 +68,14 @@ struct scheduler_params {
   int32_t vocab_size = 0;           // for request validation
   int32_t eos_token_id = -1;        // < 0: none
   int64_t max_context = 0;          // prompt + generated tokens at most; 0 = unlimited
+  /// Speculative decoding (docs/spec-decode.md): drafts per decode step, 0 = off. Each decoding
+  /// sequence's step feeds its next token and up to this many drafts (prompt lookup:
+  /// ngram_draft), and keeps the drafts the target would have sampled, seed for seed.
+  int64_t speculative_tokens = 0;
+  ngram_draft_params ngram;
+
+  /// Most drafts per step: a verify pass is at most 8 positions (the CSA ring, kv_store::min_ring_rows).
+  static constexpr int64_t k_max_speculative_tokens = 7;
 
   status validate() const;
 };
@@ -95,6 +104,8 @@ struct scheduler_counters {
   int64_t preemptions = 0;
   int64_t fed_tokens = 0;  // tokens through the model (prompt, recompute, decode)
   int64_t generated_tokens = 0;
+  /// Speculative decoding: verify passes run, drafts fed in them, and drafts kept.
+  int64_t verify_passes = 0, drafted_tokens = 0, accepted_drafts = 0;
   int64_t ttft_us_sum = 0, ttft_count = 0;
   /// Seconds, per sample: to its first token; per output token after the first (two or more);
   /// arrival to finish.
@@ -238,7 +249,20 @@ class scheduler {
   /// Retracts every running sequence (paused or not) and flushes the cache:
   /// the KV behind every page is gone.
   event_batch retract_all_and_flush();
+  /// The next step's drafts of a decoding sequence (speculative_tokens > 0), within its limits.
+  void propose_drafts(seq& s);
+  /// Tokens s would feed this step: what it has not computed, and its drafts.
+  int64_t wanted(const seq& s) const;
   step_item make_item(seq& s, int64_t chunk);
+  /// What emit_tokens did with a step's tokens for one sequence.
+  struct emitted {
+    int64_t kept = 0;   // tokens appended (a stop inside a verify item's run ends it there)
+    stop_outcome stop;  // done: the sequence ends with stop.reason
+    std::string error;  // not empty: a token outside the vocabulary (nothing appended from it on)
+  };
+  /// Appends the n tokens result.sampled[k..k+n) to s, token by token: token
+  /// events, stop rules, max_context.
+  emitted emit_tokens(seq& s, const step_result& result, size_t k, int64_t n, event_batch& ev);
 
   scheduler_params params_;
   cache::cache_config cache_cfg_;

@@ -18,18 +18,42 @@ bool scheduler::sibling_blocked(const seq& s) const {
   return !seqs_.at(first)->prompt_done;
 }
 
+void scheduler::propose_drafts(seq& s) {
+  s.drafts.clear();
+  const int64_t n = int64_t(s.tokens.size());
+  if (params_.speculative_tokens == 0 || n != s.n_computed + 1 || s.n_computed < s.n_prompt)
+    return;  // not decoding
+  // The step emits at most drafts + 1 tokens: none past max_new_tokens or max_context.
+  int64_t k = std::min(params_.speculative_tokens, s.req->req.max_new_tokens - (n - s.n_prompt) - 1);
+  if (params_.max_context > 0) k = std::min(k, params_.max_context - n - 1);
+  if (k > 0) s.drafts = ngram_draft(s.tokens, k, params_.ngram);
+}
+
+int64_t scheduler::wanted(const seq& s) const {
+  return int64_t(s.tokens.size()) - s.n_computed + int64_t(s.drafts.size());
+}
+
 step_item scheduler::make_item(seq& s, int64_t chunk) {
   step_item it;
   it.seq_id = s.id;
   it.request_id = s.req->req.id;
   it.sample = s.sample;
-  it.tokens.assign(s.tokens.begin() + s.n_computed, s.tokens.begin() + s.n_computed + chunk);
+  const int64_t known = std::min(chunk, int64_t(s.tokens.size()) - s.n_computed);
+  it.tokens.assign(s.tokens.begin() + s.n_computed, s.tokens.begin() + s.n_computed + known);
   it.full_pages = s.full_pages;
   it.swa_pages = s.swa_pages;
   it.n_computed = s.n_computed;
-  it.sample_last = s.n_computed + chunk == int64_t(s.tokens.size());
+  it.sample_last = s.n_computed + known == int64_t(s.tokens.size());
   it.sampling = s.req->req.sampling(s.sample);
-  it.sampling.seed = step_seed(it.sampling.seed, int64_t(s.tokens.size()) - s.n_prompt);
+  const uint64_t seed = it.sampling.seed;
+  const int64_t n_generated = int64_t(s.tokens.size()) - s.n_prompt;
+  it.sampling.seed = step_seed(seed, n_generated);
+  // Drafts fill what the grant gives past the known tokens; row j + 1 draws as token n_generated + j + 1
+  // would.
+  for (int64_t j = 0; j < chunk - known; ++j) {
+    it.tokens.push_back(s.drafts[size_t(j)]);
+    it.draft_seeds.push_back(step_seed(seed, n_generated + j + 1));
+  }
   it.logprobs = s.req->req.logprobs;
   it.top_logprobs = s.req->req.top_logprobs;
   it.capture_routing = s.req->req.return_routing;
@@ -60,6 +84,9 @@ std::optional<cache::slot_request> scheduler::schedule_begin() {
     if (d > 0 && now > d && !kv.second->ended) late.push_back(kv.second.get());
   }
   for (seq* s : late) finish(*s, finish_reason::abort, "deadline exceeded", outbox_);
+  if (params_.speculative_tokens > 0) {
+    for (const order_key& k : running_) propose_drafts(*seqs_.at(std::get<2>(k)));
+  }
 
   // Within grants: every running sequence the budget reaches fits in its
   // pages, and nothing can be admitted.
@@ -68,7 +95,7 @@ std::optional<cache::slot_request> scheduler::schedule_begin() {
   for (const order_key& k : running_) {
     if (budget <= 0) break;
     const seq& s = *seqs_.at(std::get<2>(k));
-    const int64_t chunk = std::min({int64_t(s.tokens.size()) - s.n_computed, params_.prefill_chunk, budget});
+    const int64_t chunk = std::min({wanted(s), params_.prefill_chunk, budget});
     if (s.n_computed + chunk > int64_t(s.full_pages.size()) * cache_cfg_.page_size) within = false;
     budget -= chunk;
   }
@@ -95,7 +122,7 @@ std::optional<cache::slot_request> scheduler::schedule_begin() {
   for (uint64_t order = 0; r != running_.end() || w != waiting_.end(); ++order) {
     if (w == waiting_.end() || (r != running_.end() && *r < *w)) {
       const seq& s = *seqs_.at(std::get<2>(*r++));
-      req.running.push_back({s.id, order, s.cache_id, s.n_computed, int64_t(s.tokens.size()) - s.n_computed,
+      req.running.push_back({s.id, order, s.cache_id, s.n_computed, wanted(s),
                              std::vector<int32_t>(s.tokens.begin() + s.n_known, s.tokens.end())});
     } else {
       const seq& s = *seqs_.at(std::get<2>(*w++));
@@ -111,7 +138,7 @@ step_plan scheduler::plan_within_grants() {
   for (const order_key& k : running_) {
     if (budget <= 0) break;
     seq& s = *seqs_.at(std::get<2>(k));
-    const int64_t chunk = std::min({int64_t(s.tokens.size()) - s.n_computed, params_.prefill_chunk, budget});
+    const int64_t chunk = std::min({wanted(s), params_.prefill_chunk, budget});
     plan_.items.push_back(make_item(s, chunk));
     budget -= chunk;
   }
@@ -177,7 +204,9 @@ void scheduler::take_in_flight(const step_plan& plan) {
 
 step_plan scheduler::schedule_ahead() {
   step_plan none;
-  if (in_flight_steps_.size() != 1 || planning_ || paused_ || !waiting_.empty() || running_.empty())
+  // Speculative steps: the tokens the step in flight keeps, and so the next drafts, are not known yet.
+  if (in_flight_steps_.size() != 1 || planning_ || paused_ || !waiting_.empty() || running_.empty() ||
+      params_.speculative_tokens > 0)
     return none;
   const int64_t P = cache_cfg_.page_size;
   step_plan plan;
@@ -230,7 +259,8 @@ cache::reserve_request scheduler::reserve_ahead() {
     // most ever: its last sampled token is never fed.
     int64_t last = s.n_prompt + s.req->req.max_new_tokens - 1;
     if (params_.max_context > 0) last = std::min(last, params_.max_context - 1);
-    const int64_t n_tokens = std::min(s.n_computed + s.in_flight + k_reserve_ahead_tokens, last);
+    const int64_t n_tokens =
+        std::min(s.n_computed + s.in_flight + k_reserve_ahead_tokens + params_.speculative_tokens, last);
     const int64_t pages = (n_tokens + P - 1) / P;
     if (pages <= int64_t(s.full_pages.size()) || pages <= s.pages_asked) continue;
     s.pages_asked = pages;

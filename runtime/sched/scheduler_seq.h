@@ -26,6 +26,7 @@ struct scheduler::seq {
   std::shared_ptr<request_rec> req;
   int32_t sample = 0;
   std::vector<int32_t> tokens;  // prompt + generated; the last one is not computed yet once decoding
+  std::vector<int32_t> drafts;  // speculative decoding: proposed for the step being planned
   /// While waiting: `tokens` as the shard's admission will see them (shared
   /// by a request's samples, and across steps).
   std::shared_ptr<const std::vector<int32_t>> waiting_tokens;

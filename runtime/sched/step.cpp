@@ -10,6 +10,28 @@ int64_t step_plan::n_tokens() const {
   return n;
 }
 
+int64_t item_sampled_count(const step_item& item, const step_result& r, size_t from) {
+  if (!item.sample_last) return 0;
+  size_t end = from;
+  while (end < r.sampled.size() && r.sampled[end].seq_id == item.seq_id) ++end;
+  const int64_t n = int64_t(end - from);
+  if (n < 1 || n > item.n_drafts() + 1) return -1;
+  for (int64_t j = 0; j + 1 < n; ++j) {  // kept drafts: tokens[1..]
+    if (r.sampled[from + size_t(j)].token != item.tokens[size_t(j + 1)]) return -1;
+  }
+  return item.n_drafts() > 0 ? n : 1;
+}
+
+bool sampled_match_plan(const step_plan& plan, const step_result& r) {
+  size_t k = 0;
+  for (const step_item& it : plan.items) {
+    const int64_t n = item_sampled_count(it, r, k);
+    if (n < 0) return false;
+    k += size_t(n);
+  }
+  return k == r.sampled.size();
+}
+
 uint64_t step_seed(uint64_t sample_seed, int64_t n_generated) {
   uint64_t x = sample_seed ^ (0x9e3779b97f4a7c15ull * uint64_t(n_generated + 1));
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;

@@ -37,6 +37,15 @@ struct step_item {
   /// tokens = {placeholder}: feed the token this worker sampled for seq_id in
   /// the step before (scheduler::schedule_ahead; fill_planned_ahead).
   bool feed_last_sampled = false;
+  /// A speculative verify item (docs/spec-decode.md §5): the last
+  /// draft_seeds.size() tokens are drafts after the sequence's next token
+  /// (tokens[0]); every row gets logits, and row j + 1 draws with seed
+  /// draft_seeds[j] (sampling.seed is row 0's) as non-speculative decoding
+  /// would at that position. The worker keeps the drafts up to the first
+  /// draw that differs, emits that draw too, and takes the rest of the pass
+  /// back: the result holds one sampled_token per kept draft, then the draw.
+  std::vector<uint64_t> draft_seeds;
+  int64_t n_drafts() const { return int64_t(draft_seeds.size()); }
 };
 
 struct step_plan {
@@ -70,13 +79,24 @@ struct step_result {
   uint64_t step = 0;
   /// Not ok: the step failed as a whole; every sequence in it ends with `error`.
   status error;
-  /// One per item with sample_last, in item order.
+  /// One per item with sample_last, in item order; a verify item's are
+  /// consecutive: its kept drafts, then the token drawn after them.
   std::vector<sampled_token> sampled;
   /// One per item with capture_routing, in item order: its tokens' routing.
   std::vector<item_routing> routing;
   /// One per item with prompt_logprobs, in item order.
   std::vector<item_logprobs> prompt_logprobs;
 };
+
+/// The sampled tokens of `r` from index `from` that belong to `item` (0 when
+/// it does not sample): 1, or for a verify item its kept drafts + 1, all
+/// consecutive with its seq_id; -1 when they do not have that shape (too many,
+/// too few, or a kept draft that is not the item's draft).
+int64_t item_sampled_count(const step_item& item, const step_result& r, size_t from);
+/// Whether every item's sampled tokens have item_sampled_count's shape, in
+/// item order, with none left over. The scheduler CHECKs it; a remote
+/// worker's result is refused otherwise.
+bool sampled_match_plan(const step_plan& plan, const step_result& r);
 
 /// Seed of the sampler for a sequence's token number `n_generated` (from 0):
 /// a mix of the sample's seed and that count, so sampling is reproducible

@@ -51,6 +51,9 @@ serving_stats step_stats::stats(const scheduler& sched, const cache::cache_metri
   s.finished = c.finished;
   s.generated_tokens = c.generated_tokens;
   s.fed_tokens = c.fed_tokens;
+  s.verify_passes = c.verify_passes;
+  s.drafted_tokens = c.drafted_tokens;
+  s.accepted_drafts = c.accepted_drafts;
   s.worker_failures = worker_failures_;
   s.tokens_per_s = busy_us_ > 0 ? double(c.generated_tokens) * 1e6 / double(busy_us_) : 0.0;
   s.ttft_us_mean = c.ttft_count ? double(c.ttft_us_sum) / double(c.ttft_count) : 0.0;

@@ -26,6 +26,8 @@ struct serving_stats {
   int64_t steps = 0, preemptions = 0, finished = 0;
   int64_t steps_ahead = 0;  // of the steps, planned before the step before ran (overlap scheduling)
   int64_t generated_tokens = 0, fed_tokens = 0;
+  /// Speculative decoding: verify passes, drafts fed in them, drafts kept (scheduler_counters).
+  int64_t verify_passes = 0, drafted_tokens = 0, accepted_drafts = 0;
   /// Executor errors (a dead worker process: a step's plan ended with `error`)
   /// and workers lost while idle (nothing failed: lose_pages_unrun).
   int64_t worker_failures = 0;

@@ -29,14 +29,45 @@ std::unique_ptr<engine_executor> engine_executor::over(std::shared_ptr<const for
   return ex;
 }
 
+namespace {
+
+// A verify item's shape: the next token then its drafts, sampled, no prompt log-probs; at most the
+// engine's pass limit (checked by the engine).
+status check_verify_item(const sched::step_item& it) {
+  if (int64_t(it.tokens.size()) != it.n_drafts() + 1 || !it.sample_last || it.prompt_logprobs ||
+      it.feed_last_sampled)
+    return invalid_argument(
+        "step item of sequence %llu: a verify pass is the next token and its %lld drafts, "
+        "sampled, without prompt log-probs (got %zu tokens)",
+        (unsigned long long)it.seq_id, (long long)it.n_drafts(), it.tokens.size());
+  return {};
+}
+
+}  // namespace
+
 status_or<sched::step_result> engine_executor::execute(const sched::step_plan& plan) {
   sched::step_result res;
   res.step = plan.step;
   if (plan.empty()) return res;
   std::vector<sequence_state> seqs(plan.items.size());
   std::vector<batch_item> batch(plan.items.size());
+  std::vector<ring_snapshot> snaps;
+  std::vector<ring_snapshot*> keep;  // one per item when the step verifies drafts
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const sched::step_item& it = plan.items[i];
+    if (it.n_drafts() > 0) {
+      if (res.error = check_verify_item(it); !res.error.ok()) return res;
+      if (!eng_->can_verify()) {
+        res.error = unimplemented(
+            "step item of sequence %llu drafts tokens, and this engine has no "
+            "speculative verify pass",
+            (unsigned long long)it.seq_id);
+        return res;
+      }
+      if (snaps.empty()) snaps.resize(plan.items.size());
+      keep.resize(plan.items.size(), nullptr);
+      keep[i] = &snaps[i];
+    }
     seqs[i] = bind_(it);
     batch[i].seq = &seqs[i];
     batch[i].tokens = it.tokens;
@@ -44,10 +75,21 @@ status_or<sched::step_result> engine_executor::execute(const sched::step_plan& p
   }
   forward_trace trace;
   const bool capture = plan_captures_routing(plan);
-  res.error = eng_->forward(batch, &logits_, capture ? &trace : nullptr);
+  res.error = keep.empty() ? eng_->forward(batch, &logits_, capture ? &trace : nullptr)
+                           : eng_->verify(batch, keep, &logits_, capture ? &trace : nullptr);
   if (!res.error.ok()) return res;
   if (capture) collect_step_routing(plan, trace, &res);
-  sample_step_items(plan, logits_.data(), eng_->config().vocab_size, &res);
+  const std::vector<int64_t> emitted =
+      sample_step_items(plan, logits_.data(), eng_->config().vocab_size, &res);
+  // Each verify pass keeps the positions of its last token and the kept drafts; the rest is taken back.
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (!keep[i]) continue;
+    const sched::step_item& it = plan.items[i];
+    if (res.error = eng_->rollback(seqs[i], it.n_computed + emitted[i], *keep[i]); !res.error.ok()) {
+      res.sampled.clear();
+      return res;
+    }
+  }
   return res;
 }
 

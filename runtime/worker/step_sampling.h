@@ -4,7 +4,8 @@
 // that asks for a token is sampled from its last row (sampler seeded by the
 // item's sampling params), with the log-probabilities of that distribution
 // when asked, and an item that asks for prompt log-probs gets the model's
-// log-prob of the token after each of its positions.
+// log-prob of the token after each of its positions. A verify item (drafts)
+// is accepted row by row (spec_accept): its kept drafts, then one draw.
 //
 //   for (...) batch[i].logits = step_item_logits(plan.items[i]);
 //   HART_RETURN_IF_ERROR(eng.forward(batch, &logits));
@@ -15,15 +16,17 @@
 #include "runtime/sched/step.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace hart::worker {
 
-/// Every row for prompt log-probs, else the last when the item samples, else none.
+/// Every row for prompt log-probs or a verify pass, else the last when the item samples, else none.
 logits_request step_item_logits(const sched::step_item& item);
 
 /// `logits` [vocab, rows] holds the rows step_item_logits asked for, in item
 /// order (forward's layout); appends to res->sampled and res->prompt_logprobs.
-void sample_step_items(const sched::step_plan& plan, const float* logits, int64_t vocab,
-                       sched::step_result* res);
+/// Returns the tokens emitted per item (0, 1, or a verify item's kept drafts + 1).
+std::vector<int64_t> sample_step_items(const sched::step_plan& plan, const float* logits, int64_t vocab,
+                                       sched::step_result* res);
 
 }  // namespace hart::worker

@@ -261,7 +261,7 @@ struct remote_worker::impl {
           continue;  // the worker is computing
         } else if (auto* r = std::get_if<sched::step_result>(&v)) {
           if (r->step != plan.step) continue;
-          if (r->error.ok() && !matches(plan, *r)) {
+          if (r->error.ok() && !sched::sampled_match_plan(plan, *r)) {  // the scheduler CHECKs the shape
             drop();
             return unavailable("worker result does not match step " + std::to_string(plan.step));
           }
@@ -334,17 +334,6 @@ struct remote_worker::impl {
     }
     if (why) *why = std::move(lost);
     return true;
-  }
-
-  /// The scheduler CHECKs this shape; a remote peer must not be able to trip it.
-  static bool matches(const sched::step_plan& plan, const sched::step_result& r) {
-    size_t k = 0;
-    for (const sched::step_item& it : plan.items) {
-      if (!it.sample_last) continue;
-      if (k >= r.sampled.size() || r.sampled[k].seq_id != it.seq_id) return false;
-      ++k;
-    }
-    return k == r.sampled.size();
   }
 };
 

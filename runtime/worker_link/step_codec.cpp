@@ -56,6 +56,8 @@ void fill_plan(w::StepPlan::Builder b, const sched::step_plan& p) {
     ib.setCaptureRouting(it.capture_routing);
     ib.setPromptLogprobs(it.prompt_logprobs);
     ib.setNextToken(it.next_token);
+    auto ds = ib.initDraftSeeds(unsigned(it.draft_seeds.size()));
+    for (size_t k = 0; k < it.draft_seeds.size(); ++k) ds.set(unsigned(k), it.draft_seeds[k]);
   }
 }
 
@@ -139,6 +141,7 @@ sched::step_plan read_plan(w::StepPlan::Reader r) {
     it.capture_routing = ir.getCaptureRouting();
     it.prompt_logprobs = ir.getPromptLogprobs();
     it.next_token = ir.getNextToken();
+    for (uint64_t seed : ir.getDraftSeeds()) it.draft_seeds.push_back(seed);
     p.items.push_back(std::move(it));
   }
   return p;

@@ -34,7 +34,8 @@ sched::step_plan sample_plan() {
   p.items.push_back(a);
   sched::step_item b;
   b.seq_id = 8;
-  b.tokens = {4};
+  b.tokens = {4, 9, 9};
+  b.draft_seeds = {11, 0xffffffffffffffffull};  // a verify pass: two drafts
   p.items.push_back(b);
   return p;
 }
@@ -72,7 +73,9 @@ TEST(step_codec, plan_round_trip) {
   EXPECT_FALSE(q->items[1].prompt_logprobs);
   EXPECT_EQ(q->items[1].next_token, -1);
   EXPECT_FALSE(q->items[1].sample_last);
-  EXPECT_EQ(q->items[1].tokens, (std::vector<int32_t>{4}));
+  EXPECT_EQ(q->items[1].tokens, (std::vector<int32_t>{4, 9, 9}));
+  EXPECT_TRUE(a.draft_seeds.empty());
+  EXPECT_EQ(q->items[1].draft_seeds, (std::vector<uint64_t>{11, 0xffffffffffffffffull}));
 }
 
 TEST(step_codec, result_round_trip) {

@@ -39,6 +39,7 @@ struct StepItem {
   captureRouting @11 :Bool;
   promptLogprobs @12 :Bool;
   nextToken @13 :Int32 = -1;  # the token after the item's last position (prompt log-probs); -1: none
+  draftSeeds @14 :List(UInt64);  # a verify pass: the last draftSeeds.size() tokens are drafts (step.h)
 }
 
 struct StepPlan {

@@ -4,11 +4,13 @@
 // a typed error while the server keeps serving without leaking pages.
 #include "runtime/model/engine.h"
 #include "runtime/transport/client.h"
+#include "tests/command_run.h"
 #include "tests/serve/server_process.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -462,6 +464,78 @@ TEST_P(serve_overlap, concurrent_clients_equal_the_engine_alone) {
     if (k == "steps_planned_ahead") ahead = v;
   }
   EXPECT_GT(ahead, 0) << "no step was planned ahead";
+}
+
+// --speculative-tokens: decode steps feed prompt-lookup drafts and keep what the
+// model would have sampled. 8 concurrent clients with prompts that repeat
+// themselves (so drafts are made) get the engine-alone tokens and log-probs,
+// in process and through a worker process (the drafts and their seeds cross
+// the worker link); the stats count the verify passes and drafts.
+class serve_speculative : public serve, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(serve_speculative, outputs_equal_the_engine_alone) {
+  std::vector<std::string> extra = {"--speculative-tokens", "4", "--deterministic"};
+  if (GetParam()) extra.push_back("--worker-process");
+  server_process srv(model_, extra);
+  ASSERT_FALSE(srv.endpoint().empty());
+  constexpr int k_clients = 8;
+  auto repeating = [](int i) {
+    std::vector<int32_t> p;
+    for (int k = 0; k < 30 + 23 * i; ++k) p.push_back(int32_t((k % (5 + i)) * 37 + i) % 500 + 6);
+    return p;
+  };
+  std::vector<std::vector<int32_t>> want(k_clients);
+  std::vector<std::vector<float>> want_lp(k_clients);
+  for (int i = 0; i < k_clients; ++i) want[i] = greedy_alone(repeating(i), 24, &want_lp[i]);
+  std::vector<std::string> failures(k_clients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < k_clients; ++i) {
+    threads.emplace_back([&, i] {
+      transport::client_params cp;
+      cp.endpoint = srv.endpoint();
+      auto c = transport::client::connect(cp);
+      if (!c.ok()) return void(failures[i] = c.get_status().to_string());
+      auto res = (*c)->generate(greedy_request(700 + i, repeating(i), 24), 120s);
+      if (!res.ok()) return void(failures[i] = res.get_status().to_string());
+      const auto& s = res->samples[0];
+      if (std::vector<int32_t>(s.token_ids.begin(), s.token_ids.end()) != want[i])
+        failures[i] = "tokens differ";
+      else if (s.logprobs != want_lp[i])
+        failures[i] = "logprobs differ";
+      else if (s.final.reason != protocol::finish_reason::length)
+        failures[i] = "finish reason";
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < k_clients; ++i) EXPECT_EQ(failures[i], "") << "client " << i;
+
+  transport::client_params cp;
+  cp.endpoint = srv.endpoint();
+  auto c = transport::client::connect(cp);
+  ASSERT_TRUE(c.ok());
+  protocol::reply st = control(**c, protocol::control_verb::stats, 8);
+  ASSERT_TRUE(std::holds_alternative<protocol::stats_reply>(st));
+  std::map<std::string, double> stats;
+  for (const auto& [k, v] : std::get<protocol::stats_reply>(st).entries) stats[k] = v;
+  EXPECT_GT(stats["spec_verify_passes"], 0);
+  EXPECT_GT(stats["spec_draft_tokens"], stats["spec_accepted_tokens"]);
+  std::printf("%s: %.0f verify passes, %.0f of %.0f drafts kept\n",
+              GetParam() ? "worker process" : "in process", stats["spec_verify_passes"],
+              stats["spec_accepted_tokens"], stats["spec_draft_tokens"]);
+}
+
+INSTANTIATE_TEST_SUITE_P(serve, serve_speculative, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "worker_process" : "in_process";
+                         });
+
+TEST(serve_flags, speculative_tokens_past_the_pass_limit_are_refused) {
+  const std::string serve = std::string(HART_BINARY) + " serve --model " + HART_TEST_DATA + "/tiny-a";
+  for (const char* k : {"8", "-1"}) {
+    const command_result r = command_run(serve + " --speculative-tokens " + k);
+    EXPECT_NE(r.exit_code, 0) << k;
+    EXPECT_NE(r.out.find("--speculative-tokens"), std::string::npos) << r.out;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(serve, serve_overlap, ::testing::Values(false, true),
