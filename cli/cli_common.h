@@ -125,10 +125,11 @@ struct serve_options {
   int64_t worker_timeout_ms = 600000;  // a step the worker does not answer within this fails
   int64_t worker_heartbeat_timeout_ms = 10000;  // a step with no heartbeat for this long fails
   int64_t routing_ids_per_message = 1 << 20;    // longer routings go in RoutingPart replies
-  int64_t worker_restarts = -1;    // dead worker processes replaced at most this often; -1 = always
-  bool overlap_schedule = false;   // plan each decode step's successor before it runs
-  int64_t speculative_tokens = 0;  // drafts per decode step (prompt lookup); 0 = off
-  int64_t catch_step_us = -1;      // scheduler spins this long around a decode step's end; -1 = by core count
+  int64_t worker_restarts = -1;            // dead worker processes replaced at most this often; -1 = always
+  bool overlap_schedule = false;           // plan each decode step's successor before it runs
+  int64_t speculative_tokens = 0;          // drafts per decode step; 0 = off
+  std::string speculative_method = "mtp";  // mtp (the checkpoint's MTP block) or ngram (prompt lookup)
+  int64_t catch_step_us = -1;  // scheduler spins this long around a decode step's end; -1 = by core count
   int slow_reader_ms =
       10000;  // a client that reads nothing this long at the send limit has its generations aborted
   int send_hwm = 10000;         // replies ZeroMQ queues per client before the server's own per-client queue

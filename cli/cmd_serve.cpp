@@ -120,9 +120,15 @@ CLI::App* add_serve_command(CLI::App& app, serve_options* o) {
          "--speculative-tokens", o->speculative_tokens,
          "Speculative decoding: each decode step feeds up to this many drafted tokens after the next one "
          "and keeps those the model would have sampled itself, seed for seed, so outputs are unchanged "
-         "(bitwise with --deterministic). Drafts come from prompt lookup (the sequence's last tokens found "
-         "earlier in it: repeated text, quoted prompts). CPU engine; 0 = off (docs/spec-decode.md)")
+         "(bitwise with --deterministic). CPU engine; 0 = off (docs/spec-decode.md)")
       ->check(CLI::Range(int64_t(0), sched::scheduler_params::k_max_speculative_tokens))
+      ->capture_default_str();
+  cmd->add_option(
+         "--speculative-method", o->speculative_method,
+         "Where drafts come from: mtp (the checkpoint's MTP block, mtp.0.* tensors, run after each "
+         "step) or ngram (prompt lookup: the sequence's last tokens found earlier in it; no weights, "
+         "accepted on repeated text and quoted prompts)")
+      ->check(CLI::IsMember({"mtp", "ngram"}))
       ->capture_default_str();
   cmd->add_option(
          "--catch-step-us", o->catch_step_us,
@@ -295,6 +301,14 @@ int run_serve(const serve_options& o) {
   sp.sched.max_running = o.max_running;
   sp.sched.prefill_chunk = o.prefill_chunk;
   sp.sched.speculative_tokens = o.speculative_tokens;
+  sp.sched.draft_with = o.speculative_method == "mtp" ? sched::scheduler_params::drafter::mtp
+                                                      : sched::scheduler_params::drafter::ngram;
+  if (o.speculative_tokens > 0 && o.speculative_method == "mtp" && eng && eng->n_mtp_blocks() == 0) {
+    return fail(failed_precondition(
+        "--speculative-method mtp: %s has no MTP block (mtp.0.* tensors, e.g. 'mtp.0.e_proj.weight'); "
+        "use --speculative-method ngram",
+        o.common.model_dir.c_str()));
+  }
   sp.sched.max_context = gpu ? worker::gpu_max_context(cfg, o.max_context) : o.max_context;
   sp = worker::serving_params_for(cfg, sp, tok.get());
 

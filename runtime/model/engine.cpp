@@ -263,6 +263,7 @@ status engine::verify(const std::vector<batch_item>& batch, const std::vector<ri
     HART_RETURN_IF_ERROR(block_forward(ap, tb, X, topk, experts));
     if (trace && trace->capture_hidden) trace->hidden.push_back(X);
   }
+  if (trace && trace->capture_last_streams) trace->last_streams = X;
   for (size_t i = 0; i < tb.spans.size(); ++i) {
     tb.spans[i].seq->n_tokens += tb.spans[i].n;
     // A verify pass may be taken back to its start, which still reads these pages.

@@ -67,6 +67,10 @@ struct forward_trace {
   std::vector<std::vector<float>> hidden;
   /// final normed hidden [D, T]
   std::vector<float> final_hidden;
+  /// The residual streams after the last layer [D, n_hc, T] (before hc_head): what the MTP
+  /// block is fed (engine::mtp_forward), without capture_hidden's every layer.
+  bool capture_last_streams = false;
+  std::vector<float> last_streams;
   /// CSA layer index → indexer picks [index_topk, T], -1 = no entry.
   std::map<int64_t, std::vector<int32_t>> topk;
   /// layer index → routed experts [top_k, T].

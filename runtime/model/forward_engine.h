@@ -43,6 +43,15 @@ class forward_engine {
     (void)seq, (void)n_keep, (void)snap;
     return unimplemented("this engine has no speculative verify pass");
   }
+  /// The MTP block for drafting (engine::mtp_forward's contract); 0 blocks
+  /// where the checkpoint has none or the engine cannot run it.
+  virtual int64_t n_mtp_blocks() const { return 0; }
+  virtual status mtp_forward(sequence_state& seq, int64_t p0, const std::vector<int32_t>& next,
+                             const std::vector<float>& streams, std::vector<float>* logits,
+                             std::vector<float>* out_streams) const {
+    (void)seq, (void)p0, (void)next, (void)streams, (void)logits, (void)out_streams;
+    return unimplemented("this engine does not run the MTP block");
+  }
 };
 
 /// The CPU engine behind the interface.
@@ -62,6 +71,12 @@ class forward_engine_cpu_impl final : public forward_engine {
   }
   status rollback(sequence_state& seq, int64_t n_keep, const ring_snapshot& snap) const override {
     return e_->rollback(seq, n_keep, snap);
+  }
+  int64_t n_mtp_blocks() const override { return e_->n_mtp_blocks(); }
+  status mtp_forward(sequence_state& seq, int64_t p0, const std::vector<int32_t>& next,
+                     const std::vector<float>& streams, std::vector<float>* logits,
+                     std::vector<float>* out_streams) const override {
+    return e_->mtp_forward(seq, p0, next, streams, logits, out_streams);
   }
   const engine& cpu() const { return *e_; }
 

@@ -20,7 +20,7 @@ status scheduler_params::validate() const {
   if (speculative_tokens < 0 || speculative_tokens > k_max_speculative_tokens)
     return invalid_argument("scheduler: speculative_tokens %lld outside 0..%lld",
                             (long long)speculative_tokens, (long long)k_max_speculative_tokens);
-  if (speculative_tokens > 0) HART_RETURN_IF_ERROR(ngram.validate());
+  if (speculative_tokens > 0 && draft_with == drafter::ngram) HART_RETURN_IF_ERROR(ngram.validate());
   return {};
 }
 
@@ -187,6 +187,7 @@ void scheduler::requeue(seq& s) {
   s.swa_pages.clear();
   s.pages_asked = 0;
   s.drafts.clear();
+  s.mtp_next.clear();
   s.waiting_tokens = std::make_shared<const std::vector<int32_t>>(s.tokens);
   remove_running(s);
   // A fresh start tag past everything admitted: first among its client's unstarted
@@ -271,7 +272,7 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
       << "complete(): step " << plan.step << " / result " << result.step << " is not the oldest in flight";
   in_flight_steps_.pop_front();
   event_batch ev;
-  size_t k = 0, kr = 0, kl = 0;
+  size_t k = 0, kr = 0, kl = 0, kd = 0;
   for (const step_item& item : plan.items) {
     seq& s = *seqs_.at(item.seq_id);
     --s.in_flight;
@@ -308,6 +309,15 @@ event_batch scheduler::complete(const step_plan& plan, const step_result& result
     }
     const size_t first_sampled = k;
     k += size_t(n_sampled);
+    if (item.mtp_kv) s.mtp_next.clear();
+    if (item.mtp_drafts > 0 && item.sample_last && result.error.ok()) {
+      HART_CHECK(kd < result.drafts.size() && result.drafts[kd].seq_id == item.seq_id)
+          << "step_result's drafts do not match the plan at item " << kd;
+      s.mtp_next = result.drafts[kd++].tokens;
+      if (std::any_of(s.mtp_next.begin(), s.mtp_next.end(),
+                      [&](int32_t t) { return t < 0 || t >= params_.vocab_size; }))
+        s.mtp_next.clear();  // not a token: no drafts rather than a failed verify pass
+    }
     if (s.ended) {  // ended while in flight (aborted, or finished by a step before this one)
       if (s.in_flight == 0) {
         cache_op(cache::cache_op::kind::abort, s);

@@ -72,6 +72,11 @@ struct scheduler_params {
   /// sequence's step feeds its next token and up to this many drafts (prompt lookup:
   /// ngram_draft), and keeps the drafts the target would have sampled, seed for seed.
   int64_t speculative_tokens = 0;
+  /// Where drafts come from: prompt lookup here when a step is planned, or the model's MTP block
+  /// on the worker (every item then writes the block's KV of its positions, and each decode step
+  /// returns the next step's drafts: step_item::mtp_kv, mtp_drafts).
+  enum class drafter { ngram, mtp };
+  drafter draft_with = drafter::ngram;
   ngram_draft_params ngram;
 
   /// Most drafts per step: a verify pass is at most 8 positions (the CSA ring, kv_store::min_ring_rows).

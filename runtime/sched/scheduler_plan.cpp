@@ -26,7 +26,13 @@ void scheduler::propose_drafts(seq& s) {
   // The step emits at most drafts + 1 tokens: none past max_new_tokens or max_context.
   int64_t k = std::min(params_.speculative_tokens, s.req->req.max_new_tokens - (n - s.n_prompt) - 1);
   if (params_.max_context > 0) k = std::min(k, params_.max_context - n - 1);
-  if (k > 0) s.drafts = ngram_draft(s.tokens, k, params_.ngram);
+  if (k <= 0) return;
+  if (params_.draft_with == scheduler_params::drafter::mtp) {
+    s.drafts.assign(s.mtp_next.begin(),
+                    s.mtp_next.begin() + std::min<int64_t>(k, int64_t(s.mtp_next.size())));
+  } else {
+    s.drafts = ngram_draft(s.tokens, k, params_.ngram);
+  }
 }
 
 int64_t scheduler::wanted(const seq& s) const {
@@ -53,6 +59,11 @@ step_item scheduler::make_item(seq& s, int64_t chunk) {
   for (int64_t j = 0; j < chunk - known; ++j) {
     it.tokens.push_back(s.drafts[size_t(j)]);
     it.draft_seeds.push_back(step_seed(seed, n_generated + j + 1));
+  }
+  if (params_.speculative_tokens > 0 && params_.draft_with == scheduler_params::drafter::mtp) {
+    it.mtp_kv = true;  // and the token after a chunk that samples nothing, for its last position's KV
+    if (!it.sample_last) it.next_token = s.tokens[size_t(s.n_computed + known)];
+    if (it.sample_last) it.mtp_drafts = int32_t(params_.speculative_tokens);
   }
   it.logprobs = s.req->req.logprobs;
   it.top_logprobs = s.req->req.top_logprobs;

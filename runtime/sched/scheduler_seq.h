@@ -25,8 +25,9 @@ struct scheduler::seq {
   uint64_t id = 0;
   std::shared_ptr<request_rec> req;
   int32_t sample = 0;
-  std::vector<int32_t> tokens;  // prompt + generated; the last one is not computed yet once decoding
-  std::vector<int32_t> drafts;  // speculative decoding: proposed for the step being planned
+  std::vector<int32_t> tokens;    // prompt + generated; the last one is not computed yet once decoding
+  std::vector<int32_t> drafts;    // speculative decoding: proposed for the step being planned
+  std::vector<int32_t> mtp_next;  // the drafts the worker's MTP block made in the last step
   /// While waiting: `tokens` as the shard's admission will see them (shared
   /// by a request's samples, and across steps).
   std::shared_ptr<const std::vector<int32_t>> waiting_tokens;

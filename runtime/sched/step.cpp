@@ -29,7 +29,16 @@ bool sampled_match_plan(const step_plan& plan, const step_result& r) {
     if (n < 0) return false;
     k += size_t(n);
   }
-  return k == r.sampled.size();
+  if (k != r.sampled.size()) return false;
+  size_t d = 0;
+  for (const step_item& it : plan.items) {
+    if (it.mtp_drafts <= 0 || !it.sample_last) continue;
+    if (d >= r.drafts.size() || r.drafts[d].seq_id != it.seq_id ||
+        int64_t(r.drafts[d].tokens.size()) > it.mtp_drafts)
+      return false;
+    ++d;
+  }
+  return d == r.drafts.size();
 }
 
 uint64_t step_seed(uint64_t sample_seed, int64_t n_generated) {

@@ -46,6 +46,15 @@ struct step_item {
   /// back: the result holds one sampled_token per kept draft, then the draw.
   std::vector<uint64_t> draft_seeds;
   int64_t n_drafts() const { return int64_t(draft_seeds.size()); }
+  /// Drafting with the MTP block (docs/spec-decode.md §6.3): after the pass,
+  /// write the block's window KV of the positions this item keeps (the token
+  /// after each: the item's next fed token, then the token it emits, or
+  /// next_token for a chunk that samples nothing: -1 leaves its last position
+  /// out) ...
+  bool mtp_kv = false;
+  /// ... and, for an item that samples, draft this many tokens after the last
+  /// one it emits (the block's argmax, chained): step_result::drafts.
+  int32_t mtp_drafts = 0;
 };
 
 struct step_plan {
@@ -75,6 +84,12 @@ struct item_logprobs {
   std::vector<float> next;
 };
 
+/// The drafts an item's step made for the sequence's next step (mtp_drafts).
+struct item_drafts {
+  uint64_t seq_id = 0;
+  std::vector<int32_t> tokens;  // at most mtp_drafts (fewer where the pages reserved end)
+};
+
 struct step_result {
   uint64_t step = 0;
   /// Not ok: the step failed as a whole; every sequence in it ends with `error`.
@@ -86,6 +101,8 @@ struct step_result {
   std::vector<item_routing> routing;
   /// One per item with prompt_logprobs, in item order.
   std::vector<item_logprobs> prompt_logprobs;
+  /// One per item with mtp_drafts > 0 and sample_last, in item order.
+  std::vector<item_drafts> drafts;
 };
 
 /// The sampled tokens of `r` from index `from` that belong to `item` (0 when
@@ -94,8 +111,9 @@ struct step_result {
 /// too few, or a kept draft that is not the item's draft).
 int64_t item_sampled_count(const step_item& item, const step_result& r, size_t from);
 /// Whether every item's sampled tokens have item_sampled_count's shape, in
-/// item order, with none left over. The scheduler CHECKs it; a remote
-/// worker's result is refused otherwise.
+/// item order, with none left over, and the drafts are one list per item that
+/// asks for them (in item order, at most mtp_drafts tokens each). The
+/// scheduler CHECKs it; a remote worker's result is refused otherwise.
 bool sampled_match_plan(const step_plan& plan, const step_result& r);
 
 /// Seed of the sampler for a sequence's token number `n_generated` (from 0):

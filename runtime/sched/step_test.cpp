@@ -53,5 +53,22 @@ TEST(step_result_shape, anything_else_is_refused) {
   EXPECT_FALSE(sampled_match_plan(p, result_of({{1, 9}, {2, 4}, {3, 0}})));  // the prefill chunk samples none
 }
 
+TEST(step_result_shape, mtp_drafts_come_one_list_per_item_that_asks_within_its_count) {
+  step_plan p = plan_with_a_verify_item();
+  p.items[0].mtp_drafts = 2;
+  p.items[1].mtp_drafts = 2;
+  p.items[2].mtp_drafts = 2;  // samples nothing: no drafts
+  step_result r = result_of({{1, 9}, {2, 4}});
+  EXPECT_FALSE(sampled_match_plan(p, r)) << "drafts missing";
+  r.drafts = {{1, {3, 4}}, {2, {5}}};
+  EXPECT_TRUE(sampled_match_plan(p, r));
+  r.drafts = {{2, {5}}, {1, {3, 4}}};
+  EXPECT_FALSE(sampled_match_plan(p, r)) << "out of order";
+  r.drafts = {{1, {3, 4, 5}}, {2, {5}}};
+  EXPECT_FALSE(sampled_match_plan(p, r)) << "more than asked";
+  r.drafts = {{1, {3}}, {2, {5}}, {3, {1}}};
+  EXPECT_FALSE(sampled_match_plan(p, r)) << "for an item that samples nothing";
+}
+
 }  // namespace
 }  // namespace hart::sched

@@ -1,7 +1,10 @@
 #include "runtime/worker/engine_executor.h"
 
+#include "runtime/worker/mtp_drafting.h"
 #include "runtime/worker/step_routing.h"
 #include "runtime/worker/step_sampling.h"
+
+#include <algorithm>
 
 namespace hart::worker {
 
@@ -75,8 +78,10 @@ status_or<sched::step_result> engine_executor::execute(const sched::step_plan& p
   }
   forward_trace trace;
   const bool capture = plan_captures_routing(plan);
-  res.error = keep.empty() ? eng_->forward(batch, &logits_, capture ? &trace : nullptr)
-                           : eng_->verify(batch, keep, &logits_, capture ? &trace : nullptr);
+  trace.capture_last_streams =
+      std::any_of(plan.items.begin(), plan.items.end(), [](const sched::step_item& it) { return it.mtp_kv; });
+  forward_trace* tr = capture || trace.capture_last_streams ? &trace : nullptr;
+  res.error = keep.empty() ? eng_->forward(batch, &logits_, tr) : eng_->verify(batch, keep, &logits_, tr);
   if (!res.error.ok()) return res;
   if (capture) collect_step_routing(plan, trace, &res);
   const std::vector<int64_t> emitted =
@@ -88,6 +93,12 @@ status_or<sched::step_result> engine_executor::execute(const sched::step_plan& p
     if (res.error = eng_->rollback(seqs[i], it.n_computed + emitted[i], *keep[i]); !res.error.ok()) {
       res.sampled.clear();
       return res;
+    }
+  }
+  if (trace.capture_last_streams) {
+    if (res.error = mtp_catch_up(*eng_, plan, seqs, trace.last_streams, emitted, &res); !res.error.ok()) {
+      res.sampled.clear();
+      res.drafts.clear();
     }
   }
   return res;

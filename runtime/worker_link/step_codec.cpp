@@ -58,6 +58,8 @@ void fill_plan(w::StepPlan::Builder b, const sched::step_plan& p) {
     ib.setNextToken(it.next_token);
     auto ds = ib.initDraftSeeds(unsigned(it.draft_seeds.size()));
     for (size_t k = 0; k < it.draft_seeds.size(); ++k) ds.set(unsigned(k), it.draft_seeds[k]);
+    ib.setMtpKv(it.mtp_kv);
+    ib.setMtpDrafts(it.mtp_drafts);
   }
 }
 
@@ -114,6 +116,11 @@ void fill_result(w::StepResult::Builder b, const sched::step_result& r) {
     for (size_t k = 0; k < r.prompt_logprobs[i].next.size(); ++k)
       next.set(unsigned(k), r.prompt_logprobs[i].next[k]);
   }
+  auto dl = b.initDrafts(unsigned(r.drafts.size()));
+  for (size_t i = 0; i < r.drafts.size(); ++i) {
+    dl[unsigned(i)].setSeqId(r.drafts[i].seq_id);
+    fill_ints(dl[unsigned(i)].initTokens(unsigned(r.drafts[i].tokens.size())), r.drafts[i].tokens);
+  }
 }
 
 sched::step_plan read_plan(w::StepPlan::Reader r) {
@@ -142,6 +149,8 @@ sched::step_plan read_plan(w::StepPlan::Reader r) {
     it.prompt_logprobs = ir.getPromptLogprobs();
     it.next_token = ir.getNextToken();
     for (uint64_t seed : ir.getDraftSeeds()) it.draft_seeds.push_back(seed);
+    it.mtp_kv = ir.getMtpKv();
+    it.mtp_drafts = ir.getMtpDrafts();
     p.items.push_back(std::move(it));
   }
   return p;
@@ -183,6 +192,7 @@ status_or<sched::step_result> read_result(w::StepResult::Reader r) {
     for (float v : lr.getNext()) lp.next.push_back(v);
     res.prompt_logprobs.push_back(std::move(lp));
   }
+  for (auto dr : r.getDrafts()) res.drafts.push_back({dr.getSeqId(), read_ints(dr.getTokens())});
   return res;
 }
 
@@ -193,6 +203,7 @@ status check_plan(const sched::step_plan& p) {
       return invalid_argument("plan item %zu: n_computed %lld < 0", i, (long long)it.n_computed);
     if (it.top_logprobs < 0) return invalid_argument("plan item %zu: top_logprobs < 0", i);
     if (it.tokens.empty()) return invalid_argument("plan item %zu: no tokens", i);
+    if (it.mtp_drafts < 0) return invalid_argument("plan item %zu: mtp_drafts < 0", i);
     HART_RETURN_IF_ERROR(it.sampling.validate());
   }
   return {};

@@ -36,6 +36,8 @@ sched::step_plan sample_plan() {
   b.seq_id = 8;
   b.tokens = {4, 9, 9};
   b.draft_seeds = {11, 0xffffffffffffffffull};  // a verify pass: two drafts
+  b.mtp_kv = true;
+  b.mtp_drafts = 3;
   p.items.push_back(b);
   return p;
 }
@@ -76,6 +78,10 @@ TEST(step_codec, plan_round_trip) {
   EXPECT_EQ(q->items[1].tokens, (std::vector<int32_t>{4, 9, 9}));
   EXPECT_TRUE(a.draft_seeds.empty());
   EXPECT_EQ(q->items[1].draft_seeds, (std::vector<uint64_t>{11, 0xffffffffffffffffull}));
+  EXPECT_FALSE(a.mtp_kv);
+  EXPECT_EQ(a.mtp_drafts, 0);
+  EXPECT_TRUE(q->items[1].mtp_kv);
+  EXPECT_EQ(q->items[1].mtp_drafts, 3);
 }
 
 TEST(step_codec, result_round_trip) {
@@ -96,6 +102,20 @@ TEST(step_codec, result_round_trip) {
   EXPECT_EQ(q->sampled[0].logprob, -0.5f);
   ASSERT_EQ(q->sampled[0].top_logprobs.size(), 2u);
   EXPECT_EQ(q->sampled[0].top_logprobs[1].token, 12);
+  EXPECT_TRUE(q->drafts.empty());
+
+  // The MTP block's drafts for the next step cross the link.
+  r.drafts = {{7, {5, 6, 7}}, {9, {}}};
+  f = encode(worker_message{r});
+  m = decode(f->data(), f->size());
+  ASSERT_TRUE(m.ok()) << m.get_status().to_string();
+  q = std::get_if<sched::step_result>(&m.value());
+  ASSERT_EQ(q->drafts.size(), 2u);
+  EXPECT_EQ(q->drafts[0].seq_id, 7u);
+  EXPECT_EQ(q->drafts[0].tokens, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(q->drafts[1].seq_id, 9u);
+  EXPECT_TRUE(q->drafts[1].tokens.empty());
+  r.drafts.clear();
 
   // Routing of a capturing item crosses the link; a layer of the wrong size does not.
   sched::item_routing ir;

@@ -40,6 +40,8 @@ struct StepItem {
   promptLogprobs @12 :Bool;
   nextToken @13 :Int32 = -1;  # the token after the item's last position (prompt log-probs); -1: none
   draftSeeds @14 :List(UInt64);  # a verify pass: the last draftSeeds.size() tokens are drafts (step.h)
+  mtpKv @15 :Bool;               # write the MTP block's window KV of the kept positions
+  mtpDrafts @16 :Int32;          # then draft this many tokens with it (step_result drafts)
 }
 
 struct StepPlan {
@@ -79,6 +81,12 @@ struct ItemLogprobs {
   next @1 :List(Float32);
 }
 
+# The next step's drafts of one item (sched::item_drafts).
+struct ItemDrafts {
+  seqId @0 :UInt64;
+  tokens @1 :List(Int32);
+}
+
 struct StepResult {
   step @0 :UInt64;
   errorCode @1 :UInt16;   # hart::status_code; 0 = ok
@@ -86,6 +94,7 @@ struct StepResult {
   sampled @3 :List(SampledToken);
   routing @4 :List(ItemRouting);
   promptLogprobs @5 :List(ItemLogprobs);
+  drafts @6 :List(ItemDrafts);
 }
 
 # What a worker serves: the server refuses a worker whose model differs from its own.

@@ -474,7 +474,8 @@ TEST_P(serve_overlap, concurrent_clients_equal_the_engine_alone) {
 class serve_speculative : public serve, public ::testing::WithParamInterface<bool> {};
 
 TEST_P(serve_speculative, outputs_equal_the_engine_alone) {
-  std::vector<std::string> extra = {"--speculative-tokens", "4", "--deterministic"};
+  std::vector<std::string> extra = {"--speculative-tokens", "4", "--speculative-method", "ngram",
+                                    "--deterministic"};
   if (GetParam()) extra.push_back("--worker-process");
   server_process srv(model_, extra);
   ASSERT_FALSE(srv.endpoint().empty());
@@ -529,13 +530,17 @@ INSTANTIATE_TEST_SUITE_P(serve, serve_speculative, ::testing::Values(false, true
                            return i.param ? "worker_process" : "in_process";
                          });
 
-TEST(serve_flags, speculative_tokens_past_the_pass_limit_are_refused) {
+TEST(serve_flags, speculative_tokens_past_the_pass_limit_or_mtp_without_its_block_are_refused) {
   const std::string serve = std::string(HART_BINARY) + " serve --model " + HART_TEST_DATA + "/tiny-a";
   for (const char* k : {"8", "-1"}) {
     const command_result r = command_run(serve + " --speculative-tokens " + k);
     EXPECT_NE(r.exit_code, 0) << k;
     EXPECT_NE(r.out.find("--speculative-tokens"), std::string::npos) << r.out;
   }
+  // tiny-a has no MTP block (its Hugging Face reference drops mtp.*): mtp drafting is refused.
+  const command_result mtp = command_run(serve + " --speculative-tokens 2");
+  EXPECT_NE(mtp.exit_code, 0);
+  EXPECT_NE(mtp.out.find("has no MTP block"), std::string::npos) << mtp.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(serve, serve_overlap, ::testing::Values(false, true),
