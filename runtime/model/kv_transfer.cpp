@@ -140,4 +140,18 @@ status kv_pages_import(const kv_pages& kv, kv_store& store, const std::vector<in
   return {};
 }
 
+status kv_pages_drop_swa_below(kv_pages& kv, int64_t page) {
+  if (page <= kv.first_swa) return {};
+  const int64_t before = kv.n_swa_carried();
+  if (before > 0 && kv.swa.size() % size_t(before) != 0) {
+    return invalid_argument("kv drop: %zu SWA floats are not %lld whole pages", kv.swa.size(),
+                            (long long)before);
+  }
+  const size_t page_floats = before > 0 ? kv.swa.size() / size_t(before) : 0;
+  kv.first_swa = std::min(page, kv.n_pages());
+  const int64_t after = kv.n_swa_carried();
+  kv.swa.erase(kv.swa.begin(), kv.swa.begin() + ptrdiff_t(size_t(before - after) * page_floats));
+  return {};
+}
+
 }  // namespace hart

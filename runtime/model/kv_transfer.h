@@ -94,4 +94,11 @@ status_or<kv_pages> kv_pages_export(const kv_store& store, const model_config& c
 status kv_pages_import(const kv_pages& kv, kv_store& store, const std::vector<int32_t>& full,
                        const std::vector<int32_t>& swa);
 
+/// Leaves the SWA pages below `page` out of `kv` (one range or the whole
+/// transfer): a receiver whose prefix hit holds pages [0, page) keeps its own
+/// window over them, as a colocated prefill on top of that hit reads it, and
+/// never writes into those shared pages. invalid_argument when kv's SWA floats
+/// are not whole pages.
+status kv_pages_drop_swa_below(kv_pages& kv, int64_t page);
+
 }  // namespace hart
