@@ -385,6 +385,7 @@ scheduler_actor::behavior_type scheduler_impl(scheduler_self self,
     pp.endpoint = st.params.prefill_endpoint;
     pp.layout = st.params.kv_layout;
     pp.page_size = sp.cache.page_size;
+    pp.window = sp.cache.window;
     pp.timeout_ms = st.params.prefill_timeout_ms;
     pp.vocab_size = sp.sched.vocab_size;
     pp.max_context = sp.sched.max_context;

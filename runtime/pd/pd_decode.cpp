@@ -3,6 +3,7 @@
 #include "runtime/core/log.h"
 #include "runtime/pd/link_socket.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace hart::pd {
@@ -122,6 +123,18 @@ void pd_decode::on_message(const pd_message& m) {
            "the prefill server sent a chunk of " + std::to_string(c->kv.n_tokens) +
                " positions from full page " + std::to_string(c->kv.first_full) + " for a prompt of " +
                std::to_string(t.req.prompt.size()) + " from page " + std::to_string(t.skip_full),
+           refuse_reason::bad_chunk);
+      return;
+    }
+    // Every SWA page this side's cache keeps must be written: it is cached with
+    // the prompt, and a later prefix hit reads it.
+    cache::cache_config cc;
+    cc.page_size = params_.page_size;
+    cc.window = params_.window;
+    if (c->kv.first_swa > std::max(t.skip_full, cc.first_live_swa_page(c->kv.n_tokens))) {
+      fail(t, status_code::internal,
+           "the prefill server sent SWA pages from " + std::to_string(c->kv.first_swa) +
+               " on; this cache keeps them from " + std::to_string(cc.first_live_swa_page(c->kv.n_tokens)),
            refuse_reason::bad_chunk);
       return;
     }

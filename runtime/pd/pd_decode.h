@@ -75,6 +75,7 @@ struct pd_decode_params {
   std::string endpoint;        // the prefill server's, for messages
   uint64_t layout = 0;         // this server's kv_store::layout_id
   int64_t page_size = 0;       // and page size
+  int64_t window = 0;          // the cache's (the model's): which SWA pages it keeps
   int64_t timeout_ms = 30000;  // a transfer with no message from the prefill server this long fails
   int32_t vocab_size = 0;
   int64_t max_context = 0;  // 0 = none

@@ -238,10 +238,16 @@ struct prefill_server::impl {
     page_table pages;
     pages.full = index.pages(id).full;
     pages.swa = index.pages(id).swa;
-    HART_ASSIGN_OR_RETURN(std::vector<kv_page_range> ranges,
-                          kv_pages_plan(store, eng.config(), n, p.skip_full, params.max_chunk_bytes));
+    // Every SWA page the decode side's cache keeps (the same rule as this
+    // server's), not only those a decode step reads: it caches them with the
+    // prompt, and a later prefix hit there reads them as its own.
+    const int64_t first_swa = params.cache.first_live_swa_page(n);
+    HART_ASSIGN_OR_RETURN(
+        std::vector<kv_page_range> ranges,
+        kv_pages_plan(store, eng.config(), n, p.skip_full, params.max_chunk_bytes, first_swa));
     for (const kv_page_range& r : ranges) {
-      HART_ASSIGN_OR_RETURN(kv_pages kv, kv_pages_export(store, eng.config(), pages, n, p.skip_full, r));
+      HART_ASSIGN_OR_RETURN(kv_pages kv,
+                            kv_pages_export(store, eng.config(), pages, n, p.skip_full, r, first_swa));
       counts.full_pages_sent += kv.n_full_carried();
       HART_RETURN_IF_ERROR(link_send(router, &peer, {m.request_id, m.transfer_id, kv_chunk{std::move(kv)}}));
       ++counts.chunks_sent;

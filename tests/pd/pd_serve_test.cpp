@@ -63,6 +63,14 @@ transport::sample_output generate_one(transport::client& c, const protocol::gene
   return r->samples[0];
 }
 
+protocol::control_request abort_request(uint64_t tag, uint64_t id) {
+  protocol::control_request q;
+  q.tag = tag;
+  q.verb = protocol::control_verb::abort;
+  q.request_id = id;
+  return q;
+}
+
 void expect_same(const transport::sample_output& pd, const transport::sample_output& colocated) {
   EXPECT_EQ(pd.token_ids, colocated.token_ids);
   ASSERT_EQ(pd.logprobs.size(), colocated.logprobs.size());
@@ -126,9 +134,11 @@ TEST(pd_serve_prefix, a_prefix_hit_on_the_decode_side_transfers_fewer_pages) {
   pd_servers s(model_path("tiny-a"));
   std::unique_ptr<transport::client> d = connect(s.decode), c = connect(s.colocated);
   const std::vector<int32_t> a = random_prompt(600, 11);
-  std::vector<int32_t> b(a.begin(), a.begin() + 520);  // 4 whole pages of 128 shared
-  const std::vector<int32_t> tail = random_prompt(60, 12);
-  b.insert(b.end(), tail.begin(), tail.end());
+  // 4 whole pages of 128 shared; the window (32) of its last position reaches back into
+  // them, into the SWA pages of the decode side's own prefix (not imported: they are its own).
+  std::vector<int32_t> b(a.begin(), a.begin() + 520);
+  b.push_back(7);
+  b.push_back(8);
 
   expect_same(generate_one(*d, request(1, a, 6)), generate_one(*c, request(1, a, 6)));
   std::map<std::string, double> first = stats_of(*d, 10);
@@ -281,6 +291,37 @@ TEST(pd_serve_failure, a_bad_chunk_is_refused_and_fails_the_request) {
     EXPECT_EQ(st["pd_failed"], double(id));
     ++id;
   }
+}
+
+// A client's abort while the prompt is with the prefill server: the generation ends with
+// reason abort, the prefill server is told (kvRefuse aborted), no page stays held.
+TEST(pd_serve_failure, an_abort_during_the_hand_off) {
+  bad_prefill_server slow;  // takes the prefill and never answers it
+  server_process decode(model_path("tiny-a"), {"--role", "decode", "--prefill-endpoint", slow.endpoint});
+  std::unique_ptr<transport::client> d = connect(decode);
+  ASSERT_TRUE(d->send(protocol::request{request(9, random_prompt(100, 5), 4)}).ok());
+  zmq::message_t peer, frame;
+  ASSERT_TRUE(slow.router.recv(peer) && slow.router.recv(frame)) << "the prefill message";
+  ASSERT_TRUE(d->send(protocol::request{abort_request(1, 9)}).ok());
+  bool ended = false;
+  while (!ended) {
+    auto r = d->receive(30s);
+    ASSERT_TRUE(r.ok()) << r.get_status().to_string();
+    if (auto* f = std::get_if<protocol::final_event>(&*r)) {
+      EXPECT_EQ(f->request_id, 9u);
+      EXPECT_EQ(f->reason, protocol::finish_reason::abort);
+      ended = true;
+    }
+  }
+  ASSERT_TRUE(slow.router.recv(peer) && slow.router.recv(frame)) << "the decode server's refusal";
+  auto m = pd_link::decode(frame.data(), frame.size());
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE(std::holds_alternative<pd_link::kv_refuse>(m->body));
+  EXPECT_EQ(std::get<pd_link::kv_refuse>(m->body).reason, pd_link::refuse_reason::aborted);
+  std::map<std::string, double> st = stats_after_flush(*d, 10);
+  EXPECT_EQ(st["cache_full_pages_used"], 0);
+  EXPECT_EQ(st["cache_swa_pages_used"], 0);
+  EXPECT_EQ(st["pd_transfers_in_flight"], 0);
 }
 
 }  // namespace
