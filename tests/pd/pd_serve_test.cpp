@@ -17,6 +17,7 @@
 #include "runtime/pd/link_socket.h"
 #include "runtime/pd_link/pd_codec.h"
 #include "runtime/transport/client.h"
+#include "tests/command_run.h"
 #include "tests/serve/server_process.h"
 #include "tests/serve/server_stats.h"
 
@@ -290,6 +291,27 @@ TEST(pd_serve_failure, a_bad_chunk_is_refused_and_fails_the_request) {
     EXPECT_EQ(st["cache_swa_pages_used"], 0);
     EXPECT_EQ(st["pd_failed"], double(id));
     ++id;
+  }
+}
+
+// What a role does not take is refused before the model loads: exit 1 with why.
+TEST(pd_serve_startup, options_a_role_does_not_take) {
+  const std::string serve = std::string(HART_BINARY) + " serve -m " + model_path("tiny-a") + " ";
+  const struct {
+    std::string args, says;
+  } cases[] = {
+      {"--role decode", "--role decode needs --prefill-endpoint"},
+      {"--prefill-endpoint tcp://127.0.0.1:1", "--prefill-endpoint is for --role decode"},
+      {"--role prefill --http-bind 127.0.0.1:0", "--role prefill answers decode servers only"},
+      {"--role decode --prefill-endpoint tcp://127.0.0.1:1 --worker-process", "unimplemented"},
+      {"--role prefill --device cuda", "unimplemented"},
+      {"--role middle", "--role"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    const command_result r = command_run(serve + c.args);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << r.out;
   }
 }
 
