@@ -42,6 +42,9 @@ cache_shard_actor::behavior_type cache_shard_impl(cache_shard_actor::stateful_po
       },
       [=](shard_metrics_atom) { return self->state.metrics(); },
       [=](shard_check_atom) { return self->state.check(); },
+      [=](shard_prefill_atom, std::shared_ptr<const cache::prefill_reservation> r) {
+        return std::make_shared<const cache::prefill_reserved>(self->state.shard->reserve_prefilled(*r));
+      },
   };
 }
 

@@ -14,6 +14,8 @@
 #include "actors/msg/step_msgs.h"
 #include "actors/msg/weight_sync_msgs.h"
 #include "runtime/cache/shard_protocol.h"
+#include "runtime/pd/pd_decode.h"
+#include "runtime/pd_link/pd_messages.h"
 #include "runtime/weight_sync/sync_server.h"
 
 namespace hart::actors {
@@ -43,6 +45,16 @@ using shard_reserve_atom = caf::atom_constant<caf::atom("shardresv")>;
 using cache_ops_atom = caf::atom_constant<caf::atom("cacheops")>;
 using shard_metrics_atom = caf::atom_constant<caf::atom("shardstat")>;
 using shard_check_atom = caf::atom_constant<caf::atom("shardchk")>;
+// Prefill/decode disaggregation, on the decode server (runtime/pd/pd_decode.h): pages for a
+// prompt whose KV comes from a prefill server (scheduler -> shard, answered); a chunk into
+// them (scheduler -> worker) and its outcome (worker -> scheduler: transfer id, status); a
+// message from the prefill server (its link's thread -> scheduler); a transfer's timeout
+// (scheduler -> itself: transfer id, generation)
+using shard_prefill_atom = caf::atom_constant<caf::atom("shardpfill")>;
+using kv_import_atom = caf::atom_constant<caf::atom("kvimport")>;
+using kv_imported_atom = caf::atom_constant<caf::atom("kvimported")>;
+using pd_atom = caf::atom_constant<caf::atom("pdmsg")>;
+using pd_timeout_atom = caf::atom_constant<caf::atom("pdtimeout")>;
 
 // -- interfaces: every long-lived actor is one of these handles, so a message
 // an actor does not take is a compile error at the sender --------------------
@@ -55,7 +67,8 @@ using gateway_actor =
 
 /// Runs step plans and weight swaps; answers the sender with step_done / swapped.
 using worker_actor = caf::typed_actor<caf::reacts_to<step_atom, std::shared_ptr<const sched::step_plan>>,
-                                      caf::reacts_to<swap_atom, std::shared_ptr<const swap_request>>>;
+                                      caf::reacts_to<swap_atom, std::shared_ptr<const swap_request>>,
+                                      caf::reacts_to<kv_import_atom, std::shared_ptr<const pd::kv_import>>>;
 
 /// One attention-DP rank's page index: a step's pages and pages ahead (answered), what was
 /// computed, metrics, invariants.
@@ -66,7 +79,9 @@ using cache_shard_actor =
                          std::shared_ptr<const cache::reserve_grants>>,
                      caf::reacts_to<cache_ops_atom, std::shared_ptr<const cache::cache_op_batch>>,
                      caf::replies_to<shard_metrics_atom>::with<std::shared_ptr<const cache::cache_metrics>>,
-                     caf::replies_to<shard_check_atom>::with<std::shared_ptr<const status>>>;
+                     caf::replies_to<shard_check_atom>::with<std::shared_ptr<const status>>,
+                     caf::replies_to<shard_prefill_atom, std::shared_ptr<const cache::prefill_reservation>>::
+                         with<std::shared_ptr<const cache::prefill_reserved>>>;
 
 /// Staged weight updates in (from the sync socket), local ones (a checkpoint directory, a
 /// relabel); the scheduler's swap outcome back.
@@ -77,13 +92,17 @@ using weight_sync_actor =
 
 /// Requests and control verbs from the gateway, swaps from the weight-sync
 /// actor, step outcomes and swap outcomes from the worker.
-using scheduler_actor = caf::typed_actor<caf::reacts_to<gateway_actor>,
-                                         caf::reacts_to<submit_atom, std::shared_ptr<const submit_request>>,
-                                         caf::reacts_to<control_atom, std::shared_ptr<const control_call>>,
-                                         caf::reacts_to<swap_atom, std::shared_ptr<const swap_request>>,
-                                         caf::reacts_to<swapped_atom, std::shared_ptr<const swap_outcome>>,
-                                         caf::reacts_to<step_done_atom, std::shared_ptr<const step_outcome>>,
-                                         caf::reacts_to<retry_atom>, caf::reacts_to<catch_atom, uint64_t>>;
+using scheduler_actor =
+    caf::typed_actor<caf::reacts_to<gateway_actor>,
+                     caf::reacts_to<submit_atom, std::shared_ptr<const submit_request>>,
+                     caf::reacts_to<control_atom, std::shared_ptr<const control_call>>,
+                     caf::reacts_to<swap_atom, std::shared_ptr<const swap_request>>,
+                     caf::reacts_to<swapped_atom, std::shared_ptr<const swap_outcome>>,
+                     caf::reacts_to<step_done_atom, std::shared_ptr<const step_outcome>>,
+                     caf::reacts_to<retry_atom>, caf::reacts_to<catch_atom, uint64_t>,
+                     caf::reacts_to<kv_imported_atom, uint64_t, std::shared_ptr<const status>>,
+                     caf::reacts_to<pd_atom, std::shared_ptr<const pd_link::pd_message>>,
+                     caf::reacts_to<pd_timeout_atom, uint64_t, uint64_t>>;
 
 /// A blocking actor (worker, weight sync) behind its interface: CAF 0.17 spawns
 /// blocking actors untyped and cannot check their receive loops, so this cast
@@ -113,3 +132,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::reserve_grants>
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::cache_op_batch>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::cache_metrics>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::status>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::prefill_reservation>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::cache::prefill_reserved>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::pd::kv_import>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const hart::pd_link::pd_message>)

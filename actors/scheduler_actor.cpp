@@ -2,9 +2,12 @@
 
 #include "actors/cache_shard_actor.h"
 #include "runtime/core/log.h"
+#include "runtime/pd/decode_link.h"
+#include "runtime/pd/pd_decode.h"
 #include "runtime/sched/step_pipeline.h"
 
 #include <algorithm>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -18,7 +21,7 @@ using namespace std::chrono_literals;
 constexpr double k_min_catch_delay_us = 50;
 
 protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_version, uint64_t caught,
-                                 uint64_t tag) {
+                                 uint64_t tag, const pd::pd_decode* pd) {
   protocol::stats_reply r;
   r.tag = tag;
   r.entries = {{"queue_depth", double(s.waiting)},
@@ -67,6 +70,17 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_
                {"cache_evicted_full_pages", double(s.cache.evicted_full_pages)},
                {"worker_failures", double(s.worker_failures)},
                {"weight_version", double(weight_version)}};
+  if (pd) {  // --role decode: the hand-offs from the prefill server
+    const pd::pd_decode_counters& c = pd->counters();
+    r.entries.insert(r.entries.end(), {{"pd_transfers", double(c.transfers)},
+                                       {"pd_transfers_in_flight", double(pd->n_transfers())},
+                                       {"pd_completed", double(c.completed)},
+                                       {"pd_failed", double(c.failed)},
+                                       {"pd_timed_out", double(c.timed_out)},
+                                       {"pd_chunks_imported", double(c.chunks)},
+                                       {"pd_full_pages_imported", double(c.full_pages_imported)},
+                                       {"pd_full_pages_cached", double(c.full_pages_cached)}});
+  }
   r.histograms = {{"time_to_first_token_seconds", s.ttft},
                   {"time_per_output_token_seconds", s.tpot},
                   {"e2e_request_latency_seconds", s.e2e},
@@ -79,6 +93,37 @@ protocol::stats_reply make_stats(const sched::serving_stats& s, uint64_t weight_
 
 struct scheduler_state;
 using scheduler_self = scheduler_actor::stateful_pointer<scheduler_state>;
+
+/// Where the PD link's thread delivers the prefill server's messages: the
+/// scheduler actor once it exists (a weak handle: the link lives in its state).
+struct pd_inbox {
+  std::mutex mu;
+  caf::actor_addr target;
+
+  void deliver(pd_link::pd_message m) {
+    caf::actor_addr to;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      to = target;
+    }
+    if (auto a = caf::actor_cast<scheduler_actor>(to))
+      caf::anon_send(a, pd_atom::value, std::make_shared<const pd_link::pd_message>(std::move(m)));
+  }
+};
+
+/// The decode server's hand-offs (pd_decode) reach the shard, the worker, the
+/// link and the scheduler through the actor.
+struct scheduler_pd_port : pd::pd_decode_port {
+  scheduler_state* st = nullptr;
+  void reserve(cache::prefill_reservation r) override;
+  void send(const pd_link::pd_message& m) override;
+  void import(std::shared_ptr<const pd::kv_import> c) override;
+  void release(cache::request_id id) override;
+  status admit(sched::gen_request r, const sched::prefilled& p) override;
+  void publish(sched::event_batch ev) override;
+  void wake_after(uint64_t transfer_id, uint64_t generation, std::chrono::milliseconds delay) override;
+  int64_t now_us() override;
+};
 
 // The actor's half of the step path: messages in, the pipeline (plain C++,
 // runtime/sched/step_pipeline.h) decides, its port sends. What stays here is
@@ -96,6 +141,11 @@ struct scheduler_state : sched::pipeline_port {
   weight_sync_actor swap_from;
   /// Weights serving now: every event is stamped with them.
   uint64_t weight_version = 0;
+  /// --role decode: the link to the prefill server (shared only because spawn
+  /// arguments must be copyable) and the hand-offs in progress; null otherwise.
+  std::shared_ptr<pd::decode_link> pd_link;
+  std::unique_ptr<pd::pd_decode> pd;
+  scheduler_pd_port pd_port;
   /// Which dispatch the pending catch timer is for, and the open window.
   uint64_t catch_gen = 0;
   uint64_t caught = 0;         // step outcomes that arrived inside an open catch window
@@ -210,6 +260,8 @@ struct scheduler_state : sched::pipeline_port {
         for (uint64_t id : c.ids) ev.append(sched().abort(id));
         if (c.ack) reply(c.client, protocol::ack_reply{ctl.tag, ctl.verb, uint32_t(c.ids.size())});
         publish(std::move(ev));
+        if (pd)
+          for (uint64_t id : c.ids) pd->abort(id);  // those still being handed off
         break;
       }
       case control_verb::pause: {
@@ -224,6 +276,7 @@ struct scheduler_state : sched::pipeline_port {
         const int64_t affected = m == sched::pause_mode::abort ? int64_t(aborted.size()) : running;
         reply(c.client, protocol::ack_reply{ctl.tag, ctl.verb, uint32_t(affected)});
         publish(std::move(ev));
+        if (pd && m == sched::pause_mode::abort) pd->abort_all();
         break;
       }
       case control_verb::resume:
@@ -248,7 +301,8 @@ struct scheduler_state : sched::pipeline_port {
         auto* st = this;
         self->request(shard(0), caf::infinite, shard_metrics_atom::value)
             .then([st, client, tag](std::shared_ptr<const cache::cache_metrics> m) {
-              st->reply(client, make_stats(st->pipeline->stats(*m), st->weight_version, st->caught, tag));
+              st->reply(client, make_stats(st->pipeline->stats(*m), st->weight_version, st->caught, tag,
+                                           st->pd.get()));
             });
         break;
       }
@@ -281,9 +335,45 @@ struct scheduler_state : sched::pipeline_port {
   }
 };
 
+void scheduler_pd_port::reserve(cache::prefill_reservation r) {
+  auto* s = st;
+  s->self
+      ->request(s->shard(0), caf::infinite, shard_prefill_atom::value,
+                std::make_shared<const cache::prefill_reservation>(std::move(r)))
+      .then([s](std::shared_ptr<const cache::prefill_reserved> g) { s->pd->on_reserved(*g); });
+}
+void scheduler_pd_port::send(const pd_link::pd_message& m) {
+  if (status e = st->pd_link->send(m); !e.ok()) HART_LOG_ERROR("pd link: %s", e.to_string().c_str());
+}
+void scheduler_pd_port::import(std::shared_ptr<const pd::kv_import> c) {
+  st->self->send(st->params.worker, kv_import_atom::value, std::move(c));
+}
+void scheduler_pd_port::release(cache::request_id id) {
+  st->self->send(st->shard(0), cache_ops_atom::value,
+                 std::make_shared<const cache::cache_op_batch>(
+                     cache::cache_op_batch{{cache::cache_op::kind::abort, id, 0, {}}}));
+}
+status scheduler_pd_port::admit(sched::gen_request r, const sched::prefilled& p) {
+  HART_ASSIGN_OR_RETURN(sched::event_batch ev, st->sched().admit_prefilled(std::move(r), p));
+  st->publish(std::move(ev));
+  st->pipeline->advance();
+  return {};
+}
+void scheduler_pd_port::publish(sched::event_batch ev) {
+  st->publish(std::move(ev));
+}
+void scheduler_pd_port::wake_after(uint64_t transfer_id, uint64_t generation,
+                                   std::chrono::milliseconds delay) {
+  st->self->delayed_send(st->self, delay, pd_timeout_atom::value, transfer_id, generation);
+}
+int64_t scheduler_pd_port::now_us() {
+  return st->sched().now_us();
+}
+
 scheduler_actor::behavior_type scheduler_impl(scheduler_self self,
                                               std::shared_ptr<sched::step_pipeline> pipeline,
-                                              scheduler_actor_params params) {
+                                              scheduler_actor_params params,
+                                              std::shared_ptr<pd::decode_link> link) {
   auto& st = self->state;
   st.self = self;
   st.params = std::move(params);
@@ -291,11 +381,38 @@ scheduler_actor::behavior_type scheduler_impl(scheduler_self self,
   st.pipeline = std::move(pipeline);
   st.pipeline->attach(&st);
   for (const cache_shard_actor& s : st.params.shards) self->link_to(s);  // they end together
+  st.pd_link = std::move(link);
+  if (st.pd_link) {
+    const sched::serving_params& sp = st.params.serving;
+    pd::pd_decode_params pp;
+    pp.endpoint = st.params.prefill_endpoint;
+    pp.layout = st.params.kv_layout;
+    pp.page_size = sp.cache.page_size;
+    pp.window = sp.cache.window;
+    pp.timeout_ms = st.params.prefill_timeout_ms;
+    pp.vocab_size = sp.sched.vocab_size;
+    pp.max_context = sp.sched.max_context;
+    st.pd_port.st = &st;
+    st.pd = std::make_unique<pd::pd_decode>(pp, &st.pd_port);
+  }
   return {
       [=](gateway_actor gw) { self->state.gateway = std::move(gw); },
       [=](submit_atom, std::shared_ptr<const submit_request> r) {
-        self->state.pipeline->submit(r->request);
+        if (self->state.pd) {
+          self->state.pd->submit(r->request);
+        } else {
+          self->state.pipeline->submit(r->request);
+        }
         self->state.resume_catch();
+      },
+      [=](pd_atom, std::shared_ptr<const pd_link::pd_message> m) {
+        if (self->state.pd) self->state.pd->on_message(*m);
+      },
+      [=](kv_imported_atom, uint64_t transfer, std::shared_ptr<const status> result) {
+        if (self->state.pd) self->state.pd->on_imported(transfer, *result);
+      },
+      [=](pd_timeout_atom, uint64_t transfer, uint64_t generation) {
+        if (self->state.pd) self->state.pd->on_timeout(transfer, generation);
       },
       [=](control_atom, std::shared_ptr<const control_call> c) {
         self->state.on_control(*c);
@@ -329,7 +446,25 @@ status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys,
   // busy with (gateway, weight sync); the step path is the S1 budget.
   auto pipeline =
       std::make_shared<sched::step_pipeline>(std::move(sched), sched::step_pipeline_params{params.overlap});
-  return sys.spawn<caf::detached>(scheduler_impl, std::move(pipeline), params);
+  std::shared_ptr<pd::decode_link> link;
+  auto inbox = std::make_shared<pd_inbox>();
+  if (!params.prefill_endpoint.empty()) {
+    const std::string ep = params.prefill_endpoint;
+    HART_ASSIGN_OR_RETURN(std::unique_ptr<pd::decode_link> l,
+                          pd::decode_link::connect(
+                              ep, [inbox](pd_link::pd_message m) { inbox->deliver(std::move(m)); },
+                              [ep](const status& why) {
+                                HART_LOG_WARN("pd link %s: a message it cannot read: %s", ep.c_str(),
+                                              why.to_string().c_str());
+                              }));
+    link = std::move(l);
+  }
+  scheduler_actor a = sys.spawn<caf::detached>(scheduler_impl, std::move(pipeline), params, std::move(link));
+  {
+    std::lock_guard<std::mutex> lock(inbox->mu);
+    inbox->target = a.address();
+  }
+  return a;
 }
 
 }  // namespace hart::actors

@@ -23,6 +23,11 @@
 //       (swapped_atom, shared_ptr<const swap_outcome>); running requests go on
 //       with the new weights, and every event carries the version that made it.
 //   (step_done_atom, shared_ptr<const step_outcome>)  from the worker
+//   with prefill_endpoint (docs/pd.md): (pd_atom, shared_ptr<const pd_link::pd_message>) from
+//       the PD link's thread, (kv_imported_atom, transfer, shared_ptr<const status>) from the
+//       worker, (pd_timeout_atom, transfer, generation) from itself; new requests go to the
+//       hand-off (runtime/pd/pd_decode.h) instead of the queue, and join the running set
+//       (scheduler::admit_prefilled) once their KV is in
 //
 // A failed step (dead worker process) ends the sequences of that step with
 // reason error (no retry); the rest are retracted and recompute on the next
@@ -55,10 +60,20 @@ struct scheduler_actor_params {
   /// futex wake-up per step, tens to hundreds of µs on a VM: S1). 0 = off.
   std::chrono::microseconds catch_step{0};
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  /// Prefill/decode disaggregation (`hart serve --role decode`, docs/pd.md):
+  /// new requests' prompts are computed by the prefill server here (a ZeroMQ
+  /// endpoint) and their KV imported into this server's pages
+  /// (runtime/pd/pd_decode.h). Empty: every prompt is computed here.
+  std::string prefill_endpoint;
+  /// A hand-off with no message from the prefill server this long fails (unavailable).
+  int64_t prefill_timeout_ms = 30000;
+  /// The worker's kv_store::layout_id: a prefill server must lay its pages out alike.
+  uint64_t kv_layout = 0;
 };
 
 /// Fails when the scheduler cannot be created (bad cache or batching
-/// sizes), or for more than one shard (a step is not split across ranks yet).
+/// sizes), for more than one shard (a step is not split across ranks yet),
+/// or for a prefill endpoint ZeroMQ cannot connect to.
 status_or<scheduler_actor> spawn_scheduler_actor(caf::actor_system& sys,
                                                  const scheduler_actor_params& params);
 

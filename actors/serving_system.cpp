@@ -66,6 +66,9 @@ status_or<std::unique_ptr<serving_system>> serving_system::start(caf::actor_syst
   sap.started = prm.started;
   sap.overlap = prm.overlap;
   sap.catch_step = prm.catch_step;
+  sap.prefill_endpoint = prm.prefill_endpoint;
+  sap.prefill_timeout_ms = prm.prefill_timeout_ms;
+  sap.kv_layout = prm.kv_layout;
   HART_ASSIGN_OR_RETURN(scheduler_actor scheduler, spawn_scheduler_actor(sys, sap));
   p->actors.push_back(caf::actor_cast<caf::actor>(scheduler));
 

@@ -42,6 +42,10 @@ struct serving_system_params {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   bool overlap = false;
   std::chrono::microseconds catch_step{0};
+  /// `--role decode`: prompts are computed by this prefill server (docs/pd.md); empty: here.
+  std::string prefill_endpoint;
+  int64_t prefill_timeout_ms = 30000;
+  uint64_t kv_layout = 0;  // the worker's kv_store::layout_id
   // The message API; the gateway's limits (its server and scheduler are filled in here).
   transport::server_params message_api;
   gateway_params gateway;

@@ -1,5 +1,6 @@
 #include "actors/worker_actor.h"
 
+#include "runtime/model/kv_transfer.h"
 #include "runtime/worker/engine_executor.h"
 #include "runtime/worker/step_runner.h"
 
@@ -20,6 +21,14 @@ struct worker_state {
   std::unique_ptr<worker::step_runner> runner;
 
   uint64_t weight_version() const { return weights ? weights->version() : 0; }
+
+  /// A chunk of a prefill/decode hand-off into its reserved pages, between two steps.
+  status import(const pd::kv_import& c) {
+    auto* cpu = dynamic_cast<worker::engine_executor*>(executor.get());
+    if (!cpu || !cpu->cpu_store())
+      return unimplemented("kv import: only the CPU engine in the server's process takes imported KV");
+    return kv_pages_import(c.kv, *cpu->cpu_store(), c.full, c.swa);
+  }
 
   swap_outcome swap(const swap_request& r) {
     swap_outcome o;
@@ -67,6 +76,10 @@ void worker_loop(caf::blocking_actor* self, std::shared_ptr<worker_state> st) {
         [&](swap_atom, std::shared_ptr<const swap_request> r) {
           self->send(caf::actor_cast<scheduler_actor>(self->current_sender()), swapped_atom::value,
                      std::make_shared<const swap_outcome>(st->swap(*r)));
+        },
+        [&](kv_import_atom, std::shared_ptr<const pd::kv_import> c) {
+          self->send(caf::actor_cast<scheduler_actor>(self->current_sender()), kv_imported_atom::value,
+                     c->transfer_id, std::make_shared<const status>(st->import(*c)));
         },
         [&](caf::exit_msg& m) {
           running = false;

@@ -145,6 +145,10 @@ struct serve_options {
   std::string http_max_body = "8MiB";   // larger HTTP request bodies get 413
   int http_threads = 64;                // HTTP requests served at once (a stream holds one)
   std::string served_model_name;        // HTTP `model`; empty: the model directory's name
+  std::string role = "both";     // prefill / decode disaggregation (docs/pd.md): prefill, decode or both
+  std::string prefill_endpoint;  // --role decode: the prefill server's PD link
+  int64_t prefill_timeout_ms = 30000;  // --role decode: a hand-off silent this long fails
+  int64_t kv_ack_timeout_ms = 60000;   // --role prefill: pages held for a decode server's answer at most
 };
 
 struct push_weights_options {

@@ -10,6 +10,7 @@
 #include "runtime/core/log.h"
 #include "runtime/core/malloc_tuning.h"
 #include "runtime/http/http_server.h"
+#include "runtime/pd/prefill_server.h"
 #include "runtime/transport/curve_auth.h"
 #include "runtime/worker/dummy_model.h"
 #include "runtime/worker/engine_factory.h"
@@ -194,12 +195,77 @@ CLI::App* add_serve_command(CLI::App& app, serve_options* o) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option(
+         "--role", o->role,
+         "Prefill/decode disaggregation (docs/pd.md): both (compute prompts and decode here), prefill "
+         "(compute prompts for decode servers: --bind is then the PD link, a ZeroMQ ROUTER; no client "
+         "API), or decode (clients talk to it; prompts go to --prefill-endpoint, their KV comes back "
+         "and decoding runs here). CPU engine in this process only")
+      ->check(CLI::IsMember({"both", "prefill", "decode"}))
+      ->capture_default_str();
+  cmd->add_option("--prefill-endpoint", o->prefill_endpoint,
+                  "--role decode: the prefill server's endpoint (its --bind), e.g. tcp://127.0.0.1:5560");
+  cmd->add_option(
+         "--prefill-timeout-ms", o->prefill_timeout_ms,
+         "--role decode: a request whose prefill server sends nothing this long (not running, killed, "
+         "too slow) fails with unavailable, its pages released")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
+  cmd->add_option("--kv-ack-timeout-ms", o->kv_ack_timeout_ms,
+                  "--role prefill: a prompt's pages wait this long at most for the decode server's kvAck, "
+                  "then go to the prefix cache")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
+  cmd->add_option(
       "--served-model-name", o->served_model_name,
       "HTTP: the model name /v1/models lists and requests may name (default: the model directory's name)");
   return cmd;
 }
 
+namespace {
+
+// Which options a role takes; refused before anything loads.
+status check_role(const serve_options& o) {
+  if (o.role == "decode" && o.prefill_endpoint.empty())
+    return invalid_argument("--role decode needs --prefill-endpoint (the prefill server's --bind)");
+  if (o.role != "decode" && !o.prefill_endpoint.empty())
+    return invalid_argument("--prefill-endpoint is for --role decode");
+  if (o.role == "both") return {};
+  if (o.common.device != "cpu" || o.worker_process) {
+    return unimplemented(
+        "--role %s: the KV hand-off runs on the CPU engine in the server's process only "
+        "(not --device cuda or --worker-process yet)",
+        o.role.c_str());
+  }
+  if (o.role == "prefill" && (!o.weight_sync_endpoint.empty() || !o.http_bind.empty())) {
+    return invalid_argument(
+        "--role prefill answers decode servers only: no --weight-sync-endpoint or --http-bind");
+  }
+  return {};
+}
+
+// `--role prefill`: the prefill server until a signal (`stopped`).
+int run_prefill_role(const serve_options& o, const engine& eng, const sched::serving_params& sp,
+                     std::atomic<bool>& serving, std::future<int>& stopped) {
+  pd::prefill_server_params pp;
+  pp.endpoint = o.bind;
+  pp.cache = sp.cache;
+  pp.prefill_chunk = sp.sched.prefill_chunk;
+  pp.ack_timeout_ms = o.kv_ack_timeout_ms;
+  pp.vocab_size = sp.sched.vocab_size;
+  auto srv = pd::prefill_server::start(eng, pp);
+  if (!srv.ok()) return fail(srv.get_status());
+  serving.store(true);
+  std::printf("hart: prefill role: prompts from decode servers, KV back in kvChunk frames\n");
+  std::printf("hart: serving %s on %s\n", o.common.model_dir.c_str(), (*srv)->endpoint().c_str());
+  std::fflush(stdout);
+  HART_LOG_INFO("signal %d: shutting down", stopped.get());
+  return 0;
+}
+
+}  // namespace
+
 int run_serve(const serve_options& o) {
+  if (status st = check_role(o); !st.ok()) return fail(st);
   if (!o.weight_sync_endpoint.empty() && o.worker_process) {
     return fail(unimplemented(
         "--weight-sync-endpoint with --worker-process: the worker process cannot swap weights yet"));
@@ -311,6 +377,7 @@ int run_serve(const serve_options& o) {
   }
   sp.sched.max_context = gpu ? worker::gpu_max_context(cfg, o.max_context) : o.max_context;
   sp = worker::serving_params_for(cfg, sp, tok.get());
+  if (o.role == "prefill") return run_prefill_role(o, *eng, sp, *serving, stopped);
 
   caf::actor_system_config sys_cfg;
   // NOTE(hart): CAF 0.17's default work-stealing pool polls with 50 us sleeps
@@ -375,6 +442,13 @@ int run_serve(const serve_options& o) {
   ssp.worker = std::move(wap);
   ssp.started = started;
   ssp.overlap = o.overlap_schedule;
+  if (o.role == "decode") {
+    ssp.prefill_endpoint = o.prefill_endpoint;
+    ssp.prefill_timeout_ms = o.prefill_timeout_ms;
+    auto store = eng->make_store(sp.cache.page_size);  // no pages: only its layout
+    if (!store.ok()) return fail(store.get_status());
+    ssp.kv_layout = (*store)->layout_id();
+  }
   ssp.catch_step = std::chrono::microseconds(o.catch_step_us >= 0                       ? o.catch_step_us
                                              : std::thread::hardware_concurrency() >= 8 ? k_auto_catch_step_us
                                                                                         : 0);

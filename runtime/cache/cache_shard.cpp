@@ -139,6 +139,32 @@ reserve_grants cache_shard::reserve(const reserve_request& req) {
   return g;
 }
 
+prefill_reserved cache_shard::reserve_prefilled(const prefill_reservation& r) {
+  prefill_reserved out;
+  out.key = r.key;
+  if (!r.tokens || r.tokens->empty() || r.n_tokens < int64_t(r.tokens->size())) {
+    out.result = invalid_argument("reserve_prefilled: %lld positions for a prompt of %zu tokens",
+                                  (long long)r.n_tokens, r.tokens ? r.tokens->size() : size_t{0});
+    return out;
+  }
+  status_or<request_id> id = index_.admit(*r.tokens);
+  if (!id.ok()) {
+    out.result = id.get_status();
+    return out;
+  }
+  if (status st = index_.reserve(*id, r.n_tokens); !st.ok()) {
+    HART_CHECK(index_.abort(*id).ok());
+    out.result = st;
+    return out;
+  }
+  const request_pages& pg = index_.pages(*id);
+  out.cache_id = *id;
+  out.n_cached = pg.n_computed;
+  out.full = pg.full;
+  out.swa = pg.swa;
+  return out;
+}
+
 void cache_shard::apply(const cache_op_batch& ops) {
   for (const cache_op& op : ops) {
     status st;

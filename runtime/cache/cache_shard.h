@@ -37,6 +37,12 @@ class cache_shard {
   /// Applies the ops in order. An op the index refuses is a broken invariant
   /// between scheduler and shard (HART_CHECK).
   void apply(const cache_op_batch& ops);
+  /// A cache request holding pages for a sequence whose KV is imported
+  /// (prefill/decode disaggregation): admitted (prefix matched) and reserved
+  /// for r.n_tokens positions, never by preempting; on failure nothing is
+  /// held. Its pages are released with an abort op, or it is advanced like
+  /// any running request once the KV is in.
+  prefill_reserved reserve_prefilled(const prefill_reservation& r);
 
   status check() const { return index_.check(); }
   cache_metrics metrics() const { return index_.metrics(); }

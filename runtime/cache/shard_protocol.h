@@ -129,3 +129,27 @@ using reserve_request = std::vector<slot_reservation>;
 using reserve_grants = std::vector<slot_reserved>;
 
 }  // namespace hart::cache
+
+namespace hart::cache {
+
+/// Pages for a sequence whose prompt's KV comes from outside (prefill/decode
+/// disaggregation, docs/pd.md): a new cache request for `tokens` (its prefix
+/// matched, as an admission's) with pages for positions [0, n_tokens) (the
+/// prompt and the first decode step). Answered with prefill_reserved.
+struct prefill_reservation {
+  uint64_t key = 0;  // the caller's (a transfer id)
+  std::shared_ptr<const std::vector<int32_t>> tokens;
+  int64_t n_tokens = 0;
+};
+
+struct prefill_reserved {
+  uint64_t key = 0;
+  /// Not ok: nothing is held (resource_exhausted when the pools cannot serve it now).
+  status result;
+  request_id cache_id = -1;
+  int64_t n_cached = 0;  // the prefix hit: positions [0, n_cached) hold valid KV already (page-aligned)
+  std::vector<page_id> full;
+  std::vector<page_id> swa;
+};
+
+}  // namespace hart::cache

@@ -8,7 +8,7 @@ namespace {
 
 // The header of a transfer of positions [0, n_tokens) from `store`, every page in range.
 status_or<kv_pages> transfer_header(const kv_store& store, const model_config& cfg, int64_t n_tokens,
-                                    int64_t skip_full) {
+                                    int64_t skip_full, int64_t first_swa) {
   if (n_tokens <= 0)
     return invalid_argument("kv export: %lld positions (need at least one)", (long long)n_tokens);
   kv_pages kv;
@@ -22,6 +22,13 @@ status_or<kv_pages> transfer_header(const kv_store& store, const model_config& c
   }
   kv.first_full = skip_full;
   kv.first_swa = std::max<int64_t>(0, n_tokens - swa_live_tokens(cfg)) / kv.page_size;
+  if (first_swa >= 0) {
+    if (first_swa > kv.first_swa) {
+      return invalid_argument("kv export: SWA pages from %lld leave out live page %lld", (long long)first_swa,
+                              (long long)kv.first_swa);
+    }
+    kv.first_swa = first_swa;
+  }
   kv.first_page = 0;
   kv.end_page = n_pages;
   return kv;
@@ -50,8 +57,8 @@ status check_page_ids(const kv_pages& kv, const std::vector<int32_t>& full, cons
 
 status_or<std::vector<kv_page_range>> kv_pages_plan(const kv_store& store, const model_config& cfg,
                                                     int64_t n_tokens, int64_t skip_full,
-                                                    size_t max_chunk_bytes) {
-  HART_ASSIGN_OR_RETURN(const kv_pages whole, transfer_header(store, cfg, n_tokens, skip_full));
+                                                    size_t max_chunk_bytes, int64_t first_swa) {
+  HART_ASSIGN_OR_RETURN(const kv_pages whole, transfer_header(store, cfg, n_tokens, skip_full, first_swa));
   const size_t full_bytes = size_t(store.full_page_floats()) * sizeof(float);
   const size_t swa_bytes = size_t(store.swa_page_floats()) * sizeof(float);
   // The last page carries both, and is the largest.
@@ -85,8 +92,9 @@ status_or<kv_pages> kv_pages_export(const kv_store& store, const model_config& c
 }
 
 status_or<kv_pages> kv_pages_export(const kv_store& store, const model_config& cfg, const page_table& pages,
-                                    int64_t n_tokens, int64_t skip_full, kv_page_range range) {
-  HART_ASSIGN_OR_RETURN(kv_pages kv, transfer_header(store, cfg, n_tokens, skip_full));
+                                    int64_t n_tokens, int64_t skip_full, kv_page_range range,
+                                    int64_t first_swa) {
+  HART_ASSIGN_OR_RETURN(kv_pages kv, transfer_header(store, cfg, n_tokens, skip_full, first_swa));
   if (range.first_page < 0 || range.first_page >= range.end_page || range.end_page > kv.n_pages()) {
     return invalid_argument("kv export: pages [%lld, %lld) of a sequence of %lld pages",
                             (long long)range.first_page, (long long)range.end_page, (long long)kv.n_pages());
@@ -137,6 +145,20 @@ status kv_pages_import(const kv_pages& kv, kv_store& store, const std::vector<in
     std::memcpy(store.swa_page(swa[pg]), kv.swa.data() + (pg - kv.swa_begin()) * S,
                 size_t(S) * sizeof(float));
   }
+  return {};
+}
+
+status kv_pages_drop_swa_below(kv_pages& kv, int64_t page) {
+  if (page <= kv.first_swa) return {};
+  const int64_t before = kv.n_swa_carried();
+  if (before > 0 && kv.swa.size() % size_t(before) != 0) {
+    return invalid_argument("kv drop: %zu SWA floats are not %lld whole pages", kv.swa.size(),
+                            (long long)before);
+  }
+  const size_t page_floats = before > 0 ? kv.swa.size() / size_t(before) : 0;
+  kv.first_swa = std::min(page, kv.n_pages());
+  const int64_t after = kv.n_swa_carried();
+  kv.swa.erase(kv.swa.begin(), kv.swa.begin() + ptrdiff_t(size_t(before - after) * page_floats));
   return {};
 }
 

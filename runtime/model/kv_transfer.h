@@ -69,9 +69,14 @@ struct kv_pages {
 /// `max_chunk_bytes` of KV (full and SWA floats together), as many pages as
 /// fit. invalid_argument: n_tokens <= 0, skip_full outside [0, pages of
 /// n_tokens), or a single page over the limit.
+///
+/// `first_swa` >= 0: SWA pages from that page on instead of from
+/// swa_live_tokens back (it may only be earlier): the pages a receiver's
+/// prefix cache keeps (cache::cache_config::first_live_swa_page), so that
+/// every SWA page it will hold and share is written (docs/pd.md).
 status_or<std::vector<kv_page_range>> kv_pages_plan(const kv_store& store, const model_config& cfg,
                                                     int64_t n_tokens, int64_t skip_full,
-                                                    size_t max_chunk_bytes);
+                                                    size_t max_chunk_bytes, int64_t first_swa = -1);
 
 /// The KV of positions [0, n_tokens) of the sequence on `pages` in `store`,
 /// without its first `skip_full` full pages (the receiver holds them), in page
@@ -82,7 +87,8 @@ status_or<std::vector<kv_page_range>> kv_pages_plan(const kv_store& store, const
 status_or<kv_pages> kv_pages_export(const kv_store& store, const model_config& cfg, const page_table& pages,
                                     int64_t n_tokens, int64_t skip_full = 0);
 status_or<kv_pages> kv_pages_export(const kv_store& store, const model_config& cfg, const page_table& pages,
-                                    int64_t n_tokens, int64_t skip_full, kv_page_range range);
+                                    int64_t n_tokens, int64_t skip_full, kv_page_range range,
+                                    int64_t first_swa = -1);  // as kv_pages_plan's
 
 /// Writes `kv` (the whole transfer, or one range of it) into `store`'s pages
 /// `full` and `swa`: the receiving side's page ids for every position p of the
@@ -93,5 +99,12 @@ status_or<kv_pages> kv_pages_export(const kv_store& store, const model_config& c
 /// chunk), a page id missing or outside the store.
 status kv_pages_import(const kv_pages& kv, kv_store& store, const std::vector<int32_t>& full,
                        const std::vector<int32_t>& swa);
+
+/// Leaves the SWA pages below `page` out of `kv` (one range or the whole
+/// transfer): a receiver whose prefix hit holds pages [0, page) keeps its own
+/// window over them, as a colocated prefill on top of that hit reads it, and
+/// never writes into those shared pages. invalid_argument when kv's SWA floats
+/// are not whole pages.
+status kv_pages_drop_swa_below(kv_pages& kv, int64_t page);
 
 }  // namespace hart

@@ -43,6 +43,7 @@
 #include "runtime/cache/shard_protocol.h"
 #include "runtime/core/histogram.h"
 #include "runtime/sample/ngram_draft.h"
+#include "runtime/sched/prefilled.h"
 #include "runtime/sched/request.h"
 #include "runtime/sched/step.h"
 #include "runtime/sched/stop_rules.h"
@@ -140,6 +141,14 @@ class scheduler {
   /// empty if it is not live.
   event_batch abort(uint64_t id);
   event_batch abort_all();
+  /// Prefill/decode disaggregation (scheduler_prefilled.cpp): r (one sample)
+  /// joins the running set with its prompt computed (n_computed = prompt
+  /// length, on p's pages) and p.first as its first token, whose event (and
+  /// finish, when it ends the sequence) is returned. The cache request's
+  /// advance to the prompt's end is queued for the shard. Errors as submit's
+  /// (invalid_argument also for n > 1, routing or prompt log-probs); nothing
+  /// changes then and the caller still owns p's cache request.
+  status_or<event_batch> admit_prefilled(gen_request r, const prefilled& p);
 
   // -- control ---
 

@@ -38,6 +38,10 @@ class engine_executor final : public sched::step_executor {
   /// result.error; nothing is sampled then.
   status_or<sched::step_result> execute(const sched::step_plan& plan) override;
 
+  /// The CPU engine's pages (on_cpu), for a prefill/decode hand-off to export
+  /// from or import into between steps (runtime/pd); null over an engine's own pool.
+  kv_store* cpu_store() const { return store_.get(); }
+
  private:
   engine_executor() = default;
   std::shared_ptr<const forward_engine> eng_;
