@@ -80,6 +80,38 @@ class serve : public ::testing::Test {
     return g;
   }
 
+  // One client per prompt at once on `srv`, greedy, n_new tokens each (request ids from id0):
+  // each gets the engine-alone tokens and log-probs, finishing by length.
+  static void expect_concurrent_clients_get_the_engine_alone(const server_process& srv,
+                                                             const std::vector<std::vector<int32_t>>& prompts,
+                                                             int n_new, uint64_t id0) {
+    const size_t n = prompts.size();
+    std::vector<std::vector<int32_t>> want(n);
+    std::vector<std::vector<float>> want_lp(n);
+    for (size_t i = 0; i < n; ++i) want[i] = greedy_alone(prompts[i], n_new, &want_lp[i]);
+    std::vector<std::string> failures(n);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] {
+        transport::client_params cp;
+        cp.endpoint = srv.endpoint();
+        auto c = transport::client::connect(cp);
+        if (!c.ok()) return void(failures[i] = c.get_status().to_string());
+        auto res = (*c)->generate(greedy_request(id0 + i, prompts[i], uint32_t(n_new)), 120s);
+        if (!res.ok()) return void(failures[i] = res.get_status().to_string());
+        const auto& s = res->samples[0];
+        if (std::vector<int32_t>(s.token_ids.begin(), s.token_ids.end()) != want[i])
+          failures[i] = "tokens differ";
+        else if (s.logprobs != want_lp[i])
+          failures[i] = "logprobs differ";
+        else if (s.final.reason != protocol::finish_reason::length)
+          failures[i] = "finish reason";
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(failures[i], "") << "client " << i;
+  }
+
   // Sends a control verb and returns its answer; chunks and finals that arrive
   // meanwhile go to `streamed` (when given).
   static protocol::reply control(transport::client& c, protocol::control_verb verb, uint64_t tag,
@@ -398,31 +430,9 @@ TEST_P(serve_overlap, concurrent_clients_equal_the_engine_alone) {
   if (GetParam()) extra.push_back("--worker-process");
   server_process srv(model_, extra);
   ASSERT_FALSE(srv.endpoint().empty());
-  constexpr int k_clients = 24;
-  std::vector<std::vector<int32_t>> want(k_clients);
-  std::vector<std::vector<float>> want_lp(k_clients);
-  for (int i = 0; i < k_clients; ++i) want[i] = greedy_alone(prompt_of(i), 12, &want_lp[i]);
-  std::vector<std::string> failures(k_clients);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < k_clients; ++i) {
-    threads.emplace_back([&, i] {
-      transport::client_params cp;
-      cp.endpoint = srv.endpoint();
-      auto c = transport::client::connect(cp);
-      if (!c.ok()) return void(failures[i] = c.get_status().to_string());
-      auto res = (*c)->generate(greedy_request(500 + i, prompt_of(i), 12), 120s);
-      if (!res.ok()) return void(failures[i] = res.get_status().to_string());
-      const auto& s = res->samples[0];
-      if (std::vector<int32_t>(s.token_ids.begin(), s.token_ids.end()) != want[i])
-        failures[i] = "tokens differ";
-      else if (s.logprobs != want_lp[i])
-        failures[i] = "logprobs differ";
-      else if (s.final.reason != protocol::finish_reason::length)
-        failures[i] = "finish reason";
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int i = 0; i < k_clients; ++i) EXPECT_EQ(failures[i], "") << "client " << i;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 24; ++i) prompts.push_back(prompt_of(i));
+  expect_concurrent_clients_get_the_engine_alone(srv, prompts, 12, 500);
 
   // The steps were planned ahead, and an abort mid-stream keeps a prefix.
   transport::client_params cp;
@@ -479,36 +489,13 @@ TEST_P(serve_speculative, outputs_equal_the_engine_alone) {
   if (GetParam()) extra.push_back("--worker-process");
   server_process srv(model_, extra);
   ASSERT_FALSE(srv.endpoint().empty());
-  constexpr int k_clients = 8;
-  auto repeating = [](int i) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 8; ++i) {
     std::vector<int32_t> p;
     for (int k = 0; k < 30 + 23 * i; ++k) p.push_back(int32_t((k % (5 + i)) * 37 + i) % 500 + 6);
-    return p;
-  };
-  std::vector<std::vector<int32_t>> want(k_clients);
-  std::vector<std::vector<float>> want_lp(k_clients);
-  for (int i = 0; i < k_clients; ++i) want[i] = greedy_alone(repeating(i), 24, &want_lp[i]);
-  std::vector<std::string> failures(k_clients);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < k_clients; ++i) {
-    threads.emplace_back([&, i] {
-      transport::client_params cp;
-      cp.endpoint = srv.endpoint();
-      auto c = transport::client::connect(cp);
-      if (!c.ok()) return void(failures[i] = c.get_status().to_string());
-      auto res = (*c)->generate(greedy_request(700 + i, repeating(i), 24), 120s);
-      if (!res.ok()) return void(failures[i] = res.get_status().to_string());
-      const auto& s = res->samples[0];
-      if (std::vector<int32_t>(s.token_ids.begin(), s.token_ids.end()) != want[i])
-        failures[i] = "tokens differ";
-      else if (s.logprobs != want_lp[i])
-        failures[i] = "logprobs differ";
-      else if (s.final.reason != protocol::finish_reason::length)
-        failures[i] = "finish reason";
-    });
+    prompts.push_back(p);
   }
-  for (auto& t : threads) t.join();
-  for (int i = 0; i < k_clients; ++i) EXPECT_EQ(failures[i], "") << "client " << i;
+  expect_concurrent_clients_get_the_engine_alone(srv, prompts, 24, 700);
 
   transport::client_params cp;
   cp.endpoint = srv.endpoint();
