@@ -156,34 +156,11 @@ std::vector<int32_t> prompt_of(int i) {
 }
 
 TEST_F(serve, concurrent_streaming_clients_get_what_the_engine_computes_alone) {
-  constexpr int k_clients = 32;
   // The engine runs one call at a time (its sequences share one page store), so
-  // the expected answers are computed here, before the clients start.
-  std::vector<std::vector<int32_t>> want(k_clients);
-  std::vector<std::vector<float>> want_lp(k_clients);
-  for (int i = 0; i < k_clients; ++i) want[i] = greedy_alone(prompt_of(i), 8, &want_lp[i]);
-  std::vector<std::thread> threads;
-  std::vector<std::string> failures(k_clients);
-  for (int i = 0; i < k_clients; ++i) {
-    threads.emplace_back([&, i] {
-      auto c = connect();
-      auto res = c->generate(greedy_request(100 + i, prompt_of(i), 8), 120s);
-      if (!res.ok()) {
-        failures[i] = res.get_status().to_string();
-        return;
-      }
-      const auto& s = res->samples[0];
-      std::vector<int32_t> got(s.token_ids.begin(), s.token_ids.end());
-      if (got != want[i])
-        failures[i] = "tokens differ";
-      else if (s.logprobs != want_lp[i])
-        failures[i] = "logprobs differ";
-      else if (s.final.reason != protocol::finish_reason::length)
-        failures[i] = "finish reason";
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int i = 0; i < k_clients; ++i) EXPECT_EQ(failures[i], "") << "client " << i;
+  // the expected answers are computed first, before the clients start.
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 32; ++i) prompts.push_back(prompt_of(i));
+  expect_concurrent_clients_get_the_engine_alone(*srv_, prompts, 8, 100);
 
   // A request alone decodes back-to-back steps, some of whose outcomes the scheduler's spin
   // (--catch-step-us) takes: its tokens are still the engine's. How many it catches depends on
